@@ -1,0 +1,189 @@
+# Makefile -- the one build of dynscope: the engine extension dynscope/_C, its
+# ASan/UBSan variant, the tests, the demo and the benchmarks.  Layout and
+# dependencies: ../shared/DESIGN.md sections 2 and 5.
+#
+#   make / make all / make dev   build dynscope/_C$(EXT_SUFFIX) in place
+#   make test                    install missing deps, build, run C and Python tests
+#   make asan                    build with ASan+UBSan, run the Python tests under it
+#   make check-c                 build and run tests/c/*.c (if any)
+#   make bench / make demo       run scripts/bench_*.py / scripts/demo.py
+#   make deps                    scripts/install-deps.sh alone
+#   make print-vars              show what the build resolved
+#   make clean
+#
+# Extra flags: make CFLAGS_EXTRA=-DNDEBUG (or any other) -- a change of flags
+# rebuilds the objects that depend on them.
+
+.DEFAULT_GOAL := all
+SHELL := bash
+
+# ---------------------------------------------------------------------------
+# Python: the venv made by scripts/install-deps.sh (CPython 3.11), else python3.
+
+VENV_PY := .venv/bin/python
+PY := $(if $(wildcard $(VENV_PY)),$(VENV_PY),python3)
+
+# Asked of $(PY) once, and only when a recipe needs it (so `make clean` does not
+# need Python or NumPy): Python include dir, NumPy include dir, EXT_SUFFIX.
+PYCFG_CODE := import sysconfig, numpy; print(sysconfig.get_paths()['include'], numpy.get_include(), sysconfig.get_config_var('EXT_SUFFIX'))
+PYCFG = $(eval PYCFG := $$(shell $$(PY) -c "$$(PYCFG_CODE)" 2>/dev/null))$(if $(word 3,$(PYCFG)),$(PYCFG),$(error cannot ask $(PY) for the Python/NumPy include dirs; run scripts/install-deps.sh (make deps)))
+PY_INC = $(word 1,$(PYCFG))
+NUMPY_INC = $(word 2,$(PYCFG))
+EXT_SUFFIX = $(word 3,$(PYCFG))
+
+# ---------------------------------------------------------------------------
+# Toolchain and flags.
+
+BUILD := build
+EXT_NAME := _C
+EXT_GLOB := dynscope/$(EXT_NAME).*so
+
+SRCS := $(wildcard engine/*.c)
+OBJS := $(SRCS:%.c=$(BUILD)/%.o)
+ASAN_OBJS := $(SRCS:%.c=$(BUILD)/asan/%.o)
+
+WARN := -Wall -Wextra -Werror
+# -isystem: CPython's and NumPy's headers (pycore_* included) are not ours to
+# keep warning-free under -Werror.
+INCLUDES = -isystem $(PY_INC) -isystem $(NUMPY_INC)
+BASE_CFLAGS = -std=c11 $(WARN) -fPIC -g -fvisibility=hidden $(INCLUDES)
+CFLAGS_NORMAL = $(BASE_CFLAGS) -O2 $(CFLAGS_EXTRA)
+SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS_ASAN = $(BASE_CFLAGS) -O1 $(SANITIZE) $(CFLAGS_EXTRA)
+DEPFLAGS := -MMD -MP
+LDLIBS := -lm -lpthread $(LDLIBS_EXTRA)
+
+# The normal and the ASan extension are linked apart, under build/; only
+# install-ext copies one into dynscope/, and it does so whenever the copy there
+# differs from build/_C.so -- so after `make asan` the next `make` or
+# `make test` puts the normal build back, even if the ASan run was interrupted.
+SO := $(BUILD)/$(EXT_NAME).so
+ASAN_SO := $(BUILD)/asan/$(EXT_NAME).so
+
+# ASan must come first in the process, before python and numpy are loaded.
+ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so)
+ASAN_ENV = LD_PRELOAD="$(ASAN_PRELOAD)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	PYTHONMALLOC=malloc
+
+PYTEST_ARGS ?= -q tests
+
+# Copy $(1) to dynscope/_C$(EXT_SUFFIX) unless identical.  Atomic (rename), so a
+# running process that has the old file mapped is not disturbed.
+define install_so
+	@dst=dynscope/$(EXT_NAME)$(EXT_SUFFIX); \
+	if ! cmp -s $(1) $$dst; then \
+		cp $(1) $$dst.tmp && mv -f $$dst.tmp $$dst && echo "installed $(1) -> $$dst"; \
+	fi
+endef
+
+.PHONY: all dev install-ext test check-c asan bench demo deps clean print-vars FORCE
+
+all: install-ext
+
+dev: all
+
+install-ext: $(SO)
+	$(call install_so,$(SO))
+
+# ---------------------------------------------------------------------------
+# Compile and link.  A flags file per variant, rewritten only when the flags
+# change, makes every object of that variant depend on its flags.
+
+$(BUILD)/cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(CFLAGS_NORMAL)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_NORMAL)' > $@
+
+$(BUILD)/asan/cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(CFLAGS_ASAN)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ASAN)' > $@
+
+$(BUILD)/engine/%.o: engine/%.c $(BUILD)/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_NORMAL) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/asan/engine/%.o: engine/%.c $(BUILD)/asan/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ASAN) $(DEPFLAGS) -c $< -o $@
+
+$(SO): $(OBJS)
+	$(if $(OBJS),,$(error no engine/*.c sources to build))
+	$(CC) -shared -o $@ $(OBJS) $(LDLIBS)
+
+$(ASAN_SO): $(ASAN_OBJS)
+	$(if $(ASAN_OBJS),,$(error no engine/*.c sources to build))
+	$(CC) -shared $(SANITIZE) -o $@ $(ASAN_OBJS) $(LDLIBS)
+
+-include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d)
+
+# ---------------------------------------------------------------------------
+# Tests.  pytest's exit status 5 means "no tests collected": reported loudly,
+# not failed, while the suites are still being written.  Under ASan pytest
+# captures sys.stdout/err only (--capture=sys), so a sanitizer report written
+# to fd 2 just before abort() reaches the terminal instead of a lost temp file.
+
+define run_pytest
+	rc=0; $(1) $(VENV_PY) -m pytest $(2) $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make: WARNING: pytest collected no tests" >&2; rc=0; fi
+endef
+
+test:
+	bash scripts/install-deps.sh
+	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory check-c
+	@$(call run_pytest,); exit $$rc
+
+# C unit tests: every tests/c/*.c is one standalone program, built under
+# build/tests/c/ and run; a non-zero exit fails the target.
+C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/c/%,$(wildcard tests/c/*.c))
+
+$(BUILD)/tests/c/%: tests/c/%.c $(BUILD)/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_NORMAL) $(DEPFLAGS) -o $@ $< $(LDLIBS)
+
+-include $(C_TESTS:=.d)
+
+check-c: $(C_TESTS)
+	@if [ -z "$(C_TESTS)" ]; then echo "check-c: no C unit tests (tests/c/*.c)"; fi
+	@set -e; for t in $(C_TESTS); do echo "check-c: $$t"; ./$$t; done
+
+asan: $(ASAN_SO)
+	$(call install_so,$(ASAN_SO))
+	@$(call run_pytest,$(ASAN_ENV),--capture=sys); \
+	$(MAKE) --no-print-directory install-ext || rc=1; \
+	exit $$rc
+
+# ---------------------------------------------------------------------------
+# Demo and benchmarks.
+
+bench: all
+	@shopt -s nullglob; benches=(scripts/bench_*.py); \
+	if [ $${#benches[@]} -eq 0 ]; then echo "bench: no scripts/bench_*.py yet"; exit 0; fi; \
+	for b in "$${benches[@]}"; do echo "== $$b"; $(PY) "$$b" || exit $$?; done
+
+demo: all
+	$(PY) scripts/demo.py
+
+# ---------------------------------------------------------------------------
+
+deps:
+	bash scripts/install-deps.sh
+
+print-vars:
+	@echo "PY         = $(PY)"
+	@echo "CC         = $(CC)"
+	@echo "PY_INC     = $(PY_INC)"
+	@echo "NUMPY_INC  = $(NUMPY_INC)"
+	@echo "EXT_SUFFIX = $(EXT_SUFFIX)"
+	@echo "EXTENSION  = dynscope/$(EXT_NAME)$(EXT_SUFFIX)"
+	@echo "SRCS       = $(SRCS)"
+	@echo "CFLAGS     = $(CFLAGS_NORMAL)"
+	@echo "ASAN FLAGS = $(CFLAGS_ASAN)"
+	@echo "LDLIBS     = $(LDLIBS)"
+	@echo "ASAN_PRELOAD = $(ASAN_PRELOAD)"
+
+clean:
+	rm -rf $(BUILD) $(EXT_GLOB) dynscope/*.so.tmp *.egg-info
+
+FORCE:

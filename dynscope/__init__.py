@@ -1,0 +1,93 @@
+"""dynscope: a capture engine for CPython, built to be watched.
+
+    import dynscope
+
+    @dynscope.optimize("eager")          # or optimize(my_compiler)
+    def f(a, b):
+        return (a / (np.abs(a) + 1)) * b
+
+    dynscope.cache_entries(f)            # entries, guards, hits
+    dynscope.reset()                     # drop every cache entry
+
+The engine is C (dynscope._C); this package re-exports its public names.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+
+from . import _C
+from ._C import CacheLimitWarning, Unsupported  # noqa: F401
+from .config import config
+
+__all__ = [
+    "optimize",
+    "cache_entries",
+    "reset",
+    "config",
+    "Unsupported",
+    "CacheLimitWarning",
+    "register_backend",
+    "list_backends",
+]
+
+
+def optimize(backend="eager", *, fullgraph=False, dynamic=None):
+    """Capture tensor programs into graphs compiled by `backend`.
+
+    `backend` is a callable ``backend(gm, example_inputs) -> callable`` or the
+    name of a registered backend ("eager").  Use the result as a decorator
+    (``optimize(b)(fn)`` or ``@optimize(b)``) or as a context manager
+    (``with optimize(b): fn(x)``).  Functions called from a captured function
+    are captured too.  `dynamic` is accepted for TorchDynamo compatibility;
+    only static shapes are supported (a new shape recompiles).
+    """
+    if dynamic not in (None, False):
+        raise NotImplementedError("dynscope: dynamic shapes are not supported yet (use dynamic=None)")
+    return _C.OptimizeContext(backend, fullgraph=fullgraph)
+
+
+def cache_entries(fn_or_code):
+    """The cache entries of a function (or code object), in lookup order.
+
+    Each entry has .compile_id ("0/1"), .resume_offset, .guards (items with
+    .kind, .expr, .source), .hits, .graph and .plan.
+    """
+    return _C.cache_entries(fn_or_code)
+
+
+def reset():
+    """Drop every cache entry and skip mark; compile ids restart at 0."""
+    _C.reset()
+
+
+def register_backend(name, fn):
+    """Register `fn(gm, example_inputs) -> callable` under `name`."""
+    return _C.register_backend(name, fn)
+
+
+def list_backends():
+    """Names of the registered backends."""
+    return _C.list_backends()
+
+
+def _default_skip_prefixes():
+    """Files never captured: the standard library, dynscope itself, and the
+    tensor libraries' own Python code (as TorchDynamo skips its skipfiles)."""
+    prefixes = {os.path.dirname(os.path.abspath(__file__)) + os.sep, "<frozen "}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib"):
+        p = paths.get(key)
+        if p:
+            prefixes.add(os.path.abspath(p) + os.sep)
+    for mod in ("numpy", "torch"):
+        m = sys.modules.get(mod)
+        if m is not None and getattr(m, "__file__", None):
+            prefixes.add(os.path.dirname(os.path.abspath(m.__file__)) + os.sep)
+    # site-packages of the stdlib prefix would match the stdlib prefix; keep
+    # third-party packages capturable unless listed above.
+    return tuple(sorted(prefixes))
+
+
+config.skip_prefixes = _default_skip_prefixes()

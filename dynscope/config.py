@@ -1,0 +1,42 @@
+"""dynscope.config: engine settings, stored in the C engine.
+
+    dynscope.config.cache_size_limit = 8   # entries per function (and resume point)
+    dynscope.config.skip_prefixes         # files never captured
+"""
+from __future__ import annotations
+
+from . import _C
+
+
+class _Config:
+    """Settings of the capture engine.  Assignments take effect at once."""
+
+    __slots__ = ()
+
+    @property
+    def cache_size_limit(self) -> int:
+        """Cache entries per (function, resume point); past it the function
+        runs without capture and one CacheLimitWarning is issued."""
+        return _C.get_cache_size_limit()
+
+    @cache_size_limit.setter
+    def cache_size_limit(self, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"cache_size_limit must be an int, got {type(value).__name__}")
+        _C.set_cache_size_limit(value)
+
+    @property
+    def skip_prefixes(self) -> tuple:
+        """Path prefixes of files whose code is never captured."""
+        return _C.get_skip_prefixes()
+
+    @skip_prefixes.setter
+    def skip_prefixes(self, value) -> None:
+        _C.set_skip_prefixes(tuple(value))
+
+    def __repr__(self) -> str:
+        return (f"dynscope.config(cache_size_limit={self.cache_size_limit}, "
+                f"skip_prefixes={self.skip_prefixes!r})")
+
+
+config = _Config()

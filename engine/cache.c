@@ -1,0 +1,334 @@
+/*
+ * cache.c -- the per-code-object cache, stored in the code object's co_extra
+ * slot (DESIGN.md 3.2), and the CacheEntry type users see through
+ * dynscope.cache_entries().
+ *
+ * A CodeCache holds one CacheFrame per resume offset (0 = function start);
+ * a CacheFrame holds its entries in lookup order.  Every live CodeCache is
+ * on a doubly linked list so reset() can reach them all.
+ *
+ * Invariants (GIL protected):
+ *   - A CodeCache and its CacheFrames are freed only by CPython when the
+ *     code object dies (code_cache_free); until then pointers to them are
+ *     stable.
+ *   - reset() never mutates an entries list in place: it swaps in a new
+ *     one, so a thread iterating the old list (holding a reference) is safe.
+ */
+#include "pycompat.h"
+#include "events.h"
+
+#include <string.h>
+
+static Py_ssize_t extra_index = -1;
+static CodeCache *all_caches;        /* head of the list of live caches */
+static long long next_code_id;
+static int next_frame_id;
+
+PyTypeObject *CacheEntryType;
+
+/* ---- CodeCache lifetime ---- */
+
+static void cache_frame_free(CacheFrame *cf)
+{
+    Py_CLEAR(cf->entries);
+    Py_CLEAR(cf->last_failure);
+    PyMem_Free(cf);
+}
+
+/* co_extra free function: the code object is being destroyed. */
+static void code_cache_free(void *p)
+{
+    CodeCache *cc = p;
+    if (cc == NULL)
+        return;
+    if (cc->prev)
+        cc->prev->next = cc->next;
+    else
+        all_caches = cc->next;
+    if (cc->next)
+        cc->next->prev = cc->prev;
+    for (int i = 0; i < cc->nframes; i++)
+        cache_frame_free(cc->frames[i]);
+    PyMem_Free(cc->frames);
+    Py_CLEAR(cc->skip_reason);
+    PyMem_Free(cc);
+}
+
+int cache_init(void)
+{
+    extra_index = _PyEval_RequestCodeExtraIndex(code_cache_free);
+    if (extra_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "dynscope: no free co_extra slot");
+        return -1;
+    }
+    return 0;
+}
+
+CodeCache *cache_peek(PyCodeObject *code)
+{
+    void *p = NULL;
+    if (_PyCode_GetExtra((PyObject *)code, extra_index, &p) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return p;
+}
+
+CodeCache *cache_for_code(PyCodeObject *code)
+{
+    CodeCache *cc = cache_peek(code);
+    if (cc != NULL)
+        return cc;
+    cc = PyMem_Calloc(1, sizeof(CodeCache));
+    if (cc == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    cc->code = code;
+    cc->code_id = next_code_id++;
+    if (_PyCode_SetExtra((PyObject *)code, extra_index, cc) < 0) {
+        PyMem_Free(cc);
+        return NULL;
+    }
+    cc->next = all_caches;
+    if (all_caches)
+        all_caches->prev = cc;
+    all_caches = cc;
+    return cc;
+}
+
+CacheFrame *cache_frame(CodeCache *cc, int resume_offset)
+{
+    for (int i = 0; i < cc->nframes; i++)
+        if (cc->frames[i]->resume_offset == resume_offset)
+            return cc->frames[i];
+    CacheFrame *cf = PyMem_Calloc(1, sizeof(CacheFrame));
+    CacheFrame **frames = PyMem_Realloc(cc->frames, sizeof(CacheFrame *) * (size_t)(cc->nframes + 1));
+    if (cf == NULL || frames == NULL) {
+        PyMem_Free(cf);
+        if (frames)
+            cc->frames = frames;
+        PyErr_NoMemory();
+        return NULL;
+    }
+    cc->frames = frames;
+    cf->resume_offset = resume_offset;
+    cf->frame_id = -1;
+    cf->entries = PyList_New(0);
+    if (cf->entries == NULL) {
+        PyMem_Free(cf);
+        return NULL;
+    }
+    cc->frames[cc->nframes++] = cf;
+    return cf;
+}
+
+void cache_frame_assign_id(CacheFrame *cf)
+{
+    if (cf->frame_id < 0)
+        cf->frame_id = next_frame_id++;
+}
+
+void cache_reset_all(void)
+{
+    /* Old entry lists are collected first and released at the end: releasing
+       an entry can free objects whose finalizers run Python, and that must
+       not happen while we walk the list of caches. */
+    PyObject *graveyard = PyList_New(0);
+    for (CodeCache *cc = all_caches; cc != NULL; cc = cc->next) {
+        for (int i = 0; i < cc->nframes; i++) {
+            CacheFrame *cf = cc->frames[i];
+            PyObject *fresh = PyList_New(0);
+            if (fresh == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            PyObject *old = cf->entries;
+            cf->entries = fresh;
+            if (graveyard == NULL || PyList_Append(graveyard, old) < 0)
+                PyErr_Clear();
+            Py_DECREF(old);   /* graveyard holds it, unless appending failed */
+            cf->frame_id = -1;
+            cf->ncompiles = 0;
+            cf->misses = 0;
+            cf->limit_warned = false;
+            if (cf->last_failure) {
+                if (graveyard == NULL || PyList_Append(graveyard, cf->last_failure) < 0)
+                    PyErr_Clear();
+                Py_CLEAR(cf->last_failure);
+            }
+        }
+        if (cc->skip_reason) {
+            if (graveyard == NULL || PyList_Append(graveyard, cc->skip_reason) < 0)
+                PyErr_Clear();
+            Py_CLEAR(cc->skip_reason);
+        }
+        cc->classified = false;
+    }
+    next_frame_id = 0;
+    memset(&engine_counters, 0, sizeof(engine_counters));
+    events_reset();
+    Py_XDECREF(graveyard);
+}
+
+PyObject *cache_entries_list(CodeCache *cc)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (int i = 0; cc != NULL && i < cc->nframes; i++) {
+        PyObject *entries = cc->frames[i]->entries;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entries); j++) {
+            if (PyList_Append(out, PyList_GET_ITEM(entries, j)) < 0) {
+                Py_DECREF(out);
+                return NULL;
+            }
+        }
+    }
+    return out;
+}
+
+/* ---- CacheEntry ---- */
+
+CacheEntry *cache_entry_new(void)
+{
+    CacheEntry *e = PyObject_GC_New(CacheEntry, CacheEntryType);
+    if (e == NULL)
+        return NULL;
+    guardset_init(&e->guards);
+    memset(&e->plan, 0, sizeof(e->plan));
+    e->backend = NULL;
+    e->frame_id = -1;
+    e->frame_compile_id = 0;
+    e->resume_offset = 0;
+    e->hits = 0;
+    e->guard_ns = 0;
+    e->compile_ns = 0;
+    PyObject_GC_Track(e);
+    return e;
+}
+
+static int entry_traverse(CacheEntry *e, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(e));
+    Py_VISIT(e->backend);
+    Py_VISIT(e->plan.gm);
+    Py_VISIT(e->plan.compiled);
+    return 0;
+}
+
+static int entry_clear(CacheEntry *e)
+{
+    Py_CLEAR(e->backend);
+    plan_clear(&e->plan);
+    guardset_clear(&e->guards);
+    return 0;
+}
+
+static void entry_dealloc(CacheEntry *e)
+{
+    PyTypeObject *tp = Py_TYPE(e);
+    PyObject_GC_UnTrack(e);
+    entry_clear(e);
+    tp->tp_free((PyObject *)e);
+    Py_DECREF(tp);
+}
+
+static PyObject *entry_get_compile_id(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
+}
+
+static PyObject *entry_get_guards(CacheEntry *e, void *c)
+{
+    (void)c;
+    return guardset_info_list(&e->guards);
+}
+
+static PyObject *entry_get_hits(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(e->hits);
+}
+
+static PyObject *entry_get_guard_ns(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(e->guard_ns);
+}
+
+static PyObject *entry_get_compile_ns(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(e->compile_ns);
+}
+
+static PyObject *entry_get_resume_offset(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(e->resume_offset);
+}
+
+static PyObject *entry_get_graph(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_NewRef(e->plan.gm ? e->plan.gm : Py_None);
+}
+
+static PyObject *entry_get_plan(CacheEntry *e, void *c)
+{
+    (void)c;
+    return plan_render(&e->plan, &e->guards);
+}
+
+static PyObject *entry_get_backend(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_NewRef(e->backend ? e->backend : Py_None);
+}
+
+static PyObject *entry_repr(CacheEntry *e)
+{
+    return PyUnicode_FromFormat("<CacheEntry [%d/%d] resume_offset=%d hits=%llu guards=%d>",
+                                e->frame_id, e->frame_compile_id, e->resume_offset,
+                                (unsigned long long)e->hits, e->guards.n);
+}
+
+static PyGetSetDef entry_getset[] = {
+    {"compile_id", (getter)entry_get_compile_id, NULL, "'frame/compile', e.g. '0/1'", NULL},
+    {"guards", (getter)entry_get_guards, NULL, "list of GuardInfo (kind, expr, source)", NULL},
+    {"hits", (getter)entry_get_hits, NULL, "cache hits", NULL},
+    {"guard_ns", (getter)entry_get_guard_ns, NULL, "total ns spent checking this entry's guards", NULL},
+    {"compile_ns", (getter)entry_get_compile_ns, NULL, "ns spent translating and compiling", NULL},
+    {"resume_offset", (getter)entry_get_resume_offset, NULL, "bytecode offset the entry starts at (0 = function start)", NULL},
+    {"graph", (getter)entry_get_graph, NULL, "the GraphModule, or None when the frame has no tensor ops", NULL},
+    {"plan", (getter)entry_get_plan, NULL, "what runs instead of the bytecode, as pseudo-Python", NULL},
+    {"backend", (getter)entry_get_backend, NULL, "the backend the graph was compiled with", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot entry_slots[] = {
+    {Py_tp_dealloc, entry_dealloc},
+    {Py_tp_traverse, entry_traverse},
+    {Py_tp_clear, entry_clear},
+    {Py_tp_repr, entry_repr},
+    {Py_tp_getset, entry_getset},
+    {Py_tp_doc, "One cache entry: guards, a plan, counters.  Read-only."},
+    {0, NULL},
+};
+
+static PyType_Spec entry_spec = {
+    .name = "dynscope._C.CacheEntry",
+    .basicsize = sizeof(CacheEntry),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = entry_slots,
+};
+
+int cache_types_init(PyObject *module)
+{
+    CacheEntryType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &entry_spec, NULL);
+    if (CacheEntryType == NULL)
+        return -1;
+    return PyModule_AddObjectRef(module, "CacheEntry", (PyObject *)CacheEntryType);
+}

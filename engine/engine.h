@@ -1,0 +1,451 @@
+/*
+ * engine.h -- the contract of the capture engine (engine/).
+ *
+ * The engine is a PEP 523 frame hook (hook.c) in front of a per-code-object
+ * cache (cache.c).  A cache entry pairs a guard set (guards.c) with a plan
+ * (plan.c); a plan runs a captured graph (graph.c) through a backend
+ * (backend.c) and rebuilds the frame's return value.  The translator
+ * (translate.c) makes entries by interpreting a code object's bytecode
+ * symbolically over the frame's concrete inputs.  Design: docs/architecture.md
+ * and ../shared/DESIGN.md section 3.
+ *
+ * Invariants every file keeps:
+ *   - Everything here runs with the GIL held.  Any call into Python may
+ *     release it, so a cache entry that is in use is kept alive by a strong
+ *     reference, never by a borrowed pointer into a list another thread can
+ *     change.
+ *   - Every PyObject * field says whether it is strong or borrowed.
+ *   - Plain-C functions return 0 / -1 (or a documented status); functions that
+ *     return PyObject * return NULL with an exception set on error.
+ *   - Only pycompat.h touches CPython internals (frames, opcodes).
+ */
+#ifndef DYNSCOPE_ENGINE_H
+#define DYNSCOPE_ENGINE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------ */
+/* Assertions: always on in debug builds, compiled out with NDEBUG.    */
+
+#ifdef NDEBUG
+#define ENGINE_ASSERT(x) ((void)0)
+#else
+#define ENGINE_ASSERT(x) \
+    ((x) ? (void)0 : engine_assert_fail(#x, __FILE__, __LINE__))
+#endif
+void engine_assert_fail(const char *expr, const char *file, int line);
+
+/* Monotonic nanoseconds (CLOCK_MONOTONIC). Cannot fail. */
+uint64_t engine_now_ns(void);
+
+/* ------------------------------------------------------------------ */
+/* Frame views (guards.c, plan.c).                                     */
+
+/*
+ * What guards and plans read: the inputs of a frame at its start (or at a
+ * resume point).  All pointers are borrowed for the duration of one lookup.
+ */
+typedef struct FrameView {
+    PyCodeObject *code;          /* borrowed */
+    PyObject *const *locals;     /* borrowed: co_nlocals fast locals; an item is NULL when unbound */
+    int nlocals;
+    PyObject *const *stack;      /* borrowed: value stack of a resume frame, or NULL */
+    int nstack;
+    PyObject *globals;           /* borrowed: the frame's globals dict */
+    PyObject *builtins;          /* borrowed: the frame's builtins dict */
+    PyObject *closure;           /* borrowed: tuple of cells of the frame's function, or NULL */
+} FrameView;
+
+/* ------------------------------------------------------------------ */
+/* Accessors (guards.c): how a value is reached from a FrameView.      */
+
+typedef enum AccessorKind {
+    ACC_LOCAL,      /* L['name']           index = fast-local slot             */
+    ACC_GLOBAL,     /* G['name']           key = name (str), globals dict      */
+    ACC_BUILTIN,    /* G['__builtins__']['name']  key = name, builtins dict    */
+    ACC_CLOSURE,    /* L['name']           index = closure cell index (free var) */
+    ACC_STACK,      /* S[i]                index = stack slot (resume frames)  */
+    ACC_ATTR,       /* <base>.name         key = name (str)                    */
+    ACC_ITEM,       /* <base>[i]           index = int, base list or tuple     */
+    ACC_DICT_ITEM,  /* <base>[key]         key = dict key (str or int)         */
+    ACC_CELL,       /* <base>.cell_contents  base is a cell                    */
+} AccessorKind;
+
+typedef struct Accessor {
+    AccessorKind kind;
+    int base;              /* index of the parent accessor, -1 for roots */
+    Py_ssize_t index;      /* LOCAL / CLOSURE / STACK slot, ITEM index */
+    PyObject *key;         /* strong: name or dict key; NULL when unused */
+    PyObject *name;        /* strong: for LOCAL/CLOSURE the variable name (for rendering); else NULL */
+} Accessor;
+
+/*
+ * A guard: a check applied to the value of one accessor.  Expected values
+ * are held strongly so an ID_MATCH can never match a recycled address.
+ */
+typedef enum GuardKind {
+    GUARD_TYPE_MATCH,     /* type(v) is expected                                 */
+    GUARD_ID_MATCH,       /* v is expected                                       */
+    GUARD_EQUALS_MATCH,   /* type(v) is type(expected) and v == expected;
+                             expected is int/float/bool/str/bytes/complex/None or
+                             a tuple of these (compared in C, never calls Python) */
+    GUARD_TENSOR_MATCH,   /* type, dtype, ndim, shape, strides (see TensorMeta)  */
+    GUARD_LIST_LENGTH,    /* type(v) is list and len(v) == length                */
+    GUARD_TUPLE_LENGTH,   /* type(v) is tuple and len(v) == length               */
+    GUARD_DICT_KEYS,      /* type(v) is dict and list(v) == expected (a tuple)   */
+    GUARD_HASATTR,        /* hasattr(v, expected) == (length != 0)               */
+    GUARD_CODE_MATCH,     /* v.__code__ is expected (v a function)               */
+    GUARD_NOT_NONE,       /* v is not None                                       */
+    GUARD_BACKEND_MATCH,  /* the active backend is expected (accessor unused, -1) */
+    GUARD__COUNT
+} GuardKind;
+
+/* Tensor metadata an entry was compiled for.  For NumPy arrays. */
+typedef struct TensorMeta {
+    PyTypeObject *type;    /* strong: exact type (numpy.ndarray) */
+    PyObject *dtype;       /* strong: the array's dtype (descr) */
+    int ndim;
+    Py_ssize_t *shape;     /* owned (PyMem): ndim items */
+    Py_ssize_t *strides;   /* owned (PyMem): ndim items, in bytes */
+} TensorMeta;
+
+typedef struct Guard {
+    GuardKind kind;
+    int acc;               /* accessor index, -1 for GUARD_BACKEND_MATCH */
+    int requires;          /* index of a guard that must pass before this one runs
+                              (the TYPE/ID guard of the accessor's base), or -1 */
+    PyObject *expected;    /* strong: see GuardKind; NULL when unused */
+    Py_ssize_t length;     /* LIST_LENGTH / TUPLE_LENGTH; HASATTR: 1 = must have */
+    TensorMeta *tensor;    /* owned: TENSOR_MATCH only */
+    uint64_t fails;        /* how often this guard was the first to fail */
+} Guard;
+
+/*
+ * A guard set: the accessors and guards of one cache entry.  Guards run in
+ * `order`; the guard that fails most often moves toward the front, but
+ * never ahead of the guard it `requires`.
+ */
+typedef struct GuardSet {
+    int nacc, acc_cap;
+    Accessor *acc;         /* owned */
+    int n, cap;
+    Guard *guards;         /* owned */
+    int *order;            /* owned: n indexes into guards */
+} GuardSet;
+
+/* Why a guard set did not match: the first failing guard and what was seen. */
+typedef struct GuardFailure {
+    int guard;             /* index into guards, -1 when the set matched */
+    PyObject *expr;        /* strong: expression that failed, e.g. "L['x'].shape[0] == 4" */
+    PyObject *observed;    /* strong: what was seen instead, e.g. "5" or "float64" */
+} GuardFailure;
+
+void guardset_init(GuardSet *gs);
+void guardset_clear(GuardSet *gs);              /* releases everything; gs is then empty */
+
+/* Find or add an accessor; returns its index or -1 with an exception set.
+   `key` and `name` are borrowed (the table takes its own references). */
+int guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
+                      Py_ssize_t index, PyObject *key, PyObject *name);
+
+/* Add a guard; returns its index or -1 with an exception set.  Adding a guard
+   identical to an existing one returns the existing index.  `expected` is
+   borrowed.  For TENSOR_MATCH pass the example array as `expected`: the
+   metadata is read from it. */
+int guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
+                 Py_ssize_t length);
+
+/*
+ * Evaluate the accessor `acc` into vals[acc] (strong, memoized; vals has
+ * gs->nacc slots, NULL = not yet computed).  Returns a borrowed reference
+ * to the value, or NULL if it cannot be reached (no exception is left set:
+ * an unreachable value simply fails its guard).
+ */
+PyObject *guardset_value(const GuardSet *gs, int acc, const FrameView *fv,
+                         PyObject **vals);
+
+/*
+ * Check all guards in order.  Returns 1 when all pass, 0 when one fails
+ * (its fail counter is bumped and the order adapted), -1 on error with an
+ * exception set (only for errors that are not guard failures, e.g. memory).
+ * vals: as for guardset_value; on return it holds every value computed.
+ * `backend` is the backend of the current capture (for BACKEND_MATCH).
+ * On 0, if `fail` is not NULL it is filled (strong references).
+ */
+int guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
+                   PyObject *backend, GuardFailure *fail);
+void guardfailure_clear(GuardFailure *fail);
+
+/* Release vals[0..nacc). */
+void guardset_release_values(const GuardSet *gs, PyObject **vals);
+
+/* "L['x']", "G['np'].abs", "L['xs'][2]", "S[0]" -- new str or NULL. */
+PyObject *guardset_render_source(const GuardSet *gs, int acc);
+/* Python-like expression of a guard, e.g. "L['n'] == 3",
+   "len(L['xs']) == 2", "L['x'].dtype == float32 and L['x'].shape == (3, 4) ..."
+   New str or NULL. */
+PyObject *guardset_render_guard(const GuardSet *gs, int guard);
+/* "TENSOR_MATCH" etc.  Static string, cannot fail. */
+const char *guard_kind_name(GuardKind kind);
+
+/* GuardInfo: a read-only Python object with .kind, .expr, .source for one guard
+   (what cache_entries() and explain expose).  New reference or NULL. */
+PyObject *guardset_info_list(const GuardSet *gs);
+/* Create the GuardInfo type and add it to `module` as "GuardInfo".  0 / -1. */
+int guards_types_init(PyObject *module);
+
+/* ------------------------------------------------------------------ */
+/* Graph IR (graph.c) -- torch.fx shaped, visible to Python.            */
+
+typedef enum NodeOp {
+    NODE_PLACEHOLDER,
+    NODE_GET_ATTR,
+    NODE_CALL_FUNCTION,
+    NODE_CALL_METHOD,
+    NODE_CALL_MODULE,
+    NODE_OUTPUT,
+} NodeOp;
+
+/*
+ * A node.  Python sees .op (str), .name, .target, .args, .kwargs, .meta
+ * (dict: "example_value", "type", "shape", "dtype" when known), .users.
+ * args/kwargs contain NodeObject references or constants, possibly nested in
+ * tuples, lists, dicts and slices -- as in torch.fx.
+ */
+typedef struct NodeObject {
+    PyObject_HEAD
+    NodeOp op;
+    int index;             /* position in its graph's node list */
+    PyObject *name;        /* strong: unique str within the graph */
+    PyObject *target;      /* strong: callable (call_function), str (call_method,
+                              placeholder, get_attr, call_module, output) */
+    PyObject *args;        /* strong: tuple */
+    PyObject *kwargs;      /* strong: dict (possibly empty) */
+    PyObject *meta;        /* strong: dict */
+    PyObject *graph;       /* borrowed: owning GraphObject (the graph keeps nodes alive) */
+} NodeObject;
+
+/* A graph: ordered nodes, placeholders first, one output last. */
+typedef struct GraphObject {
+    PyObject_HEAD
+    PyObject *nodes;       /* strong: list of NodeObject */
+    PyObject *names;       /* strong: set of used node names */
+    int nplaceholders;
+    bool finished;         /* output node added; no more nodes */
+} GraphObject;
+
+extern PyTypeObject *NodeType;        /* strong, set by graph_types_init */
+extern PyTypeObject *GraphType;
+extern PyTypeObject *GraphModuleType;
+
+/* Create the Node/Graph/GraphModule types and add them to `module`. 0 / -1. */
+int graph_types_init(PyObject *module);
+
+/* New empty graph, or NULL. */
+GraphObject *graph_new(void);
+/* Append a placeholder named after name_hint (made unique); example is the
+   value it was traced with (borrowed, may be NULL).  Borrowed node or NULL. */
+NodeObject *graph_placeholder(GraphObject *g, const char *name_hint, PyObject *example);
+/* Append a call node.  args (tuple) / kwargs (dict or NULL) are borrowed.
+   name_hint like "add", "sum", "abs" (fx style: "add", "add_1", ...).
+   Borrowed node or NULL. */
+NodeObject *graph_call(GraphObject *g, NodeOp op, PyObject *target,
+                       PyObject *args, PyObject *kwargs,
+                       const char *name_hint, PyObject *example);
+/* Append the output node; `outputs` (tuple of nodes) is borrowed.  0 / -1. */
+int graph_output(GraphObject *g, PyObject *outputs);
+/* Number of nodes that are calls (call_function/method/module). */
+int graph_op_count(GraphObject *g);
+
+/*
+ * GraphModule: .graph, .code (generated Python source of forward),
+ * .forward (callable: the eager interpreter), __call__ (same), __repr__.
+ * New reference or NULL.
+ */
+PyObject *graph_module_new(GraphObject *g);
+
+/* ------------------------------------------------------------------ */
+/* Backends (backend.c).                                               */
+
+/* Resolve a backend argument: a callable is returned as is; a str names a
+   registered backend ("eager").  New reference, or NULL with ValueError
+   naming the registered backends / TypeError for other types. */
+PyObject *backend_resolve(PyObject *backend);
+/* Call backend(gm, example_inputs) and check the result is callable.
+   New reference or NULL (the backend's exception, or TypeError). */
+PyObject *backend_compile(PyObject *backend, PyObject *gm, PyObject *example_inputs);
+/* The built-in eager backend as a callable object (new reference). */
+PyObject *backend_eager_ref(void);
+int backend_init(PyObject *module);
+
+/* ------------------------------------------------------------------ */
+/* Plans (plan.c).                                                     */
+
+typedef enum RebuildKind {
+    RB_CONST,      /* obj                                    */
+    RB_OUTPUT,     /* graph output number `index`             */
+    RB_INPUT,      /* the value of accessor `index`           */
+    RB_TUPLE,      /* tuple of items                          */
+    RB_LIST,       /* new list of items                       */
+    RB_DICT,       /* new dict: keys in obj (tuple), values in items */
+    RB_SLICE,      /* slice(items[0], items[1], items[2])     */
+} RebuildKind;
+
+typedef struct Rebuild {
+    RebuildKind kind;
+    int index;
+    PyObject *obj;            /* strong or NULL */
+    int n;
+    struct Rebuild *items;    /* owned: n items */
+} Rebuild;
+
+typedef struct Plan {
+    PyObject *gm;             /* strong: GraphModule, NULL when the graph has no ops */
+    PyObject *compiled;       /* strong: what the backend returned, NULL with gm */
+    int ninputs;
+    int *input_acc;           /* owned: accessor index of each placeholder, in order */
+    int noutputs;
+    int nops;                 /* call nodes in the graph */
+    Rebuild result;           /* the frame's return value */
+} Plan;
+
+void plan_clear(Plan *p);
+void rebuild_clear(Rebuild *r);
+/* Run the plan: inputs from vals (filled by guardset_check; missing ones are
+   computed), graph, rebuild.  New reference or NULL. */
+PyObject *plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
+                   PyObject **vals);
+/* Readable pseudo-Python of the plan.  New str or NULL. */
+PyObject *plan_render(const Plan *p, const GuardSet *gs);
+
+/* ------------------------------------------------------------------ */
+/* Cache (cache.c).                                                    */
+
+typedef struct CacheEntry {
+    PyObject_HEAD
+    GuardSet guards;
+    Plan plan;
+    PyObject *backend;        /* strong: the backend this entry was compiled with */
+    int frame_id;             /* [frame_id/frame_compile_id] */
+    int frame_compile_id;
+    int resume_offset;        /* 0 = function start */
+    uint64_t hits;
+    uint64_t guard_ns;        /* total time spent evaluating this entry's guards */
+    uint64_t compile_ns;
+} CacheEntry;
+
+extern PyTypeObject *CacheEntryType;
+
+/*
+ * The cache of one (code object, resume offset).  Allocated once and freed
+ * only with its code object, so a pointer to it stays valid while a frame
+ * of that code runs, even across reset() and calls into Python.
+ */
+typedef struct CacheFrame {
+    int resume_offset;
+    int frame_id;             /* -1 until its first compile (after reset too) */
+    int ncompiles;            /* next frame_compile_id */
+    PyObject *entries;        /* strong: list of CacheEntry, lookup order; replaced
+                                 (never mutated in place) by reset */
+    uint64_t misses;
+    bool limit_warned;
+    PyObject *last_failure;   /* strong: str "expr (observed ...)" or NULL */
+} CacheFrame;
+
+typedef struct CodeCache {
+    PyCodeObject *code;       /* borrowed: the cache lives in this code's co_extra */
+    long long code_id;        /* process-unique, stable for the code's lifetime */
+    bool classified;          /* static skip rules applied (redone after reset) */
+    int nframes;
+    CacheFrame **frames;      /* owned: array of owned frames */
+    PyObject *skip_reason;    /* strong: str when the code runs eagerly for good, else NULL */
+    struct CodeCache *prev, *next;  /* every live CodeCache, for reset() */
+} CodeCache;
+
+int cache_init(void);
+/* The cache of `code`, created if absent.  Borrowed, or NULL with exception. */
+CodeCache *cache_for_code(PyCodeObject *code);
+/* The cache of `code` if it has one (borrowed), else NULL.  Cannot fail. */
+CodeCache *cache_peek(PyCodeObject *code);
+/* The frame for a resume offset, created if absent.  Borrowed or NULL. */
+CacheFrame *cache_frame(CodeCache *cc, int resume_offset);
+/* Drop every entry of every code object and every skip mark; frame ids
+   restart at 0.  Safe while other threads are inside plans. */
+void cache_reset_all(void);
+/* Give cf its frame id if it has none yet.  Cannot fail. */
+void cache_frame_assign_id(CacheFrame *cf);
+/* All entries of a code object, frame by frame in lookup order (new list). */
+PyObject *cache_entries_list(CodeCache *cc);
+/* Create the CacheEntry type and add it to `module`.  0 / -1. */
+int cache_types_init(PyObject *module);
+/* New CacheEntry (empty guards and plan), or NULL. */
+CacheEntry *cache_entry_new(void);
+
+/* ------------------------------------------------------------------ */
+/* Translator (translate.c).                                           */
+
+typedef enum TranslateStatus {
+    TRANSLATE_OK = 0,          /* entry filled in */
+    TRANSLATE_UNSUPPORTED = 1, /* *reason set; run the frame eagerly */
+    TRANSLATE_ERROR = -1,      /* exception set */
+} TranslateStatus;
+
+/*
+ * Translate the frame `fv` (function start when resume_offset == 0) into
+ * `entry`'s guards and plan.  `backend` is called once if a graph results.
+ * On TRANSLATE_UNSUPPORTED, *reason is a new str and *permanent says
+ * whether any input could ever succeed (a construct, not a value).
+ */
+TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
+                                int resume_offset, PyObject *backend,
+                                CacheEntry *entry, PyObject **reason,
+                                bool *permanent);
+
+/* ------------------------------------------------------------------ */
+/* Hook and capture state (hook.c).                                    */
+
+typedef struct CaptureConfig {
+    PyObject *backend;        /* borrowed from the active OptimizeContext */
+    bool fullgraph;
+} CaptureConfig;
+
+#define CAPTURE_MAX_DEPTH 64
+
+/* Thread state: is this thread capturing, and is it inside the engine. */
+typedef struct ThreadCapture {
+    int depth;                /* nested optimize() regions */
+    int in_engine;            /* >0 while the engine itself runs Python */
+    CaptureConfig config;     /* of the innermost region */
+    CaptureConfig saved[CAPTURE_MAX_DEPTH];  /* configs of the enclosing regions */
+} ThreadCapture;
+
+ThreadCapture *capture_state(void);
+/* Enter a capture region on this thread; the first region of the process
+   installs the hook.  Returns 0, or -1 with RecursionError when regions nest
+   deeper than CAPTURE_MAX_DEPTH. */
+int capture_enter(const CaptureConfig *cfg);
+/* Leave the innermost region; the last one of the process removes the hook. */
+void capture_exit(void);
+/* Whether the hook is installed now (for tests). */
+bool hook_installed(void);
+
+/* Global configuration (module.c). */
+typedef struct EngineConfig {
+    int cache_size_limit;     /* entries per (code, resume offset); default 8 */
+    PyObject *skip_prefixes;  /* strong: tuple of path prefixes never captured */
+} EngineConfig;
+extern EngineConfig engine_config;
+
+/* Counters the engine keeps (read by tests and explain). */
+typedef struct EngineCounters {
+    uint64_t frames_seen, hits, misses, compiles, recompiles, skips, cache_limits;
+} EngineCounters;
+extern EngineCounters engine_counters;
+
+/* dynscope.Unsupported (module.c), raised under fullgraph=True. Strong. */
+extern PyObject *UnsupportedError;
+
+#endif /* DYNSCOPE_ENGINE_H */

@@ -1,0 +1,217 @@
+/*
+ * events.c -- the in-memory sink of the event vocabulary (events.h).
+ *
+ * Cold events are appended as dicts to a bounded log that tests, explain
+ * and `dynscope.events()` read; past the bound the oldest half is dropped
+ * and counted.  Every function clears any exception it meets: recording
+ * never changes what the program sees.
+ *
+ * Invariants: event_log is a list (strong) of dicts with at least "event";
+ * dropped counts events discarded because of the bound.  GIL protected.
+ */
+#include "events.h"
+
+#include <stdio.h>
+
+#define EVENT_LOG_MAX 100000
+
+static PyObject *event_log;        /* strong: list of dicts */
+static unsigned long long dropped;
+static PyObject *internal_errors;  /* strong: set of `what` strings already reported */
+static unsigned long long internal_error_count;
+static PyObject *CacheLimitWarning;  /* strong: warning category */
+
+/* Append a new event dict built from `fmt` (Py_BuildValue "{...}" format).
+   Steals nothing; clears errors. */
+static void log_event(PyObject *ev)
+{
+    if (ev == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (PyList_GET_SIZE(event_log) >= EVENT_LOG_MAX) {
+        Py_ssize_t half = EVENT_LOG_MAX / 2;
+        if (PyList_SetSlice(event_log, 0, half, NULL) == 0)
+            dropped += (unsigned long long)half;
+        else
+            PyErr_Clear();
+    }
+    if (PyList_Append(event_log, ev) < 0)
+        PyErr_Clear();
+    Py_DECREF(ev);
+}
+
+static PyObject *compile_id_str(CacheEntry *e)
+{
+    return PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
+}
+
+/* {"event": name, "code_id": .., "name": qualname, "filename": .., "firstlineno": ..} */
+static PyObject *event_base(const char *name, CodeCache *cc)
+{
+    PyCodeObject *co = cc->code;
+    return Py_BuildValue("{s:s,s:L,s:O,s:O,s:i,s:K}", "event", name,
+                         "code_id", cc->code_id, "name", co->co_qualname,
+                         "filename", co->co_filename, "firstlineno",
+                         co->co_firstlineno, "at_ns",
+                         (unsigned long long)engine_now_ns());
+}
+
+static void set_item(PyObject *ev, const char *key, PyObject *value_steal)
+{
+    if (ev == NULL || value_steal == NULL || PyDict_SetItemString(ev, key, value_steal) < 0)
+        PyErr_Clear();
+    Py_XDECREF(value_steal);
+}
+
+void events_compile_start(CodeCache *cc, CacheEntry *e)
+{
+    PyObject *ev = event_base("compile_start", cc);
+    set_item(ev, "compile_id", compile_id_str(e));
+    set_item(ev, "resume_offset", PyLong_FromLong(e->resume_offset));
+    log_event(ev);
+}
+
+void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
+{
+    PyObject *ev = event_base("compile_end", cc);
+    set_item(ev, "compile_id", compile_id_str(e));
+    set_item(ev, "outcome", PyUnicode_FromString(outcome));
+    set_item(ev, "duration_ns", PyLong_FromUnsignedLongLong(e->compile_ns));
+    set_item(ev, "graphs", PyLong_FromLong(e->plan.gm ? 1 : 0));
+    set_item(ev, "nodes", PyLong_FromLong(e->plan.nops));
+    set_item(ev, "guards", PyLong_FromLong(e->guards.n));
+    log_event(ev);
+}
+
+void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
+{
+    PyObject *ev = event_base("recompile", cc);
+    set_item(ev, "compile_id", compile_id_str(e));
+    set_item(ev, "reason", Py_NewRef(reason ? reason : Py_None));
+    set_item(ev, "failures", failures ? PySequence_List(failures) : PyList_New(0));
+    log_event(ev);
+}
+
+void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
+{
+    PyObject *ev = event_base("cache_limit", cc);
+    set_item(ev, "limit", PyLong_FromLong(engine_config.cache_size_limit));
+    set_item(ev, "last_failure", Py_NewRef(cf->last_failure ? cf->last_failure : Py_None));
+    set_item(ev, "failures", failures ? PySequence_List(failures) : PyList_New(0));
+    log_event(ev);
+
+    /* The user's one warning; a warnings filter that turns it into an
+       error must not break the program, so the error is reported and
+       cleared. */
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    if (PyErr_WarnFormat(CacheLimitWarning, 1,
+                         "dynscope: %U (%U:%d) hit config.cache_size_limit (%d); "
+                         "it now runs without capture. Last failing guard: %S",
+                         cc->code->co_qualname, cc->code->co_filename,
+                         cc->code->co_firstlineno, engine_config.cache_size_limit,
+                         cf->last_failure ? cf->last_failure : Py_None) < 0)
+        PyErr_WriteUnraisable(NULL);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+}
+
+void events_frame_skip(CodeCache *cc, PyObject *reason)
+{
+    PyObject *ev = event_base("frame_skip", cc);
+    set_item(ev, "reason", Py_NewRef(reason ? reason : Py_None));
+    log_event(ev);
+}
+
+void events_reset(void)
+{
+    log_event(Py_BuildValue("{s:s,s:K}", "event", "reset", "at_ns",
+                            (unsigned long long)engine_now_ns()));
+}
+
+void events_internal_error(const char *what)
+{
+    internal_error_count++;
+    PyObject *key = PyUnicode_FromString(what);
+    int seen = key ? PySet_Contains(internal_errors, key) : -1;
+    if (seen == 0) {
+        if (PySet_Add(internal_errors, key) < 0)
+            PyErr_Clear();
+        if (PyErr_Occurred()) {
+            fprintf(stderr, "dynscope: internal error while %s; the frame runs "
+                            "without capture (reported once):\n", what);
+            PyErr_Print();   /* prints and clears */
+        }
+        else {
+            fprintf(stderr, "dynscope: internal error while %s; the frame runs "
+                            "without capture (reported once)\n", what);
+        }
+    }
+    Py_XDECREF(key);
+    PyErr_Clear();
+}
+
+PyObject *events_exception_reason(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *r = PyUnicode_FromFormat("%s raised while tracing: %S",
+                                       type ? ((PyTypeObject *)type)->tp_name : "?",
+                                       value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (r == NULL)
+        PyErr_Clear();
+    return r;
+}
+
+/* ---- Python surface: _C.events(), _C.clear_events(), _C.event_stats() ---- */
+
+static PyObject *py_events(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    return PyList_GetSlice(event_log, 0, PyList_GET_SIZE(event_log));
+}
+
+static PyObject *py_clear_events(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    if (PyList_SetSlice(event_log, 0, PyList_GET_SIZE(event_log), NULL) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_event_stats(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    return Py_BuildValue("{s:K,s:K}", "dropped", dropped, "internal_errors",
+                         internal_error_count);
+}
+
+static PyMethodDef event_methods[] = {
+    {"events", py_events, METH_NOARGS, "events()\n--\n\nA copy of the in-memory event log (list of dicts)."},
+    {"clear_events", py_clear_events, METH_NOARGS, "clear_events()\n--\n\nEmpty the in-memory event log."},
+    {"event_stats", py_event_stats, METH_NOARGS, "event_stats()\n--\n\nCounts of dropped events and internal errors."},
+    {NULL, NULL, 0, NULL},
+};
+
+int events_init(PyObject *module)
+{
+    event_log = PyList_New(0);
+    internal_errors = PySet_New(NULL);
+    if (event_log == NULL || internal_errors == NULL)
+        return -1;
+    CacheLimitWarning = PyErr_NewExceptionWithDoc(
+        "dynscope._C.CacheLimitWarning",
+        "A function reached config.cache_size_limit and now runs without capture.",
+        PyExc_UserWarning, NULL);
+    if (CacheLimitWarning == NULL
+        || PyModule_AddObjectRef(module, "CacheLimitWarning", CacheLimitWarning) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, event_methods);
+}

@@ -1,0 +1,442 @@
+/*
+ * hook.c -- the PEP 523 frame hook and per-thread capture state.
+ *
+ * The hook is installed only while at least one thread is inside an
+ * optimize() region: a custom eval-frame function disables CPython's inlined
+ * Python-to-Python calls for the whole process, so code outside capture
+ * regions must not pay for it.  For a frame it may capture, the hook looks
+ * the code up in its cache (cache.c), runs the plan of the first entry whose
+ * guards pass, and otherwise translates the frame into a new entry
+ * (translate.c).  Anything the engine cannot do runs the frame in the default
+ * evaluator: capture never changes what the program computes.
+ *
+ * Invariants:
+ *   - capturing_threads counts threads with depth > 0 (GIL protected); the
+ *     hook is installed exactly when it is > 0.
+ *   - in_engine > 0 while the engine runs Python on its own account
+ *     (translation, backends, compiled graphs); frames then pass through.
+ *   - A frame passed to the default evaluator is untouched; a frame we
+ *     answer from a plan is left for the 3.11 caller to clear.
+ */
+#include "pycompat.h"
+#include "events.h"
+
+#include <string.h>
+
+static _Thread_local ThreadCapture thread_capture;
+static int capturing_threads;          /* GIL */
+static bool installed;                 /* GIL */
+static EvalFrameFunc saved_eval_frame; /* what was installed before us */
+
+static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag);
+
+ThreadCapture *capture_state(void) { return &thread_capture; }
+bool hook_installed(void) { return installed; }
+
+static void hook_install(void)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    saved_eval_frame = _PyInterpreterState_GetEvalFrameFunc(interp);
+    _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
+    installed = true;
+}
+
+static void hook_uninstall(void)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame)
+        _PyInterpreterState_SetEvalFrameFunc(interp, saved_eval_frame);
+    installed = false;
+}
+
+int capture_enter(const CaptureConfig *cfg)
+{
+    ThreadCapture *tc = &thread_capture;
+    if (tc->depth >= CAPTURE_MAX_DEPTH) {
+        PyErr_Format(PyExc_RecursionError,
+                     "dynscope: optimize() regions nested deeper than %d", CAPTURE_MAX_DEPTH);
+        return -1;
+    }
+    tc->saved[tc->depth] = tc->config;
+    tc->config = *cfg;
+    if (tc->depth++ == 0 && capturing_threads++ == 0)
+        hook_install();
+    return 0;
+}
+
+void capture_exit(void)
+{
+    ThreadCapture *tc = &thread_capture;
+    ENGINE_ASSERT(tc->depth > 0);
+    tc->config = tc->saved[--tc->depth];
+    if (tc->depth == 0 && --capturing_threads == 0)
+        hook_uninstall();
+}
+
+/* ---- skip rules ---- */
+
+/* Whether `co` lives in a file the engine never captures (the standard
+   library, NumPy, dynscope itself: config.skip_prefixes). */
+static bool code_in_skipped_file(PyCodeObject *co)
+{
+    PyObject *prefixes = engine_config.skip_prefixes;
+    if (prefixes == NULL || !PyUnicode_Check(co->co_filename))
+        return false;
+    Py_ssize_t n = PyTuple_GET_SIZE(prefixes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyTuple_GET_ITEM(prefixes, i);
+        Py_ssize_t r = PyUnicode_Tailmatch(co->co_filename, p, 0, PY_SSIZE_T_MAX, -1);
+        if (r == 1)
+            return true;
+        if (r < 0)
+            PyErr_Clear();
+    }
+    return false;
+}
+
+/* Set cc's skip reason (once) and report it.  Cannot fail. */
+static void mark_skipped(CodeCache *cc, PyObject *reason_steal, bool report)
+{
+    Py_XSETREF(cc->skip_reason, reason_steal);
+    if (report) {
+        engine_counters.skips++;
+        events_frame_skip(cc, cc->skip_reason);
+    }
+}
+
+/* Whether the code can never be captured, independent of its inputs. */
+static const char *static_skip_reason(PyCodeObject *co)
+{
+    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+        return "generator or coroutine";
+    if (!(co->co_flags & CO_OPTIMIZED) || !(co->co_flags & CO_NEWLOCALS))
+        return "module or class body";
+    return NULL;
+}
+
+/* The cache of co, set up on first sight.  Borrowed; NULL means "pass
+   through" (an internal error was logged and cleared). */
+static CodeCache *lookup_code_cache(PyCodeObject *co)
+{
+    CodeCache *cc = cache_peek(co);
+    if (cc != NULL && cc->classified)
+        return cc;
+    if (cc == NULL)
+        cc = cache_for_code(co);
+    if (cc == NULL) {
+        events_internal_error("creating the code cache");
+        return NULL;
+    }
+    cc->classified = true;
+    const char *why = static_skip_reason(co);
+    if (why != NULL)
+        mark_skipped(cc, PyUnicode_FromString(why), false);
+    else if (code_in_skipped_file(co))
+        mark_skipped(cc, PyUnicode_FromString("file is in config.skip_prefixes"), false);
+    if (PyErr_Occurred())
+        events_internal_error("classifying a code object");
+    return cc;
+}
+
+/* ---- lookup ---- */
+
+#define SMALL_VALS 32
+
+/*
+ * Check entry e's guards against fv and, when they pass, run its plan.
+ * Returns 1 with *result set (new reference, or NULL with an exception from
+ * the plan), 0 when the guards fail, -1 on an internal error (exception
+ * set).  Never fills failure details: the miss path asks for them apart.
+ */
+static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
+                     bool count_hit, PyObject **result)
+{
+    PyObject *small[SMALL_VALS];
+    PyObject **vals = small;
+    int nacc = e->guards.nacc;
+    if (nacc > SMALL_VALS) {
+        vals = PyMem_Calloc((size_t)nacc, sizeof(PyObject *));
+        if (vals == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    else {
+        memset(small, 0, sizeof(PyObject *) * (size_t)nacc);
+    }
+    /* Guards may read attributes of user objects: never capture that. */
+    tc->in_engine++;
+    uint64_t t0 = engine_now_ns();
+    int ok = guardset_check(&e->guards, fv, vals, tc->config.backend, NULL);
+    uint64_t t1 = engine_now_ns();
+    e->guard_ns += t1 - t0;
+    if (ok == 1) {
+        e->hits += count_hit;
+        *result = plan_run(&e->plan, &e->guards, fv, vals);
+    }
+    tc->in_engine--;
+    guardset_release_values(&e->guards, vals);
+    if (vals != small)
+        PyMem_Free(vals);
+    return ok;
+}
+
+/* Move entry i of `entries` to the front (most recently hit first, as in
+   Dynamo).  Cannot fail. */
+static void move_to_front(PyObject *entries, Py_ssize_t i)
+{
+    if (i <= 0 || i >= PyList_GET_SIZE(entries))
+        return;
+    PyObject **items = ((PyListObject *)entries)->ob_item;
+    PyObject *e = items[i];
+    memmove(&items[1], &items[0], sizeof(PyObject *) * (size_t)i);
+    items[0] = e;
+}
+
+/*
+ * Find an entry of cf whose guards pass and run it.  Returns 1 with *result
+ * set, 0 on a miss, -1 on an internal error.
+ */
+static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
+                      PyObject **result)
+{
+    /* A strong reference: reset() in another thread swaps cf->entries
+       while a plan below runs Python. */
+    PyObject *entries = Py_NewRef(cf->entries);
+    int r = 0;
+    for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(entries); i++) {
+        CacheEntry *e = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(entries, i));
+        r = try_entry(e, fv, tc, true, result);
+        if (r == 1 && i < PyList_GET_SIZE(entries) && PyList_GET_ITEM(entries, i) == (PyObject *)e)
+            move_to_front(entries, i);
+        Py_DECREF(e);
+    }
+    Py_DECREF(entries);
+    return r;
+}
+
+/*
+ * For every entry of cf, the first failing guard (what a recompile report
+ * shows).  Returns a new list of (entry compile id, kind, expr, observed)
+ * tuples, or NULL on error.
+ */
+static PyObject *collect_failures(CacheFrame *cf, const FrameView *fv,
+                                  ThreadCapture *tc)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    PyObject *entries = Py_NewRef(cf->entries);  /* reset() may swap cf->entries */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        CacheEntry *e = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(entries, i));
+        PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
+        GuardFailure fail = {-1, NULL, NULL};
+        int r = vals ? guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) : -1;
+        if (vals) {
+            guardset_release_values(&e->guards, vals);
+            PyMem_Free(vals);
+        }
+        int rc = 0;
+        if (r == 0 && fail.guard >= 0) {
+            PyObject *item = Py_BuildValue(
+                "(NsOO)",
+                PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id),
+                guard_kind_name(e->guards.guards[fail.guard].kind),
+                fail.expr ? fail.expr : Py_None,
+                fail.observed ? fail.observed : Py_None);
+            rc = item != NULL && PyList_Append(out, item) == 0 ? 0 : -1;
+            Py_XDECREF(item);
+        }
+        else if (r < 0) {
+            rc = -1;
+        }
+        guardfailure_clear(&fail);
+        Py_DECREF(e);
+        if (rc < 0) {
+            Py_DECREF(out);
+            Py_DECREF(entries);
+            return NULL;
+        }
+    }
+    Py_DECREF(entries);
+    return out;
+}
+
+/* Render "expr (observed VALUE)" for the newest entry's failure.  New str or NULL. */
+static PyObject *describe_failure(PyObject *failures)
+{
+    if (PyList_GET_SIZE(failures) == 0)
+        return NULL;
+    PyObject *t = PyList_GET_ITEM(failures, 0);
+    return PyUnicode_FromFormat("%S (observed %S)", PyTuple_GET_ITEM(t, 2),
+                                PyTuple_GET_ITEM(t, 3));
+}
+
+/* ---- compile ---- */
+
+typedef enum { MISS_RAN, MISS_EAGER, MISS_ERROR } MissOutcome;
+
+/*
+ * Handle a miss on cf: translate a new entry and run it, or decide the frame
+ * runs eagerly.  MISS_RAN sets *result; MISS_EAGER means "evaluate the
+ * original frame"; MISS_ERROR propagates an exception the program must see
+ * (KeyboardInterrupt and the like).
+ */
+static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
+                               PyObject *func, ThreadCapture *tc, PyObject **result)
+{
+    cf->misses++;
+    engine_counters.misses++;
+    Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
+    PyObject *failures = NULL;
+    if (nentries > 0) {
+        tc->in_engine++;
+        failures = collect_failures(cf, fv, tc);
+        tc->in_engine--;
+        if (failures == NULL) {
+            events_internal_error("collecting guard failures");
+            failures = PyList_New(0);
+            if (failures == NULL) {
+                PyErr_Clear();
+                return MISS_EAGER;
+            }
+        }
+        PyObject *desc = describe_failure(failures);
+        if (desc == NULL)
+            PyErr_Clear();
+        Py_XSETREF(cf->last_failure, desc);
+    }
+    if (nentries >= engine_config.cache_size_limit) {
+        if (!cf->limit_warned) {
+            cf->limit_warned = true;
+            engine_counters.cache_limits++;
+            events_cache_limit(cc, cf, failures);
+        }
+        Py_XDECREF(failures);
+        return MISS_EAGER;
+    }
+
+    CacheEntry *e = cache_entry_new();
+    if (e == NULL) {
+        Py_XDECREF(failures);
+        events_internal_error("allocating a cache entry");
+        return MISS_EAGER;
+    }
+    cache_frame_assign_id(cf);
+    e->frame_id = cf->frame_id;
+    e->frame_compile_id = cf->ncompiles;
+    e->resume_offset = cf->resume_offset;
+    e->backend = Py_NewRef(tc->config.backend);
+
+    events_compile_start(cc, e);
+    PyObject *reason = NULL;
+    bool permanent = false;
+    uint64_t t0 = engine_now_ns();
+    tc->in_engine++;
+    TranslateStatus st = translate_frame(fv, func, cf->resume_offset,
+                                         tc->config.backend, e, &reason, &permanent);
+    tc->in_engine--;
+    e->compile_ns = engine_now_ns() - t0;
+
+    if (st == TRANSLATE_ERROR) {
+        /* Exceptions that are not ours to swallow reach the program. */
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            events_compile_end(cc, e, "error");
+            Py_DECREF(e);
+            Py_XDECREF(failures);
+            return MISS_ERROR;
+        }
+        reason = events_exception_reason();   /* clears the exception */
+        st = TRANSLATE_UNSUPPORTED;
+        permanent = false;
+    }
+    if (st == TRANSLATE_UNSUPPORTED) {
+        events_compile_end(cc, e, "skipped");
+        Py_DECREF(e);
+        Py_XDECREF(failures);
+        if (reason == NULL)
+            reason = PyUnicode_FromString("unsupported");
+        if (permanent && cf->resume_offset == 0 && nentries == 0) {
+            mark_skipped(cc, reason, true);
+        }
+        else {
+            engine_counters.skips++;
+            events_frame_skip(cc, reason);
+            Py_XDECREF(reason);
+        }
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        return MISS_EAGER;
+    }
+
+    cf->ncompiles++;
+    engine_counters.compiles++;
+    if (e->frame_compile_id > 0) {
+        engine_counters.recompiles++;
+        events_recompile(cc, e, cf->last_failure, failures);
+    }
+    events_compile_end(cc, e, "ok");
+    Py_XDECREF(failures);
+    if (PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
+        Py_DECREF(e);
+        events_internal_error("inserting a cache entry");
+        return MISS_EAGER;
+    }
+    int r = try_entry(e, fv, tc, false, result);
+    Py_DECREF(e);
+    if (r == 1)
+        return MISS_RAN;
+    if (r < 0)
+        events_internal_error("running a new entry");
+    else
+        events_internal_error("a new entry's guards do not match its own inputs");
+    return MISS_EAGER;
+}
+
+/* ---- the hook ---- */
+
+static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)
+{
+    PyCodeObject *co = frame_code(f);
+    CodeCache *cc = lookup_code_cache(co);
+    if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL)
+        return frame_eval_default(ts, f, 0);
+    CacheFrame *cf = cache_frame(cc, 0);
+    if (cf == NULL) {
+        events_internal_error("creating a cache frame");
+        return frame_eval_default(ts, f, 0);
+    }
+    engine_counters.frames_seen++;
+
+    FrameView fv;
+    frame_view_init(&fv, f);
+    PyObject *result = NULL;
+    int r = run_cached(cf, &fv, tc, &result);
+    if (r == 1) {
+        engine_counters.hits++;
+        events_frame_eval_hit(cc);
+        return result;
+    }
+    if (r < 0) {
+        events_internal_error("checking guards");
+        return frame_eval_default(ts, f, 0);
+    }
+    switch (handle_miss(cc, cf, &fv, frame_func(f), tc, &result)) {
+    case MISS_RAN:
+        return result;
+    case MISS_ERROR:
+        return NULL;
+    case MISS_EAGER:
+    default:
+        return frame_eval_default(ts, f, 0);
+    }
+}
+
+static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag)
+{
+    ThreadCapture *tc = &thread_capture;
+    if (tc->depth == 0 || tc->in_engine || throwflag || frame_is_generator(f)
+        || !frame_at_start(f))
+        return frame_eval_default(ts, f, throwflag);
+    return capture_frame(ts, f, tc);
+}

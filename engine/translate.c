@@ -1,0 +1,1671 @@
+/*
+ * translate.c -- the symbolic interpreter over CPython 3.11 bytecode
+ * (DESIGN.md 3.4).
+ *
+ * translate_frame() interprets a code object's de-specialized bytecode
+ * (co_code, never the live adaptive copy) with symbolic Values on a
+ * symbolic stack.  Inputs are read from the concrete frame through
+ * accessors, and reading one adds the guards that keep the capture valid
+ * (values.c).  Tensor operations become graph nodes (tensorops.c); Python
+ * arithmetic on constants is folded; calls to user functions are inlined;
+ * branches on constants and loops over known sequences are followed, with
+ * a bound on the instructions interpreted.  At RETURN_VALUE the graph is
+ * closed and the plan records how to rebuild the return value.
+ *
+ * Anything it does not model stops tracing with a reason; the hook then
+ * runs the frame in the default interpreter.  The translator never has
+ * effects the program could see: it runs only pure tensor ops, on example
+ * values, and reads attributes only through the generic, descriptor-free
+ * path.
+ */
+#include "pycompat.h"
+#include "translate.h"
+
+#include <string.h>
+
+#define MAX_STEPS 50000        /* instructions interpreted per translation */
+#define MAX_INLINE_DEPTH 12
+#define MAX_STACK 256
+
+typedef struct TFrame {
+    Tracer *t;
+    struct TFrame *parent;
+    PyCodeObject *code;        /* borrowed (the function or frame keeps it) */
+    PyObject *func;            /* borrowed: the function being interpreted */
+    int func_src;              /* accessor of func, -1 for the root frame */
+    PyObject *bytes;           /* strong: co_code */
+    const _Py_CODEUNIT *instr;
+    int ninstr;
+    int nlocals;
+    Value **locals;            /* owned array: co_nlocals slots, NULL = unbound */
+    Value *stack[MAX_STACK];
+    int sp;
+    PyObject *globals;         /* borrowed: func_globals */
+    int globals_acc;           /* -1: the root frame's G[...]; else accessor of func.__globals__ */
+    PyObject *kwnames;         /* borrowed: pending KW_NAMES, or NULL */
+    Value *retval;
+} TFrame;
+
+static int run_frame(TFrame *f);
+
+/* ---- small helpers ---- */
+
+static int push(TFrame *f, Value *v)
+{
+    if (v == NULL)
+        return -1;
+    if (f->sp >= MAX_STACK)
+        return tracer_unsupported(f->t, true, "value stack deeper than %d", MAX_STACK);
+    f->stack[f->sp++] = v;
+    return 0;
+}
+
+static Value *pop(TFrame *f)
+{
+    ENGINE_ASSERT(f->sp > 0);
+    return f->stack[--f->sp];
+}
+
+static Value *peek(TFrame *f, int k)
+{
+    ENGINE_ASSERT(f->sp >= k);
+    return f->stack[f->sp - k];
+}
+
+static Value *new_const(Tracer *t, PyObject *obj_steal)
+{
+    if (obj_steal == NULL)
+        return NULL;
+    Value *v = value_new(t, V_CONST, obj_steal);
+    Py_DECREF(obj_steal);
+    return v;
+}
+
+static PyObject *local_name(PyCodeObject *co, int i)
+{
+    return PyTuple_GET_ITEM(code_localsplusnames(co), i);
+}
+
+/* ---- reading variables ---- */
+
+static Value *load_local(TFrame *f, int i)
+{
+    if (f->locals[i] != NULL)
+        return f->locals[i];
+    if (f->parent == NULL && i < f->t->fv->nlocals) {
+        /* An input of the root frame, read on first use so that only what
+           the code uses is guarded. */
+        PyObject *obj = f->t->fv->locals[i];
+        if (obj == NULL)
+            return tracer_unsupported(f->t, false, "reads unbound local '%U'", local_name(f->code, i)), NULL;
+        int acc = guardset_accessor(f->t->gs, ACC_LOCAL, -1, i, NULL, local_name(f->code, i));
+        if (acc < 0)
+            return NULL;
+        f->locals[i] = value_from_source(f->t, acc, obj);
+        return f->locals[i];
+    }
+    return tracer_unsupported(f->t, false, "reads unbound local '%U'", local_name(f->code, i)), NULL;
+}
+
+/* A free variable: root frames read the function's closure cell; inlined
+   frames reach it as func.__closure__[k].cell_contents. */
+static Value *load_free(TFrame *f, int k)
+{
+    PyObject *closure = PyFunction_GET_CLOSURE(f->func);
+    if (closure == NULL || k >= PyTuple_GET_SIZE(closure))
+        return tracer_unsupported(f->t, true, "a free variable without a closure cell"), NULL;
+    PyObject *cell = PyTuple_GET_ITEM(closure, k);
+    PyObject *obj = PyCell_GET(cell);
+    PyObject *name = local_name(f->code, code_first_free(f->code) + k);
+    int acc;
+    if (f->func_src < 0) {
+        acc = guardset_accessor(f->t->gs, ACC_CLOSURE, -1, k, NULL, name);
+    }
+    else {
+        PyObject *attr = PyUnicode_FromString("__closure__");
+        int a = attr ? guardset_accessor(f->t->gs, ACC_ATTR, f->func_src, 0, attr, NULL) : -1;
+        Py_XDECREF(attr);
+        int it = a < 0 ? -1 : guardset_accessor(f->t->gs, ACC_ITEM, a, k, NULL, NULL);
+        acc = it < 0 ? -1 : guardset_accessor(f->t->gs, ACC_CELL, it, 0, NULL, NULL);
+    }
+    if (acc < 0)
+        return NULL;
+    if (obj == NULL)
+        return tracer_unsupported(f->t, false, "reads empty closure cell '%U'", name), NULL;
+    return value_from_source(f->t, acc, obj);
+}
+
+static Value *load_global(TFrame *f, PyObject *name)
+{
+    Tracer *t = f->t;
+    PyObject *obj = PyDict_GetItemWithError(f->globals, name);
+    if (obj == NULL && PyErr_Occurred())
+        return NULL;
+    int acc;
+    if (obj != NULL) {
+        if (f->globals_acc < 0) {
+            acc = guardset_accessor(t->gs, ACC_GLOBAL, -1, 0, name, NULL);
+        }
+        else {
+            acc = guardset_accessor(t->gs, ACC_DICT_ITEM, f->globals_acc, 0, name, NULL);
+        }
+    }
+    else {
+        PyObject *builtins = PyFunction_GET_GLOBALS(f->func) == t->fv->globals
+                                 ? t->fv->builtins : NULL;
+        if (builtins == NULL || PyDict_GetItemWithError(
+                ((PyFunctionObject *)f->func)->func_builtins, name) == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            return tracer_unsupported(t, false, "name '%U' is not defined", name), NULL;
+        }
+        if (((PyFunctionObject *)f->func)->func_builtins != t->fv->builtins)
+            return tracer_unsupported(t, true, "a function with its own builtins"), NULL;
+        obj = PyDict_GetItemWithError(t->fv->builtins, name);
+        if (obj == NULL)
+            return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "name '%U' is not defined", name), NULL);
+        acc = guardset_accessor(t->gs, ACC_BUILTIN, -1, 0, name, NULL);
+    }
+    if (acc < 0)
+        return NULL;
+    return value_from_source(t, acc, obj);
+}
+
+/* ---- attributes ---- */
+
+/* Whether reading `name` from obj runs no Python code: generic getattr, and
+   the class attribute (if any) is not a data descriptor. */
+static bool attribute_read_is_pure(PyObject *obj, PyObject *name)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp->tp_getattro != PyObject_GenericGetAttr)
+        return PyModule_Check(obj) || PyType_Check(obj);
+    PyObject *cls_attr = _PyType_Lookup(tp, name);   /* borrowed */
+    if (cls_attr != NULL) {
+        descrsetfunc set = Py_TYPE(cls_attr)->tp_descr_set;
+        if (set != NULL)
+            return false;   /* property, slot or other data descriptor */
+    }
+    return true;
+}
+
+static Value *load_attr(TFrame *f, Value *base, PyObject *name)
+{
+    Tracer *t = f->t;
+    switch (base->kind) {
+    case V_TENSOR: {
+        PyObject *ex = base->obj;
+        if (PyUnicode_CompareWithASCIIString(name, "shape") == 0
+            || PyUnicode_CompareWithASCIIString(name, "ndim") == 0
+            || PyUnicode_CompareWithASCIIString(name, "dtype") == 0
+            || PyUnicode_CompareWithASCIIString(name, "size") == 0
+            || PyUnicode_CompareWithASCIIString(name, "itemsize") == 0
+            || PyUnicode_CompareWithASCIIString(name, "nbytes") == 0) {
+            /* Fixed by TENSOR_MATCH (type, dtype, shape) for arrays, and by
+               the graph for intermediate values. */
+            return new_const(t, PyObject_GetAttr(ex, name));
+        }
+        if (tensorops_is_node_attribute(name)) {
+            Value *args[2];
+            args[0] = base;
+            args[1] = value_new(t, V_CONST, name);
+            if (args[1] == NULL)
+                return NULL;
+            return tensorops_call(t, NODE_CALL_FUNCTION, PyEval_GetBuiltins() ?
+                                  PyDict_GetItemString(PyEval_GetBuiltins(), "getattr") : NULL,
+                                  "getattr", args, 2, NULL);
+        }
+        return tracer_unsupported(t, false, "array attribute '%U'", name), NULL;
+    }
+    case V_CONST:
+    case V_OBJECT: {
+        PyObject *obj = base->obj;
+        if (base->src < 0)
+            return tracer_unsupported(t, false, "attribute '%U' of a computed %s", name,
+                                      Py_TYPE(obj)->tp_name), NULL;
+        if (base->kind == V_CONST && !PyModule_Check(obj) && !PyType_Check(obj))
+            return tracer_unsupported(t, false, "attribute '%U' of a %s", name,
+                                      Py_TYPE(obj)->tp_name), NULL;
+        if (!attribute_read_is_pure(obj, name))
+            return tracer_unsupported(t, false, "attribute '%U' of %s runs Python code (property or custom __getattr__)",
+                                      name, Py_TYPE(obj)->tp_name), NULL;
+        PyObject *attr = PyObject_GetAttr(obj, name);
+        if (attr == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return NULL;
+            PyErr_Clear();
+            return tracer_unsupported(t, false, "%s has no attribute '%U'", Py_TYPE(obj)->tp_name, name), NULL;
+        }
+        if (PyMethod_Check(attr)) {
+            Py_DECREF(attr);
+            return tracer_unsupported(t, false, "bound method '%U' used as a value", name), NULL;
+        }
+        int acc = guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL);
+        Value *v = acc < 0 ? NULL : value_from_source(t, acc, attr);
+        Py_DECREF(attr);
+        return v;
+    }
+    default:
+        return tracer_unsupported(t, false, "attribute '%U' of a container", name), NULL;
+    }
+}
+
+/* LOAD_METHOD: pushes [method, self] or [NULL, attribute]. */
+static int load_method(TFrame *f, Value *base, PyObject *name)
+{
+    Tracer *t = f->t;
+    if (base->kind == V_TENSOR) {
+        if (!tensorops_is_pure_method(name))
+            return tracer_unsupported(t, false, "call to array method .%U()", name);
+        Value *m = value_new(t, V_METHOD, name);
+        if (m == NULL || value_append(t, m, base) < 0)
+            return -1;
+        return push(f, m) < 0 ? -1 : push(f, base);
+    }
+    if (base->kind == V_OBJECT && base->src >= 0) {
+        /* A method of a user class: the plain function from the class,
+           reached as type(obj).name (ID_MATCH), called with self. */
+        PyObject *cls_attr = _PyType_Lookup(Py_TYPE(base->obj), name);
+        PyObject **dictptr = _PyObject_GetDictPtr(base->obj);
+        bool shadowed = dictptr && *dictptr && PyDict_GetItemWithError(*dictptr, name);
+        if (PyErr_Occurred())
+            return -1;
+        if (cls_attr != NULL && PyFunction_Check(cls_attr) && !shadowed
+            && Py_TYPE(base->obj)->tp_getattro == PyObject_GenericGetAttr) {
+            PyObject *cname = PyUnicode_FromString("__class__");
+            int ca = cname ? guardset_accessor(t->gs, ACC_ATTR, base->src, 0, cname, NULL) : -1;
+            Py_XDECREF(cname);
+            int ma = ca < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ca, 0, name, NULL);
+            Value *fn = ma < 0 ? NULL : value_from_source(t, ma, cls_attr);
+            if (fn == NULL)
+                return -1;
+            return push(f, fn) < 0 ? -1 : push(f, base);
+        }
+    }
+    if ((base->kind == V_LIST || base->kind == V_DICT) && base->src < 0) {
+        Value *m = value_new(t, V_METHOD, name);
+        if (m == NULL || value_append(t, m, base) < 0)
+            return -1;
+        return push(f, m) < 0 ? -1 : push(f, base);
+    }
+    if (base->kind == V_DICT) {
+        /* keys()/values()/items() of an input dict do not mutate it. */
+        if (PyUnicode_CompareWithASCIIString(name, "keys") == 0
+            || PyUnicode_CompareWithASCIIString(name, "values") == 0
+            || PyUnicode_CompareWithASCIIString(name, "items") == 0) {
+            Value *m = value_new(t, V_METHOD, name);
+            if (m == NULL || value_append(t, m, base) < 0)
+                return -1;
+            return push(f, m) < 0 ? -1 : push(f, base);
+        }
+    }
+    Value *attr = load_attr(f, base, name);
+    if (attr == NULL)
+        return -1;
+    Value *null = value_new(t, V_NULL, NULL);
+    return push(f, null) < 0 ? -1 : push(f, attr);
+}
+
+/* ---- operators ---- */
+
+static const char *const binary_op_names[] = {
+    "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_",
+    "pow", "rshift", "sub", "truediv", "xor",
+};
+static const char *const binary_op_hints[] = {
+    "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_",
+    "pow", "rshift", "sub", "truediv", "xor",
+};
+static const char *const compare_op_names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+
+/* Whether a constant's operators are builtin C code (safe to fold). */
+static bool foldable(Value *v)
+{
+    return v->kind == V_CONST && value_is_plain_constant(v->obj);
+}
+
+/* Apply operator.<opname> to a and b: fold constants, add a node for
+   tensors, combine tuples/lists.  NULL when tracing stops. */
+static Value *apply_binary(TFrame *f, const char *opname, const char *hint,
+                           Value *a, Value *b, bool inplace)
+{
+    Tracer *t = f->t;
+    PyObject *op = tensorops_operator(opname);
+    if (op == NULL)
+        return NULL;
+    if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
+        if (inplace && a->kind == V_TENSOR)
+            return tracer_unsupported(t, false, "in-place operator %s= on an array", hint), NULL;
+        Value *args[2] = {a, b};
+        return tensorops_call(t, NODE_CALL_FUNCTION, op, hint, args, 2, NULL);
+    }
+    if (foldable(a) && foldable(b))
+        return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
+    if (strcmp(opname, "add") == 0
+        && (a->kind == V_TUPLE || (a->kind == V_CONST && PyTuple_CheckExact(a->obj)) || a->kind == V_LIST)
+        && (b->kind == a->kind || b->kind == V_TUPLE || (b->kind == V_CONST && PyTuple_CheckExact(b->obj)))) {
+        if (inplace && a->kind == V_LIST && a->src >= 0)
+            return tracer_unsupported(t, false, "in-place += on a list the program can see"), NULL;
+        Value *out = value_new(t, a->kind == V_LIST ? V_LIST : V_TUPLE, NULL);
+        if (out == NULL)
+            return NULL;
+        Value *parts[2] = {a, b};
+        for (int p = 0; p < 2; p++) {
+            Value *s = parts[p];
+            if (s->kind == V_CONST) {
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->obj); i++) {
+                    Value *c = value_new(t, V_CONST, PyTuple_GET_ITEM(s->obj, i));
+                    if (c == NULL || value_append(t, out, c) < 0)
+                        return NULL;
+                }
+            }
+            else {
+                for (int i = 0; i < s->n; i++)
+                    if (value_append(t, out, s->items[i]) < 0)
+                        return NULL;
+            }
+        }
+        if (inplace && a->kind == V_LIST) {
+            /* list += : the same list object, extended */
+            a->n = 0;
+            for (int i = 0; i < out->n; i++)
+                if (value_append(t, a, out->items[i]) < 0)
+                    return NULL;
+            return a;
+        }
+        return out;
+    }
+    return tracer_unsupported(t, false, "operator %s on %s and %s", hint,
+                              a->kind == V_CONST || a->kind == V_OBJECT ? Py_TYPE(a->obj)->tp_name : "a container",
+                              b->kind == V_CONST || b->kind == V_OBJECT ? Py_TYPE(b->obj)->tp_name : "a container"), NULL;
+}
+
+static Value *apply_unary(TFrame *f, const char *opname, Value *a)
+{
+    Tracer *t = f->t;
+    PyObject *op = tensorops_operator(opname);
+    if (op == NULL)
+        return NULL;
+    if (a->kind == V_TENSOR) {
+        Value *args[1] = {a};
+        return tensorops_call(t, NODE_CALL_FUNCTION, op, opname, args, 1, NULL);
+    }
+    if (foldable(a))
+        return new_const(t, PyObject_CallOneArg(op, a->obj));
+    return tracer_unsupported(t, false, "unary %s on this value", opname), NULL;
+}
+
+/* Truth value of a value known at trace time: 1, 0, or -1 (stops). */
+static int truth(TFrame *f, Value *v, const char *what)
+{
+    switch (v->kind) {
+    case V_CONST:
+        if (foldable(v) || PyModule_Check(v->obj) || PyFunction_Check(v->obj) || PyType_Check(v->obj))
+            return PyObject_IsTrue(v->obj);
+        break;
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        return v->n > 0;
+    case V_TENSOR:
+        return tracer_unsupported(f->t, false, "%s on a tensor value (data-dependent branch)", what);
+    default:
+        break;
+    }
+    return tracer_unsupported(f->t, false, "%s on a value whose truth is not known while tracing", what);
+}
+
+/* ---- subscripts and iteration ---- */
+
+static Value *subscript(TFrame *f, Value *base, Value *index)
+{
+    Tracer *t = f->t;
+    if (base->kind == V_TENSOR) {
+        if (index->kind == V_DICT || index->kind == V_OBJECT || index->kind == V_ITER)
+            return tracer_unsupported(t, false, "indexing an array with this kind of value"), NULL;
+        Value *args[2] = {base, index};
+        return tensorops_call(t, NODE_CALL_FUNCTION, tensorops_operator("getitem"), "getitem", args, 2, NULL);
+    }
+    if (base->kind == V_TUPLE || base->kind == V_LIST) {
+        if (index->kind == V_CONST && PyLong_CheckExact(index->obj)) {
+            Py_ssize_t i = PyLong_AsSsize_t(index->obj);
+            if (i == -1 && PyErr_Occurred())
+                return NULL;
+            if (i < 0)
+                i += base->n;
+            if (i < 0 || i >= base->n)
+                return tracer_unsupported(t, false, "index out of range"), NULL;
+            return base->items[i];
+        }
+        if (index->kind == V_SLICE) {
+            PyObject *s = value_as_constant(t, index);
+            if (s == NULL)
+                return NULL;
+            Py_ssize_t start, stop, step;
+            int r = PySlice_Unpack(s, &start, &stop, &step);
+            Py_DECREF(s);
+            if (r < 0)
+                return NULL;
+            Py_ssize_t len = PySlice_AdjustIndices(base->n, &start, &stop, step);
+            Value *out = value_new(t, base->kind, NULL);
+            if (out == NULL)
+                return NULL;
+            for (Py_ssize_t k = 0, i = start; k < len; k++, i += step)
+                if (value_append(t, out, base->items[i]) < 0)
+                    return NULL;
+            return out;
+        }
+        return tracer_unsupported(t, false, "indexing a sequence with a non-constant"), NULL;
+    }
+    if (base->kind == V_DICT && index->kind == V_CONST) {
+        for (int i = 0; i < base->n; i++) {
+            int eq = PyObject_RichCompareBool(PyList_GET_ITEM(base->obj, i), index->obj, Py_EQ);
+            if (eq < 0)
+                return NULL;
+            if (eq)
+                return base->items[i];
+        }
+        return tracer_unsupported(t, false, "missing dict key"), NULL;
+    }
+    if (foldable(base) && foldable(index))
+        return new_const(t, PyObject_GetItem(base->obj, index->obj));
+    return tracer_unsupported(t, false, "subscript of this kind of value"), NULL;
+}
+
+/* Items a value iterates over, as a new V_ITER.  NULL when tracing stops. */
+static Value *make_iter(TFrame *f, Value *v)
+{
+    Tracer *t = f->t;
+    Value *it = value_new(t, V_ITER, NULL);
+    if (it == NULL)
+        return NULL;
+    switch (v->kind) {
+    case V_ITER:
+        return v;
+    case V_TUPLE:
+    case V_LIST:
+        for (int i = 0; i < v->n; i++)
+            if (value_append(t, it, v->items[i]) < 0)
+                return NULL;
+        return it;
+    case V_DICT:
+        for (int i = 0; i < v->n; i++) {
+            Value *k = value_new(t, V_CONST, PyList_GET_ITEM(v->obj, i));
+            if (k == NULL || value_append(t, it, k) < 0)
+                return NULL;
+        }
+        return it;
+    case V_CONST:
+        if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)) {
+            Py_ssize_t n = PyObject_Length(v->obj);
+            if (n < 0)
+                return NULL;
+            if (n > 10000)
+                return tracer_unsupported(t, false, "a loop of %zd iterations (unrolling bound 10000)", n), NULL;
+            PyObject *seq = PySequence_Tuple(v->obj);
+            if (seq == NULL)
+                return NULL;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                Value *c = value_new(t, V_CONST, PyTuple_GET_ITEM(seq, i));
+                if (c == NULL || value_append(t, it, c) < 0) {
+                    Py_DECREF(seq);
+                    return NULL;
+                }
+            }
+            Py_DECREF(seq);
+            return it;
+        }
+        break;
+    case V_TENSOR: {
+        /* Iterating an array walks its first axis: known from its shape. */
+        PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
+        if (shape == NULL)
+            return NULL;
+        Py_ssize_t n = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0
+                           ? PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0)) : -1;
+        Py_DECREF(shape);
+        if (n < 0) {
+            PyErr_Clear();
+            return tracer_unsupported(t, false, "iterating a 0-d array"), NULL;
+        }
+        if (n > 1000)
+            return tracer_unsupported(t, false, "a loop over %zd array rows (unrolling bound 1000)", n), NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Value *idx = new_const(t, PyLong_FromSsize_t(i));
+            Value *row = idx ? subscript(f, v, idx) : NULL;
+            if (row == NULL || value_append(t, it, row) < 0)
+                return NULL;
+        }
+        return it;
+    }
+    default:
+        break;
+    }
+    return tracer_unsupported(t, false, "iterating over this kind of value"), NULL;
+}
+
+/* ---- calls ---- */
+
+static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
+
+/* Bind arguments of an inlined call into the callee's locals.  0 / -1. */
+static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = callee->t;
+    PyCodeObject *co = callee->code;
+    PyObject *fn = callee->func;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    int npos = nargs - nkw;
+    int argcount = co->co_argcount;
+    int kwonly = co->co_kwonlyargcount;
+    int total = argcount + kwonly;
+    bool has_varargs = co->co_flags & CO_VARARGS;
+    bool has_varkw = co->co_flags & CO_VARKEYWORDS;
+
+    if (npos > argcount && !has_varargs)
+        return tracer_unsupported(t, false, "too many positional arguments to %U", co->co_qualname);
+    for (int i = 0; i < npos && i < argcount; i++)
+        callee->locals[i] = args[i];
+    if (has_varargs) {
+        Value *va = value_new(t, V_TUPLE, NULL);
+        if (va == NULL)
+            return -1;
+        for (int i = argcount; i < npos; i++)
+            if (value_append(t, va, args[i]) < 0)
+                return -1;
+        callee->locals[total] = va;
+    }
+    Value *varkw = NULL;
+    if (has_varkw) {
+        varkw = value_new(t, V_DICT, NULL);
+        if (varkw == NULL)
+            return -1;
+        varkw->obj = PyList_New(0);
+        if (varkw->obj == NULL)
+            return -1;
+        callee->locals[total + (has_varargs ? 1 : 0)] = varkw;
+    }
+    for (int k = 0; k < nkw; k++) {
+        PyObject *kname = PyTuple_GET_ITEM(kwnames, k);
+        int slot = -1;
+        for (int i = co->co_posonlyargcount; i < total; i++) {
+            int eq = PyUnicode_Compare(kname, local_name(co, i));
+            if (eq == 0) {
+                slot = i;
+                break;
+            }
+        }
+        if (slot >= 0) {
+            if (callee->locals[slot] != NULL)
+                return tracer_unsupported(t, false, "multiple values for argument '%U'", kname);
+            callee->locals[slot] = args[npos + k];
+        }
+        else if (varkw != NULL) {
+            if (PyList_Append(varkw->obj, kname) < 0 || value_append(t, varkw, args[npos + k]) < 0)
+                return -1;
+        }
+        else {
+            return tracer_unsupported(t, false, "unexpected keyword argument '%U'", kname);
+        }
+    }
+    /* Defaults, reached through the function so a changed default recompiles. */
+    PyObject *defaults = PyFunction_GET_DEFAULTS(fn);
+    Py_ssize_t ndef = defaults ? PyTuple_GET_SIZE(defaults) : 0;
+    for (int i = 0; i < argcount; i++) {
+        if (callee->locals[i] != NULL)
+            continue;
+        Py_ssize_t d = i - (argcount - ndef);
+        if (d < 0)
+            return tracer_unsupported(t, false, "missing argument '%U' to %U", local_name(co, i), co->co_qualname);
+        PyObject *dn = PyUnicode_FromString("__defaults__");
+        int a = dn ? guardset_accessor(t->gs, ACC_ATTR, callee->func_src, 0, dn, NULL) : -1;
+        Py_XDECREF(dn);
+        int it = a < 0 ? -1 : guardset_accessor(t->gs, ACC_ITEM, a, d, NULL, NULL);
+        if (it < 0)
+            return -1;
+        callee->locals[i] = value_from_source(t, it, PyTuple_GET_ITEM(defaults, d));
+        if (callee->locals[i] == NULL)
+            return -1;
+    }
+    PyObject *kwdefaults = PyFunction_GET_KW_DEFAULTS(fn);
+    for (int i = argcount; i < total; i++) {
+        if (callee->locals[i] != NULL)
+            continue;
+        PyObject *dv = kwdefaults ? PyDict_GetItemWithError(kwdefaults, local_name(co, i)) : NULL;
+        if (dv == NULL)
+            return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "missing keyword argument '%U'", local_name(co, i));
+        PyObject *dn = PyUnicode_FromString("__kwdefaults__");
+        int a = dn ? guardset_accessor(t->gs, ACC_ATTR, callee->func_src, 0, dn, NULL) : -1;
+        Py_XDECREF(dn);
+        int it = a < 0 ? -1 : guardset_accessor(t->gs, ACC_DICT_ITEM, a, 0, local_name(co, i), NULL);
+        if (it < 0)
+            return -1;
+        callee->locals[i] = value_from_source(t, it, dv);
+        if (callee->locals[i] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+/* A reason the code object cannot be interpreted at all, or NULL. */
+static const char *code_unsupported_reason(PyCodeObject *co)
+{
+    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+        return "generator or coroutine";
+    if (code_ncells(co) > 0)
+        return "defines variables captured by an inner function (cell variables)";
+    if (PyBytes_GET_SIZE(code_exceptiontable(co)) > 0)
+        return "exception handling (try/except/finally or with) in the frame";
+    return NULL;
+}
+
+static int frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int func_src)
+{
+    memset(f, 0, sizeof(*f));
+    f->t = t;
+    f->parent = parent;
+    f->func = func;
+    f->func_src = func_src;
+    f->code = (PyCodeObject *)PyFunction_GET_CODE(func);
+    f->bytes = PyCode_GetCode(f->code);
+    if (f->bytes == NULL)
+        return -1;
+    f->instr = (const _Py_CODEUNIT *)PyBytes_AS_STRING(f->bytes);
+    f->ninstr = (int)(PyBytes_GET_SIZE(f->bytes) / sizeof(_Py_CODEUNIT));
+    f->nlocals = f->code->co_nlocals;
+    f->locals = PyMem_Calloc((size_t)f->nlocals + 1, sizeof(Value *));
+    if (f->locals == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    f->globals = PyFunction_GET_GLOBALS(func);
+    f->globals_acc = -1;
+    if (parent != NULL && f->globals != t->fv->globals) {
+        PyObject *gn = PyUnicode_FromString("__globals__");
+        f->globals_acc = gn ? guardset_accessor(t->gs, ACC_ATTR, func_src, 0, gn, NULL) : -1;
+        Py_XDECREF(gn);
+        if (f->globals_acc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void frame_teardown(TFrame *f)
+{
+    Py_CLEAR(f->bytes);
+    PyMem_Free(f->locals);
+    f->locals = NULL;
+}
+
+static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    PyObject *fn = fnv->obj;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fn);
+    const char *why = code_unsupported_reason(co);
+    if (why != NULL)
+        return tracer_unsupported(t, false, "call to %U: %s", co->co_qualname, why), NULL;
+    if (fnv->src < 0)
+        return tracer_unsupported(t, false, "call to a function made while tracing"), NULL;
+    if (t->depth >= MAX_INLINE_DEPTH)
+        return tracer_unsupported(t, false, "inlining deeper than %d calls (recursion?)", MAX_INLINE_DEPTH), NULL;
+    if (guardset_add(t->gs, GUARD_CODE_MATCH, fnv->src, (PyObject *)co, 0) < 0)
+        return NULL;
+    TFrame callee;
+    Value *result = NULL;
+    if (frame_setup(&callee, t, f, fn, fnv->src) < 0)
+        goto out;
+    if (bind_arguments(&callee, args, nargs, kwnames) < 0)
+        goto out;
+    t->depth++;
+    int r = run_frame(&callee);
+    t->depth--;
+    if (r == 0)
+        result = callee.retval;
+out:
+    frame_teardown(&callee);
+    return result;
+}
+
+/* Values a builtin call sees as a constant tuple, or NULL (stops). */
+static PyObject *const_args(Value **args, int nargs)
+{
+    PyObject *tup = PyTuple_New(nargs);
+    if (tup == NULL)
+        return NULL;
+    for (int i = 0; i < nargs; i++) {
+        if (!foldable(args[i]) && !(args[i]->kind == V_CONST && PyType_Check(args[i]->obj))) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(args[i]->obj));
+    }
+    return tup;
+}
+
+static Value *builtin_len(TFrame *f, Value *v)
+{
+    switch (v->kind) {
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        return new_const(f->t, PyLong_FromLong(v->n));
+    case V_TENSOR: {
+        PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
+        if (shape == NULL)
+            return NULL;
+        Value *r = NULL;
+        if (PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0)
+            r = new_const(f->t, Py_NewRef(PyTuple_GET_ITEM(shape, 0)));
+        else
+            tracer_unsupported(f->t, false, "len() of a 0-d array");
+        Py_DECREF(shape);
+        return r;
+    }
+    default:
+        if (foldable(v))
+            return new_const(f->t, PyLong_FromSsize_t(PyObject_Length(v->obj)));
+        return tracer_unsupported(f->t, false, "len() of this kind of value"), NULL;
+    }
+}
+
+/* The exact type a value is known to have, or NULL. Borrowed. */
+static PyObject *known_type(Value *v)
+{
+    switch (v->kind) {
+    case V_TENSOR:
+    case V_CONST:
+    case V_OBJECT:
+        return (PyObject *)Py_TYPE(v->obj);
+    case V_TUPLE: return (PyObject *)&PyTuple_Type;
+    case V_LIST: return (PyObject *)&PyList_Type;
+    case V_DICT: return (PyObject *)&PyDict_Type;
+    case V_SLICE: return (PyObject *)&PySlice_Type;
+    default: return NULL;
+    }
+}
+
+static bool plain_type_or_tuple(PyObject *cls)
+{
+    if (PyType_Check(cls))
+        return Py_TYPE(cls) == &PyType_Type;
+    if (!PyTuple_CheckExact(cls))
+        return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); i++)
+        if (!plain_type_or_tuple(PyTuple_GET_ITEM(cls, i)))
+            return false;
+    return true;
+}
+
+static Value *call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
+    if (strcmp(name, "len") == 0 && nargs == 1 && nokw)
+        return builtin_len(f, args[0]);
+    if (strcmp(name, "isinstance") == 0 && nargs == 2 && nokw) {
+        PyObject *tp = known_type(args[0]);
+        if (tp == NULL || args[1]->kind != V_CONST || !plain_type_or_tuple(args[1]->obj))
+            return tracer_unsupported(t, false, "isinstance() on these values"), NULL;
+        int r = PyObject_IsSubclass(tp, args[1]->obj);
+        return r < 0 ? NULL : new_const(t, PyBool_FromLong(r));
+    }
+    if ((strcmp(name, "min") == 0 || strcmp(name, "max") == 0 || strcmp(name, "abs") == 0)
+        && nokw && nargs >= 1) {
+        if (strcmp(name, "abs") == 0 && nargs == 1 && args[0]->kind == V_TENSOR)
+            return tensorops_call(t, NODE_CALL_FUNCTION, fn, "abs", args, 1, NULL);
+        Value *single = nargs == 1 && (args[0]->kind == V_TUPLE || args[0]->kind == V_LIST) ? args[0] : NULL;
+        PyObject *cargs = single ? const_args(single->items, single->n) : const_args(args, nargs);
+        if (cargs == NULL)
+            return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "%s() on values that are not constants", name), NULL);
+        PyObject *r = single ? PyObject_CallOneArg(fn, cargs) : PyObject_Call(fn, cargs, NULL);
+        Py_DECREF(cargs);
+        return new_const(t, r);
+    }
+    if ((strcmp(name, "print") == 0))
+        return tracer_unsupported(t, false, "call to builtin print"), NULL;
+    if (strcmp(name, "getattr") == 0 && nokw && nargs == 2 && args[1]->kind == V_CONST
+        && PyUnicode_CheckExact(args[1]->obj))
+        return load_attr(f, args[0], args[1]->obj);
+    return tracer_unsupported(t, false, "call to builtin %s", name), NULL;
+}
+
+/* Calls of builtin types: range, int, float, bool, tuple, list, enumerate, zip. */
+static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
+    if (!nokw)
+        return tracer_unsupported(t, false, "keyword arguments to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
+    if (tp == (PyObject *)&PyRange_Type || tp == (PyObject *)&PyLong_Type
+        || tp == (PyObject *)&PyFloat_Type || tp == (PyObject *)&PyBool_Type
+        || tp == (PyObject *)&PySlice_Type || tp == (PyObject *)&PyUnicode_Type) {
+        PyObject *cargs = const_args(args, nargs);
+        if (cargs == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            if (nargs == 1 && args[0]->kind == V_TENSOR)
+                return tracer_unsupported(t, false, "%s() of an array value (data escape)",
+                                          ((PyTypeObject *)tp)->tp_name), NULL;
+            return tracer_unsupported(t, false, "%s() of a value that is not a constant",
+                                      ((PyTypeObject *)tp)->tp_name), NULL;
+        }
+        PyObject *r = PyObject_Call(tp, cargs, NULL);
+        Py_DECREF(cargs);
+        return new_const(t, r);
+    }
+    if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1) {
+        Value *out = value_new(t, tp == (PyObject *)&PyTuple_Type ? V_TUPLE : V_LIST, NULL);
+        if (out == NULL)
+            return NULL;
+        if (nargs == 1) {
+            Value *it = make_iter(f, args[0]);
+            if (it == NULL)
+                return NULL;
+            for (int i = it->pos; i < it->n; i++)
+                if (value_append(t, out, it->items[i]) < 0)
+                    return NULL;
+            it->pos = it->n;
+        }
+        return out;
+    }
+    if (tp == (PyObject *)&PyEnum_Type && (nargs == 1 || nargs == 2)) {
+        long start = 0;
+        if (nargs == 2) {
+            if (!foldable(args[1]) || !PyLong_CheckExact(args[1]->obj))
+                return tracer_unsupported(t, false, "enumerate() with a non-constant start"), NULL;
+            start = PyLong_AsLong(args[1]->obj);
+        }
+        Value *src = make_iter(f, args[0]);
+        Value *out = src ? value_new(t, V_ITER, NULL) : NULL;
+        if (out == NULL)
+            return NULL;
+        for (int i = src->pos; i < src->n; i++) {
+            Value *pair = value_new(t, V_TUPLE, NULL);
+            Value *idx = new_const(t, PyLong_FromLong(start + i - src->pos));
+            if (pair == NULL || idx == NULL || value_append(t, pair, idx) < 0
+                || value_append(t, pair, src->items[i]) < 0 || value_append(t, out, pair) < 0)
+                return NULL;
+        }
+        return out;
+    }
+    if (tp == (PyObject *)&PyZip_Type && nargs >= 1) {
+        Value *its[8];
+        if (nargs > 8)
+            return tracer_unsupported(t, false, "zip() of more than 8 iterables"), NULL;
+        int n = -1;
+        for (int k = 0; k < nargs; k++) {
+            its[k] = make_iter(f, args[k]);
+            if (its[k] == NULL)
+                return NULL;
+            int len = its[k]->n - its[k]->pos;
+            if (n < 0 || len < n)
+                n = len;
+        }
+        Value *out = value_new(t, V_ITER, NULL);
+        if (out == NULL)
+            return NULL;
+        for (int i = 0; i < n; i++) {
+            Value *tup = value_new(t, V_TUPLE, NULL);
+            if (tup == NULL)
+                return NULL;
+            for (int k = 0; k < nargs; k++)
+                if (value_append(t, tup, its[k]->items[its[k]->pos + i]) < 0)
+                    return NULL;
+            if (value_append(t, out, tup) < 0)
+                return NULL;
+        }
+        return out;
+    }
+    return tracer_unsupported(t, false, "call to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
+}
+
+/* Methods of lists and dicts made by this frame, and keys/values/items. */
+static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *self = m->items[0];
+    PyObject *name = m->obj;
+    if (kwnames && PyTuple_GET_SIZE(kwnames) > 0)
+        return tracer_unsupported(t, false, "keyword arguments to .%U()", name), NULL;
+    /* args[0] is self */
+    if (self->kind == V_LIST && self->src < 0) {
+        if (PyUnicode_CompareWithASCIIString(name, "append") == 0 && nargs == 2) {
+            if (value_append(t, self, args[1]) < 0)
+                return NULL;
+            return new_const(t, Py_NewRef(Py_None));
+        }
+        if (PyUnicode_CompareWithASCIIString(name, "extend") == 0 && nargs == 2) {
+            Value *it = make_iter(f, args[1]);
+            if (it == NULL)
+                return NULL;
+            for (int i = it->pos; i < it->n; i++)
+                if (value_append(t, self, it->items[i]) < 0)
+                    return NULL;
+            it->pos = it->n;
+            return new_const(t, Py_NewRef(Py_None));
+        }
+    }
+    if (self->kind == V_DICT && nargs == 1) {
+        Value *out = value_new(t, V_LIST, NULL);
+        if (out == NULL)
+            return NULL;
+        for (int i = 0; i < self->n; i++) {
+            Value *k = value_new(t, V_CONST, PyList_GET_ITEM(self->obj, i));
+            Value *item = k;
+            if (k == NULL)
+                return NULL;
+            if (PyUnicode_CompareWithASCIIString(name, "values") == 0) {
+                item = self->items[i];
+            }
+            else if (PyUnicode_CompareWithASCIIString(name, "items") == 0) {
+                item = value_new(t, V_TUPLE, NULL);
+                if (item == NULL || value_append(t, item, k) < 0 || value_append(t, item, self->items[i]) < 0)
+                    return NULL;
+            }
+            else if (PyUnicode_CompareWithASCIIString(name, "keys") != 0) {
+                return tracer_unsupported(t, false, "dict method .%U()", name), NULL;
+            }
+            if (value_append(t, out, item) < 0)
+                return NULL;
+        }
+        return out;
+    }
+    return tracer_unsupported(t, false, "method .%U() of a %s", name,
+                              self->kind == V_LIST ? "list" : "dict"), NULL;
+}
+
+static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    if (callable->kind == V_METHOD) {
+        Value *self = callable->items[0];
+        if (self->kind == V_TENSOR) {
+            const char *hint = PyUnicode_AsUTF8(callable->obj);
+            if (hint == NULL)
+                return NULL;
+            return tensorops_call(t, NODE_CALL_METHOD, callable->obj, hint, args, nargs, kwnames);
+        }
+        return call_container_method(f, callable, args, nargs, kwnames);
+    }
+    if (callable->kind != V_CONST)
+        return tracer_unsupported(t, false, "call of a %s",
+                                  callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
+    PyObject *fn = callable->obj;
+    if (PyFunction_Check(fn))
+        return inline_call(f, callable, args, nargs, kwnames);
+    if (tensorops_is_pure_function(fn)) {
+        PyObject *name = PyObject_GetAttrString(fn, "__name__");
+        if (name == NULL) {
+            PyErr_Clear();
+            name = PyUnicode_FromString("call");
+        }
+        const char *hint = name ? PyUnicode_AsUTF8(name) : NULL;
+        Value *r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, fn, hint, args, nargs, kwnames) : NULL;
+        Py_XDECREF(name);
+        return r;
+    }
+    if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != NULL && PyModule_Check(PyCFunction_GET_SELF(fn))) {
+        PyObject *modname = PyModule_GetNameObject(PyCFunction_GET_SELF(fn));
+        int is_builtins = modname && PyUnicode_CompareWithASCIIString(modname, "builtins") == 0;
+        Py_XDECREF(modname);
+        PyErr_Clear();
+        if (is_builtins)
+            return call_builtin(f, fn, args, nargs, kwnames);
+    }
+    if (PyType_Check(fn) && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return call_type(f, fn, args, nargs, kwnames);
+    PyObject *r = PyObject_Repr(fn);
+    if (r == NULL)
+        return NULL;
+    Value *stop = (tracer_unsupported(t, false, "call to %U", r), NULL);
+    Py_DECREF(r);
+    return stop;
+}
+
+/* ---- return values ---- */
+
+typedef struct Outputs {
+    PyObject *nodes;      /* strong: list of output nodes, in order */
+} Outputs;
+
+static int output_index(Outputs *o, NodeObject *node)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->nodes); i++)
+        if (PyList_GET_ITEM(o->nodes, i) == (PyObject *)node)
+            return (int)i;
+    if (PyList_Append(o->nodes, (PyObject *)node) < 0)
+        return -1;
+    return (int)PyList_GET_SIZE(o->nodes) - 1;
+}
+
+/* How to rebuild v after the graph ran.  0 / -1. */
+static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
+{
+    memset(rb, 0, sizeof(*rb));
+    switch (v->kind) {
+    case V_TENSOR:
+        if (v->node->op == NODE_PLACEHOLDER) {
+            rb->kind = RB_INPUT;
+            rb->index = v->src;
+            return 0;
+        }
+        rb->kind = RB_OUTPUT;
+        rb->index = output_index(o, v->node);
+        return rb->index < 0 ? -1 : 0;
+    case V_CONST:
+    case V_OBJECT:
+        if (v->src >= 0) {
+            rb->kind = RB_INPUT;
+            rb->index = v->src;
+        }
+        else {
+            rb->kind = RB_CONST;
+            rb->obj = Py_NewRef(v->obj);
+        }
+        return 0;
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+    case V_SLICE:
+        if (v->src >= 0 && v->kind != V_SLICE) {
+            rb->kind = RB_INPUT;   /* the caller's own object, unchanged */
+            rb->index = v->src;
+            return 0;
+        }
+        rb->kind = v->kind == V_TUPLE ? RB_TUPLE : v->kind == V_LIST ? RB_LIST
+                 : v->kind == V_DICT ? RB_DICT : RB_SLICE;
+        if (v->kind == V_DICT) {
+            rb->obj = PyList_AsTuple(v->obj);
+            if (rb->obj == NULL)
+                return -1;
+        }
+        rb->n = v->n;
+        rb->items = PyMem_Calloc((size_t)v->n + 1, sizeof(Rebuild));
+        if (rb->items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int i = 0; i < v->n; i++)
+            if (make_rebuild(t, o, v->items[i], &rb->items[i]) < 0)
+                return -1;
+        return 0;
+    default:
+        return tracer_unsupported(t, false, "returns an iterator or a bound method");
+    }
+}
+
+/* ---- the interpreter loop ---- */
+
+/* Continue interpreting at code unit `target` (3.11 jumps are relative to
+   the next instruction).  A plain block: `continue` must reach the loop. */
+#define JUMP_TO(target) { ip = (target); continue; }
+
+static int run_frame(TFrame *f)
+{
+    Tracer *t = f->t;
+    PyCodeObject *co = f->code;
+    PyObject *consts = co->co_consts;
+    PyObject *names = co->co_names;
+    int ip = 0;
+    int ext = 0;          /* high bits from EXTENDED_ARG */
+    while (ip < f->ninstr) {
+        if (++t->steps > MAX_STEPS)
+            return tracer_unsupported(t, false, "more than %d instructions (unbounded unrolling?)", MAX_STEPS);
+        _Py_CODEUNIT word = f->instr[ip];
+        int opcode = _Py_OPCODE(word);
+        int oparg = ext | _Py_OPARG(word);
+        ext = 0;
+        int here = ip;
+        ip += 1 + opcode_cache_units(opcode);
+        int next = ip;
+        switch (opcode) {
+        case EXTENDED_ARG:
+            ext = oparg << 8;
+            continue;
+        case NOP:
+        case RESUME:
+        case CACHE:
+        case PRECALL:
+        case COPY_FREE_VARS:
+            break;
+        case LOAD_FAST: {
+            Value *v = load_local(f, oparg);
+            if (v == NULL || push(f, v) < 0)
+                return -1;
+            break;
+        }
+        case STORE_FAST:
+            if (oparg >= f->nlocals)
+                return tracer_unsupported(t, true, "stores into a cell");
+            f->locals[oparg] = pop(f);
+            break;
+        case DELETE_FAST:
+            f->locals[oparg] = NULL;
+            break;
+        case LOAD_CONST:
+            if (push(f, value_new(t, V_CONST, PyTuple_GET_ITEM(consts, oparg))) < 0)
+                return -1;
+            break;
+        case LOAD_GLOBAL: {
+            if ((oparg & 1) && push(f, value_new(t, V_NULL, NULL)) < 0)
+                return -1;
+            Value *v = load_global(f, PyTuple_GET_ITEM(names, oparg >> 1));
+            if (v == NULL || push(f, v) < 0)
+                return -1;
+            break;
+        }
+        case LOAD_DEREF: {
+            int first_free = code_first_free(co);
+            if (oparg < first_free)
+                return tracer_unsupported(t, true, "reads a cell variable");
+            Value *v = load_free(f, oparg - first_free);
+            if (v == NULL || push(f, v) < 0)
+                return -1;
+            break;
+        }
+        case LOAD_ATTR: {
+            Value *v = load_attr(f, pop(f), PyTuple_GET_ITEM(names, oparg));
+            if (v == NULL || push(f, v) < 0)
+                return -1;
+            break;
+        }
+        case LOAD_METHOD:
+            if (load_method(f, pop(f), PyTuple_GET_ITEM(names, oparg)) < 0)
+                return -1;
+            break;
+        case PUSH_NULL:
+            if (push(f, value_new(t, V_NULL, NULL)) < 0)
+                return -1;
+            break;
+        case KW_NAMES:
+            f->kwnames = PyTuple_GET_ITEM(consts, oparg);
+            break;
+        case CALL: {
+            int argc = oparg;
+            Value *first = peek(f, argc + 2);
+            Value *callable;
+            Value *args[MAX_STACK];
+            int nargs;
+            if (first->kind == V_NULL) {
+                callable = peek(f, argc + 1);
+                nargs = argc;
+                for (int i = 0; i < argc; i++)
+                    args[i] = peek(f, argc - i);
+            }
+            else {
+                callable = first;
+                nargs = argc + 1;
+                for (int i = 0; i <= argc; i++)
+                    args[i] = peek(f, argc + 1 - i);
+            }
+            PyObject *kwnames = f->kwnames;
+            f->kwnames = NULL;
+            Value *r = call_value(f, callable, args, nargs, kwnames);
+            if (r == NULL)
+                return -1;
+            f->sp -= argc + 2;
+            if (push(f, r) < 0)
+                return -1;
+            break;
+        }
+        case BINARY_OP: {
+            Value *b = pop(f);
+            Value *a = pop(f);
+            bool inplace = oparg >= 13;
+            int k = inplace ? oparg - 13 : oparg;
+            if (k < 0 || k > 12)
+                return tracer_unsupported(t, true, "BINARY_OP %d", oparg);
+            Value *r = apply_binary(f, binary_op_names[k], binary_op_hints[k], a, b, inplace);
+            if (r == NULL || push(f, r) < 0)
+                return -1;
+            break;
+        }
+        case COMPARE_OP: {
+            Value *b = pop(f);
+            Value *a = pop(f);
+            if (oparg < 0 || oparg > 5)
+                return tracer_unsupported(t, true, "COMPARE_OP %d", oparg);
+            Value *r = apply_binary(f, compare_op_names[oparg], compare_op_names[oparg], a, b, false);
+            if (r == NULL || push(f, r) < 0)
+                return -1;
+            break;
+        }
+        case IS_OP: {
+            Value *b = pop(f);
+            Value *a = pop(f);
+            int same;
+            if (a->kind == V_CONST && b->kind == V_CONST)
+                same = a->obj == b->obj;
+            else if ((a->kind == V_CONST && a->obj == Py_None && b->kind != V_CONST && b->kind != V_OBJECT)
+                     || (b->kind == V_CONST && b->obj == Py_None && a->kind != V_CONST && a->kind != V_OBJECT))
+                same = 0;
+            else if (a == b)
+                same = 1;
+            else
+                return tracer_unsupported(t, false, "'is' between these values");
+            if (push(f, new_const(t, PyBool_FromLong(same ^ (oparg & 1)))) < 0)
+                return -1;
+            break;
+        }
+        case CONTAINS_OP: {
+            Value *b = pop(f);
+            Value *a = pop(f);
+            int r;
+            if (foldable(a) && foldable(b)) {
+                r = PySequence_Contains(b->obj, a->obj);
+            }
+            else if (foldable(a) && (b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST)) {
+                r = 0;
+                for (int i = 0; i < b->n && r == 0; i++) {
+                    if (b->kind == V_DICT)
+                        r = PyObject_RichCompareBool(PyList_GET_ITEM(b->obj, i), a->obj, Py_EQ);
+                    else if (foldable(b->items[i]))
+                        r = PyObject_RichCompareBool(b->items[i]->obj, a->obj, Py_EQ);
+                    else
+                        return tracer_unsupported(t, false, "'in' over values that are not constants");
+                }
+            }
+            else {
+                return tracer_unsupported(t, false, "'in' on these values");
+            }
+            if (r < 0 || push(f, new_const(t, PyBool_FromLong(r ^ (oparg & 1)))) < 0)
+                return -1;
+            break;
+        }
+        case UNARY_NEGATIVE:
+        case UNARY_POSITIVE:
+        case UNARY_INVERT: {
+            const char *name = opcode == UNARY_NEGATIVE ? "neg" : opcode == UNARY_POSITIVE ? "pos" : "invert";
+            Value *r = apply_unary(f, name, pop(f));
+            if (r == NULL || push(f, r) < 0)
+                return -1;
+            break;
+        }
+        case UNARY_NOT: {
+            int tv = truth(f, pop(f), "'not'");
+            if (tv < 0 || push(f, new_const(t, PyBool_FromLong(!tv))) < 0)
+                return -1;
+            break;
+        }
+        case BINARY_SUBSCR: {
+            Value *idx = pop(f);
+            Value *base = pop(f);
+            Value *r = subscript(f, base, idx);
+            if (r == NULL || push(f, r) < 0)
+                return -1;
+            break;
+        }
+        case BUILD_TUPLE:
+        case BUILD_LIST: {
+            Value *v = value_new(t, opcode == BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
+            if (v == NULL)
+                return -1;
+            for (int i = oparg; i > 0; i--)
+                if (value_append(t, v, peek(f, i)) < 0)
+                    return -1;
+            f->sp -= oparg;
+            if (push(f, v) < 0)
+                return -1;
+            break;
+        }
+        case BUILD_SLICE: {
+            Value *v = value_new(t, V_SLICE, NULL);
+            Value *none = value_new(t, V_CONST, Py_None);
+            if (v == NULL || none == NULL)
+                return -1;
+            for (int i = oparg; i > 0; i--)
+                if (value_append(t, v, peek(f, i)) < 0)
+                    return -1;
+            if (oparg == 2 && value_append(t, v, none) < 0)
+                return -1;
+            f->sp -= oparg;
+            if (push(f, v) < 0)
+                return -1;
+            break;
+        }
+        case BUILD_MAP:
+        case BUILD_CONST_KEY_MAP: {
+            Value *d = value_new(t, V_DICT, NULL);
+            if (d == NULL || (d->obj = PyList_New(0)) == NULL)
+                return -1;
+            PyObject *keys = NULL;
+            int base = opcode == BUILD_MAP ? 2 * oparg : oparg + 1;
+            if (opcode == BUILD_CONST_KEY_MAP) {
+                Value *kv = peek(f, 1);
+                if (kv->kind != V_CONST || !PyTuple_CheckExact(kv->obj))
+                    return tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys");
+                keys = kv->obj;
+            }
+            for (int i = 0; i < oparg; i++) {
+                PyObject *key;
+                Value *val;
+                if (keys) {
+                    key = PyTuple_GET_ITEM(keys, i);
+                    val = peek(f, base - i);
+                }
+                else {
+                    Value *kv = peek(f, base - 2 * i);
+                    if (!foldable(kv))
+                        return tracer_unsupported(t, false, "a dict key that is not a constant");
+                    key = kv->obj;
+                    val = peek(f, base - 2 * i - 1);
+                }
+                if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
+                    return -1;
+            }
+            f->sp -= base;
+            if (push(f, d) < 0)
+                return -1;
+            break;
+        }
+        case LIST_EXTEND:
+        case LIST_APPEND: {
+            Value *item = pop(f);
+            Value *list = peek(f, oparg);
+            if (list->kind != V_LIST || list->src >= 0)
+                return tracer_unsupported(t, true, "extending a list the program can see");
+            if (opcode == LIST_APPEND) {
+                if (value_append(t, list, item) < 0)
+                    return -1;
+            }
+            else {
+                Value *it = make_iter(f, item);
+                if (it == NULL)
+                    return -1;
+                for (int i = it->pos; i < it->n; i++)
+                    if (value_append(t, list, it->items[i]) < 0)
+                        return -1;
+            }
+            break;
+        }
+        case LIST_TO_TUPLE: {
+            Value *l = pop(f);
+            Value *tup = value_new(t, V_TUPLE, NULL);
+            if (tup == NULL)
+                return -1;
+            for (int i = 0; i < l->n; i++)
+                if (value_append(t, tup, l->items[i]) < 0)
+                    return -1;
+            if (push(f, tup) < 0)
+                return -1;
+            break;
+        }
+        case UNPACK_SEQUENCE: {
+            Value *seq = pop(f);
+            Value *it = make_iter(f, seq);
+            if (it == NULL)
+                return -1;
+            if (it->n - it->pos != oparg)
+                return tracer_unsupported(t, false, "unpacking %d values into %d names", it->n - it->pos, oparg);
+            for (int i = it->n - 1; i >= it->pos; i--)
+                if (push(f, it->items[i]) < 0)
+                    return -1;
+            break;
+        }
+        case POP_TOP:
+            (void)pop(f);
+            break;
+        case COPY:
+            if (push(f, peek(f, oparg)) < 0)
+                return -1;
+            break;
+        case SWAP: {
+            Value *top = f->stack[f->sp - 1];
+            f->stack[f->sp - 1] = f->stack[f->sp - oparg];
+            f->stack[f->sp - oparg] = top;
+            break;
+        }
+        case GET_ITER: {
+            Value *it = make_iter(f, pop(f));
+            if (it == NULL || push(f, it) < 0)
+                return -1;
+            break;
+        }
+        case FOR_ITER: {
+            Value *it = peek(f, 1);
+            if (it->kind != V_ITER)
+                return tracer_unsupported(t, true, "FOR_ITER on a non-iterator");
+            if (it->pos < it->n) {
+                if (push(f, it->items[it->pos++]) < 0)
+                    return -1;
+            }
+            else {
+                (void)pop(f);
+                JUMP_TO(next + oparg);
+            }
+            break;
+        }
+        case JUMP_FORWARD:
+            JUMP_TO(next + oparg);
+        case JUMP_BACKWARD:
+        case JUMP_BACKWARD_NO_INTERRUPT:
+            JUMP_TO(next - oparg);
+        case POP_JUMP_FORWARD_IF_FALSE:
+        case POP_JUMP_FORWARD_IF_TRUE:
+        case POP_JUMP_BACKWARD_IF_FALSE:
+        case POP_JUMP_BACKWARD_IF_TRUE: {
+            int tv = truth(f, pop(f), "branch");
+            if (tv < 0)
+                return -1;
+            bool want = opcode == POP_JUMP_FORWARD_IF_TRUE || opcode == POP_JUMP_BACKWARD_IF_TRUE;
+            bool forward = opcode == POP_JUMP_FORWARD_IF_FALSE || opcode == POP_JUMP_FORWARD_IF_TRUE;
+            if (tv == want)
+                JUMP_TO(forward ? next + oparg : next - oparg);
+            break;
+        }
+        case POP_JUMP_FORWARD_IF_NONE:
+        case POP_JUMP_FORWARD_IF_NOT_NONE:
+        case POP_JUMP_BACKWARD_IF_NONE:
+        case POP_JUMP_BACKWARD_IF_NOT_NONE: {
+            Value *v = pop(f);
+            int is_none;
+            if (v->kind == V_CONST)
+                is_none = v->obj == Py_None;
+            else if (v->kind != V_NULL && v->kind != V_ITER)
+                is_none = 0;   /* tensors, containers, objects are never None */
+            else
+                return tracer_unsupported(t, true, "None test on an internal value");
+            bool want_none = opcode == POP_JUMP_FORWARD_IF_NONE || opcode == POP_JUMP_BACKWARD_IF_NONE;
+            bool forward = opcode == POP_JUMP_FORWARD_IF_NONE || opcode == POP_JUMP_FORWARD_IF_NOT_NONE;
+            if (is_none == want_none)
+                JUMP_TO(forward ? next + oparg : next - oparg);
+            break;
+        }
+        case JUMP_IF_FALSE_OR_POP:
+        case JUMP_IF_TRUE_OR_POP: {
+            int tv = truth(f, peek(f, 1), "'and'/'or'");
+            if (tv < 0)
+                return -1;
+            if (tv == (opcode == JUMP_IF_TRUE_OR_POP))
+                JUMP_TO(next + oparg);
+            (void)pop(f);
+            break;
+        }
+        case FORMAT_VALUE: {
+            bool has_spec = (oparg & 0x04) != 0;
+            Value *spec = has_spec ? pop(f) : NULL;
+            Value *v = pop(f);
+            if (!foldable(v) || (spec && !foldable(spec)))
+                return tracer_unsupported(t, false, "f-string of a value that is not a constant");
+            PyObject *conv = NULL;
+            switch (oparg & 0x03) {
+            case 1: conv = PyObject_Str(v->obj); break;
+            case 2: conv = PyObject_Repr(v->obj); break;
+            case 3: conv = PyObject_ASCII(v->obj); break;
+            default: conv = Py_NewRef(v->obj); break;
+            }
+            PyObject *s = conv ? PyObject_Format(conv, spec ? spec->obj : NULL) : NULL;
+            Py_XDECREF(conv);
+            if (push(f, new_const(t, s)) < 0)
+                return -1;
+            break;
+        }
+        case BUILD_STRING: {
+            PyObject *parts = PyTuple_New(oparg);
+            if (parts == NULL)
+                return -1;
+            for (int i = 0; i < oparg; i++) {
+                Value *p = peek(f, oparg - i);
+                if (p->kind != V_CONST || !PyUnicode_CheckExact(p->obj)) {
+                    Py_DECREF(parts);
+                    return tracer_unsupported(t, true, "BUILD_STRING of a non-string");
+                }
+                PyTuple_SET_ITEM(parts, i, Py_NewRef(p->obj));
+            }
+            PyObject *empty = PyUnicode_FromString("");
+            PyObject *s = empty ? PyUnicode_Join(empty, parts) : NULL;
+            Py_XDECREF(empty);
+            Py_DECREF(parts);
+            f->sp -= oparg;
+            if (push(f, new_const(t, s)) < 0)
+                return -1;
+            break;
+        }
+        case RETURN_VALUE:
+            f->retval = pop(f);
+            return 0;
+        default: {
+            const char *name = NULL;
+            PyObject *dis = PyImport_ImportModule("dis");
+            PyObject *opname = dis ? PyObject_GetAttrString(dis, "opname") : NULL;
+            PyObject *item = opname ? PySequence_GetItem(opname, opcode) : NULL;
+            name = item ? PyUnicode_AsUTF8(item) : NULL;
+            if (name == NULL)
+                PyErr_Clear();
+            int r = tracer_unsupported(t, true, "unsupported bytecode %s at offset %d",
+                                       name ? name : "?", here * 2);
+            Py_XDECREF(item);
+            Py_XDECREF(opname);
+            Py_XDECREF(dis);
+            return r;
+        }
+        }
+    }
+    return tracer_unsupported(t, true, "ran past the end of the bytecode");
+}
+
+/* ---- entry point ---- */
+
+static void tracer_free(Tracer *t)
+{
+    for (int i = 0; i < t->nall; i++) {
+        Py_XDECREF(t->all[i]->obj);
+        PyMem_Free(t->all[i]->items);
+        PyMem_Free(t->all[i]);
+    }
+    PyMem_Free(t->all);
+    PyMem_Free(t->by_acc);
+    PyMem_Free(t->input_acc);
+    Py_CLEAR(t->graph);
+    Py_CLEAR(t->example_inputs);
+    Py_CLEAR(t->reason);
+}
+
+/* Close the graph over the return value, build the plan, call the backend. */
+static int finish(Tracer *t, Value *retval, CacheEntry *entry)
+{
+    Plan *p = &entry->plan;
+    Outputs o = {PyList_New(0)};
+    if (o.nodes == NULL)
+        return -1;
+    int rc = -1;
+    if (make_rebuild(t, &o, retval, &p->result) < 0)
+        goto out;
+    p->nops = graph_op_count(t->graph);
+    p->ninputs = t->ninputs;
+    p->input_acc = PyMem_Calloc((size_t)t->ninputs + 1, sizeof(int));
+    if (p->input_acc == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    memcpy(p->input_acc, t->input_acc, sizeof(int) * (size_t)t->ninputs);
+    p->noutputs = (int)PyList_GET_SIZE(o.nodes);
+    if (p->noutputs > 0) {
+        PyObject *outs = PyList_AsTuple(o.nodes);
+        if (outs == NULL || graph_output(t->graph, outs) < 0) {
+            Py_XDECREF(outs);
+            goto out;
+        }
+        Py_DECREF(outs);
+        p->gm = graph_module_new(t->graph);
+        if (p->gm == NULL)
+            goto out;
+        p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
+        if (p->compiled == NULL)
+            goto out;
+    }
+    else {
+        /* No graph to run: inputs are not needed by the plan. */
+        p->ninputs = 0;
+    }
+    if (guardset_add(t->gs, GUARD_BACKEND_MATCH, -1, t->backend, 0) < 0)
+        goto out;
+    rc = 0;
+out:
+    Py_DECREF(o.nodes);
+    return rc;
+}
+
+TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
+                                int resume_offset, PyObject *backend,
+                                CacheEntry *entry, PyObject **reason,
+                                bool *permanent)
+{
+    *reason = NULL;
+    *permanent = false;
+    if (resume_offset != 0) {
+        *reason = PyUnicode_FromString("resume frames are not supported yet");
+        *permanent = true;
+        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
+    }
+    if (!PyFunction_Check(func)) {
+        *reason = PyUnicode_FromString("frame without a function object");
+        *permanent = true;
+        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
+    }
+    const char *why = code_unsupported_reason(fv->code);
+    if (why != NULL) {
+        *reason = PyUnicode_FromString(why);
+        *permanent = true;
+        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
+    }
+    if (tensorops_init() < 0)
+        return TRANSLATE_ERROR;
+
+    Tracer t;
+    memset(&t, 0, sizeof(t));
+    t.gs = &entry->guards;
+    t.fv = fv;
+    t.backend = backend;
+    t.graph = graph_new();
+    t.example_inputs = PyList_New(0);
+    TranslateStatus st = TRANSLATE_ERROR;
+    TFrame root;
+    memset(&root, 0, sizeof(root));
+    if (t.graph == NULL || t.example_inputs == NULL)
+        goto out;
+    if (frame_setup(&root, &t, NULL, func, -1) < 0)
+        goto out;
+    if (run_frame(&root) < 0 || finish(&t, root.retval, entry) < 0) {
+        if (t.reason != NULL) {
+            PyErr_Clear();
+            *reason = Py_NewRef(t.reason);
+            *permanent = t.permanent;
+            st = TRANSLATE_UNSUPPORTED;
+        }
+        goto out;
+    }
+    st = TRANSLATE_OK;
+out:
+    frame_teardown(&root);
+    tracer_free(&t);
+    if (st != TRANSLATE_OK) {
+        /* Leave the entry empty so its destructor has nothing half-built. */
+        plan_clear(&entry->plan);
+        guardset_clear(&entry->guards);
+        guardset_init(&entry->guards);
+    }
+    return st;
+}

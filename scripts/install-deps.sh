@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# install-deps.sh -- install what dynscope needs to build and test, skipping
+# whatever is already there.  `make test` runs it first, so the fast path (all
+# present) must stay well under a second.  Design: ../shared/DESIGN.md section 5.
+#
+# Environment:
+#   DYNSCOPE_SKIP_APT=1     do not look at or install Debian packages
+#   DYNSCOPE_WITH_TORCH=1   also pip install torch==2.13.0 (a CPU wheel on disk)
+#   PYTHON=...              the interpreter the venv is made from (default: python3
+#                           on PATH; it must be CPython 3.11, the only target today)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------
+# Debian packages (Debian 12 names, checked with apt-cache policy).
+#   build-essential   gcc, make, libc headers; brings libasan8/libubsan1 for `make asan`
+#   pkg-config        flags for sqlite3, ncursesw, lttng-ust
+#   libsqlite3-dev    store/ (recorder), sqlite3: the CLI for docs recipes and tests
+#   libncurses-dev    tui/ dyntop (provides ncursesw; libncursesw5-dev is transitional)
+#   tmux              TUI tests drive dyntop in a tmux pane
+#   liblttng-ust-dev  trace/ tracepoint provider (LTTng-UST 2.13)
+#   lttng-tools       lttng + lttng-sessiond for scripts/lttng-capture.sh
+#   babeltrace2       the CLI that turns a CTF trace into text (no python3-bt2)
+APT_PACKAGES=(
+    build-essential
+    pkg-config
+    libsqlite3-dev
+    sqlite3
+    libncurses-dev
+    tmux
+    liblttng-ust-dev
+    lttng-tools
+    babeltrace2
+)
+
+apt_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+install_apt() {
+    if [[ "${DYNSCOPE_SKIP_APT:-0}" == 1 ]]; then
+        return 0
+    fi
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        log "no dpkg here; skipping Debian packages (install the equivalents by hand)"
+        return 0
+    fi
+    local missing=() p
+    for p in "${APT_PACKAGES[@]}"; do
+        apt_installed "$p" || missing+=("$p")
+    done
+    if ((${#missing[@]} == 0)); then
+        return 0
+    fi
+    local sudo=()
+    if [[ "$(id -u)" != 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: ${missing[*]}"
+        sudo=(sudo)
+    fi
+    log "apt-get install ${missing[*]}"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" </dev/null
+}
+
+# ---------------------------------------------------------------------------
+# The venv at .venv, from CPython 3.11.
+
+PY_PACKAGES=(pytest numpy hypothesis setuptools wheel)
+
+venv_ok() {
+    [[ -x .venv/bin/python ]] &&
+        .venv/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null
+}
+
+make_venv() {
+    local py="${PYTHON:-python3}"
+    command -v "$py" >/dev/null 2>&1 || die "$py not found on PATH"
+    if ! "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+        if command -v python3.11 >/dev/null 2>&1; then
+            py=python3.11
+        else
+            die "$("$py" -V 2>&1) found; dynscope supports CPython 3.11 only (set PYTHON=...)"
+        fi
+    fi
+    log "creating .venv with $(command -v "$py") ($("$py" -V 2>&1))"
+    rm -rf .venv
+    "$py" -m venv .venv
+}
+
+install_venv() {
+    venv_ok || make_venv
+    if ! .venv/bin/python -c 'import pytest, numpy, hypothesis, setuptools, wheel' 2>/dev/null; then
+        log "pip install ${PY_PACKAGES[*]}"
+        .venv/bin/python -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
+    fi
+    if [[ "${DYNSCOPE_WITH_TORCH:-0}" == 1 ]] &&
+        ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+        # 2.13.0 is the CPU build on this machine's disk; an unpinned torch
+        # would pull a multi-GB CUDA build.
+        log "pip install torch==2.13.0"
+        .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+    fi
+}
+
+install_apt
+install_venv

@@ -1,0 +1,22 @@
+"""Build of the engine extension dynscope._C for `pip install .`.
+
+Mirrors the Makefile's `all` target (same sources, C standard, visibility and
+libraries); the Makefile remains the developer build and adds -Werror, the
+ASan variant and the tests.  Metadata lives in pyproject.toml.
+"""
+
+import glob
+
+import numpy
+from setuptools import Extension, setup
+
+ext = Extension(
+    "dynscope._C",
+    sources=sorted(glob.glob("engine/*.c")),
+    depends=sorted(glob.glob("engine/*.h")),
+    include_dirs=[numpy.get_include()],
+    extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"],
+    libraries=["m", "pthread"],
+)
+
+setup(ext_modules=[ext])

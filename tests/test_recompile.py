@@ -1,0 +1,144 @@
+"""Recompiles: each kind of input change adds a cache entry, and the
+recorded first failing guard names the right source and observed value."""
+import warnings
+
+import numpy as np
+import pytest
+
+import dynscope
+from dynscope import _C
+
+from conftest import events
+
+
+def scale(x, n):
+    return x * n + 1
+
+
+def total(xs):
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = acc + x
+    return acc
+
+
+def only_failure(compile_id):
+    """The failures recorded with the recompile that made `compile_id`."""
+    (ev,) = [e for e in events("recompile") if e["compile_id"] == compile_id]
+    return ev
+
+
+def test_dtype_change_recompiles_and_names_dtype():
+    f = dynscope.optimize("eager")(scale)
+    a32 = np.ones((3, 4), np.float32)
+    a64 = np.ones((3, 4), np.float64)
+    np.testing.assert_array_equal(f(a32, 2), scale(a32, 2))
+    np.testing.assert_array_equal(f(a64, 2), scale(a64, 2))
+    entries = dynscope.cache_entries(scale)
+    assert sorted(e.compile_id for e in entries) == ["0/0", "0/1"]
+    ev = only_failure("0/1")
+    (entry_id, kind, expr, observed) = ev["failures"][0]
+    assert entry_id == "0/0"
+    assert kind == "TENSOR_MATCH"
+    assert "L['x']" in expr and "dtype" in expr and "float32" in expr
+    assert observed == "float64"
+
+
+def test_shape_change_recompiles_and_names_shape():
+    f = dynscope.optimize("eager")(scale)
+    f(np.zeros((3, 4)), 2)
+    f(np.zeros((5, 4)), 2)
+    ev = only_failure("0/1")
+    (_, kind, expr, observed) = ev["failures"][0]
+    assert kind == "TENSOR_MATCH"
+    assert "L['x'].shape" in expr and "(3, 4)" in expr
+    assert observed == "(5, 4)"
+
+
+def test_constant_argument_change_recompiles_and_names_value():
+    f = dynscope.optimize("eager")(scale)
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(f(x, 2), scale(x, 2))
+    np.testing.assert_array_equal(f(x, 3), scale(x, 3))
+    ev = only_failure("0/1")
+    (_, kind, expr, observed) = ev["failures"][0]
+    assert kind == "EQUALS_MATCH"
+    assert expr == "L['n'] == 2"
+    assert observed == "3"
+    # back to 2: a hit on the first entry, no third compile
+    f(x, 2)
+    assert len(dynscope.cache_entries(scale)) == 2
+
+
+def test_list_length_change_recompiles_and_names_length():
+    f = dynscope.optimize("eager")(total)
+    xs2 = [np.ones(3), np.ones(3) * 2]
+    xs3 = xs2 + [np.ones(3) * 3]
+    np.testing.assert_array_equal(f(xs2), total(xs2))
+    np.testing.assert_array_equal(f(xs3), total(xs3))
+    ev = only_failure("0/1")
+    (_, kind, expr, observed) = ev["failures"][0]
+    assert kind == "LIST_LENGTH"
+    assert expr == "len(L['xs']) == 2"
+    assert observed == "3"
+
+
+def test_every_older_entry_reports_its_first_failing_guard():
+    f = dynscope.optimize("eager")(scale)
+    x = np.arange(3.0)
+    for n in (1, 2, 3):
+        f(x, n)
+    ev = only_failure("0/2")
+    ids = [fl[0] for fl in ev["failures"]]
+    assert sorted(ids) == ["0/0", "0/1"]
+    assert {fl[3] for fl in ev["failures"]} == {"3"}
+
+
+def test_ninth_specialization_hits_cache_limit_with_one_warning():
+    assert dynscope.config.cache_size_limit == 8
+    f = dynscope.optimize("eager")(scale)
+    x = np.arange(5.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(12):
+            np.testing.assert_array_equal(f(x, n), scale(x, n))
+    limit_warnings = [w for w in caught if issubclass(w.category, dynscope.CacheLimitWarning)]
+    assert len(limit_warnings) == 1
+    msg = str(limit_warnings[0].message)
+    assert "scale" in msg and "cache_size_limit" in msg and "L['n'] ==" in msg
+    assert len(dynscope.cache_entries(scale)) == 8
+    assert len(events("cache_limit")) == 1
+    assert _C.counters()["cache_limits"] == 1
+    # specializations already cached still hit
+    before = sum(e.hits for e in dynscope.cache_entries(scale))
+    f(x, 0)
+    assert sum(e.hits for e in dynscope.cache_entries(scale)) == before + 1
+
+
+def test_cache_limit_warning_turned_into_error_does_not_break_the_program():
+    dynscope.config.cache_size_limit = 1
+    f = dynscope.optimize("eager")(scale)
+    x = np.arange(3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(3):
+            np.testing.assert_array_equal(f(x, n), scale(x, n))
+
+
+def test_reset_clears_entries_and_compile_ids_restart():
+    f = dynscope.optimize("eager")(scale)
+    f(np.ones(2), 1)
+    f(np.ones(2), 2)
+    assert len(dynscope.cache_entries(scale)) == 2
+    dynscope.reset()
+    assert dynscope.cache_entries(scale) == []
+    f(np.ones(2), 3)
+    (e,) = dynscope.cache_entries(scale)
+    assert e.compile_id == "0/0"
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(TypeError):
+        dynscope.config.cache_size_limit = "8"
+    with pytest.raises(ValueError):
+        dynscope.config.cache_size_limit = -1
