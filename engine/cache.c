@@ -97,11 +97,13 @@ CodeCache *cache_for_code(PyCodeObject *code)
     return cc;
 }
 
-CacheFrame *cache_frame(CodeCache *cc, int resume_offset)
+CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint64_t iters)
 {
-    for (int i = 0; i < cc->nframes; i++)
-        if (cc->frames[i]->resume_offset == resume_offset)
-            return cc->frames[i];
+    for (int i = 0; i < cc->nframes; i++) {
+        CacheFrame *cf = cc->frames[i];
+        if (cf->resume_offset == resume_offset && cf->unspec == unspec && cf->iters == iters)
+            return cf;
+    }
     CacheFrame *cf = PyMem_Calloc(1, sizeof(CacheFrame));
     CacheFrame **frames = PyMem_Realloc(cc->frames, sizeof(CacheFrame *) * (size_t)(cc->nframes + 1));
     if (cf == NULL || frames == NULL) {
@@ -113,6 +115,8 @@ CacheFrame *cache_frame(CodeCache *cc, int resume_offset)
     }
     cc->frames = frames;
     cf->resume_offset = resume_offset;
+    cf->unspec = unspec;
+    cf->iters = iters;
     cf->frame_id = -1;
     cf->entries = PyList_New(0);
     if (cf->entries == NULL) {
@@ -267,7 +271,18 @@ static PyObject *entry_get_compile_ns(CacheEntry *e, void *c)
 static PyObject *entry_get_resume_offset(CacheEntry *e, void *c)
 {
     (void)c;
-    return PyLong_FromLong(e->resume_offset);
+    return PyLong_FromLong(e->resume_offset * 2);   /* bytes, as dis shows offsets */
+}
+
+static PyObject *entry_get_break(CacheEntry *e, void *c)
+{
+    (void)c;
+    const BreakInfo *b = &e->plan.brk;
+    if (b->kind == NULL)
+        Py_RETURN_NONE;
+    return Py_BuildValue("{s:s,s:O,s:i,s:O}", "kind", b->kind, "reason",
+                         b->reason ? b->reason : Py_None, "offset", b->offset,
+                         "user_stack", b->user_stack ? b->user_stack : Py_None);
 }
 
 static PyObject *entry_get_graph(CacheEntry *e, void *c)
@@ -301,7 +316,8 @@ static PyGetSetDef entry_getset[] = {
     {"hits", (getter)entry_get_hits, NULL, "cache hits", NULL},
     {"guard_ns", (getter)entry_get_guard_ns, NULL, "total ns spent checking this entry's guards", NULL},
     {"compile_ns", (getter)entry_get_compile_ns, NULL, "ns spent translating and compiling", NULL},
-    {"resume_offset", (getter)entry_get_resume_offset, NULL, "bytecode offset the entry starts at (0 = function start)", NULL},
+    {"resume_offset", (getter)entry_get_resume_offset, NULL, "bytecode offset (bytes) the entry starts at (0 = function start)", NULL},
+    {"graph_break", (getter)entry_get_break, NULL, "why the entry's graph ended (dict with kind, reason, offset, user_stack), or None", NULL},
     {"graph", (getter)entry_get_graph, NULL, "the GraphModule, or None when the frame has no tensor ops", NULL},
     {"plan", (getter)entry_get_plan, NULL, "what runs instead of the bytecode, as pseudo-Python", NULL},
     {"backend", (getter)entry_get_backend, NULL, "the backend the graph was compiled with", NULL},

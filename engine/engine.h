@@ -285,13 +285,21 @@ int backend_init(PyObject *module);
 /* Plans (plan.c).                                                     */
 
 typedef enum RebuildKind {
-    RB_CONST,      /* obj                                    */
-    RB_OUTPUT,     /* graph output number `index`             */
-    RB_INPUT,      /* the value of accessor `index`           */
-    RB_TUPLE,      /* tuple of items                          */
-    RB_LIST,       /* new list of items                       */
-    RB_DICT,       /* new dict: keys in obj (tuple), values in items */
-    RB_SLICE,      /* slice(items[0], items[1], items[2])     */
+    RB_CONST,      /* obj                                              */
+    RB_OUTPUT,     /* graph output number `index`                       */
+    RB_INPUT,      /* the value of accessor `index`                     */
+    RB_LOCAL,      /* the frame's local `index` as it came in (may be NULL) */
+    RB_NULL,       /* NULL: an unbound local or the NULL slot of a call */
+    RB_TUPLE,      /* tuple of items                                    */
+    RB_LIST,       /* new list of items                                 */
+    RB_DICT,       /* new dict: keys in obj (tuple), values in items    */
+    RB_SLICE,      /* slice(items[0], items[1], items[2])               */
+    RB_ITER,       /* a live for-loop iterator: tuple of the remaining
+                      items (iter() of it when handed to the interpreter) */
+    RB_TYPE_ATTR,  /* getattr(type(items[0]), obj): an unbound method   */
+    RB_ATTR,       /* getattr(items[0], obj): a bound method            */
+    RB_MEMO,       /* the plan's memo object `index` (one object shared by
+                      every slot that holds it: identity is kept)        */
 } RebuildKind;
 
 typedef struct Rebuild {
@@ -302,6 +310,45 @@ typedef struct Rebuild {
     struct Rebuild *items;    /* owned: n items */
 } Rebuild;
 
+/* How a plan ends (DESIGN.md 3.5-3.6). */
+typedef enum PlanExit {
+    EXIT_RETURN,   /* return `result` */
+    EXIT_CALL,     /* eager step: call `callable(*args)` (kwnames for the last
+                      ones), push the result unless push_result is false,
+                      then continue in the resume frame at resume_offset */
+    EXIT_BRANCH,   /* eager step: truth of `cond`; continue at
+                      branch_true or branch_false */
+    EXIT_DEOPT,    /* continue in the default interpreter at resume_offset */
+} PlanExit;
+
+/*
+ * The live state of a frame at a plan's exit: every fast local and the
+ * value stack below the eager step's operands, as rebuilds.  `unspec`
+ * marks slots (locals first, then stack) whose Python numbers the resume
+ * frame must not specialize; `iters` marks slots holding a for-loop
+ * iterator (rebuilt as the tuple of its remaining items).
+ */
+typedef struct LiveState {
+    int nlocals;
+    Rebuild *locals;          /* owned: nlocals */
+    int nstack;
+    Rebuild *stack;           /* owned: nstack */
+    uint64_t unspec;
+    uint64_t iters;
+} LiveState;
+
+/* Why a frame's graph ended (explain, events, fullgraph). */
+typedef struct BreakInfo {
+    const char *kind;         /* static: "call", "data_dependent_branch",
+                                 "data_escape", "unsupported" */
+    PyObject *reason;         /* strong: human reason */
+    int offset;               /* bytecode offset (bytes) of the break in its frame */
+    PyObject *user_stack;     /* strong: list of (filename, lineno, name, line),
+                                 outermost first, through inlined calls */
+} BreakInfo;
+
+#define LIVE_MAX_SLOTS 64     /* masks are 64-bit */
+
 typedef struct Plan {
     PyObject *gm;             /* strong: GraphModule, NULL when the graph has no ops */
     PyObject *compiled;       /* strong: what the backend returned, NULL with gm */
@@ -309,15 +356,53 @@ typedef struct Plan {
     int *input_acc;           /* owned: accessor index of each placeholder, in order */
     int noutputs;
     int nops;                 /* call nodes in the graph */
-    Rebuild result;           /* the frame's return value */
+    PlanExit exit;
+    int nmemo;
+    Rebuild *memo;            /* owned: objects built once per run, in order,
+                                 before anything that refers to them (RB_MEMO) */
+    Rebuild result;           /* EXIT_RETURN: the frame's return value */
+    LiveState live;           /* other exits */
+    Rebuild callable;         /* EXIT_CALL */
+    int nargs;
+    Rebuild *args;            /* owned: EXIT_CALL arguments */
+    PyObject *kwnames;        /* strong or NULL: EXIT_CALL */
+    bool push_result;         /* EXIT_CALL */
+    Rebuild cond;             /* EXIT_BRANCH */
+    int resume_offset;        /* EXIT_CALL / EXIT_DEOPT: code-unit index */
+    int branch_true, branch_false;  /* EXIT_BRANCH: code-unit indexes */
+    BreakInfo brk;            /* why the graph ended (exits other than RETURN) */
 } Plan;
 
 void plan_clear(Plan *p);
 void rebuild_clear(Rebuild *r);
+
+/*
+ * What running a plan produced.  For OUTCOME_CONTINUE the frame goes on at
+ * `offset` (a code-unit index) with `locals` / `stack` (owned arrays of
+ * strong references or NULL) -- in a resume frame, or, when `deopt`, in
+ * the default interpreter.
+ */
+typedef struct PlanOutcome {
+    enum { OUTCOME_RETURN, OUTCOME_CONTINUE, OUTCOME_ERROR } kind;
+    PyObject *value;          /* RETURN: new reference */
+    bool deopt;
+    int offset;
+    int nlocals;
+    PyObject **locals;
+    int nstack;
+    PyObject **stack;
+    uint64_t unspec, iters;
+} PlanOutcome;
+
+void plan_outcome_clear(PlanOutcome *o);
+
 /* Run the plan: inputs from vals (filled by guardset_check; missing ones are
-   computed), graph, rebuild.  New reference or NULL. */
-PyObject *plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
-                   PyObject **vals);
+   computed), the graph, then the exit.  The eager step runs user code, so
+   the caller must not be "in the engine" for it; the graph runs inside
+   `in_engine` (a counter this function raises around it).  Fills *out;
+   OUTCOME_ERROR leaves an exception set. */
+void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
+              PyObject **vals, int *in_engine, PlanOutcome *out);
 /* Readable pseudo-Python of the plan.  New str or NULL. */
 PyObject *plan_render(const Plan *p, const GuardSet *gs);
 
@@ -345,7 +430,8 @@ extern PyTypeObject *CacheEntryType;
  * of that code runs, even across reset() and calls into Python.
  */
 typedef struct CacheFrame {
-    int resume_offset;
+    int resume_offset;        /* code-unit index; 0 = function start */
+    uint64_t unspec, iters;   /* with resume_offset, the key (see LiveState) */
     int frame_id;             /* -1 until its first compile (after reset too) */
     int ncompiles;            /* next frame_compile_id */
     PyObject *entries;        /* strong: list of CacheEntry, lookup order; replaced
@@ -370,8 +456,8 @@ int cache_init(void);
 CodeCache *cache_for_code(PyCodeObject *code);
 /* The cache of `code` if it has one (borrowed), else NULL.  Cannot fail. */
 CodeCache *cache_peek(PyCodeObject *code);
-/* The frame for a resume offset, created if absent.  Borrowed or NULL. */
-CacheFrame *cache_frame(CodeCache *cc, int resume_offset);
+/* The frame for (resume offset, masks), created if absent.  Borrowed or NULL. */
+CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint64_t iters);
 /* Drop every entry of every code object and every skip mark; frame ids
    restart at 0.  Safe while other threads are inside plans. */
 void cache_reset_all(void);
@@ -394,15 +480,21 @@ typedef enum TranslateStatus {
 } TranslateStatus;
 
 /*
- * Translate the frame `fv` (function start when resume_offset == 0) into
- * `entry`'s guards and plan.  `backend` is called once if a graph results.
- * On TRANSLATE_UNSUPPORTED, *reason is a new str and *permanent says
- * whether any input could ever succeed (a construct, not a value).
+ * Translate the frame `fv` (function start when cf->resume_offset == 0, else
+ * a resume frame whose locals and stack are in fv, keyed by cf's masks)
+ * into `entry`'s guards and plan.  `backend` is called once if a graph
+ * results.  On TRANSLATE_UNSUPPORTED (function starts only: a resume frame
+ * always gets a plan, if need be one that deopts at once), *reason is a new
+ * str and *permanent says whether no input could ever succeed.
  */
 TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
-                                int resume_offset, PyObject *backend,
+                                const CacheFrame *cf, PyObject *backend,
                                 CacheEntry *entry, PyObject **reason,
                                 bool *permanent);
+
+/* A plan that deopts at once at cf's resume offset: what a resume frame
+   runs when it cannot be translated or is at its cache limit.  0 / -1. */
+int translate_deopt_plan(const FrameView *fv, const CacheFrame *cf, CacheEntry *entry);
 
 /* ------------------------------------------------------------------ */
 /* Hook and capture state (hook.c).                                    */
@@ -442,6 +534,8 @@ extern EngineConfig engine_config;
 /* Counters the engine keeps (read by tests and explain). */
 typedef struct EngineCounters {
     uint64_t frames_seen, hits, misses, compiles, recompiles, skips, cache_limits;
+    uint64_t graph_breaks;    /* breaks met while translating */
+    uint64_t deopts;          /* frames handed to the interpreter mid-way */
 } EngineCounters;
 extern EngineCounters engine_counters;
 

@@ -123,6 +123,26 @@ void events_frame_skip(CodeCache *cc, PyObject *reason)
     log_event(ev);
 }
 
+void events_graph_break(CodeCache *cc, CacheEntry *e)
+{
+    const BreakInfo *b = &e->plan.brk;
+    engine_counters.graph_breaks++;
+    PyObject *ev = event_base("graph_break", cc);
+    set_item(ev, "compile_id", compile_id_str(e));
+    set_item(ev, "kind", PyUnicode_FromString(b->kind ? b->kind : "unknown"));
+    set_item(ev, "reason", Py_NewRef(b->reason ? b->reason : Py_None));
+    set_item(ev, "offset", PyLong_FromLong(b->offset));
+    set_item(ev, "user_stack", b->user_stack ? PySequence_List(b->user_stack) : PyList_New(0));
+    if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
+        PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
+        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
+            set_item(ev, "filename", Py_NewRef(PyTuple_GET_ITEM(last, 0)));
+            set_item(ev, "lineno", Py_NewRef(PyTuple_GET_ITEM(last, 1)));
+        }
+    }
+    log_event(ev);
+}
+
 void events_reset(void)
 {
     log_event(Py_BuildValue("{s:s,s:K}", "event", "reset", "at_ns",

@@ -24,6 +24,8 @@ void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *
 /* Issued once per frame; also warns the user once (CacheLimitWarning). */
 void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures);
 void events_frame_skip(CodeCache *cc, PyObject *reason);
+/* The break that ends entry e's graph (e->plan.brk). */
+void events_graph_break(CodeCache *cc, CacheEntry *e);
 /* Hot path: counters only. */
 static inline void events_frame_eval_hit(CodeCache *cc) { (void)cc; }
 void events_reset(void);

@@ -144,12 +144,13 @@ static CodeCache *lookup_code_cache(PyCodeObject *co)
 
 /*
  * Check entry e's guards against fv and, when they pass, run its plan.
- * Returns 1 with *result set (new reference, or NULL with an exception from
- * the plan), 0 when the guards fail, -1 on an internal error (exception
- * set).  Never fills failure details: the miss path asks for them apart.
+ * Returns 1 with *out filled (which may be OUTCOME_ERROR: an exception of
+ * the program's), 0 when the guards fail, -1 on an internal error
+ * (exception set).  Never fills failure details: the miss path asks for
+ * them apart.
  */
 static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
-                     bool count_hit, PyObject **result)
+                     bool count_hit, PlanOutcome *out)
 {
     PyObject *small[SMALL_VALS];
     PyObject **vals = small;
@@ -169,12 +170,13 @@ static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
     uint64_t t0 = engine_now_ns();
     int ok = guardset_check(&e->guards, fv, vals, tc->config.backend, NULL);
     uint64_t t1 = engine_now_ns();
+    tc->in_engine--;
     e->guard_ns += t1 - t0;
     if (ok == 1) {
         e->hits += count_hit;
-        *result = plan_run(&e->plan, &e->guards, fv, vals);
+        /* The graph runs inside the engine; an eager step is user code. */
+        plan_run(&e->plan, &e->guards, fv, vals, &tc->in_engine, out);
     }
-    tc->in_engine--;
     guardset_release_values(&e->guards, vals);
     if (vals != small)
         PyMem_Free(vals);
@@ -195,10 +197,10 @@ static void move_to_front(PyObject *entries, Py_ssize_t i)
 
 /*
  * Find an entry of cf whose guards pass and run it.  Returns 1 with *result
- * set, 0 on a miss, -1 on an internal error.
+ * filled, 0 on a miss, -1 on an internal error.
  */
 static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
-                      PyObject **result)
+                      PlanOutcome *result)
 {
     /* A strong reference: reset() in another thread swaps cf->entries
        while a plan below runs Python. */
@@ -274,6 +276,8 @@ static PyObject *describe_failure(PyObject *failures)
 
 /* ---- compile ---- */
 
+static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_stack);
+
 typedef enum { MISS_RAN, MISS_EAGER, MISS_ERROR } MissOutcome;
 
 /*
@@ -283,7 +287,7 @@ typedef enum { MISS_RAN, MISS_EAGER, MISS_ERROR } MissOutcome;
  * (KeyboardInterrupt and the like).
  */
 static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
-                               PyObject *func, ThreadCapture *tc, PyObject **result)
+                               PyObject *func, ThreadCapture *tc, PlanOutcome *result)
 {
     cf->misses++;
     engine_counters.misses++;
@@ -333,8 +337,8 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     bool permanent = false;
     uint64_t t0 = engine_now_ns();
     tc->in_engine++;
-    TranslateStatus st = translate_frame(fv, func, cf->resume_offset,
-                                         tc->config.backend, e, &reason, &permanent);
+    TranslateStatus st = translate_frame(fv, func, cf, tc->config.backend, e,
+                                         &reason, &permanent);
     tc->in_engine--;
     e->compile_ns = engine_now_ns() - t0;
 
@@ -352,10 +356,18 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     }
     if (st == TRANSLATE_UNSUPPORTED) {
         events_compile_end(cc, e, "skipped");
-        Py_DECREF(e);
         Py_XDECREF(failures);
         if (reason == NULL)
             reason = PyUnicode_FromString("unsupported");
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        if (tc->config.fullgraph && reason != NULL) {
+            raise_unsupported(cc, reason, e->plan.brk.user_stack);
+            Py_DECREF(reason);
+            Py_DECREF(e);
+            return MISS_ERROR;
+        }
+        Py_DECREF(e);
         if (permanent && cf->resume_offset == 0 && nentries == 0) {
             mark_skipped(cc, reason, true);
         }
@@ -364,9 +376,14 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
             events_frame_skip(cc, reason);
             Py_XDECREF(reason);
         }
-        if (PyErr_Occurred())
-            PyErr_Clear();
         return MISS_EAGER;
+    }
+    if (tc->config.fullgraph && e->plan.exit != EXIT_RETURN) {
+        raise_unsupported(cc, e->plan.brk.reason, e->plan.brk.user_stack);
+        events_compile_end(cc, e, "error");
+        Py_DECREF(e);
+        Py_XDECREF(failures);
+        return MISS_ERROR;
     }
 
     cf->ncompiles++;
@@ -377,6 +394,8 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     }
     events_compile_end(cc, e, "ok");
     Py_XDECREF(failures);
+    if (e->plan.exit != EXIT_RETURN)
+        events_graph_break(cc, e);
     if (PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
         Py_DECREF(e);
         events_internal_error("inserting a cache entry");
@@ -393,6 +412,139 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     return MISS_EAGER;
 }
 
+/* ---- fullgraph ---- */
+
+/* Raise dynscope.Unsupported naming the reason and the user's file:line
+   (the innermost frame of user_stack, else the code's first line). */
+static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_stack)
+{
+    PyObject *file = cc->code->co_filename;
+    long line = cc->code->co_firstlineno;
+    if (user_stack != NULL && PyList_Check(user_stack) && PyList_GET_SIZE(user_stack) > 0) {
+        PyObject *last = PyList_GET_ITEM(user_stack, PyList_GET_SIZE(user_stack) - 1);
+        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
+            file = PyTuple_GET_ITEM(last, 0);
+            line = PyLong_AsLong(PyTuple_GET_ITEM(last, 1));
+            if (line == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                line = 0;
+            }
+        }
+    }
+    PyErr_Format(UnsupportedError, "fullgraph=True: graph break in %U: %S at %U:%ld",
+                 cc->code->co_qualname, reason ? reason : Py_None, file, line);
+}
+
+/* ---- the chain: plans, eager steps, resume frames, deopt ---- */
+
+/* The view of a resume frame's state (arrays owned by `state`). */
+static void resume_view(FrameView *fv, PyCodeObject *co, PyObject *func, PlanOutcome *state)
+{
+    fv->code = co;
+    fv->locals = state->locals;
+    fv->nlocals = state->nlocals;
+    fv->stack = state->stack;
+    fv->nstack = state->nstack;
+    fv->globals = PyFunction_GET_GLOBALS(func);
+    fv->builtins = ((PyFunctionObject *)func)->func_builtins;
+    fv->closure = PyFunction_GET_CLOSURE(func);
+}
+
+/* Continue in the default interpreter at `offset` with state's locals and
+   stack; for-loop iterators, carried as tuples of their remaining items,
+   become iterators again.  New reference or NULL. */
+static PyObject *deopt(PyObject *func, PlanOutcome *state, int offset)
+{
+    int nslots = state->nlocals + state->nstack;
+    for (int i = 0; i < nslots && i < LIVE_MAX_SLOTS; i++) {
+        if (!(state->iters & ((uint64_t)1 << i)))
+            continue;
+        PyObject **slot = i < state->nlocals ? &state->locals[i] : &state->stack[i - state->nlocals];
+        if (*slot == NULL)
+            continue;
+        PyObject *it = PyObject_GetIter(*slot);
+        if (it == NULL)
+            return NULL;
+        Py_SETREF(*slot, it);
+    }
+    engine_counters.deopts++;
+    return frame_eval_from((PyFunctionObject *)func, state->locals, state->nlocals,
+                           state->stack, state->nstack, offset);
+}
+
+/*
+ * Run a captured frame to its end: the entry whose guards pass (or a new
+ * one), its graph, its exit -- and on through resume frames until a plan
+ * returns, raises, or hands the rest of the frame to the interpreter.
+ * `f` is the intercepted frame (run by the default evaluator when its
+ * start cannot be captured).
+ */
+static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
+                           PyObject *func, ThreadCapture *tc)
+{
+    CacheFrame *cf = cache_frame(cc, 0, 0, 0);
+    if (cf == NULL) {
+        events_internal_error("creating a cache frame");
+        return frame_eval_default(ts, f, 0);
+    }
+    FrameView fv;
+    frame_view_init(&fv, f);
+    PlanOutcome state = {0};      /* the current resume frame's inputs (owned) */
+    PyObject *result = NULL;
+    for (;;) {
+        PlanOutcome out = {0};
+        int r = run_cached(cf, &fv, tc, &out);
+        if (r == 1) {
+            engine_counters.hits++;
+            events_frame_eval_hit(cc);
+        }
+        else {
+            MissOutcome m = MISS_EAGER;
+            if (r < 0)
+                events_internal_error("checking guards");
+            else
+                m = handle_miss(cc, cf, &fv, func, tc, &out);
+            if (m == MISS_ERROR) {
+                result = NULL;
+                break;
+            }
+            if (m == MISS_EAGER) {
+                if (cf->resume_offset == 0 && state.locals == NULL)
+                    result = frame_eval_default(ts, f, 0);
+                else
+                    result = deopt(func, &state, cf->resume_offset);
+                break;
+            }
+        }
+        if (out.kind == OUTCOME_ERROR) {
+            result = NULL;
+            break;
+        }
+        if (out.kind == OUTCOME_RETURN) {
+            result = out.value;
+            out.value = NULL;
+            break;
+        }
+        if (out.deopt) {
+            result = deopt(func, &out, out.offset);
+            plan_outcome_clear(&out);
+            break;
+        }
+        CacheFrame *next = cache_frame(cc, out.offset, out.unspec, out.iters);
+        if (next == NULL) {
+            result = deopt(func, &out, out.offset);
+            plan_outcome_clear(&out);
+            break;
+        }
+        plan_outcome_clear(&state);
+        state = out;
+        cf = next;
+        resume_view(&fv, cc->code, func, &state);
+    }
+    plan_outcome_clear(&state);
+    return result;
+}
+
 /* ---- the hook ---- */
 
 static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)
@@ -401,35 +553,8 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
     CodeCache *cc = lookup_code_cache(co);
     if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL)
         return frame_eval_default(ts, f, 0);
-    CacheFrame *cf = cache_frame(cc, 0);
-    if (cf == NULL) {
-        events_internal_error("creating a cache frame");
-        return frame_eval_default(ts, f, 0);
-    }
     engine_counters.frames_seen++;
-
-    FrameView fv;
-    frame_view_init(&fv, f);
-    PyObject *result = NULL;
-    int r = run_cached(cf, &fv, tc, &result);
-    if (r == 1) {
-        engine_counters.hits++;
-        events_frame_eval_hit(cc);
-        return result;
-    }
-    if (r < 0) {
-        events_internal_error("checking guards");
-        return frame_eval_default(ts, f, 0);
-    }
-    switch (handle_miss(cc, cf, &fv, frame_func(f), tc, &result)) {
-    case MISS_RAN:
-        return result;
-    case MISS_ERROR:
-        return NULL;
-    case MISS_EAGER:
-    default:
-        return frame_eval_default(ts, f, 0);
-    }
+    return run_chain(ts, f, cc, frame_func(f), tc);
 }
 
 static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag)

@@ -373,10 +373,11 @@ static PyObject *py_counters(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     EngineCounters *c = &engine_counters;
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "frames_seen", c->frames_seen,
-                         "hits", c->hits, "misses", c->misses, "compiles", c->compiles,
-                         "recompiles", c->recompiles, "skips", c->skips,
-                         "cache_limits", c->cache_limits);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "frames_seen",
+                         c->frames_seen, "hits", c->hits, "misses", c->misses,
+                         "compiles", c->compiles, "recompiles", c->recompiles,
+                         "skips", c->skips, "cache_limits", c->cache_limits,
+                         "graph_breaks", c->graph_breaks, "deopts", c->deopts);
 }
 
 static PyObject *py_hook_installed(PyObject *self, PyObject *unused)

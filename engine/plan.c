@@ -10,6 +10,7 @@
  */
 #include "engine.h"
 
+#include <stdarg.h>
 #include <string.h>
 
 void rebuild_clear(Rebuild *r)
@@ -21,13 +22,46 @@ void rebuild_clear(Rebuild *r)
     memset(r, 0, sizeof(*r));
 }
 
+static void rebuild_array_clear(Rebuild *items, int n)
+{
+    for (int i = 0; i < n; i++)
+        rebuild_clear(&items[i]);
+    PyMem_Free(items);
+}
+
 void plan_clear(Plan *p)
 {
     Py_CLEAR(p->gm);
     Py_CLEAR(p->compiled);
     PyMem_Free(p->input_acc);
+    rebuild_array_clear(p->memo, p->nmemo);
     rebuild_clear(&p->result);
+    rebuild_array_clear(p->live.locals, p->live.nlocals);
+    rebuild_array_clear(p->live.stack, p->live.nstack);
+    rebuild_clear(&p->callable);
+    rebuild_array_clear(p->args, p->nargs);
+    Py_CLEAR(p->kwnames);
+    rebuild_clear(&p->cond);
+    Py_CLEAR(p->brk.reason);
+    Py_CLEAR(p->brk.user_stack);
     memset(p, 0, sizeof(*p));
+}
+
+static void release_array(PyObject **a, int n)
+{
+    if (a == NULL)
+        return;
+    for (int i = 0; i < n; i++)
+        Py_XDECREF(a[i]);
+    PyMem_Free(a);
+}
+
+void plan_outcome_clear(PlanOutcome *o)
+{
+    Py_CLEAR(o->value);
+    release_array(o->locals, o->nlocals);
+    release_array(o->stack, o->nstack);
+    memset(o, 0, sizeof(*o));
 }
 
 /* The value of accessor acc, from vals or computed now.  Borrowed or NULL
@@ -40,100 +74,275 @@ static PyObject *input_value(const GuardSet *gs, const FrameView *fv, PyObject *
     return v;
 }
 
-static PyObject *rebuild(const Rebuild *r, PyObject *outs, const GuardSet *gs,
-                         const FrameView *fv, PyObject **vals)
+typedef struct RebuildEnv {
+    PyObject *outs;           /* borrowed: graph outputs (tuple or list) or NULL */
+    PyObject **memo;          /* strong items: the plan's memo objects, or NULL */
+    const GuardSet *gs;
+    const FrameView *fv;
+    PyObject **vals;
+} RebuildEnv;
+
+/* Build the value r describes into *out (new reference; NULL is a valid
+   value for RB_NULL and unbound RB_LOCAL).  0 / -1 with an exception. */
+static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
 {
+    *out = NULL;
     switch (r->kind) {
     case RB_CONST:
-        return Py_NewRef(r->obj);
+        *out = Py_NewRef(r->obj);
+        return 0;
     case RB_OUTPUT:
-        return Py_NewRef(PySequence_Fast_GET_ITEM(outs, r->index));
+        *out = Py_NewRef(PySequence_Fast_GET_ITEM(env->outs, r->index));
+        return 0;
     case RB_INPUT:
-        return Py_XNewRef(input_value(gs, fv, vals, r->index));
+        *out = Py_XNewRef(input_value(env->gs, env->fv, env->vals, r->index));
+        return *out ? 0 : -1;
+    case RB_LOCAL:
+        *out = r->index < env->fv->nlocals ? Py_XNewRef(env->fv->locals[r->index]) : NULL;
+        return 0;
+    case RB_NULL:
+        return 0;
+    case RB_MEMO:
+        *out = Py_XNewRef(env->memo[r->index]);
+        return 0;
     case RB_TUPLE:
+    case RB_ITER:
     case RB_LIST: {
-        PyObject *c = r->kind == RB_TUPLE ? PyTuple_New(r->n) : PyList_New(r->n);
+        PyObject *c = r->kind == RB_LIST ? PyList_New(r->n) : PyTuple_New(r->n);
         if (c == NULL)
-            return NULL;
+            return -1;
         for (int i = 0; i < r->n; i++) {
-            PyObject *item = rebuild(&r->items[i], outs, gs, fv, vals);
-            if (item == NULL) {
+            PyObject *item;
+            if (rebuild(&r->items[i], env, &item) < 0 || item == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_SystemError, "dynscope: NULL item in a rebuilt container");
                 Py_DECREF(c);
-                return NULL;
+                return -1;
             }
-            if (r->kind == RB_TUPLE)
-                PyTuple_SET_ITEM(c, i, item);
-            else
+            if (r->kind == RB_LIST)
                 PyList_SET_ITEM(c, i, item);
+            else
+                PyTuple_SET_ITEM(c, i, item);
         }
-        return c;
+        *out = c;
+        return 0;
     }
     case RB_DICT: {
         PyObject *d = PyDict_New();
         for (int i = 0; d && i < r->n; i++) {
-            PyObject *item = rebuild(&r->items[i], outs, gs, fv, vals);
-            if (item == NULL || PyDict_SetItem(d, PyTuple_GET_ITEM(r->obj, i), item) < 0) {
+            PyObject *item;
+            if (rebuild(&r->items[i], env, &item) < 0 || item == NULL
+                || PyDict_SetItem(d, PyTuple_GET_ITEM(r->obj, i), item) < 0) {
                 Py_XDECREF(item);
                 Py_CLEAR(d);
                 break;
             }
             Py_DECREF(item);
         }
-        return d;
+        *out = d;
+        return d ? 0 : -1;
     }
     case RB_SLICE: {
         PyObject *p[3] = {NULL, NULL, NULL};
-        PyObject *s = NULL;
+        int rc = -1;
         for (int i = 0; i < 3; i++)
-            if ((p[i] = rebuild(&r->items[i], outs, gs, fv, vals)) == NULL)
+            if (rebuild(&r->items[i], env, &p[i]) < 0)
                 goto out_slice;
-        s = PySlice_New(p[0], p[1], p[2]);
+        *out = PySlice_New(p[0], p[1], p[2]);
+        rc = *out ? 0 : -1;
     out_slice:
         for (int i = 0; i < 3; i++)
             Py_XDECREF(p[i]);
-        return s;
+        return rc;
+    }
+    case RB_TYPE_ATTR:
+    case RB_ATTR: {
+        PyObject *base;
+        if (rebuild(&r->items[0], env, &base) < 0)
+            return -1;
+        if (base == NULL) {
+            PyErr_SetString(PyExc_SystemError, "dynscope: method of NULL");
+            return -1;
+        }
+        *out = PyObject_GetAttr(r->kind == RB_ATTR ? base : (PyObject *)Py_TYPE(base), r->obj);
+        Py_DECREF(base);
+        return *out ? 0 : -1;
     }
     }
     PyErr_SetString(PyExc_SystemError, "dynscope: bad rebuild kind");
-    return NULL;
+    return -1;
+}
+
+/* Rebuild n values into a new array (owned, strong refs).  0 / -1. */
+static int rebuild_array(const Rebuild *rs, int n, const RebuildEnv *env, int extra,
+                         PyObject ***out)
+{
+    PyObject **a = PyMem_Calloc((size_t)(n + extra) + 1, sizeof(PyObject *));
+    if (a == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (rebuild(&rs[i], env, &a[i]) < 0) {
+            release_array(a, i);
+            return -1;
+        }
+    }
+    *out = a;
+    return 0;
 }
 
 #define SMALL_ARGS 16
 
-PyObject *plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv, PyObject **vals)
+/* Call the compiled graph on its inputs.  New reference (a tuple or list of
+   noutputs values) or NULL. */
+static PyObject *run_graph(const Plan *p, const GuardSet *gs, const FrameView *fv,
+                           PyObject **vals)
 {
+    PyObject *small[SMALL_ARGS] = {NULL};
+    PyObject **args = p->ninputs <= SMALL_ARGS ? small
+                    : PyMem_Malloc(sizeof(PyObject *) * (size_t)p->ninputs);
+    if (args == NULL)
+        return PyErr_NoMemory();
+    PyObject *outs = NULL;
+    for (int i = 0; i < p->ninputs; i++) {
+        args[i] = input_value(gs, fv, vals, p->input_acc[i]);
+        if (args[i] == NULL)
+            goto out;
+    }
+    outs = PyObject_Vectorcall(p->compiled, args, (size_t)p->ninputs, NULL);
+    if (outs != NULL && (!(PyTuple_Check(outs) || PyList_Check(outs))
+                         || PySequence_Fast_GET_SIZE(outs) != p->noutputs)) {
+        PyErr_Format(PyExc_TypeError,
+                     "dynscope: the compiled graph returned %.100s, expected a "
+                     "tuple of %d outputs", Py_TYPE(outs)->tp_name, p->noutputs);
+        Py_CLEAR(outs);
+    }
+out:
+    if (args != small)
+        PyMem_Free(args);
+    return outs;
+}
+
+/* The live state into out->locals / out->stack, with room for one more
+   stack item.  0 / -1. */
+static int rebuild_live(const LiveState *live, const RebuildEnv *env, PlanOutcome *out)
+{
+    if (rebuild_array(live->locals, live->nlocals, env, 0, &out->locals) < 0)
+        return -1;
+    out->nlocals = live->nlocals;
+    if (rebuild_array(live->stack, live->nstack, env, 1, &out->stack) < 0)
+        return -1;
+    out->nstack = live->nstack;
+    out->unspec = live->unspec;
+    out->iters = live->iters;
+    return 0;
+}
+
+/* The eager step of EXIT_CALL: user code, run outside the engine.  Pushes
+   its result onto out's stack when asked.  0 / -1. */
+static int run_eager_call(const Plan *p, const RebuildEnv *env, PlanOutcome *out)
+{
+    PyObject *callable = NULL;
+    PyObject *small[SMALL_ARGS] = {NULL};
+    PyObject **args = p->nargs <= SMALL_ARGS ? small
+                    : PyMem_Calloc((size_t)p->nargs, sizeof(PyObject *));
+    int built = 0, rc = -1;
+    if (args == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (rebuild(&p->callable, env, &callable) < 0)
+        goto out;
+    for (; built < p->nargs; built++)
+        if (rebuild(&p->args[built], env, &args[built]) < 0)
+            goto out;
+    Py_ssize_t nkw = p->kwnames ? PyTuple_GET_SIZE(p->kwnames) : 0;
+    PyObject *result = PyObject_Vectorcall(callable, args, (size_t)(p->nargs - nkw), p->kwnames);
+    if (result == NULL)
+        goto out;
+    if (p->push_result)
+        out->stack[out->nstack++] = result;
+    else
+        Py_DECREF(result);
+    rc = 0;
+out:
+    Py_XDECREF(callable);
+    for (int i = 0; i < built; i++)
+        Py_XDECREF(args[i]);
+    if (args != small)
+        PyMem_Free(args);
+    return rc;
+}
+
+void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
+              PyObject **vals, int *in_engine, PlanOutcome *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->kind = OUTCOME_ERROR;
     PyObject *outs = NULL;
     if (p->compiled != NULL) {
-        PyObject *small[SMALL_ARGS] = {NULL};
-        PyObject **args = p->ninputs <= SMALL_ARGS ? small
-                        : PyMem_Malloc(sizeof(PyObject *) * (size_t)p->ninputs);
-        if (args == NULL)
-            return PyErr_NoMemory();
-        for (int i = 0; i < p->ninputs; i++) {
-            args[i] = input_value(gs, fv, vals, p->input_acc[i]);
-            if (args[i] == NULL) {
-                if (args != small)
-                    PyMem_Free(args);
-                return NULL;
+        (*in_engine)++;
+        outs = run_graph(p, gs, fv, vals);
+        (*in_engine)--;
+        if (outs == NULL)
+            return;
+    }
+    RebuildEnv env = {outs, NULL, gs, fv, vals};
+    if (p->nmemo > 0) {
+        env.memo = PyMem_Calloc((size_t)p->nmemo, sizeof(PyObject *));
+        if (env.memo == NULL) {
+            PyErr_NoMemory();
+            Py_XDECREF(outs);
+            return;
+        }
+        for (int i = 0; i < p->nmemo; i++) {
+            if (rebuild(&p->memo[i], &env, &env.memo[i]) < 0) {
+                release_array(env.memo, i);
+                Py_XDECREF(outs);
+                return;
             }
         }
-        outs = PyObject_Vectorcall(p->compiled, args, (size_t)p->ninputs, NULL);
-        if (args != small)
-            PyMem_Free(args);
-        if (outs == NULL)
-            return NULL;
-        if (!(PyTuple_Check(outs) || PyList_Check(outs))
-            || PySequence_Fast_GET_SIZE(outs) != p->noutputs) {
-            PyErr_Format(PyExc_TypeError,
-                         "dynscope: the compiled graph returned %.100s, expected a "
-                         "tuple of %d outputs", Py_TYPE(outs)->tp_name, p->noutputs);
-            Py_DECREF(outs);
-            return NULL;
-        }
     }
-    PyObject *result = rebuild(&p->result, outs, gs, fv, vals);
+    switch (p->exit) {
+    case EXIT_RETURN:
+        if (rebuild(&p->result, &env, &out->value) == 0 && out->value != NULL)
+            out->kind = OUTCOME_RETURN;
+        break;
+    case EXIT_CALL:
+        if (rebuild_live(&p->live, &env, out) == 0 && run_eager_call(p, &env, out) == 0) {
+            out->kind = OUTCOME_CONTINUE;
+            out->offset = p->resume_offset;
+        }
+        break;
+    case EXIT_BRANCH: {
+        PyObject *cond = NULL;
+        if (rebuild_live(&p->live, &env, out) < 0 || rebuild(&p->cond, &env, &cond) < 0)
+            break;
+        int truth = cond ? PyObject_IsTrue(cond) : -1;   /* user-visible, as eager */
+        Py_XDECREF(cond);
+        if (truth < 0)
+            break;
+        out->kind = OUTCOME_CONTINUE;
+        out->offset = truth ? p->branch_true : p->branch_false;
+        break;
+    }
+    case EXIT_DEOPT:
+        if (rebuild_live(&p->live, &env, out) == 0) {
+            out->kind = OUTCOME_CONTINUE;
+            out->deopt = true;
+            out->offset = p->resume_offset;
+        }
+        break;
+    }
     Py_XDECREF(outs);
-    return result;
+    release_array(env.memo, p->nmemo);
+    if (out->kind == OUTCOME_ERROR) {
+        release_array(out->locals, out->nlocals);
+        release_array(out->stack, out->nstack);
+        out->locals = out->stack = NULL;
+        out->nlocals = out->nstack = 0;
+    }
 }
 
 /* ---- rendering ---- */
@@ -151,12 +360,28 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
     case RB_INPUT:
         s = guardset_render_source(gs, r->index);
         break;
+    case RB_LOCAL:
+        s = PyUnicode_FromFormat("<local %d>", r->index);
+        break;
+    case RB_MEMO:
+        s = PyUnicode_FromFormat("<object %d>", r->index);
+        break;
+    case RB_NULL:
+        s = PyUnicode_FromString("NULL");
+        break;
+    case RB_TYPE_ATTR:
+    case RB_ATTR:
+        if (render_rebuild(parts, &r->items[0], gs) < 0)
+            return -1;
+        s = PyUnicode_FromFormat(".%U", r->obj);
+        break;
+    case RB_ITER:
     case RB_TUPLE:
     case RB_LIST:
     case RB_DICT:
     case RB_SLICE: {
-        const char *open = r->kind == RB_TUPLE ? "(" : r->kind == RB_LIST ? "[" : r->kind == RB_DICT ? "{" : "slice(";
-        const char *close = r->kind == RB_TUPLE ? (r->n == 1 ? ",)" : ")") : r->kind == RB_LIST ? "]" : r->kind == RB_DICT ? "}" : ")";
+        const char *open = r->kind == RB_ITER ? "iter((" : r->kind == RB_TUPLE ? "(" : r->kind == RB_LIST ? "[" : r->kind == RB_DICT ? "{" : "slice(";
+        const char *close = r->kind == RB_ITER ? "))" : r->kind == RB_TUPLE ? (r->n == 1 ? ",)" : ")") : r->kind == RB_LIST ? "]" : r->kind == RB_DICT ? "}" : ")";
         s = PyUnicode_FromString(open);
         if (s == NULL || PyList_Append(parts, s) < 0)
             goto fail;
@@ -190,35 +415,72 @@ fail:
     return -1;
 }
 
+/* Append a formatted str to parts.  0 / -1. */
+static int append_fmt(PyObject *parts, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyObject *s = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    int rc = s != NULL && PyList_Append(parts, s) == 0 ? 0 : -1;
+    Py_XDECREF(s);
+    return rc;
+}
+
+static int render_exit(PyObject *parts, const Plan *p, const GuardSet *gs)
+{
+    switch (p->exit) {
+    case EXIT_RETURN:
+        return append_fmt(parts, "return ") < 0 ? -1 : render_rebuild(parts, &p->result, gs);
+    case EXIT_CALL: {
+        if (append_fmt(parts, "%s", p->push_result ? "result = " : "") < 0
+            || render_rebuild(parts, &p->callable, gs) < 0 || append_fmt(parts, "(") < 0)
+            return -1;
+        Py_ssize_t nkw = p->kwnames ? PyTuple_GET_SIZE(p->kwnames) : 0;
+        for (int i = 0; i < p->nargs; i++) {
+            if (i > 0 && append_fmt(parts, ", ") < 0)
+                return -1;
+            if (i >= p->nargs - nkw
+                && append_fmt(parts, "%U=", PyTuple_GET_ITEM(p->kwnames, i - (p->nargs - nkw))) < 0)
+                return -1;
+            if (render_rebuild(parts, &p->args[i], gs) < 0)
+                return -1;
+        }
+        return append_fmt(parts, ")    # eager: %S\nresume at offset %d", p->brk.reason
+                          ? p->brk.reason : Py_None, p->resume_offset * 2);
+    }
+    case EXIT_BRANCH:
+        if (append_fmt(parts, "if ") < 0 || render_rebuild(parts, &p->cond, gs) < 0)
+            return -1;
+        return append_fmt(parts, ":    # eager truth test\n    resume at offset %d\n"
+                                 "else:\n    resume at offset %d",
+                          p->branch_true * 2, p->branch_false * 2);
+    case EXIT_DEOPT:
+        return append_fmt(parts, "continue in the interpreter at offset %d    # %S",
+                          p->resume_offset * 2, p->brk.reason ? p->brk.reason : Py_None);
+    }
+    return -1;
+}
+
 PyObject *plan_render(const Plan *p, const GuardSet *gs)
 {
     PyObject *parts = PyList_New(0);
-    PyObject *s = NULL;
     if (parts == NULL)
         return NULL;
     if (p->compiled != NULL) {
-        s = PyUnicode_FromString("graph_out = graph(");
-        if (s == NULL || PyList_Append(parts, s) < 0)
+        if (append_fmt(parts, "graph_out = graph(") < 0)
             goto fail;
-        Py_CLEAR(s);
         for (int i = 0; i < p->ninputs; i++) {
             PyObject *src = guardset_render_source(gs, p->input_acc[i]);
-            s = src ? PyUnicode_FromFormat("%s%U", i ? ", " : "", src) : NULL;
+            int rc = src ? append_fmt(parts, "%s%U", i ? ", " : "", src) : -1;
             Py_XDECREF(src);
-            if (s == NULL || PyList_Append(parts, s) < 0)
+            if (rc < 0)
                 goto fail;
-            Py_CLEAR(s);
         }
-        s = PyUnicode_FromFormat(")    # %d ops\n", p->nops);
-        if (s == NULL || PyList_Append(parts, s) < 0)
+        if (append_fmt(parts, ")    # %d ops\n", p->nops) < 0)
             goto fail;
-        Py_CLEAR(s);
     }
-    s = PyUnicode_FromString("return ");
-    if (s == NULL || PyList_Append(parts, s) < 0)
-        goto fail;
-    Py_CLEAR(s);
-    if (render_rebuild(parts, &p->result, gs) < 0)
+    if (render_exit(parts, p, gs) < 0)
         goto fail;
     PyObject *empty = PyUnicode_FromString("");
     PyObject *out = empty ? PyUnicode_Join(empty, parts) : NULL;
@@ -226,7 +488,6 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
     Py_DECREF(parts);
     return out;
 fail:
-    Py_XDECREF(s);
     Py_DECREF(parts);
     return NULL;
 }

@@ -25,6 +25,7 @@
 #include <internal/pycore_frame.h>
 #undef Py_BUILD_CORE
 #include <opcode.h>
+#include <frameobject.h>
 
 typedef _PyInterpreterFrame EvalFrame;
 
@@ -97,6 +98,101 @@ static inline PyObject *code_exceptiontable(PyCodeObject *co) { return co->co_ex
 static inline int code_first_free(PyCodeObject *co)
 {
     return co->co_nlocalsplus - co->co_nfreevars;
+}
+
+/* ---- exception table ---- */
+
+/* One varint of 3.11's exception table (6-bit groups, bit 6 = more). */
+static inline const unsigned char *exctable_varint(const unsigned char *p, int *out)
+{
+    int v = *p & 63;
+    while (*p & 64) {
+        p++;
+        v = (v << 6) | (*p & 63);
+    }
+    *out = v;
+    return p + 1;
+}
+
+/* Whether code unit `instr` lies in a try/with/finally range: an exception
+   raised there goes to a handler, which a plan cannot emulate. */
+static inline bool code_instr_protected(PyCodeObject *co, int instr)
+{
+    PyObject *table = co->co_exceptiontable;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(table);
+    const unsigned char *end = p + PyBytes_GET_SIZE(table);
+    while (p < end) {
+        int start, size, target, depth;
+        p = exctable_varint(p, &start);
+        p = exctable_varint(p, &size);
+        p = exctable_varint(p, &target);
+        p = exctable_varint(p, &depth);
+        (void)target;
+        (void)depth;
+        if (instr >= start && instr < start + size)
+            return true;
+    }
+    return false;
+}
+
+/* ---- deopt exit ---- */
+
+/*
+ * Continue `func`'s code in the default interpreter at code unit `instr`,
+ * with fast locals `locals` (nlocals items, NULL = unbound) and value stack
+ * `stack` (nstack items; NULL allowed where the calling convention has
+ * one).  All borrowed.  Returns the frame's result (new reference) or NULL
+ * with its exception.
+ *
+ * The interpreter frame lives inside a frame object made by the public
+ * PyFrame_New (owned by that object), so a traceback that outlives the
+ * call keeps the frame's memory valid; frame_obj points at it while it
+ * runs so the interpreter never makes a second frame object over the same
+ * memory.  Preconditions: no cell variables; instr is an instruction
+ * boundary the interpreter can enter (not after EXTENDED_ARG, not between
+ * KW_NAMES and CALL); the prologue (COPY_FREE_VARS) already ran.
+ */
+static inline PyObject *frame_eval_from(PyFunctionObject *func, PyObject *const *locals,
+                                        int nlocals, PyObject *const *stack, int nstack,
+                                        int instr)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    PyCodeObject *co = (PyCodeObject *)func->func_code;
+    if (co->co_ncellvars != 0 || nstack > co->co_stacksize || nlocals > co->co_nlocals) {
+        PyErr_SetString(PyExc_SystemError, "dynscope: cannot resume this frame in the interpreter");
+        return NULL;
+    }
+    PyFrameObject *f = PyFrame_New(ts, co, func->func_globals, NULL);
+    if (f == NULL)
+        return NULL;
+    _PyInterpreterFrame *fr = f->f_frame;
+    Py_SETREF(fr->f_func, (PyFunctionObject *)Py_NewRef(func));
+    fr->f_globals = func->func_globals;
+    fr->f_builtins = func->func_builtins;
+    for (int i = 0; i < nlocals; i++)
+        fr->localsplus[i] = Py_XNewRef(locals[i]);
+    int first_free = co->co_nlocalsplus - co->co_nfreevars;
+    for (int k = 0; k < co->co_nfreevars; k++)
+        fr->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(func->func_closure, k));
+    for (int j = 0; j < nstack; j++)
+        fr->localsplus[co->co_nlocalsplus + j] = Py_XNewRef(stack[j]);
+    fr->stacktop = co->co_nlocalsplus + nstack;
+    fr->prev_instr = _PyCode_CODE(co) + instr - 1;
+    fr->frame_obj = (PyFrameObject *)Py_NewRef(f);
+
+    PyObject *result = _PyEval_EvalFrameDefault(ts, fr, 0);
+
+    fr->frame_obj = NULL;
+    Py_DECREF(f);                       /* the reference frame_obj held */
+    fr->previous = NULL;                /* its caller's frame will not outlive us */
+    if (Py_REFCNT(f) > 1 && f->f_back == NULL) {
+        /* A traceback keeps the frame: link it to its caller, as CPython
+           does when a frame object takes over a finished frame. */
+        PyFrameObject *back = PyEval_GetFrame();
+        f->f_back = (PyFrameObject *)Py_XNewRef((PyObject *)back);
+    }
+    Py_DECREF(f);
+    return result;
 }
 
 #endif /* DYNSCOPE_PYCOMPAT_H */

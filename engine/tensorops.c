@@ -165,6 +165,16 @@ bool tensorops_is_pure_method(PyObject *name)
     return r == 1;
 }
 
+bool tensorops_is_escape_method(PyObject *name)
+{
+    static const char *const escapes[] = {"item", "tolist", "tobytes", "__float__",
+                                          "__int__", "__bool__", "__index__", NULL};
+    for (int i = 0; escapes[i]; i++)
+        if (PyUnicode_CompareWithASCIIString(name, escapes[i]) == 0)
+            return true;
+    return false;
+}
+
 bool tensorops_is_node_attribute(PyObject *name)
 {
     return PySet_Contains(node_attributes, name) == 1;
@@ -265,13 +275,88 @@ fail:
     return -1;
 }
 
+/* Functions whose result's shape depends on the values of their inputs. */
+static bool shape_depends_on_data(PyObject *target, Value **args, int nargs)
+{
+    static const char *const names[] = {"nonzero", "unique", "argwhere", "flatnonzero",
+                                        "compress", "extract", "trim_zeros", NULL};
+    if (target == tensorops_operator("getitem") && nargs == 2) {
+        /* x[mask]: a boolean index (alone or in a tuple) selects by value */
+        Value *idx = args[1];
+        Value *one[1] = {idx};
+        Value **parts = idx->kind == V_TUPLE ? idx->items : one;
+        int n = idx->kind == V_TUPLE ? idx->n : 1;
+        for (int i = 0; i < n; i++) {
+            if (parts[i]->kind != V_TENSOR)
+                continue;
+            PyObject *dt = PyObject_GetAttrString(parts[i]->obj, "dtype");
+            PyObject *kind = dt ? PyObject_GetAttrString(dt, "kind") : NULL;
+            bool is_bool = kind && PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "b") == 0;
+            Py_XDECREF(dt);
+            Py_XDECREF(kind);
+            PyErr_Clear();
+            if (is_bool)
+                return true;
+        }
+        return false;
+    }
+    PyObject *name = PyObject_GetAttrString(target, "__name__");
+    bool hit = false;
+    if (name && PyUnicode_Check(name))
+        for (int i = 0; names[i] && !hit; i++)
+            hit = PyUnicode_CompareWithASCIIString(name, names[i]) == 0;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    if (hit)
+        return true;
+    /* np.where(cond) with one argument is nonzero() */
+    name = PyObject_GetAttrString(target, "__name__");
+    hit = name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "where") == 0 && nargs == 1;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return hit;
+}
+
+/* Remember that the nodes among args are read by another node. */
+static int mark_used(Tracer *t, Value **args, int nargs)
+{
+    for (int i = 0; i < nargs; i++) {
+        Value *v = args[i];
+        if (v->kind == V_TENSOR) {
+            if (PySet_Add(t->used_nodes, (PyObject *)v->node) < 0)
+                return -1;
+        }
+        else if (v->kind == V_TUPLE || v->kind == V_LIST || v->kind == V_SLICE) {
+            if (mark_used(t, v->items, v->n) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_hint,
                       Value **args, int nargs, PyObject *kwnames)
 {
+    if (ufunc_type != NULL && Py_TYPE(target) == ufunc_type) {
+        /* a ufunc's positional arguments past nin are outputs */
+        PyObject *nin = PyObject_GetAttrString(target, "nin");
+        long n = nin ? PyLong_AsLong(nin) : -1;
+        Py_XDECREF(nin);
+        if (n < 0) {
+            PyErr_Clear();
+        }
+        else if (nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) > n) {
+            return tracer_break(t, STOP_CALL, "%s with a positional out argument (writes into an "
+                                "array the program can see)", name_hint), NULL;
+        }
+    }
+    bool dynshape = false;
+    for (int i = 0; i < nargs; i++)
+        dynshape |= args[i]->kind == V_TENSOR && args[i]->dynshape;
     if (kwnames) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
             if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "out") == 0)
-                return tracer_unsupported(t, false, "out= argument (writes into an array the program can see)"), NULL;
+                return tracer_break(t, STOP_CALL, "%s with out= (writes into an array the program can see)", name_hint), NULL;
         }
     }
     PyObject *gargs = NULL, *gkw = NULL, *eargs = NULL, *ekw = NULL, *result = NULL;
@@ -306,17 +391,23 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
     }
     if (!(ndarray_type && PyObject_TypeCheck(result, ndarray_type))
-        && !(generic_type && PyObject_TypeCheck(result, generic_type))) {
+        && !(generic_type && PyObject_TypeCheck(result, generic_type))
+        && !PyFloat_CheckExact(result) && !PyLong_CheckExact(result)
+        && !PyBool_Check(result) && !PyComplex_CheckExact(result)) {
         tracer_unsupported(t, false, "%s returned a %s, not an array", name_hint,
                            Py_TYPE(result)->tp_name);
         goto out;
     }
+    if (!dynshape && op == NODE_CALL_FUNCTION)
+        dynshape = shape_depends_on_data(target, args, nargs);
     NodeObject *node = graph_call(t->graph, op, target, gargs, gkw, name_hint, result);
-    if (node == NULL)
+    if (node == NULL || mark_used(t, args, nargs) < 0)
         goto out;
     v = value_new(t, V_TENSOR, result);
-    if (v)
+    if (v) {
         v->node = node;
+        v->dynshape = dynshape;
+    }
 out:
     Py_XDECREF(gargs);
     Py_XDECREF(gkw);

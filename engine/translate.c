@@ -44,9 +44,62 @@ typedef struct TFrame {
     int globals_acc;           /* -1: the root frame's G[...]; else accessor of func.__globals__ */
     PyObject *kwnames;         /* borrowed: pending KW_NAMES, or NULL */
     Value *retval;
+    int cur_instr;             /* code unit of the instruction being interpreted */
 } TFrame;
 
-static int run_frame(TFrame *f);
+/* run_frame results */
+#define FRAME_RETURNED 0       /* f->retval set */
+#define FRAME_ENDED 1          /* root frame only: t->end describes a break or deopt */
+#define FRAME_STOPPED (-1)     /* t->reason set, or an exception */
+
+static int run_frame(TFrame *f, int start);
+
+/* ---- where tracing is ---- */
+
+PyObject *tracer_user_stack(Tracer *t)
+{
+    PyObject *stack = PyList_New(0);
+    if (stack == NULL)
+        return NULL;
+    PyObject *linecache = PyImport_ImportModule("linecache");
+    if (linecache == NULL) {
+        Py_DECREF(stack);
+        return NULL;
+    }
+    for (TFrame *f = t->current; f != NULL; f = f->parent) {
+        PyCodeObject *co = f->code;
+        int line = PyCode_Addr2Line(co, f->cur_instr * 2);
+        PyObject *text = PyObject_CallMethod(linecache, "getline", "Oi", co->co_filename, line);
+        PyObject *stripped = text ? PyObject_CallMethod(text, "strip", NULL) : NULL;
+        Py_XDECREF(text);
+        if (stripped == NULL) {
+            PyErr_Clear();
+            stripped = PyUnicode_FromString("");
+        }
+        PyObject *item = stripped ? Py_BuildValue("(OiON)", co->co_filename, line,
+                                                  co->co_qualname, stripped) : NULL;
+        if (item == NULL || PyList_Insert(stack, 0, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(linecache);
+            Py_DECREF(stack);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(linecache);
+    return stack;
+}
+
+int tracer_offset(Tracer *t)
+{
+    return t->current ? t->current->cur_instr * 2 : 0;
+}
+
+/* Bit of live slot k in a mask, or 0 past the mask's width. */
+static uint64_t slot_bit(int k)
+{
+    return k < LIVE_MAX_SLOTS ? (uint64_t)1 << k : 0;
+}
 
 /* ---- small helpers ---- */
 
@@ -88,6 +141,8 @@ static PyObject *local_name(PyCodeObject *co, int i)
 
 /* ---- reading variables ---- */
 
+static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k);
+
 static Value *load_local(TFrame *f, int i)
 {
     if (f->locals[i] != NULL)
@@ -101,10 +156,32 @@ static Value *load_local(TFrame *f, int i)
         int acc = guardset_accessor(f->t->gs, ACC_LOCAL, -1, i, NULL, local_name(f->code, i));
         if (acc < 0)
             return NULL;
-        f->locals[i] = value_from_source(f->t, acc, obj);
+        f->locals[i] = value_from_resume_slot(f->t, acc, obj, i);
         return f->locals[i];
     }
     return tracer_unsupported(f->t, false, "reads unbound local '%U'", local_name(f->code, i)), NULL;
+}
+
+/* The value of live slot k (locals first, then stack) of a resume frame:
+   numbers an eager step produced stay unspecialized, and a for-loop
+   iterator arrives as the tuple of its remaining items. */
+static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k)
+{
+    uint64_t bit = slot_bit(k);
+    if ((t->cf->unspec & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)
+                                  || PyComplex_CheckExact(obj)))
+        return value_unspecialized(t, acc, obj);
+    if ((t->cf->iters & bit) && PyTuple_CheckExact(obj)) {
+        Value *items = value_from_source(t, acc, obj);
+        if (items == NULL)
+            return NULL;
+        Value *it = value_new(t, V_ITER, NULL);
+        for (int i = 0; it && i < items->n; i++)
+            if (value_append(t, it, items->items[i]) < 0)
+                return NULL;
+        return it;
+    }
+    return value_from_source(t, acc, obj);
 }
 
 /* A free variable: root frames read the function's closure cell; inlined
@@ -201,6 +278,11 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
             || PyUnicode_CompareWithASCIIString(name, "size") == 0
             || PyUnicode_CompareWithASCIIString(name, "itemsize") == 0
             || PyUnicode_CompareWithASCIIString(name, "nbytes") == 0) {
+            if (base->dynshape && PyUnicode_CompareWithASCIIString(name, "dtype") != 0
+                && PyUnicode_CompareWithASCIIString(name, "ndim") != 0
+                && PyUnicode_CompareWithASCIIString(name, "itemsize") != 0)
+                return tracer_break(t, STOP_ESCAPE, "data escape: .%U of a tensor whose shape "
+                                    "depends on its values", name), NULL;
             /* Fixed by TENSOR_MATCH (type, dtype, shape) for arrays, and by
                the graph for intermediate values. */
             return new_const(t, PyObject_GetAttr(ex, name));
@@ -255,8 +337,6 @@ static int load_method(TFrame *f, Value *base, PyObject *name)
 {
     Tracer *t = f->t;
     if (base->kind == V_TENSOR) {
-        if (!tensorops_is_pure_method(name))
-            return tracer_unsupported(t, false, "call to array method .%U()", name);
         Value *m = value_new(t, V_METHOD, name);
         if (m == NULL || value_append(t, m, base) < 0)
             return -1;
@@ -335,15 +415,17 @@ static Value *apply_binary(TFrame *f, const char *opname, const char *hint,
         return NULL;
     if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
         if (inplace && a->kind == V_TENSOR)
-            return tracer_unsupported(t, false, "in-place operator %s= on an array", hint), NULL;
+            return tracer_break(t, STOP_CALL, "in-place operator %s= on a tensor the program can see", hint), NULL;
         Value *args[2] = {a, b};
         return tensorops_call(t, NODE_CALL_FUNCTION, op, hint, args, 2, NULL);
     }
     if (foldable(a) && foldable(b))
         return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
+    bool a_tuple = a->kind == V_TUPLE || (a->kind == V_CONST && PyTuple_CheckExact(a->obj));
+    bool b_tuple = b->kind == V_TUPLE || (b->kind == V_CONST && PyTuple_CheckExact(b->obj));
     if (strcmp(opname, "add") == 0
-        && (a->kind == V_TUPLE || (a->kind == V_CONST && PyTuple_CheckExact(a->obj)) || a->kind == V_LIST)
-        && (b->kind == a->kind || b->kind == V_TUPLE || (b->kind == V_CONST && PyTuple_CheckExact(b->obj)))) {
+        && ((a_tuple && b_tuple) || (a->kind == V_LIST && b->kind == V_LIST)
+            || (inplace && a->kind == V_LIST && (b_tuple || b->kind == V_LIST)))) {
         if (inplace && a->kind == V_LIST && a->src >= 0)
             return tracer_unsupported(t, false, "in-place += on a list the program can see"), NULL;
         Value *out = value_new(t, a->kind == V_LIST ? V_LIST : V_TUPLE, NULL);
@@ -408,7 +490,7 @@ static int truth(TFrame *f, Value *v, const char *what)
     case V_DICT:
         return v->n > 0;
     case V_TENSOR:
-        return tracer_unsupported(f->t, false, "%s on a tensor value (data-dependent branch)", what);
+        return tracer_break(f->t, STOP_BRANCH, "%s on a tensor value", what);
     default:
         break;
     }
@@ -467,8 +549,14 @@ static Value *subscript(TFrame *f, Value *base, Value *index)
         }
         return tracer_unsupported(t, false, "missing dict key"), NULL;
     }
-    if (foldable(base) && foldable(index))
-        return new_const(t, PyObject_GetItem(base->obj, index->obj));
+    if (foldable(base) && (foldable(index) || index->kind == V_SLICE)) {
+        PyObject *key = value_as_constant(t, index);
+        if (key == NULL)
+            return NULL;
+        Value *r = new_const(t, PyObject_GetItem(base->obj, key));
+        Py_DECREF(key);
+        return r;
+    }
     return tracer_unsupported(t, false, "subscript of this kind of value"), NULL;
 }
 
@@ -518,6 +606,9 @@ static Value *make_iter(TFrame *f, Value *v)
         break;
     case V_TENSOR: {
         /* Iterating an array walks its first axis: known from its shape. */
+        if (v->dynshape)
+            return tracer_break(t, STOP_ESCAPE, "data escape: iterating a tensor whose shape "
+                                "depends on its values"), NULL;
         PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
         if (shape == NULL)
             return NULL;
@@ -647,15 +738,18 @@ static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwn
     return 0;
 }
 
-/* A reason the code object cannot be interpreted at all, or NULL. */
-static const char *code_unsupported_reason(PyCodeObject *co)
+/* A reason the code object cannot be interpreted at all, or NULL.  An
+   inlined function must have no exception handling anywhere (its call runs
+   eagerly instead); a frame of its own is refused only at the protected
+   instructions themselves. */
+static const char *code_unsupported_reason(PyCodeObject *co, bool inlined)
 {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
         return "generator or coroutine";
     if (code_ncells(co) > 0)
         return "defines variables captured by an inner function (cell variables)";
-    if (PyBytes_GET_SIZE(code_exceptiontable(co)) > 0)
-        return "exception handling (try/except/finally or with) in the frame";
+    if (inlined && PyBytes_GET_SIZE(code_exceptiontable(co)) > 0)
+        return "exception handling (try/except/finally or with) in the function";
     return NULL;
 }
 
@@ -702,7 +796,7 @@ static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObje
     Tracer *t = f->t;
     PyObject *fn = fnv->obj;
     PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fn);
-    const char *why = code_unsupported_reason(co);
+    const char *why = code_unsupported_reason(co, true);
     if (why != NULL)
         return tracer_unsupported(t, false, "call to %U: %s", co->co_qualname, why), NULL;
     if (fnv->src < 0)
@@ -718,9 +812,11 @@ static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObje
     if (bind_arguments(&callee, args, nargs, kwnames) < 0)
         goto out;
     t->depth++;
-    int r = run_frame(&callee);
+    TFrame *saved = t->current;
+    int r = run_frame(&callee, 0);
+    t->current = saved;
     t->depth--;
-    if (r == 0)
+    if (r == FRAME_RETURNED)
         result = callee.retval;
 out:
     frame_teardown(&callee);
@@ -751,6 +847,9 @@ static Value *builtin_len(TFrame *f, Value *v)
     case V_DICT:
         return new_const(f->t, PyLong_FromLong(v->n));
     case V_TENSOR: {
+        if (v->dynshape)
+            return tracer_break(f->t, STOP_ESCAPE, "data escape: len() of a tensor whose shape "
+                                "depends on its values"), NULL;
         PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
         if (shape == NULL)
             return NULL;
@@ -823,12 +922,12 @@ static Value *call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyO
         Py_DECREF(cargs);
         return new_const(t, r);
     }
-    if ((strcmp(name, "print") == 0))
-        return tracer_unsupported(t, false, "call to builtin print"), NULL;
+    if (nargs >= 1 && args[0]->kind == V_TENSOR)
+        return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
     if (strcmp(name, "getattr") == 0 && nokw && nargs == 2 && args[1]->kind == V_CONST
         && PyUnicode_CheckExact(args[1]->obj))
         return load_attr(f, args[0], args[1]->obj);
-    return tracer_unsupported(t, false, "call to builtin %s", name), NULL;
+    return tracer_break(t, STOP_CALL, "call to builtin %s", name), NULL;
 }
 
 /* Calls of builtin types: range, int, float, bool, tuple, list, enumerate, zip. */
@@ -846,8 +945,8 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
             if (PyErr_Occurred())
                 return NULL;
             if (nargs == 1 && args[0]->kind == V_TENSOR)
-                return tracer_unsupported(t, false, "%s() of an array value (data escape)",
-                                          ((PyTypeObject *)tp)->tp_name), NULL;
+                return tracer_break(t, STOP_ESCAPE, "data escape: %s() of a tensor value",
+                                    ((PyTypeObject *)tp)->tp_name), NULL;
             return tracer_unsupported(t, false, "%s() of a value that is not a constant",
                                       ((PyTypeObject *)tp)->tp_name), NULL;
         }
@@ -918,7 +1017,7 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
         }
         return out;
     }
-    return tracer_unsupported(t, false, "call to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
+    return tracer_break(t, STOP_CALL, "call to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
 }
 
 /* Methods of lists and dicts made by this frame, and keys/values/items. */
@@ -982,15 +1081,21 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     if (callable->kind == V_METHOD) {
         Value *self = callable->items[0];
         if (self->kind == V_TENSOR) {
-            const char *hint = PyUnicode_AsUTF8(callable->obj);
+            PyObject *name = callable->obj;
+            if (!tensorops_is_pure_method(name)) {
+                if (tensorops_is_escape_method(name))
+                    return tracer_break(t, STOP_ESCAPE, "data escape: .%U() on a tensor value", name), NULL;
+                return tracer_break(t, STOP_CALL, "call to .%U(), not a pure tensor method", name), NULL;
+            }
+            const char *hint = PyUnicode_AsUTF8(name);
             if (hint == NULL)
                 return NULL;
-            return tensorops_call(t, NODE_CALL_METHOD, callable->obj, hint, args, nargs, kwnames);
+            return tensorops_call(t, NODE_CALL_METHOD, name, hint, args, nargs, kwnames);
         }
         return call_container_method(f, callable, args, nargs, kwnames);
     }
     if (callable->kind != V_CONST)
-        return tracer_unsupported(t, false, "call of a %s",
+        return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
     PyObject *fn = callable->obj;
     if (PyFunction_Check(fn))
@@ -1019,15 +1124,19 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     PyObject *r = PyObject_Repr(fn);
     if (r == NULL)
         return NULL;
-    Value *stop = (tracer_unsupported(t, false, "call to %U", r), NULL);
+    Value *stop = (tracer_break(t, STOP_CALL, "call to %U", r), NULL);
     Py_DECREF(r);
     return stop;
 }
 
-/* ---- return values ---- */
+/* ---- materializing values ---- */
 
 typedef struct Outputs {
-    PyObject *nodes;      /* strong: list of output nodes, in order */
+    PyObject *nodes;          /* strong: graph output nodes, in order */
+    Value **memo_vals;        /* owned: Values given a memo slot, by slot */
+    Rebuild *memo;            /* owned: how to build each memo slot */
+    int nmemo, memo_cap;
+    int depth;
 } Outputs;
 
 static int output_index(Outputs *o, NodeObject *node)
@@ -1040,20 +1149,96 @@ static int output_index(Outputs *o, NodeObject *node)
     return (int)PyList_GET_SIZE(o->nodes) - 1;
 }
 
-/* How to rebuild v after the graph ran.  0 / -1. */
+static void outputs_clear(Outputs *o)
+{
+    Py_CLEAR(o->nodes);
+    for (int i = 0; i < o->nmemo; i++)
+        rebuild_clear(&o->memo[i]);
+    PyMem_Free(o->memo);
+    PyMem_Free(o->memo_vals);
+    memset(o, 0, sizeof(*o));
+}
+
+static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb);
+
+/* Rebuild of a container's items into rb (kind already set).  0 / -1. */
+static int make_rebuild_items(Tracer *t, Outputs *o, Value *v, int from, Rebuild *rb)
+{
+    rb->n = v->n - from;
+    rb->items = PyMem_Calloc((size_t)rb->n + 1, sizeof(Rebuild));
+    if (rb->items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = from; i < v->n; i++)
+        if (make_rebuild(t, o, v->items[i], &rb->items[i - from]) < 0)
+            return -1;
+    return 0;
+}
+
+/* A list or dict this frame made is one object however many slots hold it:
+   built once per run into a memo slot (after the memo slots it contains). */
+static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
+{
+    for (int i = 0; i < o->nmemo; i++) {
+        if (o->memo_vals[i] == v) {
+            rb->kind = RB_MEMO;
+            rb->index = i;
+            return 0;
+        }
+    }
+    Rebuild built;
+    memset(&built, 0, sizeof(built));
+    built.kind = v->kind == V_LIST ? RB_LIST : RB_DICT;
+    if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
+        return -1;
+    if (make_rebuild_items(t, o, v, 0, &built) < 0) {
+        rebuild_clear(&built);
+        return -1;
+    }
+    if (o->nmemo == o->memo_cap) {
+        int cap = o->memo_cap ? o->memo_cap * 2 : 4;
+        Rebuild *m = PyMem_Realloc(o->memo, sizeof(Rebuild) * (size_t)cap);
+        Value **mv = m ? PyMem_Realloc(o->memo_vals, sizeof(Value *) * (size_t)cap) : NULL;
+        if (m)
+            o->memo = m;
+        if (mv == NULL) {
+            rebuild_clear(&built);
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->memo_vals = mv;
+        o->memo_cap = cap;
+    }
+    o->memo[o->nmemo] = built;
+    o->memo_vals[o->nmemo] = v;
+    rb->kind = RB_MEMO;
+    rb->index = o->nmemo++;
+    return 0;
+}
+
+/* How to rebuild v after the graph ran.  0 / -1 (t->reason set when v
+   cannot be rebuilt). */
 static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
 {
     memset(rb, 0, sizeof(*rb));
+    if (++o->depth > 64) {
+        o->depth--;
+        return tracer_unsupported(t, false, "a value nested more than 64 levels deep (or containing itself)");
+    }
+    int rc = 0;
     switch (v->kind) {
     case V_TENSOR:
         if (v->node->op == NODE_PLACEHOLDER) {
             rb->kind = RB_INPUT;
             rb->index = v->src;
-            return 0;
         }
-        rb->kind = RB_OUTPUT;
-        rb->index = output_index(o, v->node);
-        return rb->index < 0 ? -1 : 0;
+        else {
+            rb->kind = RB_OUTPUT;
+            rb->index = output_index(o, v->node);
+            rc = rb->index < 0 ? -1 : 0;
+        }
+        break;
     case V_CONST:
     case V_OBJECT:
         if (v->src >= 0) {
@@ -1064,36 +1249,392 @@ static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
             rb->kind = RB_CONST;
             rb->obj = Py_NewRef(v->obj);
         }
-        return 0;
-    case V_TUPLE:
+        break;
+    case V_NULL:
+        rb->kind = RB_NULL;
+        break;
     case V_LIST:
     case V_DICT:
-    case V_SLICE:
-        if (v->src >= 0 && v->kind != V_SLICE) {
+        if (v->src >= 0) {
             rb->kind = RB_INPUT;   /* the caller's own object, unchanged */
             rb->index = v->src;
-            return 0;
         }
-        rb->kind = v->kind == V_TUPLE ? RB_TUPLE : v->kind == V_LIST ? RB_LIST
-                 : v->kind == V_DICT ? RB_DICT : RB_SLICE;
-        if (v->kind == V_DICT) {
-            rb->obj = PyList_AsTuple(v->obj);
-            if (rb->obj == NULL)
-                return -1;
+        else {
+            rc = make_rebuild_memo(t, o, v, rb);
         }
-        rb->n = v->n;
-        rb->items = PyMem_Calloc((size_t)v->n + 1, sizeof(Rebuild));
-        if (rb->items == NULL) {
-            PyErr_NoMemory();
-            return -1;
+        break;
+    case V_TUPLE:
+        if (v->src >= 0) {
+            rb->kind = RB_INPUT;
+            rb->index = v->src;
+            break;
         }
-        for (int i = 0; i < v->n; i++)
-            if (make_rebuild(t, o, v->items[i], &rb->items[i]) < 0)
-                return -1;
-        return 0;
+        rb->kind = RB_TUPLE;
+        rc = make_rebuild_items(t, o, v, 0, rb);
+        break;
+    case V_SLICE:
+        rb->kind = RB_SLICE;
+        rc = make_rebuild_items(t, o, v, 0, rb);
+        break;
+    case V_ITER:
+        rb->kind = RB_ITER;
+        rc = make_rebuild_items(t, o, v, v->pos, rb);
+        break;
+    case V_METHOD:
+        rb->kind = RB_TYPE_ATTR;
+        rb->obj = Py_NewRef(v->obj);
+        rc = make_rebuild_items(t, o, v, 0, rb);
+        rb->n = 1;   /* only the receiver */
+        break;
     default:
-        return tracer_unsupported(t, false, "returns an iterator or a bound method");
+        rc = tracer_unsupported(t, false, "a value that cannot be rebuilt");
     }
+    o->depth--;
+    return rc;
+}
+
+/* Live slot k holds a Python number computed from tensors, or a loop
+   iterator: the masks of the resume frame's key. */
+static void note_slot(Value *v, int k, uint64_t *unspec, uint64_t *iters, bool *too_many)
+{
+    bool is_iter = v != NULL && v->kind == V_ITER;
+    bool is_num = v != NULL && v->kind == V_TENSOR
+                  && (PyFloat_CheckExact(v->obj) || PyLong_CheckExact(v->obj)
+                      || PyComplex_CheckExact(v->obj));
+    if (k >= LIVE_MAX_SLOTS) {
+        if (is_iter)
+            *too_many = true;
+        return;
+    }
+    if (is_iter)
+        *iters |= slot_bit(k);
+    if (is_num)
+        *unspec |= slot_bit(k);
+}
+
+/* The frame's live state at its end: every local and stack[0..sp). */
+static int make_live(Tracer *t, TFrame *f, Outputs *o, int sp, LiveState *live)
+{
+    live->nlocals = f->nlocals;
+    live->nstack = sp;
+    live->locals = PyMem_Calloc((size_t)f->nlocals + 1, sizeof(Rebuild));
+    live->stack = PyMem_Calloc((size_t)sp + 1, sizeof(Rebuild));
+    if (live->locals == NULL || live->stack == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    bool too_many = false;
+    for (int i = 0; i < f->nlocals; i++) {
+        Value *v = f->locals[i];
+        if (v == NULL) {
+            /* never touched here: passed on as it came in */
+            live->locals[i].kind = RB_LOCAL;
+            live->locals[i].index = i;
+            if (t->cf->unspec & slot_bit(i))
+                live->unspec |= slot_bit(i);
+            continue;
+        }
+        note_slot(v, i, &live->unspec, &live->iters, &too_many);
+        if (make_rebuild(t, o, v, &live->locals[i]) < 0)
+            return -1;
+    }
+    for (int j = 0; j < sp; j++) {
+        note_slot(f->stack[j], f->nlocals + j, &live->unspec, &live->iters, &too_many);
+        if (make_rebuild(t, o, f->stack[j], &live->stack[j]) < 0)
+            return -1;
+    }
+    if (too_many)
+        return tracer_unsupported(t, false, "a loop iterator beyond %d live slots", LIVE_MAX_SLOTS);
+    return 0;
+}
+
+/* Close the graph over everything the plan needs, build the plan's exit,
+   call the backend.  0 / -1. */
+static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
+{
+    Plan *p = &entry->plan;
+    FrameEnd *e = &t->end;
+    Outputs o;
+    memset(&o, 0, sizeof(o));
+    o.nodes = PyList_New(0);
+    if (o.nodes == NULL)
+        return -1;
+    int rc = -1;
+    switch (e->kind) {
+    case END_RETURN:
+        p->exit = EXIT_RETURN;
+        if (make_rebuild(t, &o, e->retval, &p->result) < 0)
+            goto out;
+        break;
+    case END_CALL:
+        p->exit = EXIT_CALL;
+        if (make_live(t, root, &o, e->sp, &p->live) < 0
+            || make_rebuild(t, &o, e->callable, &p->callable) < 0)
+            goto out;
+        p->args = PyMem_Calloc((size_t)e->nargs + 1, sizeof(Rebuild));
+        if (p->args == NULL) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        p->nargs = e->nargs;
+        for (int i = 0; i < e->nargs; i++)
+            if (make_rebuild(t, &o, e->args[i], &p->args[i]) < 0)
+                goto out;
+        p->kwnames = Py_XNewRef(e->kwnames);
+        p->push_result = e->push_result;
+        p->resume_offset = e->resume;
+        if (e->push_result)
+            p->live.unspec |= slot_bit(root->nlocals + e->sp);  /* numbers it returns */
+        break;
+    case END_BRANCH:
+        p->exit = EXIT_BRANCH;
+        if (make_live(t, root, &o, e->sp, &p->live) < 0
+            || make_rebuild(t, &o, e->cond, &p->cond) < 0)
+            goto out;
+        p->branch_true = e->branch_true;
+        p->branch_false = e->branch_false;
+        break;
+    case END_DEOPT:
+        p->exit = EXIT_DEOPT;
+        if (make_live(t, root, &o, e->sp, &p->live) < 0)
+            goto out;
+        p->resume_offset = e->resume;
+        break;
+    default:
+        PyErr_SetString(PyExc_SystemError, "dynscope: frame ended without an end");
+        goto out;
+    }
+    if (e->kind != END_RETURN) {
+        p->brk.kind = e->kind_name;
+        p->brk.reason = Py_XNewRef(t->reason);
+        p->brk.user_stack = Py_XNewRef(t->stop_stack);
+        p->brk.offset = e->offset;
+    }
+    /* Ops nothing reads still run: they may raise, as they would eagerly. */
+    PyObject *nodes = PyObject_GetAttrString((PyObject *)t->graph, "nodes");
+    if (nodes == NULL)
+        goto out;
+    for (Py_ssize_t i = 0; i < PySequence_Length(nodes); i++) {
+        PyObject *n = PySequence_GetItem(nodes, i);
+        int leaf = n && ((NodeObject *)n)->op != NODE_PLACEHOLDER
+                   && PySet_Contains(t->used_nodes, n) == 0;
+        if (n == NULL || (leaf && output_index(&o, (NodeObject *)n) < 0)) {
+            Py_XDECREF(n);
+            Py_DECREF(nodes);
+            goto out;
+        }
+        Py_DECREF(n);
+    }
+    Py_DECREF(nodes);
+    p->nmemo = o.nmemo;
+    p->memo = o.memo;
+    o.memo = NULL;
+    o.nmemo = 0;
+    p->nops = graph_op_count(t->graph);
+    p->noutputs = (int)PyList_GET_SIZE(o.nodes);
+    if (p->noutputs > 0) {
+        p->ninputs = t->ninputs;
+        p->input_acc = PyMem_Calloc((size_t)t->ninputs + 1, sizeof(int));
+        if (p->input_acc == NULL) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        if (t->ninputs > 0)
+            memcpy(p->input_acc, t->input_acc, sizeof(int) * (size_t)t->ninputs);
+        PyObject *outs = PyList_AsTuple(o.nodes);
+        if (outs == NULL || graph_output(t->graph, outs) < 0) {
+            Py_XDECREF(outs);
+            goto out;
+        }
+        Py_DECREF(outs);
+        p->gm = graph_module_new(t->graph);
+        if (p->gm == NULL)
+            goto out;
+        p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
+        if (p->compiled == NULL)
+            goto out;
+    }
+    else {
+        p->nops = 0;   /* nothing computed reaches the frame: no graph runs */
+    }
+    if (guardset_add(t->gs, GUARD_BACKEND_MATCH, -1, t->backend, 0) < 0)
+        goto out;
+    rc = 0;
+out:
+    outputs_clear(&o);
+    return rc;
+}
+
+/* Item assignment into a list or dict this frame made; anything else (an
+   array, an object the program can see) is an eager step. */
+static int store_subscript(TFrame *f, Value *container, Value *idx, Value *value)
+{
+    Tracer *t = f->t;
+    if (container->kind == V_LIST && container->src < 0 && idx->kind == V_CONST
+        && PyLong_CheckExact(idx->obj)) {
+        Py_ssize_t i = PyLong_AsSsize_t(idx->obj);
+        if (i < 0)
+            i += container->n;
+        if (i < 0 || i >= container->n)
+            return tracer_break(t, STOP_CALL, "list assignment index out of range");
+        container->items[i] = value;
+        return 0;
+    }
+    if (container->kind == V_DICT && container->src < 0 && foldable(idx)) {
+        for (int i = 0; i < container->n; i++) {
+            int eq = PyObject_RichCompareBool(PyList_GET_ITEM(container->obj, i), idx->obj, Py_EQ);
+            if (eq < 0)
+                return -1;
+            if (eq) {
+                container->items[i] = value;
+                return 0;
+            }
+        }
+        if (PyList_Append(container->obj, idx->obj) < 0)
+            return -1;
+        return value_append(t, container, value);
+    }
+    return tracer_break(t, STOP_CALL, "item assignment into a %s the program can see",
+                        container->kind == V_TENSOR ? "tensor" : "container or object");
+}
+
+/* ---- ending the root frame at a break or a deopt exit ---- */
+
+static const char *stop_kind_name(StopKind k, const char *unsupported_as)
+{
+    switch (k) {
+    case STOP_CALL: return "call";
+    case STOP_BRANCH: return "data_dependent_branch";
+    case STOP_ESCAPE: return "data_escape";
+    default: return unsupported_as;
+    }
+}
+
+/* The eager step `fn(*operands)` with operands the top n values of the
+   stack as it was before the instruction. */
+static int end_eager_op(TFrame *f, PyObject *fn, int n, int sp_before, int next,
+                        bool push_result)
+{
+    Tracer *t = f->t;
+    FrameEnd *e = &t->end;
+    Value *callable = value_new(t, V_CONST, fn);
+    e->args = PyMem_Calloc((size_t)n + 1, sizeof(Value *));
+    if (callable == NULL || e->args == NULL)
+        return FRAME_STOPPED;
+    for (int i = 0; i < n; i++)
+        e->args[i] = f->stack[sp_before - n + i];
+    e->nargs = n;
+    e->callable = callable;
+    e->kind = END_CALL;
+    e->sp = sp_before - n;
+    e->push_result = push_result;
+    e->resume = next;
+    e->kind_name = stop_kind_name(t->stop_kind, "call");
+    return FRAME_ENDED;
+}
+
+static int end_call(TFrame *f, int argc, int sp_before, int next)
+{
+    Tracer *t = f->t;
+    FrameEnd *e = &t->end;
+    f->sp = sp_before;
+    Value *first = peek(f, argc + 2);
+    int nargs = first->kind == V_NULL ? argc : argc + 1;
+    e->callable = first->kind == V_NULL ? peek(f, argc + 1) : first;
+    e->args = PyMem_Calloc((size_t)nargs + 1, sizeof(Value *));
+    if (e->args == NULL) {
+        PyErr_NoMemory();
+        return FRAME_STOPPED;
+    }
+    for (int i = 0; i < nargs; i++)
+        e->args[i] = peek(f, nargs - i);
+    e->nargs = nargs;
+    e->kwnames = f->kwnames;
+    f->kwnames = NULL;
+    e->kind = END_CALL;
+    e->sp = sp_before - (argc + 2);
+    e->push_result = true;
+    e->resume = next;
+    e->kind_name = stop_kind_name(t->stop_kind, "call");
+    return FRAME_ENDED;
+}
+
+/*
+ * Tracing of the root frame stopped at instruction `here` (t->reason set).
+ * Make it the frame's end: operations become eager steps with a resume
+ * frame after them, a branch becomes an eager truth test, and anything else
+ * in a resume frame hands the rest of the frame to the interpreter.  A
+ * function start that cannot go on is not ended: FRAME_STOPPED (skip).
+ */
+static int end_root_frame(TFrame *f, int opcode, int oparg, int here, int instr_start,
+                          int next, int sp_before)
+{
+    Tracer *t = f->t;
+    FrameEnd *e = &t->end;
+    e->offset = t->stop_offset;
+    bool in_try = code_instr_protected(f->code, here);
+    if (!in_try) {
+        switch (opcode) {
+        case CALL:
+            return end_call(f, oparg, sp_before, next);
+        case POP_JUMP_FORWARD_IF_FALSE:
+        case POP_JUMP_FORWARD_IF_TRUE:
+        case POP_JUMP_BACKWARD_IF_FALSE:
+        case POP_JUMP_BACKWARD_IF_TRUE: {
+            int target = (opcode == POP_JUMP_FORWARD_IF_FALSE || opcode == POP_JUMP_FORWARD_IF_TRUE)
+                             ? next + oparg : next - oparg;
+            bool jump_if_true = opcode == POP_JUMP_FORWARD_IF_TRUE || opcode == POP_JUMP_BACKWARD_IF_TRUE;
+            e->kind = END_BRANCH;
+            e->cond = f->stack[sp_before - 1];
+            e->sp = sp_before - 1;
+            e->branch_true = jump_if_true ? target : next;
+            e->branch_false = jump_if_true ? next : target;
+            e->kind_name = stop_kind_name(t->stop_kind, "unsupported");
+            return FRAME_ENDED;
+        }
+        case BINARY_OP:
+            if (oparg >= 0 && oparg < 26) {
+                static const char *const inplace_names[] = {
+                    "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod",
+                    "ior", "ipow", "irshift", "isub", "itruediv", "ixor"};
+                const char *name = oparg >= 13 ? inplace_names[oparg - 13] : binary_op_names[oparg];
+                return end_eager_op(f, tensorops_operator(name), 2, sp_before, next, true);
+            }
+            break;
+        case COMPARE_OP:
+            if (oparg >= 0 && oparg <= 5)
+                return end_eager_op(f, tensorops_operator(compare_op_names[oparg]), 2, sp_before, next, true);
+            break;
+        case BINARY_SUBSCR:
+            return end_eager_op(f, tensorops_operator("getitem"), 2, sp_before, next, true);
+        case UNARY_NEGATIVE:
+            return end_eager_op(f, tensorops_operator("neg"), 1, sp_before, next, true);
+        case UNARY_POSITIVE:
+            return end_eager_op(f, tensorops_operator("pos"), 1, sp_before, next, true);
+        case UNARY_INVERT:
+            return end_eager_op(f, tensorops_operator("invert"), 1, sp_before, next, true);
+        case UNARY_NOT:
+            return end_eager_op(f, tensorops_operator("not_"), 1, sp_before, next, true);
+        case STORE_SUBSCR: {
+            /* stack: value, container, index -> setitem(container, index, value) */
+            Value *value = f->stack[sp_before - 3];
+            f->stack[sp_before - 3] = f->stack[sp_before - 2];
+            f->stack[sp_before - 2] = f->stack[sp_before - 1];
+            f->stack[sp_before - 1] = value;
+            return end_eager_op(f, tensorops_operator("setitem"), 3, sp_before, next, false);
+        }
+        default:
+            break;
+        }
+    }
+    if (t->cf->resume_offset == 0)
+        return FRAME_STOPPED;    /* nothing ran yet: the frame is skipped */
+    f->sp = sp_before;
+    e->kind = END_DEOPT;
+    e->sp = sp_before;
+    e->resume = instr_start;
+    e->kind_name = "unsupported";
+    return FRAME_ENDED;
 }
 
 /* ---- the interpreter loop ---- */
@@ -1102,27 +1643,43 @@ static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
    the next instruction).  A plain block: `continue` must reach the loop. */
 #define JUMP_TO(target) { ip = (target); continue; }
 
-static int run_frame(TFrame *f)
+static int run_frame(TFrame *f, int start)
 {
     Tracer *t = f->t;
     PyCodeObject *co = f->code;
     PyObject *consts = co->co_consts;
     PyObject *names = co->co_names;
-    int ip = 0;
+    int ip = start;
     int ext = 0;          /* high bits from EXTENDED_ARG */
+    int ext_start = -1;   /* first EXTENDED_ARG of the current instruction */
+    bool ext_pending = false;
+    int here = start, instr_start = start, sp_before = 0, opcode = 0, oparg = 0, next = start;
+    t->current = f;
     while (ip < f->ninstr) {
         if (++t->steps > MAX_STEPS)
-            return tracer_unsupported(t, false, "more than %d instructions (unbounded unrolling?)", MAX_STEPS);
+            { tracer_unsupported(t, false, "more than %d instructions (unbounded unrolling?)", MAX_STEPS); goto fail; }
         _Py_CODEUNIT word = f->instr[ip];
-        int opcode = _Py_OPCODE(word);
-        int oparg = ext | _Py_OPARG(word);
+        opcode = _Py_OPCODE(word);
+        oparg = ext | _Py_OPARG(word);
+        here = ip;
+        bool had_ext = ext_pending;
+        ext_pending = false;
+        instr_start = had_ext ? ext_start : here;
         ext = 0;
-        int here = ip;
+        sp_before = f->sp;
+        f->cur_instr = here;
         ip += 1 + opcode_cache_units(opcode);
-        int next = ip;
+        next = ip;
+        if (f->parent == NULL && code_instr_protected(co, here)) {
+            tracer_unsupported(t, true, "code inside a try/with block");
+            goto fail;
+        }
         switch (opcode) {
         case EXTENDED_ARG:
+            if (!had_ext)
+                ext_start = here;
             ext = oparg << 8;
+            ext_pending = true;
             continue;
         case NOP:
         case RESUME:
@@ -1133,12 +1690,12 @@ static int run_frame(TFrame *f)
         case LOAD_FAST: {
             Value *v = load_local(f, oparg);
             if (v == NULL || push(f, v) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case STORE_FAST:
             if (oparg >= f->nlocals)
-                return tracer_unsupported(t, true, "stores into a cell");
+                { tracer_unsupported(t, true, "stores into a cell"); goto fail; }
             f->locals[oparg] = pop(f);
             break;
         case DELETE_FAST:
@@ -1146,38 +1703,38 @@ static int run_frame(TFrame *f)
             break;
         case LOAD_CONST:
             if (push(f, value_new(t, V_CONST, PyTuple_GET_ITEM(consts, oparg))) < 0)
-                return -1;
+                goto fail;
             break;
         case LOAD_GLOBAL: {
             if ((oparg & 1) && push(f, value_new(t, V_NULL, NULL)) < 0)
-                return -1;
+                goto fail;
             Value *v = load_global(f, PyTuple_GET_ITEM(names, oparg >> 1));
             if (v == NULL || push(f, v) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case LOAD_DEREF: {
             int first_free = code_first_free(co);
             if (oparg < first_free)
-                return tracer_unsupported(t, true, "reads a cell variable");
+                { tracer_unsupported(t, true, "reads a cell variable"); goto fail; }
             Value *v = load_free(f, oparg - first_free);
             if (v == NULL || push(f, v) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case LOAD_ATTR: {
             Value *v = load_attr(f, pop(f), PyTuple_GET_ITEM(names, oparg));
             if (v == NULL || push(f, v) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case LOAD_METHOD:
             if (load_method(f, pop(f), PyTuple_GET_ITEM(names, oparg)) < 0)
-                return -1;
+                goto fail;
             break;
         case PUSH_NULL:
             if (push(f, value_new(t, V_NULL, NULL)) < 0)
-                return -1;
+                goto fail;
             break;
         case KW_NAMES:
             f->kwnames = PyTuple_GET_ITEM(consts, oparg);
@@ -1201,13 +1758,13 @@ static int run_frame(TFrame *f)
                     args[i] = peek(f, argc + 1 - i);
             }
             PyObject *kwnames = f->kwnames;
-            f->kwnames = NULL;
             Value *r = call_value(f, callable, args, nargs, kwnames);
             if (r == NULL)
-                return -1;
+                goto fail;
+            f->kwnames = NULL;
             f->sp -= argc + 2;
             if (push(f, r) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case BINARY_OP: {
@@ -1216,20 +1773,20 @@ static int run_frame(TFrame *f)
             bool inplace = oparg >= 13;
             int k = inplace ? oparg - 13 : oparg;
             if (k < 0 || k > 12)
-                return tracer_unsupported(t, true, "BINARY_OP %d", oparg);
+                { tracer_unsupported(t, true, "BINARY_OP %d", oparg); goto fail; }
             Value *r = apply_binary(f, binary_op_names[k], binary_op_hints[k], a, b, inplace);
             if (r == NULL || push(f, r) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case COMPARE_OP: {
             Value *b = pop(f);
             Value *a = pop(f);
             if (oparg < 0 || oparg > 5)
-                return tracer_unsupported(t, true, "COMPARE_OP %d", oparg);
+                { tracer_unsupported(t, true, "COMPARE_OP %d", oparg); goto fail; }
             Value *r = apply_binary(f, compare_op_names[oparg], compare_op_names[oparg], a, b, false);
             if (r == NULL || push(f, r) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case IS_OP: {
@@ -1244,9 +1801,9 @@ static int run_frame(TFrame *f)
             else if (a == b)
                 same = 1;
             else
-                return tracer_unsupported(t, false, "'is' between these values");
+                { tracer_unsupported(t, false, "'is' between these values"); goto fail; }
             if (push(f, new_const(t, PyBool_FromLong(same ^ (oparg & 1)))) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case CONTAINS_OP: {
@@ -1264,14 +1821,14 @@ static int run_frame(TFrame *f)
                     else if (foldable(b->items[i]))
                         r = PyObject_RichCompareBool(b->items[i]->obj, a->obj, Py_EQ);
                     else
-                        return tracer_unsupported(t, false, "'in' over values that are not constants");
+                        { tracer_unsupported(t, false, "'in' over values that are not constants"); goto fail; }
                 }
             }
             else {
-                return tracer_unsupported(t, false, "'in' on these values");
+                { tracer_unsupported(t, false, "'in' on these values"); goto fail; }
             }
             if (r < 0 || push(f, new_const(t, PyBool_FromLong(r ^ (oparg & 1)))) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case UNARY_NEGATIVE:
@@ -1280,13 +1837,13 @@ static int run_frame(TFrame *f)
             const char *name = opcode == UNARY_NEGATIVE ? "neg" : opcode == UNARY_POSITIVE ? "pos" : "invert";
             Value *r = apply_unary(f, name, pop(f));
             if (r == NULL || push(f, r) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case UNARY_NOT: {
             int tv = truth(f, pop(f), "'not'");
             if (tv < 0 || push(f, new_const(t, PyBool_FromLong(!tv))) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case BINARY_SUBSCR: {
@@ -1294,48 +1851,56 @@ static int run_frame(TFrame *f)
             Value *base = pop(f);
             Value *r = subscript(f, base, idx);
             if (r == NULL || push(f, r) < 0)
-                return -1;
+                goto fail;
+            break;
+        }
+        case STORE_SUBSCR: {
+            Value *idx = pop(f);
+            Value *container = pop(f);
+            Value *value = pop(f);
+            if (store_subscript(f, container, idx, value) < 0)
+                goto fail;
             break;
         }
         case BUILD_TUPLE:
         case BUILD_LIST: {
             Value *v = value_new(t, opcode == BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
             if (v == NULL)
-                return -1;
+                goto fail;
             for (int i = oparg; i > 0; i--)
                 if (value_append(t, v, peek(f, i)) < 0)
-                    return -1;
+                    goto fail;
             f->sp -= oparg;
             if (push(f, v) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case BUILD_SLICE: {
             Value *v = value_new(t, V_SLICE, NULL);
             Value *none = value_new(t, V_CONST, Py_None);
             if (v == NULL || none == NULL)
-                return -1;
+                goto fail;
             for (int i = oparg; i > 0; i--)
                 if (value_append(t, v, peek(f, i)) < 0)
-                    return -1;
+                    goto fail;
             if (oparg == 2 && value_append(t, v, none) < 0)
-                return -1;
+                goto fail;
             f->sp -= oparg;
             if (push(f, v) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case BUILD_MAP:
         case BUILD_CONST_KEY_MAP: {
             Value *d = value_new(t, V_DICT, NULL);
             if (d == NULL || (d->obj = PyList_New(0)) == NULL)
-                return -1;
+                goto fail;
             PyObject *keys = NULL;
             int base = opcode == BUILD_MAP ? 2 * oparg : oparg + 1;
             if (opcode == BUILD_CONST_KEY_MAP) {
                 Value *kv = peek(f, 1);
                 if (kv->kind != V_CONST || !PyTuple_CheckExact(kv->obj))
-                    return tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys");
+                    { tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys"); goto fail; }
                 keys = kv->obj;
             }
             for (int i = 0; i < oparg; i++) {
@@ -1348,16 +1913,16 @@ static int run_frame(TFrame *f)
                 else {
                     Value *kv = peek(f, base - 2 * i);
                     if (!foldable(kv))
-                        return tracer_unsupported(t, false, "a dict key that is not a constant");
+                        { tracer_unsupported(t, false, "a dict key that is not a constant"); goto fail; }
                     key = kv->obj;
                     val = peek(f, base - 2 * i - 1);
                 }
                 if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
-                    return -1;
+                    goto fail;
             }
             f->sp -= base;
             if (push(f, d) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case LIST_EXTEND:
@@ -1365,18 +1930,18 @@ static int run_frame(TFrame *f)
             Value *item = pop(f);
             Value *list = peek(f, oparg);
             if (list->kind != V_LIST || list->src >= 0)
-                return tracer_unsupported(t, true, "extending a list the program can see");
+                { tracer_unsupported(t, true, "extending a list the program can see"); goto fail; }
             if (opcode == LIST_APPEND) {
                 if (value_append(t, list, item) < 0)
-                    return -1;
+                    goto fail;
             }
             else {
                 Value *it = make_iter(f, item);
                 if (it == NULL)
-                    return -1;
+                    goto fail;
                 for (int i = it->pos; i < it->n; i++)
                     if (value_append(t, list, it->items[i]) < 0)
-                        return -1;
+                        goto fail;
             }
             break;
         }
@@ -1384,24 +1949,24 @@ static int run_frame(TFrame *f)
             Value *l = pop(f);
             Value *tup = value_new(t, V_TUPLE, NULL);
             if (tup == NULL)
-                return -1;
+                goto fail;
             for (int i = 0; i < l->n; i++)
                 if (value_append(t, tup, l->items[i]) < 0)
-                    return -1;
+                    goto fail;
             if (push(f, tup) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case UNPACK_SEQUENCE: {
             Value *seq = pop(f);
             Value *it = make_iter(f, seq);
             if (it == NULL)
-                return -1;
+                goto fail;
             if (it->n - it->pos != oparg)
-                return tracer_unsupported(t, false, "unpacking %d values into %d names", it->n - it->pos, oparg);
+                { tracer_unsupported(t, false, "unpacking %d values into %d names", it->n - it->pos, oparg); goto fail; }
             for (int i = it->n - 1; i >= it->pos; i--)
                 if (push(f, it->items[i]) < 0)
-                    return -1;
+                    goto fail;
             break;
         }
         case POP_TOP:
@@ -1409,7 +1974,7 @@ static int run_frame(TFrame *f)
             break;
         case COPY:
             if (push(f, peek(f, oparg)) < 0)
-                return -1;
+                goto fail;
             break;
         case SWAP: {
             Value *top = f->stack[f->sp - 1];
@@ -1420,16 +1985,16 @@ static int run_frame(TFrame *f)
         case GET_ITER: {
             Value *it = make_iter(f, pop(f));
             if (it == NULL || push(f, it) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case FOR_ITER: {
             Value *it = peek(f, 1);
             if (it->kind != V_ITER)
-                return tracer_unsupported(t, true, "FOR_ITER on a non-iterator");
+                { tracer_unsupported(t, true, "FOR_ITER on a non-iterator"); goto fail; }
             if (it->pos < it->n) {
                 if (push(f, it->items[it->pos++]) < 0)
-                    return -1;
+                    goto fail;
             }
             else {
                 (void)pop(f);
@@ -1448,7 +2013,7 @@ static int run_frame(TFrame *f)
         case POP_JUMP_BACKWARD_IF_TRUE: {
             int tv = truth(f, pop(f), "branch");
             if (tv < 0)
-                return -1;
+                goto fail;
             bool want = opcode == POP_JUMP_FORWARD_IF_TRUE || opcode == POP_JUMP_BACKWARD_IF_TRUE;
             bool forward = opcode == POP_JUMP_FORWARD_IF_FALSE || opcode == POP_JUMP_FORWARD_IF_TRUE;
             if (tv == want)
@@ -1466,7 +2031,7 @@ static int run_frame(TFrame *f)
             else if (v->kind != V_NULL && v->kind != V_ITER)
                 is_none = 0;   /* tensors, containers, objects are never None */
             else
-                return tracer_unsupported(t, true, "None test on an internal value");
+                { tracer_unsupported(t, true, "None test on an internal value"); goto fail; }
             bool want_none = opcode == POP_JUMP_FORWARD_IF_NONE || opcode == POP_JUMP_BACKWARD_IF_NONE;
             bool forward = opcode == POP_JUMP_FORWARD_IF_NONE || opcode == POP_JUMP_FORWARD_IF_NOT_NONE;
             if (is_none == want_none)
@@ -1477,7 +2042,7 @@ static int run_frame(TFrame *f)
         case JUMP_IF_TRUE_OR_POP: {
             int tv = truth(f, peek(f, 1), "'and'/'or'");
             if (tv < 0)
-                return -1;
+                goto fail;
             if (tv == (opcode == JUMP_IF_TRUE_OR_POP))
                 JUMP_TO(next + oparg);
             (void)pop(f);
@@ -1488,7 +2053,7 @@ static int run_frame(TFrame *f)
             Value *spec = has_spec ? pop(f) : NULL;
             Value *v = pop(f);
             if (!foldable(v) || (spec && !foldable(spec)))
-                return tracer_unsupported(t, false, "f-string of a value that is not a constant");
+                { tracer_unsupported(t, false, "f-string of a value that is not a constant"); goto fail; }
             PyObject *conv = NULL;
             switch (oparg & 0x03) {
             case 1: conv = PyObject_Str(v->obj); break;
@@ -1499,18 +2064,18 @@ static int run_frame(TFrame *f)
             PyObject *s = conv ? PyObject_Format(conv, spec ? spec->obj : NULL) : NULL;
             Py_XDECREF(conv);
             if (push(f, new_const(t, s)) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case BUILD_STRING: {
             PyObject *parts = PyTuple_New(oparg);
             if (parts == NULL)
-                return -1;
+                goto fail;
             for (int i = 0; i < oparg; i++) {
                 Value *p = peek(f, oparg - i);
                 if (p->kind != V_CONST || !PyUnicode_CheckExact(p->obj)) {
                     Py_DECREF(parts);
-                    return tracer_unsupported(t, true, "BUILD_STRING of a non-string");
+                    { tracer_unsupported(t, true, "BUILD_STRING of a non-string"); goto fail; }
                 }
                 PyTuple_SET_ITEM(parts, i, Py_NewRef(p->obj));
             }
@@ -1520,12 +2085,16 @@ static int run_frame(TFrame *f)
             Py_DECREF(parts);
             f->sp -= oparg;
             if (push(f, new_const(t, s)) < 0)
-                return -1;
+                goto fail;
             break;
         }
         case RETURN_VALUE:
             f->retval = pop(f);
-            return 0;
+            if (f->parent == NULL) {
+                t->end.kind = END_RETURN;
+                t->end.retval = f->retval;
+            }
+            return FRAME_RETURNED;
         default: {
             const char *name = NULL;
             PyObject *dis = PyImport_ImportModule("dis");
@@ -1534,16 +2103,20 @@ static int run_frame(TFrame *f)
             name = item ? PyUnicode_AsUTF8(item) : NULL;
             if (name == NULL)
                 PyErr_Clear();
-            int r = tracer_unsupported(t, true, "unsupported bytecode %s at offset %d",
-                                       name ? name : "?", here * 2);
+            tracer_unsupported(t, true, "unsupported bytecode %s at offset %d",
+                               name ? name : "?", here * 2);
             Py_XDECREF(item);
             Py_XDECREF(opname);
             Py_XDECREF(dis);
-            return r;
+            goto fail;
         }
         }
     }
-    return tracer_unsupported(t, true, "ran past the end of the bytecode");
+    tracer_unsupported(t, true, "ran past the end of the bytecode");
+fail:
+    if (f->parent != NULL || t->reason == NULL || PyErr_Occurred())
+        return FRAME_STOPPED;
+    return end_root_frame(f, opcode, oparg, here, instr_start, next, sp_before);
 }
 
 /* ---- entry point ---- */
@@ -1558,74 +2131,47 @@ static void tracer_free(Tracer *t)
     PyMem_Free(t->all);
     PyMem_Free(t->by_acc);
     PyMem_Free(t->input_acc);
+    PyMem_Free(t->end.args);
     Py_CLEAR(t->graph);
     Py_CLEAR(t->example_inputs);
+    Py_CLEAR(t->used_nodes);
     Py_CLEAR(t->reason);
+    Py_CLEAR(t->stop_stack);
 }
 
-/* Close the graph over the return value, build the plan, call the backend. */
-static int finish(Tracer *t, Value *retval, CacheEntry *entry)
+/* Push a resume frame's incoming value stack onto the root frame. */
+static int push_resume_stack(TFrame *f, const FrameView *fv)
 {
-    Plan *p = &entry->plan;
-    Outputs o = {PyList_New(0)};
-    if (o.nodes == NULL)
-        return -1;
-    int rc = -1;
-    if (make_rebuild(t, &o, retval, &p->result) < 0)
-        goto out;
-    p->nops = graph_op_count(t->graph);
-    p->ninputs = t->ninputs;
-    p->input_acc = PyMem_Calloc((size_t)t->ninputs + 1, sizeof(int));
-    if (p->input_acc == NULL) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    memcpy(p->input_acc, t->input_acc, sizeof(int) * (size_t)t->ninputs);
-    p->noutputs = (int)PyList_GET_SIZE(o.nodes);
-    if (p->noutputs > 0) {
-        PyObject *outs = PyList_AsTuple(o.nodes);
-        if (outs == NULL || graph_output(t->graph, outs) < 0) {
-            Py_XDECREF(outs);
-            goto out;
+    Tracer *t = f->t;
+    for (int j = 0; j < fv->nstack; j++) {
+        PyObject *obj = fv->stack[j];
+        Value *v;
+        if (obj == NULL) {
+            v = value_new(t, V_NULL, NULL);
         }
-        Py_DECREF(outs);
-        p->gm = graph_module_new(t->graph);
-        if (p->gm == NULL)
-            goto out;
-        p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
-        if (p->compiled == NULL)
-            goto out;
+        else {
+            int acc = guardset_accessor(t->gs, ACC_STACK, -1, j, NULL, NULL);
+            v = acc < 0 ? NULL : value_from_resume_slot(t, acc, obj, f->nlocals + j);
+        }
+        if (v == NULL || push(f, v) < 0)
+            return -1;
     }
-    else {
-        /* No graph to run: inputs are not needed by the plan. */
-        p->ninputs = 0;
-    }
-    if (guardset_add(t->gs, GUARD_BACKEND_MATCH, -1, t->backend, 0) < 0)
-        goto out;
-    rc = 0;
-out:
-    Py_DECREF(o.nodes);
-    return rc;
+    return 0;
 }
 
 TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
-                                int resume_offset, PyObject *backend,
+                                const CacheFrame *cf, PyObject *backend,
                                 CacheEntry *entry, PyObject **reason,
                                 bool *permanent)
 {
     *reason = NULL;
     *permanent = false;
-    if (resume_offset != 0) {
-        *reason = PyUnicode_FromString("resume frames are not supported yet");
-        *permanent = true;
-        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
-    }
     if (!PyFunction_Check(func)) {
         *reason = PyUnicode_FromString("frame without a function object");
         *permanent = true;
         return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
     }
-    const char *why = code_unsupported_reason(fv->code);
+    const char *why = code_unsupported_reason(fv->code, false);
     if (why != NULL) {
         *reason = PyUnicode_FromString(why);
         *permanent = true;
@@ -1638,34 +2184,47 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     memset(&t, 0, sizeof(t));
     t.gs = &entry->guards;
     t.fv = fv;
+    t.cf = cf;
     t.backend = backend;
     t.graph = graph_new();
     t.example_inputs = PyList_New(0);
+    t.used_nodes = PySet_New(NULL);
     TranslateStatus st = TRANSLATE_ERROR;
     TFrame root;
     memset(&root, 0, sizeof(root));
-    if (t.graph == NULL || t.example_inputs == NULL)
+    if (t.graph == NULL || t.example_inputs == NULL || t.used_nodes == NULL)
         goto out;
     if (frame_setup(&root, &t, NULL, func, -1) < 0)
         goto out;
-    if (run_frame(&root) < 0 || finish(&t, root.retval, entry) < 0) {
-        if (t.reason != NULL) {
-            PyErr_Clear();
-            *reason = Py_NewRef(t.reason);
-            *permanent = t.permanent;
-            st = TRANSLATE_UNSUPPORTED;
-        }
-        goto out;
-    }
+    t.current = &root;
+    if (cf->resume_offset != 0 && push_resume_stack(&root, fv) < 0)
+        goto stopped;
+    int r = run_frame(&root, cf->resume_offset);
+    if (r == FRAME_STOPPED)
+        goto stopped;
+    /* The reason (if any) now belongs to the break; a new stop in finish()
+       is a reason of its own. */
+    if (finish(&t, &root, entry) < 0)
+        goto stopped;
     st = TRANSLATE_OK;
+    goto out;
+stopped:
+    if (t.reason != NULL && !PyErr_Occurred()) {
+        *reason = Py_NewRef(t.reason);
+        *permanent = t.permanent;
+        st = TRANSLATE_UNSUPPORTED;
+    }
 out:
     frame_teardown(&root);
-    tracer_free(&t);
     if (st != TRANSLATE_OK) {
-        /* Leave the entry empty so its destructor has nothing half-built. */
+        /* Leave the entry empty so its destructor has nothing half-built,
+           but keep where tracing stopped (fullgraph messages). */
+        PyObject *where = Py_XNewRef(t.stop_stack);
         plan_clear(&entry->plan);
         guardset_clear(&entry->guards);
         guardset_init(&entry->guards);
+        entry->plan.brk.user_stack = where;
     }
+    tracer_free(&t);
     return st;
 }

@@ -41,7 +41,39 @@ typedef struct Value {
     int n, cap;
     struct Value **items;    /* owned array; the Values are the tracer's */
     int pos;                 /* V_ITER */
+    bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
+                                so it is not fixed by the input guards */
 } Value;
+
+/* Why tracing stopped (the kinds of DESIGN.md 3.5). */
+typedef enum StopKind {
+    STOP_NONE,
+    STOP_UNSUPPORTED,   /* a construct the translator does not model */
+    STOP_CALL,          /* a call it cannot trace */
+    STOP_BRANCH,        /* a branch on a tensor-derived value */
+    STOP_ESCAPE,        /* data leaves the graph: .item(), float(t), ... */
+} StopKind;
+
+struct TFrame;
+
+/* How the root frame's interpretation ended (becomes the plan's exit). */
+typedef enum EndKind { END_NONE, END_RETURN, END_CALL, END_BRANCH, END_DEOPT } EndKind;
+
+typedef struct FrameEnd {
+    EndKind kind;
+    int sp;                  /* live stack depth (below the eager step's operands) */
+    struct Value *retval;    /* END_RETURN */
+    struct Value *callable;  /* END_CALL */
+    struct Value **args;     /* owned array (END_CALL) */
+    int nargs;
+    PyObject *kwnames;       /* borrowed from co_consts, or NULL */
+    bool push_result;
+    struct Value *cond;      /* END_BRANCH */
+    int branch_true, branch_false;
+    int resume;              /* END_CALL: next instruction; END_DEOPT: where to enter */
+    const char *kind_name;   /* of the break: "call", "data_dependent_branch", ... */
+    int offset;              /* byte offset of the innermost instruction that broke */
+} FrameEnd;
 
 typedef struct Tracer {
     GuardSet *gs;            /* borrowed: the entry's guard set */
@@ -59,11 +91,26 @@ typedef struct Tracer {
     long steps;              /* instructions interpreted (unrolling bound) */
     int depth;               /* inlining depth */
     PyObject *backend;       /* borrowed */
+    const CacheFrame *cf;    /* borrowed: the (code, resume offset, masks) translated */
+    StopKind stop_kind;      /* with reason: why tracing stopped */
+    PyObject *stop_stack;    /* strong: user stack where it stopped, or NULL */
+    struct TFrame *current;  /* the innermost frame being interpreted */
+    int stop_offset;         /* byte offset of the instruction that stopped */
+    FrameEnd end;            /* how the root frame ended */
+    PyObject *used_nodes;    /* strong: set of nodes some node reads */
 } Tracer;
 
-/* Stop tracing: set tracer->reason from a printf-style format (%U, %S, %s,
-   %d as in PyUnicode_FromFormat).  Returns -1 (NULL for the _v variant). */
+/* Stop tracing because of a construct the translator does not model: set
+   tracer->reason from a printf-style format (%U, %S, %s, %d as in
+   PyUnicode_FromFormat) and record where.  The first stop wins.  Returns -1. */
 int tracer_unsupported(Tracer *t, bool permanent, const char *fmt, ...);
+/* Stop tracing at a graph break of `kind` (STOP_CALL/BRANCH/ESCAPE). */
+int tracer_break(Tracer *t, StopKind kind, const char *fmt, ...);
+/* The user stack of the frames being interpreted, outermost first: list of
+   (filename, lineno, name, source line).  Defined in translate.c. */
+PyObject *tracer_user_stack(Tracer *t);
+/* Byte offset of the instruction being interpreted in the innermost frame. */
+int tracer_offset(Tracer *t);
 
 /* values.c */
 Value *value_new(Tracer *t, VKind kind, PyObject *obj);   /* obj borrowed */
@@ -72,6 +119,10 @@ int value_append(Tracer *t, Value *container, Value *item);
    with the guards that specialize the entry on it.  Same Value for the same
    accessor.  NULL when tracing stops. */
 Value *value_from_source(Tracer *t, int acc, PyObject *obj);
+/* An input the entry must not specialize on its value (a number produced
+   by an eager step, a NumPy scalar): TYPE_MATCH only, and a graph input.
+   NULL when tracing stops. */
+Value *value_unspecialized(Tracer *t, int acc, PyObject *obj);
 /* Whether obj is a constant the graph may embed (numbers, str, bytes, None,
    Ellipsis, slices and tuples of these, numpy dtypes and scalar types). */
 bool value_is_plain_constant(PyObject *obj);
@@ -91,6 +142,8 @@ bool tensor_is_array(PyObject *obj);
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */
 bool tensorops_is_pure_method(PyObject *name);
+/* Whether calling method `name` moves data out of the graph (.item(), ...). */
+bool tensorops_is_escape_method(PyObject *name);
 /* Whether `name` is an ndarray attribute computed by a graph node ("T"). */
 bool tensorops_is_node_attribute(PyObject *name);
 /* Add a node calling `target` (call_function) or method `target` (call_method,

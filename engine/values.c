@@ -16,17 +16,40 @@
 
 #include <stdarg.h>
 
+static int tracer_stop(Tracer *t, StopKind kind, bool permanent, const char *fmt, va_list va)
+{
+    if (t->reason != NULL)
+        return -1;    /* the first (innermost) stop wins */
+    PyObject *r = PyUnicode_FromFormatV(fmt, va);
+    if (r == NULL)
+        return -1;   /* the exception stops tracing instead */
+    t->reason = r;
+    t->permanent = permanent;
+    t->stop_kind = kind;
+    t->stop_offset = tracer_offset(t);
+    Py_CLEAR(t->stop_stack);
+    t->stop_stack = tracer_user_stack(t);
+    if (t->stop_stack == NULL)
+        PyErr_Clear();   /* the stack is a courtesy; the reason is what matters */
+    return -1;
+}
+
 int tracer_unsupported(Tracer *t, bool permanent, const char *fmt, ...)
 {
     va_list va;
     va_start(va, fmt);
-    PyObject *r = PyUnicode_FromFormatV(fmt, va);
+    int r = tracer_stop(t, STOP_UNSUPPORTED, permanent, fmt, va);
     va_end(va);
-    if (r == NULL)
-        return -1;   /* the exception stops tracing instead */
-    Py_XSETREF(t->reason, r);
-    t->permanent = permanent;
-    return -1;
+    return r;
+}
+
+int tracer_break(Tracer *t, StopKind kind, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    int r = tracer_stop(t, kind, false, fmt, va);
+    va_end(va);
+    return r;
 }
 
 Value *value_new(Tracer *t, VKind kind, PyObject *obj)
@@ -286,8 +309,7 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
         return dict_from_source(t, acc, obj);
     PyTypeObject *generic = tensor_scalar_type();
     if (generic && PyObject_TypeCheck(obj, generic))
-        return tracer_unsupported(t, false, "a NumPy scalar (%s) as input",
-                                  Py_TYPE(obj)->tp_name), NULL;
+        return value_unspecialized(t, acc, obj);
     if (is_identity_object(obj)) {
         if (guard(t, GUARD_ID_MATCH, acc, obj, 0) < 0)
             return NULL;
@@ -298,6 +320,15 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
     if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
         return NULL;
     return remember(t, acc, value_new(t, V_OBJECT, obj));
+}
+
+Value *value_unspecialized(Tracer *t, int acc, PyObject *obj)
+{
+    if (acc < t->by_acc_cap && t->by_acc[acc] != NULL)
+        return t->by_acc[acc];
+    if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
+        return NULL;
+    return remember(t, acc, make_input_tensor(t, acc, obj));
 }
 
 PyObject *value_as_constant(Tracer *t, Value *v)
