@@ -35,6 +35,15 @@ static void cache_frame_free(CacheFrame *cf)
     PyMem_Free(cf);
 }
 
+static void cache_free_frames(CodeCache *cc)
+{
+    for (int i = 0; i < cc->nframes; i++)
+        cache_frame_free(cc->frames[i]);
+    PyMem_Free(cc->frames);
+    Py_CLEAR(cc->skip_reason);
+    PyMem_Free(cc);
+}
+
 /* co_extra free function: the code object is being destroyed. */
 static void code_cache_free(void *p)
 {
@@ -47,11 +56,25 @@ static void code_cache_free(void *p)
         all_caches = cc->next;
     if (cc->next)
         cc->next->prev = cc->prev;
-    for (int i = 0; i < cc->nframes; i++)
-        cache_frame_free(cc->frames[i]);
-    PyMem_Free(cc->frames);
-    Py_CLEAR(cc->skip_reason);
-    PyMem_Free(cc);
+    cache_free_frames(cc);
+}
+
+CodeCache *cache_new_detached(PyCodeObject *code)
+{
+    CodeCache *cc = PyMem_Calloc(1, sizeof(CodeCache));
+    if (cc == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    cc->code = code;
+    cc->code_id = next_code_id++;
+    return cc;
+}
+
+void cache_free_detached(CodeCache *cc)
+{
+    if (cc != NULL)
+        cache_free_frames(cc);
 }
 
 int cache_init(void)
@@ -306,7 +329,7 @@ static PyObject *entry_get_backend(CacheEntry *e, void *c)
 static PyObject *entry_repr(CacheEntry *e)
 {
     return PyUnicode_FromFormat("<CacheEntry [%d/%d] resume_offset=%d hits=%llu guards=%d>",
-                                e->frame_id, e->frame_compile_id, e->resume_offset,
+                                e->frame_id, e->frame_compile_id, e->resume_offset * 2,
                                 (unsigned long long)e->hits, e->guards.n);
 }
 

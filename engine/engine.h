@@ -100,6 +100,8 @@ typedef enum GuardKind {
     GUARD_CODE_MATCH,     /* v.__code__ is expected (v a function)               */
     GUARD_NOT_NONE,       /* v is not None                                       */
     GUARD_BACKEND_MATCH,  /* the active backend is expected (accessor unused, -1) */
+    GUARD_DICT_LACKS,     /* v is a dict without key `expected` (an instance
+                             __dict__ must not shadow a class method) */
     GUARD__COUNT
 } GuardKind;
 
@@ -385,6 +387,15 @@ void rebuild_clear(Rebuild *r);
 typedef struct PlanOutcome {
     enum { OUTCOME_RETURN, OUTCOME_CONTINUE, OUTCOME_ERROR } kind;
     PyObject *value;          /* RETURN: new reference */
+    /* CONTINUE after an eager call the caller makes (it knows the frame to
+       show on the stack): callable(*args), kwnames for the last ones; its
+       result is pushed onto `stack` when push_result. */
+    bool call_pending;
+    PyObject *callable;       /* strong */
+    PyObject **args;          /* owned array of strong references */
+    int nargs;
+    PyObject *kwnames;        /* strong or NULL */
+    bool push_result;
     bool deopt;
     int offset;
     int nlocals;
@@ -397,9 +408,9 @@ typedef struct PlanOutcome {
 void plan_outcome_clear(PlanOutcome *o);
 
 /* Run the plan: inputs from vals (filled by guardset_check; missing ones are
-   computed), the graph, then the exit.  The eager step runs user code, so
-   the caller must not be "in the engine" for it; the graph runs inside
-   `in_engine` (a counter this function raises around it).  Fills *out;
+   computed), the graph, then the exit.  The graph runs inside `in_engine`
+   (a counter this function raises around it); an eager call is left to the
+   caller (out->call_pending), a truth test runs here.  Fills *out;
    OUTCOME_ERROR leaves an exception set. */
 void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
               PyObject **vals, int *in_engine, PlanOutcome *out);
@@ -463,6 +474,10 @@ CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint6
 void cache_reset_all(void);
 /* Give cf its frame id if it has none yet.  Cannot fail. */
 void cache_frame_assign_id(CacheFrame *cf);
+/* A cache not attached to its code object (a CaptureSession's): freed by
+   cache_free_detached, never reached by reset().  NULL with exception. */
+CodeCache *cache_new_detached(PyCodeObject *code);
+void cache_free_detached(CodeCache *cc);
 /* All entries of a code object, frame by frame in lookup order (new list). */
 PyObject *cache_entries_list(CodeCache *cc);
 /* Create the CacheEntry type and add it to `module`.  0 / -1. */
@@ -504,7 +519,26 @@ typedef struct CaptureConfig {
     bool fullgraph;
 } CaptureConfig;
 
+/* Counters the engine keeps (read by tests and explain). */
+typedef struct EngineCounters {
+    uint64_t frames_seen, hits, misses, compiles, recompiles, skips, cache_limits;
+    uint64_t graph_breaks;    /* breaks met while translating */
+    uint64_t deopts;          /* frames handed to the interpreter mid-way */
+} EngineCounters;
+extern EngineCounters engine_counters;
+
 #define CAPTURE_MAX_DEPTH 64
+
+/*
+ * A private capture (explain): its own code caches, counters and event
+ * log, so that nothing global is read or changed while it is active on a
+ * thread.  Events of a session reach no external sink.
+ */
+typedef struct CaptureSession {
+    PyObject *caches;         /* strong: dict code object -> capsule of a detached CodeCache */
+    PyObject *events;         /* strong: list of event dicts */
+    EngineCounters counters;
+} CaptureSession;
 
 /* Thread state: is this thread capturing, and is it inside the engine. */
 typedef struct ThreadCapture {
@@ -512,7 +546,14 @@ typedef struct ThreadCapture {
     int in_engine;            /* >0 while the engine itself runs Python */
     CaptureConfig config;     /* of the innermost region */
     CaptureConfig saved[CAPTURE_MAX_DEPTH];  /* configs of the enclosing regions */
+    CaptureSession *session;  /* borrowed: the private capture in force, or NULL */
 } ThreadCapture;
+
+/* The counters this thread's events count into. */
+static inline EngineCounters *capture_counters(ThreadCapture *tc)
+{
+    return tc->session ? &tc->session->counters : &engine_counters;
+}
 
 ThreadCapture *capture_state(void);
 /* Enter a capture region on this thread; the first region of the process
@@ -531,13 +572,7 @@ typedef struct EngineConfig {
 } EngineConfig;
 extern EngineConfig engine_config;
 
-/* Counters the engine keeps (read by tests and explain). */
-typedef struct EngineCounters {
-    uint64_t frames_seen, hits, misses, compiles, recompiles, skips, cache_limits;
-    uint64_t graph_breaks;    /* breaks met while translating */
-    uint64_t deopts;          /* frames handed to the interpreter mid-way */
-} EngineCounters;
-extern EngineCounters engine_counters;
+
 
 /* dynscope.Unsupported (module.c), raised under fullgraph=True. Strong. */
 extern PyObject *UnsupportedError;

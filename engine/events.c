@@ -29,6 +29,13 @@ static void log_event(PyObject *ev)
         PyErr_Clear();
         return;
     }
+    CaptureSession *session = capture_state()->session;
+    if (session != NULL) {
+        if (PyList_Append(session->events, ev) < 0)
+            PyErr_Clear();
+        Py_DECREF(ev);
+        return;
+    }
     if (PyList_GET_SIZE(event_log) >= EVENT_LOG_MAX) {
         Py_ssize_t half = EVENT_LOG_MAX / 2;
         if (PyList_SetSlice(event_log, 0, half, NULL) == 0)
@@ -126,7 +133,7 @@ void events_frame_skip(CodeCache *cc, PyObject *reason)
 void events_graph_break(CodeCache *cc, CacheEntry *e)
 {
     const BreakInfo *b = &e->plan.brk;
-    engine_counters.graph_breaks++;
+    capture_counters(capture_state())->graph_breaks++;
     PyObject *ev = event_base("graph_break", cc);
     set_item(ev, "compile_id", compile_id_str(e));
     set_item(ev, "kind", PyUnicode_FromString(b->kind ? b->kind : "unknown"));

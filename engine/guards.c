@@ -619,6 +619,7 @@ static const char *const guard_kind_names[GUARD__COUNT] = {
     [GUARD_HASATTR] = "HASATTR",
     [GUARD_CODE_MATCH] = "CODE_MATCH",
     [GUARD_NOT_NONE] = "NOT_NONE",
+    [GUARD_DICT_LACKS] = "DICT_LACKS",
     [GUARD_BACKEND_MATCH] = "BACKEND_MATCH",
 };
 
@@ -731,6 +732,10 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         break;
     case GUARD_NOT_NONE:
         return 0;
+    case GUARD_DICT_LACKS:
+        if (expected == NULL || !PyUnicode_CheckExact(expected))
+            goto out_type;
+        break;
     case GUARD__COUNT:
         break;
     }
@@ -753,6 +758,7 @@ guard_same(const Guard *e, const Guard *g, const TensorMeta *tm)
     case GUARD_EQUALS_MATCH:
     case GUARD_DICT_KEYS:
     case GUARD_HASATTR:
+    case GUARD_DICT_LACKS:
         return const_equal(e->expected, g->expected);
     case GUARD_TENSOR_MATCH:
         return tensor_meta_equal(e->tensor, tm);
@@ -907,6 +913,9 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return PyFunction_Check(v) && PyFunction_GET_CODE(v) == g->expected;
     case GUARD_NOT_NONE:
         return v != Py_None;
+    case GUARD_DICT_LACKS:
+        return PyDict_Check(v) && PyDict_GetItemWithError(v, g->expected) == NULL
+               && !PyErr_Occurred();
     case GUARD_BACKEND_MATCH:
     case GUARD__COUNT:
         break;
@@ -1373,6 +1382,8 @@ render_guard_with(const Guard *g, PyObject *src)
         break;
     case GUARD_NOT_NONE:
         return PyUnicode_FromFormat("%U is not None", src);
+    case GUARD_DICT_LACKS:
+        return PyUnicode_FromFormat("%R not in %U", g->expected, src);
     case GUARD_BACKEND_MATCH:
         if ((d = describe_ref(g->expected)) == NULL)
             return NULL;
@@ -1545,6 +1556,8 @@ observed_ref(const Guard *g, PyObject *v)
         return describe_ref(PyFunction_GET_CODE(v));
     case GUARD_NOT_NONE:
         return PyUnicode_FromString("None");
+    case GUARD_DICT_LACKS:
+        return PyUnicode_FromFormat("%R present", g->expected);
     default:
         return describe_ref(v);
     }

@@ -99,7 +99,7 @@ static void mark_skipped(CodeCache *cc, PyObject *reason_steal, bool report)
 {
     Py_XSETREF(cc->skip_reason, reason_steal);
     if (report) {
-        engine_counters.skips++;
+        capture_counters(capture_state())->skips++;
         events_frame_skip(cc, cc->skip_reason);
     }
 }
@@ -116,12 +116,40 @@ static const char *static_skip_reason(PyCodeObject *co)
 
 /* The cache of co, set up on first sight.  Borrowed; NULL means "pass
    through" (an internal error was logged and cleared). */
+static void detached_capsule_free(PyObject *capsule)
+{
+    cache_free_detached(PyCapsule_GetPointer(capsule, "dynscope.CodeCache"));
+}
+
+/* The session's private cache of co, created if absent.  Borrowed or NULL
+   with an exception. */
+static CodeCache *session_cache(CaptureSession *s, PyCodeObject *co)
+{
+    PyObject *cap = PyDict_GetItemWithError(s->caches, (PyObject *)co);
+    if (cap != NULL)
+        return PyCapsule_GetPointer(cap, "dynscope.CodeCache");
+    if (PyErr_Occurred())
+        return NULL;
+    CodeCache *cc = cache_new_detached(co);
+    if (cc == NULL)
+        return NULL;
+    cap = PyCapsule_New(cc, "dynscope.CodeCache", detached_capsule_free);
+    if (cap == NULL) {
+        cache_free_detached(cc);
+        return NULL;
+    }
+    int rc = PyDict_SetItem(s->caches, (PyObject *)co, cap);
+    Py_DECREF(cap);   /* the dict owns it (and so the cache) */
+    return rc < 0 ? NULL : cc;
+}
+
 static CodeCache *lookup_code_cache(PyCodeObject *co)
 {
-    CodeCache *cc = cache_peek(co);
+    CaptureSession *session = capture_state()->session;
+    CodeCache *cc = session ? session_cache(session, co) : cache_peek(co);
     if (cc != NULL && cc->classified)
         return cc;
-    if (cc == NULL)
+    if (cc == NULL && session == NULL)
         cc = cache_for_code(co);
     if (cc == NULL) {
         events_internal_error("creating the code cache");
@@ -290,7 +318,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
                                PyObject *func, ThreadCapture *tc, PlanOutcome *result)
 {
     cf->misses++;
-    engine_counters.misses++;
+    capture_counters(capture_state())->misses++;
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
     PyObject *failures = NULL;
     if (nentries > 0) {
@@ -313,7 +341,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     if (nentries >= engine_config.cache_size_limit) {
         if (!cf->limit_warned) {
             cf->limit_warned = true;
-            engine_counters.cache_limits++;
+            capture_counters(capture_state())->cache_limits++;
             events_cache_limit(cc, cf, failures);
         }
         Py_XDECREF(failures);
@@ -326,9 +354,11 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         events_internal_error("allocating a cache entry");
         return MISS_EAGER;
     }
+    /* The id is taken now: translation runs Python, and another thread may
+       compile the same frame meanwhile. */
     cache_frame_assign_id(cf);
     e->frame_id = cf->frame_id;
-    e->frame_compile_id = cf->ncompiles;
+    e->frame_compile_id = cf->ncompiles++;
     e->resume_offset = cf->resume_offset;
     e->backend = Py_NewRef(tc->config.backend);
 
@@ -372,7 +402,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
             mark_skipped(cc, reason, true);
         }
         else {
-            engine_counters.skips++;
+            capture_counters(capture_state())->skips++;
             events_frame_skip(cc, reason);
             Py_XDECREF(reason);
         }
@@ -386,17 +416,19 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         return MISS_ERROR;
     }
 
-    cf->ncompiles++;
-    engine_counters.compiles++;
+    capture_counters(capture_state())->compiles++;
     if (e->frame_compile_id > 0) {
-        engine_counters.recompiles++;
+        capture_counters(capture_state())->recompiles++;
         events_recompile(cc, e, cf->last_failure, failures);
     }
     events_compile_end(cc, e, "ok");
     Py_XDECREF(failures);
     if (e->plan.exit != EXIT_RETURN)
         events_graph_break(cc, e);
-    if (PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
+    /* Another thread may have filled the frame while this one translated:
+       then the entry runs this once and is not kept. */
+    if (PyList_GET_SIZE(cf->entries) < engine_config.cache_size_limit
+        && PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
         Py_DECREF(e);
         events_internal_error("inserting a cache entry");
         return MISS_EAGER;
@@ -456,20 +488,54 @@ static void resume_view(FrameView *fv, PyCodeObject *co, PyObject *func, PlanOut
 static PyObject *deopt(PyObject *func, PlanOutcome *state, int offset)
 {
     int nslots = state->nlocals + state->nstack;
+    PyObject *made = NULL;   /* tuple -> its iterator: slots sharing one keep sharing */
     for (int i = 0; i < nslots && i < LIVE_MAX_SLOTS; i++) {
         if (!(state->iters & ((uint64_t)1 << i)))
             continue;
         PyObject **slot = i < state->nlocals ? &state->locals[i] : &state->stack[i - state->nlocals];
-        if (*slot == NULL)
+        if (*slot == NULL || !PyTuple_CheckExact(*slot))
             continue;
-        PyObject *it = PyObject_GetIter(*slot);
-        if (it == NULL)
+        if (made == NULL && (made = PyDict_New()) == NULL)
             return NULL;
+        PyObject *key = PyLong_FromVoidPtr(*slot);
+        PyObject *it = key ? PyDict_GetItemWithError(made, key) : NULL;
+        if (it != NULL) {
+            Py_INCREF(it);
+        }
+        else if (key == NULL || PyErr_Occurred() || (it = PyObject_GetIter(*slot)) == NULL
+                 || PyDict_SetItem(made, key, it) < 0) {
+            Py_XDECREF(it);
+            Py_XDECREF(key);
+            Py_DECREF(made);
+            return NULL;
+        }
+        Py_DECREF(key);
         Py_SETREF(*slot, it);
     }
-    engine_counters.deopts++;
+    Py_XDECREF(made);
+    capture_counters(capture_state())->deopts++;
     return frame_eval_from((PyFunctionObject *)func, state->locals, state->nlocals,
                            state->stack, state->nstack, offset);
+}
+
+/* Make the eager call an outcome left pending, with the captured frame `f`
+   shown on the stack; push its result.  0, or -1 with the call's exception. */
+static int run_eager_call(EvalFrame *f, PlanOutcome *out)
+{
+    ShadowFrame shadow;
+    shadow_enter(&shadow, f, out->offset);
+    Py_ssize_t nkw = out->kwnames ? PyTuple_GET_SIZE(out->kwnames) : 0;
+    PyObject *result = PyObject_Vectorcall(out->callable, out->args,
+                                           (size_t)(out->nargs - nkw), out->kwnames);
+    shadow_exit(&shadow, result == NULL);
+    if (result == NULL)
+        return -1;
+    if (out->push_result)
+        out->stack[out->nstack++] = result;
+    else
+        Py_DECREF(result);
+    out->call_pending = false;
+    return 0;
 }
 
 /*
@@ -495,7 +561,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         PlanOutcome out = {0};
         int r = run_cached(cf, &fv, tc, &out);
         if (r == 1) {
-            engine_counters.hits++;
+            capture_counters(capture_state())->hits++;
             events_frame_eval_hit(cc);
         }
         else {
@@ -523,6 +589,11 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         if (out.kind == OUTCOME_RETURN) {
             result = out.value;
             out.value = NULL;
+            break;
+        }
+        if (out.call_pending && run_eager_call(f, &out) < 0) {
+            plan_outcome_clear(&out);
+            result = NULL;
             break;
         }
         if (out.deopt) {
@@ -553,7 +624,7 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
     CodeCache *cc = lookup_code_cache(co);
     if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL)
         return frame_eval_default(ts, f, 0);
-    engine_counters.frames_seen++;
+    capture_counters(capture_state())->frames_seen++;
     return run_chain(ts, f, cc, frame_func(f), tc);
 }
 

@@ -59,6 +59,9 @@ static void release_array(PyObject **a, int n)
 void plan_outcome_clear(PlanOutcome *o)
 {
     Py_CLEAR(o->value);
+    Py_CLEAR(o->callable);
+    Py_CLEAR(o->kwnames);
+    release_array(o->args, o->nargs);
     release_array(o->locals, o->nlocals);
     release_array(o->stack, o->nstack);
     memset(o, 0, sizeof(*o));
@@ -239,40 +242,18 @@ static int rebuild_live(const LiveState *live, const RebuildEnv *env, PlanOutcom
     return 0;
 }
 
-/* The eager step of EXIT_CALL: user code, run outside the engine.  Pushes
-   its result onto out's stack when asked.  0 / -1. */
-static int run_eager_call(const Plan *p, const RebuildEnv *env, PlanOutcome *out)
+/* The eager call of EXIT_CALL, built for the caller to make.  0 / -1. */
+static int build_eager_call(const Plan *p, const RebuildEnv *env, PlanOutcome *out)
 {
-    PyObject *callable = NULL;
-    PyObject *small[SMALL_ARGS] = {NULL};
-    PyObject **args = p->nargs <= SMALL_ARGS ? small
-                    : PyMem_Calloc((size_t)p->nargs, sizeof(PyObject *));
-    int built = 0, rc = -1;
-    if (args == NULL) {
-        PyErr_NoMemory();
+    if (rebuild(&p->callable, env, &out->callable) < 0)
         return -1;
-    }
-    if (rebuild(&p->callable, env, &callable) < 0)
-        goto out;
-    for (; built < p->nargs; built++)
-        if (rebuild(&p->args[built], env, &args[built]) < 0)
-            goto out;
-    Py_ssize_t nkw = p->kwnames ? PyTuple_GET_SIZE(p->kwnames) : 0;
-    PyObject *result = PyObject_Vectorcall(callable, args, (size_t)(p->nargs - nkw), p->kwnames);
-    if (result == NULL)
-        goto out;
-    if (p->push_result)
-        out->stack[out->nstack++] = result;
-    else
-        Py_DECREF(result);
-    rc = 0;
-out:
-    Py_XDECREF(callable);
-    for (int i = 0; i < built; i++)
-        Py_XDECREF(args[i]);
-    if (args != small)
-        PyMem_Free(args);
-    return rc;
+    if (rebuild_array(p->args, p->nargs, env, 0, &out->args) < 0)
+        return -1;
+    out->nargs = p->nargs;
+    out->kwnames = Py_XNewRef(p->kwnames);
+    out->push_result = p->push_result;
+    out->call_pending = true;
+    return 0;
 }
 
 void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
@@ -310,7 +291,7 @@ void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
             out->kind = OUTCOME_RETURN;
         break;
     case EXIT_CALL:
-        if (rebuild_live(&p->live, &env, out) == 0 && run_eager_call(p, &env, out) == 0) {
+        if (rebuild_live(&p->live, &env, out) == 0 && build_eager_call(p, &env, out) == 0) {
             out->kind = OUTCOME_CONTINUE;
             out->offset = p->resume_offset;
         }
@@ -338,10 +319,11 @@ void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
     Py_XDECREF(outs);
     release_array(env.memo, p->nmemo);
     if (out->kind == OUTCOME_ERROR) {
-        release_array(out->locals, out->nlocals);
-        release_array(out->stack, out->nstack);
-        out->locals = out->stack = NULL;
-        out->nlocals = out->nstack = 0;
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        plan_outcome_clear(out);
+        out->kind = OUTCOME_ERROR;
+        PyErr_Restore(type, value, tb);
     }
 }
 

@@ -114,6 +114,56 @@ static inline const unsigned char *exctable_varint(const unsigned char *p, int *
     return p + 1;
 }
 
+/* ---- the captured frame on the stack during an eager step ---- */
+
+/*
+ * Code an eager step calls must see the captured function on the stack
+ * (sys._getframe, tracebacks), as it would eagerly.  The intercepted frame
+ * is linked in as the thread's current frame for the call, positioned at
+ * the call's instruction; its free variables are filled as COPY_FREE_VARS
+ * would (the frame's owner clears them), since the prologue never ran.
+ */
+typedef struct ShadowFrame {
+    _PyInterpreterFrame *frame;   /* borrowed: the intercepted frame, or NULL */
+    _PyInterpreterFrame *saved;   /* the current frame before */
+    _Py_CODEUNIT *saved_prev_instr;
+} ShadowFrame;
+
+static inline void shadow_enter(ShadowFrame *s, EvalFrame *f, int next_instr)
+{
+    s->frame = f;
+    if (f == NULL)
+        return;
+    PyThreadState *ts = PyThreadState_Get();
+    PyCodeObject *co = f->f_code;
+    int first_free = co->co_nlocalsplus - co->co_nfreevars;
+    PyObject *closure = f->f_func ? f->f_func->func_closure : NULL;
+    for (int k = 0; closure && k < co->co_nfreevars; k++)
+        if (f->localsplus[first_free + k] == NULL)
+            f->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(closure, k));
+    s->saved = ts->cframe->current_frame;
+    s->saved_prev_instr = f->prev_instr;
+    f->previous = s->saved;
+    f->prev_instr = _PyCode_CODE(co) + next_instr - 1;
+    ts->cframe->current_frame = f;
+}
+
+/* Unlink the frame; when the call failed, add it to the traceback as the
+   interpreter would have. */
+static inline void shadow_exit(ShadowFrame *s, bool failed)
+{
+    if (s->frame == NULL)
+        return;
+    PyThreadState *ts = PyThreadState_Get();
+    if (failed) {
+        PyFrameObject *fo = PyEval_GetFrame();   /* borrowed: s->frame's object */
+        if (fo != NULL)
+            PyTraceBack_Here(fo);
+    }
+    ts->cframe->current_frame = s->saved;
+    s->frame->previous = NULL;
+}
+
 /* Whether code unit `instr` lies in a try/with/finally range: an exception
    raised there goes to a handler, which a plan cannot emulate. */
 static inline bool code_instr_protected(PyCodeObject *co, int instr)

@@ -145,6 +145,51 @@ bool tensor_is_array(PyObject *obj)
     return ndarray_type != NULL && Py_TYPE(obj) == ndarray_type;
 }
 
+bool tensor_has_object_dtype(PyObject *obj)
+{
+    PyObject *dt = PyObject_GetAttrString(obj, "dtype");
+    PyObject *kind = dt ? PyObject_GetAttrString(dt, "kind") : NULL;
+    bool is_obj = kind && PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "O") == 0;
+    Py_XDECREF(dt);
+    Py_XDECREF(kind);
+    PyErr_Clear();
+    return is_obj;
+}
+
+/* Run fn(args, kwargs) with NumPy's floating-point warnings off: the op
+   runs again when the graph runs, and warns then, once, as eagerly. */
+static PyObject *call_quietly(PyObject *fn, PyObject *args, PyObject *kwargs)
+{
+    PyObject *cm = NULL;
+    if (numpy_module != NULL) {
+        PyObject *errstate = PyObject_GetAttrString(numpy_module, "errstate");
+        PyObject *kw = errstate ? Py_BuildValue("{s:s}", "all", "ignore") : NULL;
+        PyObject *noargs = kw ? PyTuple_New(0) : NULL;
+        cm = noargs ? PyObject_Call(errstate, noargs, kw) : NULL;
+        Py_XDECREF(errstate);
+        Py_XDECREF(kw);
+        Py_XDECREF(noargs);
+        PyObject *entered = cm ? PyObject_CallMethod(cm, "__enter__", NULL) : NULL;
+        if (entered == NULL) {
+            Py_CLEAR(cm);
+            PyErr_Clear();
+        }
+        Py_XDECREF(entered);
+    }
+    PyObject *result = PyObject_Call(fn, args, kwargs);
+    if (cm != NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *r = PyObject_CallMethod(cm, "__exit__", "OOO", Py_None, Py_None, Py_None);
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+        PyErr_Restore(type, value, tb);
+        Py_DECREF(cm);
+    }
+    return result;
+}
+
 bool tensorops_is_pure_function(PyObject *fn)
 {
     if (numpy_module == NULL)
@@ -370,12 +415,12 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         PyObject *self = PyTuple_GET_ITEM(eargs, 0);
         PyObject *meth = PyObject_GetAttr(self, target);
         PyObject *rest = meth ? PyTuple_GetSlice(eargs, 1, PyTuple_GET_SIZE(eargs)) : NULL;
-        result = rest ? PyObject_Call(meth, rest, ekw) : NULL;
+        result = rest ? call_quietly(meth, rest, ekw) : NULL;
         Py_XDECREF(meth);
         Py_XDECREF(rest);
     }
     else {
-        result = PyObject_Call(target, eargs, ekw);
+        result = call_quietly(target, eargs, ekw);
     }
     if (result == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception))

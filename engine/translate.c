@@ -145,6 +145,8 @@ static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k);
 
 static Value *load_local(TFrame *f, int i)
 {
+    if (f->locals[i] != NULL && f->locals[i]->kind == V_NULL)
+        return tracer_unsupported(f->t, false, "reads deleted local '%U'", local_name(f->code, i)), NULL;
     if (f->locals[i] != NULL)
         return f->locals[i];
     if (f->parent == NULL && i < f->t->fv->nlocals) {
@@ -172,13 +174,33 @@ static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k)
                                   || PyComplex_CheckExact(obj)))
         return value_unspecialized(t, acc, obj);
     if ((t->cf->iters & bit) && PyTuple_CheckExact(obj)) {
-        Value *items = value_from_source(t, acc, obj);
-        if (items == NULL)
+        /* several slots may hold one iterator: one Value for one object */
+        PyObject *key = PyLong_FromVoidPtr(obj);
+        if (key == NULL)
             return NULL;
-        Value *it = value_new(t, V_ITER, NULL);
+        if (t->iter_objs == NULL && (t->iter_objs = PyDict_New()) == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyObject *seen = PyDict_GetItemWithError(t->iter_objs, key);
+        if (seen != NULL) {
+            Py_DECREF(key);
+            Value *same = PyLong_AsVoidPtr(seen);
+            /* the other slot's source must be the same object on later calls */
+            if (guardset_add(t->gs, GUARD_ID_MATCH, acc, obj, 0) < 0)
+                return NULL;
+            return same;
+        }
+        Value *items = PyErr_Occurred() ? NULL : value_from_source(t, acc, obj);
+        Value *it = items ? value_new(t, V_ITER, NULL) : NULL;
         for (int i = 0; it && i < items->n; i++)
             if (value_append(t, it, items->items[i]) < 0)
-                return NULL;
+                it = NULL;
+        PyObject *ptr = it ? PyLong_FromVoidPtr(it) : NULL;
+        if (ptr == NULL || PyDict_SetItem(t->iter_objs, key, ptr) < 0)
+            it = NULL;
+        Py_XDECREF(ptr);
+        Py_DECREF(key);
         return it;
     }
     return value_from_source(t, acc, obj);
@@ -359,6 +381,14 @@ static int load_method(TFrame *f, Value *base, PyObject *name)
             Value *fn = ma < 0 ? NULL : value_from_source(t, ma, cls_attr);
             if (fn == NULL)
                 return -1;
+            if (dictptr != NULL) {
+                /* an instance attribute of that name set later must win */
+                PyObject *dname = PyUnicode_FromString("__dict__");
+                int da = dname ? guardset_accessor(t->gs, ACC_ATTR, base->src, 0, dname, NULL) : -1;
+                Py_XDECREF(dname);
+                if (da < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, da, name, 0) < 0)
+                    return -1;
+            }
             return push(f, fn) < 0 ? -1 : push(f, base);
         }
     }
@@ -449,6 +479,8 @@ static Value *apply_binary(TFrame *f, const char *opname, const char *hint,
         }
         if (inplace && a->kind == V_LIST) {
             /* list += : the same list object, extended */
+            if (tracer_note_mutation(t, a, -1) < 0)
+                return NULL;
             a->n = 0;
             for (int i = 0; i < out->n; i++)
                 if (value_append(t, a, out->items[i]) < 0)
@@ -905,9 +937,17 @@ static Value *call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyO
         return builtin_len(f, args[0]);
     if (strcmp(name, "isinstance") == 0 && nargs == 2 && nokw) {
         PyObject *tp = known_type(args[0]);
-        if (tp == NULL || args[1]->kind != V_CONST || !plain_type_or_tuple(args[1]->obj))
+        PyObject *cls = NULL;
+        if (args[1]->kind == V_CONST)
+            cls = Py_NewRef(args[1]->obj);
+        else if (args[1]->kind == V_TUPLE && (cls = value_as_constant(t, args[1])) == NULL)
+            return NULL;
+        if (tp == NULL || cls == NULL || !plain_type_or_tuple(cls)) {
+            Py_XDECREF(cls);
             return tracer_unsupported(t, false, "isinstance() on these values"), NULL;
-        int r = PyObject_IsSubclass(tp, args[1]->obj);
+        }
+        int r = PyObject_IsSubclass(tp, cls);
+        Py_DECREF(cls);
         return r < 0 ? NULL : new_const(t, PyBool_FromLong(r));
     }
     if ((strcmp(name, "min") == 0 || strcmp(name, "max") == 0 || strcmp(name, "abs") == 0)
@@ -980,9 +1020,11 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
         Value *out = src ? value_new(t, V_ITER, NULL) : NULL;
         if (out == NULL)
             return NULL;
-        for (int i = src->pos; i < src->n; i++) {
+        int first = src->pos;
+        src->pos = src->n;   /* consumed */
+        for (int i = first; i < src->n; i++) {
             Value *pair = value_new(t, V_TUPLE, NULL);
-            Value *idx = new_const(t, PyLong_FromLong(start + i - src->pos));
+            Value *idx = new_const(t, PyLong_FromLong(start + i - first));
             if (pair == NULL || idx == NULL || value_append(t, pair, idx) < 0
                 || value_append(t, pair, src->items[i]) < 0 || value_append(t, out, pair) < 0)
                 return NULL;
@@ -1002,16 +1044,23 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
             if (n < 0 || len < n)
                 n = len;
         }
+        (void)n;
         Value *out = value_new(t, V_ITER, NULL);
         if (out == NULL)
             return NULL;
-        for (int i = 0; i < n; i++) {
+        for (;;) {
             Value *tup = value_new(t, V_TUPLE, NULL);
             if (tup == NULL)
                 return NULL;
-            for (int k = 0; k < nargs; k++)
-                if (value_append(t, tup, its[k]->items[its[k]->pos + i]) < 0)
+            bool done = false;
+            for (int k = 0; k < nargs && !done; k++) {
+                if (its[k]->pos >= its[k]->n)
+                    done = true;   /* as zip: items already taken this round are lost */
+                else if (value_append(t, tup, its[k]->items[its[k]->pos++]) < 0)
                     return NULL;
+            }
+            if (done)
+                break;
             if (value_append(t, out, tup) < 0)
                 return NULL;
         }
@@ -1031,13 +1080,13 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
     /* args[0] is self */
     if (self->kind == V_LIST && self->src < 0) {
         if (PyUnicode_CompareWithASCIIString(name, "append") == 0 && nargs == 2) {
-            if (value_append(t, self, args[1]) < 0)
+            if (tracer_note_mutation(t, self, -1) < 0 || value_append(t, self, args[1]) < 0)
                 return NULL;
             return new_const(t, Py_NewRef(Py_None));
         }
         if (PyUnicode_CompareWithASCIIString(name, "extend") == 0 && nargs == 2) {
             Value *it = make_iter(f, args[1]);
-            if (it == NULL)
+            if (it == NULL || tracer_note_mutation(t, self, -1) < 0)
                 return NULL;
             for (int i = it->pos; i < it->n; i++)
                 if (value_append(t, self, it->items[i]) < 0)
@@ -1189,10 +1238,10 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
     }
     Rebuild built;
     memset(&built, 0, sizeof(built));
-    built.kind = v->kind == V_LIST ? RB_LIST : RB_DICT;
+    built.kind = v->kind == V_LIST ? RB_LIST : v->kind == V_ITER ? RB_ITER : RB_DICT;
     if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
         return -1;
-    if (make_rebuild_items(t, o, v, 0, &built) < 0) {
+    if (make_rebuild_items(t, o, v, v->kind == V_ITER ? v->pos : 0, &built) < 0) {
         rebuild_clear(&built);
         return -1;
     }
@@ -1277,8 +1326,7 @@ static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         rc = make_rebuild_items(t, o, v, 0, rb);
         break;
     case V_ITER:
-        rb->kind = RB_ITER;
-        rc = make_rebuild_items(t, o, v, v->pos, rb);
+        rc = make_rebuild_memo(t, o, v, rb);
         break;
     case V_METHOD:
         rb->kind = RB_TYPE_ATTR;
@@ -1407,6 +1455,14 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
     if (e->kind != END_RETURN) {
         p->brk.kind = e->kind_name;
         p->brk.reason = Py_XNewRef(t->reason);
+        /* "branch on a tensor value" names the condition as written */
+        if (e->kind == END_BRANCH && t->reason && t->stop_stack && PyList_GET_SIZE(t->stop_stack) > 0) {
+            PyObject *last = PyList_GET_ITEM(t->stop_stack, PyList_GET_SIZE(t->stop_stack) - 1);
+            PyObject *r = PyUnicode_FromFormat("%U `%U`", t->reason, PyTuple_GET_ITEM(last, 3));
+            if (r == NULL)
+                goto out;
+            Py_SETREF(p->brk.reason, r);
+        }
         p->brk.user_stack = Py_XNewRef(t->stop_stack);
         p->brk.offset = e->offset;
     }
@@ -1477,6 +1533,8 @@ static int store_subscript(TFrame *f, Value *container, Value *idx, Value *value
             i += container->n;
         if (i < 0 || i >= container->n)
             return tracer_break(t, STOP_CALL, "list assignment index out of range");
+        if (tracer_note_mutation(t, container, (int)i) < 0)
+            return -1;
         container->items[i] = value;
         return 0;
     }
@@ -1486,11 +1544,13 @@ static int store_subscript(TFrame *f, Value *container, Value *idx, Value *value
             if (eq < 0)
                 return -1;
             if (eq) {
+                if (tracer_note_mutation(t, container, i) < 0)
+                    return -1;
                 container->items[i] = value;
                 return 0;
             }
         }
-        if (PyList_Append(container->obj, idx->obj) < 0)
+        if (tracer_note_mutation(t, container, -1) < 0 || PyList_Append(container->obj, idx->obj) < 0)
             return -1;
         return value_append(t, container, value);
     }
@@ -1698,9 +1758,13 @@ static int run_frame(TFrame *f, int start)
                 { tracer_unsupported(t, true, "stores into a cell"); goto fail; }
             f->locals[oparg] = pop(f);
             break;
-        case DELETE_FAST:
-            f->locals[oparg] = NULL;
+        case DELETE_FAST: {
+            Value *gone = value_new(t, V_NULL, NULL);
+            if (gone == NULL)
+                goto fail;
+            f->locals[oparg] = gone;
             break;
+        }
         case LOAD_CONST:
             if (push(f, value_new(t, V_CONST, PyTuple_GET_ITEM(consts, oparg))) < 0)
                 goto fail;
@@ -1758,9 +1822,14 @@ static int run_frame(TFrame *f, int start)
                     args[i] = peek(f, argc + 1 - i);
             }
             PyObject *kwnames = f->kwnames;
+            int undo_mark = t->nundo;
             Value *r = call_value(f, callable, args, nargs, kwnames);
-            if (r == NULL)
+            if (r == NULL) {
+                /* the call will run eagerly: what tracing it did to this
+                   frame's containers must not happen twice */
+                tracer_undo_to(t, undo_mark);
                 goto fail;
+            }
             f->kwnames = NULL;
             f->sp -= argc + 2;
             if (push(f, r) < 0)
@@ -1917,7 +1986,17 @@ static int run_frame(TFrame *f, int start)
                     key = kv->obj;
                     val = peek(f, base - 2 * i - 1);
                 }
-                if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
+                int found = -1;
+                for (int j = 0; j < d->n && found < 0; j++) {
+                    int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
+                    if (eq < 0)
+                        goto fail;
+                    if (eq)
+                        found = j;
+                }
+                if (found >= 0)
+                    d->items[found] = val;
+                else if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
                     goto fail;
             }
             f->sp -= base;
@@ -2132,6 +2211,8 @@ static void tracer_free(Tracer *t)
     PyMem_Free(t->by_acc);
     PyMem_Free(t->input_acc);
     PyMem_Free(t->end.args);
+    PyMem_Free(t->undo);
+    Py_CLEAR(t->iter_objs);
     Py_CLEAR(t->graph);
     Py_CLEAR(t->example_inputs);
     Py_CLEAR(t->used_nodes);
@@ -2156,6 +2237,12 @@ static int push_resume_stack(TFrame *f, const FrameView *fv)
         if (v == NULL || push(f, v) < 0)
             return -1;
     }
+    /* A local holding a loop's iterator is read now, so that it stays the
+       stack slot's iterator (one object) as the loop advances. */
+    for (int i = 0; i < f->nlocals && i < LIVE_MAX_SLOTS; i++)
+        if ((t->cf->iters & slot_bit(i)) && i < fv->nlocals && fv->locals[i] != NULL
+            && load_local(f, i) == NULL)
+            return -1;
     return 0;
 }
 

@@ -98,7 +98,27 @@ typedef struct Tracer {
     int stop_offset;         /* byte offset of the instruction that stopped */
     FrameEnd end;            /* how the root frame ended */
     PyObject *used_nodes;    /* strong: set of nodes some node reads */
+    struct Undo *undo;       /* owned: mutations of frame-made containers, so a
+                                call that breaks after mutating can be undone */
+    int nundo, undo_cap;
+    PyObject *iter_objs;     /* strong: dict id(tuple) -> capsule-free int index into
+                                iter_vals: one V_ITER per incoming iterator object */
 } Tracer;
+
+/* One mutation of a container value, to undo it (values.c). */
+typedef struct Undo {
+    struct Value *container;
+    int old_n;               /* length before */
+    int index;               /* item replaced, or -1 */
+    struct Value *old_item;
+    Py_ssize_t old_keys;     /* V_DICT: key list length before */
+} Undo;
+
+/* Record the state of `container` before a mutation (item `index`, or -1
+   for a length change).  0 / -1. */
+int tracer_note_mutation(Tracer *t, Value *container, int index);
+/* Undo every mutation recorded since mark (an nundo value). */
+void tracer_undo_to(Tracer *t, int mark);
 
 /* Stop tracing because of a construct the translator does not model: set
    tracer->reason from a printf-style format (%U, %S, %s, %d as in
@@ -138,6 +158,8 @@ PyTypeObject *tensor_array_type(void);
 PyTypeObject *tensor_scalar_type(void);
 PyTypeObject *tensor_dtype_type(void);
 bool tensor_is_array(PyObject *obj);
+/* Whether an array holds Python objects (its ops run Python code). */
+bool tensor_has_object_dtype(PyObject *obj);
 /* Whether `fn` is a pure tensor function the graph may call. */
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */

@@ -52,6 +52,40 @@ int tracer_break(Tracer *t, StopKind kind, const char *fmt, ...)
     return r;
 }
 
+int tracer_note_mutation(Tracer *t, Value *c, int index)
+{
+    if (t->nundo == t->undo_cap) {
+        int cap = t->undo_cap ? t->undo_cap * 2 : 16;
+        Undo *u = PyMem_Realloc(t->undo, sizeof(Undo) * (size_t)cap);
+        if (u == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->undo = u;
+        t->undo_cap = cap;
+    }
+    Undo *u = &t->undo[t->nundo++];
+    u->container = c;
+    u->old_n = c->n;
+    u->index = index;
+    u->old_item = index >= 0 ? c->items[index] : NULL;
+    u->old_keys = c->kind == V_DICT && c->obj ? PyList_GET_SIZE(c->obj) : 0;
+    return 0;
+}
+
+void tracer_undo_to(Tracer *t, int mark)
+{
+    while (t->nundo > mark) {
+        Undo *u = &t->undo[--t->nundo];
+        Value *c = u->container;
+        if (u->index >= 0)
+            c->items[u->index] = u->old_item;
+        c->n = u->old_n;
+        if (c->kind == V_DICT && c->obj && PyList_GET_SIZE(c->obj) > u->old_keys)
+            PyList_SetSlice(c->obj, u->old_keys, PyList_GET_SIZE(c->obj), NULL);
+    }
+}
+
 Value *value_new(Tracer *t, VKind kind, PyObject *obj)
 {
     if (t->nall == t->all_cap) {
@@ -296,7 +330,7 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
             return NULL;
         return remember(t, acc, value_new(t, V_CONST, obj));
     }
-    if (tensor_is_array(obj)) {
+    if (tensor_is_array(obj) && !tensor_has_object_dtype(obj)) {
         if (guard(t, GUARD_TENSOR_MATCH, acc, obj, 0) < 0)
             return NULL;
         return remember(t, acc, make_input_tensor(t, acc, obj));

@@ -301,9 +301,6 @@ def barrier_backend(parties):
     return backend
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: concurrent compiles of one frame "
-                   "share a compile id (hook.c handle_miss reads cf->ncompiles before "
-                   "translate_frame releases the GIL)")
 def test_concurrent_compiles_get_distinct_compile_ids():
     f = dynscope.optimize(barrier_backend(2))(toy_example)
     run_threads([lambda s=s: f(*inputs(0, s)) for s in [(3,), (5,)]])
@@ -314,9 +311,6 @@ def test_concurrent_compiles_get_distinct_compile_ids():
     assert _C.counters()["recompiles"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: concurrent misses on one frame "
-                   "each add an entry, past config.cache_size_limit (hook.c handle_miss "
-                   "checks the limit before translate_frame releases the GIL)")
 def test_concurrent_compiles_respect_cache_size_limit():
     dynscope.config.cache_size_limit = 2
     f = dynscope.optimize(barrier_backend(3))(toy_example)

@@ -1,0 +1,72 @@
+/*
+ * event_record.h -- one event of the engine's vocabulary as plain C data
+ * (no Python.h), the form every sink receives: the SQLite recorder
+ * (store/) and the LTTng provider (trace/).  DESIGN.md 4.1; fields, units
+ * and names are documented in docs/events.md.
+ *
+ * Strings are borrowed for the duration of the sink call only (NUL
+ * terminated UTF-8, never NULL: "" when absent); a sink copies what it
+ * keeps.  Times are nanoseconds.
+ */
+#ifndef DYNSCOPE_EVENT_RECORD_H
+#define DYNSCOPE_EVENT_RECORD_H
+
+#include <stdint.h>
+
+typedef enum EventKind {
+    EV_COMPILE_START,   /* a translation begins                          */
+    EV_COMPILE_END,     /* it ended: outcome, duration, graphs/nodes/guards */
+    EV_RECOMPILE,       /* a compile of a frame that already had entries  */
+    EV_GUARD_FAIL,      /* one older entry's first failing guard on a miss */
+    EV_GRAPH_BREAK,     /* a graph ended at a break                       */
+    EV_GRAPH_COMPILED,  /* the backend compiled a graph                   */
+    EV_CACHE_LIMIT,     /* a frame reached config.cache_size_limit        */
+    EV_FRAME_SKIP,      /* a frame runs without capture                   */
+    EV_ENTRY_STATS,     /* a cache entry's counters (periodic snapshot)   */
+    EV_RESET,           /* dynscope.reset()                               */
+    EV__COUNT
+} EventKind;
+
+typedef struct EventRecord {
+    EventKind kind;
+    uint64_t wall_ns;          /* CLOCK_REALTIME, for humans and SQL */
+    uint64_t mono_ns;          /* CLOCK_MONOTONIC, for durations and order */
+    /* the code object (every kind but EV_RESET) */
+    long long code_id;         /* process-unique; stable for the code's life */
+    const char *qualname;
+    const char *filename;
+    int firstlineno;
+    /* the cache entry concerned: "frame_id/frame_compile_id" */
+    const char *compile_id;
+    int frame_id;
+    int frame_compile_id;
+    int resume_offset;         /* bytes; 0 = function start */
+    /* EV_COMPILE_END */
+    const char *outcome;       /* "ok", "skipped", "error" */
+    uint64_t duration_ns;
+    int graphs, nodes, guards;
+    const char *guards_text;   /* the entry's guards, one expression per line */
+    /* EV_RECOMPILE, EV_FRAME_SKIP, EV_CACHE_LIMIT, EV_GRAPH_BREAK */
+    const char *reason;
+    /* EV_GUARD_FAIL */
+    const char *entry_compile_id;  /* the older entry whose guard failed */
+    const char *guard_kind;        /* "TENSOR_MATCH", ... */
+    const char *expr;              /* "L['x'].shape == (3, 4)" */
+    const char *observed;          /* "(5, 4)" */
+    /* EV_GRAPH_BREAK */
+    const char *break_kind;    /* "call", "data_dependent_branch", "data_escape", "unsupported" */
+    const char *break_file;
+    int break_line;
+    int break_offset;          /* bytes, in the innermost frame */
+    const char *user_stack_json;  /* [[file, line, name, source], ...] outermost first */
+    /* EV_GRAPH_COMPILED */
+    const char *backend;
+    uint64_t backend_ns;
+    const char *graph_code;    /* generated Python of the graph */
+    const char *ops;           /* op names, comma separated */
+    /* EV_ENTRY_STATS */
+    uint64_t hits;
+    uint64_t guard_ns;
+} EventRecord;
+
+#endif /* DYNSCOPE_EVENT_RECORD_H */
