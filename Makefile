@@ -2,7 +2,9 @@
 # ASan/UBSan variant, the tests, the demo and the benchmarks.  Layout and
 # dependencies: ../shared/DESIGN.md sections 2 and 5.
 #
-#   make / make all / make dev   build dynscope/_C$(EXT_SUFFIX) in place
+#   make / make all / make dev   build dynscope/_C$(EXT_SUFFIX) in place, and the
+#                                LTTng tracepoint provider build/libdynscope-tp.so
+#                                when the lttng-ust headers are installed
 #   make test                    install missing deps, build, run C and Python tests
 #   make asan                    build with ASan+UBSan, run the Python tests under it
 #   make check-c                 build and run tests/c/*.c (if any)
@@ -38,7 +40,9 @@ BUILD := build
 EXT_NAME := _C
 EXT_GLOB := dynscope/$(EXT_NAME).*so
 
-SRCS := $(wildcard engine/*.c)
+# trace/trace.c is the engine's side of LTTng (plain C, dlopen, no LTTng
+# headers); trace/tp.c is the provider, built apart below.
+SRCS := $(wildcard engine/*.c explain/*.c) trace/trace.c
 OBJS := $(SRCS:%.c=$(BUILD)/%.o)
 ASAN_OBJS := $(SRCS:%.c=$(BUILD)/asan/%.o)
 
@@ -51,7 +55,7 @@ CFLAGS_NORMAL = $(BASE_CFLAGS) -O2 $(CFLAGS_EXTRA)
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS_ASAN = $(BASE_CFLAGS) -O1 $(SANITIZE) $(CFLAGS_EXTRA)
 DEPFLAGS := -MMD -MP
-LDLIBS := -lm -lpthread $(LDLIBS_EXTRA)
+LDLIBS := -lm -lpthread -ldl $(LDLIBS_EXTRA)
 
 # The normal and the ASan extension are linked apart, under build/; only
 # install-ext copies one into dynscope/, and it does so whenever the copy there
@@ -78,9 +82,9 @@ define install_so
 	fi
 endef
 
-.PHONY: all dev install-ext test check-c asan bench demo deps clean print-vars FORCE
+.PHONY: all dev install-ext tp test check-c asan bench demo deps clean print-vars FORCE
 
-all: install-ext
+all: install-ext tp
 
 dev: all
 
@@ -99,11 +103,11 @@ $(BUILD)/asan/cflags: FORCE
 	@mkdir -p $(@D)
 	@echo '$(CC) $(CFLAGS_ASAN)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ASAN)' > $@
 
-$(BUILD)/engine/%.o: engine/%.c $(BUILD)/cflags
+$(BUILD)/%.o: %.c $(BUILD)/cflags
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_NORMAL) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/asan/engine/%.o: engine/%.c $(BUILD)/asan/cflags
+$(BUILD)/asan/%.o: %.c $(BUILD)/asan/cflags
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ASAN) $(DEPFLAGS) -c $< -o $@
 
@@ -116,6 +120,37 @@ $(ASAN_SO): $(ASAN_OBJS)
 	$(CC) -shared $(SANITIZE) -o $@ $(ASAN_OBJS) $(LDLIBS)
 
 -include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d)
+
+# ---------------------------------------------------------------------------
+# The LTTng-UST tracepoint provider, its own shared object: the engine
+# dlopen()s it (trace/trace.c), so the extension never links liblttng-ust.
+# Built when <lttng/tracepoint.h> compiles here, skipped (with a note) when
+# not.  Flags come from pkg-config lttng-ust when it answers.  Asked only
+# when a recipe needs it.
+
+TP_SO := $(BUILD)/libdynscope-tp.so
+# (\043 is '#', which $(eval) would read as a comment.)
+TP_PROBE = $(eval TP_PROBE := $$(shell printf '\043include <lttng/tracepoint.h>\n' | \
+	$$(CC) $$(TP_PKG_CFLAGS) -x c -fsyntax-only - >/dev/null 2>&1 && echo yes))$(TP_PROBE)
+TP_PKG_CFLAGS = $(shell pkg-config --cflags lttng-ust 2>/dev/null)
+TP_PKG_LIBS = $(or $(shell pkg-config --libs lttng-ust 2>/dev/null),-llttng-ust -ldl)
+# -Itrace: lttng's tracepoint-event.h re-includes "./tp.h" from the include path.
+TP_CFLAGS = -std=c11 $(WARN) -fPIC -g -O2 -fvisibility=hidden -Itrace $(TP_PKG_CFLAGS) $(CFLAGS_EXTRA)
+
+tp:
+	@if [ "$(TP_PROBE)" = yes ]; then \
+		$(MAKE) --no-print-directory $(TP_SO); \
+	else \
+		echo "make: note: lttng-ust headers not found; skipping $(TP_SO) (tracing stays off; install liblttng-ust-dev)"; \
+	fi
+
+$(BUILD)/tp_cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(TP_CFLAGS) $(TP_PKG_LIBS)' | cmp -s - $@ || echo '$(CC) $(TP_CFLAGS) $(TP_PKG_LIBS)' > $@
+
+$(TP_SO): trace/tp.c trace/tp.h trace/trace.h engine/event_record.h $(BUILD)/tp_cflags
+	@mkdir -p $(@D)
+	$(CC) $(TP_CFLAGS) -shared -o $@ trace/tp.c $(TP_PKG_LIBS)
 
 # ---------------------------------------------------------------------------
 # Tests.  pytest's exit status 5 means "no tests collected": reported loudly,
@@ -143,6 +178,12 @@ $(BUILD)/tests/c/%: tests/c/%.c $(BUILD)/cflags
 	$(CC) $(CFLAGS_NORMAL) $(DEPFLAGS) -o $@ $< $(LDLIBS)
 
 -include $(C_TESTS:=.d)
+
+# C tests that link more than their own file.
+$(BUILD)/tests/c/trace_smoke: tests/c/trace_smoke.c trace/trace.c trace/trace.h \
+		engine/event_record.h $(BUILD)/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_NORMAL) -o $@ tests/c/trace_smoke.c trace/trace.c $(LDLIBS)
 
 check-c: $(C_TESTS)
 	@if [ -z "$(C_TESTS)" ]; then echo "check-c: no C unit tests (tests/c/*.c)"; fi
@@ -181,6 +222,8 @@ print-vars:
 	@echo "CFLAGS     = $(CFLAGS_NORMAL)"
 	@echo "ASAN FLAGS = $(CFLAGS_ASAN)"
 	@echo "LDLIBS     = $(LDLIBS)"
+	@echo "TP_SO      = $(TP_SO) (lttng-ust headers: $(or $(TP_PROBE),no))"
+	@echo "TP_CFLAGS  = $(TP_CFLAGS) $(TP_PKG_LIBS)"
 	@echo "ASAN_PRELOAD = $(ASAN_PRELOAD)"
 
 clean:

@@ -19,6 +19,7 @@ import sysconfig
 
 from . import _C
 from ._C import CacheLimitWarning, Unsupported  # noqa: F401
+from ._C import ExplainBackend, ExplainOutput, BreakReason, StackFrame  # noqa: F401
 from .config import config
 
 __all__ = [
@@ -30,7 +31,23 @@ __all__ = [
     "CacheLimitWarning",
     "register_backend",
     "list_backends",
+    "explain",
+    "ExplainBackend",
+    "ExplainOutput",
 ]
+
+
+def explain(fn, *, backend="eager"):
+    """explain(fn)(*args, **kwargs) -> ExplainOutput
+
+    Run `fn` once under a private capture -- the global caches and counters
+    are neither read nor changed -- and report what was captured: graphs,
+    graph breaks with their reasons and user source lines, ops per graph,
+    guards, compile times, plans.  ``print(dynscope.explain(fn)(x))`` shows
+    the report.  If `fn` raises, the exception propagates and carries the
+    report so far as its ``explain_output`` attribute.
+    """
+    return _C.Explainer(fn, backend=backend)
 
 
 def optimize(backend="eager", *, fullgraph=False, dynamic=None):

@@ -224,6 +224,11 @@ CacheEntry *cache_entry_new(void)
         return NULL;
     guardset_init(&e->guards);
     memset(&e->plan, 0, sizeof(e->plan));
+    e->code_id = -1;
+    e->code_name = NULL;
+    e->code_file = NULL;
+    e->code_line = 0;
+    e->resume_line = 0;
     e->backend = NULL;
     e->frame_id = -1;
     e->frame_compile_id = 0;
@@ -247,6 +252,8 @@ static int entry_traverse(CacheEntry *e, visitproc visit, void *arg)
 static int entry_clear(CacheEntry *e)
 {
     Py_CLEAR(e->backend);
+    Py_CLEAR(e->code_name);
+    Py_CLEAR(e->code_file);
     plan_clear(&e->plan);
     guardset_clear(&e->guards);
     return 0;
@@ -326,6 +333,13 @@ static PyObject *entry_get_backend(CacheEntry *e, void *c)
     return Py_NewRef(e->backend ? e->backend : Py_None);
 }
 
+static PyObject *entry_get_code(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_BuildValue("(OOi)", e->code_name ? e->code_name : Py_None,
+                         e->code_file ? e->code_file : Py_None, e->code_line);
+}
+
 static PyObject *entry_repr(CacheEntry *e)
 {
     return PyUnicode_FromFormat("<CacheEntry [%d/%d] resume_offset=%d hits=%llu guards=%d>",
@@ -344,6 +358,7 @@ static PyGetSetDef entry_getset[] = {
     {"graph", (getter)entry_get_graph, NULL, "the GraphModule, or None when the frame has no tensor ops", NULL},
     {"plan", (getter)entry_get_plan, NULL, "what runs instead of the bytecode, as pseudo-Python", NULL},
     {"backend", (getter)entry_get_backend, NULL, "the backend the graph was compiled with", NULL},
+    {"code", (getter)entry_get_code, NULL, "(qualname, filename, firstlineno) of the entry's code", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -259,6 +259,9 @@ NodeObject *graph_call(GraphObject *g, NodeOp op, PyObject *target,
                        const char *name_hint, PyObject *example);
 /* Append the output node; `outputs` (tuple of nodes) is borrowed.  0 / -1. */
 int graph_output(GraphObject *g, PyObject *outputs);
+/* The print_tabular text of g (columns opcode, name, target, args, kwargs).
+   New str or NULL. */
+PyObject *graph_tabular(GraphObject *g);
 /* Number of nodes that are calls (call_function/method/module). */
 int graph_op_count(GraphObject *g);
 
@@ -372,6 +375,7 @@ typedef struct Plan {
     Rebuild cond;             /* EXIT_BRANCH */
     int resume_offset;        /* EXIT_CALL / EXIT_DEOPT: code-unit index */
     int branch_true, branch_false;  /* EXIT_BRANCH: code-unit indexes */
+    int resume_line, true_line, false_line;  /* source lines of those offsets */
     BreakInfo brk;            /* why the graph ended (exits other than RETURN) */
 } Plan;
 
@@ -424,6 +428,11 @@ typedef struct CacheEntry {
     PyObject_HEAD
     GuardSet guards;
     Plan plan;
+    long long code_id;        /* of its code object (not held: co_extra owns us) */
+    PyObject *code_name;      /* strong: the code's co_qualname */
+    PyObject *code_file;      /* strong: the code's co_filename */
+    int code_line;            /* the code's co_firstlineno */
+    int resume_line;          /* source line of resume_offset (0 at function start) */
     PyObject *backend;        /* strong: the backend this entry was compiled with */
     int frame_id;             /* [frame_id/frame_compile_id] */
     int frame_compile_id;

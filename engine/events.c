@@ -10,6 +10,7 @@
  * dropped counts events discarded because of the bound.  GIL protected.
  */
 #include "events.h"
+#include "../explain/explain.h"
 
 #include <stdio.h>
 
@@ -29,7 +30,10 @@ static void log_event(PyObject *ev)
         PyErr_Clear();
         return;
     }
-    CaptureSession *session = capture_state()->session;
+    ThreadCapture *tc = capture_state();
+    CaptureSession *session = tc->session;
+    if (explain_is_backend(tc->config.backend))
+        explain_backend_note_event(tc->config.backend, ev);
     if (session != NULL) {
         if (PyList_Append(session->events, ev) < 0)
             PyErr_Clear();

@@ -1216,7 +1216,7 @@ append_padded(PyObject *out, PyObject *cell, Py_ssize_t width)
 
 /* The print_tabular text: aligned columns, a header row and a dash rule, like
    tabulate's "simple" format that fx uses.  New str or NULL. */
-static PyObject *
+PyObject *
 graph_tabular(GraphObject *self)
 {
     static const char *const headers[TAB_COLS] = {

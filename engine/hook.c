@@ -20,6 +20,7 @@
  */
 #include "pycompat.h"
 #include "events.h"
+#include "../explain/explain.h"
 
 #include <string.h>
 
@@ -361,6 +362,11 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     e->frame_compile_id = cf->ncompiles++;
     e->resume_offset = cf->resume_offset;
     e->backend = Py_NewRef(tc->config.backend);
+    e->code_id = cc->code_id;
+    e->code_name = Py_NewRef(cc->code->co_qualname);
+    e->code_file = Py_NewRef(cc->code->co_filename);
+    e->code_line = cc->code->co_firstlineno;
+    e->resume_line = cf->resume_offset ? PyCode_Addr2Line(cc->code, cf->resume_offset * 2) : 0;
 
     events_compile_start(cc, e);
     PyObject *reason = NULL;
@@ -425,6 +431,8 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     Py_XDECREF(failures);
     if (e->plan.exit != EXIT_RETURN)
         events_graph_break(cc, e);
+    if (explain_is_backend(tc->config.backend))
+        explain_backend_note_entry(tc->config.backend, e);
     /* Another thread may have filled the frame while this one translated:
        then the entry runs this once and is not kept. */
     if (PyList_GET_SIZE(cf->entries) < engine_config.cache_size_limit

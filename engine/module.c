@@ -9,6 +9,7 @@
  */
 #include "engine.h"
 #include "events.h"
+#include "../explain/explain.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -488,7 +489,8 @@ PyMODINIT_FUNC PyInit__C(void)
     if (UnsupportedError == NULL || PyModule_AddObjectRef(m, "Unsupported", UnsupportedError) < 0)
         goto fail;
     if (cache_init() < 0 || cache_types_init(m) < 0 || graph_types_init(m) < 0
-        || backend_init(m) < 0 || events_init(m) < 0 || guards_types_init(m) < 0)
+        || backend_init(m) < 0 || events_init(m) < 0 || guards_types_init(m) < 0
+        || explain_types_init(m) < 0)
         goto fail;
     return m;
 fail:

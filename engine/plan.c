@@ -428,18 +428,20 @@ static int render_exit(PyObject *parts, const Plan *p, const GuardSet *gs)
             if (render_rebuild(parts, &p->args[i], gs) < 0)
                 return -1;
         }
-        return append_fmt(parts, ")    # eager: %S\nresume at offset %d", p->brk.reason
-                          ? p->brk.reason : Py_None, p->resume_offset * 2);
+        return append_fmt(parts, ")    # eager: %S\nresume at offset %d (line %d)",
+                          p->brk.reason ? p->brk.reason : Py_None, p->resume_offset * 2,
+                          p->resume_line);
     }
     case EXIT_BRANCH:
         if (append_fmt(parts, "if ") < 0 || render_rebuild(parts, &p->cond, gs) < 0)
             return -1;
-        return append_fmt(parts, ":    # eager truth test\n    resume at offset %d\n"
-                                 "else:\n    resume at offset %d",
-                          p->branch_true * 2, p->branch_false * 2);
+        return append_fmt(parts, ":    # eager truth test\n    resume at offset %d (line %d)\n"
+                                 "else:\n    resume at offset %d (line %d)",
+                          p->branch_true * 2, p->true_line, p->branch_false * 2, p->false_line);
     case EXIT_DEOPT:
-        return append_fmt(parts, "continue in the interpreter at offset %d    # %S",
-                          p->resume_offset * 2, p->brk.reason ? p->brk.reason : Py_None);
+        return append_fmt(parts, "continue in the interpreter at offset %d (line %d)    # %S",
+                          p->resume_offset * 2, p->resume_line,
+                          p->brk.reason ? p->brk.reason : Py_None);
     }
     return -1;
 }
@@ -459,7 +461,7 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
             if (rc < 0)
                 goto fail;
         }
-        if (append_fmt(parts, ")    # %d ops\n", p->nops) < 0)
+        if (append_fmt(parts, ")    # %d op%s\n", p->nops, p->nops == 1 ? "" : "s") < 0)
             goto fail;
     }
     if (render_exit(parts, p, gs) < 0)

@@ -1431,6 +1431,7 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
         p->kwnames = Py_XNewRef(e->kwnames);
         p->push_result = e->push_result;
         p->resume_offset = e->resume;
+        p->resume_line = PyCode_Addr2Line(root->code, e->resume * 2);
         if (e->push_result)
             p->live.unspec |= slot_bit(root->nlocals + e->sp);  /* numbers it returns */
         break;
@@ -1441,12 +1442,15 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
             goto out;
         p->branch_true = e->branch_true;
         p->branch_false = e->branch_false;
+        p->true_line = PyCode_Addr2Line(root->code, e->branch_true * 2);
+        p->false_line = PyCode_Addr2Line(root->code, e->branch_false * 2);
         break;
     case END_DEOPT:
         p->exit = EXIT_DEOPT;
         if (make_live(t, root, &o, e->sp, &p->live) < 0)
             goto out;
         p->resume_offset = e->resume;
+        p->resume_line = PyCode_Addr2Line(root->code, e->resume * 2);
         break;
     default:
         PyErr_SetString(PyExc_SystemError, "dynscope: frame ended without an end");

@@ -1,0 +1,903 @@
+/*
+ * explain.c -- dynscope.explain(fn)(*args) and dynscope.ExplainBackend, and
+ * the ExplainOutput report they build (DESIGN.md 4.5; contract in explain.h).
+ *
+ * Invariants:
+ *   - An Explainer call installs its CaptureSession on the calling thread
+ *     for exactly the duration of fn's call; the session's caches die with
+ *     the call, the report keeps only what it shows (graphs, entries).
+ *   - Building a report never runs user code.
+ */
+#include "explain.h"
+
+#include <structmember.h>
+
+/* ---- record types ---- */
+
+static PyTypeObject *StackFrameType;
+static PyTypeObject *BreakReasonType;
+static PyTypeObject *CompileTimeType;
+
+static PyStructSequence_Field stack_frame_fields[] = {
+    {"filename", "file of the frame"},
+    {"lineno", "line number"},
+    {"name", "function (qualified name)"},
+    {"line", "the source line, stripped"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc stack_frame_desc = {
+    "dynscope.StackFrame", "One frame of a graph break's user stack.", stack_frame_fields, 4,
+};
+
+static PyStructSequence_Field break_reason_fields[] = {
+    {"reason", "why the graph ended, in words"},
+    {"kind", "call, data_dependent_branch, data_escape or unsupported"},
+    {"user_stack", "list of StackFrame, outermost first (through inlined calls)"},
+    {"compile_id", "the entry whose graph the break ended, 'frame/compile'"},
+    {"function", "the captured function the break belongs to"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc break_reason_desc = {
+    "dynscope.BreakReason", "One graph break.", break_reason_fields, 5,
+};
+
+static PyStructSequence_Field compile_time_fields[] = {
+    {"compile_id", "'frame/compile'"},
+    {"function", "qualified name"},
+    {"ms", "translation and backend time, milliseconds"},
+    {"outcome", "ok, skipped or error"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc compile_time_desc = {
+    "dynscope.CompileTime", "Time spent compiling one entry.", compile_time_fields, 4,
+};
+
+/* ---- ExplainOutput ---- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *function;        /* strong: str, what was explained */
+    PyObject *graphs;          /* strong: list of GraphModule */
+    PyObject *break_reasons;   /* strong: list of BreakReason */
+    PyObject *ops_per_graph;   /* strong: list of lists of node targets */
+    PyObject *out_guards;      /* strong: list of GuardInfo */
+    PyObject *compile_times;   /* strong: list of CompileTime */
+    PyObject *plans;           /* strong: list of (label, plan text) */
+    PyObject *skipped;         /* strong: list of (function, "file:line", reason) */
+    PyObject *cache_limits;    /* strong: list of (function, last failing guard) */
+    PyObject *entries;         /* strong: list of CacheEntry, compile order */
+} ExplainOutput;
+
+static PyTypeObject *ExplainOutputType;
+
+static int output_traverse(ExplainOutput *o, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(o));
+    Py_VISIT(o->function);
+    Py_VISIT(o->graphs);
+    Py_VISIT(o->break_reasons);
+    Py_VISIT(o->ops_per_graph);
+    Py_VISIT(o->out_guards);
+    Py_VISIT(o->compile_times);
+    Py_VISIT(o->plans);
+    Py_VISIT(o->skipped);
+    Py_VISIT(o->cache_limits);
+    Py_VISIT(o->entries);
+    return 0;
+}
+
+static int output_clear(ExplainOutput *o)
+{
+    Py_CLEAR(o->function);
+    Py_CLEAR(o->graphs);
+    Py_CLEAR(o->break_reasons);
+    Py_CLEAR(o->ops_per_graph);
+    Py_CLEAR(o->out_guards);
+    Py_CLEAR(o->compile_times);
+    Py_CLEAR(o->plans);
+    Py_CLEAR(o->skipped);
+    Py_CLEAR(o->cache_limits);
+    Py_CLEAR(o->entries);
+    return 0;
+}
+
+static void output_dealloc(ExplainOutput *o)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    PyObject_GC_UnTrack(o);
+    output_clear(o);
+    tp->tp_free((PyObject *)o);
+    Py_DECREF(tp);
+}
+
+/* dict.get(key) or None, borrowed. */
+static PyObject *ev_get(PyObject *ev, const char *key)
+{
+    PyObject *v = PyDict_GetItemString(ev, key);
+    return v ? v : Py_None;
+}
+
+static bool ev_is(PyObject *ev, const char *name)
+{
+    PyObject *e = PyDict_GetItemString(ev, "event");
+    return e && PyUnicode_Check(e) && PyUnicode_CompareWithASCIIString(e, name) == 0;
+}
+
+static PyObject *make_stack(PyObject *raw)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL || raw == NULL || !PyList_Check(raw))
+        return out;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(raw); i++) {
+        PyObject *t = PyList_GET_ITEM(raw, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 4)
+            continue;
+        PyObject *fr = PyStructSequence_New(StackFrameType);
+        if (fr == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (int k = 0; k < 4; k++)
+            PyStructSequence_SET_ITEM(fr, k, Py_NewRef(PyTuple_GET_ITEM(t, k)));
+        int rc = PyList_Append(out, fr);
+        Py_DECREF(fr);
+        if (rc < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static int append_steal(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* The targets of a graph's call nodes, in order.  New list or NULL. */
+static PyObject *graph_ops(PyObject *gm)
+{
+    PyObject *graph = PyObject_GetAttrString(gm, "graph");
+    PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
+    Py_XDECREF(graph);
+    PyObject *ops = nodes ? PyList_New(0) : NULL;
+    Py_ssize_t n = nodes ? PySequence_Length(nodes) : 0;
+    for (Py_ssize_t i = 0; ops && i < n; i++) {
+        NodeObject *node = (NodeObject *)PySequence_GetItem(nodes, i);
+        if (node == NULL) {
+            Py_CLEAR(ops);
+            break;
+        }
+        if (node->op == NODE_CALL_FUNCTION || node->op == NODE_CALL_METHOD
+            || node->op == NODE_CALL_MODULE) {
+            if (PyList_Append(ops, node->target) < 0)
+                Py_CLEAR(ops);
+        }
+        Py_DECREF(node);
+    }
+    Py_XDECREF(nodes);
+    return ops;
+}
+
+static PyObject *entry_label(CacheEntry *e)
+{
+    PyObject *name = e->code_name ? e->code_name : Py_None;
+    if (e->resume_offset == 0)
+        return PyUnicode_FromFormat("%S [%d/%d]", name, e->frame_id, e->frame_compile_id);
+    return PyUnicode_FromFormat("%S [%d/%d], resuming at line %d", name, e->frame_id,
+                                e->frame_compile_id, e->resume_line);
+}
+
+/* The report's data from an event log and the entries made. */
+static PyObject *output_build(PyObject *function, PyObject *events, PyObject *entries)
+{
+    ExplainOutput *o = PyObject_GC_New(ExplainOutput, ExplainOutputType);
+    if (o == NULL)
+        return NULL;
+    o->function = Py_NewRef(function);
+    o->graphs = PyList_New(0);
+    o->break_reasons = PyList_New(0);
+    o->ops_per_graph = PyList_New(0);
+    o->out_guards = PyList_New(0);
+    o->compile_times = PyList_New(0);
+    o->plans = PyList_New(0);
+    o->skipped = PyList_New(0);
+    o->cache_limits = PyList_New(0);
+    o->entries = PySequence_List(entries);
+    PyObject_GC_Track(o);
+    if (!o->graphs || !o->break_reasons || !o->ops_per_graph || !o->out_guards
+        || !o->compile_times || !o->plans || !o->skipped || !o->cache_limits || !o->entries)
+        goto fail;
+
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->entries); i++) {
+        CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(o->entries, i);
+        if (e->plan.gm != NULL) {
+            if (PyList_Append(o->graphs, e->plan.gm) < 0
+                || append_steal(o->ops_per_graph, graph_ops(e->plan.gm)) < 0)
+                goto fail;
+        }
+        PyObject *infos = guardset_info_list(&e->guards);
+        if (infos == NULL)
+            goto fail;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(infos); k++) {
+            PyObject *g = PyList_GET_ITEM(infos, k);
+            PyObject *kind = PyObject_GetAttrString(g, "kind");
+            bool internal = kind && PyUnicode_Check(kind)
+                            && PyUnicode_CompareWithASCIIString(kind, "BACKEND_MATCH") == 0;
+            Py_XDECREF(kind);
+            if (!internal && PyList_Append(o->out_guards, g) < 0) {
+                Py_DECREF(infos);
+                goto fail;
+            }
+        }
+        Py_DECREF(infos);
+        PyObject *label = entry_label(e);
+        PyObject *text = label ? plan_render(&e->plan, &e->guards) : NULL;
+        PyObject *pair = text ? PyTuple_Pack(2, label, text) : NULL;
+        Py_XDECREF(label);
+        Py_XDECREF(text);
+        if (append_steal(o->plans, pair) < 0)
+            goto fail;
+    }
+
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *ev = PyList_GET_ITEM(events, i);
+        if (!PyDict_Check(ev))
+            continue;
+        if (ev_is(ev, "graph_break")) {
+            PyObject *br = PyStructSequence_New(BreakReasonType);
+            PyObject *stack = br ? make_stack(ev_get(ev, "user_stack")) : NULL;
+            if (stack == NULL) {
+                Py_XDECREF(br);
+                goto fail;
+            }
+            PyStructSequence_SET_ITEM(br, 0, Py_NewRef(ev_get(ev, "reason")));
+            PyStructSequence_SET_ITEM(br, 1, Py_NewRef(ev_get(ev, "kind")));
+            PyStructSequence_SET_ITEM(br, 2, stack);
+            PyStructSequence_SET_ITEM(br, 3, Py_NewRef(ev_get(ev, "compile_id")));
+            PyStructSequence_SET_ITEM(br, 4, Py_NewRef(ev_get(ev, "name")));
+            if (append_steal(o->break_reasons, br) < 0)
+                goto fail;
+        }
+        else if (ev_is(ev, "compile_end")) {
+            PyObject *ct = PyStructSequence_New(CompileTimeType);
+            if (ct == NULL)
+                goto fail;
+            double ns = PyFloat_AsDouble(ev_get(ev, "duration_ns"));
+            if (ns == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                ns = 0;
+            }
+            PyStructSequence_SET_ITEM(ct, 0, Py_NewRef(ev_get(ev, "compile_id")));
+            PyStructSequence_SET_ITEM(ct, 1, Py_NewRef(ev_get(ev, "name")));
+            PyStructSequence_SET_ITEM(ct, 2, PyFloat_FromDouble(ns / 1e6));
+            PyStructSequence_SET_ITEM(ct, 3, Py_NewRef(ev_get(ev, "outcome")));
+            if (append_steal(o->compile_times, ct) < 0)
+                goto fail;
+        }
+        else if (ev_is(ev, "frame_skip")) {
+            PyObject *where = PyUnicode_FromFormat("%S:%S", ev_get(ev, "filename"),
+                                                   ev_get(ev, "firstlineno"));
+            PyObject *t = where ? PyTuple_Pack(3, ev_get(ev, "name"), where, ev_get(ev, "reason")) : NULL;
+            Py_XDECREF(where);
+            if (append_steal(o->skipped, t) < 0)
+                goto fail;
+        }
+        else if (ev_is(ev, "cache_limit")) {
+            PyObject *t = PyTuple_Pack(2, ev_get(ev, "name"), ev_get(ev, "last_failure"));
+            if (append_steal(o->cache_limits, t) < 0)
+                goto fail;
+        }
+    }
+    return (PyObject *)o;
+fail:
+    Py_DECREF(o);
+    return NULL;
+}
+
+/* ---- the report ---- */
+
+/* A one-line hint of the usual fix for a break. */
+static const char *break_hint(PyObject *kind, PyObject *reason)
+{
+    const char *k = kind && PyUnicode_Check(kind) ? PyUnicode_AsUTF8(kind) : "";
+    const char *r = reason && PyUnicode_Check(reason) ? PyUnicode_AsUTF8(reason) : "";
+    if (k == NULL || r == NULL) {
+        PyErr_Clear();
+        return "";
+    }
+    if (strstr(r, "print"))
+        return "record the values and print them after the call, or move print out of the captured function";
+    if (strstr(r, ".item()") || strstr(r, ".tolist()"))
+        return "keep the value as an array (or move .item() out of the captured function)";
+    if (strcmp(k, "data_escape") == 0)
+        return "keep values as arrays inside the captured function; convert to Python numbers after it";
+    if (strcmp(k, "data_dependent_branch") == 0)
+        return "select with np.where / masks instead of a Python if on array values, or move the branch out";
+    if (strstr(r, "in-place") || strstr(r, "out=") || strstr(r, "out argument") || strstr(r, "assignment"))
+        return "compute out of place (y = x + 1) instead of writing into arrays the program can see";
+    if (strcmp(k, "unsupported") == 0)
+        return "this construct (try/with/...) runs in the interpreter: move it out of the hot function";
+    return "move the call out of the captured function, or use an operation the engine captures";
+}
+
+/* Append a formatted line. */
+static int line(PyObject *out, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyObject *s = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    int rc = append_steal(out, s);
+    return rc;
+}
+
+/* Append each line of `text` indented by `indent` spaces. */
+static int indented(PyObject *out, PyObject *text, int indent)
+{
+    PyObject *lines = PyUnicode_Splitlines(text, 0);
+    if (lines == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lines); i++) {
+        char pad[32];
+        int n = indent < (int)sizeof(pad) - 1 ? indent : (int)sizeof(pad) - 1;
+        memset(pad, ' ', (size_t)n);
+        pad[n] = '\0';
+        if (line(out, "%s%U", pad, PyList_GET_ITEM(lines, i)) < 0) {
+            Py_DECREF(lines);
+            return -1;
+        }
+    }
+    Py_DECREF(lines);
+    return 0;
+}
+
+static PyObject *output_str(ExplainOutput *o)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t ngraphs = PyList_GET_SIZE(o->graphs);
+    Py_ssize_t nbreaks = PyList_GET_SIZE(o->break_reasons);
+    long nops = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->ops_per_graph); i++)
+        nops += (long)PyList_GET_SIZE(PyList_GET_ITEM(o->ops_per_graph, i));
+    double ms = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->compile_times); i++) {
+        double v = PyFloat_AsDouble(PyStructSequence_GET_ITEM(PyList_GET_ITEM(o->compile_times, i), 2));
+        ms += v > 0 ? v : 0;
+    }
+    PyErr_Clear();
+    char msbuf[32];
+    PyOS_snprintf(msbuf, sizeof(msbuf), "%.1f", ms);
+
+    if (line(out, "dynscope.explain: %U", o->function) < 0
+        || line(out, "  %zd graph%s, %zd graph break%s, %ld op%s in graphs", ngraphs,
+                ngraphs == 1 ? "" : "s", nbreaks, nbreaks == 1 ? "" : "s", nops,
+                nops == 1 ? "" : "s") < 0
+        || line(out, "  %zd compile%s (%s ms), %zd frame%s skipped, %zd cache limit%s hit",
+                PyList_GET_SIZE(o->compile_times), PyList_GET_SIZE(o->compile_times) == 1 ? "" : "s",
+                msbuf, PyList_GET_SIZE(o->skipped), PyList_GET_SIZE(o->skipped) == 1 ? "" : "s",
+                PyList_GET_SIZE(o->cache_limits), PyList_GET_SIZE(o->cache_limits) == 1 ? "" : "s") < 0)
+        goto fail;
+
+    if (nbreaks > 0 && line(out, "\nGraph breaks") < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < nbreaks; i++) {
+        PyObject *br = PyList_GET_ITEM(o->break_reasons, i);
+        PyObject *reason = PyStructSequence_GET_ITEM(br, 0);
+        PyObject *kind = PyStructSequence_GET_ITEM(br, 1);
+        PyObject *stack = PyStructSequence_GET_ITEM(br, 2);
+        if (line(out, "  %zd. %S  [%S]", i + 1, reason, kind) < 0)
+            goto fail;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
+            PyObject *fr = PyList_GET_ITEM(stack, k);
+            if (line(out, "       %S:%S in %S", PyStructSequence_GET_ITEM(fr, 0),
+                     PyStructSequence_GET_ITEM(fr, 1), PyStructSequence_GET_ITEM(fr, 2)) < 0
+                || line(out, "           %S", PyStructSequence_GET_ITEM(fr, 3)) < 0)
+                goto fail;
+        }
+        if (line(out, "       hint: %s", break_hint(kind, reason)) < 0)
+            goto fail;
+    }
+
+    if (PyList_GET_SIZE(o->skipped) > 0 && line(out, "\nFrames run without capture") < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->skipped); i++) {
+        PyObject *t = PyList_GET_ITEM(o->skipped, i);
+        if (line(out, "  %S (%S): %S", PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1),
+                 PyTuple_GET_ITEM(t, 2)) < 0)
+            goto fail;
+    }
+    if (PyList_GET_SIZE(o->cache_limits) > 0 && line(out, "\nCache limits hit") < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->cache_limits); i++) {
+        PyObject *t = PyList_GET_ITEM(o->cache_limits, i);
+        if (line(out, "  %S: last failing guard %S", PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1)) < 0)
+            goto fail;
+    }
+
+    Py_ssize_t gi = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->entries); i++) {
+        CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(o->entries, i);
+        if (e->plan.gm == NULL)
+            continue;
+        if (gi == 0 && line(out, "\nGraphs") < 0)
+            goto fail;
+        PyObject *label = entry_label(e);
+        PyObject *graph = label ? PyObject_GetAttrString(e->plan.gm, "graph") : NULL;
+        PyObject *table = graph ? graph_tabular((GraphObject *)graph) : NULL;
+        Py_XDECREF(graph);
+        int rc = table ? line(out, "  Graph %zd of %zd: %U, %d op%s", ++gi, ngraphs, label,
+                              e->plan.nops, e->plan.nops == 1 ? "" : "s") : -1;
+        if (rc == 0)
+            rc = indented(out, table, 4);
+        Py_XDECREF(label);
+        Py_XDECREF(table);
+        if (rc < 0)
+            goto fail;
+    }
+
+    if (PyList_GET_SIZE(o->plans) > 0 && line(out, "\nPlans (what runs instead of the bytecode)") < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->plans); i++) {
+        PyObject *t = PyList_GET_ITEM(o->plans, i);
+        if (line(out, "  %U", PyTuple_GET_ITEM(t, 0)) < 0 || indented(out, PyTuple_GET_ITEM(t, 1), 4) < 0)
+            goto fail;
+    }
+
+    if (PyList_GET_SIZE(o->entries) > 0 && line(out, "\nGuards") < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->entries); i++) {
+        CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(o->entries, i);
+        PyObject *label = entry_label(e);
+        if (label == NULL || line(out, "  %U", label) < 0) {
+            Py_XDECREF(label);
+            goto fail;
+        }
+        Py_DECREF(label);
+        for (int g = 0; g < e->guards.n; g++) {
+            if (e->guards.guards[g].kind == GUARD_BACKEND_MATCH)
+                continue;
+            PyObject *expr = guardset_render_guard(&e->guards, g);
+            char kind[24];
+            PyOS_snprintf(kind, sizeof(kind), "%-14s", guard_kind_name(e->guards.guards[g].kind));
+            int rc = expr ? line(out, "    %s %U", kind, expr) : -1;
+            Py_XDECREF(expr);
+            if (rc < 0)
+                goto fail;
+        }
+    }
+    PyObject *nl = PyUnicode_FromString("\n");
+    PyObject *text = nl ? PyUnicode_Join(nl, out) : NULL;
+    Py_XDECREF(nl);
+    Py_DECREF(out);
+    return text;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *output_repr(ExplainOutput *o)
+{
+    return PyUnicode_FromFormat("<ExplainOutput %U: %zd graphs, %zd graph breaks>", o->function,
+                                PyList_GET_SIZE(o->graphs), PyList_GET_SIZE(o->break_reasons));
+}
+
+static PyObject *output_get_graph_count(ExplainOutput *o, void *c)
+{
+    (void)c;
+    return PyLong_FromSsize_t(PyList_GET_SIZE(o->graphs));
+}
+
+static PyObject *output_get_break_count(ExplainOutput *o, void *c)
+{
+    (void)c;
+    return PyLong_FromSsize_t(PyList_GET_SIZE(o->break_reasons));
+}
+
+static PyMemberDef output_members[] = {
+    {"function", T_OBJECT, offsetof(ExplainOutput, function), READONLY, "what was explained"},
+    {"graphs", T_OBJECT, offsetof(ExplainOutput, graphs), READONLY, "the captured GraphModules, in compile order"},
+    {"break_reasons", T_OBJECT, offsetof(ExplainOutput, break_reasons), READONLY, "list of BreakReason, as they happened"},
+    {"ops_per_graph", T_OBJECT, offsetof(ExplainOutput, ops_per_graph), READONLY, "targets of each graph's call nodes"},
+    {"out_guards", T_OBJECT, offsetof(ExplainOutput, out_guards), READONLY, "every guard of every entry (kind, expr, source)"},
+    {"compile_times", T_OBJECT, offsetof(ExplainOutput, compile_times), READONLY, "list of CompileTime"},
+    {"plans", T_OBJECT, offsetof(ExplainOutput, plans), READONLY, "list of (entry label, plan as pseudo-Python)"},
+    {"skipped", T_OBJECT, offsetof(ExplainOutput, skipped), READONLY, "frames that ran without capture: (function, file:line, reason)"},
+    {"cache_limits", T_OBJECT, offsetof(ExplainOutput, cache_limits), READONLY, "frames that hit the cache limit: (function, last failing guard)"},
+    {"entries", T_OBJECT, offsetof(ExplainOutput, entries), READONLY, "the cache entries made, in compile order"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef output_getset[] = {
+    {"graph_count", (getter)output_get_graph_count, NULL, "number of graphs", NULL},
+    {"graph_break_count", (getter)output_get_break_count, NULL, "number of graph breaks, as they happened", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot output_slots[] = {
+    {Py_tp_dealloc, output_dealloc},
+    {Py_tp_traverse, output_traverse},
+    {Py_tp_clear, output_clear},
+    {Py_tp_str, output_str},
+    {Py_tp_repr, output_repr},
+    {Py_tp_members, output_members},
+    {Py_tp_getset, output_getset},
+    {Py_tp_doc, "What one explained call (or an ExplainBackend's run) captured.  str() is the report."},
+    {0, NULL},
+};
+
+static PyType_Spec output_spec = {
+    .name = "dynscope.ExplainOutput",
+    .basicsize = sizeof(ExplainOutput),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = output_slots,
+};
+
+/* ---- the entries a session made, in compile order ---- */
+
+/* Entries of every private cache, ordered like the compile_end events. */
+static PyObject *session_entries(CaptureSession *s)
+{
+    PyObject *all = PyList_New(0);
+    PyObject *cap, *key;
+    Py_ssize_t pos = 0;
+    if (all == NULL)
+        return NULL;
+    while (PyDict_Next(s->caches, &pos, &key, &cap)) {
+        CodeCache *cc = PyCapsule_GetPointer(cap, "dynscope.CodeCache");
+        PyObject *entries = cc ? cache_entries_list(cc) : NULL;
+        if (entries == NULL) {
+            Py_DECREF(all);
+            return NULL;
+        }
+        int rc = PyList_SetSlice(all, PyList_GET_SIZE(all), PyList_GET_SIZE(all), entries);
+        Py_DECREF(entries);
+        if (rc < 0) {
+            Py_DECREF(all);
+            return NULL;
+        }
+    }
+    /* order: position of the entry's compile_end event */
+    PyObject *ordered = PyList_New(0);
+    for (Py_ssize_t i = 0; ordered && i < PyList_GET_SIZE(s->events); i++) {
+        PyObject *ev = PyList_GET_ITEM(s->events, i);
+        if (!ev_is(ev, "compile_end"))
+            continue;
+        PyObject *cid = ev_get(ev, "compile_id");
+        long long code_id = PyLong_AsLongLong(ev_get(ev, "code_id"));
+        PyErr_Clear();
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(all); k++) {
+            CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(all, k);
+            PyObject *ecid = PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
+            int same = ecid && e->code_id == code_id && PyUnicode_Compare(ecid, cid) == 0;
+            Py_XDECREF(ecid);
+            if (same && PyList_Append(ordered, (PyObject *)e) < 0)
+                Py_CLEAR(ordered);
+        }
+    }
+    Py_DECREF(all);
+    return ordered;
+}
+
+/* ---- Explainer: explain(fn) ---- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;             /* strong: the callable to explain */
+    PyObject *backend;        /* strong: resolved backend */
+} Explainer;
+
+static PyTypeObject *ExplainerType;
+
+static PyObject *explainer_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fn", "backend", NULL};
+    PyObject *fn, *backend = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$O:explain", kwlist, &fn, &backend))
+        return NULL;
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "explain() expects a callable, got %.100s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    PyObject *resolved = backend ? backend_resolve(backend) : backend_eager_ref();
+    if (resolved == NULL)
+        return NULL;
+    Explainer *x = (Explainer *)tp->tp_alloc(tp, 0);
+    if (x == NULL) {
+        Py_DECREF(resolved);
+        return NULL;
+    }
+    /* An optimized function is explained as the function it wraps: its own
+       backend is not called. */
+    PyObject *orig = PyObject_GetAttrString(fn, "_dynscope_orig");
+    if (orig == NULL)
+        PyErr_Clear();
+    x->fn = orig ? orig : Py_NewRef(fn);
+    x->backend = resolved;
+    return (PyObject *)x;
+}
+
+static PyObject *function_label(PyObject *fn)
+{
+    PyObject *name = PyObject_GetAttrString(fn, "__qualname__");
+    if (name == NULL) {
+        PyErr_Clear();
+        name = PyObject_Repr(fn);
+    }
+    PyObject *code = PyObject_GetAttrString(fn, "__code__");
+    if (code == NULL || !PyCode_Check(code)) {
+        PyErr_Clear();
+        Py_XDECREF(code);
+        return name;
+    }
+    PyObject *file = PyObject_GetAttrString(code, "co_filename");
+    PyObject *base = NULL;
+    if (file) {
+        PyObject *os_path = PyImport_ImportModule("os.path");
+        base = os_path ? PyObject_CallMethod(os_path, "basename", "O", file) : NULL;
+        Py_XDECREF(os_path);
+    }
+    PyObject *label = base && name ? PyUnicode_FromFormat("%U (%U:%d)", name, base,
+                                                          ((PyCodeObject *)code)->co_firstlineno) : NULL;
+    if (label == NULL)
+        PyErr_Clear();
+    Py_XDECREF(file);
+    Py_XDECREF(base);
+    Py_DECREF(code);
+    if (label == NULL)
+        return name;
+    Py_XDECREF(name);
+    return label;
+}
+
+static PyObject *explainer_call(Explainer *x, PyObject *args, PyObject *kwds)
+{
+    CaptureSession session;
+    memset(&session, 0, sizeof(session));
+    session.caches = PyDict_New();
+    session.events = PyList_New(0);
+    PyObject *label = function_label(x->fn);
+    if (session.caches == NULL || session.events == NULL || label == NULL) {
+        Py_XDECREF(session.caches);
+        Py_XDECREF(session.events);
+        Py_XDECREF(label);
+        return NULL;
+    }
+    ThreadCapture *tc = capture_state();
+    CaptureSession *saved = tc->session;
+    CaptureConfig cfg = {x->backend, false};
+    PyObject *result = NULL;
+    tc->session = &session;
+    if (capture_enter(&cfg) == 0) {
+        result = PyObject_Call(x->fn, args, kwds);
+        capture_exit();
+    }
+    tc->session = saved;
+
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (result == NULL) {
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+    }
+    PyObject *entries = session_entries(&session);
+    PyObject *out = entries ? output_build(label, session.events, entries) : NULL;
+    Py_XDECREF(entries);
+    Py_DECREF(label);
+    Py_DECREF(session.caches);    /* frees the private caches (entries live on in out) */
+    Py_DECREF(session.events);
+    Py_XDECREF(result);           /* what fn returned: explain returns the report */
+    if (type != NULL) {
+        /* fn's exception wins; the report stays reachable from it */
+        if (out != NULL && value != NULL && PyObject_SetAttrString(value, "explain_output", out) < 0)
+            PyErr_Clear();
+        Py_XDECREF(out);
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    return out;
+}
+
+static int explainer_traverse(Explainer *x, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(x));
+    Py_VISIT(x->fn);
+    Py_VISIT(x->backend);
+    return 0;
+}
+
+static int explainer_clear(Explainer *x)
+{
+    Py_CLEAR(x->fn);
+    Py_CLEAR(x->backend);
+    return 0;
+}
+
+static void explainer_dealloc(Explainer *x)
+{
+    PyTypeObject *tp = Py_TYPE(x);
+    PyObject_GC_UnTrack(x);
+    explainer_clear(x);
+    tp->tp_free((PyObject *)x);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot explainer_slots[] = {
+    {Py_tp_new, explainer_new},
+    {Py_tp_call, explainer_call},
+    {Py_tp_dealloc, explainer_dealloc},
+    {Py_tp_traverse, explainer_traverse},
+    {Py_tp_clear, explainer_clear},
+    {Py_tp_doc, "explain(fn, *, backend='eager')(*args, **kwargs) -> ExplainOutput\n\n"
+                "Run fn once under a private capture (global caches and counters are\n"
+                "neither read nor changed) and report what was captured."},
+    {0, NULL},
+};
+
+static PyType_Spec explainer_spec = {
+    .name = "dynscope.Explainer",
+    .basicsize = sizeof(Explainer),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = explainer_slots,
+};
+
+/* ---- ExplainBackend ---- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *inner;          /* strong: the backend doing the compiling */
+    PyObject *events;         /* strong: list of event dicts seen */
+    PyObject *entries;        /* strong: list of CacheEntry made */
+} ExplainBackend;
+
+static PyTypeObject *ExplainBackendType;
+
+bool explain_is_backend(PyObject *backend)
+{
+    return backend != NULL && ExplainBackendType != NULL && Py_IS_TYPE(backend, ExplainBackendType);
+}
+
+void explain_backend_note_event(PyObject *backend, PyObject *event)
+{
+    if (PyList_Append(((ExplainBackend *)backend)->events, event) < 0)
+        PyErr_Clear();
+}
+
+void explain_backend_note_entry(PyObject *backend, CacheEntry *entry)
+{
+    if (PyList_Append(((ExplainBackend *)backend)->entries, (PyObject *)entry) < 0)
+        PyErr_Clear();
+}
+
+static PyObject *eb_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"inner", NULL};
+    PyObject *inner = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:ExplainBackend", kwlist, &inner))
+        return NULL;
+    PyObject *resolved = inner ? backend_resolve(inner) : backend_eager_ref();
+    if (resolved == NULL)
+        return NULL;
+    ExplainBackend *b = (ExplainBackend *)tp->tp_alloc(tp, 0);
+    if (b == NULL) {
+        Py_DECREF(resolved);
+        return NULL;
+    }
+    b->inner = resolved;
+    b->events = PyList_New(0);
+    b->entries = PyList_New(0);
+    if (b->events == NULL || b->entries == NULL) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    return (PyObject *)b;
+}
+
+static PyObject *eb_call(ExplainBackend *b, PyObject *args, PyObject *kwds)
+{
+    return PyObject_Call(b->inner, args, kwds);
+}
+
+static PyObject *eb_output(ExplainBackend *b, PyObject *unused)
+{
+    (void)unused;
+    PyObject *label = PyUnicode_FromFormat("ExplainBackend(%R)", b->inner);
+    if (label == NULL)
+        return NULL;
+    PyObject *out = output_build(label, b->events, b->entries);
+    Py_DECREF(label);
+    return out;
+}
+
+static int eb_traverse(ExplainBackend *b, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(b));
+    Py_VISIT(b->inner);
+    Py_VISIT(b->events);
+    Py_VISIT(b->entries);
+    return 0;
+}
+
+static int eb_clear(ExplainBackend *b)
+{
+    Py_CLEAR(b->inner);
+    Py_CLEAR(b->events);
+    Py_CLEAR(b->entries);
+    return 0;
+}
+
+static void eb_dealloc(ExplainBackend *b)
+{
+    PyTypeObject *tp = Py_TYPE(b);
+    PyObject_GC_UnTrack(b);
+    eb_clear(b);
+    tp->tp_free((PyObject *)b);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef eb_methods[] = {
+    {"output", (PyCFunction)eb_output, METH_NOARGS,
+     "output()\n--\n\nThe ExplainOutput of everything compiled through this backend so far."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef eb_members[] = {
+    {"inner", T_OBJECT, offsetof(ExplainBackend, inner), READONLY, "the wrapped backend"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot eb_slots[] = {
+    {Py_tp_new, eb_new},
+    {Py_tp_call, eb_call},
+    {Py_tp_dealloc, eb_dealloc},
+    {Py_tp_traverse, eb_traverse},
+    {Py_tp_clear, eb_clear},
+    {Py_tp_methods, eb_methods},
+    {Py_tp_members, eb_members},
+    {Py_tp_doc, "ExplainBackend(inner='eager')\n\nA backend that compiles with `inner` and "
+                "accumulates an explain report\n(graphs, breaks, guards) over a whole run; "
+                "see .output()."},
+    {0, NULL},
+};
+
+static PyType_Spec eb_spec = {
+    .name = "dynscope.ExplainBackend",
+    .basicsize = sizeof(ExplainBackend),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = eb_slots,
+};
+
+/* ---- init ---- */
+
+int explain_types_init(PyObject *module)
+{
+    StackFrameType = PyStructSequence_NewType(&stack_frame_desc);
+    BreakReasonType = PyStructSequence_NewType(&break_reason_desc);
+    CompileTimeType = PyStructSequence_NewType(&compile_time_desc);
+    if (!StackFrameType || !BreakReasonType || !CompileTimeType) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    ExplainOutputType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &output_spec, NULL);
+    ExplainerType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &explainer_spec, NULL);
+    ExplainBackendType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &eb_spec, NULL);
+    if (!ExplainOutputType || !ExplainerType || !ExplainBackendType)
+        return -1;
+    if (PyModule_AddObjectRef(module, "StackFrame", (PyObject *)StackFrameType) < 0
+        || PyModule_AddObjectRef(module, "BreakReason", (PyObject *)BreakReasonType) < 0
+        || PyModule_AddObjectRef(module, "CompileTime", (PyObject *)CompileTimeType) < 0
+        || PyModule_AddObjectRef(module, "ExplainOutput", (PyObject *)ExplainOutputType) < 0
+        || PyModule_AddObjectRef(module, "Explainer", (PyObject *)ExplainerType) < 0
+        || PyModule_AddObjectRef(module, "ExplainBackend", (PyObject *)ExplainBackendType) < 0)
+        return -1;
+    return 0;
+}

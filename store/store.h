@@ -1,0 +1,206 @@
+/*
+ * store.h -- the SQLite recorder of dynscope (DESIGN.md 4.3): a plain-C
+ * library that turns engine events (engine/event_record.h) into rows of a
+ * versioned SQLite schema (docs/sql.md), plus the read helpers dyntop and
+ * `python -m dynscope sql` share.
+ *
+ * Writing.  store_open() creates or migrates the database and starts one
+ * writer thread; store_submit() copies an event into a bounded in-memory
+ * queue and returns at once -- it never performs I/O and never waits for the
+ * writer.  The writer batches queued events into transactions (WAL mode,
+ * prepared statements) every flush interval, earlier when the queue is half
+ * full, and on store_close().  Recording fails soft: a full queue, a locked
+ * database, a full disk or any other write error drops the events concerned,
+ * counts them (StoreStats, runs.dropped_events) and reports each kind of
+ * failure once through the log function; the producer never sees it.
+ *
+ * Threads.  store_submit() may be called from any number of threads at once.
+ * store_stats() from any thread.  store_close() once, from any thread, after
+ * every producer has stopped calling store_submit() on that Store.
+ *
+ * fork().  Threads do not survive fork(), and an SQLite connection must not be
+ * used on both sides of one.  Register, around fork():
+ *     prepare: store_pause(s)                (the writer is parked outside SQLite)
+ *     parent:  store_resume(s)
+ *     child:   store_forget_after_fork(s); s = NULL; then store_open() anew
+ * store_forget_after_fork() never touches the parent's writer thread or
+ * transaction: see its contract below.
+ *
+ * Errors.  Functions returning int return 0 on success and -1 on failure.
+ * An `errmsg` out-parameter, when not NULL, receives a malloc'd message on
+ * failure (free() it) and is set to NULL on success.
+ *
+ * Python.h stays out of this library (STYLE.md).
+ */
+#ifndef DYNSCOPE_STORE_H
+#define DYNSCOPE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/event_record.h"
+
+struct sqlite3;
+
+/* The schema version this build writes; PRAGMA user_version of the file. */
+#define STORE_SCHEMA_VERSION 2
+
+/* PRAGMA application_id of every dynscope database: 'DYNS'. */
+#define STORE_APPLICATION_ID 0x44594E53
+
+typedef struct Store Store;
+
+/* Options of store_open().  A zeroed struct (or NULL) means the defaults. */
+typedef struct StoreOptions {
+    /* runs.argv: recorded as a JSON array of strings; argv may be NULL. */
+    const char *const *argv;
+    int argc;
+    /* runs.python: the interpreter's version string; NULL stores NULL. */
+    const char *python;
+    /* Queue bound in events (rounded up to a power of two); default 16384. */
+    unsigned queue_capacity;
+    /* Queue bound in bytes of copied events; default 64 MiB. */
+    size_t queue_max_bytes;
+    /* Write what is queued at least this often, in ms; default 500. */
+    unsigned flush_interval_ms;
+    /* How long a write waits for another connection's lock; default 2000 ms.
+       Past it the batch is dropped and counted. */
+    unsigned busy_timeout_ms;
+    /* Events per transaction at most; default 4096. */
+    unsigned batch_max;
+    /* Cap the database size (PRAGMA max_page_count), bytes; 0 = no cap.
+       Writes past it fail soft like a full disk. */
+    long long max_db_bytes;
+    /* Where the one-time failure reports go.  NULL: one line on stderr.
+       Called from the writer thread; msg has no trailing newline. */
+    void (*log)(void *log_arg, const char *msg);
+    void *log_arg;
+} StoreOptions;
+
+/* Counters of one Store; consistent with each other once store_close() has
+   started (then submitted == written + dropped). */
+typedef struct StoreStats {
+    uint64_t submitted;      /* store_submit() calls */
+    uint64_t written;        /* events committed to the database */
+    uint64_t dropped;        /* dropped_queue + dropped_write */
+    uint64_t dropped_queue;  /* queue full (events or bytes) or out of memory */
+    uint64_t dropped_write;  /* their transaction or statement failed */
+    uint64_t errors;         /* failed transactions and statements */
+    uint64_t pending;        /* in the queue now (approximate) */
+    long long run_id;        /* runs.run_id of this Store */
+} StoreStats;
+
+/*
+ * Open (creating if absent, mode 0600) the database at `path`, bring its
+ * schema to STORE_SCHEMA_VERSION, insert this process's `runs` row (pid,
+ * opts->argv, opts->python, started_at) and start the writer thread.
+ *
+ * Fails, returning NULL and setting *errmsg, when: the file cannot be created
+ * or opened read-write; it is not an SQLite database; it is an SQLite database
+ * that is not a dynscope one (other application_id, or tables without one);
+ * its schema is newer than this build; the schema cannot be created or
+ * migrated (e.g. locked past busy_timeout_ms); the thread cannot start.
+ * Nothing is printed: the caller reports *errmsg.  Nothing is left running.
+ */
+Store *store_open(const char *path, const StoreOptions *opts, char **errmsg);
+
+/*
+ * Copy `ev` (every string included) into the queue.  Never blocks on the
+ * writer and performs no I/O (at most one write(2) of one byte to a pipe, to
+ * wake the writer early when the queue passes half full).  Returns 0 if
+ * queued, -1 if dropped (queue full, out of memory, store closing); every
+ * drop is counted.  NULL strings in `ev` are taken as "".
+ */
+int store_submit(Store *s, const EventRecord *ev);
+
+/*
+ * Write everything queued, set runs.ended_at and runs.dropped_events, stop
+ * the writer thread, close the database and free `s`.  Blocks until done
+ * (at most about one busy timeout per failing batch).  s == NULL: no-op.
+ * Precondition: no store_submit() on `s` runs or follows.
+ */
+void store_close(Store *s);
+
+/* A snapshot of the counters.  Cannot fail; any thread. */
+StoreStats store_stats(Store *s);
+
+/*
+ * Park the writer outside SQLite and keep it there until store_resume():
+ * returns once the transaction in progress (if any) has ended.  Producers are
+ * unaffected (the queue fills, then drops).  For pthread_atfork's prepare
+ * handler, and for tests.  Not nestable; pair with store_resume() or, in a
+ * fork child, store_forget_after_fork().
+ */
+void store_pause(Store *s);
+void store_resume(Store *s);
+
+/*
+ * In a fork child: release the parent's Store without touching the parent's
+ * writer thread (it does not exist here) or its pending transaction.  Events
+ * still queued belong to the parent, which writes them.  If the parent called
+ * store_pause() before fork(), the inherited connection is idle and is
+ * closed, so that a new Store on the same file in the child uses fresh SQLite
+ * lock state (SQLite tracks POSIX locks per process and inode; an inherited
+ * connection would make the child share the parent's view of them);
+ * otherwise the connection is leaked as is, never used.  s == NULL: no-op.
+ */
+void store_forget_after_fork(Store *s);
+
+/* ---- reading (read.c): shared with dyntop and the sql command ---- */
+
+typedef struct StoreReader StoreReader;
+
+/*
+ * Open `path` read-only (URI file:...?mode=ro) and check that it is a dynscope
+ * database at STORE_SCHEMA_VERSION.  On failure returns NULL and sets *errmsg
+ * (missing file, not SQLite, not dynscope, older or newer schema).
+ */
+StoreReader *store_reader_open(const char *path, char **errmsg);
+void store_reader_close(StoreReader *r);   /* NULL: no-op */
+
+/* The read-only connection, for queries of one's own (borrowed). */
+struct sqlite3 *store_reader_db(StoreReader *r);
+
+/* Totals over one run (run_id > 0) or every run (run_id == 0). */
+typedef struct StoreSummary {
+    long long runs;
+    long long last_run_id;     /* 0 if none */
+    long long code_objects;
+    long long compiles;
+    long long recompiles;      /* compiles with frame_compile_id > 0 */
+    long long guard_failures;
+    long long graph_breaks;
+    long long cache_entries;   /* entries alive (not cleared by a reset) */
+    long long hits;            /* over those entries */
+    long long dropped_events;
+} StoreSummary;
+
+/* Fill *out from one consistent snapshot.  0 or -1 (*errmsg set). */
+int store_read_summary(StoreReader *r, long long run_id, StoreSummary *out, char **errmsg);
+
+/* One code object with its aggregates (view code_summary). */
+typedef struct StoreCodeRow {
+    long long run_id;
+    long long code_id;
+    char *filename;            /* malloc'd, never NULL ("" if unknown) */
+    char *name;
+    int firstlineno;
+    long long compiles;
+    long long recompiles;
+    long long graph_breaks;
+    long long guard_failures;
+    long long cache_entries;   /* alive */
+    long long hits;            /* over alive entries */
+    char *last_failure;        /* "expr (observed v)" of the newest guard failure, or "" */
+} StoreCodeRow;
+
+/*
+ * The code objects of one run (run_id > 0) or of every run (0), most
+ * compiled first.  On success *rows (free with store_code_rows_free) and
+ * *nrows are set; on failure they are NULL/0 and *errmsg is set.
+ */
+int store_read_code_objects(StoreReader *r, long long run_id, StoreCodeRow **rows,
+                            size_t *nrows, char **errmsg);
+void store_code_rows_free(StoreCodeRow *rows, size_t nrows);
+
+#endif /* DYNSCOPE_STORE_H */

@@ -1,0 +1,244 @@
+"""dynscope.explain(fn)(*args): one call, explained -- counts, break reasons
+with user source lines, ops per graph, guards, the report text, and that the
+global caches and counters are left alone."""
+import operator
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dynscope
+from dynscope import _C
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "data"))
+import three_graphs  # noqa: E402
+
+
+def lineno_of(fn, needle):
+    """Line number of the first source line of fn containing needle."""
+    import inspect
+    lines, start = inspect.getsourcelines(fn)
+    for i, text in enumerate(lines):
+        if needle in text:
+            return start + i
+    raise AssertionError(f"{needle!r} not in {fn.__name__}")
+
+
+def toy_example(a, b):
+    x = a / (np.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def helper_item(t):
+    return t.item()
+
+
+def uses_item(x):
+    v = helper_item(x)
+    return x + v
+
+
+def plus_one(x):
+    return x + 1
+
+
+def test_three_graph_case_counts_kinds_lines_and_ops(capsys):
+    f = three_graphs.f
+    out = dynscope.explain(f)(np.arange(-2.0, 3.0))
+    assert capsys.readouterr().out == "(5,)\n"    # the print ran once, as eagerly
+    assert out.graph_count == 3
+    assert out.graph_break_count == 2
+    assert [b.kind for b in out.break_reasons] == ["call", "data_dependent_branch"]
+    assert "print" in out.break_reasons[0].reason
+    assert "a.sum() > 0" in out.break_reasons[1].reason
+    assert [b.user_stack[-1].lineno for b in out.break_reasons] == [
+        lineno_of(f, "print(a.shape)"), lineno_of(f, "if a.sum() > 0")]
+    assert out.break_reasons[0].user_stack[-1].line == "print(a.shape)"
+    assert out.break_reasons[0].user_stack[-1].name == "f"
+    assert out.break_reasons[0].user_stack[-1].filename == three_graphs.__file__
+    assert out.ops_per_graph == [[np.maximum], [operator.mul, "sum", operator.gt], [operator.add]]
+
+
+def test_three_graph_case_other_side_of_the_branch():
+    out = dynscope.explain(three_graphs.f)(-np.ones(4))
+    assert out.graph_count == 3
+    assert out.ops_per_graph[-1] == [operator.sub]
+
+
+def test_toy_example_with_branch():
+    a = np.linspace(-1, 1, 6)
+    out = dynscope.explain(toy_example)(a, -np.ones(6))
+    assert out.graph_count == 2
+    assert out.graph_break_count == 1
+    assert out.break_reasons[0].kind == "data_dependent_branch"
+    assert out.break_reasons[0].user_stack[-1].lineno == lineno_of(toy_example, "if b.sum() < 0")
+    assert out.ops_per_graph[0] == [np.absolute, operator.add, operator.truediv, "sum", operator.lt]
+    assert out.ops_per_graph[1] == [operator.mul, operator.mul]
+
+
+def test_break_inside_an_inlined_helper_is_reported_inside_it():
+    x = np.array([2.0])
+    out = dynscope.explain(uses_item)(x)
+    kinds = [b.kind for b in out.break_reasons]
+    # the call to helper_item breaks (its inlining met .item()), and the
+    # helper's own frame, captured separately, breaks at .item() again
+    assert kinds == ["data_escape", "data_escape"]
+    first = out.break_reasons[0].user_stack
+    assert [fr.name for fr in first] == ["uses_item", "helper_item"]
+    assert first[-1].lineno == lineno_of(helper_item, "return t.item()")
+    assert first[-1].line == "return t.item()"
+    assert first[0].lineno == lineno_of(uses_item, "v = helper_item(x)")
+    # counted as they happened, not graph_count - 1
+    assert out.graph_break_count == 2
+    assert out.graph_count == 1
+
+
+def test_out_guards_list_tensor_match_with_dtype_shape_strides():
+    out = dynscope.explain(plus_one)(np.ones((3, 4), np.float32))
+    tm = [g for g in out.out_guards if g.kind == "TENSOR_MATCH"]
+    assert len(tm) == 1
+    assert tm[0].source == "L['x']"
+    assert "dtype == float32" in tm[0].expr
+    assert "shape == (3, 4)" in tm[0].expr
+    assert "strides == (16, 4)" in tm[0].expr
+
+
+def test_explain_leaves_global_caches_and_counters_unchanged():
+    opt = dynscope.optimize("eager")(three_graphs.f)
+    x = np.arange(-2.0, 3.0)
+    opt(x)
+    opt(x)
+    before_entries = [(e.compile_id, e.hits, [g.expr for g in e.guards])
+                      for e in dynscope.cache_entries(three_graphs.f)]
+    before_counters = _C.counters()
+    before_events = len(_C.events())
+    out = dynscope.explain(opt)(x)
+    assert out.graph_count == 3
+    after_entries = [(e.compile_id, e.hits, [g.expr for g in e.guards])
+                     for e in dynscope.cache_entries(three_graphs.f)]
+    assert after_entries == before_entries
+    assert _C.counters() == before_counters
+    assert len(_C.events()) == before_events
+    # and explain does not see the global cache either: it compiled afresh
+    assert [c.compile_id for c in out.compile_times] == ["0/0", "1/0", "2/0"] or len(out.compile_times) == 3
+
+
+def test_explain_of_a_non_callable_raises_type_error_at_once():
+    with pytest.raises(TypeError, match="callable"):
+        dynscope.explain(42)
+
+
+def test_exception_inside_fn_propagates_with_the_report_attached():
+    def fails(x):
+        y = x * 3
+        print("before")
+        return y[10]          # IndexError, in a resume frame
+
+    with pytest.raises(IndexError) as info:
+        dynscope.explain(fails)(np.ones(2))
+    out = info.value.explain_output
+    assert out.graph_count >= 1
+    assert out.break_reasons[0].kind == "call"
+    assert "print" in out.break_reasons[0].reason
+
+
+def test_skipped_frames_are_reported():
+    def with_try(x):
+        try:
+            return x + 1
+        except ValueError:
+            return x
+
+    def caller(x):
+        return np.abs(x) + with_try(x) * 0 if False else with_try(x)
+
+    out = dynscope.explain(with_try)(np.ones(2))
+    assert out.graph_count == 0
+    assert len(out.skipped) == 1
+    name, where, reason = out.skipped[0]
+    assert name.endswith("with_try") and "try" in reason
+
+
+def test_cache_limit_hits_are_reported():
+    def scale(x, n):
+        return x * n
+
+    def loop(x):
+        acc = x
+        for n in range(3):
+            acc = acc + scale(x, n) * 0
+        return acc
+
+    dynscope.config.cache_size_limit = 1
+
+    def calls(x):
+        out = x
+        for n in range(3):
+            out = scale_opaque(out, n)
+        return out
+
+    def scale_opaque(x, n):
+        print(end="")          # break: the callee frame is captured on its own
+        return x * n
+
+    out = dynscope.explain(calls)(np.ones(2))
+    assert any(name.endswith("scale_opaque") for name, _ in out.cache_limits)
+
+
+def test_explain_backend_accumulates_a_long_run():
+    eb = dynscope.ExplainBackend("eager")
+    opt = dynscope.optimize(eb)(three_graphs.f)
+    for x in (np.arange(-2.0, 3.0), np.arange(-2.0, 3.0) * 2, -np.ones(5)):
+        np.testing.assert_array_equal(opt(x), three_graphs.f(x))
+    out = eb.output()
+    # positive path: 3 graphs; negative path adds the `sub` resume frame
+    assert out.graph_count == 4
+    assert [b.kind for b in out.break_reasons] == ["call", "data_dependent_branch"]
+    assert any(g.kind == "TENSOR_MATCH" for g in out.out_guards)
+
+
+def _normalized_report(text):
+    text = text.replace(os.path.dirname(three_graphs.__file__) + os.sep, "<tests/data>/")
+    return re.sub(r"\(\d+\.\d ms\)", "(<t> ms)", text)
+
+
+def test_report_text_of_the_three_graph_case_matches_the_golden_file():
+    out = dynscope.explain(three_graphs.f)(np.arange(-2.0, 3.0))
+    got = _normalized_report(str(out)) + "\n"
+    golden_path = os.path.join(HERE, "golden", "explain_three_graphs.txt")
+    if os.environ.get("DYNSCOPE_UPDATE_GOLDEN"):
+        with open(golden_path, "w") as fh:
+            fh.write(got)
+    with open(golden_path) as fh:
+        want = fh.read()
+    assert got == want
+
+
+def test_command_line_explain_runs_a_reproducer_and_prints_the_report():
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+    target = os.path.join(HERE, "data", "three_graphs.py") + ":repro"
+    r = subprocess.run([sys.executable, "-m", "dynscope", "explain", target],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    # repro captures np.arange, breaks at the call to f (inlining f meets
+    # print), and f is then captured on its own: 1 + 3 graphs, 1 + 2 breaks
+    assert "4 graphs, 3 graph breaks" in r.stdout
+    assert "call to builtin print" in r.stdout
+    assert r.stdout.startswith("(5,)\n")
+
+
+def test_command_line_explain_rejects_bad_targets():
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+    r = subprocess.run([sys.executable, "-m", "dynscope", "explain", "nofile.py:f"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and "no such file" in r.stderr
+    target = os.path.join(HERE, "data", "three_graphs.py") + ":missing"
+    r = subprocess.run([sys.executable, "-m", "dynscope", "explain", target],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and "defines no 'missing'" in r.stderr
