@@ -262,6 +262,9 @@ int graph_output(GraphObject *g, PyObject *outputs);
 /* The print_tabular text of g (columns opcode, name, target, args, kwargs).
    New str or NULL. */
 PyObject *graph_tabular(GraphObject *g);
+/* Drop every call node past the first keep_calls (placeholders stay).
+   Cannot fail. */
+void graph_truncate(GraphObject *g, int keep_calls);
 /* Number of nodes that are calls (call_function/method/module). */
 int graph_op_count(GraphObject *g);
 

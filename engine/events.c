@@ -79,7 +79,7 @@ void events_compile_start(CodeCache *cc, CacheEntry *e)
 {
     PyObject *ev = event_base("compile_start", cc);
     set_item(ev, "compile_id", compile_id_str(e));
-    set_item(ev, "resume_offset", PyLong_FromLong(e->resume_offset));
+    set_item(ev, "resume_offset", PyLong_FromLong(e->resume_offset * 2));   /* bytes */
     log_event(ev);
 }
 

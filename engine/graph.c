@@ -971,6 +971,28 @@ graph_call(GraphObject *g, NodeOp op, PyObject *target, PyObject *args,
 }
 
 /*
+ * Drop every call node past the first `keep_calls` (placeholders stay):
+ * the translator undoes the ops of an inlined call that broke.  Nodes left
+ * must not read dropped ones (they were all added before them).  Cannot fail.
+ */
+void
+graph_truncate(GraphObject *g, int keep_calls)
+{
+    Py_ssize_t first = g->nplaceholders + keep_calls;
+    while (PyList_GET_SIZE(g->nodes) > first) {
+        Py_ssize_t last = PyList_GET_SIZE(g->nodes) - 1;
+        NodeObject *node = (NodeObject *)PyList_GET_ITEM(g->nodes, last);
+        if (PySet_Discard(g->names, node->name) < 0)
+            PyErr_Clear();
+        node->graph = NULL;
+        if (PyList_SetSlice(g->nodes, last, last + 1, NULL) < 0) {
+            PyErr_Clear();
+            break;
+        }
+    }
+}
+
+/*
  * Finish g with an output node whose args are (outputs,), as in fx.
  * outputs: a tuple of this graph's nodes and/or constants, possibly nested.
  * 0, or -1 with RuntimeError / TypeError / ValueError, g unchanged.

@@ -167,12 +167,35 @@ static Value *load_local(TFrame *f, int i)
 /* The value of live slot k (locals first, then stack) of a resume frame:
    numbers an eager step produced stay unspecialized, and a for-loop
    iterator arrives as the tuple of its remaining items. */
+/* A (nested) list of Python numbers, as .tolist() returns. */
+static bool is_list_of_numbers(PyObject *obj)
+{
+    if (!PyList_CheckExact(obj) || PyList_GET_SIZE(obj) == 0)
+        return false;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(obj); i++) {
+        PyObject *x = PyList_GET_ITEM(obj, i);
+        if (!(PyFloat_CheckExact(x) || PyLong_CheckExact(x) || PyComplex_CheckExact(x)
+              || is_list_of_numbers(x)))
+            return false;
+    }
+    return true;
+}
+
 static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k)
 {
     uint64_t bit = slot_bit(k);
     if ((t->cf->unspec & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)
                                   || PyComplex_CheckExact(obj)))
         return value_unspecialized(t, acc, obj);
+    if ((t->cf->unspec & bit) && is_list_of_numbers(obj)) {
+        /* data that escaped (.tolist()): its values must not be guarded */
+        if (guardset_add(t->gs, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
+            return NULL;
+        Value *v = value_new(t, V_OBJECT, obj);
+        if (v)
+            v->src = acc;
+        return v;
+    }
     if ((t->cf->iters & bit) && PyTuple_CheckExact(obj)) {
         /* several slots may hold one iterator: one Value for one object */
         PyObject *key = PyLong_FromVoidPtr(obj);
@@ -340,9 +363,15 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
             PyErr_Clear();
             return tracer_unsupported(t, false, "%s has no attribute '%U'", Py_TYPE(obj)->tp_name, name), NULL;
         }
-        if (PyMethod_Check(attr)) {
+        if (PyMethod_Check(attr) || (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) != NULL
+                                     && !PyModule_Check(PyCFunction_GET_SELF(attr)))) {
+            /* a bound method (np.random.rand, rng.normal): a fresh object each
+               time, so it is looked up again when called */
             Py_DECREF(attr);
-            return tracer_unsupported(t, false, "bound method '%U' used as a value", name), NULL;
+            Value *bm = value_new(t, V_BOUND, name);
+            if (bm == NULL || value_append(t, bm, base) < 0)
+                return NULL;
+            return bm;
         }
         int acc = guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL);
         Value *v = acc < 0 ? NULL : value_from_source(t, acc, attr);
@@ -392,7 +421,7 @@ static int load_method(TFrame *f, Value *base, PyObject *name)
             return push(f, fn) < 0 ? -1 : push(f, base);
         }
     }
-    if ((base->kind == V_LIST || base->kind == V_DICT) && base->src < 0) {
+    if (base->kind == V_LIST || base->kind == V_DICT) {
         Value *m = value_new(t, V_METHOD, name);
         if (m == NULL || value_append(t, m, base) < 0)
             return -1;
@@ -1095,7 +1124,10 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
             return new_const(t, Py_NewRef(Py_None));
         }
     }
-    if (self->kind == V_DICT && nargs == 1) {
+    if (self->kind == V_DICT && nargs == 1
+        && (PyUnicode_CompareWithASCIIString(name, "keys") == 0
+            || PyUnicode_CompareWithASCIIString(name, "values") == 0
+            || PyUnicode_CompareWithASCIIString(name, "items") == 0)) {
         Value *out = value_new(t, V_LIST, NULL);
         if (out == NULL)
             return NULL;
@@ -1120,8 +1152,9 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
         }
         return out;
     }
-    return tracer_unsupported(t, false, "method .%U() of a %s", name,
-                              self->kind == V_LIST ? "list" : "dict"), NULL;
+    return tracer_break(t, STOP_CALL, "call to .%U() of a %s%s", name,
+                        self->kind == V_LIST ? "list" : "dict",
+                        self->src >= 0 ? " the program can see" : ""), NULL;
 }
 
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
@@ -1143,6 +1176,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         }
         return call_container_method(f, callable, args, nargs, kwnames);
     }
+    if (callable->kind == V_BOUND)
+        return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
+                            callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
     if (callable->kind != V_CONST)
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
@@ -1328,6 +1364,11 @@ static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
     case V_ITER:
         rc = make_rebuild_memo(t, o, v, rb);
         break;
+    case V_BOUND:
+        rb->kind = RB_ATTR;
+        rb->obj = Py_NewRef(v->obj);
+        rc = make_rebuild_items(t, o, v, 0, rb);
+        break;
     case V_METHOD:
         rb->kind = RB_TYPE_ATTR;
         rb->obj = Py_NewRef(v->obj);
@@ -1510,9 +1551,12 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
         p->gm = graph_module_new(t->graph);
         if (p->gm == NULL)
             goto out;
-        p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
-        if (p->compiled == NULL)
-            goto out;
+        /* under fullgraph=True a break raises: its graph is never compiled */
+        if (!(e->kind != END_RETURN && capture_state()->config.fullgraph)) {
+            p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
+            if (p->compiled == NULL)
+                goto out;
+        }
     }
     else {
         p->nops = 0;   /* nothing computed reaches the frame: no graph runs */
@@ -1679,6 +1723,16 @@ static int end_root_frame(TFrame *f, int opcode, int oparg, int here, int instr_
             return end_eager_op(f, tensorops_operator("invert"), 1, sp_before, next, true);
         case UNARY_NOT:
             return end_eager_op(f, tensorops_operator("not_"), 1, sp_before, next, true);
+        case LOAD_ATTR: {
+            /* getattr(base, name) eagerly; the name goes on the stack copy */
+            Value *name = value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_names, oparg));
+            if (name == NULL || sp_before >= MAX_STACK)
+                break;
+            f->stack[sp_before] = name;
+            return end_eager_op(f, PyDict_GetItemString(PyEval_GetBuiltins(), "getattr"),
+                                2, sp_before + 1, next, true) == FRAME_ENDED
+                       ? (t->end.sp = sp_before - 1, FRAME_ENDED) : FRAME_STOPPED;
+        }
         case STORE_SUBSCR: {
             /* stack: value, container, index -> setitem(container, index, value) */
             Value *value = f->stack[sp_before - 3];
@@ -1827,11 +1881,14 @@ static int run_frame(TFrame *f, int start)
             }
             PyObject *kwnames = f->kwnames;
             int undo_mark = t->nundo;
+            int ops_mark = graph_op_count(t->graph);
             Value *r = call_value(f, callable, args, nargs, kwnames);
             if (r == NULL) {
                 /* the call will run eagerly: what tracing it did to this
-                   frame's containers must not happen twice */
+                   frame's containers and graph must not happen twice */
                 tracer_undo_to(t, undo_mark);
+                if (f->parent == NULL && !PyErr_Occurred())
+                    graph_truncate(t->graph, ops_mark);
                 goto fail;
             }
             f->kwnames = NULL;

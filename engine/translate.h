@@ -31,6 +31,8 @@ typedef enum VKind {
     V_ITER,      /* iterator over items from pos */
     V_METHOD,    /* bound method: items[0] = receiver, obj = method name (str) */
     V_OBJECT,    /* an opaque object reached by accessor src (TYPE_MATCH-guarded) */
+    V_BOUND,     /* getattr(items[0], obj) that is a bound method: fetched again
+                    when called (a call break), never guarded by identity */
 } VKind;
 
 typedef struct Value {

@@ -99,7 +99,6 @@ static const char migration_2[] =
 
     /* compiles: one row per compile attempt, keyed by compile_row. */
     "ALTER TABLE compiles RENAME TO compiles_v1;\n"
-    "DROP INDEX compiles_by_code;\n"
     "CREATE TABLE compiles (\n"
     "    compile_row      INTEGER PRIMARY KEY,\n"
     "    run_id           INTEGER NOT NULL,\n"

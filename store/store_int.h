@@ -58,6 +58,7 @@ void store_assert_fail(const char *expr, const char *file, int line);
  */
 typedef struct StoreEvent {
     EventRecord rec;
+    long long epoch;             /* EV_RESETs submitted before this event */
     size_t size;
     char text[];
 } StoreEvent;
@@ -135,6 +136,7 @@ struct Store {
     int wake_fd[2];              /* pipe, both ends O_NONBLOCK|O_CLOEXEC */
     _Atomic int wake_pending;    /* a wake byte is in the pipe, or about to be */
     _Atomic int stopping;        /* store_close() began */
+    _Atomic long long epoch;     /* EV_RESETs submitted so far (stamped on events) */
 
     /* counters (store.h StoreStats); relaxed atomics */
     _Atomic uint64_t submitted;

@@ -17,7 +17,7 @@ the same inputs:
 Sections: the seed cases; calls that run eagerly; data escapes; branches on
 tensor values; loops; inlined user functions; containers across a break;
 deopts after a break; fullgraph=True; skipped frames; cache hits; bookkeeping.
-Tests that expose engine bugs are strict xfails whose reason says what is wrong.
+Tests that once exposed engine bugs stay as regression tests.
 """
 import contextlib
 import copy
@@ -348,12 +348,6 @@ def test_np_random_inside_draws_the_same_numbers_as_eager(capsys):
         np.testing.assert_array_equal(got_state, np.random.get_state()[1])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: a call of a module-level np.random function (np.random.standard_normal, "
-    "np.random.rand, np.random.random) or of a Generator method (rng.standard_normal) does "
-    "not break: LOAD_ATTR yields a bound method of RandomState/Generator, which the "
-    "translator rejects ('bound method ... used as a value'), so the whole frame is "
-    "skipped and the ops around the call are not captured"))
 def test_np_random_call_is_a_call_break_between_two_graphs(capsys):
     opt, be = capture(uses_global_rng)
     np.random.seed(0)
@@ -543,11 +537,6 @@ def test_tolist_is_a_data_escape_between_two_graphs(capsys):
     assert_second_call_compiles_nothing(capsys, opt, to_list, np.arange(3.0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: the resume frame after .tolist() guards every element of the list with "
-    "EQUALS_MATCH (S[0][0] == 2.0 ...), so each new value of the input recompiles (up to "
-    "cache_size_limit) although the list is only passed through; .item() and float(t) "
-    "get a TYPE_MATCH instead"))
 def test_tolist_result_is_not_specialized_so_new_values_do_not_recompile(capsys):
     opt, _ = capture(to_list)
     same_as_eager(capsys, opt, to_list, np.arange(3.0))
@@ -625,11 +614,6 @@ def test_shape_of_a_value_dependent_shape_gives_eager_results(capsys):
         same_as_eager(capsys, opt, count_of_masked, x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: .shape of a tensor whose shape depends on its values (x[x > 0].shape[0]) "
-    "is treated as an unsupported construct - the frame is skipped at function start "
-    "(and deopts in a resume frame) - instead of a data_escape graph break like "
-    "len(x[x > 0])"))
 def test_shape_of_a_value_dependent_shape_is_a_data_escape(capsys):
     opt, be = capture(count_of_masked)
     same_as_eager(capsys, opt, count_of_masked, np.arange(-2.0, 3.0))
@@ -935,10 +919,6 @@ def subtracts_then_calls(x):
     return adds_then_prints(z) / 3
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: when an inlined callee breaks, the ops the callee traced before its "
-    "break stay in the caller's graph (graph [sub, add] instead of [sub]): the dead 'add' "
-    "is computed by the caller's graph and again by the callee run eagerly"))
 def test_graph_before_a_broken_inlined_call_holds_only_the_callers_ops(capsys):
     opt, be = capture(subtracts_then_calls)
     same_as_eager(capsys, opt, subtracts_then_calls, np.ones(2))
@@ -1043,11 +1023,6 @@ def test_append_to_the_callers_list_around_a_break_gives_eager_results(capsys):
     same_as_eager(capsys, opt, appends_to_callers_list, np.arange(2.0), [np.zeros(2)])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: list.append on a list the program can see is rejected as an unsupported "
-    "construct (\"attribute 'append' of a container\"), so the frame is skipped (at "
-    "function start) or deopts (in a resume frame); `acc += [...]` and `acc[i] = ...` on "
-    "the same list are call breaks, as DESIGN §3.4 asks for mutations of visible objects"))
 def test_append_to_the_callers_list_is_a_call_break(capsys):
     opt, be = capture(appends_to_callers_list)
     opt(np.ones(2), [])
@@ -1205,10 +1180,6 @@ def test_fullgraph_raises_unsupported_naming_the_break_and_its_line(capsys, fn, 
     assert capsys.readouterr().out == "", "nothing may run eagerly before the error"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: under fullgraph=True the graph traced before the first break is handed "
-    "to the backend (once per call) before Unsupported is raised, so a backend compiles a "
-    "graph that can never run; TorchDynamo raises during tracing, before any compile"))
 @pytest.mark.parametrize("fn", [fg_call, fg_branch], ids=["call", "data_dependent_branch"])
 def test_fullgraph_does_not_compile_the_graph_before_the_break(fn):
     opt, be = capture(fn, fullgraph=True)
@@ -1339,10 +1310,6 @@ def test_entry_graph_break_matches_the_recorded_event():
             ev["kind"], ev["reason"], ev["offset"], ev["user_stack"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: compile_start events give resume_offset in code units (56) while "
-    "CacheEntry.resume_offset, the plans ('resume at offset 112') and graph_break "
-    "offsets are in bytes (112)"))
 def test_compile_start_event_gives_the_entrys_resume_offset():
     opt, _ = capture(toy_example)
     opt(np.ones(2), np.ones(2))
