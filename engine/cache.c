@@ -152,8 +152,10 @@ CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint6
 
 void cache_frame_assign_id(CacheFrame *cf)
 {
-    if (cf->frame_id < 0)
-        cf->frame_id = next_frame_id++;
+    if (cf->frame_id >= 0)
+        return;
+    CaptureSession *s = capture_state()->session;
+    cf->frame_id = s ? s->next_frame_id++ : next_frame_id++;
 }
 
 void cache_reset_all(void)

@@ -550,6 +550,7 @@ typedef struct CaptureSession {
     PyObject *caches;         /* strong: dict code object -> capsule of a detached CodeCache */
     PyObject *events;         /* strong: list of event dicts */
     EngineCounters counters;
+    int next_frame_id;        /* compile ids of a session start at [0/0] */
 } CaptureSession;
 
 /* Thread state: is this thread capturing, and is it inside the engine. */

@@ -1503,7 +1503,16 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
         /* "branch on a tensor value" names the condition as written */
         if (e->kind == END_BRANCH && t->reason && t->stop_stack && PyList_GET_SIZE(t->stop_stack) > 0) {
             PyObject *last = PyList_GET_ITEM(t->stop_stack, PyList_GET_SIZE(t->stop_stack) - 1);
-            PyObject *r = PyUnicode_FromFormat("%U `%U`", t->reason, PyTuple_GET_ITEM(last, 3));
+            /* the condition as written, without a trailing comment */
+            PyObject *text = PyTuple_GET_ITEM(last, 3);
+            PyObject *cut = PyUnicode_FromString("  #");
+            Py_ssize_t at = cut ? PyUnicode_Find(text, cut, 0, PY_SSIZE_T_MAX, 1) : -2;
+            Py_XDECREF(cut);
+            PyObject *cond = at >= 0 ? PyUnicode_Substring(text, 0, at) : Py_NewRef(text);
+            PyObject *stripped = cond ? PyObject_CallMethod(cond, "strip", NULL) : NULL;
+            Py_XDECREF(cond);
+            PyObject *r = stripped ? PyUnicode_FromFormat("%U `%U`", t->reason, stripped) : NULL;
+            Py_XDECREF(stripped);
             if (r == NULL)
                 goto out;
             Py_SETREF(p->brk.reason, r);

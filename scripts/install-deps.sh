@@ -109,3 +109,16 @@ install_venv() {
 
 install_apt
 install_venv
+
+# The repo's package on the venv's path (a .pth file), so the venv's python
+# imports dynscope and runs `python -m dynscope` from any directory.
+repo_pth() {
+    local site pth
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    pth="$site/dynscope-dev.pth"
+    if [[ "$(cat "$pth" 2>/dev/null)" != "$PWD" ]]; then
+        log "adding $PWD to the venv's path ($pth)"
+        printf '%s\n' "$PWD" > "$pth"
+    fi
+}
+repo_pth
