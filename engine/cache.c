@@ -236,7 +236,7 @@ CacheEntry *cache_entry_new(void)
     e->frame_compile_id = 0;
     e->resume_offset = 0;
     e->hits = 0;
-    e->guard_ns = 0;
+    e->guard_ticks = 0;
     e->compile_ns = 0;
     PyObject_GC_Track(e);
     return e;
@@ -291,7 +291,7 @@ static PyObject *entry_get_hits(CacheEntry *e, void *c)
 static PyObject *entry_get_guard_ns(CacheEntry *e, void *c)
 {
     (void)c;
-    return PyLong_FromUnsignedLongLong(e->guard_ns);
+    return PyLong_FromUnsignedLongLong(engine_ticks_to_ns(e->guard_ticks));
 }
 
 static PyObject *entry_get_compile_ns(CacheEntry *e, void *c)

@@ -41,6 +41,17 @@ void engine_assert_fail(const char *expr, const char *file, int line);
 /* Monotonic nanoseconds (CLOCK_MONOTONIC). Cannot fail. */
 uint64_t engine_now_ns(void);
 
+/* A cheap monotonic tick counter for the hot path (the TSC on x86-64, else
+   nanoseconds); engine_ticks_to_ns converts a tick count (calibrated
+   against CLOCK_MONOTONIC since the module loaded).  Cannot fail. */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline uint64_t engine_ticks(void) { return __rdtsc(); }
+#else
+static inline uint64_t engine_ticks(void) { return engine_now_ns(); }
+#endif
+uint64_t engine_ticks_to_ns(uint64_t ticks);
+
 /* ------------------------------------------------------------------ */
 /* Frame views (guards.c, plan.c).                                     */
 
@@ -441,7 +452,8 @@ typedef struct CacheEntry {
     int frame_compile_id;
     int resume_offset;        /* 0 = function start */
     uint64_t hits;
-    uint64_t guard_ns;        /* total time spent evaluating this entry's guards */
+    uint64_t guard_ticks;     /* total time spent evaluating this entry's guards
+                                 (engine_ticks units; guard_ns converts) */
     uint64_t compile_ns;
 } CacheEntry;
 

@@ -196,11 +196,11 @@ static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
     }
     /* Guards may read attributes of user objects: never capture that. */
     tc->in_engine++;
-    uint64_t t0 = engine_now_ns();
+    uint64_t t0 = engine_ticks();
     int ok = guardset_check(&e->guards, fv, vals, tc->config.backend, NULL);
-    uint64_t t1 = engine_now_ns();
+    uint64_t t1 = engine_ticks();
     tc->in_engine--;
-    e->guard_ns += t1 - t0;
+    e->guard_ticks += t1 - t0;
     if (ok == 1) {
         e->hits += count_hit;
         /* The graph runs inside the engine; an eager step is user code. */

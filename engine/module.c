@@ -33,6 +33,24 @@ uint64_t engine_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t base_ticks, base_ns;   /* taken at module init */
+
+uint64_t engine_ticks_to_ns(uint64_t ticks)
+{
+#if defined(__x86_64__)
+    /* the ratio of elapsed ns to elapsed ticks since init; the first read
+       within 2 ms of init waits out the rest of those 2 ms (once) */
+    uint64_t n = engine_now_ns();
+    while (n - base_ns < 2000000)
+        n = engine_now_ns();
+    uint64_t t = engine_ticks();
+    double ns_per_tick = (double)(n - base_ns) / (double)(t - base_ticks);
+    return (uint64_t)((double)ticks * ns_per_tick);
+#else
+    return ticks;
+#endif
+}
+
 /* ---- OptimizeContext ---- */
 
 typedef struct {
@@ -471,6 +489,8 @@ PyMODINIT_FUNC PyInit__C(void)
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
+    base_ticks = engine_ticks();
+    base_ns = engine_now_ns();
     engine_config.skip_prefixes = PyTuple_New(0);
     if (engine_config.skip_prefixes == NULL)
         goto fail;

@@ -67,11 +67,11 @@ def toy_example(a, b):
     return x * b
 
 
-def skipped():             # try/except: the engine marks the code skip
+def skipped(x=1):          # code in a try block: the engine marks the code skip
     try:
-        pass
-    except Exception:
-        pass
+        return x + 1
+    except TypeError:
+        return 0
 
 
 # ---------------------------------------------------------------------------
