@@ -12,8 +12,8 @@ from setuptools import Extension, setup
 
 ext = Extension(
     "dynscope._C",
-    sources=sorted(glob.glob("engine/*.c")),
-    depends=sorted(glob.glob("engine/*.h")),
+    sources=sorted(glob.glob("engine/*.c") + glob.glob("explain/*.c")),
+    depends=sorted(glob.glob("engine/*.h") + glob.glob("explain/*.h")),
     include_dirs=[numpy.get_include()],
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"],
     libraries=["m", "pthread"],
