@@ -321,6 +321,8 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     cf->misses++;
     capture_counters(capture_state())->misses++;
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
+    if (cf->limit_warned && nentries >= engine_config.cache_size_limit)
+        return MISS_EAGER;   /* reported once already: no more failure reports */
     PyObject *failures = NULL;
     if (nentries > 0) {
         tc->in_engine++;
