@@ -42,7 +42,7 @@ EXT_GLOB := dynscope/$(EXT_NAME).*so
 
 # trace/trace.c is the engine's side of LTTng (plain C, dlopen, no LTTng
 # headers); trace/tp.c is the provider, built apart below.
-SRCS := $(wildcard engine/*.c explain/*.c) trace/trace.c
+SRCS := $(wildcard engine/*.c explain/*.c store/*.c) trace/trace.c
 OBJS := $(SRCS:%.c=$(BUILD)/%.o)
 ASAN_OBJS := $(SRCS:%.c=$(BUILD)/asan/%.o)
 
@@ -55,7 +55,7 @@ CFLAGS_NORMAL = $(BASE_CFLAGS) -O2 $(CFLAGS_EXTRA)
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS_ASAN = $(BASE_CFLAGS) -O1 $(SANITIZE) $(CFLAGS_EXTRA)
 DEPFLAGS := -MMD -MP
-LDLIBS := -lm -lpthread -ldl $(LDLIBS_EXTRA)
+LDLIBS := -lsqlite3 -lm -lpthread -ldl $(LDLIBS_EXTRA)
 
 # The normal and the ASan extension are linked apart, under build/; only
 # install-ext copies one into dynscope/, and it does so whenever the copy there
@@ -197,6 +197,12 @@ asan: $(ASAN_SO)
 
 # ---------------------------------------------------------------------------
 # Demo and benchmarks.
+
+# scripts/bench_trace.py runs this C loop (trace/trace.h's cost).
+$(BUILD)/bench_trace: scripts/bench_trace.c trace/trace.c trace/trace.h \
+		engine/event_record.h $(BUILD)/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_NORMAL) -o $@ scripts/bench_trace.c trace/trace.c $(LDLIBS)
 
 bench: all
 	@shopt -s nullglob; benches=(scripts/bench_*.py); \

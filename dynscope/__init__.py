@@ -34,6 +34,8 @@ __all__ = [
     "explain",
     "ExplainBackend",
     "ExplainOutput",
+    "record",
+    "stop_recording",
 ]
 
 
@@ -108,3 +110,21 @@ def _default_skip_prefixes():
 
 
 config.skip_prefixes = _default_skip_prefixes()
+
+
+def _load_trace_provider():
+    """LTTng tracepoints: load the provider next to the extension (or
+    $DYNSCOPE_TRACE_PROVIDER).  Without it every tracepoint is a no-op."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, "libdynscope-tp.so"),
+                  os.path.join(os.path.dirname(here), "build", "libdynscope-tp.so")]
+    path = next((p for p in candidates if os.path.exists(p)), None)
+    return _C.trace_init(path)
+
+
+_trace_status = _load_trace_provider()
+
+from .recording import record, stop_recording, recording_path  # noqa: E402
+from . import recording as _recording  # noqa: E402
+
+_recording._start_from_environment()

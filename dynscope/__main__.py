@@ -1,6 +1,11 @@
 """python -m dynscope COMMAND ...
 
 Commands:
+  run [--db FILE] [--capture-all] [--backend NAME] (script.py | -m module) [args...]
+                         run a program, recording engine events to FILE
+  sql FILE "SELECT ..."  query a dynscope database read-only (--csv, --json)
+  report FILE            summary: top recompiling functions, break reasons,
+                         cache-limit hits
   explain FILE.py:FUNC   run FUNC (no arguments) from FILE.py under
                          dynscope.explain and print the report
 """
@@ -44,10 +49,199 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _capture_all_prefixes() -> tuple:
+    """--capture-all: every frame but dynscope's own and the import system."""
+    import importlib
+    import dynscope
+    return (os.path.dirname(os.path.abspath(dynscope.__file__)) + os.sep,
+            os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep,
+            "<frozen ")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import dynscope
+
+    if args.db:
+        try:
+            dynscope.record(args.db)
+        except OSError as exc:
+            print(f"dynscope run: {exc}", file=sys.stderr)
+            return 2
+    program = args.program
+    if args.module:
+        sys.argv = [args.module] + program
+    else:
+        if not program:
+            print("dynscope run: give a script (or -m module) to run", file=sys.stderr)
+            return 2
+        if not os.path.isfile(program[0]):
+            print(f"dynscope run: no such file: {program[0]}", file=sys.stderr)
+            return 2
+        sys.argv = list(program)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(program[0])))
+    region = None
+    if args.capture_all:
+        dynscope.config.skip_prefixes = _capture_all_prefixes()
+        region = dynscope.optimize(args.backend)
+        region.__enter__()
+    try:
+        if args.module:
+            runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(program[0], run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    finally:
+        if region is not None:
+            region.__exit__(None, None, None)
+        stats = dynscope.stop_recording()
+        if stats and stats.get("dropped"):
+            print(f"dynscope run: {stats['dropped']} events dropped (see runs.dropped_events)",
+                  file=sys.stderr)
+
+
+def _open_ro(path: str):
+    import sqlite3
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such database: {path}")
+    con = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True)
+    try:
+        app_id = con.execute("PRAGMA application_id").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise ValueError(f"{path} is not an SQLite database ({exc})") from None
+    if app_id != 0x44594E53:
+        con.close()
+        raise ValueError(f"{path} is not a dynscope database")
+    return con
+
+
+def _format_table(header, rows) -> str:
+    cells = [[("NULL" if v is None else str(v)) for v in row] for row in rows]
+    widths = [len(h) for h in header]
+    for row in cells:
+        for i, v in enumerate(row):
+            widths[i] = max(widths[i], len(v))
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join([line.rstrip(), rule] + body)
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    import csv
+    import json
+    import sqlite3
+
+    try:
+        con = _open_ro(args.db)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"dynscope sql: {exc}", file=sys.stderr)
+        return 2
+    try:
+        cur = con.execute(args.query)
+        header = [d[0] for d in cur.description] if cur.description else []
+        rows = cur.fetchall()
+    except sqlite3.Error as exc:
+        print(f"dynscope sql: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        con.close()
+    if args.json:
+        print(json.dumps([dict(zip(header, r)) for r in rows], indent=1))
+    elif args.csv:
+        w = csv.writer(sys.stdout)
+        w.writerow(header)
+        w.writerows(rows)
+    elif header:
+        print(_format_table(header, rows))
+        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import sqlite3
+
+    try:
+        con = _open_ro(args.db)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"dynscope report: {exc}", file=sys.stderr)
+        return 2
+    try:
+        runs = con.execute("SELECT count(*), coalesce(sum(dropped_events), 0) FROM runs").fetchone()
+        print(f"dynscope report: {args.db}")
+        print(f"  {runs[0]} run(s), {runs[1]} events dropped")
+        print()
+        print("Top recompiling functions (last failing guard)")
+        rows = con.execute("""
+            SELECT co.name, co.filename || ':' || co.firstlineno,
+                   sum(c.frame_compile_id > 0) AS recompiles,
+                   (SELECT gf.expr || ' (observed ' || gf.observed || ')'
+                      FROM guard_failures gf
+                     WHERE gf.run_id = co.run_id AND gf.code_id = co.code_id
+                     ORDER BY gf.at DESC LIMIT 1)
+              FROM compiles c JOIN code_objects co USING (run_id, code_id)
+             GROUP BY co.run_id, co.code_id
+            HAVING recompiles > 0
+             ORDER BY recompiles DESC LIMIT ?""", (args.limit,)).fetchall()
+        print(_format_table(["function", "where", "recompiles", "last failing guard"], rows)
+              if rows else "  (none)")
+        print()
+        print("Top graph-break reasons")
+        rows = con.execute("""
+            SELECT kind, reason, filename || ':' || lineno, count(*) AS n
+              FROM graph_breaks GROUP BY kind, reason, filename, lineno
+             ORDER BY n DESC LIMIT ?""", (args.limit,)).fetchall()
+        print(_format_table(["kind", "reason", "site", "count"], rows) if rows else "  (none)")
+        print()
+        print("Cache-limit hits")
+        rows = con.execute("""
+            SELECT co.name, co.filename || ':' || co.firstlineno, cl.reason
+              FROM cache_limits cl JOIN code_objects co USING (run_id, code_id)
+             ORDER BY cl.at""").fetchall()
+        print(_format_table(["function", "where", "last failing guard"], rows) if rows else "  (none)")
+    except sqlite3.Error as exc:
+        print(f"dynscope report: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        con.close()
+    return 0
+
+
+def _has_table(con, name: str) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dynscope",
                                      description="dynscope: a capture engine for CPython, built to be watched.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("run", help="run a program, recording engine events to a database")
+    p.add_argument("--db", metavar="FILE", help="record to this dynscope database")
+    p.add_argument("--capture-all", action="store_true",
+                   help="capture every frame from program start (not dynscope's own nor the import system)")
+    p.add_argument("--backend", default="eager", help="backend for --capture-all (default: eager)")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args...]")
+    p.set_defaults(func=_cmd_run)
+    p = sub.add_parser("sql", help="query a dynscope database read-only")
+    p.add_argument("db", metavar="FILE")
+    p.add_argument("query", metavar='"SELECT ..."')
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="print CSV")
+    fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
+    p.set_defaults(func=_cmd_sql)
+    p = sub.add_parser("report", help="summary of a dynscope database")
+    p.add_argument("db", metavar="FILE")
+    p.add_argument("--limit", type=int, default=10, help="rows per section (default 10)")
+    p.set_defaults(func=_cmd_report)
     p = sub.add_parser("explain", help="explain one call of a function that takes no arguments")
     p.add_argument("target", metavar="FILE.py:FUNC")
     p.set_defaults(func=_cmd_explain)

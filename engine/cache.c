@@ -200,6 +200,22 @@ void cache_reset_all(void)
     Py_XDECREF(graveyard);
 }
 
+void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_changed)
+{
+    for (CodeCache *cc = all_caches; cc != NULL; cc = cc->next) {
+        for (int i = 0; i < cc->nframes; i++) {
+            PyObject *entries = cc->frames[i]->entries;
+            for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entries); j++) {
+                CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(entries, j);
+                if (only_changed && e->hits == e->snap_hits)
+                    continue;
+                e->snap_hits = e->hits;
+                fn(cc, e);
+            }
+        }
+    }
+}
+
 PyObject *cache_entries_list(CodeCache *cc)
 {
     PyObject *out = PyList_New(0);
@@ -236,8 +252,10 @@ CacheEntry *cache_entry_new(void)
     e->frame_compile_id = 0;
     e->resume_offset = 0;
     e->hits = 0;
+    e->snap_hits = 0;
     e->guard_ticks = 0;
     e->compile_ns = 0;
+    e->backend_ns = 0;
     PyObject_GC_Track(e);
     return e;
 }

@@ -40,6 +40,8 @@ void engine_assert_fail(const char *expr, const char *file, int line);
 
 /* Monotonic nanoseconds (CLOCK_MONOTONIC). Cannot fail. */
 uint64_t engine_now_ns(void);
+/* Wall-clock nanoseconds since the epoch (CLOCK_REALTIME). Cannot fail. */
+uint64_t engine_wall_ns(void);
 
 /* A cheap monotonic tick counter for the hot path (the TSC on x86-64, else
    nanoseconds); engine_ticks_to_ns converts a tick count (calibrated
@@ -452,9 +454,11 @@ typedef struct CacheEntry {
     int frame_compile_id;
     int resume_offset;        /* 0 = function start */
     uint64_t hits;
+    uint64_t snap_hits;       /* hits at the last recorded snapshot */
     uint64_t guard_ticks;     /* total time spent evaluating this entry's guards
                                  (engine_ticks units; guard_ns converts) */
     uint64_t compile_ns;
+    uint64_t backend_ns;      /* of compile_ns, the time in the backend */
 } CacheEntry;
 
 extern PyTypeObject *CacheEntryType;
@@ -502,6 +506,10 @@ void cache_frame_assign_id(CacheFrame *cf);
    cache_free_detached, never reached by reset().  NULL with exception. */
 CodeCache *cache_new_detached(PyCodeObject *code);
 void cache_free_detached(CodeCache *cc);
+/* Call fn on every entry of every (global) code cache; with only_changed,
+   only on entries whose hits moved since the last such walk (which then
+   records their hits as seen).  fn must not run Python.  Cannot fail. */
+void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_changed);
 /* All entries of a code object, frame by frame in lookup order (new list). */
 PyObject *cache_entries_list(CodeCache *cc);
 /* Create the CacheEntry type and add it to `module`.  0 / -1. */

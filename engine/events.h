@@ -26,8 +26,6 @@ void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures);
 void events_frame_skip(CodeCache *cc, PyObject *reason);
 /* The break that ends entry e's graph (e->plan.brk). */
 void events_graph_break(CodeCache *cc, CacheEntry *e);
-/* Hot path: counters only. */
-static inline void events_frame_eval_hit(CodeCache *cc) { (void)cc; }
 void events_reset(void);
 
 /* An internal error: report once per `what` to stderr, count it, and clear

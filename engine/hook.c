@@ -21,6 +21,7 @@
 #include "pycompat.h"
 #include "events.h"
 #include "../explain/explain.h"
+#include "../trace/trace.h"
 
 #include <string.h>
 
@@ -572,10 +573,11 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         int r = run_cached(cf, &fv, tc, &out);
         if (r == 1) {
             capture_counters(capture_state())->hits++;
-            events_frame_eval_hit(cc);
+            trace_frame_eval(cc->code_id, TRACE_FRAME_HIT, 0, 0);
         }
         else {
             MissOutcome m = MISS_EAGER;
+            trace_frame_eval(cc->code_id, TRACE_FRAME_MISS, -1, 0);
             if (r < 0)
                 events_internal_error("checking guards");
             else
@@ -632,8 +634,11 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
 {
     PyCodeObject *co = frame_code(f);
     CodeCache *cc = lookup_code_cache(co);
-    if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL)
+    if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL) {
+        if (cc != NULL)
+            trace_frame_eval(cc->code_id, TRACE_FRAME_SKIP, -1, 0);
         return frame_eval_default(ts, f, 0);
+    }
     capture_counters(capture_state())->frames_seen++;
     return run_chain(ts, f, cc, frame_func(f), tc);
 }

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "events.h"
 #include "../explain/explain.h"
+#include "record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,13 @@ uint64_t engine_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t engine_wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -510,7 +518,7 @@ PyMODINIT_FUNC PyInit__C(void)
         goto fail;
     if (cache_init() < 0 || cache_types_init(m) < 0 || graph_types_init(m) < 0
         || backend_init(m) < 0 || events_init(m) < 0 || guards_types_init(m) < 0
-        || explain_types_init(m) < 0)
+        || explain_types_init(m) < 0 || record_init(m) < 0)
         goto fail;
     return m;
 fail:

@@ -1562,7 +1562,9 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
             goto out;
         /* under fullgraph=True a break raises: its graph is never compiled */
         if (!(e->kind != END_RETURN && capture_state()->config.fullgraph)) {
+            uint64_t b0 = engine_now_ns();
             p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
+            t->backend_ns = engine_now_ns() - b0;
             if (p->compiled == NULL)
                 goto out;
         }
@@ -2363,6 +2365,7 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
        is a reason of its own. */
     if (finish(&t, &root, entry) < 0)
         goto stopped;
+    entry->backend_ns = t.backend_ns;
     st = TRANSLATE_OK;
     goto out;
 stopped:

@@ -100,6 +100,7 @@ typedef struct Tracer {
     int stop_offset;         /* byte offset of the instruction that stopped */
     FrameEnd end;            /* how the root frame ended */
     PyObject *used_nodes;    /* strong: set of nodes some node reads */
+    uint64_t backend_ns;     /* time spent in the backend */
     struct Undo *undo;       /* owned: mutations of frame-made containers, so a
                                 call that breaks after mutating can be undone */
     int nundo, undo_cap;

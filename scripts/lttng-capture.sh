@@ -7,7 +7,7 @@
 #
 #   -o DIR     where the trace goes (created if missing; default: a new temp
 #              dir, printed): DIR/ctf/ the CTF trace, DIR/trace.txt its
-#              babeltrace2 text.
+#              babeltrace2 text, DIR/babeltrace2.log babeltrace2's warnings.
 #   -e EVENTS  comma-separated events (default 'dynscope:*'); a name without
 #              a provider gets 'dynscope:' ('recompile,guard_fail').
 #   -l LEVEL   only events at LEVEL or more severe, e.g. INFO: every event
@@ -263,10 +263,17 @@ if ((discarded > 0)); then
     log "warning: the tracer discarded $discarded events or packets (buffers full); the trace is incomplete"
 fi
 
+# babeltrace2 warns once per gap of discarded events: into a file, not the
+# terminal.
 if [[ -d "$outdir/ctf" ]]; then
-    if ! babeltrace2 "$outdir/ctf" >"$outdir/trace.txt"; then
-        log "error: babeltrace2 could not read $outdir/ctf"
+    if ! babeltrace2 "$outdir/ctf" >"$outdir/trace.txt" 2>"$outdir/babeltrace2.log"; then
+        head -n 5 "$outdir/babeltrace2.log" >&2
+        log "error: babeltrace2 could not read $outdir/ctf (all of its messages: $outdir/babeltrace2.log)"
         ((status != 0)) || status=125
+    elif [[ -s "$outdir/babeltrace2.log" ]]; then
+        log "babeltrace2: $(wc -l <"$outdir/babeltrace2.log") warnings, the first:"
+        head -n 1 "$outdir/babeltrace2.log" >&2
+        log "(all of them: $outdir/babeltrace2.log)"
     fi
 else
     log "no events were recorded (did the command load the provider?)"

@@ -166,7 +166,7 @@ int store_read_summary(StoreReader *r, long long run_id, StoreSummary *out, char
         rc = query_ints(r->db, "SELECT count(*) FROM graph_breaks" RUN_FILTER, run_id,
                         &out->graph_breaks, 1);
     if (rc == SQLITE_OK)
-        rc = query_ints(r->db, "SELECT count(*), total(e.hits) FROM cache_entries AS e"
+        rc = query_ints(r->db, "SELECT count(*), coalesce(sum(e.hits), 0) FROM cache_entries AS e"
                         " JOIN runs AS r ON r.run_id = e.run_id AND e.epoch = r.resets"
                         " WHERE ?1 = 0 OR e.run_id = ?1", run_id, v, 2);
     if (rc == SQLITE_OK) {

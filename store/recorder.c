@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -56,6 +57,24 @@ static int create_private(const char *path, char **errmsg)
 static int exec_simple(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+/*
+ * exec_simple, retried while SQLITE_BUSY for up to busy_ms.  Needed where
+ * SQLite answers BUSY without calling the busy handler: switching a file to
+ * WAL takes its exclusive lock in one attempt, so two processes opening a
+ * new file at once would otherwise see "database is locked".
+ */
+static int exec_retry_busy(sqlite3 *db, const char *sql, unsigned busy_ms)
+{
+    uint64_t deadline = store_mono_ns() + (uint64_t)busy_ms * 1000000u;
+    struct timespec pause = {0, 2 * 1000000L};
+    for (;;) {
+        int rc = exec_simple(db, sql);
+        if ((rc & 0xff) != SQLITE_BUSY || store_mono_ns() >= deadline)
+            return rc;
+        nanosleep(&pause, NULL);
+    }
 }
 
 /* PRAGMA max_page_count from a byte cap.  0, or -1 with *errmsg. */
@@ -105,7 +124,7 @@ static int open_database(Store *s, long long max_bytes, char **errmsg)
     }
     /* WAL: readers (dyntop) never block the writer.  If the file system
        cannot do WAL, SQLite keeps its rollback journal and we still work. */
-    if (exec_simple(s->db, "PRAGMA journal_mode = WAL") != SQLITE_OK
+    if (exec_retry_busy(s->db, "PRAGMA journal_mode = WAL", s->busy_ms) != SQLITE_OK
         || exec_simple(s->db, "PRAGMA synchronous = NORMAL") != SQLITE_OK) {
         store_set_error(errmsg, "cannot set up %s: %s", s->path, sqlite3_errmsg(s->db));
         return -1;

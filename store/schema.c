@@ -364,7 +364,7 @@ static const char migration_2[] =
     "  (SELECT count(*) FROM cache_entries AS e\n"
     "   WHERE e.run_id = co.run_id AND e.code_id = co.code_id\n"
     "     AND e.epoch = r.resets) AS cache_entries,\n"
-    "  (SELECT total(e.hits) FROM cache_entries AS e\n"
+    "  (SELECT coalesce(sum(e.hits), 0) FROM cache_entries AS e\n"
     "   WHERE e.run_id = co.run_id AND e.code_id = co.code_id\n"
     "     AND e.epoch = r.resets) AS hits,\n"
     "  (SELECT g.expr || ' (observed ' || coalesce(g.observed, '?') || ')'\n"
@@ -409,7 +409,11 @@ static int query_int(sqlite3 *db, const char *sql, long long *out)
 int store_schema_identify(sqlite3 *db, const char *path, int *version, char **errmsg)
 {
     long long app_id = 0, user_version = 0, nobjects = 0;
-    int rc = query_int(db, "PRAGMA application_id", &app_id);
+    /* One read transaction: another process may be creating the schema. */
+    bool own_txn = sqlite3_get_autocommit(db) != 0;
+    int rc = own_txn ? sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
+    if (rc == SQLITE_OK)
+        rc = query_int(db, "PRAGMA application_id", &app_id);
     if (rc == SQLITE_OK)
         rc = query_int(db, "PRAGMA user_version", &user_version);
     if (rc == SQLITE_OK)
@@ -420,8 +424,11 @@ int store_schema_identify(sqlite3 *db, const char *path, int *version, char **er
                             sqlite3_errmsg(db));
         else
             store_set_error(errmsg, "cannot read %s: %s", path, sqlite3_errmsg(db));
-        return -1;
     }
+    if (own_txn && !sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return -1;
     if (app_id == STORE_APPLICATION_ID) {
         if (user_version < 1) {
             store_set_error(errmsg, "%s is a dynscope database without a schema "

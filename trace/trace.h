@@ -22,6 +22,7 @@
 #ifndef DYNSCOPE_TRACE_H
 #define DYNSCOPE_TRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../engine/event_record.h"
@@ -78,7 +79,8 @@ int trace_loaded(void);
    Static storage, valid until the next trace_init(). */
 const char *trace_error(void);
 
-/* Internal to the inline functions below; never NULL. */
+/* Internal to the inline functions below (trace.c): never NULL; a constant
+   0 and no-op functions until a provider loads. */
 extern const volatile int *trace_frame_eval_on;
 extern TraceFrameEvalFn trace_frame_eval_fn;
 extern TraceEmitFn trace_emit_fn;
@@ -106,8 +108,8 @@ static inline void trace_frame_eval(long long code_id, TraceFrameResult result,
    EventRecord only then (unless another sink wants it).  Cannot fail. */
 static inline int trace_enabled(EventKind kind)
 {
-    const volatile int *on = (unsigned)kind < (unsigned)EV__COUNT ? trace_kind_on[kind] : 0;
-    return on != 0 && __builtin_expect(*on != 0, 0);
+    const volatile int *on = (unsigned)kind < (unsigned)EV__COUNT ? trace_kind_on[kind] : NULL;
+    return on != NULL && __builtin_expect(*on != 0, 0);
 }
 
 /* Nonzero when some session records any cold event (every kind but

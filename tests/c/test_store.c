@@ -1,0 +1,1143 @@
+/*
+ * test_store.c -- unit tests of the SQLite recorder (store/): events in,
+ * rows out, and every way recording must fail soft (full queue, locked
+ * database, full disk, foreign or newer files) without the producer noticing.
+ * Built and run by `make check-c` (and `make check-c-asan`); one standalone
+ * program, exit status 0 when every check passed.  Design: DESIGN.md 4.3;
+ * schema: docs/sql.md.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "../../store/store.h"
+#include "../../store/store_int.h"   /* store_schema_migration_sql: the v1 layout */
+
+/* ---- a tiny harness ---- */
+
+static int failures;
+static int checks;
+static const char *current_test;
+
+#define CHECK(cond) check((cond), #cond, __FILE__, __LINE__)
+#define CHECK_EQ(a, b) check_eq((long long)(a), (long long)(b), #a, #b, __FILE__, __LINE__)
+#define CHECK_STR(a, b) check_str((a), (b), #a, __FILE__, __LINE__)
+
+static void check(int ok, const char *what, const char *file, int line)
+{
+    checks++;
+    if (!ok) {
+        failures++;
+        fprintf(stderr, "FAIL %s: %s (%s:%d)\n", current_test, what, file, line);
+    }
+}
+
+static void check_eq(long long a, long long b, const char *ea, const char *eb,
+                     const char *file, int line)
+{
+    checks++;
+    if (a != b) {
+        failures++;
+        fprintf(stderr, "FAIL %s: %s == %s: %lld != %lld (%s:%d)\n", current_test, ea, eb,
+                a, b, file, line);
+    }
+}
+
+static void check_str(const char *a, const char *b, const char *ea, const char *file, int line)
+{
+    checks++;
+    if (a == NULL || b == NULL || strcmp(a, b) != 0) {
+        failures++;
+        fprintf(stderr, "FAIL %s: %s: \"%s\" != \"%s\" (%s:%d)\n", current_test, ea,
+                a ? a : "(null)", b ? b : "(null)", file, line);
+    }
+}
+
+static char tmpdir[256];
+
+/* A fresh path in the test directory. */
+static const char *db_path(const char *name)
+{
+    static char buf[8][512];
+    static int next;
+    char *p = buf[next++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- log capture ---- */
+
+typedef struct LogCapture {
+    pthread_mutex_t mu;
+    int n;
+    char text[4096];
+} LogCapture;
+
+static void capture_log(void *arg, const char *msg)
+{
+    LogCapture *c = arg;
+    pthread_mutex_lock(&c->mu);
+    c->n++;
+    size_t used = strlen(c->text);
+    snprintf(c->text + used, sizeof c->text - used, "%s\n", msg);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int log_count(LogCapture *c, const char *needle)
+{
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (const char *p = c->text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+static StoreOptions test_options(LogCapture *cap)
+{
+    static const char *const argv[] = {"prog.py", "--flag", "it's \"quoted\""};
+    StoreOptions o = {0};
+    o.argv = argv;
+    o.argc = 3;
+    o.python = "3.11.7 (test)";
+    o.flush_interval_ms = 20;
+    if (cap != NULL) {
+        memset(cap, 0, sizeof *cap);
+        pthread_mutex_init(&cap->mu, NULL);
+        o.log = capture_log;
+        o.log_arg = cap;
+    }
+    return o;
+}
+
+/* ---- events ---- */
+
+static _Atomic uint64_t fake_wall = 1700000000000000000ull;   /* producers share it */
+
+static EventRecord ev_make(EventKind kind, long long code_id, const char *compile_id)
+{
+    EventRecord e;
+    memset(&e, 0, sizeof e);
+    e.kind = kind;
+    e.wall_ns = atomic_fetch_add(&fake_wall, 1) + 1;
+    e.mono_ns = e.wall_ns;
+    e.code_id = code_id;
+    e.qualname = "f";
+    e.filename = "/src/model.py";
+    e.firstlineno = 10;
+    e.compile_id = compile_id;
+    e.outcome = e.guards_text = e.reason = e.entry_compile_id = "";
+    e.guard_kind = e.expr = e.observed = e.break_kind = e.break_file = "";
+    e.user_stack_json = e.backend = e.graph_code = e.ops = "";
+    if (compile_id[0] != '\0')
+        sscanf(compile_id, "%d/%d", &e.frame_id, &e.frame_compile_id);
+    return e;
+}
+
+/* ---- reading back ---- */
+
+static sqlite3 *ro(const char *path)
+{
+    sqlite3 *db = NULL;
+    char uri[600];
+    snprintf(uri, sizeof uri, "file:%s?mode=ro", path);
+    if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+        fprintf(stderr, "cannot open %s: %s\n", path, sqlite3_errmsg(db));
+        exit(2);
+    }
+    return db;
+}
+
+/* First column of the first row of sql (printf-formatted) as an integer;
+   -1 when there is no row, -2 on error. */
+static long long q1(sqlite3 *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static long long q1(sqlite3 *db, const char *fmt, ...)
+{
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "  sql error: %s in: %s\n", sqlite3_errmsg(db), sql);
+        return -2;
+    }
+    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Same, as text ("(null)" for NULL, "(none)" without a row).  Static buffer. */
+static const char *qs(sqlite3 *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *qs(sqlite3 *db, const char *fmt, ...)
+{
+    static char out[4][4096];
+    static int next;
+    char *o = out[next++ % 4];
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(o, sizeof out[0], "(error: %s)", sqlite3_errmsg(db));
+        return o;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(o, sizeof out[0], "%s", t ? (const char *)t : "(null)");
+    }
+    else {
+        snprintf(o, sizeof out[0], "(none)");
+    }
+    sqlite3_finalize(st);
+    return o;
+}
+
+static void exec_or_die(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        fprintf(stderr, "setup sql failed: %s\n", err);
+        exit(2);
+    }
+}
+
+/* Wait until cond_fn(s) holds, up to ms.  1 if it did. */
+static int wait_for(Store *s, int (*cond)(StoreStats *, long long), long long arg, int ms)
+{
+    double end = now_s() + ms / 1000.0;
+    for (;;) {
+        StoreStats st = store_stats(s);
+        if (cond(&st, arg))
+            return 1;
+        if (now_s() > end)
+            return 0;
+        sleep_ms(5);
+    }
+}
+
+static int dropped_write_at_least(StoreStats *st, long long n) { return (long long)st->dropped_write >= n; }
+static int written_at_least(StoreStats *st, long long n) { return (long long)st->written >= n; }
+
+/* ---- tests ---- */
+
+/* One recompile story: code 7 compiles [0/0], then a guard fails, [0/1] is
+   compiled with a graph break, both entries report hits. */
+static void submit_story(Store *s)
+{
+    EventRecord e = ev_make(EV_COMPILE_START, 7, "0/0");
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_GRAPH_COMPILED, 7, "0/0");
+    e.backend = "eager";
+    e.backend_ns = 1234;
+    e.nodes = 3;
+    e.ops = "add,mul,relu";
+    e.graph_code = "def forward(self, x):\n    return x + 1\n";
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_COMPILE_END, 7, "0/0");
+    e.outcome = "ok";
+    e.duration_ns = 5000;
+    e.graphs = 1;
+    e.nodes = 3;
+    e.guards = 2;
+    e.guards_text = "L['x'].shape == (3, 4)\r\n\nG['np'] is <module>\n";
+    CHECK_EQ(store_submit(s, &e), 0);
+
+    e = ev_make(EV_COMPILE_START, 7, "0/1");
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_RECOMPILE, 7, "0/1");
+    e.reason = "L['x'].shape == (3, 4) (observed (5, 4))";
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_GUARD_FAIL, 7, "0/1");
+    e.entry_compile_id = "0/0";
+    e.guard_kind = "TENSOR_MATCH";
+    e.expr = "L['x'].shape == (3, 4)";
+    e.observed = "(5, 4)";
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_COMPILE_END, 7, "0/1");
+    e.outcome = "ok";
+    e.duration_ns = 7000;
+    e.graphs = 2;
+    e.nodes = 5;
+    e.guards = 1;
+    e.guards_text = "L['x'].shape == (5, 4)";
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_GRAPH_BREAK, 7, "0/1");
+    e.break_kind = "call";
+    e.reason = "call to print";
+    e.break_file = "/src/model.py";
+    e.break_line = 12;
+    e.break_offset = 40;
+    e.user_stack_json = " [ [\"/src/model.py\", 12, \"f\", \"print(x)\"] ] ";
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_ENTRY_STATS, 7, "0/0");
+    e.hits = 10;
+    e.guard_ns = 100;
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_ENTRY_STATS, 7, "0/1");
+    e.hits = 3;
+    e.guard_ns = 30;
+    e.resume_offset = 0;
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_ENTRY_STATS, 7, "0/0");
+    e.hits = 25;
+    e.guard_ns = 260;
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_FRAME_SKIP, 8, "");
+    e.qualname = "g";
+    e.reason = "try/except in the frame";
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_CACHE_LIMIT, 7, "0/1");
+    e.reason = "cache_size_limit (8) reached";
+    CHECK_EQ(store_submit(s, &e), 0);
+}
+
+static void test_events_written_and_read_back_exactly(void)
+{
+    const char *path = db_path("story.db");
+    LogCapture cap;
+    StoreOptions o = test_options(&cap);
+    char *err = NULL;
+    Store *s = store_open(path, &o, &err);
+    CHECK(s != NULL);
+    if (s == NULL) {
+        fprintf(stderr, "  %s\n", err);
+        free(err);
+        return;
+    }
+    CHECK(err == NULL);
+    submit_story(s);
+    long long run_id = store_stats(s).run_id;
+    store_close(s);
+
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    CHECK_EQ(q1(db, "PRAGMA application_id"), STORE_APPLICATION_ID);
+    CHECK_STR(qs(db, "PRAGMA journal_mode"), "wal");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs"), 1);
+    CHECK_EQ(q1(db, "SELECT run_id FROM runs"), run_id);
+    CHECK_EQ(q1(db, "SELECT pid FROM runs"), getpid());
+    CHECK_STR(qs(db, "SELECT argv FROM runs"), "[\"prog.py\",\"--flag\",\"it's \\\"quoted\\\"\"]");
+    CHECK_EQ(q1(db, "SELECT json_array_length(argv) FROM runs"), 3);
+    CHECK_STR(qs(db, "SELECT argv ->> 2 FROM runs"), "it's \"quoted\"");
+    CHECK_STR(qs(db, "SELECT python FROM runs"), "3.11.7 (test)");
+    CHECK_EQ(q1(db, "SELECT ended_at >= started_at AND started_at > 0 FROM runs"), 1);
+    CHECK_EQ(q1(db, "SELECT dropped_events FROM runs"), 0);
+    CHECK_EQ(q1(db, "SELECT written_events FROM runs"), 13);
+
+    CHECK_EQ(q1(db, "SELECT count(*) FROM code_objects"), 2);
+    CHECK_STR(qs(db, "SELECT name || '@' || filename || ':' || firstlineno FROM code_objects"
+                     " WHERE code_id = 7"), "f@/src/model.py:10");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM compiles"), 2);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM compiles WHERE frame_compile_id > 0"), 1);
+    CHECK_STR(qs(db, "SELECT compile_id || ' ' || outcome || ' ' || duration_ns || ' ' ||"
+                     " graphs || ' ' || nodes || ' ' || guards FROM compiles"
+                     " WHERE compile_id = '0/1'"), "0/1 ok 7000 2 5 1");
+    CHECK_STR(qs(db, "SELECT reason FROM compiles WHERE compile_id = '0/1'"),
+              "L['x'].shape == (3, 4) (observed (5, 4))");
+    CHECK_STR(qs(db, "SELECT reason FROM compiles WHERE compile_id = '0/0'"), "(null)");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM frames"), 1);
+
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), 1);
+    CHECK_STR(qs(db, "SELECT compile_id || '|' || entry_compile_id || '|' || kind || '|' ||"
+                     " expr || '|' || observed FROM guard_failures"),
+              "0/1|0/0|TENSOR_MATCH|L['x'].shape == (3, 4)|(5, 4)");
+    CHECK_EQ(q1(db, "SELECT g.compile_row = c.compile_row FROM guard_failures g, compiles c"
+                    " WHERE c.compile_id = '0/1'"), 1);
+
+    CHECK_EQ(q1(db, "SELECT count(*) FROM graph_breaks"), 1);
+    CHECK_STR(qs(db, "SELECT kind || '|' || reason || '|' || filename || '|' || lineno ||"
+                     " '|' || offset FROM graph_breaks"),
+              "call|call to print|/src/model.py|12|40");
+    CHECK_STR(qs(db, "SELECT user_stack FROM graph_breaks"),
+              "[[\"/src/model.py\",12,\"f\",\"print(x)\"]]");
+
+    CHECK_EQ(q1(db, "SELECT count(*) FROM cache_entries"), 2);
+    CHECK_EQ(q1(db, "SELECT hits FROM cache_entries WHERE compile_id = '0/0'"), 25);
+    CHECK_EQ(q1(db, "SELECT guard_ns FROM cache_entries WHERE compile_id = '0/0'"), 260);
+    CHECK_EQ(q1(db, "SELECT hits FROM cache_entries WHERE compile_id = '0/1'"), 3);
+    CHECK_STR(qs(db, "SELECT guards_text FROM cache_entries WHERE compile_id = '0/1'"),
+              "L['x'].shape == (5, 4)");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guards"), 3);
+    CHECK_STR(qs(db, "SELECT group_concat(idx || '=' || expr, ';') FROM (SELECT * FROM guards"
+                     " WHERE compile_id = '0/0' ORDER BY idx)"),
+              "0=L['x'].shape == (3, 4);1=G['np'] is <module>");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM entry_stats"), 3);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM graphs"), 1);
+    CHECK_STR(qs(db, "SELECT backend || '|' || backend_ns || '|' || nodes || '|' || ops"
+                     " FROM graphs"), "eager|1234|3|add,mul,relu");
+    CHECK_STR(qs(db, "SELECT code FROM graphs"), "def forward(self, x):\n    return x + 1\n");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM frame_skips WHERE code_id = 8"), 1);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM cache_limits"), 1);
+
+    /* Views. */
+    CHECK_EQ(q1(db, "SELECT count(*) FROM recompile_history"), 1);
+    CHECK_STR(qs(db, "SELECT compile_id || ' ' || entry_compile_id || ' ' || guard_kind ||"
+                     " ' ' || observed FROM recompile_history"), "0/1 0/0 TENSOR_MATCH (5, 4)");
+    CHECK_EQ(q1(db, "SELECT failures FROM recompiles"), 1);
+    CHECK_STR(qs(db, "SELECT kind || '|' || reason || '|' || count FROM break_reasons"),
+              "call|call to print|1");
+    CHECK_STR(qs(db, "SELECT compiles || ' ' || recompiles || ' ' || graph_breaks || ' ' ||"
+                     " guard_failures || ' ' || cache_entries || ' ' || hits FROM code_summary"
+                     " WHERE code_id = 7"), "2 1 1 1 2 28");
+    sqlite3_close(db);
+
+    /* The read helpers agree. */
+    StoreReader *r = store_reader_open(path, &err);
+    CHECK(r != NULL);
+    if (r != NULL) {
+        StoreSummary sum;
+        CHECK_EQ(store_read_summary(r, 0, &sum, &err), 0);
+        CHECK_EQ(sum.runs, 1);
+        CHECK_EQ(sum.last_run_id, run_id);
+        CHECK_EQ(sum.code_objects, 2);
+        CHECK_EQ(sum.compiles, 2);
+        CHECK_EQ(sum.recompiles, 1);
+        CHECK_EQ(sum.guard_failures, 1);
+        CHECK_EQ(sum.graph_breaks, 1);
+        CHECK_EQ(sum.cache_entries, 2);
+        CHECK_EQ(sum.hits, 28);
+        CHECK_EQ(sum.dropped_events, 0);
+        StoreCodeRow *rows;
+        size_t n;
+        CHECK_EQ(store_read_code_objects(r, run_id, &rows, &n, &err), 0);
+        CHECK_EQ(n, 2);
+        if (n == 2) {
+            CHECK_EQ(rows[0].code_id, 7);
+            CHECK_STR(rows[0].name, "f");
+            CHECK_EQ(rows[0].recompiles, 1);
+            CHECK_EQ(rows[0].hits, 28);
+            CHECK_STR(rows[0].last_failure, "L['x'].shape == (3, 4) (observed (5, 4))");
+            CHECK_EQ(rows[1].code_id, 8);
+            CHECK_STR(rows[1].last_failure, "");
+        }
+        store_code_rows_free(rows, n);
+        store_reader_close(r);
+    }
+    CHECK_EQ(cap.n, 0);
+}
+
+static void test_file_is_created_private_0600(void)
+{
+    const char *path = db_path("private.db");
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    mode_t old = umask(022);
+    Store *s = store_open(path, NULL, NULL);
+    umask(old);
+    CHECK(s != NULL);
+    EventRecord e = ev_make(EV_FRAME_SKIP, 1, "");
+    store_submit(s, &e);
+    struct stat st;
+    CHECK_EQ(stat(path, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0600);
+    CHECK_EQ(stat(wal, &st), 0);   /* WAL open while the store is */
+    CHECK_EQ(st.st_mode & 0777, 0600);
+    store_close(s);
+    CHECK_EQ(stat(path, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0600);
+}
+
+static void test_queue_overflow_drops_and_counts(void)
+{
+    const char *path = db_path("overflow.db");
+    LogCapture cap;
+    StoreOptions o = test_options(&cap);
+    o.queue_capacity = 64;
+    Store *s = store_open(path, &o, NULL);
+    CHECK(s != NULL);
+    store_pause(s);   /* the writer takes nothing until resumed */
+    int accepted = 0, dropped = 0;
+    for (int i = 0; i < 200; i++) {
+        EventRecord e = ev_make(EV_FRAME_SKIP, i, "");
+        if (store_submit(s, &e) == 0)
+            accepted++;
+        else
+            dropped++;
+    }
+    CHECK_EQ(accepted, 64);
+    CHECK_EQ(dropped, 136);
+    StoreStats st = store_stats(s);
+    CHECK_EQ(st.submitted, 200);
+    CHECK_EQ(st.dropped_queue, 136);
+    CHECK_EQ(st.pending, 64);
+    store_resume(s);
+    long long run_id = st.run_id;
+    store_close(s);
+    CHECK_EQ(log_count(&cap, "event queue is full"), 1);
+    CHECK_EQ(cap.n, 1);
+
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT dropped_events FROM runs WHERE run_id = %lld", run_id), 136);
+    CHECK_EQ(q1(db, "SELECT written_events FROM runs WHERE run_id = %lld", run_id), 64);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM frame_skips"), 64);
+    CHECK_EQ(q1(db, "SELECT max(code_id) FROM frame_skips"), 63);   /* the first 64 kept */
+    sqlite3_close(db);
+}
+
+static void test_queue_byte_bound_drops_and_counts(void)
+{
+    const char *path = db_path("bytes.db");
+    LogCapture cap;
+    StoreOptions o = test_options(&cap);
+    o.queue_max_bytes = 64 * 1024;
+    Store *s = store_open(path, &o, NULL);
+    CHECK(s != NULL);
+    static char big[20000];
+    memset(big, 'x', sizeof big - 1);
+    store_pause(s);
+    int accepted = 0;
+    for (int i = 0; i < 10; i++) {
+        EventRecord e = ev_make(EV_GRAPH_COMPILED, 1, "0/0");
+        e.graph_code = big;
+        accepted += store_submit(s, &e) == 0;
+    }
+    CHECK_EQ(accepted, 3);   /* 3 x ~20 KB fit in 64 KB, the 4th does not */
+    CHECK_EQ(store_stats(s).dropped_queue, 7);
+    store_resume(s);
+    store_close(s);
+    CHECK_EQ(log_count(&cap, "event queue is full"), 1);
+}
+
+static void test_locked_database_drops_counts_and_never_blocks_producer(void)
+{
+    const char *path = db_path("locked.db");
+    LogCapture cap;
+    StoreOptions o = test_options(&cap);
+    o.busy_timeout_ms = 100;
+    Store *s = store_open(path, &o, NULL);
+    CHECK(s != NULL);
+    sqlite3 *other;
+    CHECK_EQ(sqlite3_open(path, &other), SQLITE_OK);
+    exec_or_die(other, "BEGIN EXCLUSIVE");
+
+    double worst = 0;
+    for (int wave = 0; wave < 2; wave++) {
+        for (int i = 0; i < 500; i++) {
+            EventRecord e = ev_make(EV_GUARD_FAIL, i, "");
+            e.expr = "L['x'] == 1";
+            double t0 = now_s();
+            CHECK_EQ(store_submit(s, &e), 0);
+            double dt = now_s() - t0;
+            if (dt > worst)
+                worst = dt;
+        }
+        CHECK(wait_for(s, dropped_write_at_least, 500 * (wave + 1), 5000));
+    }
+    CHECK(worst < 0.05);   /* never waited for the writer or the lock */
+    StoreStats st = store_stats(s);
+    CHECK_EQ(st.dropped_write, 1000);
+    CHECK_EQ(st.written, 0);
+    CHECK(st.errors >= 2);
+    CHECK_EQ(log_count(&cap, "locked by another connection"), 1);
+    CHECK_EQ(cap.n, 1);
+
+    exec_or_die(other, "COMMIT");
+    for (int i = 0; i < 50; i++) {
+        EventRecord e = ev_make(EV_GUARD_FAIL, i, "");
+        CHECK_EQ(store_submit(s, &e), 0);
+    }
+    long long run_id = st.run_id;
+    store_close(s);
+    sqlite3_close(other);
+    CHECK_EQ(cap.n, 1);
+
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), 50);
+    CHECK_EQ(q1(db, "SELECT dropped_events FROM runs WHERE run_id = %lld", run_id), 1000);
+    CHECK_EQ(q1(db, "SELECT written_events FROM runs WHERE run_id = %lld", run_id), 50);
+    CHECK_EQ(q1(db, "SELECT ended_at IS NOT NULL FROM runs WHERE run_id = %lld", run_id), 1);
+    sqlite3_close(db);
+}
+
+static void test_disk_full_is_logged_once_counted_and_soft(void)
+{
+    const char *path = db_path("full.db");
+    LogCapture cap;
+    StoreOptions o = test_options(&cap);
+    o.max_db_bytes = 1;   /* PRAGMA max_page_count: no growth past today's size */
+    Store *s = store_open(path, &o, NULL);
+    CHECK(s != NULL);
+    static char big[16000];
+    memset(big, 'y', sizeof big - 1);
+    int submitted = 0;
+    for (int wave = 0; wave < 3; wave++) {
+        for (int i = 0; i < 20; i++) {
+            EventRecord e = ev_make(EV_GRAPH_COMPILED, 1, "0/0");
+            e.graph_code = big;
+            CHECK_EQ(store_submit(s, &e), 0);
+            submitted++;
+        }
+        CHECK(wait_for(s, dropped_write_at_least, 20 * (wave + 1), 5000));
+    }
+    StoreStats st = store_stats(s);
+    CHECK(st.errors >= 3);
+    CHECK_EQ(st.dropped_write, submitted);
+    long long run_id = st.run_id;
+    store_close(s);
+    CHECK_EQ(log_count(&cap, "size limit"), 1);
+    CHECK_EQ(cap.n, 1);
+    CHECK(strstr(cap.text, "database or disk is full") != NULL);
+
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM graphs"), 0);
+    CHECK_EQ(q1(db, "SELECT dropped_events FROM runs WHERE run_id = %lld", run_id), 60);
+    CHECK_EQ(q1(db, "PRAGMA integrity_check = 1") == -2, 0);
+    CHECK_STR(qs(db, "PRAGMA integrity_check"), "ok");
+    sqlite3_close(db);
+}
+
+static void test_foreign_sqlite_file_is_refused_untouched(void)
+{
+    const char *path = db_path("foreign.db");
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    exec_or_die(db, "CREATE TABLE people(name TEXT); INSERT INTO people VALUES('ada')");
+    sqlite3_close(db);
+    char *err = NULL;
+    Store *s = store_open(path, NULL, &err);
+    CHECK(s == NULL);
+    CHECK(err != NULL && strstr(err, "not a dynscope one") != NULL);
+    CHECK(err != NULL && strstr(err, path) != NULL);
+    free(err);
+    db = ro(path);
+    CHECK_STR(qs(db, "PRAGMA journal_mode"), "delete");   /* not switched to WAL */
+    CHECK_EQ(q1(db, "SELECT count(*) FROM sqlite_schema"), 1);
+    sqlite3_close(db);
+
+    err = NULL;
+    CHECK(store_reader_open(path, &err) == NULL);
+    CHECK(err != NULL && strstr(err, "not a dynscope one") != NULL);
+    free(err);
+}
+
+static void test_garbage_file_is_refused(void)
+{
+    const char *path = db_path("garbage.db");
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < 200; i++)
+        fputs("this is not a database at all\n", f);
+    fclose(f);
+    char *err = NULL;
+    CHECK(store_open(path, NULL, &err) == NULL);
+    CHECK(err != NULL && strstr(err, "not an SQLite database") != NULL);
+    free(err);
+}
+
+static void test_newer_schema_is_refused(void)
+{
+    const char *path = db_path("newer.db");
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    char sql[200];
+    snprintf(sql, sizeof sql, "CREATE TABLE runs(x); PRAGMA application_id = %d;"
+             " PRAGMA user_version = %d", STORE_APPLICATION_ID, STORE_SCHEMA_VERSION + 1);
+    exec_or_die(db, sql);
+    sqlite3_close(db);
+    char *err = NULL;
+    CHECK(store_open(path, NULL, &err) == NULL);
+    CHECK(err != NULL && strstr(err, "newer dynscope") != NULL);
+    CHECK(err != NULL && strstr(err, "schema v3") != NULL);
+    free(err);
+    err = NULL;
+    CHECK(store_reader_open(path, &err) == NULL);
+    CHECK(err != NULL && strstr(err, "newer dynscope") != NULL);
+    free(err);
+}
+
+static void test_unwritable_paths_fail_with_a_message(void)
+{
+    char *err = NULL;
+    CHECK(store_open("/nonexistent-dir-dynscope/x.db", NULL, &err) == NULL);
+    CHECK(err != NULL && strstr(err, "cannot create") != NULL
+          && strstr(err, "No such file or directory") != NULL);
+    free(err);
+    err = NULL;
+    CHECK(store_open(tmpdir, NULL, &err) == NULL);
+    CHECK(err != NULL && strstr(err, "not a regular file") != NULL);
+    free(err);
+    err = NULL;
+    CHECK(store_open("", NULL, &err) == NULL);
+    CHECK(err != NULL);
+    free(err);
+    store_close(NULL);   /* no-op */
+    StoreStats st = store_stats(NULL);
+    CHECK_EQ(st.submitted, 0);
+}
+
+static void test_migration_from_v1_keeps_data(void)
+{
+    const char *path = db_path("v1.db");
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    exec_or_die(db, store_schema_migration_sql(1));
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 1",
+             STORE_APPLICATION_ID);
+    exec_or_die(db, sql);
+    exec_or_die(db,
+        "INSERT INTO runs VALUES (1, 4242, '[\"old.py\"]', '3.11.0', 100, 200);"
+        "INSERT INTO code_objects VALUES (1, 5, '/old.py', 'old_fn', 3);"
+        "INSERT INTO compiles VALUES (1, 5, '0/0', 0, 0, 0, NULL, 110, 9, 'ok', 1, 2, 2);"
+        "INSERT INTO compiles VALUES (1, 5, '0/1', 0, 1, 0, 'L[''n''] == 1 (observed 2)',"
+        "  120, 9, 'ok', 1, 2, 1);"
+        "INSERT INTO guard_failures VALUES (1, 5, '0/1', '0/0', 'EQUALS_MATCH',"
+        "  'L[''n''] == 1', '2', 119);"
+        "INSERT INTO graph_breaks VALUES (1, 5, '0/1', 'call', 'print', '/old.py', 4, 8,"
+        "  '[[\"/old.py\", 4, \"old_fn\", \"print(n)\"]]', 121);"
+        "INSERT INTO cache_entries VALUES (1, 5, '0/0', 0, 17, 'L[''n''] == 1\nTYPE(L[''n''])');"
+        "INSERT INTO cache_entries VALUES (1, 5, '0/1', 0, 4, 'L[''n''] == 2');");
+    sqlite3_close(db);
+
+    char *err = NULL;
+    Store *s = store_open(path, NULL, &err);
+    CHECK(s != NULL);
+    if (s == NULL) {
+        fprintf(stderr, "  %s\n", err);
+        free(err);
+        return;
+    }
+    CHECK_EQ(store_stats(s).run_id, 2);
+    EventRecord e = ev_make(EV_COMPILE_START, 5, "0/0");
+    store_submit(s, &e);
+    store_close(s);
+
+    db = ro(path);
+    CHECK_EQ(q1(db, "PRAGMA user_version"), 2);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs"), 2);
+    CHECK_EQ(q1(db, "SELECT pid FROM runs WHERE run_id = 1"), 4242);
+    CHECK_EQ(q1(db, "SELECT dropped_events FROM runs WHERE run_id = 1"), 0);
+    CHECK_STR(qs(db, "SELECT name FROM code_objects WHERE run_id = 1"), "old_fn");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM compiles WHERE run_id = 1"), 2);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM compiles WHERE run_id = 2"), 1);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM recompile_history WHERE run_id = 1"), 1);
+    CHECK_STR(qs(db, "SELECT guard_expr || ' / ' || observed || ' / ' || reason"
+                     " FROM recompile_history WHERE run_id = 1"),
+              "L['n'] == 1 / 2 / L['n'] == 1 (observed 2)");
+    CHECK_STR(qs(db, "SELECT user_stack FROM graph_breaks"),
+              "[[\"/old.py\",4,\"old_fn\",\"print(n)\"]]");
+    CHECK_EQ(q1(db, "SELECT b.compile_row = c.compile_row FROM graph_breaks b, compiles c"
+                    " WHERE c.run_id = 1 AND c.compile_id = '0/1'"), 1);
+    CHECK_EQ(q1(db, "SELECT hits FROM cache_entries WHERE compile_id = '0/0'"), 17);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM cache_entries WHERE frame_id = 0"), 2);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guards"), 3);
+    CHECK_STR(qs(db, "SELECT expr FROM guards WHERE compile_id = '0/0' AND idx = 1"),
+              "TYPE(L['n'])");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM frames WHERE run_id = 1"), 1);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '%%_v1'"), 0);
+    CHECK_STR(qs(db, "PRAGMA integrity_check"), "ok");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+
+    /* Same layout as a file created fresh. */
+    const char *fresh = db_path("fresh.db");
+    Store *f = store_open(fresh, NULL, NULL);
+    store_close(f);
+    char attach[700];
+    snprintf(attach, sizeof attach, "ATTACH 'file:%s?mode=ro' AS fresh", fresh);
+    sqlite3_close(db);
+    CHECK_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL),
+             SQLITE_OK);
+    exec_or_die(db, attach);
+    const char *layout =
+        "SELECT group_concat(x, ';') FROM (SELECT s.type || ' ' || s.name || '(' ||"
+        " (SELECT group_concat(name || ':' || type || ':' || pk, ',') FROM pragma_table_info(s.name, '%s'))"
+        " || ')' AS x FROM %s.sqlite_schema AS s ORDER BY s.type, s.name)";
+    char a[4096], b[4096];
+    snprintf(a, sizeof a, "%s", qs(db, layout, "main", "main"));
+    snprintf(b, sizeof b, "%s", qs(db, layout, "fresh", "fresh"));
+    CHECK_STR(a, b);
+    CHECK(strstr(a, "view recompile_history") != NULL);
+    sqlite3_close(db);
+
+    /* A reader refuses the v1 layout with a clear message. */
+    const char *old = db_path("v1-only.db");
+    CHECK_EQ(sqlite3_open(old, &db), SQLITE_OK);
+    exec_or_die(db, store_schema_migration_sql(1));
+    exec_or_die(db, sql);
+    sqlite3_close(db);
+    err = NULL;
+    CHECK(store_reader_open(old, &err) == NULL);
+    CHECK(err != NULL && strstr(err, "older schema v1") != NULL);
+    free(err);
+}
+
+typedef struct Producer {
+    Store *s;
+    int thread;
+    int n;
+    int failed;
+} Producer;
+
+static void *produce(void *arg)
+{
+    Producer *p = arg;
+    char expr[64];
+    for (int i = 0; i < p->n; i++) {
+        EventRecord e = ev_make(EV_GUARD_FAIL, 1000 + p->thread, "");
+        snprintf(expr, sizeof expr, "t%d e%d", p->thread, i);
+        e.expr = expr;
+        e.guard_kind = "ID_MATCH";
+        if (store_submit(p->s, &e) != 0)
+            p->failed++;
+    }
+    return NULL;
+}
+
+static void test_four_producer_threads_exact_counts(void)
+{
+    enum { THREADS = 4, N = 25000 };
+    const char *path = db_path("threads.db");
+    StoreOptions o = test_options(NULL);
+    o.queue_capacity = THREADS * N;   /* room for all: no drops allowed here */
+    Store *s = store_open(path, &o, NULL);
+    CHECK(s != NULL);
+    pthread_t t[THREADS];
+    Producer p[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        p[i] = (Producer){s, i, N, 0};
+        pthread_create(&t[i], NULL, produce, &p[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(p[i].failed, 0);
+    }
+    store_close(s);
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), THREADS * N);
+    for (int i = 0; i < THREADS; i++) {
+        CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures WHERE code_id = %d", 1000 + i), N);
+        CHECK_EQ(q1(db, "SELECT count(DISTINCT expr) FROM guard_failures WHERE code_id = %d",
+                    1000 + i), N);
+    }
+    /* Per producer, submission order is kept. */
+    CHECK_EQ(q1(db, "SELECT count(*) FROM (SELECT failure_id, code_id,"
+                    " CAST(substr(expr, instr(expr, 'e') + 1) AS INTEGER) AS i,"
+                    " lag(CAST(substr(expr, instr(expr, 'e') + 1) AS INTEGER))"
+                    "   OVER (PARTITION BY code_id ORDER BY failure_id) AS prev"
+                    " FROM guard_failures) WHERE prev IS NOT NULL AND i != prev + 1"), 0);
+    CHECK_EQ(q1(db, "SELECT written_events FROM runs"), THREADS * N);
+    CHECK_EQ(q1(db, "SELECT dropped_events FROM runs"), 0);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM code_objects"), THREADS);
+    sqlite3_close(db);
+}
+
+/* Child: open a Store on path, write n guard failures, close; exit status 0
+   if all went in. */
+static int child_writes(const char *path, int n, int wait_fd)
+{
+    if (wait_fd >= 0) {
+        char c;
+        if (read(wait_fd, &c, 1) != 1)
+            return 3;
+    }
+    char *err = NULL;
+    Store *s = store_open(path, NULL, &err);
+    if (s == NULL) {
+        fprintf(stderr, "child: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        EventRecord e = ev_make(EV_GUARD_FAIL, 77, "");
+        e.expr = "child";
+        if (store_submit(s, &e) != 0)
+            return 2;
+        if (i % 100 == 0)
+            sleep_ms(1);
+    }
+    StoreStats st;
+    store_close(s);
+    (void)st;
+    return 0;
+}
+
+/* Four processes open one new file at the same moment (racing to create its
+   schema and switch it to WAL) and write at once: every run and every row. */
+static void test_processes_share_one_file(void)
+{
+    enum { PROCS = 4, N = 3000 };
+    const char *path = db_path("procs.db");
+    int go[2];
+    pid_t pids[PROCS];
+    CHECK_EQ(pipe(go), 0);
+    for (int i = 0; i < PROCS; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            close(go[1]);
+            _exit(child_writes(path, N, go[0]));
+        }
+    }
+    close(go[0]);
+    CHECK_EQ(write(go[1], "gggg", PROCS), PROCS);   /* all start together */
+    close(go[1]);
+    for (int i = 0; i < PROCS; i++) {
+        int status = -1;
+        waitpid(pids[i], &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs"), PROCS);
+    CHECK_EQ(q1(db, "SELECT count(DISTINCT pid) FROM runs"), PROCS);
+    for (int i = 0; i < PROCS; i++)
+        CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures g JOIN runs r USING (run_id)"
+                        " WHERE r.pid = %d AND g.expr = 'child'", (int)pids[i]), N);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), PROCS * N);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs WHERE ended_at IS NULL"), 0);
+    CHECK_EQ(q1(db, "SELECT sum(written_events) FROM runs"), PROCS * N);
+    CHECK_STR(qs(db, "PRAGMA integrity_check"), "ok");
+    sqlite3_close(db);
+}
+
+/* The engine's fork recipe: pause before fork; the parent resumes, the child
+   forgets and opens its own Store on the same file.  The parent closes its
+   Store first; then the child and an unrelated process write at once.  Every
+   row must land: the child's new connection must not share the inherited
+   connection's in-process lock state (SQLite keeps it per inode), or it would
+   keep using the parent's deleted WAL index next to the other process's. */
+static void test_fork_child_forgets_and_records_on_its_own(void)
+{
+    const char *path = db_path("fork.db");
+    Store *s = store_open(path, NULL, NULL);
+    CHECK(s != NULL);
+    for (int i = 0; i < 100; i++) {
+        EventRecord e = ev_make(EV_GUARD_FAIL, 1, "");
+        e.expr = "before fork";
+        store_submit(s, &e);
+    }
+    int go[2];
+    CHECK_EQ(pipe(go), 0);
+    store_pause(s);
+    pid_t child = fork();
+    if (child == 0) {
+        close(go[1]);
+        store_forget_after_fork(s);
+        _exit(child_writes(path, 3000, go[0]));
+    }
+    store_resume(s);
+    for (int i = 0; i < 100; i++) {
+        EventRecord e = ev_make(EV_GUARD_FAIL, 1, "");
+        e.expr = "after fork";
+        store_submit(s, &e);
+    }
+    store_close(s);   /* the parent finishes first (checkpoints, deletes the WAL) */
+    pid_t other = fork();
+    if (other == 0) {
+        close(go[1]);
+        _exit(child_writes(path, 3000, go[0]));
+    }
+    close(go[0]);
+    CHECK_EQ(write(go[1], "gg", 2), 2);   /* then both write at once */
+    close(go[1]);
+    int status = -1;
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    waitpid(other, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    sqlite3 *db = ro(path);
+    CHECK_STR(qs(db, "PRAGMA integrity_check"), "ok");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs"), 3);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures WHERE expr = 'before fork'"), 100);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures WHERE expr = 'after fork'"), 100);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures g JOIN runs r USING (run_id)"
+                    " WHERE r.pid = %d AND g.expr = 'child'", (int)child), 3000);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures g JOIN runs r USING (run_id)"
+                    " WHERE r.pid = %d AND g.expr = 'child'", (int)other), 3000);
+    sqlite3_close(db);
+}
+
+static void test_reset_starts_a_new_epoch_of_entries(void)
+{
+    const char *path = db_path("reset.db");
+    Store *s = store_open(path, NULL, NULL);
+    for (int round = 0; round < 2; round++) {
+        EventRecord e = ev_make(EV_COMPILE_START, 3, "0/0");
+        store_submit(s, &e);
+        e = ev_make(EV_COMPILE_END, 3, "0/0");
+        e.outcome = "ok";
+        e.guards_text = round == 0 ? "A\nB" : "C";
+        store_submit(s, &e);
+        e = ev_make(EV_ENTRY_STATS, 3, "0/0");
+        e.hits = round == 0 ? 100 : 5;
+        store_submit(s, &e);
+        if (round == 0) {
+            e = ev_make(EV_RESET, 0, "");
+            store_submit(s, &e);
+        }
+    }
+    store_close(s);
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT resets FROM runs"), 1);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM resets"), 1);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM compiles"), 2);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM cache_entries"), 2);
+    CHECK_EQ(q1(db, "SELECT hits FROM cache_entries WHERE epoch = 0"), 100);
+    CHECK_EQ(q1(db, "SELECT hits FROM cache_entries WHERE epoch = 1"), 5);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guards WHERE epoch = 0"), 2);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guards WHERE epoch = 1"), 1);
+    CHECK_STR(qs(db, "SELECT cache_entries || ' ' || hits || ' ' || compiles FROM code_summary"),
+              "1 5 2");
+    sqlite3_close(db);
+}
+
+static void test_strings_are_bound_never_pasted(void)
+{
+    const char *path = db_path("quotes.db");
+    Store *s = store_open(path, NULL, NULL);
+    EventRecord e = ev_make(EV_FRAME_SKIP, 9, "");
+    e.qualname = "x'); DROP TABLE runs; --";
+    e.reason = "it's \"fine\" \xe2\x9c\x93 ; DELETE FROM code_objects";
+    store_submit(s, &e);
+    e = ev_make(EV_GRAPH_BREAK, 9, "0/0");
+    e.user_stack_json = "[not json";
+    e.break_kind = "call";
+    store_submit(s, &e);
+    store_close(s);
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs"), 1);
+    CHECK_STR(qs(db, "SELECT name FROM code_objects"), "x'); DROP TABLE runs; --");
+    CHECK_STR(qs(db, "SELECT reason FROM frame_skips"),
+              "it's \"fine\" \xe2\x9c\x93 ; DELETE FROM code_objects");
+    CHECK_STR(qs(db, "SELECT user_stack FROM graph_breaks"), "(null)");   /* invalid JSON */
+    CHECK_EQ(q1(db, "SELECT count(*) FROM compiles"), 1);   /* implied by the break */
+    sqlite3_close(db);
+}
+
+static void test_periodic_flush_makes_rows_visible_to_live_readers(void)
+{
+    const char *path = db_path("live.db");
+    StoreOptions o = test_options(NULL);
+    o.flush_interval_ms = 50;
+    Store *s = store_open(path, &o, NULL);
+    EventRecord e = ev_make(EV_FRAME_SKIP, 1, "");
+    store_submit(s, &e);
+    CHECK(wait_for(s, written_at_least, 1, 2000));
+    StoreReader *r = store_reader_open(path, NULL);
+    CHECK(r != NULL);
+    if (r != NULL) {
+        StoreSummary sum;
+        CHECK_EQ(store_read_summary(r, store_stats(s).run_id, &sum, NULL), 0);
+        CHECK_EQ(sum.code_objects, 1);
+        CHECK_EQ(q1(store_reader_db(r), "SELECT count(*) FROM frame_skips"), 1);
+        CHECK(q1(store_reader_db(r), "SELECT ended_at IS NULL FROM runs") == 1);
+        store_reader_close(r);
+    }
+    store_close(s);
+}
+
+static void test_default_log_goes_to_stderr_once(void)
+{
+    const char *path = db_path("stderr.db");
+    const char *logpath = db_path("stderr.txt");
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    close(fd);
+    StoreOptions o = {0};
+    o.queue_capacity = 2;
+    Store *s = store_open(path, &o, NULL);
+    store_pause(s);
+    for (int i = 0; i < 10; i++) {
+        EventRecord e = ev_make(EV_FRAME_SKIP, 1, "");
+        store_submit(s, &e);
+    }
+    store_resume(s);
+    store_close(s);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char buf[2048] = {0};
+    FILE *f = fopen(logpath, "r");
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    CHECK(strstr(buf, "dynscope: recording to ") != NULL);
+    CHECK(strstr(buf, "event queue is full") != NULL);
+    int lines = 0;
+    for (char *p = buf; *p; p++)
+        lines += *p == '\n';
+    CHECK_EQ(lines, 1);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpdir, sizeof tmpdir, "%s/test_store.XXXXXX", base);
+    if (mkdtemp(tmpdir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {
+#define T(fn) {#fn, fn}
+        T(test_events_written_and_read_back_exactly),
+        T(test_file_is_created_private_0600),
+        T(test_queue_overflow_drops_and_counts),
+        T(test_queue_byte_bound_drops_and_counts),
+        T(test_locked_database_drops_counts_and_never_blocks_producer),
+        T(test_disk_full_is_logged_once_counted_and_soft),
+        T(test_foreign_sqlite_file_is_refused_untouched),
+        T(test_garbage_file_is_refused),
+        T(test_newer_schema_is_refused),
+        T(test_unwritable_paths_fail_with_a_message),
+        T(test_migration_from_v1_keeps_data),
+        T(test_four_producer_threads_exact_counts),
+        T(test_processes_share_one_file),
+        T(test_fork_child_forgets_and_records_on_its_own),
+        T(test_reset_starts_a_new_epoch_of_entries),
+        T(test_strings_are_bound_never_pasted),
+        T(test_periodic_flush_makes_rows_visible_to_live_readers),
+        T(test_default_log_goes_to_stderr_once),
+#undef T
+    };
+    size_t ntests = sizeof tests / sizeof tests[0];
+    for (size_t i = 0; i < ntests; i++) {
+        int before = failures;
+        double t0 = now_s();
+        current_test = tests[i].name;
+        tests[i].fn();
+        printf("%s %s (%.0f ms)\n", failures == before ? "ok  " : "FAIL", tests[i].name,
+               (now_s() - t0) * 1000);
+        fflush(stdout);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (failures == 0 && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    printf("test_store: %zu tests, %d checks, %d failed%s%s\n", ntests, checks, failures,
+           failures ? "; files kept in " : "", failures ? tmpdir : "");
+    return failures == 0 ? 0 : 1;
+}
