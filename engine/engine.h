@@ -53,6 +53,9 @@ static inline uint64_t engine_ticks(void) { return __rdtsc(); }
 static inline uint64_t engine_ticks(void) { return engine_now_ns(); }
 #endif
 uint64_t engine_ticks_to_ns(uint64_t ticks);
+/* The same with the ratio measured once (after its first computation):
+   no clock read, for the hot path. */
+uint64_t engine_ticks_to_ns_fast(uint64_t ticks);
 
 /* ------------------------------------------------------------------ */
 /* Frame views (guards.c, plan.c).                                     */
@@ -487,6 +490,7 @@ typedef struct CodeCache {
     int nframes;
     CacheFrame **frames;      /* owned: array of owned frames */
     PyObject *skip_reason;    /* strong: str when the code runs eagerly for good, else NULL */
+    bool skip_reported;       /* the skip was an event (not a path or static rule) */
     struct CodeCache *prev, *next;  /* every live CodeCache, for reset() */
 } CodeCache;
 

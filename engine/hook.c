@@ -100,6 +100,7 @@ static bool code_in_skipped_file(PyCodeObject *co)
 static void mark_skipped(CodeCache *cc, PyObject *reason_steal, bool report)
 {
     Py_XSETREF(cc->skip_reason, reason_steal);
+    cc->skip_reported = report;
     if (report) {
         capture_counters(capture_state())->skips++;
         events_frame_skip(cc, cc->skip_reason);
@@ -230,7 +231,7 @@ static void move_to_front(PyObject *entries, Py_ssize_t i)
  * filled, 0 on a miss, -1 on an internal error.
  */
 static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
-                      PlanOutcome *result)
+                      PlanOutcome *result, int *hit_index)
 {
     /* A strong reference: reset() in another thread swaps cf->entries
        while a plan below runs Python. */
@@ -239,8 +240,11 @@ static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
     for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(entries); i++) {
         CacheEntry *e = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(entries, i));
         r = try_entry(e, fv, tc, true, result);
-        if (r == 1 && i < PyList_GET_SIZE(entries) && PyList_GET_ITEM(entries, i) == (PyObject *)e)
-            move_to_front(entries, i);
+        if (r == 1) {
+            *hit_index = (int)i;
+            if (i < PyList_GET_SIZE(entries) && PyList_GET_ITEM(entries, i) == (PyObject *)e)
+                move_to_front(entries, i);
+        }
         Py_DECREF(e);
     }
     Py_DECREF(entries);
@@ -570,10 +574,15 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     PyObject *result = NULL;
     for (;;) {
         PlanOutcome out = {0};
-        int r = run_cached(cf, &fv, tc, &out);
+        int hit_index = -1;
+        /* guard time per call is measured only while a session listens */
+        uint64_t t0 = trace_frame_eval_enabled() ? engine_ticks() : 0;
+        int r = run_cached(cf, &fv, tc, &out, &hit_index);
         if (r == 1) {
             capture_counters(capture_state())->hits++;
-            trace_frame_eval(cc->code_id, TRACE_FRAME_HIT, 0, 0);
+            if (trace_frame_eval_enabled())
+                trace_frame_eval(cc->code_id, TRACE_FRAME_HIT, hit_index,
+                                 engine_ticks_to_ns_fast(engine_ticks() - t0));
         }
         else {
             MissOutcome m = MISS_EAGER;
@@ -635,7 +644,7 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
     PyCodeObject *co = frame_code(f);
     CodeCache *cc = lookup_code_cache(co);
     if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL) {
-        if (cc != NULL)
+        if (cc != NULL && cc->skip_reported)   /* not the library code skipped by path */
             trace_frame_eval(cc->code_id, TRACE_FRAME_SKIP, -1, 0);
         return frame_eval_default(ts, f, 0);
     }

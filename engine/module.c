@@ -42,6 +42,7 @@ uint64_t engine_wall_ns(void)
 }
 
 static uint64_t base_ticks, base_ns;   /* taken at module init */
+static double cached_ns_per_tick;      /* 0 until first measured */
 
 uint64_t engine_ticks_to_ns(uint64_t ticks)
 {
@@ -53,7 +54,19 @@ uint64_t engine_ticks_to_ns(uint64_t ticks)
         n = engine_now_ns();
     uint64_t t = engine_ticks();
     double ns_per_tick = (double)(n - base_ns) / (double)(t - base_ticks);
+    cached_ns_per_tick = ns_per_tick;
     return (uint64_t)((double)ticks * ns_per_tick);
+#else
+    return ticks;
+#endif
+}
+
+uint64_t engine_ticks_to_ns_fast(uint64_t ticks)
+{
+#if defined(__x86_64__)
+    if (cached_ns_per_tick == 0.0)
+        return engine_ticks_to_ns(ticks);
+    return (uint64_t)((double)ticks * cached_ns_per_tick);
 #else
     return ticks;
 #endif
