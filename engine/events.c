@@ -163,7 +163,7 @@ static void emit_guard_failures(CodeCache *cc, CacheEntry *e, PyObject *failures
     }
 }
 
-void events_compile_start(CodeCache *cc, CacheEntry *e)
+static void events_compile_start_impl(CodeCache *cc, CacheEntry *e)
 {
     PyObject *ev = event_base("compile_start", cc);
     set_item(ev, "compile_id", compile_id_str(e));
@@ -177,7 +177,7 @@ void events_compile_start(CodeCache *cc, CacheEntry *e)
     }
 }
 
-void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
+static void events_compile_end_impl(CodeCache *cc, CacheEntry *e, const char *outcome)
 {
     PyObject *ev = event_base("compile_end", cc);
     set_item(ev, "compile_id", compile_id_str(e));
@@ -196,7 +196,7 @@ void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
         r.graphs = e->plan.gm ? 1 : 0;
         r.nodes = e->plan.nops;
         r.guards = e->guards.n;
-        PyObject *lines = PyList_New(0);
+        PyObject *lines = record_active() ? PyList_New(0) : NULL;
         for (int g = 0; lines && g < e->guards.n; g++) {
             PyObject *expr = guardset_render_guard(&e->guards, g);
             PyObject *line = expr ? PyUnicode_FromFormat("%s\t%U", guard_kind_name(e->guards.guards[g].kind), expr) : NULL;
@@ -209,8 +209,7 @@ void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
         PyObject *text = lines && nl ? PyUnicode_Join(nl, lines) : NULL;
         Py_XDECREF(nl);
         Py_XDECREF(lines);
-        if (text == NULL)
-            PyErr_Clear();
+        PyErr_Clear();
         r.guards_text = utf8(text);
         sinks_emit(&r);
         Py_XDECREF(text);
@@ -226,7 +225,7 @@ void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
             PyErr_Clear();
             bname = e->backend ? PyObject_Repr(e->backend) : NULL;
         }
-        PyObject *code = PyObject_GetAttrString(e->plan.gm, "code");
+        PyObject *code = record_active() ? PyObject_GetAttrString(e->plan.gm, "code") : NULL;
         PyObject *graph = PyObject_GetAttrString(e->plan.gm, "graph");
         PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
         PyObject *names = PyList_New(0);
@@ -255,7 +254,7 @@ void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
     }
 }
 
-void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
+static void events_recompile_impl(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
 {
     PyObject *ev = event_base("recompile", cc);
     set_item(ev, "compile_id", compile_id_str(e));
@@ -272,7 +271,7 @@ void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *
     emit_guard_failures(cc, e, failures);
 }
 
-void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
+static void events_cache_limit_impl(CodeCache *cc, CacheFrame *cf, PyObject *failures)
 {
     PyObject *ev = event_base("cache_limit", cc);
     set_item(ev, "limit", PyLong_FromLong(engine_config.cache_size_limit));
@@ -285,8 +284,10 @@ void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
         record_base(&r, EV_CACHE_LIMIT, cc, NULL, cid, sizeof(cid));
         r.reason = utf8(cf->last_failure);
         r.resume_offset = cf->resume_offset * 2;
+        r.frame_id = cf->frame_id;
         sinks_emit(&r);
     }
+    emit_guard_failures(cc, NULL, failures);
 
     /* The user's one warning; a warnings filter that turns it into an
        error must not break the program, so the error is reported and
@@ -303,7 +304,7 @@ void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
     PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
-void events_frame_skip(CodeCache *cc, PyObject *reason)
+static void events_frame_skip_impl(CodeCache *cc, PyObject *reason)
 {
     PyObject *ev = event_base("frame_skip", cc);
     set_item(ev, "reason", Py_NewRef(reason ? reason : Py_None));
@@ -317,7 +318,7 @@ void events_frame_skip(CodeCache *cc, PyObject *reason)
     }
 }
 
-void events_graph_break(CodeCache *cc, CacheEntry *e)
+static void events_graph_break_impl(CodeCache *cc, CacheEntry *e)
 {
     const BreakInfo *b = &e->plan.brk;
     capture_counters(capture_state())->graph_breaks++;
@@ -357,7 +358,7 @@ void events_graph_break(CodeCache *cc, CacheEntry *e)
     }
 }
 
-void events_reset(void)
+static void events_reset_impl(void)
 {
     if (sinks_want(EV_RESET)) {
         EventRecord r;
@@ -405,6 +406,66 @@ PyObject *events_exception_reason(void)
     if (r == NULL)
         PyErr_Clear();
     return r;
+}
+
+
+/* ---- the public event functions: each runs inside the engine, so the
+   Python they use (json, warnings, rendering) is never captured ---- */
+
+void events_compile_start(CodeCache *cc, CacheEntry *e)
+{
+    ThreadCapture *tc = capture_state();
+    tc->in_engine++;
+    events_compile_start_impl(cc, e);
+    tc->in_engine--;
+}
+
+void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
+{
+    ThreadCapture *tc = capture_state();
+    tc->in_engine++;
+    events_compile_end_impl(cc, e, outcome);
+    tc->in_engine--;
+}
+
+void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
+{
+    ThreadCapture *tc = capture_state();
+    tc->in_engine++;
+    events_recompile_impl(cc, e, reason, failures);
+    tc->in_engine--;
+}
+
+void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
+{
+    ThreadCapture *tc = capture_state();
+    tc->in_engine++;
+    events_cache_limit_impl(cc, cf, failures);
+    tc->in_engine--;
+}
+
+void events_frame_skip(CodeCache *cc, PyObject *reason)
+{
+    ThreadCapture *tc = capture_state();
+    tc->in_engine++;
+    events_frame_skip_impl(cc, reason);
+    tc->in_engine--;
+}
+
+void events_graph_break(CodeCache *cc, CacheEntry *e)
+{
+    ThreadCapture *tc = capture_state();
+    tc->in_engine++;
+    events_graph_break_impl(cc, e);
+    tc->in_engine--;
+}
+
+void events_reset(void)
+{
+    ThreadCapture *tc = capture_state();
+    tc->in_engine++;
+    events_reset_impl();
+    tc->in_engine--;
 }
 
 /* ---- Python surface: _C.events(), _C.clear_events(), _C.event_stats() ---- */

@@ -181,7 +181,7 @@ static CodeCache *lookup_code_cache(PyCodeObject *co)
  * them apart.
  */
 static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
-                     bool count_hit, PlanOutcome *out)
+                     bool count_hit, PlanOutcome *out, uint64_t *guard_ticks)
 {
     PyObject *small[SMALL_VALS];
     PyObject **vals = small;
@@ -203,6 +203,8 @@ static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
     uint64_t t1 = engine_ticks();
     tc->in_engine--;
     e->guard_ticks += t1 - t0;
+    if (guard_ticks != NULL)
+        *guard_ticks += t1 - t0;
     if (ok == 1) {
         e->hits += count_hit;
         /* The graph runs inside the engine; an eager step is user code. */
@@ -231,7 +233,7 @@ static void move_to_front(PyObject *entries, Py_ssize_t i)
  * filled, 0 on a miss, -1 on an internal error.
  */
 static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
-                      PlanOutcome *result, int *hit_index)
+                      PlanOutcome *result, int *hit_index, uint64_t *guard_ticks)
 {
     /* A strong reference: reset() in another thread swaps cf->entries
        while a plan below runs Python. */
@@ -239,7 +241,7 @@ static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
     int r = 0;
     for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(entries); i++) {
         CacheEntry *e = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(entries, i));
-        r = try_entry(e, fv, tc, true, result);
+        r = try_entry(e, fv, tc, true, result, guard_ticks);
         if (r == 1) {
             *hit_index = (int)i;
             if (i < PyList_GET_SIZE(entries) && PyList_GET_ITEM(entries, i) == (PyObject *)e)
@@ -448,7 +450,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         events_internal_error("inserting a cache entry");
         return MISS_EAGER;
     }
-    int r = try_entry(e, fv, tc, false, result);
+    int r = try_entry(e, fv, tc, false, result, NULL);
     Py_DECREF(e);
     if (r == 1)
         return MISS_RAN;
@@ -575,14 +577,13 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     for (;;) {
         PlanOutcome out = {0};
         int hit_index = -1;
-        /* guard time per call is measured only while a session listens */
-        uint64_t t0 = trace_frame_eval_enabled() ? engine_ticks() : 0;
-        int r = run_cached(cf, &fv, tc, &out, &hit_index);
+        uint64_t guard_ticks = 0;   /* this call's guard time, all entries tried */
+        int r = run_cached(cf, &fv, tc, &out, &hit_index, &guard_ticks);
         if (r == 1) {
             capture_counters(capture_state())->hits++;
             if (trace_frame_eval_enabled())
                 trace_frame_eval(cc->code_id, TRACE_FRAME_HIT, hit_index,
-                                 engine_ticks_to_ns_fast(engine_ticks() - t0));
+                                 engine_ticks_to_ns_fast(guard_ticks));
         }
         else {
             MissOutcome m = MISS_EAGER;

@@ -25,7 +25,9 @@
 /* EventRecord strings are never NULL by contract; a NULL still must not
    crash the traced program. */
 #ifndef TP_STR
-#define TP_STR(s) ((s) != NULL ? (s) : "")
+/* An absent string is recorded as "-": lttng-ust 2.13 records an empty
+   string field wrongly (the reader shows another field's text). */
+#define TP_STR(s) ((s) != NULL && (s)[0] != '\0' ? (s) : "-")
 #endif
 
 /* The code object, first fields of every cold event but reset. */
