@@ -7,8 +7,13 @@
 #                                when the lttng-ust headers are installed
 #   make test                    install missing deps, build, run C and Python tests
 #   make asan                    build with ASan+UBSan, run the Python tests under it
-#   make check-c                 build and run tests/c/*.c (if any)
+#   make check-c                 build and run tests/c/*.c (if any; not bench_*.c)
+#   make check-c-asan            the store's C tests under ASan+UBSan
+#   make bench-store             the SQLite recorder's throughput (tests/c/bench_store.c)
 #   make bench / make demo       run scripts/bench_*.py / scripts/demo.py
+#   make dyntop                  build build/dyntop, the TUI (part of make all)
+#   make install                 build/dyntop -> $(PREFIX)/bin, its man page ->
+#                                $(PREFIX)/share/man/man1 (PREFIX=/usr/local, DESTDIR)
 #   make deps                    scripts/install-deps.sh alone
 #   make print-vars              show what the build resolved
 #   make clean
@@ -82,9 +87,9 @@ define install_so
 	fi
 endef
 
-.PHONY: all dev install-ext tp test check-c asan bench demo deps clean print-vars FORCE
+.PHONY: all dev install-ext tp dyntop install test check-c check-c-asan bench-store asan bench demo deps clean print-vars FORCE
 
-all: install-ext tp
+all: install-ext tp dyntop
 
 dev: all
 
@@ -169,15 +174,26 @@ test:
 	$(MAKE) --no-print-directory check-c
 	@$(call run_pytest,); exit $$rc
 
-# C unit tests: every tests/c/*.c is one standalone program, built under
-# build/tests/c/ and run; a non-zero exit fails the target.
-C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/c/%,$(wildcard tests/c/*.c))
+# C unit tests: every tests/c/*.c but bench_*.c is one standalone program,
+# built under build/tests/c/ and run; a non-zero exit fails the target.  They
+# may call store/ (the SQLite recorder): its objects are linked in, with
+# C_TEST_LIBS.  tests/c/bench_*.c are benchmarks, built by the same rule and
+# run by their own targets (bench-store).
+C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/c/%,$(filter-out tests/c/bench_%.c,$(wildcard tests/c/*.c)))
+C_TESTS_ASAN := $(C_TESTS:$(BUILD)/%=$(BUILD)/asan/%)
+STORE_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard store/*.c))
+STORE_ASAN_OBJS := $(patsubst %.c,$(BUILD)/asan/%.o,$(wildcard store/*.c))
+C_TEST_LIBS := -lsqlite3 -lpthread
 
-$(BUILD)/tests/c/%: tests/c/%.c $(BUILD)/cflags
+$(BUILD)/tests/c/%: tests/c/%.c $(STORE_OBJS) $(BUILD)/cflags
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_NORMAL) $(DEPFLAGS) -o $@ $< $(LDLIBS)
+	$(CC) $(CFLAGS_NORMAL) $(DEPFLAGS) -o $@ $< $(STORE_OBJS) $(LDLIBS) $(C_TEST_LIBS)
 
--include $(C_TESTS:=.d)
+$(BUILD)/asan/tests/c/%: tests/c/%.c $(STORE_ASAN_OBJS) $(BUILD)/asan/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ASAN) $(DEPFLAGS) -o $@ $< $(STORE_ASAN_OBJS) $(LDLIBS) $(C_TEST_LIBS)
+
+-include $(C_TESTS:=.d) $(C_TESTS_ASAN:=.d)
 
 # C tests that link more than their own file.
 $(BUILD)/tests/c/trace_smoke: tests/c/trace_smoke.c trace/trace.c trace/trace.h \
@@ -189,11 +205,58 @@ check-c: $(C_TESTS)
 	@if [ -z "$(C_TESTS)" ]; then echo "check-c: no C unit tests (tests/c/*.c)"; fi
 	@set -e; for t in $(C_TESTS); do echo "check-c: $$t"; ./$$t; done
 
+# The same C tests under ASan+UBSan (leaks included).  The tests that need
+# other sources than store/ (trace_smoke) are left to check-c.
+C_TESTS_ASAN_STORE := $(filter $(BUILD)/asan/tests/c/test_store%,$(C_TESTS_ASAN))
+check-c-asan: $(C_TESTS_ASAN_STORE)
+	@set -e; for t in $(C_TESTS_ASAN_STORE); do echo "check-c-asan: $$t"; \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$$t; done
+
+# The recorder's throughput (docs/performance.md, "SQLite recorder").
+# BENCH_STORE_ARGS: [EVENTS [VIEW_EVENTS [DIR]]].
+bench-store: $(BUILD)/tests/c/bench_store
+	./$(BUILD)/tests/c/bench_store $(BENCH_STORE_ARGS)
+
 asan: $(ASAN_SO)
 	$(call install_so,$(ASAN_SO))
 	@$(call run_pytest,$(ASAN_ENV),--capture=sys); \
 	$(MAKE) --no-print-directory install-ext || rc=1; \
 	exit $$rc
+
+# ---------------------------------------------------------------------------
+# dyntop (tui/, docs/dyntop.md): a plain C program, no Python.  It links the
+# store's read helpers (store/read.c and what they call: schema.c, util.c),
+# built again here with dyntop's own flags under build/tui/, so the extension's
+# objects (-fPIC, Python includes) stay apart.
+
+DYNTOP := $(BUILD)/dyntop
+DYNTOP_SRCS := $(wildcard tui/*.c) store/read.c store/schema.c store/util.c
+DYNTOP_OBJS := $(DYNTOP_SRCS:%.c=$(BUILD)/tui/%.o)
+NCURSES_CFLAGS = $(shell pkg-config --cflags ncursesw 2>/dev/null)
+NCURSES_LIBS = $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw)
+TUI_CFLAGS = -std=c11 $(WARN) -g -O2 $(NCURSES_CFLAGS) $(CFLAGS_EXTRA)
+PREFIX ?= /usr/local
+
+dyntop: $(DYNTOP)
+
+$(BUILD)/tui/cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(TUI_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(TUI_CFLAGS)' > $@
+
+$(BUILD)/tui/%.o: %.c $(BUILD)/tui/cflags
+	@mkdir -p $(@D)
+	$(CC) $(TUI_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(DYNTOP): $(DYNTOP_OBJS)
+	$(CC) -o $@ $(DYNTOP_OBJS) $(NCURSES_LIBS) -lsqlite3 -lpthread
+
+-include $(DYNTOP_OBJS:.o=.d)
+
+install: $(DYNTOP)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(DYNTOP) $(DESTDIR)$(PREFIX)/bin/dyntop
+	install -m 0644 docs/dyntop.1 $(DESTDIR)$(PREFIX)/share/man/man1/dyntop.1
 
 # ---------------------------------------------------------------------------
 # Demo and benchmarks.
@@ -209,8 +272,14 @@ bench: all
 	if [ $${#benches[@]} -eq 0 ]; then echo "bench: no scripts/bench_*.py yet"; exit 0; fi; \
 	for b in "$${benches[@]}"; do echo "== $$b"; $(PY) "$$b" || exit $$?; done
 
+# The main job: a NumPy training loop recorded to dynscope.db, a report, then
+# dyntop on it (its batch output when there is no terminal, e.g. in CI logs).
 demo: all
-	$(PY) scripts/demo.py
+	rm -f dynscope.db dynscope.db-wal dynscope.db-shm
+	$(PY) -m dynscope run --db dynscope.db scripts/demo_workload.py
+	$(PY) -m dynscope report dynscope.db
+	@if [ -t 0 ] && [ -t 1 ]; then $(BUILD)/dyntop dynscope.db; \
+	else $(BUILD)/dyntop -b -n 1 dynscope.db; fi
 
 # ---------------------------------------------------------------------------
 

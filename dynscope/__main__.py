@@ -8,6 +8,8 @@ Commands:
                          cache-limit hits
   explain FILE.py:FUNC   run FUNC (no arguments) from FILE.py under
                          dynscope.explain and print the report
+  top FILE [options]     dyntop, the live TUI over a dynscope database (runs
+                         build/dyntop; its options: top --help, docs/dyntop.md)
 """
 from __future__ import annotations
 
@@ -219,7 +221,31 @@ def _has_table(con, name: str) -> bool:
     return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
 
+def _dyntop_path() -> str:
+    """build/dyntop of this checkout (made by `make`), next to the package."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(os.path.dirname(pkg), "build", "dyntop")
+
+
+def _cmd_top(argv: list[str]) -> int:
+    """Replace this process with dyntop; every argument goes to it."""
+    exe = _dyntop_path()
+    if not os.access(exe, os.X_OK):
+        print(f"dynscope top: {exe} is not built; run `make` (or `make dyntop`) in "
+              f"{os.path.dirname(os.path.dirname(exe))}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(exe, [exe] + list(argv))
+    return 127  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "top":
+        # dyntop parses its own options (argparse would take -b, -n, -d ...).
+        return _cmd_top(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m dynscope",
                                      description="dynscope: a capture engine for CPython, built to be watched.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -245,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("explain", help="explain one call of a function that takes no arguments")
     p.add_argument("target", metavar="FILE.py:FUNC")
     p.set_defaults(func=_cmd_explain)
+    sub.add_parser("top", add_help=False,
+                   help="dyntop: the live TUI over a dynscope database (top FILE [options];"
+                        " top --help lists them)")
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

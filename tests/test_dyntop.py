@@ -1,0 +1,684 @@
+"""dyntop, the TUI over a dynscope database (tui/, docs/dyntop.md), driven for
+real: a workload with known functions is recorded with `python -m dynscope run`,
+then build/dyntop runs in a tmux pane (a private tmux server per test) and the
+screen is read back with capture-pane; batch mode (-b) is compared with SQL
+queries on the same file.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DYNTOP = os.environ.get("DYNTOP_BIN", os.path.join(ROOT, "build", "dyntop"))  # DYNTOP_BIN: e.g. an ASan build
+PY = sys.executable
+
+pytestmark = [
+    pytest.mark.skipif(not os.access(DYNTOP, os.X_OK), reason="build/dyntop is not built (make)"),
+]
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+WORKLOAD = textwrap.dedent('''\
+    import numpy as np
+    import dynscope
+
+
+    @dynscope.optimize("eager")
+    def steady_fn(x):                  # one entry, many hits
+        return x * 2.0 + 1.0
+
+
+    @dynscope.optimize("eager")
+    def shapes_fn(x):                  # a new shape each round: recompiles
+        return (x * 3.0).sum()
+
+
+    @dynscope.optimize("eager")
+    def chatty_fn(x):                  # print: a graph break
+        y = x + 1.0
+        print("chatty", y.shape)
+        return y * 2.0
+
+
+    @dynscope.optimize("eager")
+    def branchy_fn(x):                 # a branch on a tensor value: a graph break
+        y = x * 2.0
+        if y.sum() > 0:
+            return y - 1.0
+        return y + 1.0
+
+
+    @dynscope.optimize("eager")
+    def limited_fn(x, k):              # a new constant each call: hits the cache limit
+        return x * k
+
+
+    def main():
+        a = np.ones(4)
+        for _ in range(50):
+            steady_fn(a)
+        for n in (2, 3, 4, 5):
+            for _ in range(3):
+                shapes_fn(np.ones(n))
+        for _ in range(3):
+            chatty_fn(a)
+            branchy_fn(a)
+        for k in range(12):
+            limited_fn(a, k)
+
+
+    main()
+    ''')
+
+LIVE = textwrap.dedent('''\
+    import time
+    import numpy as np
+    import dynscope
+
+    dynscope.config.cache_size_limit = 1000
+
+
+    @dynscope.optimize("eager")
+    def live_fn(x):                    # a new shape every call: recompiles all along
+        return x * 2.0
+
+
+    for i in range(int(__import__("sys").argv[1])):
+        live_fn(np.ones(2 + i))
+        time.sleep(0.1)
+    ''')
+
+FUNCTIONS = ["steady_fn", "shapes_fn", "chatty_fn", "branchy_fn", "limited_fn"]
+
+
+def record(tmp, script_text, name="workload.py", db="w.db", args=()):
+    """Write the script into tmp and record it; returns the database path."""
+    script = os.path.join(tmp, name)
+    with open(script, "w") as fh:
+        fh.write(script_text)
+    path = os.path.join(tmp, db)
+    subprocess.run([PY, "-m", "dynscope", "run", "--db", path, name, *args], cwd=tmp,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=dict(os.environ, PYTHONPATH=ROOT))
+    return path
+
+
+@pytest.fixture(scope="module")
+def workload_db(tmp_path_factory):
+    return record(str(tmp_path_factory.mktemp("dyntop")), WORKLOAD)
+
+
+def sql(db, query, *args):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(query, args).fetchall()
+    finally:
+        con.close()
+
+
+def expected_rows(db):
+    """What the table must say for each function, straight from SQL (newest run)."""
+    rows = sql(db, """
+        WITH r AS (SELECT run_id, resets FROM runs ORDER BY run_id DESC LIMIT 1)
+        SELECT co.name,
+          (SELECT count(*) FROM compiles c WHERE c.run_id = co.run_id AND c.code_id = co.code_id),
+          (SELECT count(*) FROM compiles c WHERE c.run_id = co.run_id AND c.code_id = co.code_id
+             AND c.frame_compile_id > 0),
+          (SELECT count(*) FROM graphs g WHERE g.run_id = co.run_id AND g.code_id = co.code_id),
+          (SELECT count(*) FROM graph_breaks b WHERE b.run_id = co.run_id AND b.code_id = co.code_id),
+          (SELECT count(*) FROM cache_limits l WHERE l.run_id = co.run_id AND l.code_id = co.code_id),
+          (SELECT coalesce(sum(hits), 0) FROM cache_entries e WHERE e.run_id = co.run_id
+             AND e.code_id = co.code_id AND e.epoch = r.resets),
+          (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM cache_entries e
+             WHERE e.run_id = co.run_id AND e.code_id = co.code_id AND e.epoch = r.resets
+             GROUP BY e.frame_id)),
+          (SELECT coalesce(sum(duration_ns), 0) FROM compiles c WHERE c.run_id = co.run_id
+             AND c.code_id = co.code_id),
+          (SELECT g.expr || ' (observed ' || coalesce(g.observed, '?') || ')' FROM guard_failures g
+             WHERE g.run_id = co.run_id AND g.code_id = co.code_id ORDER BY g.failure_id DESC LIMIT 1)
+        FROM code_objects co JOIN r USING (run_id)""")
+    # The database does not record the cache size limit: dyntop assumes 8
+    # unless a frame holds more entries than that ("?": unknown).
+    limit = 8 if all(r[7] <= 8 for r in rows) else None
+    out = {}
+    for name, compiles, recompiles, graphs, breaks, limits, hits, fullest, cap_ns, last in rows:
+        out[name] = dict(entries=f"{fullest}/{limit or '?'}", hits=hits, misses=compiles + limits,
+                         recompiles=recompiles, graphs=graphs, breaks=breaks,
+                         capture_ms=cap_ns / 1e6, last=last or "",
+                         at_limit=bool(limits) or (limit is not None and fullest >= limit))
+    return out
+
+
+ROW = re.compile(r"^\s*([LR]{0,2}|-)\s+(\S+)\s+(\S+:\d+)\s+(\d+/[\d?]+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)"
+                 r"\s+(\d+)\s+([\d.]+)(?:\s+(.*?))?\s*$")
+
+
+def parse_rows(text):
+    """Table rows (screen or batch text) as dicts, in order."""
+    rows = []
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if m is None or m.group(2) == "FUNCTION":
+            continue
+        flags, name, where, entries, hits, misses, recomp, graphs, breaks, cap, last = m.groups()
+        rows.append(dict(flags=flags.strip("-"), name=name, where=where, entries=entries,
+                         hits=int(hits), misses=int(misses), recompiles=int(recomp),
+                         graphs=int(graphs), breaks=int(breaks), capture_ms=float(cap),
+                         last=last or ""))
+    return rows
+
+
+def names(text):
+    return [r["name"] for r in parse_rows(text)]
+
+
+def assert_rows_match_sql(rows, db, check_last=True):
+    want = expected_rows(db)
+    assert sorted(r["name"] for r in rows) == sorted(want), rows
+    for r in rows:
+        w = want[r["name"]]
+        for key in ("entries", "hits", "misses", "recompiles", "graphs", "breaks"):
+            assert r[key] == w[key], (r["name"], key, r[key], w[key])
+        assert abs(r["capture_ms"] - w["capture_ms"]) <= max(0.011, w["capture_ms"] * 0.01), r
+        assert ("L" in r["flags"]) == w["at_limit"], r
+        if check_last:
+            assert r["last"] == w["last"], (r["name"], r["last"], w["last"])
+
+
+class Pane:
+    """One dyntop in a tmux pane, on a tmux server of its own."""
+
+    def __init__(self, command, width=120, height=40, cwd=ROOT):
+        self.socket = f"dyntop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # The pane stays after dyntop exits, showing its exit status.
+        # (ncurses would take COLUMNS/LINES from the environment over the pane's size)
+        shell = (f"env -u COLUMNS -u LINES LANG=C.UTF-8 LC_ALL=C.UTF-8 {command};"
+                 f" echo DYNTOP-EXIT=$?; sleep 600")
+        self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-c", cwd, shell)
+
+    def tmux(self, *args, check=True):
+        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=check,
+                              capture_output=True, text=True).stdout
+
+    def send(self, *keys):
+        self.tmux("send-keys", *keys)
+
+    def type(self, text):
+        self.tmux("send-keys", "-l", text)
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p")
+
+    def resize(self, width, height):
+        self.tmux("resize-window", "-x", str(width), "-y", str(height))
+
+    def wait(self, pred, timeout=30.0, what=""):
+        """Poll the screen until pred(screen) is true; returns the screen."""
+        if isinstance(pred, str):
+            text, pred = pred, (lambda s, text=pred: text in s)
+            what = what or repr(text)
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if pred(screen):
+                return screen
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what or pred}; screen:\n{screen}")
+
+    def kill(self):
+        self.tmux("kill-server", check=False)
+
+
+@pytest.fixture
+def pane():
+    panes = []
+
+    def start(*args, width=120, height=40, cwd=ROOT):
+        p = Pane(" ".join([DYNTOP, *args]), width, height, cwd)
+        panes.append(p)
+        return p
+
+    yield start
+    for p in panes:
+        p.kill()
+
+
+def table_shown(screen):
+    return "FUNCTION" in screen and "RECOMP" in screen and len(parse_rows(screen)) > 0
+
+
+# ---------------------------------------------------------------------------
+# The interactive screen.
+
+@needs_tmux
+def test_the_table_shows_every_function_of_the_workload_with_the_counts_sql_gives(pane, workload_db):
+    p = pane(workload_db)
+    screen = p.wait(lambda s: len(parse_rows(s)) == len(FUNCTIONS), what="five rows")
+    assert_rows_match_sql(parse_rows(screen), workload_db, check_last=False)
+    assert "ended" in screen.splitlines()[0]
+    totals = sql(workload_db, "SELECT count(*), (SELECT count(*) FROM guard_failures),"
+                 " (SELECT count(*) FROM graph_breaks) FROM code_objects")[0]
+    assert f"Code objects {totals[0]}" in screen
+    assert f"Guard failures {totals[1]}" in screen
+    assert f"Graph breaks {totals[2]}" in screen
+
+
+@needs_tmux
+def test_the_function_at_its_cache_limit_is_flagged(pane, workload_db):
+    p = pane(workload_db)
+    screen = p.wait(table_shown)
+    row = next(r for r in parse_rows(screen) if r["name"] == "limited_fn")
+    assert "L" in row["flags"] and row["entries"] == "8/8"
+    assert "At cache limit 1" in screen
+
+
+@needs_tmux
+def test_sort_keys_R_B_H_T_order_the_rows_and_pressing_again_inverts(pane, workload_db):
+    want = expected_rows(workload_db)
+
+    def order(key, reverse):
+        return [n for n, _ in sorted(sorted(want.items()), key=lambda kv: kv[1][key], reverse=reverse)]
+
+    p = pane(workload_db)
+    p.wait(table_shown)
+    for key, col in (("H", "hits"), ("B", "breaks"), ("T", "capture_ms"), ("R", "recompiles")):
+        p.send(key)
+        screen = p.wait(lambda s, col=col: names(s) == order(col, True) or False,
+                        what=f"rows sorted by {col}")
+        assert names(screen) == order(col, True)
+    p.send("R")     # already sorted by recompiles: inverts
+    expected = [n for n, _ in sorted(sorted(want.items()), key=lambda kv: kv[1]["recompiles"])]
+    p.wait(lambda s: names(s) == expected, what="ascending recompiles")
+    p.send("I")
+    p.wait(lambda s: names(s)[0] == "limited_fn", what="descending again")
+
+
+@needs_tmux
+def test_sort_menu_picks_a_column(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.send("F6")
+    p.wait("Sort by")
+    for _ in range(5):   # the menu opens on the sort column, RECOMP; five up is FUNCTION
+        p.send("Up")
+    p.send("Enter")
+    screen = p.wait(lambda s: "Sort by" not in s and names(s) == sorted(FUNCTIONS),
+                    what="rows sorted by name")
+    assert "FUNCTION▲" in screen
+
+
+@needs_tmux
+def test_slash_filters_by_name_as_you_type_and_escape_clears(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.send("/")
+    p.type("sha")
+    screen = p.wait(lambda s: names(s) == ["shapes_fn"], what="only shapes_fn")
+    assert "Filter: sha" in screen
+    p.send("Enter")
+    screen = p.wait(lambda s: "Filter:" not in s and names(s) == ["shapes_fn"])
+    assert "1 of 5 shown" in screen
+    p.send("Escape")
+    p.wait(lambda s: len(names(s)) == 5, what="all rows again")
+    p.send("/")
+    p.type("workload.py:1")   # the file too: shapes_fn (10) and chatty_fn (15)
+    p.wait(lambda s: sorted(names(s)) == ["chatty_fn", "shapes_fn"], what="a filter on the file")
+
+
+@needs_tmux
+def test_detail_view_shows_entries_guards_failures_and_the_cache_limit(pane, workload_db):
+    p = pane(workload_db, height=60)
+    p.wait(table_shown)
+    # sorted by recompiles (the default): limited_fn has the most, first row
+    p.wait(lambda s: names(s)[:1] == ["limited_fn"])
+    p.send("Enter")
+    screen = p.wait("Cache entries in lookup order")
+    assert "limited_fn" in screen and "workload.py:30" in screen
+    assert "8 entries  (at the cache limit)" in screen
+    assert re.search(r"EQUALS_MATCH\s+L\['k'\] == \d", screen)
+    assert "TENSOR_MATCH" in screen
+    assert "Guards that fail most" in screen
+    # the most failing guard is the first entry's, k == 0, once per later compile
+    worst = sql(workload_db, "SELECT expr, count(*) AS n FROM guard_failures g JOIN code_objects c"
+                " USING (run_id, code_id) WHERE c.name = 'limited_fn' GROUP BY expr"
+                " ORDER BY n DESC LIMIT 1")[0]
+    assert re.search(rf"{worst[1]} x\s+EQUALS_MATCH\s+{re.escape(worst[0])}", screen), screen
+    p.send("End")
+    screen = p.wait("Cache limit reached")
+    assert "observed 8" in screen
+    p.send("Escape")
+    p.wait(table_shown)
+
+
+@needs_tmux
+def test_detail_view_shows_graph_breaks_with_the_source_line(pane, workload_db):
+    p = pane(workload_db, height=60)
+    p.wait(table_shown)
+    p.send("/")
+    p.type("branchy")
+    p.wait(lambda s: names(s) == ["branchy_fn"])
+    p.send("Enter")      # keeps the filter
+    p.send("Enter")      # opens the detail
+    screen = p.wait("Graph breaks by site")
+    assert "data_dependent_branch" in screen
+    assert re.search(r"\d+ \| if y\.sum\(\) > 0:", screen), screen
+
+
+@needs_tmux
+def test_detail_reads_the_source_line_from_the_file(pane, workload_db, tmp_path):
+    # A copy of the recording whose script changed afterwards: the detail
+    # shows the file as it is now, not the text recorded with the break.
+    shutil.copy(workload_db, tmp_path / "w.db")
+    src = WORKLOAD.replace("    print(\"chatty\", y.shape)",
+                           "    print(\"chatty\", y.shape)  # edited after recording")
+    (tmp_path / "workload.py").write_text(src)
+    p = pane(str(tmp_path / "w.db"), "--filter", "chatty", height=50, cwd=str(tmp_path))
+    p.wait(lambda s: names(s) == ["chatty_fn"])
+    p.send("Enter")
+    screen = p.wait("Graph breaks by site")
+    assert "call to builtin print" in screen
+    assert "# edited after recording" in screen
+
+
+@needs_tmux
+def test_break_reasons_view_groups_breaks_by_site(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.send("b")
+    screen = p.wait("Graph break reasons by site")
+    sites = sql(workload_db, "SELECT kind, filename || ':' || lineno, count(*) FROM graph_breaks"
+                " GROUP BY kind, reason, filename, lineno")
+    assert f"{len(sites)} sites" in screen
+    for kind, where, n in sites:
+        assert re.search(rf"\b{n}\s+{kind}\s+\S*{re.escape(where)}", screen), (kind, where, screen)
+    p.send("Down")       # Enter opens the detail of the selected site's function
+    p.send("Enter")
+    p.wait("Cache entries in lookup order")
+    p.send("Escape")
+    p.wait("Graph break reasons by site")
+
+
+@needs_tmux
+def test_recompile_log_lists_recompiles_newest_first_with_the_failing_guard(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.send("r")
+    screen = p.wait("Recompile log")
+    n = sql(workload_db, "SELECT count(*) FROM compiles WHERE frame_compile_id > 0")[0][0]
+    assert f"{n} recompiles" in screen
+    lines = [l for l in screen.splitlines() if re.match(r"\s+\+[\d.]+ (ms|s)\s", l)]
+    assert len(lines) == n
+    newest = sql(workload_db, "SELECT co.name, c.compile_id FROM compiles c JOIN code_objects co"
+                 " USING (run_id, code_id) WHERE frame_compile_id > 0 ORDER BY compile_row DESC"
+                 " LIMIT 1")[0]
+    assert newest[0] in lines[0] and f"[{newest[1]}]" in lines[0]
+    assert "observed" in lines[0]
+
+
+@needs_tmux
+def test_help_lists_every_key_and_the_manual_documents_them(pane, workload_db):
+    p = pane(workload_db, height=80)
+    p.wait(table_shown)
+    p.send("?")
+    screen = p.wait("dyntop help")
+    keys = re.findall(r"^  (\S.*?)\s{2,}\S", screen.split("Keys", 1)[1].split("Columns", 1)[0],
+                      re.M)
+    keys = [k for k in keys if not k.startswith(("while", "in the"))]
+    assert len(keys) >= 20
+    for must in ("q", "R", "B", "H", "T", "F", "b", "r", "p Z", "? h F1", "F6 > <", "/ \\ F4", "Enter"):
+        assert must in keys, (must, keys)
+    with open(os.path.join(ROOT, "docs", "dyntop.md")) as fh:
+        manual = fh.read()
+    for k in keys:
+        for key in k.split():
+            assert f"`{key}`" in manual, f"key {key!r} is on the help screen but not in docs/dyntop.md"
+    p.send("Escape")
+    p.wait(table_shown)
+
+
+@needs_tmux
+def test_resize_to_a_tiny_terminal_says_so_and_back_shows_the_table(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.resize(40, 10)
+    screen = p.wait("terminal too small")
+    assert "(40x10, need 60x12)" in screen
+    assert "FUNCTION" not in screen
+    p.resize(120, 40)
+    p.wait(table_shown)
+    p.resize(60, 12)     # the smallest size that works: fewer columns
+    screen = p.wait(lambda s: "limited_fn" in s and "too small" not in s)
+    assert "FUNCTION" in screen and "RECOMP" in screen and "LAST FAILING GUARD" not in screen
+    assert all(len(line) <= 60 for line in screen.splitlines())
+
+
+@needs_tmux
+def test_q_quits_with_status_0(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.send("q")
+    p.wait("DYNTOP-EXIT=0")
+
+
+@needs_tmux
+def test_pause_freezes_and_says_so(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.send("p")
+    p.wait("PAUSED")
+    p.send("p")
+    p.wait(lambda s: "PAUSED" not in s and "every 1.0 s" in s)
+
+
+@needs_tmux
+def test_follow_keeps_the_selection_on_its_function_when_the_order_changes(pane, workload_db):
+    p = pane(workload_db)
+    p.wait(table_shown)
+    p.send("H")          # steady_fn first
+    p.wait(lambda s: names(s)[:1] == ["steady_fn"])
+    p.send("F")
+    p.wait("following steady_fn")
+    p.send("I")          # steady_fn moves to the bottom; the selection follows
+    p.wait(lambda s: names(s)[-1:] == ["steady_fn"])
+    p.send("Enter")
+    screen = p.wait("Cache entries in lookup order")
+    assert "steady_fn" in screen.splitlines()[4]
+
+
+@needs_tmux
+def test_live_mode_shows_counts_growing_while_the_recording_runs(pane, tmp_path):
+    script = tmp_path / "live.py"
+    script.write_text(LIVE)
+    db = str(tmp_path / "live.db")
+    proc = subprocess.Popen([PY, "-m", "dynscope", "run", "--db", db, "live.py", "40"],
+                            cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:   # until the file has a run
+            try:
+                if sql(db, "SELECT count(*) FROM code_objects")[0][0] > 0:
+                    break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.05)
+        p = pane("-d", "0.2", db)
+
+        def recompiles(s):
+            rows = [r for r in parse_rows(s) if r["name"] == "live_fn"]
+            return rows[0]["recompiles"] if rows else -1
+
+        first = recompiles(p.wait(lambda s: recompiles(s) >= 0, what="live_fn"))
+        screen = p.wait(lambda s: recompiles(s) >= first + 3, what="recompiles growing")
+        assert "live" in screen.splitlines()[0]
+        assert "/s)" in screen                 # rates while live
+        mid = recompiles(screen)
+        p.wait(lambda s: recompiles(s) > mid, what="still growing")
+        assert proc.wait(timeout=120) == 0
+        screen = p.wait(lambda s: "ended" in s.splitlines()[0], what="the run ended")
+        screen = p.wait(lambda s: recompiles(s) == 39, what="the final count")
+        assert_rows_match_sql(parse_rows(screen), db, check_last=False)
+        # 40 entries in one frame: the run's limit was not 8, so it shows as
+        # unknown, unless given
+        row = next(r for r in parse_rows(screen) if r["name"] == "live_fn")
+        assert row["entries"] == "40/?" and "L" not in row["flags"]
+        rows = parse_rows(batch("--cache-limit", "1000", db).stdout)
+        assert rows[0]["entries"] == "40/1000"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@needs_tmux
+def test_a_database_removed_while_shown_is_reported_in_the_header(pane, workload_db, tmp_path):
+    db = str(tmp_path / "gone.db")
+    shutil.copy(workload_db, db)
+    p = pane("-d", "0.2", db)
+    p.wait(table_shown)
+    os.unlink(db)
+    screen = p.wait("database file removed")
+    assert table_shown(screen)
+    p.send("q")
+    p.wait("DYNTOP-EXIT=0")
+
+
+# ---------------------------------------------------------------------------
+# Batch mode.
+
+def batch(*args, check=True):
+    return subprocess.run([DYNTOP, "-b", *args], capture_output=True, text=True, check=check)
+
+
+def test_batch_output_equals_what_sql_says(workload_db):
+    out = batch("-n", "1", workload_db).stdout
+    rows = parse_rows(out)
+    assert_rows_match_sql(rows, workload_db)
+    t = sql(workload_db, "SELECT (SELECT count(*) FROM code_objects), (SELECT count(*) FROM compiles),"
+            " (SELECT count(*) FROM compiles WHERE frame_compile_id > 0),"
+            " (SELECT count(*) FROM graphs), (SELECT count(*) FROM graph_breaks),"
+            " (SELECT count(*) FROM guard_failures), (SELECT count(*) FROM cache_entries),"
+            " (SELECT sum(hits) FROM cache_entries), (SELECT sum(dropped_events) FROM runs)")[0]
+    head = out.split("\n\n", 1)[0]
+    for label, v in zip(["Code objects", "Compiles", "Recompiles", "Graphs", "Graph breaks",
+                         "Guard failures", "Cache entries", "Hits", "Dropped events"], t):
+        assert re.search(rf"\b{label} {v}\b", head), (label, v, head)
+    # the default order: most recompiles first, ties by name
+    want = expected_rows(workload_db)
+    assert [r["name"] for r in rows] == [n for n, _ in sorted(sorted(want.items()),
+                                         key=lambda kv: -kv[1]["recompiles"])]
+
+
+def test_batch_sort_filter_and_limit_apply(workload_db):
+    rows = parse_rows(batch("--sort", "hits", "--limit", "2", workload_db).stdout)
+    want = expected_rows(workload_db)
+    by_hits = [n for n, _ in sorted(sorted(want.items()), key=lambda kv: -kv[1]["hits"])]
+    assert [r["name"] for r in rows] == by_hits[:2]
+    rows = parse_rows(batch("--sort", "+name", workload_db).stdout)
+    assert [r["name"] for r in rows] == sorted(FUNCTIONS)
+    rows = parse_rows(batch("--filter", "CHATTY", workload_db).stdout)
+    assert [r["name"] for r in rows] == ["chatty_fn"]
+    out = batch("--filter", "no-such-function", workload_db).stdout
+    assert parse_rows(out) == [] and "FUNCTION" in out
+
+
+def test_batch_repeats_n_times(workload_db):
+    out = batch("-n", "3", "-d", "0.05", workload_db).stdout
+    assert out.count("FUNCTION") == 3
+    assert out.count("dyntop ") == 3
+
+
+def test_batch_width_fits_every_line(workload_db):
+    out = batch("-w", "80", workload_db).stdout
+    table = out.split("\n\n", 1)[1]
+    assert all(len(line) <= 80 for line in table.splitlines())
+    assert "LAST FAILING GUARD" not in table and "RECOMP" in table
+
+
+def test_python_m_dynscope_top_runs_dyntop(workload_db):
+    direct = batch("-n", "1", workload_db).stdout
+    via = subprocess.run([PY, "-m", "dynscope", "top", "-b", "-n", "1", workload_db], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    strip = lambda s: re.sub(r"started \S+", "", s)   # noqa: E731
+    assert strip(via) == strip(direct)
+
+
+# ---------------------------------------------------------------------------
+# Files dyntop cannot show: a message on stderr and exit status 2, before curses.
+
+@pytest.mark.parametrize("interactive", [False, True])
+def test_a_missing_file_is_exit_2_with_a_message(tmp_path, interactive):
+    path = str(tmp_path / "nope.db")
+    r = subprocess.run([DYNTOP, path] if interactive else [DYNTOP, "-b", path],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2
+    assert "nope.db" in r.stderr and "No such file" in r.stderr
+    assert r.stdout == ""
+    assert not os.path.exists(path)
+
+
+def test_a_file_that_is_not_sqlite_is_exit_2(tmp_path):
+    path = tmp_path / "text.db"
+    path.write_text("hello, I am not a database\n" * 100)
+    r = batch(str(path), check=False)
+    assert r.returncode == 2
+    assert "not an SQLite database" in r.stderr
+
+
+def test_an_sqlite_file_that_is_not_dynscope_is_exit_2(tmp_path):
+    path = str(tmp_path / "other.db")
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE songs (title TEXT)")
+    con.commit()
+    con.close()
+    r = batch(path, check=False)
+    assert r.returncode == 2
+    assert "not a dynscope" in r.stderr
+
+
+def test_a_newer_schema_is_exit_2(tmp_path, workload_db):
+    path = str(tmp_path / "newer.db")
+    shutil.copy(workload_db, path)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA user_version = 99")
+    con.commit()
+    con.close()
+    r = batch(path, check=False)
+    assert r.returncode == 2
+    assert "newer" in r.stderr
+
+
+def test_a_corrupt_database_is_exit_2(tmp_path, workload_db):
+    path = tmp_path / "corrupt.db"
+    data = bytearray(open(workload_db, "rb").read())
+    assert len(data) > 8192
+    data[4096:] = b"\xff" * (len(data) - 4096)        # every page after the first
+    path.write_bytes(bytes(data))
+    r = batch(str(path), check=False)
+    assert r.returncode == 2
+    assert r.stderr.startswith("dyntop: ") and "Traceback" not in r.stderr
+
+
+def test_usage_errors_are_exit_2(workload_db):
+    for args in ([], ["--sort", "nonsense", workload_db], ["-d", "0", workload_db],
+                 [workload_db, workload_db]):
+        r = subprocess.run([DYNTOP, *args], capture_output=True, text=True)
+        assert r.returncode == 2, args
+        assert r.stderr.startswith("dyntop: "), args
+
+
+def test_python_m_dynscope_top_passes_the_exit_status(tmp_path):
+    r = subprocess.run([PY, "-m", "dynscope", "top", "-b", str(tmp_path / "missing.db")], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "missing.db" in r.stderr

@@ -1,0 +1,345 @@
+/*
+ * pager.c -- a scrollable list of styled lines with an optional title bar:
+ * the detail view, the break-reason and recompile views, the help screen and
+ * the sort menu are all pagers with different content.  Two modes: plain
+ * (scrolls; long lines wrap at word boundaries, continuation lines
+ * indented) and selectable (a cursor line, long lines cut; Enter on a line
+ * that names a code object opens it).  Contract: tui.h.
+ */
+#include "tui.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- content ---- */
+
+static void add_line(Pager *p, long long run_id, long long code_id, int indent, char *text)
+{
+    if (p->nlines == p->caplines) {
+        p->caplines = p->caplines ? 2 * p->caplines : 64;
+        p->lines = xrealloc(p->lines, p->caplines * sizeof *p->lines);
+    }
+    PagerLine *l = &p->lines[p->nlines++];
+    l->text = text;
+    l->run_id = run_id;
+    l->code_id = code_id;
+    l->wrap_indent = indent;
+    p->vis_width = -1;
+}
+
+static char *vformat(const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *s = xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    vsnprintf(s, n > 0 ? (size_t)n + 1 : 1, fmt, ap2);
+    va_end(ap2);
+    return s;
+}
+
+void pager_add(Pager *p, long long run_id, long long code_id, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vformat(fmt, ap);
+    va_end(ap);
+    /* Continuation lines line up under the text after the line's indent. */
+    int indent = 0;
+    while (s[indent] == ' ')
+        indent++;
+    add_line(p, run_id, code_id, indent + 4, s);
+}
+
+void pager_add_indent(Pager *p, int indent, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vformat(fmt, ap);
+    va_end(ap);
+    add_line(p, -1, -1, indent, s);
+}
+
+void pager_clear(Pager *p)
+{
+    for (size_t i = 0; i < p->nlines; i++)
+        free(p->lines[i].text);
+    p->nlines = 0;
+    p->vis_width = -1;
+    p->super.dirty = true;
+}
+
+void pager_set_title(Pager *p, const char *title)
+{
+    free(p->title);
+    p->title = title ? xstrdup(title) : NULL;
+    p->super.dirty = true;
+}
+
+const PagerLine *pager_selected(const Pager *p)
+{
+    if (!p->selectable || p->cursor >= p->nlines)
+        return NULL;
+    return &p->lines[p->cursor];
+}
+
+void pager_print(const Pager *p, FILE *out)
+{
+    for (size_t i = 0; i < p->nlines; i++) {
+        for (const char *c = p->lines[i].text; *c; c++) {
+            if (*c == '\x01') {
+                if (c[1])
+                    c++;
+                continue;
+            }
+            fputc(*c, out);
+        }
+        fputc('\n', out);
+    }
+}
+
+/* ---- visual lines ---- */
+
+static void add_vis(Pager *p, size_t line, int skip, int take)
+{
+    if (p->nvis == p->capvis) {
+        p->capvis = p->capvis ? 2 * p->capvis : 128;
+        p->vis_line = xrealloc(p->vis_line, p->capvis * sizeof *p->vis_line);
+        p->vis_skip = xrealloc(p->vis_skip, p->capvis * sizeof *p->vis_skip);
+        p->vis_take = xrealloc(p->vis_take, p->capvis * sizeof *p->vis_take);
+    }
+    p->vis_line[p->nvis] = line;
+    p->vis_skip[p->nvis] = skip;
+    p->vis_take[p->nvis] = take;
+    p->nvis++;
+}
+
+/* Split one logical line into pieces of at most `width` columns (the first)
+   and width - indent (the others), at a space when one is near the end. */
+static void wrap_line(Pager *p, size_t li, int width)
+{
+    FmtCell *cells = NULL;
+    int total;
+    size_t n = fmt_cells(p->lines[li].text, AC_NORMAL, &cells, &total);
+    int indent = p->lines[li].wrap_indent;
+    if (indent > width / 2)
+        indent = width / 2;
+    size_t i = 0;
+    int col = 0;
+    bool first = true;
+    while (first || i < n) {
+        int avail = first ? width : width - indent;
+        if (total - col <= avail) {
+            add_vis(p, li, col, -1);
+            break;
+        }
+        size_t end = i, brk = 0;
+        int used = 0, used_at_brk = 0;
+        while (end < n && used + cells[end].w <= avail) {
+            used += cells[end].w;
+            if (cells[end].wc == L' ' && used > avail / 2) {
+                brk = end + 1;
+                used_at_brk = used;
+            }
+            end++;
+        }
+        if (brk > i && end < n && cells[end].wc != L' ') {
+            end = brk;
+            used = used_at_brk;
+        }
+        if (end == i) {          /* a character wider than the line */
+            used = cells[i].w;
+            end = i + 1;
+        }
+        add_vis(p, li, col, used);
+        col += used;
+        i = end;
+        /* continuation lines do not start with the spaces of the break */
+        while (i < n && cells[i].wc == L' ') {
+            col += cells[i].w;
+            i++;
+        }
+        first = false;
+    }
+    free(cells);
+}
+
+static void compute_vis(Pager *p, int width)
+{
+    p->nvis = 0;
+    for (size_t i = 0; i < p->nlines; i++) {
+        if (p->wrap && width > 8)
+            wrap_line(p, i, width);
+        else
+            add_vis(p, i, 0, -1);
+    }
+    p->vis_width = width;
+}
+
+static int body_rows(const Pager *p)
+{
+    int rows = p->super.h - (p->title ? 1 : 0);
+    return rows < 1 ? 1 : rows;
+}
+
+static void clamp(Pager *p)
+{
+    size_t rows = (size_t)body_rows(p);
+    if (p->selectable) {
+        if (p->cursor >= p->nlines)
+            p->cursor = p->nlines ? p->nlines - 1 : 0;
+        if (p->cursor < p->top)
+            p->top = p->cursor;
+        else if (p->cursor >= p->top + rows)
+            p->top = p->cursor - rows + 1;
+    }
+    size_t total = p->selectable ? p->nlines : p->nvis;
+    if (total <= rows)
+        p->top = 0;
+    else if (p->top + rows > total)
+        p->top = total - rows;
+}
+
+void pager_finish(Pager *p)
+{
+    compute_vis(p, p->super.w);
+    clamp(p);
+    p->super.dirty = true;
+}
+
+/* ---- the widget ---- */
+
+static void draw_title(Pager *p)
+{
+    Widget *w = &p->super;
+    char pos[64] = "";
+    size_t rows = (size_t)body_rows(p), total = p->selectable ? p->nlines : p->nvis;
+    if (total > rows)
+        snprintf(pos, sizeof pos, " %zu-%zu/%zu ", p->top + 1,
+                 p->top + rows < total ? p->top + rows : total, total);
+    int pw = (int)strlen(pos);
+    tui_put(w->y, w->x, w->w - pw, p->title, FMT_LEFT, colors_attr(AC_TITLE));
+    if (pw > 0 && pw <= w->w)
+        tui_put(w->y, w->x + w->w - pw, pw, pos, FMT_LEFT, colors_attr(AC_TITLE));
+}
+
+static void pager_draw(Widget *w)
+{
+    Pager *p = (Pager *)w;
+    if (p->vis_width != w->w)
+        compute_vis(p, w->w);
+    clamp(p);
+    int y = w->y;
+    if (p->title) {
+        draw_title(p);
+        y++;
+    }
+    int rows = body_rows(p);
+    for (int r = 0; r < rows && y + r < w->y + w->h; r++) {
+        size_t v = p->top + (size_t)r;
+        if (v >= p->nvis) {
+            tui_put(y + r, w->x, w->w, "", FMT_LEFT, colors_attr(AC_NORMAL));
+            continue;
+        }
+        size_t li = p->vis_line[v];
+        int skip = p->vis_skip[v];
+        int indent = skip > 0 ? p->lines[li].wrap_indent : 0;
+        if (indent > w->w / 2)
+            indent = w->w / 2;
+        bool sel = p->selectable && li == p->cursor;
+        AttrClass base = sel ? AC_CURSOR : AC_NORMAL;
+        if (indent > 0)
+            tui_put(y + r, w->x, indent, "", FMT_LEFT, colors_attr(base));
+        tui_put_styled(y + r, w->x + indent, w->w - indent, p->lines[li].text, base, sel, skip,
+                       p->vis_take[v]);
+    }
+}
+
+static void pager_scroll(Pager *p, long delta)
+{
+    if (p->selectable) {
+        long c = (long)p->cursor + delta;
+        if (c < 0)
+            c = 0;
+        if (p->nlines && c >= (long)p->nlines)
+            c = (long)p->nlines - 1;
+        p->cursor = p->nlines ? (size_t)c : 0;
+    }
+    else {
+        long t = (long)p->top + delta;
+        p->top = t < 0 ? 0 : (size_t)t;
+    }
+    clamp(p);
+    p->super.dirty = true;
+}
+
+static KeyResult pager_key(Widget *w, int ch)
+{
+    Pager *p = (Pager *)w;
+    long page = body_rows(p) > 1 ? body_rows(p) - 1 : 1;
+    long all = (long)(p->nlines + p->nvis + 1);
+    switch (ch) {
+    case KEY_UP:    pager_scroll(p, -1); return KEY_HANDLED;
+    case KEY_DOWN:  pager_scroll(p, 1); return KEY_HANDLED;
+    case KEY_PPAGE: pager_scroll(p, -page); return KEY_HANDLED;
+    case KEY_NPAGE:
+    case ' ':       pager_scroll(p, page); return KEY_HANDLED;
+    case KEY_HOME:  pager_scroll(p, -all); return KEY_HANDLED;
+    case KEY_END:   pager_scroll(p, all); return KEY_HANDLED;
+    default:        return KEY_IGNORED;
+    }
+}
+
+static void pager_class_done(Widget *w)
+{
+    Pager *p = (Pager *)w;
+    pager_clear(p);
+    free(p->lines);
+    free(p->title);
+    free(p->vis_line);
+    free(p->vis_skip);
+    free(p->vis_take);
+    p->lines = NULL;
+    p->title = NULL;
+    p->vis_line = NULL;
+    p->vis_skip = p->vis_take = NULL;
+    p->caplines = p->capvis = p->nvis = 0;
+}
+
+static const WidgetClass pager_class = {
+    .name = "Pager",
+    .draw = pager_draw,
+    .key = pager_key,
+    .done = pager_class_done,
+};
+
+void pager_init(Pager *p, bool selectable, bool wrap)
+{
+    memset(p, 0, sizeof *p);
+    widget_init(&p->super, &pager_class);
+    p->selectable = selectable;
+    p->wrap = wrap && !selectable;
+    p->vis_width = -1;
+}
+
+Pager *pager_new(bool selectable, bool wrap)
+{
+    Pager *p = xmalloc(sizeof *p);
+    pager_init(p, selectable, wrap);
+    return p;
+}
+
+void pager_done(Pager *p)
+{
+    widget_done(&p->super);
+}
+
+void pager_delete(Pager *p)
+{
+    if (p == NULL)
+        return;
+    pager_done(p);
+    free(p);
+}

@@ -1,0 +1,694 @@
+/*
+ * tui.h -- the contract of the tui/ folder: dyntop, a `top` for the capture
+ * engine over a dynscope database (DESIGN.md 4.4; manual: docs/dyntop.md).
+ *
+ * Files, one mechanism each:
+ *   dyntop.c    main(): options (getopt_long), the poll/draw/key loop
+ *   app.c       the screen: which widgets are shown, key dispatch, layout
+ *   model.c     the database side: runs, code rows and totals, refreshed
+ *               incrementally every poll (queries live here and in the views)
+ *   indexmap.c  an open-addressing hash of row indexes (the model's keys)
+ *   widget.c    the widget base (vtable, rect, dirty flag) and drawing helpers
+ *   header.c    summary header widget
+ *   table.c     the main table widget: columns, sort, filter, cursor, follow
+ *   pager.c     a scrollable list of styled lines (detail, views, help, menu)
+ *   detail.c    the detail view of one code object (its queries and lines)
+ *   views.c     break reasons by site, the recompile log
+ *   help.c      the key table and the help screen
+ *   bar.c       the footer: key hints, the filter prompt, messages
+ *   batch.c     batch mode (-b): the header and table as plain text
+ *   bench.c     --bench-refresh: timed refreshes into a headless screen
+ *   fmt.c       text: sanitizing, display width, fitting, numbers, times
+ *   colors.c    attribute classes -> curses attributes (colour or mono)
+ *   util.c      allocation that cannot fail, fatal errors, clocks
+ *
+ * Rules of the folder:
+ *   - Python.h stays out (STYLE.md): dyntop is a plain C program that links
+ *     store/read.c for opening and checking the database.
+ *   - The database is opened read-only and only ever read.
+ *   - Widgets are small structs whose first member is a Widget; each has a
+ *     const WidgetClass, and new/init/done/delete.  A widget sets `dirty`
+ *     when what it shows changes; widget_draw() draws dirty widgets only and
+ *     clears the flag (htop Panel.c, needsRedraw).
+ *   - Every string that came from the database passes through fmt_fit() or
+ *     fmt_sanitize() before it reaches the terminal (no control characters,
+ *     no broken UTF-8, exact column widths).
+ *   - Single-threaded.  No function here aborts with the terminal in curses
+ *     mode: fatal paths go through tui_fatal(), which restores it first.
+ */
+#ifndef DYNSCOPE_TUI_H
+#define DYNSCOPE_TUI_H
+
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700
+#endif
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE 1
+#endif
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <wchar.h>
+
+#include <curses.h>
+#include <sqlite3.h>
+
+#include "../store/store.h"
+
+/* ---- assertions: debug-only; restore the terminal, print, abort ---- */
+
+#ifdef NDEBUG
+#define TUI_ASSERT(e) ((void)0)
+#else
+#define TUI_ASSERT(e) ((e) ? (void)0 : tui_assert_fail(#e, __FILE__, __LINE__))
+#endif
+void tui_assert_fail(const char *expr, const char *file, int line)
+    __attribute__((noreturn));
+/* Restore the terminal (if curses is up), print "dyntop: msg" on stderr and
+   exit with `status`. */
+void tui_fatal(int status, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+
+/* Allocation that cannot fail: out of memory is fatal (tui_fatal). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define TUI_XSTR(x) #x
+#define TUI_STR(x) TUI_XSTR(x)
+
+#define TUI_MIN_COLS 60
+#define TUI_MIN_LINES 12
+#define TUI_DEFAULT_CACHE_LIMIT 8
+/* A recompile this recent (wall clock) colours its row. */
+#define TUI_RECENT_NS (5LL * 1000000000LL)
+
+/* ---- fmt.c: text ---- */
+
+enum {
+    FMT_LEFT = 0,        /* pad on the right */
+    FMT_RIGHT = 1,       /* pad on the left */
+    FMT_TRUNC_START = 2, /* too long: keep the end, mark the cut at the start */
+    FMT_NOPAD = 4,       /* do not pad to width */
+};
+
+/* Set once at start: is the locale's codeset UTF-8 (then the truncation mark
+   is U+2026, else '~')? */
+void fmt_init_locale(void);
+bool fmt_utf8(void);
+
+/*
+ * Fit `src` into exactly `width` terminal columns (fewer with FMT_NOPAD):
+ * control characters become spaces, undecodable bytes '?', a string too long
+ * is cut with a one-column mark.  Writes a NUL-terminated multibyte string
+ * into dst (cap bytes; cap >= 4 * width + 1 always suffices).  Returns the
+ * columns written.  width <= 0 writes "".  Cannot fail.
+ */
+int fmt_fit(char *dst, size_t cap, const char *src, int width, int flags);
+/* One decoded character: its width in columns and its AttrClass. */
+typedef struct FmtCell {
+    wchar_t wc;
+    unsigned char w;
+    unsigned char cls;
+} FmtCell;
+/* Decode styled text (see tui_put_styled) into a malloc'd array of cells
+   (*cells NULL when empty; free() it); *width receives the total width.
+   `cls` is the class before the first switch.  Returns the count. */
+size_t fmt_cells(const char *s, int cls, FmtCell **cells, int *width);
+/* Encode cells into dst as a multibyte string; returns the columns. */
+int fmt_put_cells(char *dst, size_t cap, const FmtCell *cells, size_t n);
+/* Display width of src after sanitizing (as fmt_fit would print it). */
+int fmt_width(const char *src);
+/* Display width of styled text (style switches take no columns). */
+int fmt_width_styled(const char *src);
+/* A malloc'd copy of src with control characters made spaces (tabs too). */
+char *fmt_sanitize(const char *src);
+
+/* A count in at most `width` columns: 1234567 -> "1234567", or "1.2M",
+   "12M", "123k" when it does not fit. */
+void fmt_count(char *dst, size_t cap, long long v, int width);
+/* Nanoseconds as milliseconds: "0.43", "12.1", "1234" (at most width cols). */
+void fmt_ms(char *dst, size_t cap, long long ns, int width);
+/* A duration for people: "0.11 s", "3 min 2 s", "2 h 5 min". */
+void fmt_duration(char *dst, size_t cap, long long ns);
+/* A short duration with its unit: "812 ns", "1.5 us", "2.31 ms", "1.20 s". */
+void fmt_ns(char *dst, size_t cap, long long ns);
+/* Time since a run started: "+105.9 ms" under 10 s, else "+12.345 s". */
+void fmt_since(char *dst, size_t cap, long long ns);
+/* Wall-clock ns as local "HH:MM:SS" (with the date if not today). */
+void fmt_clock(char *dst, size_t cap, long long wall_ns);
+/* Case-insensitive substring test (ASCII case folding). */
+bool fmt_contains(const char *hay, const char *needle);
+
+/* ---- util.c: clocks ---- */
+
+long long tui_wall_ns(void);     /* CLOCK_REALTIME, ns (what the recorder stamps) */
+double tui_mono_s(void);         /* CLOCK_MONOTONIC, seconds */
+
+/* ---- colors.c: attribute classes ---- */
+
+typedef enum AttrClass {
+    AC_NORMAL,
+    AC_HEADER_LABEL,  /* "Compiles" in the summary */
+    AC_HEADER_VALUE,  /* its number */
+    AC_HEADER_LIVE,   /* "live" */
+    AC_HEADER_WARN,   /* paused, database gone, errors */
+    AC_TABLE_HEAD,    /* the column title bar */
+    AC_TABLE_SORT,    /* the sorted column's title */
+    AC_CURSOR,        /* the selected row */
+    AC_LIMIT,         /* a code object at its cache limit */
+    AC_RECENT,        /* a code object that recompiled recently */
+    AC_DIM,           /* secondary text */
+    AC_TITLE,         /* a view's title bar */
+    AC_SECTION,       /* a section heading inside a view */
+    AC_KIND,          /* guard or break kinds */
+    AC_KEY,           /* a key name in the footer / help */
+    AC_SOURCE,        /* a source line */
+    AC_BAD,           /* a failing guard / observed value */
+    AC__COUNT
+} AttrClass;
+
+/* After initscr(): set up colour pairs (unless disabled or absent). */
+void colors_init(bool use_color);
+attr_t colors_attr(AttrClass c);
+
+/* ---- indexmap.c: hash of row indexes ---- */
+
+/*
+ * An open-addressing hash table that stores indexes into an array the caller
+ * owns; the caller hashes its keys and says whether the key of index i
+ * equals the one sought.  Invariants: cap is 0 or a power of two; a slot
+ * holds 0 (empty) or index + 1; n < cap * 3 / 4.
+ */
+typedef struct IndexMap {
+    size_t *slots;   /* owned */
+    uint64_t *hashes;/* owned, the hash of each slot's index */
+    size_t cap;
+    size_t n;
+} IndexMap;
+
+typedef bool (*IndexMapEq)(const void *ctx, size_t idx);
+/* The index whose key equals (hash, eq), or (size_t)-1. */
+size_t indexmap_find(const IndexMap *m, uint64_t hash, IndexMapEq eq, const void *ctx);
+/* Add idx under hash (the key must not be present).  Cannot fail. */
+void indexmap_add(IndexMap *m, uint64_t hash, size_t idx);
+void indexmap_clear(IndexMap *m);
+void indexmap_done(IndexMap *m);
+uint64_t indexmap_hash2(long long a, long long b);
+uint64_t indexmap_hash_str(uint64_t h, const char *s);
+
+/* ---- model.c: what the database says ---- */
+
+typedef struct RunInfo {
+    long long run_id;
+    long long pid;
+    long long started_at;     /* wall ns */
+    long long ended_at;       /* wall ns, 0 while running */
+    long long resets;         /* current epoch */
+    long long dropped;        /* events dropped (written at the run's end) */
+    char *argv;               /* owned, the recorded argv as JSON text */
+    bool pid_gone;            /* not ended but the process is not there */
+    int cache_limit;          /* entries per frame it ran with; 0 = unknown */
+} RunInfo;
+
+/*
+ * One code object and its aggregates.  Counts over every epoch of its run
+ * (as the code_summary view), except entries/hits: the entries alive in the
+ * run's current epoch.
+ */
+typedef struct CodeRow {
+    long long run_id;
+    long long code_id;
+    char *name;               /* owned, sanitized */
+    char *filename;           /* owned, sanitized */
+    int firstlineno;
+    char *where;              /* owned, "filename:firstlineno" */
+    long long compiles;       /* compile attempts */
+    long long recompiles;     /* compiles with frame_compile_id > 0 */
+    long long capture_ns;     /* sum of compiles.duration_ns */
+    long long graphs;         /* rows of graphs */
+    long long breaks;         /* rows of graph_breaks */
+    long long limit_events;   /* rows of cache_limits */
+    long long limit_epoch;    /* newest epoch with a cache_limits row, -1 none */
+    long long misses;         /* compiles + limit_events */
+    long long entries;        /* alive cache entries (current epoch) */
+    long long fullest;        /* entries of its fullest frame */
+    long long hits;           /* over alive entries */
+    long long last_recompile_at; /* wall ns, 0 if none */
+    long long last_fail_id;   /* guard_failures.failure_id of last_fail, 0 none */
+    char *last_fail;          /* owned, "expr (observed v)", "" if none */
+    long entry_head;          /* first of its entries in Model.entries, -1 */
+    bool at_limit;            /* a frame at the limit, or a cache_limits row
+                                 in the current epoch */
+    bool recent;              /* recompiled within TUI_RECENT_NS */
+} CodeRow;
+
+/* A cache entry as far as the table needs it. */
+typedef struct EntryRec {
+    long row;                 /* its CodeRow */
+    long long epoch;
+    long long frame_id;
+    char cid[24];             /* compile_id text */
+    long long hits;
+    long next;                /* next entry of the same code object, -1 */
+} EntryRec;
+
+/* Totals shown in the header: sums of the rows (so they agree with the
+   table), plus what only the database knows. */
+typedef struct Totals {
+    long long code_objects;
+    long long compiles;
+    long long recompiles;
+    long long graphs;
+    long long breaks;
+    long long guard_failures;
+    long long hits;
+    long long misses;
+    long long capture_ns;
+    long long entries;
+    long long at_limit;       /* code objects at their cache limit */
+    long long limit_events;
+    long long dropped;
+} Totals;
+
+/* Per-second rates over the last refresh interval (live runs). */
+typedef struct Rates {
+    bool valid;
+    double compiles, recompiles, breaks, guard_failures, hits;
+} Rates;
+
+enum { MODEL_RUN_NEWEST = -1, MODEL_RUN_ALL = 0 };
+/* Rates are taken over this window (the recorder writes every 0.5 s, so a
+   shorter one would mostly show 0/s between its commits). */
+#define MODEL_RATE_WINDOW_S 3.0
+#define MODEL_SAMPLES 64
+
+typedef struct ModelStmts ModelStmts;
+
+/*
+ * The in-memory picture of one database.  Refreshed incrementally: tables
+ * the recorder only appends to are read past a rowid watermark; compiles
+ * still in progress (no ended_at yet) are re-read until they end; entry
+ * counters come from entry_stats rows past the watermark.  A new newest run
+ * (when following it), a replaced file or a failed incremental step reloads
+ * everything.
+ *
+ * Invariants: rows[] only grows between reloads (indexes are stable; the
+ * table widget keeps indexes); code_map maps (run_id, code_id) to rows[];
+ * entry_map maps (row, epoch, cid) to entries[]; every watermark is the
+ * largest rowid of its table already folded into the aggregates.
+ */
+typedef struct Model {
+    char *path;               /* owned, as given */
+    StoreReader *reader;      /* owned; NULL when closed */
+    ModelStmts *st;           /* owned, prepared on the reader's connection */
+    dev_t dev;                /* the file we opened */
+    ino_t ino;
+    long long run_pick;       /* MODEL_RUN_NEWEST, MODEL_RUN_ALL or a run_id */
+    long long run_id;         /* the run shown (0: all runs) */
+    int cache_limit_opt;      /* --cache-limit, 0 = infer (8 unless a frame
+                                 holds more: then unknown) */
+
+    RunInfo *runs;            /* owned, every run in the file, by run_id */
+    size_t nruns;
+
+    CodeRow *rows;            /* owned */
+    size_t nrows, caprows;
+    IndexMap code_map;
+    EntryRec *entries;        /* owned */
+    size_t nentries, capentries;
+    IndexMap entry_map;
+    long long *open_compiles; /* owned: compile_rows not ended yet */
+    long *open_rows;          /*   and their CodeRow */
+    size_t nopen, capopen;
+
+    struct {
+        long long code, compile, graph, brk, limit, failure, entry, stats;
+    } mark;                   /* watermarks (rowids) */
+    long long failures;       /* guard_failures rows of the shown run(s) */
+    bool loaded;              /* a full load has happened */
+
+    Totals totals;
+    Rates rates;
+    struct {
+        double t;             /* tui_mono_s() */
+        Totals totals;
+    } samples[MODEL_SAMPLES]; /* the last refreshes, oldest first, for rates */
+    int nsamples;
+    long long generation;     /* bumped when rows or counts changed */
+    long long refreshes;      /* successful refreshes */
+    double last_query_ms;
+
+    bool gone;                /* the file disappeared (showing the last data) */
+    char *error;              /* owned, the last refresh error, or NULL */
+} Model;
+
+/*
+ * Open `path` read-only (store_reader_open: a dynscope file at our schema
+ * version) and load it.  0, or -1 with *errmsg malloc'd (missing, not SQLite,
+ * not dynscope, newer or older schema, unreadable/corrupt).
+ */
+int model_open(Model *m, const char *path, long long run_pick, int cache_limit,
+               char **errmsg);
+void model_close(Model *m);
+/*
+ * Bring the model up to date.  0, or -1 with m->error set (the previous
+ * data stays).  A vanished file sets m->gone and returns 0; a replaced file
+ * is reopened.  Updates totals and rates.
+ */
+int model_refresh(Model *m);
+/* Drop the rows: the next refresh is a full load (Ctrl-L; the benchmark). */
+void model_forget(Model *m);
+/* The cache size limit run_id ran with, as far as known; 0 = unknown.  The
+   database does not record it: --cache-limit says it, else the default 8
+   unless a frame of the run holds more entries than that. */
+int model_cache_limit(const Model *m, long long run_id);
+/* The RunInfo of run_id, or NULL. */
+const RunInfo *model_run(const Model *m, long long run_id);
+/* Is the shown run (any shown run, for all runs) still recording? */
+bool model_live(const Model *m);
+/* The read-only connection (borrowed), NULL if closed. */
+sqlite3 *model_db(const Model *m);
+/* The current epoch of run_id (runs.resets), 0 if unknown. */
+long long model_epoch(const Model *m, long long run_id);
+/* Row index of (run_id, code_id) or -1. */
+long model_find(const Model *m, long long run_id, long long code_id);
+/* One read transaction around a view's queries (one snapshot).  0 / -1. */
+int model_begin(Model *m);
+void model_end(Model *m);
+/* Prepare a view's query on the model's connection; NULL on failure (the
+   SQLite message is in sqlite3_errmsg(model_db(m))). */
+sqlite3_stmt *model_prepare(Model *m, const char *sql);
+/* Column text, never NULL ("" for NULL). */
+const char *model_text(sqlite3_stmt *st, int col);
+
+/* ---- widget.c: the widget base ---- */
+
+typedef struct Widget Widget;
+
+typedef enum KeyResult {
+    KEY_IGNORED = 0,
+    KEY_HANDLED = 1,
+} KeyResult;
+
+typedef struct WidgetClass {
+    const char *name;
+    /* Draw into the widget's rect on stdscr.  Called only when dirty. */
+    void (*draw)(Widget *w);
+    /* A key; KEY_IGNORED lets the screen handle it. */
+    KeyResult (*key)(Widget *w, int ch);
+    /* Free what init allocated (not the struct itself). */
+    void (*done)(Widget *w);
+} WidgetClass;
+
+struct Widget {
+    const WidgetClass *cls;
+    int y, x, h, w;           /* rect on stdscr */
+    bool dirty;               /* set on change, cleared by widget_draw */
+};
+
+void widget_init(Widget *w, const WidgetClass *cls);
+/* Move/resize; marks dirty when the rect changed. */
+void widget_move(Widget *w, int y, int x, int h, int width);
+/* Draw if dirty, then clear dirty. */
+void widget_draw(Widget *w);
+KeyResult widget_key(Widget *w, int ch);
+void widget_done(Widget *w);
+
+/* Draw `s` at (y, x) in exactly `width` columns (fmt_fit flags), in attr. */
+void tui_put(int y, int x, int width, const char *s, int flags, attr_t attr);
+/*
+ * Draw styled text: "\x01" followed by one byte ('A' + AttrClass) switches
+ * the class of what follows (the text starts in `base`).  Columns
+ * [skip, skip + take) of the text are drawn (take < 0: all that fit, cut
+ * with a mark), the rest of `width` is filled with spaces in `base`.  With
+ * `override`, everything is drawn in `base` (a selected line).
+ */
+void tui_put_styled(int y, int x, int width, const char *s, AttrClass base, bool override,
+                    int skip, int take);
+/* Markup helper: the two-byte switch to class c, as a string. */
+#define TUI_STYLE(c) ((char[3]){'\x01', (char)('A' + (c)), '\0'})
+
+/* ---- header.c ---- */
+
+typedef struct Header {
+    Widget super;
+    const Model *model;       /* borrowed */
+    bool paused;
+    double delay;             /* seconds between polls */
+} Header;
+
+#define HEADER_LINES 4
+Header *header_new(const Model *m);
+void header_init(Header *h, const Model *m);
+void header_done(Header *h);
+void header_delete(Header *h);
+/* The summary as plain text lines (batch mode); returns the count written. */
+int header_lines(const Model *m, bool paused, double delay, char lines[][512], int max);
+
+/* ---- table.c: the main table ---- */
+
+typedef enum ColumnId {
+    COL_FLAGS,
+    COL_NAME,
+    COL_WHERE,
+    COL_ENTRIES,
+    COL_HITS,
+    COL_MISSES,
+    COL_RECOMPILES,
+    COL_GRAPHS,
+    COL_BREAKS,
+    COL_CAPTURE,
+    COL_GUARD,
+    COL__COUNT
+} ColumnId;
+
+typedef struct ColumnDef {
+    ColumnId id;
+    const char *title;
+    const char *option;       /* --sort name */
+    int sort_key;             /* direct sort key, 0 if none */
+    bool right;               /* numbers: right-aligned, sort descending first */
+    int min_width;
+    int pref_width;           /* 0: no preference (numbers: min_width) */
+    int priority;             /* 0 always shown; larger is dropped first */
+} ColumnDef;
+
+extern const ColumnDef table_columns[COL__COUNT];
+/* Column by --sort name (or title, case-insensitive), or -1. */
+int table_column_by_name(const char *name);
+
+/* Widths for a screen `width` columns wide: widths[i] = 0 when column i is
+   left out.  width <= 0: every column at its natural width for `m` (batch
+   without -w).  */
+void table_layout(const Model *m, const long *view, size_t nview, int width,
+                  int widths[COL__COUNT]);
+/* The text of one cell, for a column `width` wide (0: no limit), unpadded. */
+void table_cell(const Model *m, const CodeRow *r, ColumnId c, int width, char *dst, size_t cap);
+/* One row (or, with r == NULL, the titles) in the given widths, columns
+   separated by one space; flags column '-' when empty if `batch`.
+   Returns dst. */
+char *table_format_row(const Model *m, const CodeRow *r, const int widths[COL__COUNT],
+                       ColumnId sort, bool descending, bool batch, char *dst, size_t cap);
+
+typedef struct Table {
+    Widget super;
+    const Model *model;       /* borrowed */
+    long *view;               /* owned, row indexes shown: filtered, sorted */
+    size_t nview, capview;
+    ColumnId sort;
+    bool descending;
+    char filter[128];         /* "" = none */
+    size_t cursor;            /* index into view */
+    size_t top;               /* first view index on screen */
+    bool follow;              /* keep the cursor on followed_* */
+    long long followed_run, followed_code;
+    long long seen_generation;/* model generation the view was built from */
+} Table;
+
+Table *table_new(const Model *m);
+void table_init(Table *t, const Model *m);
+void table_done(Table *t);
+void table_delete(Table *t);
+/* Rebuild the view (filter + sort) from the model; keeps the cursor on the
+   followed row, else on its position.  Marks dirty. */
+void table_rebuild(Table *t);
+void table_set_sort(Table *t, ColumnId c, bool descending);
+/* A direct sort key: the column again inverts, another column sorts by it
+   in its natural order. */
+void table_sort_key(Table *t, ColumnId c);
+void table_set_filter(Table *t, const char *text);
+/* The selected row, or NULL when the view is empty. */
+const CodeRow *table_selected(const Table *t);
+void table_toggle_follow(Table *t);
+/* Put the cursor on (run_id, code_id) if shown. */
+void table_select(Table *t, long long run_id, long long code_id);
+
+/* ---- pager.c: scrollable styled lines ---- */
+
+typedef struct PagerLine {
+    char *text;               /* owned, styled text (tui_put_styled markup) */
+    long long run_id;         /* what Enter opens (detail), or -1 */
+    long long code_id;        /* (the sort menu keeps its ColumnId here) */
+    int wrap_indent;          /* continuation lines start at this column */
+} PagerLine;
+
+typedef struct Pager {
+    Widget super;
+    char *title;              /* owned, the title bar, or NULL for none */
+    PagerLine *lines;         /* owned */
+    size_t nlines, caplines;
+    bool selectable;          /* a cursor line (views, menus) vs. plain scrolling */
+    bool wrap;                /* wrap long lines (else truncate) */
+    size_t cursor;            /* selectable: the selected line */
+    size_t top;               /* first visual line on screen */
+    /* visual lines (wrapped), recomputed when lines or width change */
+    size_t *vis_line;         /* owned, logical line of each visual line */
+    int *vis_skip;            /* owned, columns of the logical line before it */
+    int *vis_take;            /* owned, columns it shows (-1: the rest, cut) */
+    size_t nvis, capvis;
+    int vis_width;            /* width they were computed for, -1 = stale */
+} Pager;
+
+Pager *pager_new(bool selectable, bool wrap);
+void pager_init(Pager *p, bool selectable, bool wrap);
+void pager_done(Pager *p);
+void pager_delete(Pager *p);
+/* Drop the lines, keep position (for a refresh of the same content). */
+void pager_clear(Pager *p);
+void pager_set_title(Pager *p, const char *title);
+/* Append a line (printf format, styled markup allowed). */
+void pager_add(Pager *p, long long run_id, long long code_id, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Like pager_add, with continuation lines indented by `indent` columns. */
+void pager_add_indent(Pager *p, int indent, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* After adding: clamp cursor and top, mark dirty. */
+void pager_finish(Pager *p);
+const PagerLine *pager_selected(const Pager *p);
+/* The lines as plain text, one per line, markup removed (tests, batch). */
+void pager_print(const Pager *p, FILE *out);
+
+/* ---- detail.c, views.c, help.c: content for pagers ---- */
+
+/* Fill p with the detail of (run_id, code_id).  0, or -1 (p holds an error
+   line). */
+int detail_load(Pager *p, Model *m, long long run_id, long long code_id);
+int views_load_breaks(Pager *p, Model *m);
+int views_load_recompiles(Pager *p, Model *m);
+/* The most recompiles the log shows. */
+#define VIEWS_RECOMPILE_LIMIT 500
+
+typedef struct KeyHelp {
+    const char *keys;         /* as shown, e.g. "F6 > <" */
+    const char *what;
+    const char *where;        /* "table", "views", "filter", "menu", "any" */
+} KeyHelp;
+extern const KeyHelp help_keys[];
+extern const size_t help_nkeys;
+void help_load(Pager *p);
+/* The sort menu: one line per column, cursor on `current`. */
+void help_load_sort_menu(Pager *p, ColumnId current);
+
+/* ---- bar.c: the footer ---- */
+
+typedef enum BarMode {
+    BAR_TABLE,
+    BAR_VIEW,
+    BAR_MENU,
+    BAR_FILTER,
+} BarMode;
+
+typedef struct Bar {
+    Widget super;
+    BarMode mode;
+    char filter[128];         /* the filter text (being edited, or active) */
+    char status[160];         /* right-hand note: following, rows shown */
+    char message[160];        /* a one-shot note, shown until the next key */
+} Bar;
+
+Bar *bar_new(void);
+void bar_init(Bar *b);
+void bar_done(Bar *b);
+void bar_delete(Bar *b);
+/* Mode, filter text and right-hand status; marks dirty when they change. */
+void bar_set(Bar *b, BarMode mode, const char *filter, const char *status);
+void bar_message(Bar *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- app.c: the screen ---- */
+
+typedef enum Screen {
+    SCREEN_TABLE,
+    SCREEN_DETAIL,
+    SCREEN_BREAKS,
+    SCREEN_RECOMPILES,
+    SCREEN_HELP,
+    SCREEN_SORT_MENU,
+} Screen;
+
+typedef struct AppOptions {
+    double delay;             /* -d */
+    long iterations;          /* -n, 0 = forever */
+    bool batch;               /* -b */
+    int width;                /* -w (batch), 0 = no limit */
+    long limit;               /* --limit rows (0 = all) */
+    int sort;                 /* --sort column or -1 */
+    bool sort_set_order;
+    bool ascending;           /* --sort with a leading '+' (or --ascending) */
+    const char *filter;       /* --filter */
+    long long run_pick;       /* -r */
+    int cache_limit;          /* --cache-limit, 0 = infer */
+    bool color;               /* unless --no-color / NO_COLOR */
+    long bench_refreshes;     /* --bench-refresh, 0 = off */
+    const char *path;
+} AppOptions;
+
+typedef struct App {
+    Model model;
+    const AppOptions *opts;   /* borrowed */
+    Header *header;           /* owned widgets */
+    Table *table;
+    Pager *view;              /* detail and help: wrapped text */
+    Pager *list;              /* break reasons and recompile log: selectable */
+    Pager *menu;              /* the sort menu, left of the table */
+    Bar *bar;
+    Screen screen;
+    Screen detail_return;     /* where Esc in the detail goes back to */
+    Screen help_return;       /* where Esc in the help goes back to */
+    long long detail_run, detail_code;
+    bool paused;
+    bool quit;
+    bool too_small;
+    bool editing_filter;
+    int lines, cols;          /* the layout was made for this size */
+} App;
+
+/* Open the database and load it (before curses).  0, or -1 with *errmsg. */
+int app_open(App *a, const AppOptions *o, char **errmsg);
+void app_close(App *a);
+/* Create the widgets (curses is up). */
+void app_start(App *a);
+/* Refresh the model (unless paused) and the shown view; marks dirty. */
+void app_refresh(App *a);
+/* Lay out for the current terminal size (if it changed, or force). */
+void app_layout(App *a, bool force);
+/* Draw what is dirty (everything with force), then doupdate(). */
+void app_draw(App *a, bool force);
+void app_key(App *a, int ch);
+void app_open_screen(App *a, Screen s);
+/* Open the detail of (run_id, code_id). */
+void app_open_detail(App *a, long long run_id, long long code_id);
+
+/* ---- batch.c, bench.c ---- */
+
+int batch_run(const AppOptions *o);
+int bench_run(const AppOptions *o);
+
+/* Curses is up (tui_fatal must call endwin). */
+extern bool tui_curses_active;
+
+#endif /* DYNSCOPE_TUI_H */
