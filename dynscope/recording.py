@@ -98,7 +98,30 @@ def _on_sigterm(signum, frame) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+class _MpToken:
+    """Key of our multiprocessing after-fork hook (weakly referenced)."""
+
+
+_mp_token = _MpToken()
+_mp_hooked = False
+
+
+def _register_mp_finalizer(_token=None) -> None:
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None and _C.record_path() is not None:
+        # pool workers leave through os._exit after running these finalizers
+        mp_util.Finalize(None, stop_recording, exitpriority=100)
+
+
 def _before_fork() -> None:
+    global _mp_hooked
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None and not _mp_hooked:
+        # multiprocessing's Process._bootstrap clears the finalizer registry
+        # after os.register_at_fork's child hooks have run, then runs its own
+        # after-fork hooks: register the worker's finalizer from there.
+        _mp_hooked = True
+        mp_util.register_after_fork(_mp_token, _register_mp_finalizer)
     _C.record_before_fork()
 
 
@@ -113,10 +136,7 @@ def _after_fork_child() -> None:
     # threads do not survive fork: a new snapshotter for this process
     _snapshotter = None
     _start_snapshotter()
-    mp_util = sys.modules.get("multiprocessing.util")
-    if mp_util is not None:
-        # pool workers leave through os._exit after running these finalizers
-        mp_util.Finalize(None, stop_recording, exitpriority=100)
+    _register_mp_finalizer()
 
 
 def _install_hooks() -> None:

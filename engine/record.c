@@ -121,9 +121,9 @@ static PyObject *py_record_stop(PyObject *self, PyObject *unused)
     if (s == NULL)
         Py_RETURN_NONE;
     the_store = NULL;
-    StoreStats st = store_stats(s);
+    StoreStats st;
     Py_BEGIN_ALLOW_THREADS
-    store_close(s);
+    st = store_close(s);          /* the final counters: everything queued written */
     Py_END_ALLOW_THREADS
     last_stats = st;
     return stats_dict(st);
