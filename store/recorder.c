@@ -123,9 +123,15 @@ static int open_database(Store *s, long long max_bytes, char **errmsg)
         return -1;
     }
     /* WAL: readers (dyntop) never block the writer.  If the file system
-       cannot do WAL, SQLite keeps its rollback journal and we still work. */
+       cannot do WAL, SQLite keeps its rollback journal and we still work.
+       A 16 MiB page cache and a checkpoint every ~40 MiB of WAL keep the
+       index pages a long run keeps touching in memory and write each of them
+       to the database once per checkpoint, not once per batch: twice the
+       sustained rate on a large file (docs/performance.md). */
     if (exec_retry_busy(s->db, "PRAGMA journal_mode = WAL", s->busy_ms) != SQLITE_OK
-        || exec_simple(s->db, "PRAGMA synchronous = NORMAL") != SQLITE_OK) {
+        || exec_simple(s->db, "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -16384;"
+                              " PRAGMA wal_autocheckpoint = 10000;"
+                              " PRAGMA journal_size_limit = 67108864") != SQLITE_OK) {
         store_set_error(errmsg, "cannot set up %s: %s", s->path, sqlite3_errmsg(s->db));
         return -1;
     }
@@ -240,10 +246,11 @@ out_drop:
     return -1;
 }
 
-void store_close(Store *s)
+StoreStats store_close(Store *s)
 {
+    StoreStats final = {0};
     if (s == NULL)
-        return;
+        return final;
     STORE_ASSERT(!s->paused);
     atomic_store(&s->stopping, 1);
     if (s->thread_started) {
@@ -251,7 +258,9 @@ void store_close(Store *s)
         pthread_join(s->thread, NULL);   /* drains, writes the run's end, closes db */
         s->thread_started = false;
     }
+    final = store_stats(s);
     store_free(s);
+    return final;
 }
 
 StoreStats store_stats(Store *s)

@@ -126,7 +126,7 @@ static const char migration_2[] =
     "    FROM compiles_v1 ORDER BY rowid;\n"
     "DROP TABLE compiles_v1;\n"
     "CREATE INDEX compiles_by_code ON compiles (run_id, code_id, epoch, compile_id);\n"
-    "CREATE INDEX compiles_recompiles ON compiles (run_id, code_id)\n"
+    "CREATE INDEX compiles_recompiles ON compiles (run_id, code_id, frame_compile_id)\n"
     "    WHERE frame_compile_id > 0;\n"
 
     /* guard_failures: ordered ids and the compile attempt they caused. */
@@ -220,13 +220,15 @@ static const char migration_2[] =
     "    created_at = (SELECT c.started_at FROM compiles AS c\n"
     "                  WHERE c.compile_row = cache_entries.compile_row);\n"
 
-    /* guards: one row per line of an entry's guards_text. */
+    /* guards: one row per line of an entry's guards_text, "KIND<tab>expr"
+       or just "expr". */
     "CREATE TABLE guards (\n"
     "    run_id     INTEGER NOT NULL,\n"
     "    code_id    INTEGER NOT NULL,\n"
     "    epoch      INTEGER NOT NULL DEFAULT 0,\n"
     "    compile_id TEXT NOT NULL,\n"
     "    idx        INTEGER NOT NULL,\n"
+    "    kind       TEXT,\n"
     "    expr       TEXT NOT NULL,\n"
     "    PRIMARY KEY (run_id, code_id, epoch, compile_id, idx)\n"
     ");\n"
@@ -239,11 +241,13 @@ static const char migration_2[] =
     "        substr(rest, instr(rest, char(10)) + 1)\n"
     "    FROM split WHERE rest <> ''\n"
     ")\n"
-    "INSERT INTO guards (run_id, code_id, epoch, compile_id, idx, expr)\n"
+    "INSERT INTO guards (run_id, code_id, epoch, compile_id, idx, kind, expr)\n"
     "    SELECT run_id, code_id, epoch, compile_id,\n"
     "        row_number() OVER (PARTITION BY run_id, code_id, epoch, compile_id\n"
     "                           ORDER BY n) - 1,\n"
-    "        line\n"
+    "        CASE WHEN instr(line, char(9)) > 0\n"
+    "             THEN substr(line, 1, instr(line, char(9)) - 1) END,\n"
+    "        substr(line, instr(line, char(9)) + 1)\n"
     "    FROM split WHERE line IS NOT NULL AND line <> '';\n"
 
     "CREATE TABLE graphs (\n"

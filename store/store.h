@@ -66,7 +66,8 @@ typedef struct StoreOptions {
     /* How long a write waits for another connection's lock; default 2000 ms.
        Past it the batch is dropped and counted. */
     unsigned busy_timeout_ms;
-    /* Events per transaction at most; default 4096. */
+    /* Events per transaction at most; default 16384.  Bigger batches write
+       fewer pages per event; each one holds the write lock a little longer. */
     unsigned batch_max;
     /* Cap the database size (PRAGMA max_page_count), bytes; 0 = no cap.
        Writes past it fail soft like a full disk. */
@@ -116,10 +117,11 @@ int store_submit(Store *s, const EventRecord *ev);
 /*
  * Write everything queued, set runs.ended_at and runs.dropped_events, stop
  * the writer thread, close the database and free `s`.  Blocks until done
- * (at most about one busy timeout per failing batch).  s == NULL: no-op.
- * Precondition: no store_submit() on `s` runs or follows.
+ * (at most about two busy timeouts when the database stays locked).  Returns
+ * the final counters (submitted == written + dropped); s == NULL: no-op,
+ * zeroed counters.  Precondition: no store_submit() on `s` runs or follows.
  */
-void store_close(Store *s);
+StoreStats store_close(Store *s);
 
 /* A snapshot of the counters.  Cannot fail; any thread. */
 StoreStats store_stats(Store *s);

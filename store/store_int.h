@@ -47,7 +47,7 @@ void store_assert_fail(const char *expr, const char *file, int line);
 #define STORE_DEFAULT_QUEUE_MAX_BYTES ((size_t)64 << 20)
 #define STORE_DEFAULT_FLUSH_MS 500u
 #define STORE_DEFAULT_BUSY_MS 2000u
-#define STORE_DEFAULT_BATCH_MAX 4096u
+#define STORE_DEFAULT_BATCH_MAX 16384u
 
 /* ---- a copied event (queue.c) ---- */
 

@@ -15,10 +15,13 @@
  * statement (anything else) drops that event only.  Every drop is counted;
  * each class of failure is reported once through s->log.
  *
- * Invariants: the thread touches s->db only while holding s->gate; every
+ * Invariants: the thread touches s->db, and calls the log, only while
+ * holding s->gate (so that a store_pause() before fork() finds it outside
+ * SQLite and stdio); every
  * statement is reset after use (no read transaction lingers, so a
  * store_pause() caller knows the connection is idle); the caches in
- * StoreWriter describe committed rows only (cleared when a batch fails).
+ * StoreWriter describe rows that exist in the database or in the open
+ * transaction (they are cleared whenever a transaction is rolled back).
  */
 #include "store_int.h"
 
@@ -95,8 +98,8 @@ static const char *const stmt_sql[ST__COUNT] = {
         "DELETE FROM guards"
         " WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3 AND compile_id = ?4",
     [ST_GUARD_INSERT] =
-        "INSERT INTO guards (run_id, code_id, epoch, compile_id, idx, expr)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO guards (run_id, code_id, epoch, compile_id, idx, kind, expr)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_GUARD_FAIL] =
         "INSERT INTO guard_failures (run_id, code_id, epoch, compile_id, compile_row,"
         " entry_compile_id, kind, expr, observed, at)"
@@ -157,6 +160,7 @@ struct StoreWriter {
         long long code_id, epoch, row;
         char compile_id[32];
     } last_compile;
+    long long epoch_known;         /* runs.resets is at least this (-1: unknown) */
     unsigned logged;               /* LOG_* already reported */
     uint64_t queue_drops_seen;
 };
@@ -229,6 +233,22 @@ static void forget_caches(StoreWriter *w)
 {
     memset(w->code_seen, 0, sizeof w->code_seen);
     w->last_compile.valid = false;
+    w->epoch_known = -1;
+}
+
+/* runs.resets follows the epochs of the events written, so it stays right
+   even when an EV_RESET itself was dropped. */
+static int note_epoch(Store *s, const StoreEvent *e)
+{
+    if (e->epoch <= s->w->epoch_known)
+        return SQLITE_OK;
+    sqlite3_stmt *st = s->w->st[ST_RUN_RESETS];
+    sqlite3_bind_int64(st, 1, s->run_id);
+    sqlite3_bind_int64(st, 2, e->epoch);
+    int rc = run(st);
+    if (rc == SQLITE_OK)
+        s->w->epoch_known = e->epoch;
+    return rc;
 }
 
 static int ensure_code(Store *s, const StoreEvent *e)
@@ -353,6 +373,23 @@ static int write_recompile(Store *s, const StoreEvent *e)
     return run(st);
 }
 
+/* One guards row from a line of guards_text: "KIND<tab>expr" or "expr". */
+static int write_guard_line(Store *s, const StoreEvent *e, int idx, const char *p, size_t n)
+{
+    sqlite3_stmt *st = s->w->st[ST_GUARD_INSERT];
+    const char *tab = memchr(p, '\t', n);
+    bind_head(s, st, e);
+    bind_key(st, 4, e->rec.compile_id);
+    sqlite3_bind_int(st, 5, idx);
+    if (tab != NULL) {
+        sqlite3_bind_text(st, 6, p, (int)(tab - p), SQLITE_STATIC);
+        n -= (size_t)(tab + 1 - p);
+        p = tab + 1;
+    }
+    sqlite3_bind_text(st, 7, p, (int)n, SQLITE_STATIC);
+    return run(st);
+}
+
 /* guards: one row per non-empty line of guards_text (trailing \r dropped). */
 static int write_guards(Store *s, const StoreEvent *e)
 {
@@ -368,14 +405,8 @@ static int write_guards(Store *s, const StoreEvent *e)
         size_t n = len;
         if (n > 0 && p[n - 1] == '\r')
             n--;
-        if (n > 0) {
-            st = w->st[ST_GUARD_INSERT];
-            bind_head(s, st, e);
-            bind_key(st, 4, e->rec.compile_id);
-            sqlite3_bind_int(st, 5, idx++);
-            sqlite3_bind_text(st, 6, p, (int)n, SQLITE_STATIC);
-            rc = run(st);
-        }
+        if (n > 0)
+            rc = write_guard_line(s, e, idx++, p, n);
         p += len + (end != NULL);
     }
     return rc;
@@ -524,12 +555,6 @@ static int write_reset(Store *s, const StoreEvent *e)
     sqlite3_bind_int64(st, 1, s->run_id);
     sqlite3_bind_int64(st, 2, e->epoch);
     bind_u64(st, 3, e->rec.wall_ns);
-    int rc = run(st);
-    if (rc != SQLITE_OK)
-        return rc;
-    st = s->w->st[ST_RUN_RESETS];
-    sqlite3_bind_int64(st, 1, s->run_id);
-    sqlite3_bind_int64(st, 2, e->epoch);
     return run(st);
 }
 
@@ -537,11 +562,14 @@ static int write_reset(Store *s, const StoreEvent *e)
    build does not know. */
 static int write_event(Store *s, const StoreEvent *e)
 {
-    if (e->rec.kind == EV_RESET)
-        return write_reset(s, e);
     if ((unsigned)e->rec.kind >= (unsigned)EV__COUNT)
         return SQLITE_MISUSE;
-    int rc = ensure_code(s, e);
+    int rc = note_epoch(s, e);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (e->rec.kind == EV_RESET)
+        return write_reset(s, e);
+    rc = ensure_code(s, e);
     if (rc != SQLITE_OK)
         return rc;
     switch (e->rec.kind) {
@@ -591,6 +619,8 @@ static uint64_t dropped_total(Store *s)
 /* A transaction-ending failure: roll back, count n dropped, report once. */
 static void batch_failed(Store *s, size_t n, int rc, const char *doing)
 {
+    char why[256];
+    snprintf(why, sizeof why, "%s", sqlite3_errmsg(s->db));   /* before ROLLBACK */
     if (!sqlite3_get_autocommit(s->db))
         run(s->w->st[ST_ROLLBACK]);
     forget_caches(s->w);
@@ -611,8 +641,7 @@ static void batch_failed(Store *s, size_t n, int rc, const char *doing)
         break;
     default:
         report_once(s, LOG_IO, "cannot write (%s, while %s); events are dropped "
-                    "and counted in runs.dropped_events (reported once)",
-                    sqlite3_errmsg(s->db), doing);
+                    "and counted in runs.dropped_events (reported once)", why, doing);
         break;
     }
 }
@@ -745,7 +774,9 @@ static void *writer_main(void *arg)
         int stop = atomic_load(&s->stopping);
         uint64_t deadline = store_mono_ns() + (uint64_t)s->flush_ms * 1000000u;
         drain(s);
+        pthread_mutex_lock(&s->gate);   /* the log may write to stdio: not across fork */
         note_queue_drops(s);
+        pthread_mutex_unlock(&s->gate);
         if (stop)
             break;
         wait_for_work(s, deadline);

@@ -270,7 +270,7 @@ static void submit_story(Store *s)
     e.graphs = 1;
     e.nodes = 3;
     e.guards = 2;
-    e.guards_text = "L['x'].shape == (3, 4)\r\n\nG['np'] is <module>\n";
+    e.guards_text = "TENSOR_MATCH\tL['x'].shape == (3, 4)\r\n\nG['np'] is <module>\n";
     CHECK_EQ(store_submit(s, &e), 0);
 
     e = ev_make(EV_COMPILE_START, 7, "0/1");
@@ -392,6 +392,9 @@ static void test_events_written_and_read_back_exactly(void)
     CHECK_STR(qs(db, "SELECT group_concat(idx || '=' || expr, ';') FROM (SELECT * FROM guards"
                      " WHERE compile_id = '0/0' ORDER BY idx)"),
               "0=L['x'].shape == (3, 4);1=G['np'] is <module>");
+    CHECK_STR(qs(db, "SELECT kind FROM guards WHERE compile_id = '0/0' AND idx = 0"),
+              "TENSOR_MATCH");
+    CHECK_STR(qs(db, "SELECT kind FROM guards WHERE compile_id = '0/0' AND idx = 1"), "(null)");
     CHECK_EQ(q1(db, "SELECT count(*) FROM entry_stats"), 3);
     CHECK_EQ(q1(db, "SELECT count(*) FROM graphs"), 1);
     CHECK_STR(qs(db, "SELECT backend || '|' || backend_ns || '|' || nodes || '|' || ops"
@@ -493,7 +496,11 @@ static void test_queue_overflow_drops_and_counts(void)
     CHECK_EQ(st.pending, 64);
     store_resume(s);
     long long run_id = st.run_id;
-    store_close(s);
+    st = store_close(s);
+    CHECK_EQ(st.submitted, 200);
+    CHECK_EQ(st.written, 64);
+    CHECK_EQ(st.dropped, 136);
+    CHECK_EQ(st.pending, 0);
     CHECK_EQ(log_count(&cap, "event queue is full"), 1);
     CHECK_EQ(cap.n, 1);
 
@@ -568,9 +575,12 @@ static void test_locked_database_drops_counts_and_never_blocks_producer(void)
         CHECK_EQ(store_submit(s, &e), 0);
     }
     long long run_id = st.run_id;
-    store_close(s);
+    st = store_close(s);
     sqlite3_close(other);
     CHECK_EQ(cap.n, 1);
+    CHECK_EQ(st.submitted, 1050);
+    CHECK_EQ(st.written, 50);
+    CHECK_EQ(st.dropped, 1000);
 
     sqlite3 *db = ro(path);
     CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), 50);
@@ -604,7 +614,9 @@ static void test_disk_full_is_logged_once_counted_and_soft(void)
     CHECK(st.errors >= 3);
     CHECK_EQ(st.dropped_write, submitted);
     long long run_id = st.run_id;
-    store_close(s);
+    st = store_close(s);
+    CHECK_EQ(st.submitted, st.written + st.dropped);
+    CHECK_EQ(st.written, 0);
     CHECK_EQ(log_count(&cap, "size limit"), 1);
     CHECK_EQ(cap.n, 1);
     CHECK(strstr(cap.text, "database or disk is full") != NULL);
@@ -690,7 +702,7 @@ static void test_unwritable_paths_fail_with_a_message(void)
     CHECK(store_open("", NULL, &err) == NULL);
     CHECK(err != NULL);
     free(err);
-    store_close(NULL);   /* no-op */
+    CHECK_EQ(store_close(NULL).submitted, 0);   /* no-op */
     StoreStats st = store_stats(NULL);
     CHECK_EQ(st.submitted, 0);
 }
@@ -715,7 +727,8 @@ static void test_migration_from_v1_keeps_data(void)
         "  'L[''n''] == 1', '2', 119);"
         "INSERT INTO graph_breaks VALUES (1, 5, '0/1', 'call', 'print', '/old.py', 4, 8,"
         "  '[[\"/old.py\", 4, \"old_fn\", \"print(n)\"]]', 121);"
-        "INSERT INTO cache_entries VALUES (1, 5, '0/0', 0, 17, 'L[''n''] == 1\nTYPE(L[''n''])');"
+        "INSERT INTO cache_entries VALUES (1, 5, '0/0', 0, 17,"
+        "  'L[''n''] == 1' || char(10) || 'TYPE_MATCH' || char(9) || 'type(L[''n'']) is int');"
         "INSERT INTO cache_entries VALUES (1, 5, '0/1', 0, 4, 'L[''n''] == 2');");
     sqlite3_close(db);
 
@@ -751,8 +764,10 @@ static void test_migration_from_v1_keeps_data(void)
     CHECK_EQ(q1(db, "SELECT hits FROM cache_entries WHERE compile_id = '0/0'"), 17);
     CHECK_EQ(q1(db, "SELECT count(*) FROM cache_entries WHERE frame_id = 0"), 2);
     CHECK_EQ(q1(db, "SELECT count(*) FROM guards"), 3);
-    CHECK_STR(qs(db, "SELECT expr FROM guards WHERE compile_id = '0/0' AND idx = 1"),
-              "TYPE(L['n'])");
+    CHECK_STR(qs(db, "SELECT kind || ': ' || expr FROM guards"
+                     " WHERE compile_id = '0/0' AND idx = 1"), "TYPE_MATCH: type(L['n']) is int");
+    CHECK_STR(qs(db, "SELECT coalesce(kind, '-') || ': ' || expr FROM guards"
+                     " WHERE compile_id = '0/0' AND idx = 0"), "-: L['n'] == 1");
     CHECK_EQ(q1(db, "SELECT count(*) FROM frames WHERE run_id = 1"), 1);
     CHECK_EQ(q1(db, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '%%_v1'"), 0);
     CHECK_STR(qs(db, "PRAGMA integrity_check"), "ok");
@@ -874,10 +889,8 @@ static int child_writes(const char *path, int n, int wait_fd)
         if (i % 100 == 0)
             sleep_ms(1);
     }
-    StoreStats st;
-    store_close(s);
-    (void)st;
-    return 0;
+    StoreStats st = store_close(s);
+    return st.written == (uint64_t)n ? 0 : 4;
 }
 
 /* Four processes open one new file at the same moment (racing to create its
@@ -935,6 +948,10 @@ static void test_fork_child_forgets_and_records_on_its_own(void)
     }
     int go[2];
     CHECK_EQ(pipe(go), 0);
+    /* The writer thread well into its loop: under ASan (GCC 12) a thread still
+       starting may hold the sanitizer's allocator lock, which a fork child
+       would inherit locked.  glibc's own malloc is fork-safe. */
+    CHECK(wait_for(s, written_at_least, 100, 5000));
     store_pause(s);
     pid_t child = fork();
     if (child == 0) {
@@ -1006,6 +1023,36 @@ static void test_reset_starts_a_new_epoch_of_entries(void)
     CHECK_EQ(q1(db, "SELECT count(*) FROM guards WHERE epoch = 1"), 1);
     CHECK_STR(qs(db, "SELECT cache_entries || ' ' || hits || ' ' || compiles FROM code_summary"),
               "1 5 2");
+    sqlite3_close(db);
+}
+
+/* A reset the queue had to drop still moves later events to a new epoch, and
+   runs.resets follows them. */
+static void test_dropped_reset_still_starts_an_epoch(void)
+{
+    const char *path = db_path("reset-dropped.db");
+    LogCapture cap;
+    StoreOptions o = test_options(&cap);
+    o.queue_capacity = 2;
+    Store *s = store_open(path, &o, NULL);
+    store_pause(s);
+    EventRecord e = ev_make(EV_FRAME_SKIP, 1, "");
+    CHECK_EQ(store_submit(s, &e), 0);
+    CHECK_EQ(store_submit(s, &e), 0);
+    e = ev_make(EV_RESET, 0, "");
+    CHECK_EQ(store_submit(s, &e), -1);   /* full: dropped */
+    store_resume(s);
+    CHECK(wait_for(s, written_at_least, 2, 2000));
+    e = ev_make(EV_COMPILE_END, 1, "0/0");
+    e.outcome = "ok";
+    CHECK_EQ(store_submit(s, &e), 0);
+    store_close(s);
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT epoch FROM cache_entries"), 1);
+    CHECK_EQ(q1(db, "SELECT resets FROM runs"), 1);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM resets"), 0);
+    CHECK_EQ(q1(db, "SELECT cache_entries FROM code_summary"), 1);
+    CHECK_EQ(q1(db, "SELECT dropped_events FROM runs"), 1);
     sqlite3_close(db);
 }
 
@@ -1118,6 +1165,7 @@ int main(void)
         T(test_processes_share_one_file),
         T(test_fork_child_forgets_and_records_on_its_own),
         T(test_reset_starts_a_new_epoch_of_entries),
+        T(test_dropped_reset_still_starts_an_epoch),
         T(test_strings_are_bound_never_pasted),
         T(test_periodic_flush_makes_rows_visible_to_live_readers),
         T(test_default_log_goes_to_stderr_once),
