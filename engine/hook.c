@@ -574,6 +574,13 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     frame_view_init(&fv, f);
     PlanOutcome state = {0};      /* the current resume frame's inputs (owned) */
     PyObject *result = NULL;
+    /* A frame answered by plans is a Python call the interpreter never
+       enters: count it toward the recursion limit as it would (the eager
+       paths below count themselves, so the count is dropped before them). */
+    if (Py_EnterRecursiveCall(" in a captured frame"))
+        return NULL;
+    bool counted = true;
+#define UNCOUNT() do { if (counted) { Py_LeaveRecursiveCall(); counted = false; } } while (0)
     for (;;) {
         PlanOutcome out = {0};
         int hit_index = -1;
@@ -597,6 +604,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
                 break;
             }
             if (m == MISS_EAGER) {
+                UNCOUNT();
                 if (cf->resume_offset == 0 && state.locals == NULL)
                     result = frame_eval_default(ts, f, 0);
                 else
@@ -619,12 +627,14 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             break;
         }
         if (out.deopt) {
+            UNCOUNT();
             result = deopt(func, &out, out.offset);
             plan_outcome_clear(&out);
             break;
         }
         CacheFrame *next = cache_frame(cc, out.offset, out.unspec, out.iters);
         if (next == NULL) {
+            UNCOUNT();
             result = deopt(func, &out, out.offset);
             plan_outcome_clear(&out);
             break;
@@ -635,6 +645,8 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         resume_view(&fv, cc->code, func, &state);
     }
     plan_outcome_clear(&state);
+    UNCOUNT();
+#undef UNCOUNT
     return result;
 }
 
