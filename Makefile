@@ -11,6 +11,7 @@
 #   make check-c-asan            the store's C tests under ASan+UBSan
 #   make bench-store             the SQLite recorder's throughput (tests/c/bench_store.c)
 #   make bench / make demo       run scripts/bench_*.py / scripts/demo.py
+#   make fuzz                    tests/test_fuzz.py with 20000 random programs
 #   make dyntop                  build build/dyntop, the TUI (part of make all)
 #   make install                 build/dyntop -> $(PREFIX)/bin, its man page ->
 #                                $(PREFIX)/share/man/man1 (PREFIX=/usr/local, DESTDIR)
@@ -257,6 +258,12 @@ install: $(DYNTOP)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 $(DYNTOP) $(DESTDIR)$(PREFIX)/bin/dyntop
 	install -m 0644 docs/dyntop.1 $(DESTDIR)$(PREFIX)/share/man/man1/dyntop.1
+
+# Conformance fuzzing (issue 9): 20000 generated programs with fresh
+# randomness each run (make test runs 500 derandomized ones).
+.PHONY: fuzz
+fuzz: all
+	DYNSCOPE_FUZZ_RANDOM=1 DYNSCOPE_FUZZ_EXAMPLES=20000 $(VENV_PY) -m pytest -q -s tests/test_fuzz.py
 
 # ---------------------------------------------------------------------------
 # Demo and benchmarks.

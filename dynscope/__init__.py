@@ -13,6 +13,7 @@ The engine is C (dynscope._C); this package re-exports its public names.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -102,8 +103,17 @@ def _default_skip_prefixes():
             prefixes.add(os.path.abspath(p) + os.sep)
     for mod in ("numpy", "torch"):
         m = sys.modules.get(mod)
-        if m is not None and getattr(m, "__file__", None):
-            prefixes.add(os.path.dirname(os.path.abspath(m.__file__)) + os.sep)
+        origin = getattr(m, "__file__", None) if m is not None else None
+        if origin is None:
+            # not imported yet: where it would be imported from (find_spec
+            # reads the path only; nothing is imported)
+            try:
+                spec = importlib.util.find_spec(mod)
+            except (ImportError, ValueError):
+                spec = None
+            origin = spec.origin if spec is not None else None
+        if origin:
+            prefixes.add(os.path.dirname(os.path.abspath(origin)) + os.sep)
     # site-packages of the stdlib prefix would match the stdlib prefix; keep
     # third-party packages capturable unless listed above.
     return tuple(sorted(prefixes))

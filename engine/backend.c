@@ -1,21 +1,36 @@
 /*
- * backend.c -- the backend registry and the built-in "eager" backend.
+ * backend.c -- the backend registry, the built-in "eager" and "fx"
+ * backends, and calling backends.
  *
  * A backend is any callable backend(gm, example_inputs) -> callable, as in
  * TorchDynamo; the callable it returns runs the graph on the cache-hit path.
  * Backends are named in a registry so optimize("eager") works; Python adds
- * its own with register_backend(name, fn).  Design: ../shared/DESIGN.md 3.7.
+ * its own with register_backend(name, fn).  With torch imported, a name the
+ * registry lacks is looked up among torch._dynamo's backends
+ * (optimize("aot_eager")).  Design: ../shared/DESIGN.md 3.7.
+ *
+ * torch.fx: a graph that computes on torch tensors reaches every backend
+ * but the built-in eager one as a real torch.fx.GraphModule, converted by
+ * dynscope._fx.compile_with (Python: fx is a Python library), so a
+ * Dynamo-style my_compiler, fx passes and torch.compile backends work
+ * unchanged.  "eager" keeps dynscope's own GraphModule and C interpreter:
+ * converting would cost fx's code generation per compile and a Python
+ * forward per call.
  *
  * Invariants:
  *   - The registry is a dict str -> callable, created by backend_init and
- *     never freed; "eager" is always in it (it may be replaced, not removed).
+ *     never freed; "eager" and "fx" are always in it (they may be replaced,
+ *     not removed).
  *   - GIL held throughout; backend code may release it, so nothing here keeps
  *     a borrowed reference into the registry across a call into Python.
+ *   - torch and dynscope._fx are never imported here unless torch already is.
  */
 #include "engine.h"
+#include "../explain/explain.h"
 
 static PyObject *registry;     /* strong: dict name (str) -> backend callable */
 static PyObject *eager_ref;    /* strong: the built-in eager backend function */
+static PyObject *fx_ref;       /* strong: the built-in fx backend function */
 
 /* eager(gm, example_inputs) -> gm.forward: the C interpreter of graph.c. */
 static PyObject *
@@ -37,6 +52,66 @@ static PyMethodDef eager_def = {
     "The built-in backend: runs captured graphs with dynscope's C interpreter.",
 };
 
+/* Whether torch is imported (never imports it).  1 / 0 / -1. */
+static int
+torch_imported(void)
+{
+    PyObject *name = PyUnicode_FromString("torch"), *m;
+
+    if (name == NULL)
+        return -1;
+    m = PyImport_GetModule(name);
+    Py_DECREF(name);
+    if (m == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_DECREF(m);
+    return 1;
+}
+
+/* dynscope._fx.<fn>(*args).  New reference or NULL. */
+static PyObject *
+call_fx(const char *fn, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *mod = PyImport_ImportModule("dynscope._fx"), *f, *res;
+
+    if (mod == NULL)
+        return NULL;
+    f = PyObject_GetAttrString(mod, fn);
+    Py_DECREF(mod);
+    if (f == NULL)
+        return NULL;
+    res = PyObject_Vectorcall(f, args, (size_t)nargs, NULL);
+    Py_DECREF(f);
+    return res;
+}
+
+/* fx(gm, example_inputs) -> the torch.fx GraphModule's forward. */
+static PyObject *
+backend_fx(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int r;
+
+    (void)self;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "fx() takes 2 arguments (gm, example_inputs), got %zd", nargs);
+        return NULL;
+    }
+    if ((r = torch_imported()) <= 0) {
+        if (r == 0)
+            PyErr_SetString(PyExc_RuntimeError,
+                            "the fx backend needs torch (import torch first)");
+        return NULL;
+    }
+    return call_fx("fx_backend", args, 2);
+}
+
+static PyMethodDef fx_def = {
+    "fx", (PyCFunction)(void (*)(void))backend_fx, METH_FASTCALL,
+    "fx(gm, example_inputs) -> torch.fx.GraphModule(...).forward\n\n"
+    "Runs captured graphs as torch.fx GraphModules (their generated Python forward).",
+};
+
 /* ", "-joined sorted registry names.  New str or NULL. */
 static PyObject *
 registered_names(void)
@@ -51,6 +126,18 @@ registered_names(void)
     Py_XDECREF(sep);
     Py_DECREF(names);
     return res;
+}
+
+/* A torch._dynamo backend named `name` when torch is imported: new
+   reference; Py_None (new reference) when there is none; NULL on error. */
+static PyObject *
+torch_backend_ref(PyObject *name)
+{
+    int r = torch_imported();
+
+    if (r <= 0)
+        return r < 0 ? NULL : Py_NewRef(Py_None);
+    return call_fx("lookup_torch_backend", &name, 1);
 }
 
 /*
@@ -70,11 +157,16 @@ backend_resolve(PyObject *backend)
             return Py_NewRef(fn);
         if (PyErr_Occurred())
             return NULL;
+        fn = torch_backend_ref(backend);
+        if (fn != Py_None)
+            return fn;              /* a torch._dynamo backend, or NULL */
+        Py_DECREF(fn);
         names = registered_names();
         if (names == NULL)
             return NULL;
-        PyErr_Format(PyExc_ValueError, "unknown backend %R; registered: %U",
-                     backend, names);
+        PyErr_Format(PyExc_ValueError, "unknown backend %R; registered: %U%s",
+                     backend, names, torch_imported() == 1
+                     ? " (and torch._dynamo.list_backends())" : "");
         Py_DECREF(names);
         return NULL;
     }
@@ -114,13 +206,40 @@ backend_display_name(PyObject *backend)
  * reference to compiled, or NULL with the backend's own exception, or
  * TypeError "backend 'name' returned ..., expected a callable".
  */
+/* Whether `backend` compiles with the built-in eager backend (itself, or
+   ExplainBackends around it): it gets dynscope's own GraphModule. */
+static bool
+backend_is_native(PyObject *backend)
+{
+    for (int depth = 0; backend != NULL && depth < 16; depth++) {
+        if (backend == eager_ref)
+            return true;
+        if (!explain_is_backend(backend))
+            return false;
+        PyObject *inner = PyObject_GetAttrString(backend, "inner");
+        Py_XDECREF(inner);            /* the ExplainBackend keeps it alive */
+        if (inner == NULL) {
+            PyErr_Clear();
+            return false;
+        }
+        backend = inner;
+    }
+    return false;
+}
+
 PyObject *
 backend_compile(PyObject *backend, PyObject *gm, PyObject *example_inputs)
 {
-    PyObject *args[2] = {gm, example_inputs};
+    PyObject *args[3] = {backend, gm, example_inputs};
     PyObject *compiled, *name;
+    int torch;
 
-    compiled = PyObject_Vectorcall(backend, args, 2, NULL);
+    if (backend_is_native(backend) || (torch = torch_imported()) == 0)
+        compiled = PyObject_Vectorcall(backend, args + 1, 2, NULL);
+    else if (torch < 0)
+        return NULL;
+    else    /* torch graphs reach the backend as torch.fx GraphModules */
+        compiled = call_fx("compile_with", args, 3);
     if (compiled == NULL || PyCallable_Check(compiled))
         return compiled;
     name = backend_display_name(backend);
@@ -197,8 +316,9 @@ static PyMethodDef backend_functions[] = {
 };
 
 /*
- * Create the registry (once) with "eager" in it and add register_backend and
- * list_backends to `module`.  0, or -1 with an exception.
+ * Create the registry (once) with "eager" and "fx" in it and add
+ * register_backend and list_backends to `module`.  0, or -1 with an
+ * exception.
  */
 int
 backend_init(PyObject *module)
@@ -208,15 +328,17 @@ backend_init(PyObject *module)
     if (modname == NULL)
         return -1;
     Py_XSETREF(eager_ref, PyCFunction_NewEx(&eager_def, NULL, modname));
+    Py_XSETREF(fx_ref, PyCFunction_NewEx(&fx_def, NULL, modname));
     Py_DECREF(modname);
-    if (eager_ref == NULL)
+    if (eager_ref == NULL || fx_ref == NULL)
         return -1;
     if (registry == NULL) {
         registry = PyDict_New();
         if (registry == NULL)
             return -1;
     }
-    if (PyDict_SetItemString(registry, "eager", eager_ref) < 0)
+    if (PyDict_SetItemString(registry, "eager", eager_ref) < 0
+        || PyDict_SetItemString(registry, "fx", fx_ref) < 0)
         return -1;
     return PyModule_AddFunctions(module, backend_functions);
 }

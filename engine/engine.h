@@ -108,7 +108,8 @@ typedef enum GuardKind {
     GUARD_EQUALS_MATCH,   /* type(v) is type(expected) and v == expected;
                              expected is int/float/bool/str/bytes/complex/None or
                              a tuple of these (compared in C, never calls Python) */
-    GUARD_TENSOR_MATCH,   /* type, dtype, ndim, shape, strides (see TensorMeta)  */
+    GUARD_TENSOR_MATCH,   /* type, dtype, ndim, shape, strides, and for torch
+                             device and requires_grad (see TensorMeta)       */
     GUARD_LIST_LENGTH,    /* type(v) is list and len(v) == length                */
     GUARD_TUPLE_LENGTH,   /* type(v) is tuple and len(v) == length               */
     GUARD_DICT_KEYS,      /* type(v) is dict and list(v) == expected (a tuple)   */
@@ -118,21 +119,31 @@ typedef enum GuardKind {
     GUARD_BACKEND_MATCH,  /* the active backend is expected (accessor unused, -1) */
     GUARD_DICT_LACKS,     /* v is a dict without key `expected` (an instance
                              __dict__ must not shadow a class method) */
+    GUARD_DICT_EMPTY,     /* v is a dict or dict subclass (OrderedDict) with no
+                             items (nn.Module hook dicts) */
+    GUARD_GRAD_MODE,      /* torch.is_grad_enabled() is expected (Py_True or
+                             Py_False; accessor unused, -1) */
     GUARD__COUNT
 } GuardKind;
 
-/* Tensor metadata an entry was compiled for.  For NumPy arrays. */
+/* Tensor metadata an entry was compiled for: a NumPy array or a torch
+   tensor (device != NULL). */
 typedef struct TensorMeta {
-    PyTypeObject *type;    /* strong: exact type (numpy.ndarray) */
-    PyObject *dtype;       /* strong: the array's dtype (descr) */
+    PyTypeObject *type;    /* strong: exact type (numpy.ndarray, torch.Tensor,
+                              torch.nn.Parameter) */
+    PyObject *dtype;       /* strong: the array's dtype (descr) / torch.dtype */
     int ndim;
     Py_ssize_t *shape;     /* owned (PyMem): ndim items */
-    Py_ssize_t *strides;   /* owned (PyMem): ndim items, in bytes */
+    Py_ssize_t *strides;   /* owned (PyMem): ndim items, in bytes (NumPy) or
+                              elements (torch) */
+    PyObject *device;      /* strong: torch.device; NULL for NumPy */
+    int requires_grad;     /* torch: 0 / 1; NumPy: -1 */
 } TensorMeta;
 
 typedef struct Guard {
     GuardKind kind;
-    int acc;               /* accessor index, -1 for GUARD_BACKEND_MATCH */
+    int acc;               /* accessor index, -1 for GUARD_BACKEND_MATCH and
+                              GUARD_GRAD_MODE */
     int requires;          /* index of a guard that must pass before this one runs
                               (the TYPE/ID guard of the accessor's base), or -1 */
     PyObject *expected;    /* strong: see GuardKind; NULL when unused */

@@ -10,6 +10,14 @@
  * that renders text runs on misses and for inspection only, and may call
  * numpy's dtype.__str__.
  *
+ * TENSOR_MATCH has two paths.  NumPy arrays are read from their struct
+ * (about 15 ns).  torch tensors are read through the Python C API --
+ * .dtype, .device, .shape, .stride(), .requires_grad, in that order,
+ * stopping at the first part that differs -- since dynscope does not link
+ * against libtorch: about 0.3 us per tensor on a hit (docs/vs-dynamo.md),
+ * allocating the small objects those getters return.  GRAD_MODE calls
+ * torch.is_grad_enabled (a C function).
+ *
  * Invariants of a GuardSet (guardset_invariants checks them in debug builds):
  *   - acc[i].base < i: a base is added before the accessors built on it, so
  *     the accessors form a forest and no chain is deeper than
@@ -20,7 +28,7 @@
  *     LIST/TUPLE_LENGTH, DICT_KEYS) on a strict ancestor of guards[i].acc,
  *     the first such guard on the nearest such ancestor;
  *   - every PyObject * in the set is a strong reference; a TENSOR_MATCH keeps
- *     the example's type and dtype, never the example itself.
+ *     the example's type, dtype and (torch) device, never the example itself.
  * All of it is protected by the GIL.
  */
 #include "engine.h"
@@ -119,30 +127,148 @@ const_equal(PyObject *a, PyObject *b)
 /* ------------------------------------------------------------------ */
 /* Tensor metadata.                                                    */
 
-/* What a check reads from a tensor; pointers borrowed from the tensor. */
-typedef struct TensorView {
-    PyObject *dtype;              /* borrowed */
-    int ndim;
-    const Py_ssize_t *shape;      /* borrowed: ndim items */
-    const Py_ssize_t *strides;    /* borrowed: ndim items, in bytes */
-} TensorView;
+/* Most dimensions a torch tensor's view is read into (TensorView.buf). */
+#define TORCH_MAX_DIMS 64
 
 /*
- * Read the metadata of v.  Precondition: v is an instance of numpy.ndarray
- * (its exact type was recorded from such an instance).  The one function
- * that knows a tensor's layout: a torch path adds a branch on the type here.
- * Returns 0, or -1 when v cannot be read (no exception set).
+ * What a check reads from a tensor.  NumPy: pointers borrowed from the
+ * array (its struct is read directly).  torch: read through the Python API
+ * (.shape, .stride(), .dtype, .device, .requires_grad) into buf, with
+ * strong references released by tensor_view_done.
+ */
+typedef struct TensorView {
+    PyObject *dtype;              /* NumPy: borrowed; torch: strong */
+    int ndim;
+    const Py_ssize_t *shape;      /* borrowed: ndim items */
+    const Py_ssize_t *strides;    /* borrowed: ndim items, bytes (NumPy) or elements (torch) */
+    PyObject *device;             /* torch: strong; NumPy: NULL */
+    int requires_grad;            /* torch: 0 / 1; NumPy: -1 */
+    bool owned;                   /* torch: dtype and device are strong */
+    Py_ssize_t buf[2 * TORCH_MAX_DIMS];
+} TensorView;
+
+/* torch, resolved when the first torch TENSOR_MATCH or GRAD_MODE guard is
+   made (torch is then imported); strong, never released. */
+static PyTypeObject *torch_tensor_type;       /* torch.Tensor */
+static PyObject *torch_grad_enabled;          /* torch.is_grad_enabled */
+static PyObject *str_dtype, *str_shape, *str_stride, *str_device, *str_requires_grad;
+
+/* Load the torch names above.  1 when torch is imported, 0 when not, -1
+   with an exception.  Never imports torch. */
+static int
+torch_ready(void)
+{
+    PyObject *name, *torch;
+
+    if (torch_tensor_type != NULL)
+        return 1;
+    if ((name = PyUnicode_FromString("torch")) == NULL)
+        return -1;
+    torch = PyImport_GetModule(name);
+    Py_DECREF(name);
+    if (torch == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    torch_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_shape = PyUnicode_InternFromString("shape");
+    str_stride = PyUnicode_InternFromString("stride");
+    str_device = PyUnicode_InternFromString("device");
+    str_requires_grad = PyUnicode_InternFromString("requires_grad");
+    PyObject *t = PyObject_GetAttrString(torch, "Tensor");
+    Py_DECREF(torch);
+    if (t == NULL || !torch_grad_enabled || !str_dtype || !str_shape || !str_stride
+        || !str_device || !str_requires_grad) {
+        Py_XDECREF(t);
+        return -1;
+    }
+    if (!PyType_Check(t)) {
+        Py_DECREF(t);
+        PyErr_SetString(PyExc_TypeError, "torch.Tensor is not a type");
+        return -1;
+    }
+    torch_tensor_type = (PyTypeObject *)t;
+    return 1;
+}
+
+/* Copy a tuple of ints (torch.Size, a stride tuple) into out.  Its length,
+   or -1 (no exception) when it is not such a tuple or is too long. */
+static int
+read_sizes(PyObject *tup, Py_ssize_t *out)
+{
+    Py_ssize_t n;
+
+    if (tup == NULL || !PyTuple_Check(tup) || (n = PyTuple_GET_SIZE(tup)) > TORCH_MAX_DIMS)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(tup, i));
+        if (out[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return (int)n;
+}
+
+/* Read a torch tensor's metadata into tv.  0, or -1 (no exception). */
+static int
+torch_view(PyObject *v, TensorView *tv)
+{
+    PyObject *shape = PyObject_GetAttr(v, str_shape);
+    PyObject *stride = shape ? PyObject_CallMethodNoArgs(v, str_stride) : NULL;
+    PyObject *rg;
+    int n = read_sizes(shape, tv->buf), m = read_sizes(stride, tv->buf + TORCH_MAX_DIMS);
+
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    if (n < 0 || m != n)
+        goto fail;
+    tv->ndim = n;
+    tv->shape = tv->buf;
+    tv->strides = tv->buf + TORCH_MAX_DIMS;
+    if ((tv->dtype = PyObject_GetAttr(v, str_dtype)) == NULL
+        || (tv->device = PyObject_GetAttr(v, str_device)) == NULL
+        || (rg = PyObject_GetAttr(v, str_requires_grad)) == NULL)
+        goto fail;
+    tv->requires_grad = rg == Py_True;
+    Py_DECREF(rg);
+    return 0;
+fail:
+    PyErr_Clear();
+    Py_CLEAR(tv->dtype);
+    Py_CLEAR(tv->device);
+    return -1;
+}
+
+/*
+ * Read the metadata of v into tv (release it with tensor_view_done).
+ * Precondition: v's exact type is tm_type, recorded from a numpy.ndarray or
+ * a torch tensor, and `is_torch` says which.  The one function that knows a
+ * tensor's layout.  Returns 0, or -1 when v cannot be read (no exception
+ * set; nothing to release).
  */
 static inline int
-tensor_view(PyObject *v, TensorView *tv)
+tensor_view(PyObject *v, bool is_torch, TensorView *tv)
 {
     PyArrayObject *a = (PyArrayObject *)v;
 
+    tv->dtype = tv->device = NULL;
+    tv->requires_grad = -1;
+    tv->owned = is_torch;
+    if (is_torch)
+        return torch_view(v, tv);
     tv->dtype = (PyObject *)PyArray_DESCR(a);
     tv->ndim = PyArray_NDIM(a);
     tv->shape = (const Py_ssize_t *)PyArray_DIMS(a);
     tv->strides = (const Py_ssize_t *)PyArray_STRIDES(a);
     return 0;
+}
+
+/* Release what tensor_view took.  Cannot fail. */
+static inline void
+tensor_view_done(TensorView *tv)
+{
+    if (tv->owned) {                /* torch: dtype and device are strong */
+        Py_CLEAR(tv->dtype);
+        Py_CLEAR(tv->device);
+    }
 }
 
 /* numpy.ndarray, strong, resolved on first TENSOR_MATCH; never released. */
@@ -177,6 +303,16 @@ is_ndarray(PyObject *o)
     return PyObject_TypeCheck(o, ndarray_type);
 }
 
+/* Whether o is a torch.Tensor (or subclass).  1 / 0, or -1 with an
+   exception.  Does not import torch. */
+static int
+is_torch_tensor(PyObject *o)
+{
+    int r = torch_ready();
+
+    return r <= 0 ? r : PyObject_TypeCheck(o, torch_tensor_type);
+}
+
 static void
 tensor_meta_free(TensorMeta *tm)
 {
@@ -184,29 +320,32 @@ tensor_meta_free(TensorMeta *tm)
         return;
     Py_XDECREF(tm->type);
     Py_XDECREF(tm->dtype);
+    Py_XDECREF(tm->device);
     PyMem_Free(tm->shape);
     PyMem_Free(tm->strides);
     PyMem_Free(tm);
 }
 
-/* New metadata read from an example array, or NULL with TypeError (not an
-   array) or MemoryError. */
+/* New metadata read from an example array or torch tensor, or NULL with
+   TypeError (neither) or MemoryError. */
 static TensorMeta *
 tensor_meta_new(PyObject *example)
 {
     TensorMeta *tm;
     TensorView tv;
     size_t nbytes;
-    int r = is_ndarray(example);
+    int is_torch = 0, r = is_ndarray(example);
 
+    if (r == 0 && (r = is_torch_tensor(example)) == 1)
+        is_torch = 1;
     if (r <= 0) {
         if (r == 0)
             PyErr_Format(PyExc_TypeError,
-                         "TENSOR_MATCH needs a numpy.ndarray example, not %.100s",
+                         "TENSOR_MATCH needs a numpy.ndarray or torch.Tensor example, not %.100s",
                          Py_TYPE(example)->tp_name);
         return NULL;
     }
-    if (tensor_view(example, &tv) < 0) {
+    if (tensor_view(example, is_torch, &tv) < 0) {
         PyErr_SetString(PyExc_TypeError, "TENSOR_MATCH: unreadable tensor");
         return NULL;
     }
@@ -225,19 +364,26 @@ tensor_meta_new(PyObject *example)
     }
     tm->type = (PyTypeObject *)Py_NewRef(Py_TYPE(example));
     tm->dtype = Py_NewRef(tv.dtype);
+    tm->device = Py_XNewRef(tv.device);
+    tm->requires_grad = tv.requires_grad;
+    tensor_view_done(&tv);
     return tm;
 
 out_free_meta:
     tensor_meta_free(tm);
 out_nomem:
+    tensor_view_done(&tv);
     PyErr_NoMemory();
     return NULL;
 }
 
 /* Which part of a TENSOR_MATCH a value fails, TM_OK when none. */
-typedef enum TensorPart { TM_OK, TM_TYPE, TM_DTYPE, TM_SHAPE, TM_STRIDES } TensorPart;
+typedef enum TensorPart {
+    TM_OK, TM_TYPE, TM_DTYPE, TM_DEVICE, TM_SHAPE, TM_STRIDES, TM_REQUIRES_GRAD
+} TensorPart;
 
-/* numpy compares descrs in C; an error (none is known) counts as unequal. */
+/* numpy compares descrs in C, torch dtypes are singletons and devices
+   compare in C; an error (none is known) counts as unequal. */
 static bool
 dtype_equal(PyObject *a, PyObject *b)
 {
@@ -245,6 +391,8 @@ dtype_equal(PyObject *a, PyObject *b)
 
     if (a == b)
         return true;
+    if (a == NULL || b == NULL)
+        return false;
     r = PyObject_RichCompareBool(a, b, Py_EQ);
     if (r < 0) {
         PyErr_Clear();
@@ -263,19 +411,90 @@ ssize_equal(const Py_ssize_t *a, const Py_ssize_t *b, int n)
     return true;
 }
 
-/* The first part of tm that v does not match.  Cannot fail. */
+/* torch_view, part by part, stopping at the first part of tm that v does
+   not match (a lookup that fails several entries reads only what it
+   compares).  On any result but TM_TYPE tv holds what was read. */
+static TensorPart
+torch_mismatch(const TensorMeta *tm, PyObject *v, TensorView *tv)
+{
+    PyObject *shape, *stride, *rg;
+    int n, m;
+
+    tv->dtype = tv->device = NULL;
+    tv->requires_grad = -1;
+    tv->owned = true;
+    tv->ndim = 0;
+    tv->shape = tv->buf;
+    tv->strides = tv->buf + TORCH_MAX_DIMS;
+    if ((tv->dtype = PyObject_GetAttr(v, str_dtype)) == NULL)
+        goto fail;
+    if (!dtype_equal(tv->dtype, tm->dtype))
+        return TM_DTYPE;
+    if ((tv->device = PyObject_GetAttr(v, str_device)) == NULL)
+        goto fail;
+    if (!dtype_equal(tv->device, tm->device))
+        return TM_DEVICE;
+    shape = PyObject_GetAttr(v, str_shape);
+    n = read_sizes(shape, tv->buf);
+    Py_XDECREF(shape);
+    if (n < 0)
+        goto fail;
+    tv->ndim = n;
+    if (n != tm->ndim || !ssize_equal(tv->shape, tm->shape, n))
+        return TM_SHAPE;
+    stride = PyObject_CallMethodNoArgs(v, str_stride);
+    m = read_sizes(stride, tv->buf + TORCH_MAX_DIMS);
+    Py_XDECREF(stride);
+    if (m != n)
+        goto fail;
+    if (!ssize_equal(tv->strides, tm->strides, n))
+        return TM_STRIDES;
+    if ((rg = PyObject_GetAttr(v, str_requires_grad)) == NULL)
+        goto fail;
+    tv->requires_grad = rg == Py_True;
+    Py_DECREF(rg);
+    return tv->requires_grad != tm->requires_grad ? TM_REQUIRES_GRAD : TM_OK;
+fail:
+    PyErr_Clear();
+    tensor_view_done(tv);
+    return TM_TYPE;
+}
+
+/* The first part of tm that v does not match.  On any result but TM_TYPE
+   tv holds v's view: the caller releases it with tensor_view_done.
+   Cannot fail. */
 static TensorPart
 tensor_mismatch(const TensorMeta *tm, PyObject *v, TensorView *tv)
 {
-    if (Py_TYPE(v) != tm->type || tensor_view(v, tv) < 0)
+    if (Py_TYPE(v) != tm->type)
+        return TM_TYPE;
+    if (tm->device != NULL)
+        return torch_mismatch(tm, v, tv);
+    if (tensor_view(v, false, tv) < 0)
         return TM_TYPE;
     if (!dtype_equal(tv->dtype, tm->dtype))
         return TM_DTYPE;
+    if (tm->device != NULL && !dtype_equal(tv->device, tm->device))
+        return TM_DEVICE;
     if (tv->ndim != tm->ndim || !ssize_equal(tv->shape, tm->shape, tm->ndim))
         return TM_SHAPE;
     if (!ssize_equal(tv->strides, tm->strides, tm->ndim))
         return TM_STRIDES;
+    if (tv->requires_grad != tm->requires_grad)
+        return TM_REQUIRES_GRAD;
     return TM_OK;
+}
+
+/* Whether v passes tm.  Cannot fail. */
+static bool
+tensor_matches(const TensorMeta *tm, PyObject *v)
+{
+    TensorView tv;
+    TensorPart part = tensor_mismatch(tm, v, &tv);
+
+    if (part != TM_TYPE)
+        tensor_view_done(&tv);
+    return part == TM_OK;
 }
 
 static bool
@@ -283,6 +502,9 @@ tensor_meta_equal(const TensorMeta *a, const TensorMeta *b)
 {
     return a->type == b->type && a->ndim == b->ndim
         && dtype_equal(a->dtype, b->dtype)
+        && (a->device == NULL) == (b->device == NULL)
+        && (a->device == NULL || dtype_equal(a->device, b->device))
+        && a->requires_grad == b->requires_grad
         && ssize_equal(a->shape, b->shape, a->ndim)
         && ssize_equal(a->strides, b->strides, a->ndim);
 }
@@ -620,6 +842,8 @@ static const char *const guard_kind_names[GUARD__COUNT] = {
     [GUARD_CODE_MATCH] = "CODE_MATCH",
     [GUARD_NOT_NONE] = "NOT_NONE",
     [GUARD_DICT_LACKS] = "DICT_LACKS",
+    [GUARD_DICT_EMPTY] = "DICT_EMPTY",
+    [GUARD_GRAD_MODE] = "GRAD_MODE",
     [GUARD_BACKEND_MATCH] = "BACKEND_MATCH",
 };
 
@@ -638,6 +862,13 @@ kind_is_structural(GuardKind k)
 {
     return k == GUARD_TYPE_MATCH || k == GUARD_ID_MATCH || k == GUARD_TENSOR_MATCH
         || k == GUARD_LIST_LENGTH || k == GUARD_TUPLE_LENGTH || k == GUARD_DICT_KEYS;
+}
+
+/* Guards on global state rather than on a value: no accessor (-1). */
+static inline bool
+kind_is_global(GuardKind k)
+{
+    return k == GUARD_BACKEND_MATCH || k == GUARD_GRAD_MODE;
 }
 
 /* The first structural guard on the nearest strict ancestor of acc that has
@@ -683,7 +914,7 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         PyErr_Format(PyExc_ValueError, "bad guard kind %d", (int)g->kind);
         return -1;
     }
-    if (g->kind == GUARD_BACKEND_MATCH ? g->acc != -1 : (g->acc < 0 || g->acc >= gs->nacc)) {
+    if (kind_is_global(g->kind) ? g->acc != -1 : (g->acc < 0 || g->acc >= gs->nacc)) {
         PyErr_Format(PyExc_ValueError, "%s: bad accessor %d", name, g->acc);
         return -1;
     }
@@ -731,7 +962,17 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
             goto out_type;
         break;
     case GUARD_NOT_NONE:
+    case GUARD_DICT_EMPTY:
         return 0;
+    case GUARD_GRAD_MODE:
+        if (expected != Py_True && expected != Py_False)
+            goto out_type;
+        if (torch_ready() <= 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "GRAD_MODE: torch is not imported");
+            return -1;
+        }
+        break;
     case GUARD_DICT_LACKS:
         if (expected == NULL || !PyUnicode_CheckExact(expected))
             goto out_type;
@@ -880,16 +1121,41 @@ dict_keys_match(PyObject *d, PyObject *keys)
     return true;
 }
 
+/* torch.is_grad_enabled() now: Py_True / Py_False (borrowed), or NULL (no
+   exception) when it cannot be read. */
+static PyObject *
+grad_mode_now(void)
+{
+    PyObject *r;
+
+    if (torch_grad_enabled == NULL)
+        return NULL;
+    r = PyObject_CallNoArgs(torch_grad_enabled);
+    if (r == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(r);                   /* a bool singleton: stays alive */
+    return r == Py_True || r == Py_False ? r : NULL;
+}
+
+static bool
+grad_mode_matches(PyObject *expected)
+{
+    return grad_mode_now() == expected;
+}
+
 /* Whether guard g passes.  Cannot fail: an unreachable value fails it. */
 static bool
 guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
              PyObject **vals, PyObject *backend)
 {
     PyObject *v;
-    TensorView tv;
 
     if (g->kind == GUARD_BACKEND_MATCH)
         return backend == g->expected;
+    if (g->kind == GUARD_GRAD_MODE)
+        return grad_mode_matches(g->expected);
     if ((v = value_of(gs, g->acc, fv, vals)) == NULL)
         return false;
     switch (g->kind) {
@@ -900,7 +1166,7 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
     case GUARD_EQUALS_MATCH:
         return Py_TYPE(v) == Py_TYPE(g->expected) && const_equal(v, g->expected);
     case GUARD_TENSOR_MATCH:
-        return tensor_mismatch(g->tensor, v, &tv) == TM_OK;
+        return tensor_matches(g->tensor, v);
     case GUARD_LIST_LENGTH:
         return PyList_CheckExact(v) && PyList_GET_SIZE(v) == g->length;
     case GUARD_TUPLE_LENGTH:
@@ -916,7 +1182,10 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
     case GUARD_DICT_LACKS:
         return PyDict_Check(v) && PyDict_GetItemWithError(v, g->expected) == NULL
                && !PyErr_Occurred();
+    case GUARD_DICT_EMPTY:
+        return PyDict_Check(v) && PyDict_GET_SIZE(v) == 0;
     case GUARD_BACKEND_MATCH:
+    case GUARD_GRAD_MODE:
     case GUARD__COUNT:
         break;
     }
@@ -1300,11 +1569,15 @@ guardset_render_source(const GuardSet *gs, int acc)
 }
 
 /* "type(L['x']) is numpy.ndarray and L['x'].dtype == float32 and
-   L['x'].shape == (3, 4) and L['x'].strides == (16, 4)".  New str or NULL. */
+   L['x'].shape == (3, 4) and L['x'].strides == (16, 4)"; for torch
+   "type(L['x']) is torch.Tensor and L['x'].dtype == torch.float32 and
+   L['x'].device == 'cpu' and L['x'].shape == (3, 4) and
+   L['x'].stride() == (4, 1) and L['x'].requires_grad == False".
+   New str or NULL. */
 static PyObject *
 render_tensor(const TensorMeta *tm, PyObject *src)
 {
-    PyObject *tn, *dt = NULL, *shape = NULL, *strides = NULL, *res = NULL;
+    PyObject *tn, *dt = NULL, *shape = NULL, *strides = NULL, *dev = NULL, *res = NULL;
 
     if ((tn = type_name_ref(tm->type)) == NULL)
         return NULL;
@@ -1314,10 +1587,21 @@ render_tensor(const TensorMeta *tm, PyObject *src)
         goto out;
     if ((strides = sizes_repr(tm->strides, tm->ndim)) == NULL)
         goto out;
-    res = PyUnicode_FromFormat("type(%U) is %U and %U.dtype == %U and "
-                               "%U.shape == %U and %U.strides == %U",
-                               src, tn, src, dt, src, shape, src, strides);
+    if (tm->device == NULL) {
+        res = PyUnicode_FromFormat("type(%U) is %U and %U.dtype == %U and "
+                                   "%U.shape == %U and %U.strides == %U",
+                                   src, tn, src, dt, src, shape, src, strides);
+        goto out;
+    }
+    if ((dev = PyObject_Str(tm->device)) == NULL)
+        goto out;
+    res = PyUnicode_FromFormat("type(%U) is %U and %U.dtype == %U and %U.device == %R and "
+                               "%U.shape == %U and %U.stride() == %U and "
+                               "%U.requires_grad == %s",
+                               src, tn, src, dt, src, dev, src, shape, src, strides,
+                               src, tm->requires_grad ? "True" : "False");
 out:
+    Py_XDECREF(dev);
     Py_XDECREF(strides);
     Py_XDECREF(shape);
     Py_XDECREF(dt);
@@ -1384,6 +1668,10 @@ render_guard_with(const Guard *g, PyObject *src)
         return PyUnicode_FromFormat("%U is not None", src);
     case GUARD_DICT_LACKS:
         return PyUnicode_FromFormat("%R not in %U", g->expected, src);
+    case GUARD_DICT_EMPTY:
+        return PyUnicode_FromFormat("len(%U) == 0", src);
+    case GUARD_GRAD_MODE:
+        return PyUnicode_FromFormat("%U == %s", src, g->expected == Py_True ? "True" : "False");
     case GUARD_BACKEND_MATCH:
         if ((d = describe_ref(g->expected)) == NULL)
             return NULL;
@@ -1398,10 +1686,12 @@ render_guard_with(const Guard *g, PyObject *src)
 }
 
 /* The source of guard g: its accessor rendered, "backend" for
-   BACKEND_MATCH.  New str or NULL. */
+   BACKEND_MATCH, "torch.is_grad_enabled()" for GRAD_MODE.  New str or NULL. */
 static PyObject *
 guard_source_ref(const GuardSet *gs, const Guard *g)
 {
+    if (g->kind == GUARD_GRAD_MODE)
+        return PyUnicode_FromString("torch.is_grad_enabled()");
     if (g->acc < 0)
         return PyUnicode_FromString("backend");
     return guardset_render_source(gs, g->acc);
@@ -1484,36 +1774,50 @@ tensor_failure(const TensorMeta *tm, PyObject *src, PyObject *v,
                PyObject **expr, PyObject **observed)
 {
     TensorView tv;
-    PyObject *want;
+    PyObject *want = NULL;
+    TensorPart part = tensor_mismatch(tm, v, &tv);
+    bool torch = tm->device != NULL;
 
-    switch (tensor_mismatch(tm, v, &tv)) {
+    switch (part) {
     case TM_TYPE:
         return type_failure(src, tm->type, v, expr, observed);
     case TM_DTYPE:
         if ((want = PyObject_Str(tm->dtype)) == NULL)
-            return -1;
+            break;
         *expr = PyUnicode_FromFormat("%U.dtype == %U", src, want);
         *observed = PyObject_Str(tv.dtype);
         break;
+    case TM_DEVICE:
+        if ((want = PyObject_Str(tm->device)) == NULL)
+            break;
+        *expr = PyUnicode_FromFormat("%U.device == %R", src, want);
+        *observed = PyObject_Str(tv.device);
+        break;
     case TM_SHAPE:
         if ((want = sizes_repr(tm->shape, tm->ndim)) == NULL)
-            return -1;
+            break;
         *expr = PyUnicode_FromFormat("%U.shape == %U", src, want);
         *observed = sizes_repr(tv.shape, tv.ndim);
         break;
     case TM_STRIDES:
         if ((want = sizes_repr(tm->strides, tm->ndim)) == NULL)
-            return -1;
-        *expr = PyUnicode_FromFormat("%U.strides == %U", src, want);
+            break;
+        *expr = PyUnicode_FromFormat(torch ? "%U.stride() == %U" : "%U.strides == %U", src, want);
         *observed = sizes_repr(tv.strides, tv.ndim);
+        break;
+    case TM_REQUIRES_GRAD:
+        want = Py_NewRef(tm->requires_grad ? Py_True : Py_False);
+        *expr = PyUnicode_FromFormat("%U.requires_grad == %R", src, want);
+        *observed = PyUnicode_FromString(tv.requires_grad ? "True" : "False");
         break;
     case TM_OK:
     default:        /* passes now: it failed while another thread ran */
         *expr = render_tensor(tm, src);
         *observed = PyUnicode_FromString("<matches now>");
-        return *expr && *observed ? 0 : -1;
+        break;
     }
-    Py_DECREF(want);
+    tensor_view_done(&tv);
+    Py_XDECREF(want);
     return *expr && *observed ? 0 : -1;
 }
 
@@ -1558,6 +1862,10 @@ observed_ref(const Guard *g, PyObject *v)
         return PyUnicode_FromString("None");
     case GUARD_DICT_LACKS:
         return PyUnicode_FromFormat("%R present", g->expected);
+    case GUARD_DICT_EMPTY:
+        if (!PyDict_Check(v))
+            return type_name_ref(Py_TYPE(v));
+        return PyUnicode_FromFormat("%zd", PyDict_GET_SIZE(v));
     default:
         return describe_ref(v);
     }
@@ -1580,6 +1888,13 @@ failure_render(const GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
     if (g->kind == GUARD_BACKEND_MATCH) {
         *expr = render_guard_with(g, src);
         *observed = backend ? describe_ref(backend) : PyUnicode_FromString("<none>");
+        goto out;
+    }
+    if (g->kind == GUARD_GRAD_MODE) {
+        PyObject *now = grad_mode_now();
+        *expr = render_guard_with(g, src);
+        *observed = PyUnicode_FromString(now == Py_True ? "True" : now == Py_False ? "False"
+                                                                                 : "<unreadable>");
         goto out;
     }
     if ((v = value_of(gs, g->acc, fv, vals)) == NULL) {

@@ -2,13 +2,47 @@
  * tensorops.c -- which calls are pure tensor operations, and putting them in
  * the graph (DESIGN.md 3.4).
  *
- * The policy is an allowlist: a NumPy ufunc (without out=), a NumPy function
- * named below, or an ndarray method named below.  Anything else is not a
- * graph op; in-place updates, RNG and I/O are absent on purpose, so tracing
- * never has effects the program could see.  Every op runs once on the
- * example values, so shapes and dtypes of its result are known.
+ * NumPy: an allowlist -- a ufunc (without out=), a NumPy function named
+ * below, or an ndarray method named below.
  *
- * NumPy is optional: it is looked up in sys.modules, never imported here.
+ * PyTorch: a rule, because torch has ~1000 public functions and an allowlist
+ * would always lag behind it.  A graph op is any public function of `torch`,
+ * `torch.nn.functional`, `torch.linalg`, `torch.fft` or `torch.special` (a
+ * builtin or a Python function found in the module's own dict, so that no
+ * lazy submodule is imported) and any public torch.Tensor method, except:
+ *   - in-place ops (the name ends with '_', e.g. add_, relu_);
+ *   - random ops (rand*, normal, bernoulli, multinomial, poisson, binomial,
+ *     gumbel_softmax, fractional_max_pool*, *_lowrank, lobpcg; the dropout
+ *     family and rrelu unless their training/train argument is a constant
+ *     False; any call passing generator=): their results differ per run, and
+ *     running them while tracing would advance the global RNG;
+ *   - global state (manual_seed, seed, get_* / set_* / is_* / are_*, use_*,
+ *     compile, vmap, cond, while_loop, typename, sym_*): they read or change
+ *     state a graph cannot see, or trace functions of their own;
+ *   - I/O and memory aliasing of foreign buffers (save, load, from_file,
+ *     from_numpy, frombuffer, from_dlpack);
+ *   - Tensor methods with effects (backward, register_hook, retain_grad,
+ *     record_stream, pin_memory, ...) or that hand out addresses or data
+ *     (data_ptr, storage, item, tolist, numpy, ...);
+ *   - calls with out= (they write into a tensor the program can see) or a
+ *     true inplace= argument (F.relu(x, inplace=True)).
+ * Metadata a TENSOR_MATCH guard fixes (x.size(), x.dim(), x.numel(),
+ * x.stride(), x.device, x.requires_grad, torch.is_tensor(x), ...) is folded
+ * into a constant instead of becoming a node.  Ops returning a plain tuple
+ * or list of tensors (split, chunk, unbind) become one node plus a getitem
+ * node per item; ops returning a named tuple (torch.max(x, 0), sort, topk)
+ * are call breaks: a rebuilt plain tuple would change the type the program
+ * sees.
+ *
+ * Every op runs once on the example values, so shapes and dtypes of its
+ * result are known.  The examples run as eager code would run them -- in
+ * the grad mode of the call, never under no_grad -- so the requires_grad of
+ * a result is what the graph will produce; grad mode is guarded (GRAD_MODE)
+ * in every entry that touches a torch tensor.  Nothing is in-place, so
+ * running on the real inputs changes neither them nor their autograd state.
+ *
+ * NumPy and torch are optional: they are looked up in sys.modules, never
+ * imported here.
  */
 #include "translate.h"
 
@@ -19,10 +53,27 @@ static PyTypeObject *ndarray_type;    /* strong */
 static PyTypeObject *generic_type;    /* strong: numpy.generic (scalars) */
 static PyTypeObject *dtype_type;      /* strong: numpy.dtype */
 static PyTypeObject *ufunc_type;      /* strong: numpy.ufunc */
-static PyObject *pure_functions;      /* strong: set of allowed callables */
-static PyObject *pure_methods;        /* strong: frozenset of method names */
-static PyObject *node_attributes;     /* strong: frozenset of attribute names */
+static PyObject *pure_functions;      /* strong: set of allowed callables (NumPy and torch) */
+static PyObject *pure_methods;        /* strong: set of ndarray method names */
+static PyObject *all_methods;         /* strong: set, pure_methods | torch_methods */
+static PyObject *node_attributes;     /* strong: set of attribute names */
 static PyObject *operator_module;     /* strong */
+static PyObject *builtin_getattr;     /* strong: builtins.getattr */
+
+/* torch, once found in sys.modules (all strong, never released). */
+static PyObject *torch_module;
+static PyTypeObject *torch_tensor_type;     /* torch.Tensor */
+static PyTypeObject *torch_parameter_type;  /* torch.nn.Parameter */
+static PyTypeObject *torch_nn_module_type;  /* torch.nn.Module */
+static PyTypeObject *torch_const_types[5];  /* Size, dtype, device, layout, memory_format */
+static PyObject *torch_functions;     /* set: the torch functions in pure_functions */
+static PyObject *torch_methods;       /* set of pure torch.Tensor method names */
+static PyObject *torch_fold_methods;  /* set of metadata method names folded to constants */
+static PyObject *torch_fold_attrs;    /* set of metadata attribute names folded to constants */
+static PyObject *torch_fold_functions;/* set of torch functions folded to constants */
+static PyObject *torch_training_rule; /* dict fn -> (arg name, position, default): random
+                                         unless that argument is False */
+static PyObject *torch_grad_enabled;  /* torch.is_grad_enabled */
 
 static const char *const numpy_function_names[] = {
     "sum", "mean", "std", "var", "max", "min", "amax", "amin", "prod", "cumsum",
@@ -52,7 +103,92 @@ static const char *const ndarray_method_names[] = {
     "view", "__abs__", "__neg__", NULL,
 };
 
-static const char *const node_attribute_names[] = {"T", "mT", "real", "imag", NULL};
+/* Attributes read through tensorops_call(getattr): those computed by a node
+   (x.T), and torch metadata folded to constants (torch_fold_attr_names). */
+static const char *const node_attribute_names[] = {
+    "T", "mT", "H", "mH", "real", "imag", "data",
+    "device", "requires_grad", "is_cuda", "is_cpu", "is_meta", "is_sparse",
+    "is_quantized", "is_mkldnn", "layout", NULL,
+};
+
+/* ---- torch name rules (see the file comment) ---- */
+
+static const char *const torch_fold_attr_names[] = {
+    "device", "requires_grad", "is_cuda", "is_cpu", "is_meta", "is_sparse",
+    "is_quantized", "is_mkldnn", "layout", NULL,
+};
+
+/* Tensor methods whose result TENSOR_MATCH (shape, strides, dtype, device)
+   fixes: folded to constants. */
+static const char *const torch_fold_method_names[] = {
+    "size", "stride", "dim", "ndimension", "numel", "nelement", "element_size",
+    "is_contiguous", "is_floating_point", "is_complex", "is_signed", "get_device",
+    "is_same_size", NULL,
+};
+/* Of those, the ones that read the shape (an escape on a data-dependent shape). */
+static const char *const torch_shape_method_names[] = {
+    "size", "stride", "numel", "nelement", "is_contiguous", "is_same_size", NULL,
+};
+
+static const char *const torch_fold_function_names[] = {
+    "is_tensor", "is_floating_point", "is_complex", "is_signed", "is_same_size",
+    "numel", NULL,
+};
+
+/* Public names that are not graph ops, beyond the prefix rules. */
+static const char *const torch_denied_function_names[] = {
+    /* random */
+    "normal", "bernoulli", "multinomial", "poisson", "binomial", "gumbel_softmax",
+    "lobpcg", "pca_lowrank", "svd_lowrank",
+    /* state, transforms */
+    "manual_seed", "seed", "initial_seed", "compile", "vmap", "cond", "while_loop",
+    "typename", "classproperty", "compiled_with_cxx11_abi", "thread_safe_generator",
+    "prepare_multiprocessing_environment",
+    /* I/O and foreign memory */
+    "save", "load", "from_file", "from_numpy", "frombuffer", "from_dlpack",
+    NULL,
+};
+static const char *const torch_denied_function_prefixes[] = {
+    "rand", "set_", "get_", "is_", "are_", "use_", "sym_", "fractional_max_pool",
+    "profiler_", NULL,
+};
+
+/* Random unless their training argument is False: name, argument, position
+   in a builtin's signature, default (-1: none). */
+static const struct { const char *name, *arg; int pos, dflt; } torch_training_fns[] = {
+    {"dropout", "train", 2, -1}, {"alpha_dropout", "train", 2, -1},
+    {"feature_dropout", "train", 2, -1}, {"feature_alpha_dropout", "train", 2, -1},
+    {"native_dropout", "train", 2, -1}, {"rrelu", "training", 3, 0},
+    {"dropout1d", "training", 2, 1}, {"dropout2d", "training", 2, 1},
+    {"dropout3d", "training", 2, 1},
+    {NULL, NULL, 0, 0},
+};
+
+static const char *const torch_denied_method_names[] = {
+    "backward", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
+    "record_stream", "pin_memory", "is_pinned", "is_shared", "storage", "untyped_storage",
+    "storage_offset", "storage_type", "data_ptr", "const_data_ptr", "type", "new",
+    "tolist", "item", "numpy", "module_load", "dim_order", "bernoulli", "multinomial",
+    "resize", "resize_as", "as_subclass", "reinforce", "hash_tensor", "is_set_to",
+    "is_inference", "is_conj", "is_neg", "is_coalesced", "is_distributed", "is_nonzero",
+    NULL,
+};
+
+static bool in_names(const char *s, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool has_prefix(const char *s, const char *const *prefixes)
+{
+    for (int i = 0; prefixes[i]; i++)
+        if (strncmp(s, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
 
 static PyObject *name_set(const char *const *names)
 {
@@ -94,8 +230,9 @@ static int load_numpy(PyObject *np)
     ufunc_type = (PyTypeObject *)PyObject_GetAttrString(np, "ufunc");
     if (!ndarray_type || !generic_type || !dtype_type || !ufunc_type)
         return -1;
-    pure_functions = PySet_New(NULL);
-    if (pure_functions == NULL || add_functions(pure_functions, np, numpy_function_names) < 0)
+    if (pure_functions == NULL && (pure_functions = PySet_New(NULL)) == NULL)
+        return -1;
+    if (add_functions(pure_functions, np, numpy_function_names) < 0)
         return -1;
     PyObject *linalg = PyObject_GetAttrString(np, "linalg");
     if (linalg == NULL)
@@ -109,29 +246,174 @@ static int load_numpy(PyObject *np)
     return 0;
 }
 
+/* A module from sys.modules, or NULL (no exception) when it is not loaded. */
+static PyObject *loaded_module_ref(const char *name)
+{
+    PyObject *n = PyUnicode_FromString(name);
+    if (n == NULL)
+        return NULL;
+    PyObject *m = PyImport_GetModule(n);
+    Py_DECREF(n);
+    return m;
+}
+
+/* Whether public function `name` of a torch namespace is a graph op by the
+   name rules alone. */
+static bool torch_name_allowed(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || name[0] == '_' || name[n - 1] == '_')
+        return false;
+    return !in_names(name, torch_denied_function_names)
+        && !has_prefix(name, torch_denied_function_prefixes);
+}
+
+/* Add the graph-op functions of torch namespace `mod` to pure_functions and
+   note the dropout family in torch_training_rule.  0 / -1. */
+static int add_torch_namespace(PyObject *mod)
+{
+    PyObject *d = PyModule_GetDict(mod);      /* borrowed: no lazy imports */
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (name == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (!PyCFunction_Check(value) && !PyFunction_Check(value))
+            continue;              /* classes, modules, typing objects */
+        for (int i = 0; torch_training_fns[i].name; i++) {
+            if (strcmp(name, torch_training_fns[i].name) != 0)
+                continue;
+            PyObject *rule = Py_BuildValue("(sii)", torch_training_fns[i].arg,
+                                           torch_training_fns[i].pos, torch_training_fns[i].dflt);
+            int r = rule ? PyDict_SetItem(torch_training_rule, value, rule) : -1;
+            Py_XDECREF(rule);
+            if (r < 0)
+                return -1;
+            if (PySet_Add(pure_functions, value) < 0 || PySet_Add(torch_functions, value) < 0)
+                return -1;
+        }
+        if (torch_name_allowed(name) || in_names(name, torch_fold_function_names)) {
+            if (PySet_Add(pure_functions, value) < 0 || PySet_Add(torch_functions, value) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Public torch.Tensor methods that are graph ops (or folded metadata). */
+static int add_torch_methods(void)
+{
+    PyObject *mro = torch_tensor_type->tp_mro;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
+        PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(mro, k);
+        if (cls == &PyBaseObject_Type)
+            continue;
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(cls->tp_dict, &pos, &key, &value)) {
+            const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+            if (name == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            size_t n = strlen(name);
+            if (n == 0 || name[0] == '_' || name[n - 1] == '_' || PyType_Check(value)
+                || !PyCallable_Check(value) || in_names(name, torch_denied_method_names))
+                continue;
+            if (strncmp(name, "is_", 3) == 0 && !in_names(name, torch_fold_method_names))
+                continue;
+            if (PySet_Add(torch_methods, key) < 0 || PySet_Add(all_methods, key) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int load_torch(PyObject *torch)
+{
+    static const char *const const_type_names[5] = {"Size", "dtype", "device", "layout",
+                                                     "memory_format"};
+    static const char *const namespaces[] = {"torch.nn.functional", "torch.linalg",
+                                             "torch.fft", "torch.special", NULL};
+    torch_tensor_type = (PyTypeObject *)PyObject_GetAttrString(torch, "Tensor");
+    for (int i = 0; i < 5 && torch_tensor_type; i++) {
+        torch_const_types[i] = (PyTypeObject *)PyObject_GetAttrString(torch, const_type_names[i]);
+        if (torch_const_types[i] == NULL)
+            return -1;
+    }
+    PyObject *nn = PyObject_GetAttrString(torch, "nn");
+    torch_parameter_type = nn ? (PyTypeObject *)PyObject_GetAttrString(nn, "Parameter") : NULL;
+    torch_nn_module_type = nn ? (PyTypeObject *)PyObject_GetAttrString(nn, "Module") : NULL;
+    Py_XDECREF(nn);
+    torch_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
+    torch_methods = PySet_New(NULL);
+    torch_functions = PySet_New(NULL);
+    torch_fold_methods = name_set(torch_fold_method_names);
+    torch_fold_attrs = name_set(torch_fold_attr_names);
+    torch_fold_functions = PySet_New(NULL);
+    torch_training_rule = PyDict_New();
+    if (!torch_tensor_type || !torch_parameter_type || !torch_nn_module_type
+        || !torch_grad_enabled || !torch_methods || !torch_functions || !torch_fold_methods || !torch_fold_attrs
+        || !torch_fold_functions || !torch_training_rule)
+        return -1;
+    if (!PyType_Check(torch_tensor_type) || !PyType_Check(torch_parameter_type)
+        || !PyType_Check(torch_nn_module_type)) {
+        PyErr_SetString(PyExc_TypeError, "torch.Tensor / nn.Parameter / nn.Module are not types");
+        return -1;
+    }
+    if (pure_functions == NULL && (pure_functions = PySet_New(NULL)) == NULL)
+        return -1;
+    if (add_torch_namespace(torch) < 0 || add_functions(torch_fold_functions, torch,
+                                                        torch_fold_function_names) < 0)
+        return -1;
+    for (int i = 0; namespaces[i]; i++) {
+        PyObject *m = loaded_module_ref(namespaces[i]);
+        if (m == NULL && PyErr_Occurred())
+            return -1;
+        int r = m ? add_torch_namespace(m) : 0;
+        Py_XDECREF(m);
+        if (r < 0)
+            return -1;
+    }
+    if (add_torch_methods() < 0)
+        return -1;
+    torch_module = Py_NewRef(torch);
+    return 0;
+}
+
 int tensorops_init(void)
 {
     if (operator_module == NULL) {
         operator_module = PyImport_ImportModule("operator");
         pure_methods = name_set(ndarray_method_names);
+        all_methods = name_set(ndarray_method_names);
         node_attributes = name_set(node_attribute_names);
-        if (!operator_module || !pure_methods || !node_attributes)
+        builtin_getattr = PyDict_GetItemString(PyEval_GetBuiltins(), "getattr");
+        Py_XINCREF(builtin_getattr);
+        if (!operator_module || !pure_methods || !all_methods || !node_attributes
+            || !builtin_getattr)
             return -1;
     }
     if (numpy_module == NULL) {
-        PyObject *name = PyUnicode_FromString("numpy");
-        if (name == NULL)
+        PyObject *np = loaded_module_ref("numpy");
+        if (np == NULL && PyErr_Occurred())
             return -1;
-        PyObject *np = PyImport_GetModule(name);
-        Py_DECREF(name);
-        if (np == NULL) {
-            if (PyErr_Occurred())
-                return -1;
-            return 0;   /* NumPy not imported: no tensors to capture */
-        }
-        int r = load_numpy(np);
-        Py_DECREF(np);
-        return r;
+        int r = np ? load_numpy(np) : 0;   /* NumPy not imported: no arrays to capture */
+        Py_XDECREF(np);
+        if (r < 0)
+            return -1;
+    }
+    if (torch_module == NULL) {
+        PyObject *torch = loaded_module_ref("torch");
+        if (torch == NULL && PyErr_Occurred())
+            return -1;
+        int r = torch ? load_torch(torch) : 0;
+        Py_XDECREF(torch);
+        if (r < 0)
+            return -1;
     }
     return 0;
 }
@@ -143,6 +425,49 @@ PyTypeObject *tensor_dtype_type(void) { return dtype_type; }
 bool tensor_is_array(PyObject *obj)
 {
     return ndarray_type != NULL && Py_TYPE(obj) == ndarray_type;
+}
+
+bool tensor_is_torch(PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    return torch_tensor_type != NULL && (tp == torch_tensor_type || tp == torch_parameter_type);
+}
+
+/* A torch.Tensor of any subclass (results of ops, receivers of methods). */
+static bool is_torch_like(PyObject *obj)
+{
+    return torch_tensor_type != NULL && PyObject_TypeCheck(obj, torch_tensor_type);
+}
+
+PyTypeObject *tensor_torch_nn_module_type(void) { return torch_nn_module_type; }
+
+bool tensor_is_torch_constant(PyObject *obj)
+{
+    if (torch_tensor_type == NULL)
+        return false;
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp == torch_const_types[0]) {     /* torch.Size: a tuple of ints */
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++)
+            if (!PyLong_CheckExact(PyTuple_GET_ITEM(obj, i)))
+                return false;
+        return true;
+    }
+    for (int i = 1; i < 5; i++)
+        if (tp == torch_const_types[i])
+            return true;
+    return false;
+}
+
+int tensorops_note_torch(Tracer *t)
+{
+    if (torch_grad_enabled == NULL)
+        return 0;
+    PyObject *mode = PyObject_CallNoArgs(torch_grad_enabled);
+    if (mode == NULL)
+        return -1;
+    int r = guardset_add(t->gs, GUARD_GRAD_MODE, -1, mode, 0);
+    Py_DECREF(mode);
+    return r < 0 ? -1 : 0;
 }
 
 bool tensor_has_object_dtype(PyObject *obj)
@@ -192,9 +517,9 @@ static PyObject *call_quietly(PyObject *fn, PyObject *args, PyObject *kwargs)
 
 bool tensorops_is_pure_function(PyObject *fn)
 {
-    if (numpy_module == NULL)
+    if (pure_functions == NULL)
         return false;
-    if (Py_TYPE(fn) == ufunc_type)
+    if (ufunc_type != NULL && Py_TYPE(fn) == ufunc_type)
         return true;
     int r = PySet_Contains(pure_functions, fn);
     if (r < 0) {
@@ -204,16 +529,17 @@ bool tensorops_is_pure_function(PyObject *fn)
     return r == 1;
 }
 
+/* Pure for some tensor type; tensorops_call checks it against the receiver. */
 bool tensorops_is_pure_method(PyObject *name)
 {
-    int r = PySet_Contains(pure_methods, name);
-    return r == 1;
+    return PySet_Contains(all_methods, name) == 1;
 }
 
 bool tensorops_is_escape_method(PyObject *name)
 {
-    static const char *const escapes[] = {"item", "tolist", "tobytes", "__float__",
-                                          "__int__", "__bool__", "__index__", NULL};
+    static const char *const escapes[] = {"item", "tolist", "tobytes", "numpy", "__array__",
+                                          "__float__", "__int__", "__bool__", "__index__",
+                                          "__complex__", NULL};
     for (int i = 0; escapes[i]; i++)
         if (PyUnicode_CompareWithASCIIString(name, escapes[i]) == 0)
             return true;
@@ -320,43 +646,53 @@ fail:
     return -1;
 }
 
-/* Functions whose result's shape depends on the values of their inputs. */
-static bool shape_depends_on_data(PyObject *target, Value **args, int nargs)
+/* Whether a tensor holds booleans (a mask). */
+static bool is_bool_tensor(PyObject *obj)
+{
+    PyObject *dt = PyObject_GetAttrString(obj, "dtype");
+    bool is_bool = false;
+    if (dt != NULL && torch_const_types[1] != NULL && Py_TYPE(dt) == torch_const_types[1]) {
+        PyObject *b = PyObject_GetAttrString(torch_module, "bool");
+        is_bool = b == dt;
+        Py_XDECREF(b);
+    }
+    else if (dt != NULL) {
+        PyObject *kind = PyObject_GetAttrString(dt, "kind");
+        is_bool = kind && PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "b") == 0;
+        Py_XDECREF(kind);
+    }
+    Py_XDECREF(dt);
+    PyErr_Clear();
+    return is_bool;
+}
+
+/* Functions and methods whose result's shape depends on the values of
+   their inputs. */
+static bool shape_depends_on_data(NodeOp op, PyObject *target, Value **args, int nargs)
 {
     static const char *const names[] = {"nonzero", "unique", "argwhere", "flatnonzero",
-                                        "compress", "extract", "trim_zeros", NULL};
-    if (target == tensorops_operator("getitem") && nargs == 2) {
+                                        "compress", "extract", "trim_zeros", "masked_select",
+                                        "unique_consecutive", NULL};
+    if (op == NODE_CALL_FUNCTION && target == tensorops_operator("getitem") && nargs == 2) {
         /* x[mask]: a boolean index (alone or in a tuple) selects by value */
         Value *idx = args[1];
         Value *one[1] = {idx};
         Value **parts = idx->kind == V_TUPLE ? idx->items : one;
         int n = idx->kind == V_TUPLE ? idx->n : 1;
-        for (int i = 0; i < n; i++) {
-            if (parts[i]->kind != V_TENSOR)
-                continue;
-            PyObject *dt = PyObject_GetAttrString(parts[i]->obj, "dtype");
-            PyObject *kind = dt ? PyObject_GetAttrString(dt, "kind") : NULL;
-            bool is_bool = kind && PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "b") == 0;
-            Py_XDECREF(dt);
-            Py_XDECREF(kind);
-            PyErr_Clear();
-            if (is_bool)
+        for (int i = 0; i < n; i++)
+            if (parts[i]->kind == V_TENSOR && is_bool_tensor(parts[i]->obj))
                 return true;
-        }
         return false;
     }
-    PyObject *name = PyObject_GetAttrString(target, "__name__");
+    PyObject *name = op == NODE_CALL_METHOD ? Py_NewRef(target)
+                                            : PyObject_GetAttrString(target, "__name__");
     bool hit = false;
-    if (name && PyUnicode_Check(name))
+    if (name && PyUnicode_Check(name)) {
         for (int i = 0; names[i] && !hit; i++)
             hit = PyUnicode_CompareWithASCIIString(name, names[i]) == 0;
-    Py_XDECREF(name);
-    PyErr_Clear();
-    if (hit)
-        return true;
-    /* np.where(cond) with one argument is nonzero() */
-    name = PyObject_GetAttrString(target, "__name__");
-    hit = name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "where") == 0 && nargs == 1;
+        /* where(cond) with one argument is nonzero() */
+        hit |= PyUnicode_CompareWithASCIIString(name, "where") == 0 && nargs == 1;
+    }
     Py_XDECREF(name);
     PyErr_Clear();
     return hit;
@@ -379,6 +715,233 @@ static int mark_used(Tracer *t, Value **args, int nargs)
     return 0;
 }
 
+/* ---- torch argument rules ---- */
+
+/* Whether argument v is the constant False (or 0). */
+static bool value_is_false(Value *v)
+{
+    return v->kind == V_CONST && (v->obj == Py_False
+                                  || (PyLong_CheckExact(v->obj) && PyLong_AsLong(v->obj) == 0));
+}
+
+/* The value of parameter `name` at `pos` in a call (positional or keyword),
+   or NULL when the call does not pass it. */
+static Value *call_arg(Value **args, int nargs, PyObject *kwnames, const char *name, int pos)
+{
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    int npos = nargs - nkw;
+    for (int i = 0; i < nkw; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), name) == 0)
+            return args[npos + i];
+    return pos >= 0 && pos < npos ? args[pos] : NULL;
+}
+
+/* Position of positional parameter `name` of a Python function, and its
+   default (1 true, 0 false, -1 none or not a constant bool); -1 when absent. */
+static int function_param(PyObject *fn, const char *name, int *dflt)
+{
+    *dflt = -1;
+    if (!PyFunction_Check(fn))
+        return -1;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fn);
+    PyObject *names = PyCode_GetVarnames(co);
+    if (names == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    int pos = -1;
+    for (int i = 0; i < co->co_argcount && i < PyTuple_GET_SIZE(names); i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(names, i), name) == 0)
+            pos = i;
+    Py_DECREF(names);
+    PyObject *defaults = PyFunction_GET_DEFAULTS(fn);
+    if (pos >= 0 && defaults != NULL) {
+        Py_ssize_t d = pos - (co->co_argcount - PyTuple_GET_SIZE(defaults));
+        if (d >= 0) {
+            PyObject *dv = PyTuple_GET_ITEM(defaults, d);
+            *dflt = dv == Py_True ? 1 : dv == Py_False ? 0 : -1;
+        }
+    }
+    return pos;
+}
+
+/* The rules of the file comment for a call of torch function `target`:
+   0 when it is a graph op, -1 (a call break) when it is not. */
+static int torch_call_rules(Tracer *t, PyObject *target, const char *hint,
+                            Value **args, int nargs, PyObject *kwnames)
+{
+    Value *v = call_arg(args, nargs, kwnames, "generator", -1);
+    if (v != NULL && !(v->kind == V_CONST && v->obj == Py_None))
+        return tracer_break(t, STOP_CALL, "%s with generator= draws random numbers", hint);
+    int dflt;
+    int pos = function_param(target, "inplace", &dflt);
+    v = call_arg(args, nargs, kwnames, "inplace", pos);
+    if (v != NULL && !value_is_false(v))
+        return tracer_break(t, STOP_CALL, "%s with inplace=True (writes into a tensor the "
+                            "program can see)", hint);
+    PyObject *rule = PyDict_GetItemWithError(torch_training_rule, target);
+    if (rule == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    const char *arg = PyUnicode_AsUTF8(PyTuple_GET_ITEM(rule, 0));
+    if (arg == NULL)
+        return -1;
+    pos = (int)PyLong_AsLong(PyTuple_GET_ITEM(rule, 1));
+    dflt = (int)PyLong_AsLong(PyTuple_GET_ITEM(rule, 2));
+    if (PyFunction_Check(target)) {
+        arg = "training";
+        pos = function_param(target, arg, &dflt);
+    }
+    v = call_arg(args, nargs, kwnames, arg, pos);
+    if (v != NULL ? !value_is_false(v) : dflt != 0)
+        return tracer_break(t, STOP_CALL, "%s with %s=True draws random numbers", hint, arg);
+    return 0;
+}
+
+/* ---- folding metadata into constants ---- */
+
+static bool name_in_set(PyObject *set, PyObject *name)
+{
+    return set != NULL && PyUnicode_Check(name) && PySet_Contains(set, name) == 1;
+}
+
+static bool any_dynshape(Value **args, int nargs)
+{
+    for (int i = 0; i < nargs; i++)
+        if (args[i]->kind == V_TENSOR && args[i]->dynshape)
+            return true;
+    return false;
+}
+
+/*
+ * Metadata of torch tensors that the guards fix -- x.size(), x.dim(),
+ * x.device, torch.is_tensor(x), ... -- as a V_CONST computed on the
+ * examples.  Returns the value, NULL when tracing stops, or `not_metadata`
+ * when the call is not such a read.
+ */
+static Value *fold_metadata(Tracer *t, NodeOp op, PyObject *target, const char *hint,
+                            Value **args, int nargs, PyObject *eargs, PyObject *ekw,
+                            Value *not_metadata)
+{
+    bool shape_read;
+    if (op == NODE_CALL_METHOD) {
+        if (!is_torch_like(PyTuple_GET_ITEM(eargs, 0)) || !name_in_set(torch_fold_methods, target))
+            return not_metadata;
+        shape_read = in_names(hint, torch_shape_method_names);
+    }
+    else if (target == builtin_getattr && nargs == 2 && args[1]->kind == V_CONST) {
+        if (!is_torch_like(PyTuple_GET_ITEM(eargs, 0)) || !name_in_set(torch_fold_attrs, args[1]->obj))
+            return not_metadata;
+        shape_read = false;
+    }
+    else if (torch_fold_functions != NULL && PySet_Contains(torch_fold_functions, target) == 1) {
+        shape_read = strcmp(hint, "numel") == 0 || strcmp(hint, "is_same_size") == 0;
+    }
+    else {
+        return not_metadata;
+    }
+    if (shape_read && any_dynshape(args, nargs))
+        return tracer_break(t, STOP_ESCAPE, "data escape: %s of a tensor whose shape depends "
+                            "on its values", hint), NULL;
+    PyObject *r;
+    if (op == NODE_CALL_METHOD) {
+        PyObject *meth = PyObject_GetAttr(PyTuple_GET_ITEM(eargs, 0), target);
+        PyObject *rest = meth ? PyTuple_GetSlice(eargs, 1, PyTuple_GET_SIZE(eargs)) : NULL;
+        r = rest ? PyObject_Call(meth, rest, ekw) : NULL;
+        Py_XDECREF(meth);
+        Py_XDECREF(rest);
+    }
+    else {
+        r = PyObject_Call(target, eargs, ekw);
+    }
+    if (r == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL;
+        PyErr_Clear();
+        return tracer_unsupported(t, false, "%s raised while tracing", hint), NULL;
+    }
+    if (tensorops_note_torch(t) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    Value *v = value_new(t, V_CONST, r);
+    Py_DECREF(r);
+    return v;
+}
+
+/* ---- results ---- */
+
+/* Whether result is something a V_TENSOR may hold: an array, a torch tensor,
+   a NumPy scalar or a Python number. */
+static bool is_tensor_result(PyObject *r)
+{
+    return (ndarray_type && PyObject_TypeCheck(r, ndarray_type))
+        || (generic_type && PyObject_TypeCheck(r, generic_type))
+        || is_torch_like(r)
+        || PyFloat_CheckExact(r) || PyLong_CheckExact(r)
+        || PyBool_Check(r) || PyComplex_CheckExact(r);
+}
+
+/* Whether r is an exact tuple or list whose items are arrays or tensors. */
+static bool is_tensor_sequence(PyObject *r)
+{
+    if (!PyTuple_CheckExact(r) && !PyList_CheckExact(r))
+        return false;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(r);
+    if (n == 0 || n > 1024)
+        return false;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(r, i);
+        if (!(ndarray_type && PyObject_TypeCheck(x, ndarray_type)) && !is_torch_like(x))
+            return false;
+    }
+    return true;
+}
+
+/* The V_TUPLE / V_LIST of a node returning a sequence of tensors: one
+   getitem node per item.  The items are marked used, so an item nothing
+   reads is dead code, not a graph output.  NULL when tracing stops. */
+static Value *sequence_result(Tracer *t, NodeObject *node, PyObject *result, bool dynshape)
+{
+    Value *out = value_new(t, PyTuple_CheckExact(result) ? V_TUPLE : V_LIST, NULL);
+    PyObject *getitem = tensorops_operator("getitem");
+    if (out == NULL || getitem == NULL || PySet_Add(t->used_nodes, (PyObject *)node) < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(result); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(result, i);
+        PyObject *gargs = Py_BuildValue("(On)", (PyObject *)node, i);
+        NodeObject *in = gargs ? graph_call(t->graph, NODE_CALL_FUNCTION, getitem, gargs, NULL,
+                                            "getitem", item) : NULL;
+        Py_XDECREF(gargs);
+        if (in == NULL || PySet_Add(t->used_nodes, (PyObject *)in) < 0)
+            return NULL;
+        Value *iv = value_new(t, V_TENSOR, item);
+        if (iv == NULL || value_append(t, out, iv) < 0)
+            return NULL;
+        iv->node = in;
+        iv->dynshape = dynshape;
+    }
+    return out;
+}
+
+/* The method check against the receiver: ndarray methods for arrays, torch
+   methods for tensors.  0, or -1 (a call break). */
+static int check_method(Tracer *t, PyObject *self, PyObject *name)
+{
+    PyObject *set = is_torch_like(self) ? torch_methods : pure_methods;
+    if (set != NULL && PySet_Contains(set, name) == 1)
+        return 0;
+    return tracer_break(t, STOP_CALL, "call to .%U() of a %s, not a pure tensor method",
+                        name, Py_TYPE(self)->tp_name);
+}
+
+/* Whether the call is a torch function or a method of a torch tensor. */
+static bool is_torch_call(NodeOp op, PyObject *target, PyObject *eargs)
+{
+    if (op == NODE_CALL_METHOD)
+        return is_torch_like(PyTuple_GET_ITEM(eargs, 0));
+    return torch_functions != NULL && PySet_Contains(torch_functions, target) == 1;
+}
+
 Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_hint,
                       Value **args, int nargs, PyObject *kwnames)
 {
@@ -395,9 +958,7 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
                                 "array the program can see)", name_hint), NULL;
         }
     }
-    bool dynshape = false;
-    for (int i = 0; i < nargs; i++)
-        dynshape |= args[i]->kind == V_TENSOR && args[i]->dynshape;
+    bool dynshape = any_dynshape(args, nargs);
     if (kwnames) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
             if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "out") == 0)
@@ -405,9 +966,19 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         }
     }
     PyObject *gargs = NULL, *gkw = NULL, *eargs = NULL, *ekw = NULL, *result = NULL;
-    Value *v = NULL;
+    Value *v = NULL, not_metadata;
+    bool torch_call;
     if (convert_call(t, args, nargs, kwnames, 0, &gargs, &gkw) < 0
         || convert_call(t, args, nargs, kwnames, 1, &eargs, &ekw) < 0)
+        goto out;
+    if (op == NODE_CALL_METHOD && check_method(t, PyTuple_GET_ITEM(eargs, 0), target) < 0)
+        goto out;
+    v = fold_metadata(t, op, target, name_hint, args, nargs, eargs, ekw, &not_metadata);
+    if (v != &not_metadata)
+        goto out;
+    v = NULL;
+    torch_call = is_torch_call(op, target, eargs);
+    if (torch_call && torch_call_rules(t, target, name_hint, args, nargs, kwnames) < 0)
         goto out;
 
     /* Run the op once on the example values. */
@@ -435,19 +1006,27 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         Py_XDECREF(tb);
         goto out;
     }
-    if (!(ndarray_type && PyObject_TypeCheck(result, ndarray_type))
-        && !(generic_type && PyObject_TypeCheck(result, generic_type))
-        && !PyFloat_CheckExact(result) && !PyLong_CheckExact(result)
-        && !PyBool_Check(result) && !PyComplex_CheckExact(result)) {
-        tracer_unsupported(t, false, "%s returned a %s, not an array", name_hint,
-                           Py_TYPE(result)->tp_name);
+    bool sequence = !is_tensor_result(result) && is_tensor_sequence(result);
+    if (!is_tensor_result(result) && !sequence) {
+        if (PyTuple_Check(result) && !PyTuple_CheckExact(result))
+            tracer_break(t, STOP_CALL, "%s returns a %s (a named tuple), which graphs do not "
+                         "model", name_hint, Py_TYPE(result)->tp_name);
+        else
+            tracer_unsupported(t, false, "%s returned a %s, not an array", name_hint,
+                               Py_TYPE(result)->tp_name);
         goto out;
     }
-    if (!dynshape && op == NODE_CALL_FUNCTION)
-        dynshape = shape_depends_on_data(target, args, nargs);
+    if ((torch_call || is_torch_like(result)) && tensorops_note_torch(t) < 0)
+        goto out;
+    if (!dynshape)
+        dynshape = shape_depends_on_data(op, target, args, nargs);
     NodeObject *node = graph_call(t->graph, op, target, gargs, gkw, name_hint, result);
     if (node == NULL || mark_used(t, args, nargs) < 0)
         goto out;
+    if (sequence) {
+        v = sequence_result(t, node, result, dynshape);
+        goto out;
+    }
     v = value_new(t, V_TENSOR, result);
     if (v) {
         v->node = node;

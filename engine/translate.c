@@ -347,6 +347,10 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
     case V_CONST:
     case V_OBJECT: {
         PyObject *obj = base->obj;
+        bool handled;
+        Value *mv = value_module_attr(t, base, name, &handled);
+        if (handled)
+            return mv;
         if (base->src < 0)
             return tracer_unsupported(t, false, "attribute '%U' of a computed %s", name,
                                       Py_TYPE(obj)->tp_name), NULL;
@@ -402,7 +406,7 @@ static int load_method(TFrame *f, Value *base, PyObject *name)
         if (PyErr_Occurred())
             return -1;
         if (cls_attr != NULL && PyFunction_Check(cls_attr) && !shadowed
-            && Py_TYPE(base->obj)->tp_getattro == PyObject_GenericGetAttr) {
+            && value_type_lookup_is_generic(Py_TYPE(base->obj))) {
             PyObject *cname = PyUnicode_FromString("__class__");
             int ca = cname ? guardset_accessor(t->gs, ACC_ATTR, base->src, 0, cname, NULL) : -1;
             Py_XDECREF(cname);
@@ -645,7 +649,8 @@ static Value *make_iter(TFrame *f, Value *v)
         }
         return it;
     case V_CONST:
-        if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)) {
+        if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)
+            || (PyTuple_Check(v->obj) && value_is_plain_constant(v->obj))) {   /* torch.Size */
             Py_ssize_t n = PyObject_Length(v->obj);
             if (n < 0)
                 return NULL;
@@ -689,6 +694,13 @@ static Value *make_iter(TFrame *f, Value *v)
                 return NULL;
         }
         return it;
+    }
+    case V_OBJECT: {
+        bool handled;
+        Value *mi = value_module_iter(t, v, &handled);
+        if (handled)
+            return mi;
+        break;
     }
     default:
         break;
@@ -1179,11 +1191,22 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                             callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
+    if (callable->kind == V_OBJECT && nargs < MAX_STACK) {
+        /* an nn.Module: inline type(m).forward(m, *args) */
+        bool handled;
+        Value *fwd = value_module_forward(t, callable, &handled);
+        if (handled) {
+            Value *full[MAX_STACK + 1];
+            full[0] = callable;
+            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+            return fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
+        }
+    }
     if (callable->kind != V_CONST)
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
     PyObject *fn = callable->obj;
-    if (PyFunction_Check(fn))
+    if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn))
         return inline_call(f, callable, args, nargs, kwnames);
     if (tensorops_is_pure_function(fn)) {
         PyObject *name = PyObject_GetAttrString(fn, "__name__");

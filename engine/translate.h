@@ -149,6 +149,29 @@ Value *value_unspecialized(Tracer *t, int acc, PyObject *obj);
 /* Whether obj is a constant the graph may embed (numbers, str, bytes, None,
    Ellipsis, slices and tuples of these, numpy dtypes and scalar types). */
 bool value_is_plain_constant(PyObject *obj);
+/*
+ * torch.nn.Module instances (values.c), for the translator's hooks.  Each
+ * sets *handled to false (and returns NULL) when `v` is not an nn.Module
+ * instance it models -- the translator then goes on as for any object --
+ * else to true and returns the result, or NULL when tracing stops.
+ *   value_module_attr     v.name, resolved as nn.Module does: the instance
+ *                         __dict__, class attributes, then _parameters,
+ *                         _buffers, _modules (each through its accessor,
+ *                         with DICT_LACKS guards for the dicts that win);
+ *   value_module_forward  calling v: the function type(v).forward (inline it
+ *                         with v as self), provided the call is the plain
+ *                         forward call -- no hooks (instance or global,
+ *                         guarded empty), no compiled or instance forward;
+ *   value_module_iter     iter(v) of an nn.Sequential / nn.ModuleList: a
+ *                         V_ITER over v._modules.values().
+ */
+Value *value_module_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
+Value *value_module_forward(Tracer *t, Value *v, bool *handled);
+Value *value_module_iter(Tracer *t, Value *v, bool *handled);
+/* Whether a method found on type(obj) is what obj.name returns when obj's
+   __dict__ lacks it: the type's lookup is generic, or it only adds
+   __getattr__ (run after the generic lookup fails), as nn.Module does. */
+bool value_type_lookup_is_generic(PyTypeObject *tp);
 /* The concrete value of a (non-tensor) Value built only from constants,
    e.g. for constant folding.  New reference, or NULL with t->reason set
    (no exception) when v holds tensors or opaque objects. */
@@ -163,6 +186,17 @@ PyTypeObject *tensor_dtype_type(void);
 bool tensor_is_array(PyObject *obj);
 /* Whether an array holds Python objects (its ops run Python code). */
 bool tensor_has_object_dtype(PyObject *obj);
+/* Whether obj is a torch.Tensor or torch.nn.Parameter (exact types) while
+   torch is imported: an input that becomes a placeholder. */
+bool tensor_is_torch(PyObject *obj);
+/* torch.nn.Module when torch is imported, else NULL (borrowed). */
+PyTypeObject *tensor_torch_nn_module_type(void);
+/* Whether obj is a torch constant a graph may embed: a torch.Size of ints,
+   a torch.dtype, torch.device, torch.layout or torch.memory_format. */
+bool tensor_is_torch_constant(PyObject *obj);
+/* The entry touches torch tensors: guard the grad mode they were traced in
+   (GRAD_MODE).  Idempotent.  0 / -1 with an exception. */
+int tensorops_note_torch(Tracer *t);
 /* Whether `fn` is a pure tensor function the graph may call. */
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */

@@ -5,12 +5,22 @@
  *
  * Guard policy, by the object's type:
  *   int float bool str bytes complex None   EQUALS_MATCH (specialized constant)
- *   numpy.ndarray (exact)                   TENSOR_MATCH, becomes a placeholder
+ *   numpy.ndarray, torch.Tensor,
+ *   torch.nn.Parameter (exact types)        TENSOR_MATCH, becomes a placeholder
+ *                                           (torch also: GRAD_MODE)
  *   tuple / list                            TUPLE_LENGTH / LIST_LENGTH, items recursively
  *   dict (str/int keys)                     DICT_KEYS, values recursively
  *   modules, functions, classes, builtins,
- *   ufuncs, dtypes                          ID_MATCH
+ *   ufuncs, dtypes, torch dtype / device /
+ *   layout / memory_format                  ID_MATCH
  *   anything else                           TYPE_MATCH, opaque V_OBJECT
+ *
+ * torch.nn.Module instances are V_OBJECTs whose attributes, calls and
+ * iteration the translator asks about here (value_module_*): attributes
+ * resolve as nn.Module.__getattr__ would, through accessors into
+ * _parameters / _buffers / _modules, so parameters are placeholders guarded
+ * by TENSOR_MATCH; a call inlines forward when nothing else would run
+ * (no hooks, guarded).
  */
 #include "translate.h"
 
@@ -151,6 +161,8 @@ bool value_is_plain_constant(PyObject *obj)
     }
     if (PyType_Check(obj))
         return true;            /* e.g. numpy.float32 passed as dtype= */
+    if (tensor_is_torch_constant(obj))
+        return true;            /* torch.float32, torch.device('cpu'), x.shape */
     PyTypeObject *generic = tensor_scalar_type();
     if (generic && PyObject_TypeCheck(obj, generic))
         return true;            /* numpy scalar constants */
@@ -173,7 +185,7 @@ static bool is_identity_object(PyObject *obj)
     PyTypeObject *dtype = tensor_dtype_type();
     if (dtype && PyObject_TypeCheck(obj, dtype))
         return true;
-    return false;
+    return tensor_is_torch_constant(obj) && !PyTuple_Check(obj);
 }
 
 static int guard(Tracer *t, GuardKind kind, int acc, PyObject *expected, Py_ssize_t length)
@@ -215,10 +227,14 @@ static Value *make_input_tensor(Tracer *t, int acc, PyObject *obj)
         Py_DECREF(src);
         return NULL;
     }
-    /* L['a'].w[0] -> l_a_w_0_ : lower-cased, non-identifier chars collapsed. */
+    /* L['a'].w[0] -> l_a_w_0_, L['self']._modules['fc'] -> l_self_modules_fc_
+       (as TorchDynamo names them): lower-cased, runs of non-identifier
+       characters and underscores collapsed into one underscore. */
     bool last_us = false;
     for (; *s && k < sizeof(hint) - 2; s++) {
         char c = *s;
+        if (c == '_' && last_us)
+            continue;
         if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') {
             hint[k++] = c;
             last_us = c == '_';
@@ -335,6 +351,11 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
             return NULL;
         return remember(t, acc, make_input_tensor(t, acc, obj));
     }
+    if (tensor_is_torch(obj)) {
+        if (guard(t, GUARD_TENSOR_MATCH, acc, obj, 0) < 0 || tensorops_note_torch(t) < 0)
+            return NULL;
+        return remember(t, acc, make_input_tensor(t, acc, obj));
+    }
     if (PyTuple_CheckExact(obj))
         return sequence_from_source(t, acc, obj, V_TUPLE);
     if (PyList_CheckExact(obj))
@@ -408,4 +429,277 @@ PyObject *value_as_constant(Tracer *t, Value *v)
         tracer_unsupported(t, false, "a value that is not a constant is used where a constant is needed");
         return NULL;
     }
+}
+
+/* ---- torch.nn.Module instances ---- */
+
+/* obj's instance __dict__ (borrowed), or NULL (no exception) when it has none. */
+static PyObject *instance_dict(PyObject *obj)
+{
+    PyObject **dp = _PyObject_GetDictPtr(obj);
+    return dp != NULL && *dp != NULL && PyDict_Check(*dp) ? *dp : NULL;
+}
+
+/* type(obj).name from the MRO (borrowed), or NULL (no exception). */
+static PyObject *type_lookup(PyTypeObject *tp, const char *name)
+{
+    PyObject *n = PyUnicode_InternFromString(name);
+    if (n == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *r = _PyType_Lookup(tp, n);
+    Py_DECREF(n);
+    return r;
+}
+
+bool value_type_lookup_is_generic(PyTypeObject *tp)
+{
+    if (tp->tp_getattro == PyObject_GenericGetAttr)
+        return true;
+    /* A Python class that only adds __getattr__: its __getattribute__ is
+       object's, and __getattr__ runs only when that lookup fails. */
+    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        && type_lookup(tp, "__getattribute__") == type_lookup(&PyBaseObject_Type, "__getattribute__");
+}
+
+/* Whether obj is an nn.Module whose attribute reads this file models: its
+   lookup is object's plus nn.Module's own __getattr__. */
+static bool is_plain_module(PyObject *obj)
+{
+    PyTypeObject *mod = tensor_torch_nn_module_type();
+    if (mod == NULL || !PyObject_TypeCheck(obj, mod))
+        return false;
+    PyTypeObject *tp = Py_TYPE(obj);
+    return value_type_lookup_is_generic(tp)
+        && type_lookup(tp, "__getattr__") == type_lookup(mod, "__getattr__")
+        && instance_dict(obj) != NULL;
+}
+
+/* accessor base.name (name a C string).  Index or -1 with an exception. */
+static int attr_accessor(Tracer *t, int base, const char *name)
+{
+    PyObject *n = PyUnicode_FromString(name);
+    if (n == NULL)
+        return -1;
+    int a = guardset_accessor(t->gs, ACC_ATTR, base, 0, n, NULL);
+    Py_DECREF(n);
+    return a;
+}
+
+/* Guard that the instance __dict__ of the object at accessor `src` lacks
+   `name` (a later instance attribute would win over what we read).  0 / -1. */
+static int guard_dict_lacks(Tracer *t, int src, PyObject *name)
+{
+    int da = attr_accessor(t, src, "__dict__");
+    return da < 0 ? -1 : guard(t, GUARD_DICT_LACKS, da, name, 0);
+}
+
+/* A bound method value of a module: fetched again when called. */
+static Value *bound_method(Tracer *t, Value *base, PyObject *name)
+{
+    Value *bm = value_new(t, V_BOUND, name);
+    if (bm == NULL || value_append(t, bm, base) < 0)
+        return NULL;
+    return bm;
+}
+
+Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
+{
+    *handled = false;
+    if (base->kind != V_OBJECT || base->src < 0 || !is_plain_module(base->obj))
+        return NULL;
+    *handled = true;
+    PyObject *obj = base->obj;
+    PyTypeObject *tp = Py_TYPE(obj);
+    PyObject *cls_attr = _PyType_Lookup(tp, name);      /* borrowed */
+    if (cls_attr != NULL && Py_TYPE(cls_attr)->tp_descr_set != NULL)
+        return tracer_unsupported(t, false, "attribute '%U' of %s is a property or other "
+                                  "data descriptor (runs Python code)", name, tp->tp_name), NULL;
+    PyObject *d = instance_dict(obj);
+    PyObject *item = PyDict_GetItemWithError(d, name);
+    if (item == NULL && PyErr_Occurred())
+        return NULL;
+    if (item != NULL) {
+        /* an instance attribute (self.training, self.inplace, a plain
+           tensor attribute): read as getattr reads it */
+        int acc = guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL);
+        return acc < 0 ? NULL : value_from_source(t, acc, item);
+    }
+    if (cls_attr != NULL) {
+        if (guard_dict_lacks(t, base->src, name) < 0)
+            return NULL;
+        if (PyFunction_Check(cls_attr))
+            return bound_method(t, base, name);
+        if (!value_is_plain_constant(cls_attr) || PyType_Check(cls_attr))
+            return tracer_unsupported(t, false, "class attribute '%U' of %s (a %s)", name,
+                                      tp->tp_name, Py_TYPE(cls_attr)->tp_name), NULL;
+        int acc = guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL);
+        return acc < 0 ? NULL : value_from_source(t, acc, cls_attr);
+    }
+    /* nn.Module.__getattr__: _parameters, then _buffers, then _modules */
+    static const char *const dicts[] = {"_parameters", "_buffers", "_modules"};
+    int earlier[3] = {-1, -1, -1};
+    for (int k = 0; k < 3; k++) {
+        PyObject *sub = PyDict_GetItemString(d, dicts[k]);    /* borrowed */
+        if (sub == NULL || !PyDict_CheckExact(sub))
+            continue;
+        int da = earlier[k] = attr_accessor(t, base->src, dicts[k]);
+        if (da < 0)
+            return NULL;
+        item = PyDict_GetItemWithError(sub, name);
+        if (item == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        if (guard_dict_lacks(t, base->src, name) < 0)
+            return NULL;
+        for (int j = 0; j < k; j++)
+            if (earlier[j] >= 0 && guard(t, GUARD_DICT_LACKS, earlier[j], name, 0) < 0)
+                return NULL;
+        int acc = guardset_accessor(t->gs, ACC_DICT_ITEM, da, 0, name, NULL);
+        return acc < 0 ? NULL : value_from_source(t, acc, item);
+    }
+    return tracer_unsupported(t, false, "'%s' object has no attribute '%U'", tp->tp_name, name), NULL;
+}
+
+/* Hook dicts whose entries make nn.Module.__call__ do more than forward(). */
+static const char *const instance_hook_dicts[] = {
+    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks", NULL,
+};
+static const char *const global_hook_dicts[] = {
+    "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+    "_global_backward_pre_hooks", NULL,
+};
+
+/* Whether the dict(s) named in `names` of namespace `ns` (a dict) are all
+   empty dicts.  1 / 0 / -1. */
+static int hook_dicts_empty(PyObject *ns, const char *const *names)
+{
+    for (int i = 0; names[i]; i++) {
+        PyObject *h = PyDict_GetItemString(ns, names[i]);
+        if (h == NULL || !PyDict_Check(h) || PyDict_GET_SIZE(h) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Guard every dict in `names` under accessor `base` (attributes, or dict
+   items when `items`) empty.  0 / -1. */
+static int guard_hooks_empty(Tracer *t, int base, const char *const *names, bool items)
+{
+    for (int i = 0; names[i]; i++) {
+        int a;
+        if (items) {
+            PyObject *k = PyUnicode_FromString(names[i]);
+            a = k ? guardset_accessor(t->gs, ACC_DICT_ITEM, base, 0, k, NULL) : -1;
+            Py_XDECREF(k);
+        }
+        else {
+            a = attr_accessor(t, base, names[i]);
+        }
+        if (a < 0 || guard(t, GUARD_DICT_EMPTY, a, NULL, 0) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Whether the entry already guards nn.Module's global hook dicts. */
+static bool global_hooks_guarded(Tracer *t)
+{
+    for (int g = 0; g < t->gs->n; g++) {
+        const Guard *gd = &t->gs->guards[g];
+        const Accessor *a = gd->acc >= 0 ? &t->gs->acc[gd->acc] : NULL;
+        if (gd->kind == GUARD_DICT_EMPTY && a != NULL && a->kind == ACC_DICT_ITEM
+            && PyUnicode_Check(a->key)
+            && PyUnicode_CompareWithASCIIString(a->key, global_hook_dicts[0]) == 0)
+            return true;
+    }
+    return false;
+}
+
+Value *value_module_forward(Tracer *t, Value *m, bool *handled)
+{
+    *handled = false;
+    if (m->kind != V_OBJECT || m->src < 0 || !is_plain_module(m->obj))
+        return NULL;
+    *handled = true;
+    PyObject *obj = m->obj;
+    PyTypeObject *tp = Py_TYPE(obj);
+    PyObject *call = type_lookup(tp, "__call__");
+    PyObject *module_call = type_lookup(tensor_torch_nn_module_type(), "__call__");
+    PyObject *fwd = type_lookup(tp, "forward");
+    PyObject *d = instance_dict(obj);
+    if (call == NULL || call != module_call || !PyFunction_Check(call))
+        return tracer_break(t, STOP_CALL, "call to a %s, whose class defines __call__", tp->tp_name), NULL;
+    if (fwd == NULL || !PyFunction_Check(fwd))
+        return tracer_break(t, STOP_CALL, "call to a %s, whose forward is not a Python function",
+                            tp->tp_name), NULL;
+    PyObject *cci = PyDict_GetItemString(d, "_compiled_call_impl");
+    if (PyDict_GetItemString(d, "forward") != NULL || (cci != NULL && cci != Py_None))
+        return tracer_break(t, STOP_CALL, "call to a %s with an instance forward or a compiled "
+                            "call", tp->tp_name), NULL;
+    if (!hook_dicts_empty(d, instance_hook_dicts)
+        || !hook_dicts_empty(PyFunction_GET_GLOBALS(call), global_hook_dicts))
+        return tracer_break(t, STOP_CALL, "call to a %s with hooks (nn.Module.__call__ runs them)",
+                            tp->tp_name), NULL;
+    /* guards: type(m).__call__ is nn.Module.__call__, whose module's global
+       hook dicts are empty; m's own hook dicts are empty; m.__dict__ has no
+       forward or _compiled_call_impl; type(m).forward is this function */
+    int cls = attr_accessor(t, m->src, "__class__");
+    int ca = cls < 0 ? -1 : attr_accessor(t, cls, "__call__");
+    Value *callv = ca < 0 ? NULL : value_from_source(t, ca, call);
+    if (callv == NULL)
+        return NULL;
+    if (!global_hooks_guarded(t)) {
+        /* once per entry: every module whose __call__ is this very function
+           (ID_MATCH above) reads the same globals */
+        int ga = attr_accessor(t, ca, "__globals__");
+        if (ga < 0 || guard_hooks_empty(t, ga, global_hook_dicts, true) < 0)
+            return NULL;
+    }
+    if (guard_hooks_empty(t, m->src, instance_hook_dicts, false) < 0)
+        return NULL;
+    PyObject *names[2] = {PyUnicode_FromString("forward"), PyUnicode_FromString("_compiled_call_impl")};
+    int rc = names[0] && names[1] ? 0 : -1;
+    for (int i = 0; i < 2 && rc == 0; i++)
+        rc = guard_dict_lacks(t, m->src, names[i]);
+    Py_XDECREF(names[0]);
+    Py_XDECREF(names[1]);
+    int fa = rc < 0 ? -1 : attr_accessor(t, cls, "forward");
+    return fa < 0 ? NULL : value_from_source(t, fa, fwd);
+}
+
+Value *value_module_iter(Tracer *t, Value *m, bool *handled)
+{
+    *handled = false;
+    if (m->kind != V_OBJECT || m->src < 0 || !is_plain_module(m->obj) || tensor_torch_nn_module_type() == NULL)
+        return NULL;
+    /* nn.Sequential and nn.ModuleList iterate their _modules' values */
+    PyObject *nn = PyImport_ImportModule("torch.nn");
+    PyObject *seq = nn ? PyObject_GetAttrString(nn, "Sequential") : NULL;
+    PyObject *lst = nn ? PyObject_GetAttrString(nn, "ModuleList") : NULL;
+    Py_XDECREF(nn);
+    PyObject *it = type_lookup(Py_TYPE(m->obj), "__iter__");
+    bool ok = it != NULL && seq && lst && PyType_Check(seq) && PyType_Check(lst)
+              && (it == type_lookup((PyTypeObject *)seq, "__iter__")
+                  || it == type_lookup((PyTypeObject *)lst, "__iter__"));
+    Py_XDECREF(seq);
+    Py_XDECREF(lst);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!ok)
+        return NULL;
+    *handled = true;
+    PyObject *mods = PyDict_GetItemString(instance_dict(m->obj), "_modules");
+    if (mods == NULL || !PyDict_CheckExact(mods))
+        return tracer_unsupported(t, false, "iterating a %s without _modules", Py_TYPE(m->obj)->tp_name), NULL;
+    int ma = attr_accessor(t, m->src, "_modules");
+    Value *dv = ma < 0 ? NULL : value_from_source(t, ma, mods);
+    Value *iter = dv ? value_new(t, V_ITER, NULL) : NULL;
+    for (int i = 0; iter && i < dv->n; i++)
+        if (value_append(t, iter, dv->items[i]) < 0)
+            return NULL;
+    return iter;
 }

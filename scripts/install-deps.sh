@@ -5,7 +5,8 @@
 #
 # Environment:
 #   DYNSCOPE_SKIP_APT=1     do not look at or install Debian packages
-#   DYNSCOPE_WITH_TORCH=1   also pip install torch==2.13.0 (a CPU wheel on disk)
+#   DYNSCOPE_WITH_TORCH=1   also pip install torch==2.13.0 (a CPU wheel on disk) and
+#                           tabulate (torch.fx's print_tabular needs it); ~15 s, ~190 MB
 #   PYTHON=...              the interpreter the venv is made from (default: python3
 #                           on PATH; it must be CPython 3.11, the only target today)
 set -euo pipefail
@@ -98,12 +99,14 @@ install_venv() {
         log "pip install ${PY_PACKAGES[*]}"
         .venv/bin/python -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
     fi
+    # find_spec, not import: importing torch takes a second or two
     if [[ "${DYNSCOPE_WITH_TORCH:-0}" == 1 ]] &&
-        ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+        ! .venv/bin/python -c 'import importlib.util as u, sys
+sys.exit(not all(u.find_spec(m) for m in ("torch", "tabulate")))' 2>/dev/null; then
         # 2.13.0 is the CPU build on this machine's disk; an unpinned torch
-        # would pull a multi-GB CUDA build.
-        log "pip install torch==2.13.0"
-        .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+        # would pull a multi-GB CUDA build.  tabulate: gm.graph.print_tabular().
+        log "pip install torch==2.13.0 tabulate"
+        .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 tabulate
     fi
 }
 

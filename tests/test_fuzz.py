@@ -35,8 +35,10 @@ import copy
 import hashlib
 import importlib.util
 import io
+import linecache
 import math
 import os
+import re
 import sys
 import warnings
 
@@ -51,8 +53,13 @@ from dynscope import _C
 EXAMPLES = int(os.environ.get("DYNSCOPE_FUZZ_EXAMPLES", 500))
 RANDOM = os.environ.get("DYNSCOPE_FUZZ_RANDOM", "") == "1"
 
+# Hypothesis remembers every example of a run (some 40 KB each here): a long
+# random run is split into runs of CHUNK examples, each with fresh randomness.
+CHUNK = 2000
+CHUNKS = -(-EXAMPLES // CHUNK) if RANDOM else 1
+
 FUZZ_SETTINGS = settings(
-    max_examples=EXAMPLES,
+    max_examples=-(-EXAMPLES // CHUNKS),
     deadline=None,
     derandomize=not RANDOM,
     database=None,
@@ -105,6 +112,17 @@ def kind_of(v):
     if isinstance(v, list):
         return "list"
     return "other"
+
+
+MAX_ELEMENTS = 512   # per array, and per list: keeps programs small and fast
+
+
+def too_big(v, depth=0):
+    if isinstance(v, np.ndarray):
+        return v.size > MAX_ELEMENTS
+    if isinstance(v, (list, tuple)):
+        return len(v) > 16 or depth > 3 or any(too_big(x, depth + 1) for x in v)
+    return False
 
 
 def sig_of(v):
@@ -234,7 +252,10 @@ class Gen:
                 vals.append(None)
                 continue
             try:
-                vals.append(self.eval_in(w, code))
+                v = self.eval_in(w, code)
+                if too_big(v):
+                    return None
+                vals.append(v)
             except Exception:
                 if w.kind == "i":
                     self.int_ok = False
@@ -245,11 +266,13 @@ class Gen:
             return None
         return Expr(code, vals, fresh)
 
-    def execute(self, worlds, code, allow_partial=False):
+    def execute(self, worlds, code, allow_partial=False, in_loop=False):
         """Run statement code in a copy of every usable world.  Returns the
         new worlds, or None.  With allow_partial, float worlds where it fails
         are dropped (their calls will raise) as long as one survives."""
         out, failed = [], set()
+        if in_loop:   # a break/continue in code: run it as one loop iteration
+            code = "for _once in (0,):\n" + "\n".join("    " + ln for ln in code.split("\n"))
         co = self.compiled(code, "exec")
         for w in worlds:
             if not self.usable(w):
@@ -268,7 +291,9 @@ class Gen:
                     return None
                 failed.add(w.cfg)
                 continue
-            env = {k: v for k, v in g.items() if k not in self.ns and not k.startswith("__")}
+            env = {k: v for k, v in g.items() if k not in self.ns and not k.startswith("_")}
+            if any(too_big(v) for v in env.values()):
+                return None
             out.append(World(w.cfg, w.kind, env))
         out = [w for w in out if w.cfg not in failed]
         if not any(w.kind == "f" for w in out):
@@ -421,6 +446,12 @@ class Gen:
             return None
         # rebind an existing local now and then (loop-carried in loops)
         existing = [n for n in self.names(worlds, "arr") if n.startswith("v")]
+        if "loop" in ctx:
+            # a loop-carried variable keeps its shape, or the loop could grow
+            # it on every iteration
+            shapes = [sig_of(v) for v, w in zip(e.vals, worlds) if self.usable(w)]
+            existing = [n for n in existing
+                        if [sig_of(w.env[n]) for w in worlds if self.usable(w)] == shapes]
         if existing and self.coin(20 if "loop" not in ctx else 50):
             name = self.pick(existing)
             self.owned.discard(name)
@@ -529,6 +560,8 @@ class Gen:
     def st_append(self, worlds, depth, ctx):
         lists = self.names(worlds, "list", lambda v: len(v) < 8 and all(isinstance(x, np.ndarray)
                                                                        for x in v))
+        # only the program's own lists, and never the one a loop iterates
+        lists = [n for n in lists if n.startswith("acc") and "iter:" + n not in ctx]
         if not lists:
             return self.st_list(worlds, depth, ctx)
         name = self.pick(lists)
@@ -621,7 +654,7 @@ class Gen:
         lines = [f"if {cond.code}:"] + ["    " + ln for ln in sides[True][0]]
         if sides[False][0]:
             lines += ["else:"] + ["    " + ln for ln in sides[False][0]]
-        new = self.execute(worlds, "\n".join(lines))
+        new = self.execute(worlds, "\n".join(lines), in_loop="loop" in ctx)
         if new is None:
             return None
         self.features["shape_if"] += 1
@@ -658,6 +691,8 @@ class Gen:
         if len(arrs) >= 2:
             heads += [("iter", f"for {wv} in [{arrs[0]}, {arrs[-1]}]:")]
         what, head = self.pick(heads)
+        iterated = re.findall(r"[A-Za-z_]\w*", head.split(" in ", 1)[1])
+        inner_ctx = ctx | {"loop"} | {"iter:" + n for n in iterated}
         # the body is written against the first iteration's values
         it = head[len("for "):-1].split(" in ", 1)[1]
         body_w = []
@@ -693,7 +728,7 @@ class Gen:
                     lines = []
                 else:
                     body_w = res
-        more, _ = self.block(body_w, depth + 1, 0 if lines else 1, 3, ctx | {"loop"})
+        more, _ = self.block(body_w, depth + 1, 0 if lines else 1, 3, inner_ctx)
         lines += more
         if not lines:
             return None
@@ -1087,6 +1122,25 @@ def assert_same_aliasing(got_tree, want_tree):
                     f"memory sharing of arrays {i}, {j} differs"
 
 
+# NumPy's floating-point warnings ("divide by zero encountered in ...") come
+# from ufuncs under np.errstate: the translator runs ops quietly, so they must
+# appear exactly as often as eagerly.  Warnings NumPy issues from Python code
+# (warnings.warn: "Mean of empty slice", "Degrees of freedom <= 0 ...") are
+# issued a second time while the translator traces the op -- an engine bug,
+# test_python_level_numpy_warning_is_issued_once_under_capture (xfail) -- so
+# for those only the set of distinct warnings is compared.
+FP_WARNING = re.compile(r" encountered in ")
+
+
+def assert_same_warnings(got, want, where):
+    fp_got = [w for w in got if FP_WARNING.search(w[1])]
+    fp_want = [w for w in want if FP_WARNING.search(w[1])]
+    assert fp_got == fp_want, f"{where}: floating-point warnings differ: {fp_got} != {fp_want}"
+    other_got = sorted(set(got) - set(fp_got))
+    other_want = sorted(set(want) - set(fp_want))
+    assert other_got == other_want, f"{where}: warnings differ: {other_got} != {other_want}"
+
+
 _MODULE_COUNTER = [0]
 
 
@@ -1133,10 +1187,14 @@ def check_program(prog, directory, stats):
                 assert_same_aliasing((g_args, g_kwargs, got[1]), (w_args, w_kwargs, want[1]))
             assert_same((g_args, g_kwargs), (w_args, w_kwargs), f"{where}: inputs after the call")
             assert g_out == w_out, f"{where}: printed output differs:\n{g_out!r}\n!=\n{w_out!r}"
-            assert g_warn == w_warn, f"{where}: warnings differ: {g_warn} != {w_warn}"
+            assert_same_warnings(g_warn, w_warn, where)
             assert _C.capture_depth() == 0 and not _C.hook_installed(), where
     finally:
         sys.modules.pop(mod.__name__, None)
+    # passed: drop the file and what caches hold of it (the engine's event
+    # log is bounded, but 20000 programs would fill it for nothing)
+    linecache.cache.pop(path, None)
+    os.unlink(path)
     c = _C.counters()
     for key in ("compiles", "hits", "graph_breaks", "deopts", "skips", "cache_limits"):
         stats[key] += c[key]
@@ -1151,6 +1209,7 @@ def check_program(prog, directory, stats):
         if c[key]:
             event(key)
     dynscope.reset()
+    _C.clear_events()
 
 
 @pytest.fixture(scope="module")
@@ -1167,7 +1226,8 @@ def test_generated_programs_behave_the_same_captured_and_eager(program_dir):
         note(prog.source)
         check_program(prog, program_dir, stats)
 
-    run()
+    for _ in range(CHUNKS):
+        run()
     print("\nfuzz statistics:", dict(sorted(stats.items())))
     # The generator must keep exercising the engine, not only the interpreter.
     if stats["programs"] >= 200:
@@ -1201,3 +1261,26 @@ def test_generator_covers_its_constructs():
               "shape_if", "for_range", "for_iter", "helper_call", "helper_kwargs", "raise",
               "unmodelled", "while"):
         assert seen[f] > 0, (f, seen)
+
+
+# ---------------------------------------------------------------------------
+# Engine bugs the fuzzer found, as minimal regression tests.
+
+def mean_of_tail(x):
+    return x[1:].mean()
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: a warning NumPy issues from Python code "
+                   "(warnings.warn in numpy/_core/_methods.py) during tracing is not silenced "
+                   "like ufunc floating-point warnings (tensorops.c call_quietly only sets "
+                   "np.errstate), so it is issued twice on the compiling call")
+def test_python_level_numpy_warning_is_issued_once_under_capture():
+    x = np.ones(1)
+    with warnings.catch_warnings(record=True) as eager:
+        warnings.simplefilter("always")
+        want = mean_of_tail(x)
+    with warnings.catch_warnings(record=True) as captured:
+        warnings.simplefilter("always")
+        got = dynscope.optimize("eager")(mean_of_tail)(x)
+    assert np.isnan(got) and np.isnan(want)
+    assert [str(w.message) for w in captured] == [str(w.message) for w in eager]

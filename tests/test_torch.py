@@ -1,0 +1,409 @@
+"""PyTorch: torch tensors as graph inputs and ops, TENSOR_MATCH on torch
+metadata, graph breaks on torch code, nn.Module forwards inlined with
+parameters as placeholders (autograd as eager), and backends that receive a
+real torch.fx.GraphModule.  Skipped without torch (DYNSCOPE_WITH_TORCH=1
+scripts/install-deps.sh installs it)."""
+import gc
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="PyTorch is optional: install it with DYNSCOPE_WITH_TORCH=1 scripts/install-deps.sh",
+    exc_type=ImportError)
+
+import torch.fx  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+# torch's modules hold ~10^5 objects; the per-test gc.collect() of conftest.py
+# would walk them all (~35 ms each, seconds over the suite).  They live as
+# long as the process: move them out of the collector's generations.
+gc.collect()
+gc.freeze()
+
+import dynscope  # noqa: E402
+
+from conftest import events  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def failure_of(compile_id):
+    """(entry compile id, kind, expr, observed) of the first failing guard
+    recorded with the recompile that made `compile_id`."""
+    (ev,) = [e for e in events("recompile") if e["compile_id"] == compile_id]
+    return tuple(ev["failures"][0])
+
+
+# ---- the seed -------------------------------------------------------------
+
+def toy_example(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def test_seed_toy_example_under_my_compiler_for_100_calls(capsys):
+    seen = []
+
+    def my_compiler(gm, example_inputs):
+        seen.append(gm)
+        gm.graph.print_tabular()
+        return gm.forward
+
+    pytest.importorskip("tabulate", reason="torch.fx's print_tabular needs tabulate")
+    opt = dynscope.optimize(my_compiler)(toy_example)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        a, b = torch.randn(10, generator=gen), torch.randn(10, generator=gen)
+        torch.testing.assert_close(opt(a, b), toy_example(a, b), rtol=0, atol=0)
+    # three graphs, as TorchDynamo makes: the start up to the branch, and a
+    # resume frame per side of it
+    assert len(seen) == 3
+    assert all(isinstance(gm, torch.fx.GraphModule) for gm in seen)
+    first = [(n.op, n.target) for n in seen[0].graph.nodes]
+    assert ("call_function", torch.abs) in first and ("call_method", "sum") in first
+    out = capsys.readouterr().out
+    assert out.count("opcode") == 3 and "<built-in method abs of type object" in out
+    entries = dynscope.cache_entries(toy_example)
+    assert sorted(e.compile_id for e in entries) == ["0/0", "1/0", "2/0"]
+    assert sum(e.hits for e in entries if e.compile_id == "0/0") == 99
+
+
+def test_seed_explain_gives_two_graphs_and_a_data_dependent_branch():
+    out = dynscope.explain(toy_example)(torch.ones(10), -torch.ones(10))
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    (br,) = out.break_reasons
+    assert br.kind == "data_dependent_branch"
+    assert br.user_stack[-1].line == "if b.sum() < 0:"
+
+
+# ---- TENSOR_MATCH -----------------------------------------------------------
+
+def scale(x, n):
+    return x * n + 1
+
+
+def test_tensor_match_renders_dtype_device_shape_stride_requires_grad():
+    f = dynscope.optimize("eager")(scale)
+    f(torch.ones(3, 4), 2)
+    (entry,) = dynscope.cache_entries(scale)
+    (tm,) = [g for g in entry.guards if g.kind == "TENSOR_MATCH"]
+    assert tm.expr == ("type(L['x']) is torch.Tensor and L['x'].dtype == torch.float32 and "
+                       "L['x'].device == 'cpu' and L['x'].shape == (3, 4) and "
+                       "L['x'].stride() == (4, 1) and L['x'].requires_grad == False")
+    assert any(g.kind == "GRAD_MODE" for g in entry.guards)
+
+
+@pytest.mark.parametrize("second, part, observed", [
+    (torch.ones(3, 4, dtype=torch.float64), "L['x'].dtype == torch.float32", "torch.float64"),
+    (torch.ones(5, 4), "L['x'].shape == (3, 4)", "(5, 4)"),
+    (torch.ones(4, 3).t(), "L['x'].stride() == (4, 1)", "(1, 3)"),
+    (torch.ones(3, 4, device="meta"), "L['x'].device == 'cpu'", "meta"),
+    (torch.ones(3, 4, requires_grad=True), "L['x'].requires_grad == False", "True"),
+    (nn.Parameter(torch.ones(3, 4)), "type(L['x']) is torch.Tensor", "torch.nn.parameter.Parameter"),
+], ids=["dtype", "shape", "stride", "device", "requires_grad", "type"])
+def test_tensor_match_recompiles_and_names_the_failing_part(second, part, observed):
+    f = dynscope.optimize("eager")(scale)
+    first = torch.ones(3, 4)
+    torch.testing.assert_close(f(first, 2), scale(first, 2))
+    got = f(second, 2)
+    if second.device.type == "cpu":
+        torch.testing.assert_close(got, scale(second, 2))
+    else:
+        assert got.device == second.device and got.shape == second.shape
+    assert sorted(e.compile_id for e in dynscope.cache_entries(scale)) == ["0/0", "0/1"]
+    entry_id, kind, expr, seen = failure_of("0/1")
+    assert (entry_id, kind, expr, seen) == ("0/0", "TENSOR_MATCH", part, observed)
+
+
+def test_grad_mode_is_guarded():
+    f = dynscope.optimize("eager")(scale)
+    w = torch.ones(3, requires_grad=True)
+    assert f(w, 2).requires_grad
+    with torch.no_grad():
+        y = f(w, 2)
+    assert not y.requires_grad
+    entry_id, kind, expr, seen = failure_of("0/1")
+    assert (kind, expr, seen) == ("GRAD_MODE", "torch.is_grad_enabled() == True", "False")
+
+
+def test_a_guarded_hit_costs_no_new_compile():
+    f = dynscope.optimize("eager")(scale)
+    for _ in range(5):
+        f(torch.randn(2, 2), 3)
+    (entry,) = dynscope.cache_entries(scale)
+    assert entry.hits == 4
+
+
+# ---- graph breaks -----------------------------------------------------------
+
+def uses_item(x):
+    y = x.sin()
+    s = y.sum().item()
+    return y * s
+
+
+def prints(x):
+    y = x + 1
+    print("y is ready")
+    return y * 2
+
+
+def in_place(x):
+    y = x * 2
+    x.add_(1)
+    return x + y
+
+
+def test_item_is_a_data_escape_and_results_match():
+    out = dynscope.explain(uses_item)(torch.randn(4))
+    assert out.graph_count == 2 and [b.kind for b in out.break_reasons] == ["data_escape"]
+    assert ".item()" in out.break_reasons[0].reason
+    x = torch.randn(4)
+    torch.testing.assert_close(dynscope.optimize("eager")(uses_item)(x), uses_item(x))
+
+
+def test_print_is_a_call_break(capsys):
+    out = dynscope.explain(prints)(torch.randn(4))
+    assert out.graph_count == 2 and [b.kind for b in out.break_reasons] == ["call"]
+    assert "print" in out.break_reasons[0].reason
+    assert "y is ready" in capsys.readouterr().out
+
+
+def test_in_place_method_on_an_input_is_an_eager_step():
+    x = torch.ones(3)
+    expect = in_place(torch.ones(3))
+    got = dynscope.optimize("eager")(in_place)(x)
+    torch.testing.assert_close(got, expect)
+    torch.testing.assert_close(x, torch.full((3,), 2.0))   # mutated once, as eagerly
+    out = dynscope.explain(in_place)(torch.ones(3))
+    assert [b.kind for b in out.break_reasons] == ["call"] and "add_" in out.break_reasons[0].reason
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda x: F.relu(x, inplace=True) + 1, "inplace=True"),
+    (lambda x: F.dropout(x, 0.5) + 1, "training=True"),
+    (lambda x: x + torch.rand(3), "rand"),
+    (lambda x: torch.max(x, 0).values, "named tuple"),
+    (lambda x: float(x.sum()) + x, "float()"),
+], ids=["inplace", "dropout-training", "rng", "named-tuple", "float"])
+def test_impure_or_unmodelled_torch_calls_break(fn, words):
+    out = dynscope.explain(fn)(torch.ones(3))
+    assert out.graph_break_count >= 1
+    assert words in out.break_reasons[0].reason
+
+
+def test_dropout_in_eval_mode_and_split_are_graph_ops():
+    def fn(x):
+        a, b = torch.split(x, 2)
+        n, d = x.shape
+        return F.dropout(a, 0.5, training=False) + b.reshape(n // 2, d)
+
+    out = dynscope.explain(fn)(torch.ones(4, 3))
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(dynscope.optimize("eager")(fn)(x), fn(x))
+
+
+def test_metadata_reads_fold_into_constants():
+    def fn(x):
+        return torch.zeros(x.size(0), x.dim(), dtype=x.dtype, device=x.device) + x.numel()
+
+    out = dynscope.explain(fn)(torch.ones(3, 2))
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    (ops,) = out.ops_per_graph
+    assert len(ops) == 2      # zeros, add: size/dim/numel/dtype/device are constants
+
+
+# ---- nn.Module --------------------------------------------------------------
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+def test_linear_relu_forward_is_one_graph_with_parameters_as_placeholders():
+    torch.manual_seed(0)
+    m = Net()
+    out = dynscope.explain(m)(torch.randn(2, 4))
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    (gm,) = out.graphs
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert names == ["l_x_", "l_self_modules_fc_parameters_weight_",
+                     "l_self_modules_fc_parameters_bias_"]
+    tms = [g.expr for g in out.out_guards if g.kind == "TENSOR_MATCH"]
+    assert any("L['self']._modules['fc']._parameters['weight']" in e and "requires_grad == True" in e
+               for e in tms)
+
+
+def test_linear_relu_results_and_gradients_equal_eager():
+    torch.manual_seed(0)
+    m = Net()
+    opt = dynscope.optimize("eager")(m)
+    x = torch.randn(5, 4)
+    y = opt(x)
+    torch.testing.assert_close(y, m(x))
+    y.square().sum().backward()
+    got = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    m(x).square().sum().backward()
+    for g, e in zip(got, [p.grad for p in m.parameters()]):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    opt(x)
+    assert [e.hits for e in dynscope.cache_entries(Net.forward)] == [1]
+
+
+def test_a_forward_hook_added_later_recompiles_and_runs():
+    torch.manual_seed(0)
+    m = Net()
+    opt = dynscope.optimize("eager")(m)
+    x = torch.randn(2, 4)
+    opt(x)
+    calls = []
+    m.fc.register_forward_hook(lambda mod, args, out: calls.append(out.shape))
+    torch.testing.assert_close(opt(x), m(x))
+    assert len(calls) == 2           # ours and the eager reference
+    entry_id, kind, expr, seen = failure_of("0/1")
+    assert (kind, expr, seen) == ("DICT_EMPTY", "len(L['self']._modules['fc']._forward_hooks) == 0", "1")
+
+
+def test_train_eval_flag_is_guarded_and_dropout_breaks_only_in_training():
+    seq = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 2))
+
+    def run(x):
+        return seq(x)
+
+    x = torch.randn(3, 4)
+    seq.eval()
+    out = dynscope.explain(run)(x)
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert len(out.ops_per_graph[0]) == 4
+    assert any(g.expr.endswith("['seq']._modules['2'].training == False") for g in out.out_guards)
+    seq.train()
+    out = dynscope.explain(run)(x)
+    assert out.graph_break_count == 1 and "training=True" in out.break_reasons[0].reason
+    opt = dynscope.optimize("eager")(run)
+    seq.eval()
+    torch.testing.assert_close(opt(x), seq(x))
+
+
+def test_module_list_loop_is_unrolled():
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 3) for _ in range(3)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = torch.tanh(layer(x))
+            return x
+
+    torch.manual_seed(0)
+    m = Stack()
+    x = torch.randn(2, 3)
+    out = dynscope.explain(m)(x)
+    assert out.graph_count == 1 and len(out.ops_per_graph[0]) == 6
+    torch.testing.assert_close(dynscope.optimize("eager")(m)(x), m(x))
+
+
+# ---- torch.fx for backends -------------------------------------------------
+
+def relu_mm(x, w):
+    return torch.relu(x @ w).sum(dim=1)
+
+
+def test_backend_gets_an_fx_graph_module_and_an_fx_pass_works():
+    seen = []
+
+    def relu_to_functional(gm, example_inputs):
+        assert isinstance(gm, torch.fx.GraphModule)
+        assert all(isinstance(x, torch.Tensor) for x in example_inputs)
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target is torch.relu:
+                node.target = F.relu
+        gm.recompile()
+        seen.append(gm)
+        return gm.forward
+
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    torch.testing.assert_close(dynscope.optimize(relu_to_functional)(relu_mm)(x, w), relu_mm(x, w))
+    (gm,) = seen
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"][-1] is F.relu
+    assert "torch.nn.functional.relu" in gm.code
+
+
+def test_print_tabular_of_the_fx_graph(capsys):
+    pytest.importorskip("tabulate", reason="torch.fx's print_tabular needs tabulate")
+
+    def show(gm, example_inputs):
+        gm.graph.print_tabular()
+        return gm.forward
+
+    dynscope.optimize(show)(relu_mm)(torch.randn(4, 3), torch.randn(3, 5))
+    out = capsys.readouterr().out
+    assert "placeholder    l_x_" in out and "call_method    sum_1" in out
+
+
+def test_fx_backend_by_name_and_eager_keeps_the_native_graph_module():
+    x, w = torch.randn(4, 3), torch.randn(3, 5, requires_grad=True)
+    y = dynscope.optimize("fx")(relu_mm)(x, w)
+    torch.testing.assert_close(y, relu_mm(x, w))
+    assert y.requires_grad
+    assert "fx" in dynscope.list_backends()
+    dynscope.reset()
+    out = dynscope.explain(relu_mm)(x, w)
+    assert type(out.graphs[0]).__module__ == "dynscope._C"
+
+
+def test_numpy_graphs_still_get_the_native_graph_module():
+    np = pytest.importorskip("numpy")
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    dynscope.optimize(backend)(lambda a: np.abs(a) + 1)(np.ones(3))
+    assert type(seen[0]).__module__ == "dynscope._C"
+
+
+TORCH_BACKEND_SCRIPT = """
+import torch, dynscope
+
+def relu_mm(x, w):
+    return torch.relu(x @ w).sum(dim=1)
+
+x, w = torch.randn(4, 3), torch.randn(3, 5, requires_grad=True)
+y = dynscope.optimize("aot_eager")(relu_mm)(x, w)
+torch.testing.assert_close(y, relu_mm(x, w))
+y.sum().backward()
+g = w.grad.clone()
+w.grad = None
+relu_mm(x, w).sum().backward()
+torch.testing.assert_close(g, w.grad)
+try:
+    dynscope.optimize("no-such-backend")
+except ValueError as e:
+    print(e)
+print("ok")
+"""
+
+
+def test_torch_dynamo_backends_by_name_in_a_subprocess():
+    # A subprocess: importing torch._dynamo makes every later gc.collect()
+    # of this test session several times slower.
+    r = subprocess.run([sys.executable, "-c", TORCH_BACKEND_SCRIPT], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr
+    assert "unknown backend 'no-such-backend'" in r.stdout
+    assert "torch._dynamo.list_backends()" in r.stdout and r.stdout.endswith("ok\n")
