@@ -163,6 +163,10 @@ void cache_reset_all(void)
     /* Old entry lists are collected first and released at the end: releasing
        an entry can free objects whose finalizers run Python, and that must
        not happen while we walk the list of caches. */
+    /* No cyclic GC during the walk: an allocation below could collect dead
+       code objects, and their co_extra free function would unlink and free
+       the caches being walked. */
+    int gc_was_enabled = PyGC_Disable();
     PyObject *graveyard = PyList_New(0);
     for (CodeCache *cc = all_caches; cc != NULL; cc = cc->next) {
         for (int i = 0; i < cc->nframes; i++) {
@@ -196,6 +200,8 @@ void cache_reset_all(void)
     }
     next_frame_id = 0;
     memset(&engine_counters, 0, sizeof(engine_counters));
+    if (gc_was_enabled)
+        PyGC_Enable();
     events_reset();
     Py_XDECREF(graveyard);
 }

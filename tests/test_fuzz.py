@@ -26,12 +26,16 @@ kept on purpose, as are explicit raises, so that some calls raise.
 
 CI runs ``DYNSCOPE_FUZZ_EXAMPLES`` (default 500) derandomized examples; ``make
 fuzz`` runs 20000 random ones (``DYNSCOPE_FUZZ_RANDOM=1``).  On a failure,
-Hypothesis prints the program's source and the calls: paste the source into a
-file and call its ``f`` with the arguments shown to reproduce.
+Hypothesis prints the shrunk program as ``Program(source=..., params=...,
+configs=..., calls=[...])`` and the source once more, readable; the message
+names the failing call and the program's file (kept on failure).  To replay:
+``from test_fuzz import *; reproduce(Program(...))`` with tests/ on sys.path.
+Engine bugs already reported are steered around (see AVOID_KNOWN_BUGS).
 """
 import collections
 import contextlib
 import copy
+import gc
 import hashlib
 import importlib.util
 import io
@@ -45,6 +49,7 @@ import warnings
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
 
 import dynscope
@@ -52,6 +57,12 @@ from dynscope import _C
 
 EXAMPLES = int(os.environ.get("DYNSCOPE_FUZZ_EXAMPLES", 500))
 RANDOM = os.environ.get("DYNSCOPE_FUZZ_RANDOM", "") == "1"
+
+# Engine bugs the fuzzer found (xfail tests at the end of this file) are
+# steered around -- the generator does not write the construct, the
+# comparison tolerates the symptom -- so that they do not mask new bugs.
+# DYNSCOPE_FUZZ_KNOWN_BUGS=1 turns that off (to check a fix).
+AVOID_KNOWN_BUGS = os.environ.get("DYNSCOPE_FUZZ_KNOWN_BUGS", "") != "1"
 
 # Hypothesis remembers every example of a run (some 40 KB each here): a long
 # random run is split into runs of CHUNK examples, each with fresh randomness.
@@ -72,6 +83,15 @@ FUZZ_SETTINGS = settings(
 SCALE = 1.5
 OFFSETS = (0.5, -1.0)
 MODULE_HEADER = f"import numpy as np\n\nSCALE = {SCALE!r}\nOFFSETS = {OFFSETS!r}\n"
+
+
+@pytest.fixture(autouse=True)
+def collect_garbage_before_reset():
+    """Runs before conftest's teardown, which calls dynscope.reset() before
+    gc.collect(): dead code objects with caches must be gone by then (see
+    test_reset_while_cyclic_garbage_holds_captured_code)."""
+    yield
+    gc.collect()
 
 
 def _noop_print(*args, **kwargs):
@@ -481,6 +501,11 @@ class Gen:
         targets = [n for n in self.names(worlds, "arr", target_ok) if n in self.owned]
         if not targets:
             return self.st_copy(worlds, depth, ctx)
+        if AVOID_KNOWN_BUGS:
+            # test_inplace_update_of_an_array_being_iterated_is_seen_by_the_loop
+            targets = [n for n in targets if "iter:" + n not in ctx]
+            if not targets:
+                return None
         t = self.pick(targets)
         ints = [n for n in self.names(worlds, "num") if n.startswith("i")]
         forms = ["{t} += {e}", "{t} -= {e}", "{t} *= {s}", "{t}[0] = {s}", "{t}[{t} < 0] = 0",
@@ -919,27 +944,42 @@ class Gen:
 
 
 class Param:
+    """A parameter of f: an array ("arr", shape template over N/M), a list of
+    L arrays ("list"), or a Python number ("num")."""
+
     def __init__(self, name, kind, shape=None):
         self.name, self.kind, self.shape = name, kind, shape
 
+    def __repr__(self):
+        return f"Param({self.name!r}, {self.kind!r}, {self.shape!r})"
+
 
 class Call:
+    """One call: which configuration (shapes), dtype, the seed of the
+    values, whether NaN/inf/-0.0 are sprinkled in, s and alpha."""
+
     def __init__(self, cfg, dtype, seed, special, scalar, alpha):
         self.cfg, self.dtype, self.seed = cfg, dtype, seed
         self.special, self.scalar, self.alpha = special, scalar, alpha
 
     def __repr__(self):
-        return (f"Call(cfg={self.cfg}, dtype={self.dtype}, seed={self.seed}, "
+        return (f"Call(cfg={self.cfg}, dtype={self.dtype!r}, seed={self.seed}, "
                 f"special={self.special}, scalar={self.scalar!r}, alpha={self.alpha!r})")
 
 
 class Program:
-    def __init__(self, source, params, configs, calls, features, has_alpha):
+    """A generated program.  Its repr is Python: paste it into
+    ``tests/test_fuzz.py``'s namespace and call ``reproduce(Program(...))``
+    (or run ``python tests/test_fuzz.py`` with it in a file)."""
+
+    def __init__(self, source, params, configs, calls, has_alpha=False, features=None):
         self.source, self.params, self.configs = source, params, configs
-        self.calls, self.features, self.has_alpha = calls, features, has_alpha
+        self.calls, self.has_alpha = calls, has_alpha
+        self.features = features if features is not None else collections.Counter()
 
     def __repr__(self):
         lines = ["Program(source='''", self.source.rstrip(), "''',",
+                 f"params={self.params!r}, has_alpha={self.has_alpha!r},",
                  f"configs={self.configs!r},", "calls=["]
         for c in self.calls:
             lines.append(f"    {c!r},")
@@ -1034,7 +1074,7 @@ def _program(draw):
     features = g.features
     if not g.int_ok:
         features["float_only"] += 1
-    return Program(source, params, configs, calls, features, has_alpha)
+    return Program(source, params, configs, calls, has_alpha, features)
 
 
 # ===========================================================================
@@ -1133,6 +1173,9 @@ FP_WARNING = re.compile(r" encountered in ")
 
 
 def assert_same_warnings(got, want, where):
+    if not AVOID_KNOWN_BUGS:
+        assert got == want, f"{where}: warnings differ: {got} != {want}"
+        return
     fp_got = [w for w in got if FP_WARNING.search(w[1])]
     fp_want = [w for w in want if FP_WARNING.search(w[1])]
     assert fp_got == fp_want, f"{where}: floating-point warnings differ: {fp_got} != {fp_want}"
@@ -1158,8 +1201,23 @@ def load_program(source, directory):
     return mod, path
 
 
+def reset_engine():
+    if not AVOID_KNOWN_BUGS:
+        dynscope.reset()
+        return
+    # test_robustness.py::test_reset_while_cyclic_garbage_holds_captured_code:
+    # a collection inside reset() frees caches reset() is walking
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        dynscope.reset()
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def check_program(prog, directory, stats):
-    dynscope.reset()
+    reset_engine()
     mod, path = load_program(prog.source, directory)
     eager = mod.f
     captured = dynscope.optimize("eager")(mod.f)
@@ -1191,10 +1249,6 @@ def check_program(prog, directory, stats):
             assert _C.capture_depth() == 0 and not _C.hook_installed(), where
     finally:
         sys.modules.pop(mod.__name__, None)
-    # passed: drop the file and what caches hold of it (the engine's event
-    # log is bounded, but 20000 programs would fill it for nothing)
-    linecache.cache.pop(path, None)
-    os.unlink(path)
     c = _C.counters()
     for key in ("compiles", "hits", "graph_breaks", "deopts", "skips", "cache_limits"):
         stats[key] += c[key]
@@ -1205,11 +1259,25 @@ def check_program(prog, directory, stats):
     stats["raised_calls"] += raised
     for f in prog.features:
         stats["feature_" + f] += 1
-    for key in ("graph_breaks", "deopts", "skips"):
-        if c[key]:
-            event(key)
-    dynscope.reset()
+    if currently_in_test_context():        # not when called from reproduce()
+        for key in ("graph_breaks", "deopts", "skips"):
+            if c[key]:
+                event(key)
+    reset_engine()
+    # passed: drop the file and what caches hold of it (the engine's event
+    # log is bounded, but 20000 programs would fill it for nothing)
     _C.clear_events()
+    linecache.cache.pop(path, None)
+    os.unlink(path)
+
+
+def reproduce(prog):
+    """Run one program's calls eagerly and captured and compare them (what
+    the fuzz test does for each example); raises on a difference."""
+    import tempfile
+    stats = collections.Counter()
+    check_program(prog, tempfile.mkdtemp(prefix="dynscope_fuzz_"), stats)
+    return stats
 
 
 @pytest.fixture(scope="module")
@@ -1284,3 +1352,22 @@ def test_python_level_numpy_warning_is_issued_once_under_capture():
         got = dynscope.optimize("eager")(mean_of_tail)(x)
     assert np.isnan(got) and np.isnan(want)
     assert [str(w.message) for w in captured] == [str(w.message) for w in eager]
+
+
+def negate_while_iterating(v):
+    seen = []
+    for w in v:            # the items of a 1-D array are read as the loop goes
+        v += 1             # so each one sees the updates made before it
+        seen.append(w)
+    return seen
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: the items of a for loop over an ndarray are taken "
+                   "when the loop starts (the iterator is modelled as its items); eagerly "
+                   "each item is read when the loop reaches it, so in-place updates made by "
+                   "the loop body are lost (the items of a 1-D array are copies)")
+def test_inplace_update_of_an_array_being_iterated_is_seen_by_the_loop():
+    want = negate_while_iterating(np.zeros(3))
+    got = dynscope.optimize("eager")(negate_while_iterating)(np.zeros(3))
+    assert [float(w) for w in want] == [0.0, 1.0, 2.0]
+    assert [float(w) for w in got] == [float(w) for w in want]
