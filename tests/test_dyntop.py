@@ -231,7 +231,17 @@ class Pane:
         while time.monotonic() < deadline:
             screen = self.screen()
             if pred(screen):
-                return screen
+                # dyntop may be mid-draw (a title before its rows): return the
+                # screen once two captures 100 ms apart agree
+                settle = time.monotonic() + 2.0
+                while time.monotonic() < settle:
+                    time.sleep(0.1)
+                    again = self.screen()
+                    if again == screen:
+                        break
+                    screen = again
+                if pred(screen):
+                    return screen
             time.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what or pred}; screen:\n{screen}")
 
@@ -394,13 +404,17 @@ def test_detail_reads_the_source_line_from_the_file(pane, workload_db, tmp_path)
 def test_break_reasons_view_groups_breaks_by_site(pane, workload_db):
     p = pane(workload_db)
     p.wait(table_shown)
-    p.send("b")
-    screen = p.wait("Graph break reasons by site")
     sites = sql(workload_db, "SELECT kind, filename || ':' || lineno, count(*) FROM graph_breaks"
                 " GROUP BY kind, reason, filename, lineno")
-    assert f"{len(sites)} sites" in screen
-    for kind, where, n in sites:
-        assert re.search(rf"\b{n}\s+{kind}\s+\S*{re.escape(where)}", screen), (kind, where, screen)
+
+    def all_sites_shown(screen):
+        # the title can be drawn before the rows: wait for every row
+        return ("Graph break reasons by site" in screen and f"{len(sites)} sites" in screen
+                and all(re.search(rf"\b{n}\s+{kind}\s+\S*{re.escape(where)}", screen)
+                        for kind, where, n in sites))
+
+    p.send("b")
+    p.wait(all_sites_shown)
     p.send("Down")       # Enter opens the detail of the selected site's function
     p.send("Enter")
     p.wait("Cache entries in lookup order")
