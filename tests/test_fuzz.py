@@ -35,7 +35,6 @@ Engine bugs already reported are steered around (see AVOID_KNOWN_BUGS).
 import collections
 import contextlib
 import copy
-import gc
 import hashlib
 import importlib.util
 import io
@@ -83,15 +82,6 @@ FUZZ_SETTINGS = settings(
 SCALE = 1.5
 OFFSETS = (0.5, -1.0)
 MODULE_HEADER = f"import numpy as np\n\nSCALE = {SCALE!r}\nOFFSETS = {OFFSETS!r}\n"
-
-
-@pytest.fixture(autouse=True)
-def collect_garbage_before_reset():
-    """Runs before conftest's teardown, which calls dynscope.reset() before
-    gc.collect(): dead code objects with caches must be gone by then (see
-    test_reset_while_cyclic_garbage_holds_captured_code)."""
-    yield
-    gc.collect()
 
 
 def _noop_print(*args, **kwargs):
@@ -174,12 +164,18 @@ UNARY = [
     ("np.maximum({0}, 0)", True), ("{0}.reshape({0}.shape[0], -1)", False),
     ("np.where({0} > 0, {0}, 0.0)", True), ("{0}[{0}.shape[0] // 2]", False),
     ("np.zeros_like({0})", True), ("np.ones({0}.shape)", True),
+    ("np.take({0}, [0, -1], axis=0)", True), ("{0}[[0, -1]]", True),
+    ("{0}.reshape({0}.shape[::-1])", False), ("(np.arange({0}.shape[0]) * 0.5)", True),
+    ("({0} if {0}.sum() > 0 else -{0})", False), ("np.round({0}, decimals=2)", True),
+    ("np.clip({0}, a_min=-0.5, a_max=None)", True),
 ]
 REDUCE = [
     ("{0}.sum()", True), ("{0}.mean()", True), ("np.max({0})", True), ("{0}.min()", True),
     ("np.linalg.norm({0})", True), ("{0}.std()", True), ("np.count_nonzero({0} > 0)", True),
     ("{0}[{0} > 0].sum()", True), ("np.median({0})", True), ("{0}.argmax()", True),
     ("np.prod({0})", True), ("np.var({0})", True), ("{0}.ptp()", True),
+    ("np.flatnonzero({0} > 0).size", True), ("np.unique({0}).sum()", True),
+    ("np.nonzero({0} > 0)[0].sum()", True),
 ]
 BINARY = [
     ("({0} + {1})", True), ("({0} - {1})", True), ("({0} * {1})", True), ("({0} / {1})", True),
@@ -198,7 +194,8 @@ VALUE_CONDS = ["{0}.sum() > 0", "float({0}.mean()) < 0.5", "({0} > 0).any()", "{
                "{0}.dtype.kind == 'f'", "{0}.std() > 0.8"]
 NUM_CONDS = ["{0} > 0", "{0} < 1.0", "{0} == 0", "abs({0}) > 1.2"]
 SHAPE_CONDS = ["{0}.shape[0] > 2", "{0}.ndim == 2", "{0}.shape[0] == 1", "{0}.size > 4",
-               "{0}.shape[0] == {0}.shape[-1]", "{0}.shape[-1] < 3"]
+               "{0}.shape[0] == {0}.shape[-1]", "{0}.shape[-1] < 3",
+               "isinstance({0}, np.ndarray)", "len({0}.shape) > 1 and {0}.shape[1] > 1"]
 
 SHAPE_TEMPLATES = [("N",), ("N", "M"), ("M",), ("M", "N"), ("N", 1), ()]
 
@@ -437,13 +434,14 @@ class Gen:
     def statement(self, worlds, depth, ctx):
         options = [
             (10, self.st_assign), (3, self.st_copy), (4, self.st_inplace), (3, self.st_escape),
-            (3, self.st_print), (2, self.st_list), (2, self.st_append),
+            (3, self.st_print), (2, self.st_list), (2, self.st_append), (1, self.st_closure),
+            (1, self.st_rng), (1, self.st_swap), (1, self.st_num_update),
         ]
         if depth < 2:
             options += [(3, self.st_value_if), (2, self.st_shape_if), (3, self.st_for),
                         (2, self.st_helper_call)]
         if depth == 0 and "helper" not in ctx:
-            options += [(1, self.st_raise), (1, self.st_unmodelled), (1, self.st_while)]
+            options += [(2, self.st_raise), (1, self.st_unmodelled), (1, self.st_while)]
         if "loop" in ctx:
             options += [(1, self.st_break_continue)]
         fn = self.weighted(options)
@@ -453,7 +451,7 @@ class Gen:
         if e is None:
             return None
         code = f"{name} = {e.code}"
-        new = self.execute(worlds, code, allow_partial=top and self.coin(4))
+        new = self.execute(worlds, code, allow_partial=top and self.coin(8))
         if new is None:
             return None
         if e.fresh:
@@ -551,7 +549,7 @@ class Gen:
         if arrs:
             a = self.pick(arrs)
             forms += [f"print({tag}, {a}.shape, {a}.dtype)", f"print({a})",
-                      f"print({tag}, {a}.sum())"]
+                      f"print({tag}, {a}.sum())", f"print({tag}, {a}.shape, sep='|', end=';\\n')"]
         if nums:
             s = self.pick(nums)
             forms += [f"print(f'{{{s}:.4f}}')", f"print({tag}, {s})"]
@@ -593,11 +591,87 @@ class Gen:
         e = self.array_expr(worlds, self.n(0, 2))
         if e is None:
             return None
-        code = f"{name}.append({e.code})"
+        code = self.pick([f"{name}.append({e.code})", f"{name}.extend([{e.code}, {e.code}])",
+                          f"{name}.insert(0, {e.code})", f"{name}.append({e.code}); {name}.pop(0)"])
         new = self.execute(worlds, code)
         if new is None:
             return None
         self.features["append"] += 1
+        return [code], new
+
+    def st_closure(self, worlds, depth, ctx):
+        """A nested function or lambda (MAKE_FUNCTION), some closing over a
+        local, called right away."""
+        a = self.leaf_array(worlds)
+        if a is None:
+            return None
+        name, out = self.fresh_name("g"), self.fresh_name()
+        free = self.leaf_array(worlds)
+        lit = self.pick(LITERALS[:7])
+        if self.coin(50):
+            body = self.pick([f"u * {lit} + 1", f"np.abs(u) - {lit}",
+                              f"u * {free.code}" if free is not None else "u + u"])
+            lines = [f"def {name}(u, k={lit}):", f"    return {body} + k"]
+        else:
+            lines = [f"{name} = lambda u: u * {lit}"]
+        lines.append(f"{out} = {name}({a.code})")
+        new = self.execute(worlds, "\n".join(lines))
+        if new is None:
+            return None
+        for w in new:
+            w.env.pop(name, None)
+        self.features["closure"] += 1
+        return lines, new
+
+    def st_rng(self, worlds, depth, ctx):
+        """np.random with a fixed seed: bound methods, as eager steps."""
+        a = self.leaf_array(worlds)
+        if a is None:
+            return None
+        rng, out = self.fresh_name("rng"), self.fresh_name()
+        draw = self.pick([f"{rng}.standard_normal({a.code}.shape)",
+                          f"{rng}.uniform(-1, 1, size={a.code}.shape)",
+                          f"{rng}.integers(0, 5, size={a.code}.shape)"])
+        lines = [f"{rng} = np.random.default_rng({self.n(0, 9)})", f"{out} = {a.code} + {draw}"]
+        new = self.execute(worlds, "\n".join(lines))
+        if new is None:
+            return None
+        for w in new:
+            w.env.pop(rng, None)
+        self.owned.add(out)
+        self.features["rng"] += 1
+        return lines, new
+
+    def st_swap(self, worlds, depth, ctx):
+        names = [n for n in self.names(worlds, "arr") if n.startswith("v")]
+        if len(names) < 2:
+            return None
+        a, b = self.pick(names), self.pick(names)
+        if a == b:
+            return None
+        if "loop" in ctx and [sig_of(w.env[a]) for w in worlds if self.usable(w)] != \
+                [sig_of(w.env[b]) for w in worlds if self.usable(w)]:
+            return None
+        code = f"{a}, {b} = {b}, {a}"
+        new = self.execute(worlds, code)
+        if new is None:
+            return None
+        if (a in self.owned) != (b in self.owned):
+            self.owned ^= {a, b}
+        self.features["swap"] += 1
+        return [code], new
+
+    def st_num_update(self, worlds, depth, ctx):
+        nums = [n for n in self.names(worlds, "num") if n.startswith("s")]
+        if not nums:
+            return self.st_escape(worlds, depth, ctx)
+        t = self.pick(nums)
+        code = self.pick([f"{t} += 1", f"{t} *= 2.0", f"{t} = -{t} if {t} > 0 else {t} - 1",
+                          f"{t} = max({t}, 0.5)", f"{t} = round({t}, 2)"])
+        new = self.execute(worlds, code)
+        if new is None:
+            return None
+        self.features["num_update"] += 1
         return [code], new
 
     def use_list(self, worlds):
@@ -702,6 +776,10 @@ class Gen:
                 self.owned.add(acc)
         i, wv = self.fresh_name("i"), self.fresh_name("w")
         arrs = self.names(pre, "arr", lambda v: np.ndim(v) >= 1)
+        if AVOID_KNOWN_BUGS and acc is not None:
+            # the body updates acc in place: do not iterate it (see
+            # test_inplace_update_of_an_array_being_iterated_is_seen_by_the_loop)
+            arrs = [n for n in arrs if n != acc]
         lists = self.names(pre, "list", lambda v: len(v) >= 1)
         heads = [("range", f"for {i} in range({self.pick(['2', '3', '1'])}):")]
         if arrs:
@@ -1202,18 +1280,7 @@ def load_program(source, directory):
 
 
 def reset_engine():
-    if not AVOID_KNOWN_BUGS:
-        dynscope.reset()
-        return
-    # test_robustness.py::test_reset_while_cyclic_garbage_holds_captured_code:
-    # a collection inside reset() frees caches reset() is walking
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        dynscope.reset()
-    finally:
-        if enabled:
-            gc.enable()
+    dynscope.reset()
 
 
 def check_program(prog, directory, stats):
@@ -1304,7 +1371,7 @@ def test_generated_programs_behave_the_same_captured_and_eager(program_dir):
         assert stats["programs_with_hits"] > 0.5 * n, stats
         assert stats["programs_with_graph_breaks"] > 0.2 * n, stats
         assert stats["programs_with_deopts"] > 0.02 * n, stats
-        assert stats["raised_calls"] > 0.01 * stats["calls"], stats
+        assert stats["raised_calls"] > 0.005 * stats["calls"], stats
         for f in ("value_if", "shape_if", "for_range", "for_iter", "helper_call",
                   "helper_kwargs", "escape", "print", "inplace", "append", "raise",
                   "unmodelled"):
@@ -1327,7 +1394,7 @@ def test_generator_covers_its_constructs():
     run()
     for f in ("assign", "copy", "inplace", "escape", "print", "list", "append", "value_if",
               "shape_if", "for_range", "for_iter", "helper_call", "helper_kwargs", "raise",
-              "unmodelled", "while"):
+              "unmodelled", "while", "closure", "rng", "swap", "num_update"):
         assert seen[f] > 0, (f, seen)
 
 

@@ -37,15 +37,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNDER_ASAN = "asan" in os.environ.get("LD_PRELOAD", "")
 
 
-@pytest.fixture(autouse=True)
-def collect_garbage_before_reset():
-    """Runs before conftest's teardown, which calls dynscope.reset() before
-    gc.collect(): dead code objects with caches must be gone by then (see
-    test_reset_while_cyclic_garbage_holds_captured_code)."""
-    yield
-    gc.collect()
-
-
 def same(got, want):
     """Exactly the same value: type, dtype, shape and bytes (recursively)."""
     if type(got) is not type(want):
