@@ -40,6 +40,9 @@ TINY = """\
 import numpy as np
 import dynscope
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perfdoc  # noqa: E402
+
 @dynscope.optimize("eager")
 def f(x):
     return x + 1
@@ -296,26 +299,8 @@ def section(counts, results, refreshes, build_s, size) -> str:
 
 
 def write_doc(text: str) -> None:
-    """Replace this benchmark's section of docs/performance.md (or append it);
-    other sections stay as they are."""
-    try:
-        with open(DOC) as fh:
-            old = fh.read()
-    except FileNotFoundError:
-        old = "# Performance\n\nNumbers measured by the benchmarks in `scripts/bench_*.py`;\n" \
-              "each benchmark rewrites its own section.\n\n"
-    i, j = old.find(START), old.find(END)
-    if i >= 0 and j > i:
-        j += len(END)
-        if old[j:j + 1] == "\n":
-            j += 1
-        new = old[:i] + text + old[j:]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    tmp = DOC + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(new)
-    os.replace(tmp, DOC)
+    """Replace this benchmark's section of docs/performance.md (scripts/perfdoc.py)."""
+    perfdoc.write_section(DOC, START, END, text)
 
 
 def main(argv=None) -> int:

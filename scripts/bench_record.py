@@ -36,6 +36,9 @@ import numpy as np  # noqa: E402
 import dynscope  # noqa: E402
 from dynscope import _C  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perfdoc  # noqa: E402
+
 DOC = os.path.join(ROOT, "docs", "performance.md")
 START = "<!-- bench_record:start -->"
 END = "<!-- bench_record:end -->"
@@ -192,16 +195,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if not args.no_doc:
-        with open(DOC) as fh:
-            doc = fh.read()
-        if START in doc and END in doc:
-            a = doc.index(START)
-            b = doc.index(END) + len(END)
-            doc = doc[:a] + text + doc[b:]
-        else:
-            doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-        with open(DOC, "w") as fh:
-            fh.write(doc)
+        perfdoc.write_section(DOC, START, END, text)
     return 0
 
 

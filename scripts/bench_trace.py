@@ -25,6 +25,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perfdoc  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BENCH = os.path.join(ROOT, "build", "bench_trace")
@@ -161,27 +164,8 @@ def doc_section(args, results, elapsed):
 
 
 def write_doc(text):
-    """Replace this benchmark's section of docs/performance.md (or append it);
-    other sections stay as they are."""
-    os.makedirs(os.path.dirname(DOC), exist_ok=True)
-    try:
-        with open(DOC) as fh:
-            old = fh.read()
-    except FileNotFoundError:
-        old = "# Performance\n\nNumbers measured by the benchmarks in `scripts/bench_*.py`;\n" \
-              "each benchmark rewrites its own section.\n\n"
-    i, j = old.find(START), old.find(END)
-    if i >= 0 and j > i:
-        j += len(END)
-        if old[j:j + 1] == "\n":
-            j += 1
-        new = old[:i] + text + old[j:]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text if old.strip() else text
-    tmp = DOC + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(new)
-    os.replace(tmp, DOC)
+    """Replace this benchmark's section of docs/performance.md (scripts/perfdoc.py)."""
+    perfdoc.write_section(DOC, START, END, text)
 
 
 def main(argv=None):
