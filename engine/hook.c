@@ -146,9 +146,9 @@ static CodeCache *session_cache(CaptureSession *s, PyCodeObject *co)
     return rc < 0 ? NULL : cc;
 }
 
-static CodeCache *lookup_code_cache(PyCodeObject *co)
+static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
 {
-    CaptureSession *session = capture_state()->session;
+    CaptureSession *session = tc->session;
     CodeCache *cc = session ? session_cache(session, co) : cache_peek(co);
     if (cc != NULL && cc->classified)
         return cc;
@@ -326,7 +326,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
                                PyObject *func, ThreadCapture *tc, PlanOutcome *result)
 {
     cf->misses++;
-    capture_counters(capture_state())->misses++;
+    capture_counters(tc)->misses++;
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
     if (cf->limit_warned && nentries >= engine_config.cache_size_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
@@ -351,7 +351,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     if (nentries >= engine_config.cache_size_limit) {
         if (!cf->limit_warned) {
             cf->limit_warned = true;
-            capture_counters(capture_state())->cache_limits++;
+            capture_counters(tc)->cache_limits++;
             events_cache_limit(cc, cf, failures);
         }
         Py_XDECREF(failures);
@@ -417,7 +417,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
             mark_skipped(cc, reason, true);
         }
         else {
-            capture_counters(capture_state())->skips++;
+            capture_counters(tc)->skips++;
             events_frame_skip(cc, reason);
             Py_XDECREF(reason);
         }
@@ -431,9 +431,9 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         return MISS_ERROR;
     }
 
-    capture_counters(capture_state())->compiles++;
+    capture_counters(tc)->compiles++;
     if (e->frame_compile_id > 0) {
-        capture_counters(capture_state())->recompiles++;
+        capture_counters(tc)->recompiles++;
         events_recompile(cc, e, cf->last_failure, failures);
     }
     events_compile_end(cc, e, "ok");
@@ -587,7 +587,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         uint64_t guard_ticks = 0;   /* this call's guard time, all entries tried */
         int r = run_cached(cf, &fv, tc, &out, &hit_index, &guard_ticks);
         if (r == 1) {
-            capture_counters(capture_state())->hits++;
+            capture_counters(tc)->hits++;
             if (trace_frame_eval_enabled())
                 trace_frame_eval(cc->code_id, TRACE_FRAME_HIT, hit_index,
                                  engine_ticks_to_ns_fast(guard_ticks));
@@ -655,13 +655,13 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
 static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)
 {
     PyCodeObject *co = frame_code(f);
-    CodeCache *cc = lookup_code_cache(co);
+    CodeCache *cc = lookup_code_cache(co, tc);
     if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL) {
         if (cc != NULL && cc->skip_reported)   /* not the library code skipped by path */
             trace_frame_eval(cc->code_id, TRACE_FRAME_SKIP, -1, 0);
         return frame_eval_default(ts, f, 0);
     }
-    capture_counters(capture_state())->frames_seen++;
+    capture_counters(tc)->frames_seen++;
     return run_chain(ts, f, cc, frame_func(f), tc);
 }
 
