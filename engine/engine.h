@@ -73,6 +73,8 @@ typedef struct FrameView {
     PyObject *globals;           /* borrowed: the frame's globals dict */
     PyObject *builtins;          /* borrowed: the frame's builtins dict */
     PyObject *closure;           /* borrowed: tuple of cells of the frame's function, or NULL */
+    PyObject *iter_lists;        /* borrowed: a resume frame's incoming loop iterators
+                                    that read lists (PlanOutcome.iter_lists), or NULL */
 } FrameView;
 
 /* ------------------------------------------------------------------ */
@@ -335,6 +337,24 @@ typedef enum RebuildKind {
     RB_ATTR,       /* getattr(items[0], obj): a bound method            */
     RB_MEMO,       /* the plan's memo object `index` (one object shared by
                       every slot that holds it: identity is kept)        */
+    RB_ROWS,       /* items[0][index:]: the rows a loop over a tensor has
+                      still to read -- a view, so in-place updates made by
+                      the loop body are seen (iter() of it for the interpreter) */
+    RB_LIST_ITER,  /* as RB_ITER over items[0..n), which are list items[n]
+                      from `index` on; the plan outcome remembers the list so
+                      that an eager step that changes it is seen (below)  */
+    RB_LIVE_ITER,  /* iter(items[0]) advanced by `index` items: a real
+                      iterator over a list or dict                       */
+    RB_ZIP_LISTS,  /* enumerate() (index 0, count obj) or zip() (index 1)
+                      over lists or fixed items: as RB_ITER over the items
+                      of items[0], noted with its sources items[1..n)
+                      (RB_LIST_ITER or RB_ITER) as RB_LIST_ITER is      */
+    RB_SLOT_ITER,  /* as RB_ITER, for an iterator that came in resume slot
+                      `index` and is now past obj (int) of its items: the
+                      slot's note, if it had one, goes on with the tuple   */
+    RB_DERIVED,    /* enumerate(iter(items[0]), obj) when index is 0, else
+                      zip(*map(iter, items)): over a list or a tensor, so
+                      a real one                                         */
 } RebuildKind;
 
 typedef struct Rebuild {
@@ -437,9 +457,18 @@ typedef struct PlanOutcome {
     int nstack;
     PyObject **stack;
     uint64_t unspec, iters;
+    PyObject *iter_lists;     /* strong dict or NULL: id(tuple) -> note, for each
+                                 loop iterator carried as the tuple of its
+                                 remaining items that reads a list
+                                 (RB_LIST_ITER, RB_ZIP_LISTS; plan.c) */
 } PlanOutcome;
 
 void plan_outcome_clear(PlanOutcome *o);
+/* Loop iterators carried as tuples of a list's remaining items become real
+   iterators over that list: all of them (every_one, before the interpreter
+   takes the frame), or those whose list an eager step changed (so that the
+   loop sees the change, as it would eagerly).  0 / -1 with an exception. */
+int plan_live_iterators(PlanOutcome *o, bool every_one);
 
 /* Run the plan: inputs from vals (filled by guardset_check; missing ones are
    computed), the graph, then the exit.  The graph runs inside `in_engine`

@@ -497,20 +497,24 @@ static void resume_view(FrameView *fv, PyCodeObject *co, PyObject *func, PlanOut
     fv->globals = PyFunction_GET_GLOBALS(func);
     fv->builtins = ((PyFunctionObject *)func)->func_builtins;
     fv->closure = PyFunction_GET_CLOSURE(func);
+    fv->iter_lists = state->iter_lists;
 }
 
 /* Continue in the default interpreter at `offset` with state's locals and
-   stack; for-loop iterators, carried as tuples of their remaining items,
-   become iterators again.  New reference or NULL. */
+   stack; for-loop iterators, carried as tuples of their remaining items (or
+   over a list, or as the rows of a tensor still to read), become iterators
+   again.  New reference or NULL. */
 static PyObject *deopt(PyObject *func, PlanOutcome *state, int offset)
 {
+    if (plan_live_iterators(state, true) < 0)
+        return NULL;
     int nslots = state->nlocals + state->nstack;
     PyObject *made = NULL;   /* tuple -> its iterator: slots sharing one keep sharing */
     for (int i = 0; i < nslots && i < LIVE_MAX_SLOTS; i++) {
         if (!(state->iters & ((uint64_t)1 << i)))
             continue;
         PyObject **slot = i < state->nlocals ? &state->locals[i] : &state->stack[i - state->nlocals];
-        if (*slot == NULL || !PyTuple_CheckExact(*slot))
+        if (*slot == NULL || PyIter_Check(*slot))
             continue;
         if (made == NULL && (made = PyDict_New()) == NULL)
             return NULL;
@@ -621,7 +625,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             out.value = NULL;
             break;
         }
-        if (out.call_pending && run_eager_call(f, &out) < 0) {
+        if (out.call_pending && (run_eager_call(f, &out) < 0 || plan_live_iterators(&out, false) < 0)) {
             plan_outcome_clear(&out);
             result = NULL;
             break;

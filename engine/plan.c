@@ -15,7 +15,8 @@
 
 void rebuild_clear(Rebuild *r)
 {
-    for (int i = 0; i < r->n; i++)
+    int n = r->kind == RB_LIST_ITER ? r->n + 1 : r->n;   /* its list follows the items */
+    for (int i = 0; i < n; i++)
         rebuild_clear(&r->items[i]);
     PyMem_Free(r->items);
     Py_CLEAR(r->obj);
@@ -61,6 +62,7 @@ void plan_outcome_clear(PlanOutcome *o)
     Py_CLEAR(o->value);
     Py_CLEAR(o->callable);
     Py_CLEAR(o->kwnames);
+    Py_CLEAR(o->iter_lists);
     release_array(o->args, o->nargs);
     release_array(o->locals, o->nlocals);
     release_array(o->stack, o->nstack);
@@ -83,7 +85,195 @@ typedef struct RebuildEnv {
     const GuardSet *gs;
     const FrameView *fv;
     PyObject **vals;
+    PyObject **iter_lists;    /* the outcome's iter_lists (made on first use) */
 } RebuildEnv;
+
+static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out);
+
+/* iter(seq) advanced past its first `skip` items.  New reference or NULL. */
+static PyObject *live_iterator(PyObject *seq, Py_ssize_t skip)
+{
+    PyObject *it = PyObject_GetIter(seq);
+    for (Py_ssize_t i = 0; it != NULL && i < skip; i++) {
+        PyObject *item = PyIter_Next(it);
+        if (item == NULL) {
+            if (PyErr_Occurred())
+                Py_CLEAR(it);
+            break;
+        }
+        Py_DECREF(item);
+    }
+    return it;
+}
+
+/* The items of an RB_ITER / RB_LIST_ITER as a tuple, and (RB_LIST_ITER)
+   the list they come from.  0 / -1. */
+static int rebuild_iter_parts(const Rebuild *r, const RebuildEnv *env, PyObject **tuple,
+                              PyObject **list)
+{
+    *list = NULL;
+    if ((*tuple = PyTuple_New(r->n)) == NULL)
+        return -1;
+    for (int i = 0; i < r->n; i++) {
+        PyObject *item;
+        if (rebuild(&r->items[i], env, &item) < 0 || item == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(*tuple, i, item);
+    }
+    if (r->kind == RB_LIST_ITER && (rebuild(&r->items[r->n], env, list) < 0 || *list == NULL))
+        goto fail;
+    return 0;
+fail:
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_SystemError, "dynscope: NULL item in a loop iterator");
+    Py_CLEAR(*tuple);
+    return -1;
+}
+
+/* Note in the outcome that the loop iterator carried as `tuple` reads
+   lists: note is (how, count, ((list or None, start, items), ...)) -- how
+   -1 for a plain iterator, 0 enumerate(), 1 zip().  Steals note. */
+static int note_iterator(const RebuildEnv *env, PyObject *tuple, PyObject *note)
+{
+    if (note == NULL)
+        return -1;
+    PyObject *key = PyLong_FromVoidPtr(tuple);
+    if (key == NULL || (*env->iter_lists == NULL && (*env->iter_lists = PyDict_New()) == NULL)
+        || PyDict_SetItem(*env->iter_lists, key, note) < 0) {
+        Py_XDECREF(key);
+        Py_DECREF(note);
+        return -1;
+    }
+    Py_DECREF(key);
+    Py_DECREF(note);
+    return 0;
+}
+
+/* RB_LIST_ITER: the tuple of the remaining items, noted (see above). */
+static int rebuild_list_iter(const Rebuild *r, const RebuildEnv *env, PyObject **out)
+{
+    PyObject *tuple, *list;
+    if (rebuild_iter_parts(r, env, &tuple, &list) < 0)
+        return -1;
+    int rc = note_iterator(env, tuple, Py_BuildValue("(iO((OiO)))", -1, Py_None, list, r->index, tuple));
+    Py_DECREF(list);
+    if (rc < 0) {
+        Py_DECREF(tuple);
+        return -1;
+    }
+    *out = tuple;
+    return 0;
+}
+
+/* RB_SLOT_ITER: the tuple of the remaining items; when the iterator came
+   in with a note, the same note moved on past the items taken since. */
+static int rebuild_slot_iter(const Rebuild *r, const RebuildEnv *env, PyObject **out)
+{
+    PyObject *tuple, *dummy;
+    if (rebuild_iter_parts(r, env, &tuple, &dummy) < 0)
+        return -1;
+    const FrameView *fv = env->fv;
+    PyObject *incoming = r->index < fv->nlocals ? fv->locals[r->index]
+                         : r->index - fv->nlocals < fv->nstack ? fv->stack[r->index - fv->nlocals] : NULL;
+    PyObject *note = NULL;
+    if (fv->iter_lists != NULL && incoming != NULL) {
+        PyObject *key = PyLong_FromVoidPtr(incoming);
+        note = key ? PyDict_GetItemWithError(fv->iter_lists, key) : NULL;
+        Py_XDECREF(key);
+        if (note == NULL && PyErr_Occurred()) {
+            Py_DECREF(tuple);
+            return -1;
+        }
+    }
+    if (note != NULL) {
+        Py_ssize_t taken = PyLong_AsSsize_t(r->obj);
+        PyObject *count = PyTuple_GET_ITEM(note, 1), *sources = PyTuple_GET_ITEM(note, 2);
+        PyObject *moved = PyTuple_New(PyTuple_GET_SIZE(sources));
+        for (Py_ssize_t k = 0; moved != NULL && k < PyTuple_GET_SIZE(sources); k++) {
+            PyObject *src = PyTuple_GET_ITEM(sources, k), *items = PyTuple_GET_ITEM(src, 2);
+            PyObject *rest = PyTuple_GetSlice(items, taken, PY_SSIZE_T_MAX);
+            PyObject *m = rest ? Py_BuildValue("(OnN)", PyTuple_GET_ITEM(src, 0),
+                                              PyLong_AsSsize_t(PyTuple_GET_ITEM(src, 1)) + taken, rest) : NULL;
+            if (m == NULL)
+                Py_CLEAR(moved);
+            else
+                PyTuple_SET_ITEM(moved, k, m);
+        }
+        PyObject *c = moved == NULL ? NULL : count == Py_None ? Py_NewRef(Py_None)
+                      : PyLong_FromSsize_t(PyLong_AsSsize_t(count) + taken);
+        if (c == NULL || note_iterator(env, tuple, Py_BuildValue("(ONN)", PyTuple_GET_ITEM(note, 0), c, moved)) < 0) {
+            if (c == NULL)
+                Py_XDECREF(moved);
+            Py_DECREF(tuple);
+            return -1;
+        }
+    }
+    *out = tuple;
+    return 0;
+}
+
+/* RB_ZIP_LISTS: enumerate() or zip() over lists (and fixed items) -- the
+   tuple of its remaining items items[0], noted with each source
+   items[1..n) (RB_LIST_ITER or RB_ITER). */
+static int rebuild_zip_lists(const Rebuild *r, const RebuildEnv *env, PyObject **out)
+{
+    PyObject *tuple, *sources = PyTuple_New(r->n - 1);
+    if (sources == NULL)
+        return -1;
+    for (int k = 1; k < r->n; k++) {
+        PyObject *items, *list;
+        if (rebuild_iter_parts(&r->items[k], env, &items, &list) < 0) {
+            Py_DECREF(sources);
+            return -1;
+        }
+        PyObject *src = Py_BuildValue("(OiO)", list ? list : Py_None, r->items[k].index, items);
+        Py_XDECREF(list);
+        Py_DECREF(items);
+        if (src == NULL) {
+            Py_DECREF(sources);
+            return -1;
+        }
+        PyTuple_SET_ITEM(sources, k - 1, src);
+    }
+    PyObject *dummy;
+    if (rebuild_iter_parts(&r->items[0], env, &tuple, &dummy) < 0) {
+        Py_DECREF(sources);
+        return -1;
+    }
+    if (note_iterator(env, tuple, Py_BuildValue("(iON)", r->index, r->obj ? r->obj : Py_None, sources)) < 0) {
+        Py_DECREF(tuple);
+        return -1;
+    }
+    *out = tuple;
+    return 0;
+}
+
+/* RB_DERIVED: a real enumerate or zip object over real iterators. */
+static int rebuild_derived(const Rebuild *r, const RebuildEnv *env, PyObject **out)
+{
+    PyObject *its = PyTuple_New(r->n);
+    if (its == NULL)
+        return -1;
+    for (int i = 0; i < r->n; i++) {
+        PyObject *src, *it = NULL;
+        if (rebuild(&r->items[i], env, &src) < 0 || src == NULL
+            || (it = PyObject_GetIter(src)) == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError, "dynscope: NULL source of a loop iterator");
+            Py_XDECREF(src);
+            Py_DECREF(its);
+            return -1;
+        }
+        Py_DECREF(src);
+        PyTuple_SET_ITEM(its, i, it);
+    }
+    if (r->index == 0)
+        *out = PyObject_CallFunctionObjArgs((PyObject *)&PyEnum_Type, PyTuple_GET_ITEM(its, 0), r->obj, NULL);
+    else
+        *out = PyObject_CallObject((PyObject *)&PyZip_Type, its);
+    Py_DECREF(its);
+    return *out ? 0 : -1;
+}
 
 /* Build the value r describes into *out (new reference; NULL is a valid
    value for RB_NULL and unbound RB_LOCAL).  0 / -1 with an exception. */
@@ -130,6 +320,33 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
         *out = c;
         return 0;
     }
+    case RB_ROWS: {
+        PyObject *base, *from = NULL;
+        if (rebuild(&r->items[0], env, &base) < 0)
+            return -1;
+        PyObject *rows = (from = PyLong_FromLong(r->index)) != NULL ? PySlice_New(from, NULL, NULL) : NULL;
+        *out = rows ? PyObject_GetItem(base, rows) : NULL;
+        Py_XDECREF(rows);
+        Py_XDECREF(from);
+        Py_DECREF(base);
+        return *out ? 0 : -1;
+    }
+    case RB_LIST_ITER:
+        return rebuild_list_iter(r, env, out);
+    case RB_ZIP_LISTS:
+        return rebuild_zip_lists(r, env, out);
+    case RB_SLOT_ITER:
+        return rebuild_slot_iter(r, env, out);
+    case RB_LIVE_ITER: {
+        PyObject *seq;
+        if (rebuild(&r->items[0], env, &seq) < 0)
+            return -1;
+        *out = live_iterator(seq, r->index);
+        Py_DECREF(seq);
+        return *out ? 0 : -1;
+    }
+    case RB_DERIVED:
+        return rebuild_derived(r, env, out);
     case RB_DICT: {
         PyObject *d = PyDict_New();
         for (int i = 0; d && i < r->n; i++) {
@@ -269,7 +486,7 @@ void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
         if (outs == NULL)
             return;
     }
-    RebuildEnv env = {outs, NULL, gs, fv, vals};
+    RebuildEnv env = {outs, NULL, gs, fv, vals, &out->iter_lists};
     if (p->nmemo > 0) {
         env.memo = PyMem_Calloc((size_t)p->nmemo, sizeof(PyObject *));
         if (env.memo == NULL) {
@@ -329,6 +546,14 @@ void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
 
 /* ---- rendering ---- */
 
+static int append_str(PyObject *parts, const char *text)
+{
+    PyObject *s = PyUnicode_FromString(text);
+    int rc = s ? PyList_Append(parts, s) : -1;
+    Py_XDECREF(s);
+    return rc;
+}
+
 static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
 {
     PyObject *s = NULL;
@@ -357,13 +582,33 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
             return -1;
         s = PyUnicode_FromFormat(".%U", r->obj);
         break;
+    case RB_ROWS:
+    case RB_LIVE_ITER:
+        if (append_str(parts, "iter(") < 0 || render_rebuild(parts, &r->items[0], gs) < 0)
+            return -1;
+        s = r->kind == RB_ROWS ? PyUnicode_FromFormat("[%d:])", r->index)
+                               : PyUnicode_FromFormat(") after %d items", r->index);
+        break;
+    case RB_DERIVED:
+        if (append_str(parts, r->index == 0 ? "enumerate(" : "zip(") < 0)
+            return -1;
+        for (int i = 0; i < r->n; i++)
+            if ((i > 0 && append_str(parts, ", ") < 0) || render_rebuild(parts, &r->items[i], gs) < 0)
+                return -1;
+        s = r->index == 0 ? PyUnicode_FromFormat(", %R)", r->obj) : PyUnicode_FromString(")");
+        break;
+    case RB_ZIP_LISTS:
+        return render_rebuild(parts, &r->items[0], gs);
+    case RB_SLOT_ITER:
+    case RB_LIST_ITER:
     case RB_ITER:
     case RB_TUPLE:
     case RB_LIST:
     case RB_DICT:
     case RB_SLICE: {
-        const char *open = r->kind == RB_ITER ? "iter((" : r->kind == RB_TUPLE ? "(" : r->kind == RB_LIST ? "[" : r->kind == RB_DICT ? "{" : "slice(";
-        const char *close = r->kind == RB_ITER ? "))" : r->kind == RB_TUPLE ? (r->n == 1 ? ",)" : ")") : r->kind == RB_LIST ? "]" : r->kind == RB_DICT ? "}" : ")";
+        bool iter = r->kind == RB_ITER || r->kind == RB_LIST_ITER || r->kind == RB_SLOT_ITER;
+        const char *open = iter ? "iter((" : r->kind == RB_TUPLE ? "(" : r->kind == RB_LIST ? "[" : r->kind == RB_DICT ? "{" : "slice(";
+        const char *close = iter ? "))" : r->kind == RB_TUPLE ? (r->n == 1 ? ",)" : ")") : r->kind == RB_LIST ? "]" : r->kind == RB_DICT ? "}" : ")";
         s = PyUnicode_FromString(open);
         if (s == NULL || PyList_Append(parts, s) < 0)
             goto fail;
@@ -474,4 +719,95 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
 fail:
     Py_DECREF(parts);
     return NULL;
+}
+
+/* Is list[start:] still exactly the items of `tuple` (the same objects)? */
+static bool list_unchanged(PyObject *list, Py_ssize_t start, PyObject *tuple)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) != start + n)
+        return false;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyList_GET_ITEM(list, start + i) != PyTuple_GET_ITEM(tuple, i))
+            return false;
+    return true;
+}
+
+/* The real iterator a note (see note_iterator) describes.  New or NULL. */
+static PyObject *noted_iterator(PyObject *note)
+{
+    int how = (int)PyLong_AsLong(PyTuple_GET_ITEM(note, 0));
+    PyObject *count = PyTuple_GET_ITEM(note, 1), *sources = PyTuple_GET_ITEM(note, 2);
+    PyObject *its = PyTuple_New(PyTuple_GET_SIZE(sources));
+    for (Py_ssize_t k = 0; its != NULL && k < PyTuple_GET_SIZE(sources); k++) {
+        PyObject *src = PyTuple_GET_ITEM(sources, k), *list = PyTuple_GET_ITEM(src, 0);
+        PyObject *it = list != Py_None
+                       ? live_iterator(list, PyLong_AsSsize_t(PyTuple_GET_ITEM(src, 1)))
+                       : PyObject_GetIter(PyTuple_GET_ITEM(src, 2));
+        if (it == NULL)
+            Py_CLEAR(its);
+        else
+            PyTuple_SET_ITEM(its, k, it);
+    }
+    if (its == NULL)
+        return NULL;
+    PyObject *r = how < 0 ? Py_NewRef(PyTuple_GET_ITEM(its, 0))
+                  : how == 0 ? PyObject_CallFunctionObjArgs((PyObject *)&PyEnum_Type, PyTuple_GET_ITEM(its, 0), count, NULL)
+                  : PyObject_CallObject((PyObject *)&PyZip_Type, its);
+    Py_DECREF(its);
+    return r;
+}
+
+/* Has an eager step changed a list the noted iterator reads? */
+static bool noted_lists_changed(PyObject *note)
+{
+    PyObject *sources = PyTuple_GET_ITEM(note, 2);
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(sources); k++) {
+        PyObject *src = PyTuple_GET_ITEM(sources, k), *list = PyTuple_GET_ITEM(src, 0);
+        if (list != Py_None && !list_unchanged(list, PyLong_AsSsize_t(PyTuple_GET_ITEM(src, 1)),
+                                               PyTuple_GET_ITEM(src, 2)))
+            return true;
+    }
+    return false;
+}
+
+int plan_live_iterators(PlanOutcome *o, bool every_one)
+{
+    if (o->iter_lists == NULL)
+        return 0;
+    int nslots = o->nlocals + o->nstack;
+    PyObject *made = PyDict_New();   /* id(tuple) -> its live iterator: shared slots stay shared */
+    if (made == NULL)
+        return -1;
+    for (int i = 0; i < nslots && i < LIVE_MAX_SLOTS; i++) {
+        if (!(o->iters & ((uint64_t)1 << i)))
+            continue;
+        PyObject **slot = i < o->nlocals ? &o->locals[i] : &o->stack[i - o->nlocals];
+        if (*slot == NULL || !PyTuple_CheckExact(*slot))
+            continue;
+        PyObject *key = PyLong_FromVoidPtr(*slot);
+        PyObject *note = key ? PyDict_GetItemWithError(o->iter_lists, key) : NULL;
+        if (note == NULL || (!every_one && !noted_lists_changed(note))) {
+            Py_XDECREF(key);
+            if (PyErr_Occurred())
+                goto fail;
+            continue;
+        }
+        PyObject *it = PyDict_GetItemWithError(made, key);
+        if (it != NULL)
+            Py_INCREF(it);
+        else if (PyErr_Occurred() || (it = noted_iterator(note)) == NULL
+                 || PyDict_SetItem(made, key, it) < 0) {
+            Py_XDECREF(it);
+            Py_DECREF(key);
+            goto fail;
+        }
+        Py_DECREF(key);
+        Py_SETREF(*slot, it);
+    }
+    Py_DECREF(made);
+    return 0;
+fail:
+    Py_DECREF(made);
+    return -1;
 }

@@ -64,6 +64,7 @@ static inline void frame_view_init(FrameView *fv, EvalFrame *f)
     fv->globals = f->f_globals;
     fv->builtins = f->f_builtins;
     fv->closure = f->f_func ? f->f_func->func_closure : NULL;
+    fv->iter_lists = NULL;
 }
 
 /* ---- bytecode ---- */

@@ -141,7 +141,8 @@ static PyObject *local_name(PyCodeObject *co, int i)
 
 /* ---- reading variables ---- */
 
-static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k);
+static Value *value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k);
+static Value *make_iter(TFrame *f, Value *v);
 
 static Value *load_local(TFrame *f, int i)
 {
@@ -158,7 +159,7 @@ static Value *load_local(TFrame *f, int i)
         int acc = guardset_accessor(f->t->gs, ACC_LOCAL, -1, i, NULL, local_name(f->code, i));
         if (acc < 0)
             return NULL;
-        f->locals[i] = value_from_resume_slot(f->t, acc, obj, i);
+        f->locals[i] = value_from_resume_slot(f, acc, obj, i);
         return f->locals[i];
     }
     return tracer_unsupported(f->t, false, "reads unbound local '%U'", local_name(f->code, i)), NULL;
@@ -181,8 +182,9 @@ static bool is_list_of_numbers(PyObject *obj)
     return true;
 }
 
-static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k)
+static Value *value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
 {
+    Tracer *t = f->t;
     uint64_t bit = slot_bit(k);
     if ((t->cf->unspec & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)
                                   || PyComplex_CheckExact(obj)))
@@ -196,7 +198,7 @@ static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k)
             v->src = acc;
         return v;
     }
-    if ((t->cf->iters & bit) && PyTuple_CheckExact(obj)) {
+    if ((t->cf->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj))) {
         /* several slots may hold one iterator: one Value for one object */
         PyObject *key = PyLong_FromVoidPtr(obj);
         if (key == NULL)
@@ -215,10 +217,18 @@ static Value *value_from_resume_slot(Tracer *t, int acc, PyObject *obj, int k)
             return same;
         }
         Value *items = PyErr_Occurred() ? NULL : value_from_source(t, acc, obj);
-        Value *it = items ? value_new(t, V_ITER, NULL) : NULL;
-        for (int i = 0; it && i < items->n; i++)
-            if (value_append(t, it, items->items[i]) < 0)
-                it = NULL;
+        Value *it;
+        if (items != NULL && items->kind == V_TENSOR) {
+            it = make_iter(f, items);   /* the rows of a tensor still to read (RB_ROWS) */
+        }
+        else {
+            it = items ? value_new(t, V_ITER, NULL) : NULL;
+            for (int i = 0; it && i < items->n; i++)
+                if (value_append(t, it, items->items[i]) < 0)
+                    it = NULL;
+            if (it != NULL)
+                it->came_in_slot = k + 1;
+        }
         PyObject *ptr = it ? PyLong_FromVoidPtr(it) : NULL;
         if (ptr == NULL || PyDict_SetItem(t->iter_objs, key, ptr) < 0)
             it = NULL;
@@ -625,6 +635,79 @@ static Value *subscript(TFrame *f, Value *base, Value *index)
     return tracer_unsupported(t, false, "subscript of this kind of value"), NULL;
 }
 
+/* Note that iterator `it` reads the items of list, dict or tensor `seq`. */
+static int iter_over(Tracer *t, Value *it, Value *seq)
+{
+    (void)t;
+    it->seq = seq;
+    it->seq_start = 0;
+    return 0;
+}
+
+/* enumerate() or zip() over sources its[0..n) (from their positions):
+   when one of them reads a list, dict or tensor, out remembers where each
+   source stands, so that a graph break inside the loop hands the interpreter
+   a real enumerate or zip over real iterators.  0 / -1. */
+static int derive_iter(Tracer *t, Value *out, Value **its, int n, long count)
+{
+    bool over_seq = false;
+    for (int k = 0; k < n; k++)
+        over_seq |= its[k]->seq != NULL || its[k]->srcs != NULL;
+    if (!over_seq)
+        return 0;
+    Value *srcs = value_new(t, V_TUPLE, NULL);
+    if (srcs == NULL)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        /* a copy of the source from where out's first item comes */
+        Value *src = its[k], *cur = value_new(t, V_ITER, NULL);
+        if (cur == NULL || value_append(t, srcs, cur) < 0)
+            return -1;
+        for (int i = src->pos; i < src->n; i++)
+            if (value_append(t, cur, src->items[i]) < 0)
+                return -1;
+        cur->seq = src->seq;
+        cur->seq_start = src->seq_start + src->pos;
+        cur->srcs = src->srcs;   /* a derived source: refused at a break (make_rebuild_iter) */
+        cur->count = src->count;
+    }
+    out->srcs = srcs;
+    out->count = count;
+    return 0;
+}
+
+static bool iter_reads(Value *v, Value *container)
+{
+    if (v == NULL || v->kind != V_ITER)
+        return false;
+    /* one that came into a resume frame may read any list (which, only the
+       run knows: see RB_SLOT_ITER) */
+    if (v->seq == container || (v->came_in_slot && container->kind == V_LIST))
+        return true;
+    for (int k = 0; v->srcs && k < v->srcs->n; k++)
+        if (iter_reads(v->srcs->items[k], container))
+            return true;
+    return false;
+}
+
+/* A list or dict is about to change: refuse when an iterator the frames
+   still hold reads it (a loop not yet finished would have to see the
+   change -- even one past its last item, as a list iterator is). */
+int tracer_check_iterated(Tracer *t, Value *container)
+{
+    for (TFrame *f = t->current; f != NULL; f = f->parent) {
+        bool reads = false;
+        for (int i = 0; i < f->sp && !reads; i++)
+            reads = iter_reads(f->stack[i], container);
+        for (int i = 0; i < f->nlocals && !reads; i++)
+            reads = iter_reads(f->locals[i], container);
+        if (reads)
+            return tracer_unsupported(t, false, "a %s changed while a loop iterates over it",
+                                      container->kind == V_DICT ? "dict" : "list");
+    }
+    return 0;
+}
+
 /* Items a value iterates over, as a new V_ITER.  NULL when tracing stops. */
 static Value *make_iter(TFrame *f, Value *v)
 {
@@ -640,6 +723,8 @@ static Value *make_iter(TFrame *f, Value *v)
         for (int i = 0; i < v->n; i++)
             if (value_append(t, it, v->items[i]) < 0)
                 return NULL;
+        if (v->kind == V_LIST && iter_over(t, it, v) < 0)
+            return NULL;
         return it;
     case V_DICT:
         for (int i = 0; i < v->n; i++) {
@@ -647,6 +732,8 @@ static Value *make_iter(TFrame *f, Value *v)
             if (k == NULL || value_append(t, it, k) < 0)
                 return NULL;
         }
+        if (iter_over(t, it, v) < 0)
+            return NULL;
         return it;
     case V_CONST:
         if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)
@@ -693,6 +780,11 @@ static Value *make_iter(TFrame *f, Value *v)
             if (row == NULL || value_append(t, it, row) < 0)
                 return NULL;
         }
+        /* The rows are read here, in the graph; only an eager step can
+           write into the tensor (every in-place op is one), and across it
+           the loop goes on over a view of the rows left (RB_ROWS). */
+        if (iter_over(t, it, v) < 0)
+            return NULL;
         return it;
     }
     case V_OBJECT: {
@@ -1059,7 +1151,7 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
         }
         Value *src = make_iter(f, args[0]);
         Value *out = src ? value_new(t, V_ITER, NULL) : NULL;
-        if (out == NULL)
+        if (out == NULL || derive_iter(t, out, &src, 1, start) < 0)
             return NULL;
         int first = src->pos;
         src->pos = src->n;   /* consumed */
@@ -1087,7 +1179,7 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
         }
         (void)n;
         Value *out = value_new(t, V_ITER, NULL);
-        if (out == NULL)
+        if (out == NULL || derive_iter(t, out, its, nargs, -1) < 0)
             return NULL;
         for (;;) {
             Value *tup = value_new(t, V_TUPLE, NULL);
@@ -1268,6 +1360,7 @@ static void outputs_clear(Outputs *o)
 }
 
 static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb);
+static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool live, Rebuild *rb);
 
 /* Rebuild of a container's items into rb (kind already set).  0 / -1. */
 static int make_rebuild_items(Tracer *t, Outputs *o, Value *v, int from, Rebuild *rb)
@@ -1284,6 +1377,109 @@ static int make_rebuild_items(Tracer *t, Outputs *o, Value *v, int from, Rebuild
     return 0;
 }
 
+/* Rebuild of loop iterator `it` from its item `from` on:
+     - over fixed items: the tuple of the items left (RB_ITER), which the
+       resume frame iterates as it translates;
+     - over a tensor: a view of the rows left (RB_ROWS), so that what an
+       eager step writes into the tensor is seen;
+     - over a list: the tuple of the items left, with the list noted so that
+       an eager step that changes it turns the tuple into a real iterator
+       over the list (RB_LIST_ITER); `live` asks for that iterator at once
+       (RB_LIVE_ITER), as a source of a real enumerate() or zip() needs;
+     - over a dict: a real iterator over it (RB_LIVE_ITER), which raises as
+       eagerly if an eager step changes the dict's size;
+     - enumerate() or zip() over any of those: a real one (RB_DERIVED).
+   0 / -1. */
+static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool live, Rebuild *rb)
+{
+    int left = it->n - from;
+    bool lists_only = it->srcs != NULL;   /* every source plain, over a list or fixed items */
+    for (int k = 0; it->srcs && k < it->srcs->n; k++) {
+        Value *src = it->srcs->items[k];
+        lists_only &= src->srcs == NULL && (src->seq == NULL || src->seq->kind == V_LIST);
+    }
+    if (lists_only && !live) {
+        rb->kind = RB_ZIP_LISTS;
+        rb->index = it->count < 0 ? 1 : 0;
+        if (it->count >= 0 && (rb->obj = PyLong_FromLong(it->count + from)) == NULL)
+            return -1;
+        rb->n = 1 + it->srcs->n;
+        rb->items = PyMem_Calloc((size_t)rb->n + 1, sizeof(Rebuild));
+        if (rb->items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        rb->items[0].kind = RB_ITER;
+        if (make_rebuild_items(t, o, it, from, &rb->items[0]) < 0)
+            return -1;
+        for (int k = 0; k < it->srcs->n; k++)
+            if (make_rebuild_iter(t, o, it->srcs->items[k], from, false, &rb->items[1 + k]) < 0)
+                return -1;
+        return 0;
+    }
+    if (it->srcs != NULL && left > 0) {
+        rb->kind = RB_DERIVED;
+        rb->index = it->count < 0 ? 1 : 0;
+        if (it->count >= 0 && (rb->obj = PyLong_FromLong(it->count + from)) == NULL)
+            return -1;
+        rb->n = it->srcs->n;
+        rb->items = PyMem_Calloc((size_t)rb->n + 1, sizeof(Rebuild));
+        if (rb->items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int k = 0; k < rb->n; k++) {
+            Value *src = it->srcs->items[k];
+            if (src->srcs != NULL)
+                return tracer_unsupported(t, false, "a graph break inside a loop over enumerate() "
+                                          "or zip() of enumerate() or zip()");
+            if (make_rebuild_iter(t, o, src, from, true, &rb->items[k]) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (it->seq != NULL && it->seq->kind == V_TENSOR) {
+        rb->kind = RB_ROWS;
+        rb->index = it->seq_start + from;
+        rb->n = 1;
+        rb->items = PyMem_Calloc(2, sizeof(Rebuild));
+        if (rb->items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return make_rebuild(t, o, it->seq, &rb->items[0]);
+    }
+    if (it->seq != NULL && (live || it->seq->kind == V_DICT)) {
+        rb->kind = RB_LIVE_ITER;
+        rb->index = it->seq_start + from;
+        rb->n = 1;
+        rb->items = PyMem_Calloc(2, sizeof(Rebuild));
+        if (rb->items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return make_rebuild(t, o, it->seq, &rb->items[0]);
+    }
+    rb->kind = RB_ITER;
+    if (make_rebuild_items(t, o, it, from, rb) < 0)
+        return -1;
+    if (it->came_in_slot) {
+        /* it may read a list (the incoming slot's note says): pass that on */
+        rb->kind = RB_SLOT_ITER;
+        rb->index = it->came_in_slot - 1;
+        if ((rb->obj = PyLong_FromLong(from)) == NULL)
+            return -1;
+    }
+    else if (it->seq != NULL) {
+        /* the list goes in the spare slot after the items (rb->n stays) */
+        rb->kind = RB_LIST_ITER;
+        rb->index = it->seq_start + from;
+        if (make_rebuild(t, o, it->seq, &rb->items[rb->n]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* A list or dict this frame made is one object however many slots hold it:
    built once per run into a memo slot (after the memo slots it contains). */
 static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
@@ -1297,12 +1493,20 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
     }
     Rebuild built;
     memset(&built, 0, sizeof(built));
-    built.kind = v->kind == V_LIST ? RB_LIST : v->kind == V_ITER ? RB_ITER : RB_DICT;
-    if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
-        return -1;
-    if (make_rebuild_items(t, o, v, v->kind == V_ITER ? v->pos : 0, &built) < 0) {
-        rebuild_clear(&built);
-        return -1;
+    if (v->kind == V_ITER) {
+        if (make_rebuild_iter(t, o, v, v->pos, false, &built) < 0) {
+            rebuild_clear(&built);
+            return -1;
+        }
+    }
+    else {
+        built.kind = v->kind == V_LIST ? RB_LIST : RB_DICT;
+        if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
+            return -1;
+        if (make_rebuild_items(t, o, v, 0, &built) < 0) {
+            rebuild_clear(&built);
+            return -1;
+        }
     }
     if (o->nmemo == o->memo_cap) {
         int cap = o->memo_cap ? o->memo_cap * 2 : 4;
@@ -2327,7 +2531,7 @@ static int push_resume_stack(TFrame *f, const FrameView *fv)
         }
         else {
             int acc = guardset_accessor(t->gs, ACC_STACK, -1, j, NULL, NULL);
-            v = acc < 0 ? NULL : value_from_resume_slot(t, acc, obj, f->nlocals + j);
+            v = acc < 0 ? NULL : value_from_resume_slot(f, acc, obj, f->nlocals + j);
         }
         if (v == NULL || push(f, v) < 0)
             return -1;

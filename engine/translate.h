@@ -42,7 +42,19 @@ typedef struct Value {
     NodeObject *node;        /* borrowed from the tracer's graph (V_TENSOR) */
     int n, cap;
     struct Value **items;    /* owned array; the Values are the tracer's */
-    int pos;                 /* V_ITER */
+    int pos;                 /* V_ITER: the next item */
+    struct Value *seq;       /* V_ITER: the list, dict or tensor whose items
+                                these are (item i is seq's item seq_start + i),
+                                so a change to it must be seen; else NULL */
+    int seq_start;
+    struct Value *srcs;      /* V_ITER made by enumerate() or zip() over a list,
+                                dict or tensor: a V_TUPLE of one V_ITER per
+                                iterable, each at the position of items[0];
+                                else NULL */
+    long count;              /* srcs of enumerate(): the count of items[0];
+                                -1 for zip() */
+    int came_in_slot;        /* V_ITER: 1 + the resume slot it came in as the
+                                tuple of its items, or 0 */
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
                                 so it is not fixed by the input guards */
 } Value;
@@ -120,6 +132,9 @@ typedef struct Undo {
 /* Record the state of `container` before a mutation (item `index`, or -1
    for a length change).  0 / -1. */
 int tracer_note_mutation(Tracer *t, Value *container, int index);
+/* Stop tracing (unsupported, -1) when a loop still running iterates over
+   `container`, which is about to change; else 0.  (translate.c) */
+int tracer_check_iterated(Tracer *t, Value *container);
 /* Undo every mutation recorded since mark (an nundo value). */
 void tracer_undo_to(Tracer *t, int mark);
 

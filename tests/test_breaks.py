@@ -784,6 +784,105 @@ def test_print_in_a_while_loop_over_a_python_counter(capsys):
     assert_second_call_compiles_nothing(capsys, opt, print_in_counted_while, np.zeros(2))
 
 
+# A loop sees what its body does to the list, dict or array it iterates, as
+# eagerly: an in-place update of the array (an eager step; the loop goes on
+# over a view of the rows left), an append by an eager step (the iterator
+# becomes a real one over the list), an append the translator models (it
+# stops: the interpreter runs on), enumerate()/zip() over them.
+
+def update_array_while_iterating(v):
+    seen = []
+    for w in v:
+        v += 1
+        seen.append(w)
+    return seen
+
+
+def grow_argument_list_while_iterating(xs):
+    out = []
+    for x in xs:
+        if len(xs) < 5:
+            xs.append(x + 1)
+        out.append(x)
+    return out
+
+
+def print_then_grow_argument_list(xs):
+    seen = []
+    for x in xs:
+        print(x)           # a break first: the append happens in a resume frame
+        if x < 3:
+            xs.append(x + 2)
+        seen.append(x)
+    return seen
+
+
+def grow_own_list_while_iterating(n):
+    grown = [1]
+    for a in grown:
+        if len(grown) < n:
+            grown.append(a + 1)
+    return grown
+
+
+def grow_list_under_enumerate(xs):
+    seen = []
+    for i, x in enumerate(xs):
+        print(i, x)
+        if i == 0:
+            xs.append(10)
+        seen.append((i, x))
+    return seen
+
+
+def update_matrix_under_enumerate(m):
+    sums = []
+    for i, row in enumerate(m):
+        m += 1
+        sums.append(row.sum() + i)
+    return sums
+
+
+def grow_list_under_zip(xs, ys):
+    r = []
+    for a, b in zip(xs, ys):
+        print(a)
+        xs.append(a)
+        r.append(a + b)
+    return r
+
+
+def grow_dict_while_iterating(d):
+    for k in d:
+        print(k)
+        d[k + 100] = 1
+    return d
+
+
+@pytest.mark.parametrize("fn, args, want", [
+    (update_array_while_iterating, (np.zeros(3),), [0.0, 1.0, 2.0]),
+    (grow_argument_list_while_iterating, ([1, 2],), [1, 2, 2, 3, 3]),
+    (print_then_grow_argument_list, ([1, 2],), [1, 2, 3, 4]),
+    (grow_own_list_while_iterating, (4,), [1, 2, 3, 4]),
+    (grow_list_under_enumerate, ([1, 2],), [(0, 1), (1, 2), (2, 10)]),
+    (update_matrix_under_enumerate, (np.zeros((3, 2)),), [2.0, 5.0, 8.0]),
+    (grow_list_under_zip, ([1, 2, 3], [4, 5, 6]), [5, 7, 9]),
+    (grow_dict_while_iterating, ({1: 2},), RuntimeError),
+], ids=lambda p: getattr(p, "__name__", None))
+def test_a_loop_sees_what_its_body_does_to_the_iterable(capsys, fn, args, want):
+    opt = dynscope.optimize("eager")(fn)
+    for _ in range(3):   # the compiling call, then cache hits
+        if want is RuntimeError:
+            with pytest.raises(RuntimeError, match="changed size during iteration"):
+                fn(*copy.deepcopy(args))
+            with pytest.raises(RuntimeError, match="changed size during iteration"):
+                opt(*copy.deepcopy(args))
+            capsys.readouterr()
+            continue
+        got, _, _ = same_as_eager(capsys, opt, fn, *args)
+        assert [float(g) if isinstance(g, np.generic) else g for g in got] == want
+
+
 # ===========================================================================
 # Inlined user functions.
 # ===========================================================================

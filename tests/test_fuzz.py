@@ -499,11 +499,6 @@ class Gen:
         targets = [n for n in self.names(worlds, "arr", target_ok) if n in self.owned]
         if not targets:
             return self.st_copy(worlds, depth, ctx)
-        if AVOID_KNOWN_BUGS:
-            # test_inplace_update_of_an_array_being_iterated_is_seen_by_the_loop
-            targets = [n for n in targets if "iter:" + n not in ctx]
-            if not targets:
-                return None
         t = self.pick(targets)
         ints = [n for n in self.names(worlds, "num") if n.startswith("i")]
         forms = ["{t} += {e}", "{t} -= {e}", "{t} *= {s}", "{t}[0] = {s}", "{t}[{t} < 0] = 0",
@@ -776,10 +771,6 @@ class Gen:
                 self.owned.add(acc)
         i, wv = self.fresh_name("i"), self.fresh_name("w")
         arrs = self.names(pre, "arr", lambda v: np.ndim(v) >= 1)
-        if AVOID_KNOWN_BUGS and acc is not None:
-            # the body updates acc in place: do not iterate it (see
-            # test_inplace_update_of_an_array_being_iterated_is_seen_by_the_loop)
-            arrs = [n for n in arrs if n != acc]
         lists = self.names(pre, "list", lambda v: len(v) >= 1)
         heads = [("range", f"for {i} in range({self.pick(['2', '3', '1'])}):")]
         if arrs:
@@ -1429,10 +1420,6 @@ def negate_while_iterating(v):
     return seen
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: the items of a for loop over an ndarray are taken "
-                   "when the loop starts (the iterator is modelled as its items); eagerly "
-                   "each item is read when the loop reaches it, so in-place updates made by "
-                   "the loop body are lost (the items of a 1-D array are copies)")
 def test_inplace_update_of_an_array_being_iterated_is_seen_by_the_loop():
     want = negate_while_iterating(np.zeros(3))
     got = dynscope.optimize("eager")(negate_while_iterating)(np.zeros(3))
