@@ -12,6 +12,9 @@
 #   make bench-store             the SQLite recorder's throughput (tests/c/bench_store.c)
 #   make bench / make demo       run scripts/bench_*.py / scripts/demo.py
 #   make fuzz                    tests/test_fuzz.py with 20000 random programs
+#   make conformance             CPython's and NumPy's own test suites, plain and
+#                                under --capture-all; writes docs/conformance.md
+#                                (make test runs a subset: tests/test_conformance.py)
 #   make dyntop                  build build/dyntop, the TUI (part of make all)
 #   make install                 build/dyntop -> $(PREFIX)/bin, its man page ->
 #                                $(PREFIX)/share/man/man1 (PREFIX=/usr/local, DESTDIR)
@@ -261,6 +264,10 @@ install: $(DYNTOP)
 
 # Conformance fuzzing (issue 9): 20000 generated programs with fresh
 # randomness each run (make test runs 500 derandomized ones).
+.PHONY: conformance
+conformance: all
+	PYTHON=$(PY) bash scripts/conformance.sh --doc docs/conformance.md
+
 .PHONY: fuzz
 fuzz: all
 	DYNSCOPE_FUZZ_RANDOM=1 DYNSCOPE_FUZZ_EXAMPLES=20000 $(VENV_PY) -m pytest -q -s tests/test_fuzz.py

@@ -148,7 +148,13 @@ typedef struct Guard {
                               GUARD_GRAD_MODE */
     int requires;          /* index of a guard that must pass before this one runs
                               (the TYPE/ID guard of the accessor's base), or -1 */
-    PyObject *expected;    /* strong: see GuardKind; NULL when unused */
+    PyObject *expected;    /* strong: see GuardKind; NULL when unused -- but
+                              borrowed when `weak` is set */
+    PyObject *weak;        /* strong or NULL: TYPE_MATCH and ID_MATCH hold a weak
+                              reference to `expected` when it takes one, so that
+                              a cache entry never keeps a class or function of
+                              the program alive (the program could tell); the
+                              guard fails once the object is gone */
     Py_ssize_t length;     /* LIST_LENGTH / TUPLE_LENGTH; HASATTR: 1 = must have */
     TensorMeta *tensor;    /* owned: TENSOR_MATCH only */
     uint64_t fails;        /* how often this guard was the first to fail */

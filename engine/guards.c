@@ -533,7 +533,10 @@ guardset_clear(GuardSet *gs)
         Py_XDECREF(old.acc[i].name);
     }
     for (int i = 0; i < old.n; i++) {
-        Py_XDECREF(old.guards[i].expected);
+        if (old.guards[i].weak != NULL)
+            Py_DECREF(old.guards[i].weak);
+        else
+            Py_XDECREF(old.guards[i].expected);
         tensor_meta_free(old.guards[i].tensor);
     }
     PyMem_Free(old.acc);
@@ -1069,7 +1072,15 @@ guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
         if (gs->guards[i].acc == acc && kind_is_structural(gs->guards[i].kind))
             first_structural = false;
 
-    g.expected = Py_XNewRef(g.expected);
+    g.weak = NULL;
+    if ((kind == GUARD_TYPE_MATCH || kind == GUARD_ID_MATCH)
+        && PyType_SUPPORTS_WEAKREFS(Py_TYPE(g.expected))) {
+        if ((g.weak = PyWeakref_NewRef(g.expected, NULL)) == NULL)
+            goto out_free_meta;
+    }
+    else {
+        g.expected = Py_XNewRef(g.expected);
+    }
     g.tensor = tm;
     g.requires = acc >= 0 ? nearest_requirement(gs, acc) : -1;
     gi = gs->n++;
@@ -1160,9 +1171,13 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return false;
     switch (g->kind) {
     case GUARD_TYPE_MATCH:
-        return Py_TYPE(v) == (PyTypeObject *)g->expected;
+        /* (a live object's type is alive: a dead weak reference means
+           another type now sits where the expected one was) */
+        return Py_TYPE(v) == (PyTypeObject *)g->expected
+               && (g->weak == NULL || PyWeakref_GET_OBJECT(g->weak) == g->expected);
     case GUARD_ID_MATCH:
-        return v == g->expected;
+        return v == g->expected
+               && (g->weak == NULL || PyWeakref_GET_OBJECT(g->weak) == g->expected);
     case GUARD_EQUALS_MATCH:
         return Py_TYPE(v) == Py_TYPE(g->expected) && const_equal(v, g->expected);
     case GUARD_TENSOR_MATCH:
@@ -1633,6 +1648,10 @@ render_guard_with(const Guard *g, PyObject *src)
 {
     PyObject *d, *res;
 
+    if (g->weak != NULL && PyWeakref_GET_OBJECT(g->weak) != g->expected)
+        return g->kind == GUARD_TYPE_MATCH
+               ? PyUnicode_FromFormat("type(%U) is <a class since freed>", src)
+               : PyUnicode_FromFormat("%U is <an object since freed>", src);
     switch (g->kind) {
     case GUARD_TYPE_MATCH:
         if ((d = type_name_ref((PyTypeObject *)g->expected)) == NULL)

@@ -644,17 +644,12 @@ static int iter_over(Tracer *t, Value *it, Value *seq)
     return 0;
 }
 
-/* enumerate() or zip() over sources its[0..n) (from their positions):
-   when one of them reads a list, dict or tensor, out remembers where each
-   source stands, so that a graph break inside the loop hands the interpreter
-   a real enumerate or zip over real iterators.  0 / -1. */
+/* enumerate() or zip() over sources its[0..n) (from their positions): out
+   remembers where each source stands, so that it can be rebuilt as a real
+   enumerate or zip (when it escapes, or reads a list, dict or tensor that a
+   graph break may change).  0 / -1. */
 static int derive_iter(Tracer *t, Value *out, Value **its, int n, long count)
 {
-    bool over_seq = false;
-    for (int k = 0; k < n; k++)
-        over_seq |= its[k]->seq != NULL || its[k]->srcs != NULL;
-    if (!over_seq)
-        return 0;
     Value *srcs = value_new(t, V_TUPLE, NULL);
     if (srcs == NULL)
         return -1;
@@ -1127,6 +1122,9 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
         Py_DECREF(cargs);
         return new_const(t, r);
     }
+    if (tp == (PyObject *)&PyTuple_Type && nargs == 1
+        && (args[0]->kind == V_TUPLE || (args[0]->kind == V_CONST && PyTuple_CheckExact(args[0]->obj))))
+        return args[0];   /* tuple(t) is t itself, as eagerly */
     if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1) {
         Value *out = value_new(t, tp == (PyObject *)&PyTuple_Type ? V_TUPLE : V_LIST, NULL);
         if (out == NULL)
@@ -1377,6 +1375,17 @@ static int make_rebuild_items(Tracer *t, Outputs *o, Value *v, int from, Rebuild
     return 0;
 }
 
+/* Does iterator `it` read a list, dict or tensor (itself or its sources)? */
+static bool reads_seq(const Value *it)
+{
+    if (it->seq != NULL)
+        return true;
+    for (int k = 0; it->srcs && k < it->srcs->n; k++)
+        if (reads_seq(it->srcs->items[k]))
+            return true;
+    return false;
+}
+
 /* Rebuild of loop iterator `it` from its item `from` on:
      - over fixed items: the tuple of the items left (RB_ITER), which the
        resume frame iterates as it translates;
@@ -1394,9 +1403,15 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
 {
     int left = it->n - from;
     bool lists_only = it->srcs != NULL;   /* every source plain, over a list or fixed items */
+    bool any_seq = false;
     for (int k = 0; it->srcs && k < it->srcs->n; k++) {
         Value *src = it->srcs->items[k];
         lists_only &= src->srcs == NULL && (src->seq == NULL || src->seq->kind == V_LIST);
+        any_seq |= reads_seq(src);
+    }
+    if (it->srcs != NULL && !any_seq && !live) {
+        rb->kind = RB_ITER;   /* over fixed items: the tuple of what is left */
+        return make_rebuild_items(t, o, it, from, rb);
     }
     if (lists_only && !live) {
         rb->kind = RB_ZIP_LISTS;
@@ -1417,7 +1432,7 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
                 return -1;
         return 0;
     }
-    if (it->srcs != NULL && left > 0) {
+    if (it->srcs != NULL && (left > 0 || live)) {
         rb->kind = RB_DERIVED;
         rb->index = it->count < 0 ? 1 : 0;
         if (it->count >= 0 && (rb->obj = PyLong_FromLong(it->count + from)) == NULL)
@@ -1493,7 +1508,28 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
     }
     Rebuild built;
     memset(&built, 0, sizeof(built));
-    if (v->kind == V_ITER) {
+    if (v->kind == V_ITER && v->escapes) {
+        /* iter() of a real iterator (or of the rows / items left) */
+        built.kind = RB_LIVE_ITER;
+        built.n = 1;
+        built.items = PyMem_Calloc(2, sizeof(Rebuild));
+        if (built.items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (v->seq == NULL && v->srcs == NULL) {
+            built.items[0].kind = RB_TUPLE;
+            if (make_rebuild_items(t, o, v, v->pos, &built.items[0]) < 0) {
+                rebuild_clear(&built);
+                return -1;
+            }
+        }
+        else if (make_rebuild_iter(t, o, v, v->pos, true, &built.items[0]) < 0) {
+            rebuild_clear(&built);
+            return -1;
+        }
+    }
+    else if (v->kind == V_ITER) {
         if (make_rebuild_iter(t, o, v, v->pos, false, &built) < 0) {
             rebuild_clear(&built);
             return -1;
@@ -1664,12 +1700,36 @@ static int make_live(Tracer *t, TFrame *f, Outputs *o, int sp, LiveState *live)
     return 0;
 }
 
+/* Mark the iterators v holds (v itself, or in its containers) as ones the
+   program gets. */
+static void mark_escapes(Value *v, int depth)
+{
+    if (v == NULL || depth > 64)
+        return;
+    if (v->kind == V_ITER) {
+        v->escapes = true;
+        return;
+    }
+    if (v->kind == V_TUPLE || v->kind == V_LIST || v->kind == V_DICT || v->kind == V_SLICE
+        || v->kind == V_BOUND || v->kind == V_METHOD)
+        for (int i = 0; i < v->n; i++)
+            mark_escapes(v->items[i], depth + 1);
+}
+
 /* Close the graph over everything the plan needs, build the plan's exit,
    call the backend.  0 / -1. */
 static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
 {
     Plan *p = &entry->plan;
     FrameEnd *e = &t->end;
+    /* before any rebuild: an iterator a slot and the program share is one
+       real iterator */
+    mark_escapes(e->kind == END_RETURN ? e->retval : NULL, 0);
+    if (e->kind == END_CALL) {
+        mark_escapes(e->callable, 0);
+        for (int i = 0; i < e->nargs; i++)
+            mark_escapes(e->args[i], 0);
+    }
     Outputs o;
     memset(&o, 0, sizeof(o));
     o.nodes = PyList_New(0);
@@ -2369,7 +2429,7 @@ static int run_frame(TFrame *f, int start)
         case FOR_ITER: {
             Value *it = peek(f, 1);
             if (it->kind != V_ITER)
-                { tracer_unsupported(t, true, "FOR_ITER on a non-iterator"); goto fail; }
+                { tracer_unsupported(t, false, "FOR_ITER on an iterator the translator does not model"); goto fail; }
             if (it->pos < it->n) {
                 if (push(f, it->items[it->pos++]) < 0)
                     goto fail;

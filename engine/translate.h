@@ -47,14 +47,16 @@ typedef struct Value {
                                 these are (item i is seq's item seq_start + i),
                                 so a change to it must be seen; else NULL */
     int seq_start;
-    struct Value *srcs;      /* V_ITER made by enumerate() or zip() over a list,
-                                dict or tensor: a V_TUPLE of one V_ITER per
-                                iterable, each at the position of items[0];
-                                else NULL */
+    struct Value *srcs;      /* V_ITER made by enumerate() or zip(): a V_TUPLE
+                                of one V_ITER per iterable, each at the
+                                position of items[0]; else NULL */
     long count;              /* srcs of enumerate(): the count of items[0];
                                 -1 for zip() */
     int came_in_slot;        /* V_ITER: 1 + the resume slot it came in as the
                                 tuple of its items, or 0 */
+    bool escapes;            /* V_ITER: the program gets it (an argument of an
+                                eager call, the result): rebuilt as a real
+                                iterator, never as the tuple of its items */
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
                                 so it is not fixed by the input guards */
 } Value;

@@ -1416,3 +1416,50 @@ def test_compile_start_event_gives_the_entrys_resume_offset():
     started = {e["compile_id"]: e["resume_offset"] for e in events("compile_start")}
     entries = {e.compile_id: e.resume_offset for e in dynscope.cache_entries(toy_example)}
     assert started == entries
+
+
+# An iterator the program gets -- returned, or passed to a call that runs
+# eagerly -- is a real iterator of the same kind, not the items the
+# translator modelled (zip() even reuses its result tuple, as eagerly).
+
+def return_a_zip():
+    return zip("abc", "def")
+
+
+def ids_of_zip_items():
+    return list(map(id, zip("abc", "def")))
+
+
+def next_of_an_empty(make):
+    return next(make([]))
+
+
+def next_then_loop(a, b):
+    it = zip(a, b)
+    first = next(it)
+    rest = []
+    for x in it:
+        rest.append(x)
+    return first, rest
+
+
+def skip_one_then_sum(n):
+    it = iter(range(n))
+    next(it)
+    total = 0
+    for x in it:
+        total += x
+    return total
+
+
+def test_an_iterator_the_program_gets_is_a_real_one():
+    opt = dynscope.optimize("eager")
+    for _ in range(3):
+        z = opt(return_a_zip)()
+        assert type(z) is zip and list(z) == [("a", "d"), ("b", "e"), ("c", "f")]
+        assert len(set(opt(ids_of_zip_items)())) == 1      # zip reused its tuple
+        for make in (zip, enumerate, iter):
+            with pytest.raises(StopIteration):
+                opt(next_of_an_empty)(make)
+        assert opt(next_then_loop)([1, 2, 3], "abc") == ((1, "a"), [(2, "b"), (3, "c")])
+        assert opt(skip_one_then_sum)(5) == 1 + 2 + 3 + 4

@@ -1,0 +1,259 @@
+"""Conformance: test suites nobody here wrote, run plain and under capture.
+
+    scripts/conformance.sh [--subset] [--suite NAME ...] [--doc FILE] [--keep DIR]
+
+Each suite (CPython's own test modules, NumPy's own test files) runs twice in
+a fresh interpreter through scripts/conformance_run.py: plain, and under
+`python -m dynscope run --capture-all --db FILE` (every frame captured with
+the eager backend, dynscope's own code and the import system excepted).  The
+outcome of every test (pass, fail, error, skip, xfail, xpass) must be the same
+in both runs; any difference is an engine bug and makes the exit status 1.
+
+Per suite it reports the tests and their outcomes, the tests whose outcome
+differs, and from the captured run: frames seen, frames captured (seen minus
+run without capture), graphs compiled, graph breaks by kind and frames
+skipped by reason (both from the run's SQLite file), and the wall-time ratio
+captured/plain of running the tests.
+
+--subset runs the representative subset `make test` runs; the default is
+every suite (`make conformance`).  --doc writes the markdown report
+(docs/conformance.md for the full run).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "scripts", "conformance_run.py")
+
+
+def numpy_tests(name: str) -> str:
+    import numpy
+    return os.path.join(os.path.dirname(numpy.__file__), "_core", "tests", name)
+
+
+# name -> (runner, target); the CPython modules come from the interpreter's
+# own `test` package, the NumPy files from the installed NumPy.
+SUITES = {
+    "test_math": ("unittest", "test.test_math"),
+    "test_list": ("unittest", "test.test_list"),
+    "test_functools": ("unittest", "test.test_functools"),
+    "test_itertools": ("unittest", "test.test_itertools"),
+    "test_operator": ("unittest", "test.test_operator"),
+    "test_statistics": ("unittest", "test.test_statistics"),
+    "test_fractions": ("unittest", "test.test_fractions"),
+    "test_heapq": ("unittest", "test.test_heapq"),
+    "test_bisect": ("unittest", "test.test_bisect"),
+    "test_enum": ("unittest", "test.test_enum"),
+    "numpy ufunc": ("pytest", "test_ufunc.py"),
+    "numpy numeric": ("pytest", "test_numeric.py"),
+    "numpy shape_base": ("pytest", "test_shape_base.py"),
+    "numpy indexing": ("pytest", "test_indexing.py"),
+}
+# What `make test` runs: a few minutes of CI, stdlib and NumPy both.
+SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_list",
+          "test_functools", "numpy indexing"]
+
+SUITE_TIMEOUT = 3600
+
+
+def run_worker(python: str, runner: str, target: str, out: str, db: str | None, log: str):
+    cmd = [python]
+    if db is not None:
+        cmd += ["-m", "dynscope", "run", "--capture-all", "--db", db]
+    cmd += [WORKER, runner, target, out]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    start = time.perf_counter()
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                timeout=SUITE_TIMEOUT).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    elapsed = time.perf_counter() - start
+    if not os.path.exists(out):
+        return None, rc, elapsed
+    with open(out) as f:
+        return json.load(f), rc, elapsed
+
+
+def db_stats(db: str) -> dict:
+    """Graphs, breaks by kind and skips by reason, from the captured run's file."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        graphs = con.execute("SELECT count(*) FROM graphs").fetchone()[0]
+        breaks = dict(con.execute("SELECT kind, count(*) FROM graph_breaks GROUP BY kind "
+                                  "ORDER BY count(*) DESC, kind"))
+        skips = con.execute("SELECT reason, count(*) FROM frame_skips GROUP BY reason "
+                            "ORDER BY count(*) DESC, reason").fetchall()
+    finally:
+        con.close()
+    return {"graphs": graphs, "breaks": breaks, "skips": skips}
+
+
+def run_suite(name: str, python: str, work: str) -> dict:
+    runner, target = SUITES[name]
+    if runner == "pytest":
+        target = numpy_tests(target)
+    slug = name.replace(" ", "_")
+    plain, plain_rc, _ = run_worker(python, runner, target, os.path.join(work, slug + ".plain.json"),
+                                    None, os.path.join(work, slug + ".plain.log"))
+    db = os.path.join(work, slug + ".db")
+    cap, cap_rc, _ = run_worker(python, runner, target, os.path.join(work, slug + ".captured.json"),
+                                db, os.path.join(work, slug + ".captured.log"))
+    r = {"name": name, "target": target, "plain_rc": plain_rc, "captured_rc": cap_rc,
+         "plain": plain, "captured": cap, "diffs": [], "error": None}
+    if plain is None or cap is None:
+        which = "plain" if plain is None else "captured"
+        r["error"] = f"the {which} run wrote no results (exit {plain_rc if plain is None else cap_rc}; " \
+                     f"see {os.path.join(work, slug + '.' + which + '.log')})"
+        return r
+    po, co = plain["outcomes"], cap["outcomes"]
+    for tid in sorted(set(po) | set(co)):
+        if po.get(tid) != co.get(tid):
+            r["diffs"].append((tid, po.get(tid, "missing"), co.get(tid, "missing")))
+    r["stats"] = db_stats(db) if os.path.exists(db) else {"graphs": 0, "breaks": {}, "skips": []}
+    return r
+
+
+def summarize(r: dict) -> dict:
+    counts = collections.Counter(r["plain"]["outcomes"].values())
+    c = r["captured"]["counters"] or {}
+    seen, skipped = c.get("frames_seen", 0), c.get("skips", 0)
+    return {
+        "tests": sum(counts.values()),
+        "outcomes": ", ".join(f"{counts[k]} {k}" for k in ("pass", "fail", "error", "skip", "xfail", "xpass")
+                              if counts[k]),
+        "differ": len(r["diffs"]),
+        "seen": seen,
+        "captured": seen - skipped,
+        "graphs": r["stats"]["graphs"],
+        "breaks": ", ".join(f"{k} {v}" for k, v in r["stats"]["breaks"].items()) or "none",
+        "ratio": r["captured"]["wall"] / max(r["plain"]["wall"], 1e-9),
+        "plain_wall": r["plain"]["wall"],
+        "captured_wall": r["captured"]["wall"],
+    }
+
+
+def write_doc(path: str, results: list, command: str) -> None:
+    import platform
+    import numpy
+    lines = [
+        "# Conformance: capture never changes what a program does",
+        "",
+        "Written by `scripts/conformance.sh` (do not edit by hand). Command:",
+        "",
+        f"    {command}",
+        "",
+        f"Python {platform.python_version()}, NumPy {numpy.__version__}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs. Each suite ran twice in a fresh interpreter: plain, and under "
+        "`python -m dynscope run --capture-all --db FILE` (every frame captured with the eager "
+        "backend; dynscope's own code and the import system are never captured). The outcome of "
+        "every test must be the same in both runs.",
+        "",
+        "Columns: *differ* counts tests whose outcome changed under capture (must be 0); "
+        "*seen* is frames the engine's hook saw; *captured* is those not run without capture; "
+        "*graphs* is graphs compiled; *breaks* is graph breaks by kind; *ratio* is the wall "
+        "time of running the tests captured / plain (it includes every compile: each suite runs "
+        "most of its code once, so this is the cold-start cost, not the hit cost).",
+        "",
+        "| suite | tests | outcomes (plain) | differ | seen | captured | graphs | breaks | ratio |",
+        "|---|---:|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in results:
+        if r["error"]:
+            lines.append(f"| {r['name']} | | {r['error']} | | | | | | |")
+            continue
+        s = summarize(r)
+        lines.append(f"| {r['name']} | {s['tests']} | {s['outcomes']} | {s['differ']} | {s['seen']} | "
+                     f"{s['captured']} | {s['graphs']} | {s['breaks']} | {s['ratio']:.1f}x |")
+    lines += ["", "## Frames skipped, by reason", "",
+              "A frame is skipped (runs in the interpreter, uncaptured) when the translator "
+              "refuses a construct before anything ran; the most frequent reasons per suite:", ""]
+    for r in results:
+        if r["error"]:
+            continue
+        lines.append(f"### {r['name']}")
+        lines.append("")
+        skips = r["stats"]["skips"]
+        if not skips:
+            lines.append("none")
+        else:
+            lines.append("| frames | reason |")
+            lines.append("|---:|---|")
+            for reason, n in skips[:12]:
+                lines.append(f"| {n} | {str(reason).replace('|', '/')} |")
+            rest = sum(n for _, n in skips[12:])
+            if rest:
+                lines.append(f"| {rest} | ({len(skips) - 12} other reasons) |")
+        lines.append("")
+    diffs = [(r["name"], d) for r in results for d in r["diffs"]]
+    lines += ["## Differences", ""]
+    if not diffs:
+        lines.append("None: every test had the same outcome plain and captured.")
+    else:
+        lines += ["| suite | test | plain | captured |", "|---|---|---|---|"]
+        lines += [f"| {n} | `{t}` | {p} | {c} |" for n, (t, p, c) in diffs]
+    lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--subset", action="store_true", help="the representative subset (make test)")
+    ap.add_argument("--suite", action="append", choices=list(SUITES), metavar="NAME",
+                    help=f"run this suite (repeatable); one of: {', '.join(SUITES)}")
+    ap.add_argument("--doc", help="write the markdown report here")
+    ap.add_argument("--keep", help="keep the logs, results and SQLite files in this directory")
+    ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
+    args = ap.parse_args(argv)
+    names = args.suite or (SUBSET if args.subset else list(SUITES))
+    work = args.keep or tempfile.mkdtemp(prefix="dynscope-conformance-")
+    os.makedirs(work, exist_ok=True)
+    results, bad = [], 0
+    try:
+        for name in names:
+            r = run_suite(name, args.python, work)
+            results.append(r)
+            if r["error"]:
+                bad += 1
+                print(f"{name:18} ERROR {r['error']}", flush=True)
+                continue
+            s = summarize(r)
+            bad += s["differ"] > 0
+            print(f"{name:18} {s['tests']:5} tests  differ {s['differ']:3}  seen {s['seen']:7}  "
+                  f"captured {s['captured']:7}  graphs {s['graphs']:5}  "
+                  f"ratio {s['ratio']:5.1f}x ({s['plain_wall']:.2f}s -> {s['captured_wall']:.2f}s)",
+                  flush=True)
+            for tid, p, c in r["diffs"]:
+                print(f"    DIFFERS {tid}: plain {p}, captured {c}", flush=True)
+        if args.doc:
+            command = "scripts/conformance.sh" + (" --subset" if args.subset else "") + \
+                      "".join(f" --suite '{n}'" for n in (args.suite or [])) + f" --doc {args.doc}"
+            write_doc(args.doc, results, command)
+            print(f"wrote {args.doc}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if bad:
+        print(f"conformance: {bad} suite(s) with differences or errors"
+              + (f" (logs in {work})" if args.keep else " (rerun with --keep DIR for the logs)"),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
