@@ -84,6 +84,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     region = None
     if args.capture_all:
         dynscope.config.skip_prefixes = _capture_all_prefixes()
+        # the program's warnings stay its own: limits are counted, reported at exit
+        dynscope.config.cache_limit_warning = False
         region = dynscope.optimize(args.backend)
         region.__enter__()
     try:
@@ -103,6 +105,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         if region is not None:
             region.__exit__(None, None, None)
+            limits = dynscope._C.counters()["cache_limits"]
+            if limits:
+                where = f" (table cache_limits of {args.db})" if args.db else ""
+                print(f"dynscope run: {limits} function(s) reached cache_size_limit "
+                      f"({dynscope.config.cache_size_limit}) and ran on without capture{where}",
+                      file=sys.stderr)
         stats = dynscope.stop_recording()
         if stats and stats.get("dropped"):
             print(f"dynscope run: {stats['dropped']} events dropped (see runs.dropped_events)",

@@ -26,6 +26,20 @@ class _Config:
         _C.set_cache_size_limit(value)
 
     @property
+    def cache_limit_warning(self) -> bool:
+        """Issue a CacheLimitWarning when a function reaches cache_size_limit
+        (default True).  False only counts and records it (the cache_limits
+        table), leaving the program's warnings its own; `python -m dynscope
+        run --capture-all` sets False."""
+        return _C.get_cache_limit_warning()
+
+    @cache_limit_warning.setter
+    def cache_limit_warning(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"cache_limit_warning must be a bool, got {type(value).__name__}")
+        _C.set_cache_limit_warning(value)
+
+    @property
     def skip_prefixes(self) -> tuple:
         """Path prefixes of files whose code is never captured."""
         return _C.get_skip_prefixes()
@@ -36,6 +50,7 @@ class _Config:
 
     def __repr__(self) -> str:
         return (f"dynscope.config(cache_size_limit={self.cache_size_limit}, "
+                f"cache_limit_warning={self.cache_limit_warning}, "
                 f"skip_prefixes={self.skip_prefixes!r})")
 
 

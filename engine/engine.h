@@ -133,7 +133,12 @@ typedef enum GuardKind {
 typedef struct TensorMeta {
     PyTypeObject *type;    /* strong: exact type (numpy.ndarray, torch.Tensor,
                               torch.nn.Parameter) */
-    PyObject *dtype;       /* strong: the array's dtype (descr) / torch.dtype */
+    PyObject *dtype;       /* strong: the array's dtype (descr) / torch.dtype --
+                              borrowed when dtype_borrowed: one of NumPy's
+                              builtin descrs, which live as long as NumPy, so
+                              that guards leave their refcounts (which programs
+                              and NumPy's own tests read) as they were */
+    bool dtype_borrowed;
     int ndim;
     Py_ssize_t *shape;     /* owned (PyMem): ndim items */
     Py_ssize_t *strides;   /* owned (PyMem): ndim items, in bytes (NumPy) or
@@ -358,6 +363,7 @@ typedef enum RebuildKind {
     RB_SLOT_ITER,  /* as RB_ITER, for an iterator that came in resume slot
                       `index` and is now past obj (int) of its items: the
                       slot's note, if it had one, goes on with the tuple   */
+    RB_DICT_VIEW,  /* items[0].<obj>(): a dict's keys(), values() or items() */
     RB_DERIVED,    /* enumerate(iter(items[0]), obj) when index is 0, else
                       zip(*map(iter, items)): over a list or a tensor, so
                       a real one                                         */
@@ -652,6 +658,9 @@ bool hook_installed(void);
 typedef struct EngineConfig {
     int cache_size_limit;     /* entries per (code, resume offset); default 8 */
     PyObject *skip_prefixes;  /* strong: tuple of path prefixes never captured */
+    bool cache_limit_warning; /* issue CacheLimitWarning (default); off, the limit
+                                 is only counted and recorded, so that the
+                                 program's warnings stay its own (--capture-all) */
 } EngineConfig;
 extern EngineConfig engine_config;
 

@@ -292,6 +292,8 @@ static void events_cache_limit_impl(CodeCache *cc, CacheFrame *cf, PyObject *fai
     /* The user's one warning; a warnings filter that turns it into an
        error must not break the program, so the error is reported and
        cleared. */
+    if (!engine_config.cache_limit_warning)
+        return;
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
     if (PyErr_WarnFormat(CacheLimitWarning, 1,

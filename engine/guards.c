@@ -313,13 +313,34 @@ is_torch_tensor(PyObject *o)
     return r <= 0 ? r : PyObject_TypeCheck(o, torch_tensor_type);
 }
 
+/* Is descr NumPy's canonical descr of its scalar type (np.dtype(descr.type)
+   is descr)?  Those are made once and never freed.  Asked at compile time
+   only; an error answers no. */
+static bool
+numpy_builtin_descr(PyObject *descr)
+{
+    PyTypeObject *dtype_type = Py_TYPE(descr);   /* up to numpy.dtype */
+    while (dtype_type != NULL && strcmp(dtype_type->tp_name, "numpy.dtype") != 0)
+        dtype_type = dtype_type->tp_base;
+    if (dtype_type == NULL)
+        return false;
+    PyObject *scalar = PyObject_GetAttrString(descr, "type");
+    PyObject *canonical = scalar ? PyObject_CallOneArg((PyObject *)dtype_type, scalar) : NULL;
+    bool same = canonical == descr;
+    Py_XDECREF(canonical);
+    Py_XDECREF(scalar);
+    PyErr_Clear();
+    return same;
+}
+
 static void
 tensor_meta_free(TensorMeta *tm)
 {
     if (tm == NULL)
         return;
     Py_XDECREF(tm->type);
-    Py_XDECREF(tm->dtype);
+    if (!tm->dtype_borrowed)
+        Py_XDECREF(tm->dtype);
     Py_XDECREF(tm->device);
     PyMem_Free(tm->shape);
     PyMem_Free(tm->strides);
@@ -363,7 +384,8 @@ tensor_meta_new(PyObject *example)
         memcpy(tm->strides, tv.strides, nbytes);
     }
     tm->type = (PyTypeObject *)Py_NewRef(Py_TYPE(example));
-    tm->dtype = Py_NewRef(tv.dtype);
+    tm->dtype_borrowed = numpy_builtin_descr(tv.dtype);
+    tm->dtype = tm->dtype_borrowed ? tv.dtype : Py_NewRef(tv.dtype);
     tm->device = Py_XNewRef(tv.device);
     tm->requires_grad = tv.requires_grad;
     tensor_view_done(&tv);

@@ -616,6 +616,10 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
                 break;
             }
         }
+        /* The incoming values the plan needs are in `out` now: drop them
+           here, so that the eager call sees each object held once, as in
+           the interpreter (programs and tests read refcounts). */
+        plan_outcome_clear(&state);
         if (out.kind == OUTCOME_ERROR) {
             result = NULL;
             break;
@@ -643,7 +647,6 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             plan_outcome_clear(&out);
             break;
         }
-        plan_outcome_clear(&state);
         state = out;
         cf = next;
         resume_view(&fv, cc->code, func, &state);

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <structmember.h>
 
-EngineConfig engine_config = {8, NULL};
+EngineConfig engine_config = {8, NULL, true};
 EngineCounters engine_counters;
 PyObject *UnsupportedError;
 
@@ -448,6 +448,25 @@ static PyObject *py_set_cache_size_limit(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_get_cache_limit_warning(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(engine_config.cache_limit_warning);
+}
+
+static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyBool_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "cache_limit_warning must be a bool, got %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    engine_config.cache_limit_warning = arg == Py_True;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_set_skip_prefixes(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -492,6 +511,8 @@ static PyMethodDef module_methods[] = {
      "capture_depth()\n--\n\nNesting depth of optimize() regions on this thread."},
     {"get_cache_size_limit", py_get_cache_size_limit, METH_NOARGS, NULL},
     {"set_cache_size_limit", py_set_cache_size_limit, METH_O, NULL},
+    {"get_cache_limit_warning", py_get_cache_limit_warning, METH_NOARGS, NULL},
+    {"set_cache_limit_warning", py_set_cache_limit_warning, METH_O, NULL},
     {"get_skip_prefixes", py_get_skip_prefixes, METH_NOARGS, NULL},
     {"set_skip_prefixes", py_set_skip_prefixes, METH_O, NULL},
     {NULL, NULL, 0, NULL},

@@ -347,6 +347,14 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
     }
     case RB_DERIVED:
         return rebuild_derived(r, env, out);
+    case RB_DICT_VIEW: {
+        PyObject *d;
+        if (rebuild(&r->items[0], env, &d) < 0)
+            return -1;
+        *out = PyObject_CallMethodNoArgs(d, r->obj);
+        Py_DECREF(d);
+        return *out ? 0 : -1;
+    }
     case RB_DICT: {
         PyObject *d = PyDict_New();
         for (int i = 0; d && i < r->n; i++) {
@@ -578,9 +586,10 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
         break;
     case RB_TYPE_ATTR:
     case RB_ATTR:
+    case RB_DICT_VIEW:
         if (render_rebuild(parts, &r->items[0], gs) < 0)
             return -1;
-        s = PyUnicode_FromFormat(".%U", r->obj);
+        s = PyUnicode_FromFormat(r->kind == RB_DICT_VIEW ? ".%U()" : ".%U", r->obj);
         break;
     case RB_ROWS:
     case RB_LIVE_ITER:

@@ -662,6 +662,7 @@ static int derive_iter(Tracer *t, Value *out, Value **its, int n, long count)
             if (value_append(t, cur, src->items[i]) < 0)
                 return -1;
         cur->seq = src->seq;
+        cur->seq_view = src->seq_view;
         cur->seq_start = src->seq_start + src->pos;
         cur->srcs = src->srcs;   /* a derived source: refused at a break (make_rebuild_iter) */
         cur->count = src->count;
@@ -712,6 +713,15 @@ static Value *make_iter(TFrame *f, Value *v)
         return NULL;
     switch (v->kind) {
     case V_ITER:
+        if (v->view) {
+            /* iter(d.keys()): a new iterator over the view's items */
+            for (int i = v->pos; i < v->n; i++)
+                if (value_append(t, it, v->items[i]) < 0)
+                    return NULL;
+            iter_over(t, it, v->seq);
+            it->seq_view = v->view;
+            return it;
+        }
         return v;
     case V_TUPLE:
     case V_LIST:
@@ -902,6 +912,19 @@ static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwn
    inlined function must have no exception handling anywhere (its call runs
    eagerly instead); a frame of its own is refused only at the protected
    instructions themselves. */
+/* Does the code name getrefcount?  The engine holds the objects it passes
+   between graphs and eager steps in its own arrays, and guards hold types:
+   counts it reads would differ from the interpreter's. */
+static bool reads_refcounts(PyCodeObject *co)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(co->co_names, i);
+        if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "getrefcount") == 0)
+            return true;
+    }
+    return false;
+}
+
 static const char *code_unsupported_reason(PyCodeObject *co, bool inlined)
 {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
@@ -910,6 +933,8 @@ static const char *code_unsupported_reason(PyCodeObject *co, bool inlined)
         return "defines variables captured by an inner function (cell variables)";
     if (inlined && PyBytes_GET_SIZE(code_exceptiontable(co)) > 0)
         return "exception handling (try/except/finally or with) in the function";
+    if (reads_refcounts(co))
+        return "reads reference counts (sys.getrefcount), which capture would change";
     return NULL;
 }
 
@@ -1230,9 +1255,12 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
         && (PyUnicode_CompareWithASCIIString(name, "keys") == 0
             || PyUnicode_CompareWithASCIIString(name, "values") == 0
             || PyUnicode_CompareWithASCIIString(name, "items") == 0)) {
-        Value *out = value_new(t, V_LIST, NULL);
+        /* a view: iterated as its items; the program gets the real view */
+        Value *out = value_new(t, V_ITER, NULL);
         if (out == NULL)
             return NULL;
+        out->seq = self;
+        out->view = (char)PyUnicode_READ_CHAR(name, 0);
         for (int i = 0; i < self->n; i++) {
             Value *k = value_new(t, V_CONST, PyList_GET_ITEM(self->obj, i));
             Value *item = k;
@@ -1473,7 +1501,20 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
             PyErr_NoMemory();
             return -1;
         }
-        return make_rebuild(t, o, it->seq, &rb->items[0]);
+        if (it->seq_view == 0 || it->seq_view == 'k')
+            return make_rebuild(t, o, it->seq, &rb->items[0]);
+        /* over d.values() or d.items(): iter() of that view */
+        Rebuild *view = &rb->items[0];
+        view->kind = RB_DICT_VIEW;
+        view->n = 1;
+        view->obj = PyUnicode_FromString(it->seq_view == 'v' ? "values" : "items");
+        view->items = PyMem_Calloc(2, sizeof(Rebuild));
+        if (view->obj == NULL || view->items == NULL) {
+            if (view->items == NULL)
+                PyErr_NoMemory();
+            return -1;
+        }
+        return make_rebuild(t, o, it->seq, &view->items[0]);
     }
     rb->kind = RB_ITER;
     if (make_rebuild_items(t, o, it, from, rb) < 0)
@@ -1508,7 +1549,24 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
     }
     Rebuild built;
     memset(&built, 0, sizeof(built));
-    if (v->kind == V_ITER && v->escapes) {
+    if (v->kind == V_ITER && v->view) {
+        /* d.keys() / values() / items() of the dict, rebuilt */
+        built.kind = RB_DICT_VIEW;
+        built.n = 1;
+        built.obj = PyUnicode_FromString(v->view == 'k' ? "keys" : v->view == 'v' ? "values" : "items");
+        built.items = PyMem_Calloc(2, sizeof(Rebuild));
+        if (built.obj == NULL || built.items == NULL) {
+            if (built.items == NULL)
+                PyErr_NoMemory();
+            rebuild_clear(&built);
+            return -1;
+        }
+        if (make_rebuild(t, o, v->seq, &built.items[0]) < 0) {
+            rebuild_clear(&built);
+            return -1;
+        }
+    }
+    else if (v->kind == V_ITER && v->escapes) {
         /* iter() of a real iterator (or of the rows / items left) */
         built.kind = RB_LIVE_ITER;
         built.n = 1;
@@ -1649,7 +1707,7 @@ static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
    iterator: the masks of the resume frame's key. */
 static void note_slot(Value *v, int k, uint64_t *unspec, uint64_t *iters, bool *too_many)
 {
-    bool is_iter = v != NULL && v->kind == V_ITER;
+    bool is_iter = v != NULL && v->kind == V_ITER && !v->view;
     bool is_num = v != NULL && v->kind == V_TENSOR
                   && (PyFloat_CheckExact(v->obj) || PyLong_CheckExact(v->obj)
                       || PyComplex_CheckExact(v->obj));

@@ -54,6 +54,10 @@ typedef struct Value {
                                 -1 for zip() */
     int came_in_slot;        /* V_ITER: 1 + the resume slot it came in as the
                                 tuple of its items, or 0 */
+    char seq_view;           /* V_ITER over a dict seq: which of its views it
+                                walks ('k', 'v', 'i'), or 0 for the keys */
+    char view;               /* V_ITER standing for seq.keys() / values() / items()
+                                (a dict view): 'k', 'v' or 'i'; else 0 */
     bool escapes;            /* V_ITER: the program gets it (an argument of an
                                 eager call, the result): rebuilt as a real
                                 iterator, never as the tuple of its items */

@@ -1463,3 +1463,58 @@ def test_an_iterator_the_program_gets_is_a_real_one():
                 opt(next_of_an_empty)(make)
         assert opt(next_then_loop)([1, 2, 3], "abc") == ((1, "a"), [(2, "b"), (3, "c")])
         assert opt(skip_one_then_sum)(5) == 1 + 2 + 3 + 4
+
+
+# d.keys() / values() / items() are views: iterated as their items while
+# tracing, the real view whenever the program gets one.
+
+def union_of_keys(d, e):
+    return d.keys() | e.keys()
+
+
+def keys_view_across_a_break(d):
+    ks = d.keys()
+    print("break")
+    return list(ks)
+
+
+def items_view_sees_a_later_insert(d):
+    view = d.items()
+    d[99] = 1
+    return len(view), list(view)
+
+
+def sizes_of_views(d):
+    return len(d.keys()), 1 in d.keys(), list(d.values())
+
+
+def items_loop_across_breaks(d):
+    out = []
+    for k, v in d.items():
+        print(k)
+        out.append((k, v))
+    return out
+
+
+def enumerate_values_across_breaks(d):
+    out = []
+    for i, v in enumerate(d.values()):
+        print(i)
+        out.append(v)
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [
+    (items_loop_across_breaks, ({1: 2, 3: 4},)),
+    (enumerate_values_across_breaks, ({1: 2, 3: 4},)),
+    (union_of_keys, ({1: 2}, {3: 4})),
+    (keys_view_across_a_break, ({1: 2, 3: 4},)),
+    (items_view_sees_a_later_insert, ({1: 2},)),
+    (sizes_of_views, ({1: 2},)),
+], ids=lambda p: getattr(p, "__name__", None))
+def test_dict_views_are_views(capsys, fn, args):
+    opt = dynscope.optimize("eager")(fn)
+    for _ in range(3):
+        same_as_eager(capsys, opt, fn, *args)
+    keys = dynscope.optimize("eager")(lambda d: d.keys())({1: 2})
+    assert type(keys) is type({}.keys()) and list(keys) == [1]
