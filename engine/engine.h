@@ -305,6 +305,11 @@ PyObject *graph_tabular(GraphObject *g);
 /* Drop every call node past the first keep_calls (placeholders stay).
    Cannot fail. */
 void graph_truncate(GraphObject *g, int keep_calls);
+/* Is fn a GraphModule's bound forward (what the eager backend returns)? */
+bool graph_is_forward(PyObject *fn);
+/* Run such a forward without the recursion check of a C call: a captured
+   frame counts once toward the limit, as the interpreter counts it. */
+PyObject *graph_forward_unchecked(PyObject *fn, PyObject *const *args, Py_ssize_t nargs);
 /* Number of nodes that are calls (call_function/method/module). */
 int graph_op_count(GraphObject *g);
 

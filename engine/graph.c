@@ -1638,6 +1638,37 @@ instr_unsupported(const Instr *in)
     return NULL;
 }
 
+/* Is fn a function of the operator module (a C function without keywords)?
+   Those nodes stand for the bytecode's own operators (x + y is
+   operator.add), which the interpreter runs without a C call. */
+static bool
+is_operator_function(PyObject *fn)
+{
+    if (!PyCFunction_CheckExact(fn)
+        || !(PyCFunction_GET_FLAGS(fn) & (METH_FASTCALL | METH_O))
+        || (PyCFunction_GET_FLAGS(fn) & (METH_KEYWORDS | METH_VARARGS)))
+        return false;
+    PyObject *self = PyCFunction_GET_SELF(fn);   /* the module */
+    return self != NULL && PyModule_Check(self)
+           && strcmp(PyModule_GetName(self) ? PyModule_GetName(self) : "", "_operator") == 0;
+}
+
+/* Call an operator function as the interpreter runs the operator: without
+   the recursion check of a C call, so that RecursionError trips where it
+   would eagerly (at a frame's entry) and says what it would. */
+static PyObject *
+call_operator(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyCFunction meth = PyCFunction_GET_FUNCTION(fn);
+    PyObject *self = PyCFunction_GET_SELF(fn);
+    if (PyCFunction_GET_FLAGS(fn) & METH_O) {
+        if (nargs != 1)
+            return PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);   /* its own error */
+        return meth(self, args[0]);
+    }
+    return ((_PyCFunctionFast)(void (*)(void))meth)(self, args, nargs);
+}
+
 /* Run one instruction over the values v.  New reference or NULL. */
 static PyObject *
 instr_run(const Instr *in, PyObject **v)
@@ -1668,7 +1699,9 @@ instr_run(const Instr *in, PyObject **v)
         }
     }
     nargsf = (size_t)in->nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
-    if (in->op == NODE_CALL_FUNCTION)
+    if (in->op == NODE_CALL_FUNCTION && in->kwnames == NULL && is_operator_function(in->target))
+        res = call_operator(in->target, argv, in->nargs);
+    else if (in->op == NODE_CALL_FUNCTION)
         res = PyObject_Vectorcall(in->target, argv, nargsf, in->kwnames);
     else
         res = PyObject_VectorcallMethod(in->target, argv, nargsf, in->kwnames);
@@ -1799,6 +1832,19 @@ static PyObject *
 gm_forward(GraphModuleObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     return program_run(&self->prog, args, nargs);
+}
+
+bool
+graph_is_forward(PyObject *fn)
+{
+    return PyCFunction_Check(fn)
+           && PyCFunction_GET_FUNCTION(fn) == (PyCFunction)(void (*)(void))gm_forward;
+}
+
+PyObject *
+graph_forward_unchecked(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
+{
+    return gm_forward((GraphModuleObject *)PyCFunction_GET_SELF(fn), args, nargs);
 }
 
 /* "name(a, b, k=v)" style call arguments, args[start:] then kwargs. */

@@ -581,7 +581,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     /* A frame answered by plans is a Python call the interpreter never
        enters: count it toward the recursion limit as it would (the eager
        paths below count themselves, so the count is dropped before them). */
-    if (Py_EnterRecursiveCall(" in a captured frame"))
+    if (Py_EnterRecursiveCall(""))   /* the interpreter's own message at a frame's entry */
         return NULL;
     bool counted = true;
 #define UNCOUNT() do { if (counted) { Py_LeaveRecursiveCall(); counted = false; } } while (0)

@@ -438,7 +438,8 @@ static PyObject *run_graph(const Plan *p, const GuardSet *gs, const FrameView *f
         if (args[i] == NULL)
             goto out;
     }
-    outs = PyObject_Vectorcall(p->compiled, args, (size_t)p->ninputs, NULL);
+    outs = graph_is_forward(p->compiled) ? graph_forward_unchecked(p->compiled, args, p->ninputs)
+                                         : PyObject_Vectorcall(p->compiled, args, (size_t)p->ninputs, NULL);
     if (outs != NULL && (!(PyTuple_Check(outs) || PyList_Check(outs))
                          || PySequence_Fast_GET_SIZE(outs) != p->noutputs)) {
         PyErr_Format(PyExc_TypeError,

@@ -481,11 +481,46 @@ bool tensor_has_object_dtype(PyObject *obj)
     return is_obj;
 }
 
-/* Run fn(args, kwargs) with NumPy's floating-point warnings off: the op
-   runs again when the graph runs, and warns then, once, as eagerly. */
+/* warnings.filters swapped for one that ignores everything, or restored.
+   The interpreter's C warnings code reads the module attribute on each
+   warning; "ignore" returns before a warning registry is written, and
+   _filters_mutated() is not called, so nothing of the program's warning
+   state changes.  (A thread that warns while fn releases the GIL is
+   silenced too: a narrow window, only while compiling.)  Returns the
+   filters to restore (new reference), or NULL when not swapped. */
+static PyObject *swap_warning_filters(PyObject *restore)
+{
+    static PyObject *name;   /* "warnings", interned once */
+    if (name == NULL && (name = PyUnicode_InternFromString("warnings")) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *warnings = PyImport_GetModule(name);
+    PyObject *saved = NULL;
+    if (warnings != NULL && restore != NULL) {
+        if (PyObject_SetAttrString(warnings, "filters", restore) < 0)
+            PyErr_Clear();
+    }
+    else if (warnings != NULL) {
+        saved = PyObject_GetAttrString(warnings, "filters");
+        PyObject *quiet = saved ? Py_BuildValue("[(sOOOi)]", "ignore", Py_None, PyExc_Warning,
+                                                Py_None, 0) : NULL;
+        if (quiet == NULL || PyObject_SetAttrString(warnings, "filters", quiet) < 0)
+            Py_CLEAR(saved);
+        Py_XDECREF(quiet);
+    }
+    PyErr_Clear();
+    Py_XDECREF(warnings);
+    return saved;
+}
+
+/* Run fn(args, kwargs) with warnings off -- NumPy's floating-point ones and
+   those its Python code issues: the op runs again when the graph runs, and
+   warns then, once, as eagerly. */
 static PyObject *call_quietly(PyObject *fn, PyObject *args, PyObject *kwargs)
 {
     PyObject *cm = NULL;
+    PyObject *filters = swap_warning_filters(NULL);
     if (numpy_module != NULL) {
         PyObject *errstate = PyObject_GetAttrString(numpy_module, "errstate");
         PyObject *kw = errstate ? Py_BuildValue("{s:s}", "all", "ignore") : NULL;
@@ -511,6 +546,13 @@ static PyObject *call_quietly(PyObject *fn, PyObject *args, PyObject *kwargs)
         Py_XDECREF(r);
         PyErr_Restore(type, value, tb);
         Py_DECREF(cm);
+    }
+    if (filters != NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        swap_warning_filters(filters);
+        PyErr_Restore(type, value, tb);
+        Py_DECREF(filters);
     }
     return result;
 }

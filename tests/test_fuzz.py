@@ -30,7 +30,6 @@ Hypothesis prints the shrunk program as ``Program(source=..., params=...,
 configs=..., calls=[...])`` and the source once more, readable; the message
 names the failing call and the program's file (kept on failure).  To replay:
 ``from test_fuzz import *; reproduce(Program(...))`` with tests/ on sys.path.
-Engine bugs already reported are steered around (see AVOID_KNOWN_BUGS).
 """
 import collections
 import contextlib
@@ -57,11 +56,6 @@ from dynscope import _C
 EXAMPLES = int(os.environ.get("DYNSCOPE_FUZZ_EXAMPLES", 500))
 RANDOM = os.environ.get("DYNSCOPE_FUZZ_RANDOM", "") == "1"
 
-# Engine bugs the fuzzer found (xfail tests at the end of this file) are
-# steered around -- the generator does not write the construct, the
-# comparison tolerates the symptom -- so that they do not mask new bugs.
-# DYNSCOPE_FUZZ_KNOWN_BUGS=1 turns that off (to check a fix).
-AVOID_KNOWN_BUGS = os.environ.get("DYNSCOPE_FUZZ_KNOWN_BUGS", "") != "1"
 
 # Hypothesis remembers every example of a run (some 40 KB each here): a long
 # random run is split into runs of CHUNK examples, each with fresh randomness.
@@ -1231,26 +1225,12 @@ def assert_same_aliasing(got_tree, want_tree):
                     f"memory sharing of arrays {i}, {j} differs"
 
 
-# NumPy's floating-point warnings ("divide by zero encountered in ...") come
-# from ufuncs under np.errstate: the translator runs ops quietly, so they must
-# appear exactly as often as eagerly.  Warnings NumPy issues from Python code
-# (warnings.warn: "Mean of empty slice", "Degrees of freedom <= 0 ...") are
-# issued a second time while the translator traces the op -- an engine bug,
-# test_python_level_numpy_warning_is_issued_once_under_capture (xfail) -- so
-# for those only the set of distinct warnings is compared.
-FP_WARNING = re.compile(r" encountered in ")
-
+# Warnings: the translator computes example values with every warning off
+# (NumPy's floating-point ones and those its Python code issues), so each
+# warning appears exactly as often, in the same order, as eagerly.
 
 def assert_same_warnings(got, want, where):
-    if not AVOID_KNOWN_BUGS:
-        assert got == want, f"{where}: warnings differ: {got} != {want}"
-        return
-    fp_got = [w for w in got if FP_WARNING.search(w[1])]
-    fp_want = [w for w in want if FP_WARNING.search(w[1])]
-    assert fp_got == fp_want, f"{where}: floating-point warnings differ: {fp_got} != {fp_want}"
-    other_got = sorted(set(got) - set(fp_got))
-    other_want = sorted(set(want) - set(fp_want))
-    assert other_got == other_want, f"{where}: warnings differ: {other_got} != {other_want}"
+    assert got == want, f"{where}: warnings differ: {got} != {want}"
 
 
 _MODULE_COUNTER = [0]
@@ -1396,10 +1376,6 @@ def mean_of_tail(x):
     return x[1:].mean()
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a warning NumPy issues from Python code "
-                   "(warnings.warn in numpy/_core/_methods.py) during tracing is not silenced "
-                   "like ufunc floating-point warnings (tensorops.c call_quietly only sets "
-                   "np.errstate), so it is issued twice on the compiling call")
 def test_python_level_numpy_warning_is_issued_once_under_capture():
     x = np.ones(1)
     with warnings.catch_warnings(record=True) as eager:
