@@ -46,6 +46,9 @@
  */
 #include "translate.h"
 
+#include <numpy/ndarraytypes.h>    /* struct layouts only: no import_array */
+#include <numpy/ufuncobject.h>
+
 #include <string.h>
 
 static PyObject *numpy_module;        /* strong once found */
@@ -557,12 +560,26 @@ static PyObject *call_quietly(PyObject *fn, PyObject *args, PyObject *kwargs)
     return result;
 }
 
+/* A ufunc made with operand flags that let it write into an input (NumPy's
+   own _operand_flag_tests.inplace_add; any ufunc built with
+   PyUFunc_FromFuncAndDataAndSignature and op_flags) is not pure. */
+static bool ufunc_writes_inputs(PyObject *fn)
+{
+    const PyUFuncObject *u = (const PyUFuncObject *)fn;
+    if (u->op_flags == NULL)
+        return false;
+    for (int i = 0; i < u->nin; i++)
+        if (u->op_flags[i] & (NPY_ITER_READWRITE | NPY_ITER_WRITEONLY))
+            return true;
+    return false;
+}
+
 bool tensorops_is_pure_function(PyObject *fn)
 {
     if (pure_functions == NULL)
         return false;
     if (ufunc_type != NULL && Py_TYPE(fn) == ufunc_type)
-        return true;
+        return !ufunc_writes_inputs(fn);
     int r = PySet_Contains(pure_functions, fn);
     if (r < 0) {
         PyErr_Clear();   /* unhashable: not ours */

@@ -373,6 +373,21 @@ def test_impure_numpy_function_runs_eagerly_and_writes_once(capsys):
     assert_second_call_compiles_nothing(capsys, opt, impure_numpy_copyto, np.ones(3), np.zeros(3))
 
 
+def ufunc_that_writes_its_input(a):
+    from numpy._core import _operand_flag_tests as opflag_tests
+    opflag_tests.inplace_add(a, 3)          # op_flags readwrite on input 0
+    opflag_tests.inplace_add(a, [3, 4])
+    return a
+
+
+def test_a_ufunc_that_writes_into_an_input_runs_eagerly_once(capsys):
+    opt, be = capture(ufunc_that_writes_its_input)
+    for _ in range(2):
+        got, _, _ = same_as_eager(capsys, opt, ufunc_that_writes_its_input, np.array(0))
+        assert int(got) == 10
+    assert "inplace_add" not in str(graph_ops(be))
+
+
 def add_with_out(x, buf):
     y = x * 1
     np.add(x, 1, out=buf)
