@@ -1,6 +1,7 @@
 """dynscope.config: engine settings, stored in the C engine.
 
     dynscope.config.cache_size_limit = 8   # entries per function (and resume point)
+    dynscope.config.cache_limit_warning   # warn when a function reaches it (default True)
     dynscope.config.skip_prefixes         # files never captured
 """
 from __future__ import annotations
