@@ -248,6 +248,31 @@ static int rebuild_zip_lists(const Rebuild *r, const RebuildEnv *env, PyObject *
     return 0;
 }
 
+/* RB_ROWS, RB_LIVE_ITER, RB_DICT_VIEW: one value from items[0]. */
+static int rebuild_from_one(const Rebuild *r, const RebuildEnv *env, PyObject **out)
+{
+    PyObject *base, *from, *rows;
+    if (rebuild(&r->items[0], env, &base) < 0)
+        return -1;
+    switch (r->kind) {
+    case RB_ROWS:           /* base[index:] */
+        from = PyLong_FromLong(r->index);
+        rows = from ? PySlice_New(from, NULL, NULL) : NULL;
+        *out = rows ? PyObject_GetItem(base, rows) : NULL;
+        Py_XDECREF(rows);
+        Py_XDECREF(from);
+        break;
+    case RB_LIVE_ITER:
+        *out = live_iterator(base, r->index);
+        break;
+    default:                /* RB_DICT_VIEW */
+        *out = PyObject_CallMethodNoArgs(base, r->obj);
+        break;
+    }
+    Py_DECREF(base);
+    return *out ? 0 : -1;
+}
+
 /* RB_DERIVED: a real enumerate or zip object over real iterators. */
 static int rebuild_derived(const Rebuild *r, const RebuildEnv *env, PyObject **out)
 {
@@ -320,41 +345,18 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
         *out = c;
         return 0;
     }
-    case RB_ROWS: {
-        PyObject *base, *from = NULL;
-        if (rebuild(&r->items[0], env, &base) < 0)
-            return -1;
-        PyObject *rows = (from = PyLong_FromLong(r->index)) != NULL ? PySlice_New(from, NULL, NULL) : NULL;
-        *out = rows ? PyObject_GetItem(base, rows) : NULL;
-        Py_XDECREF(rows);
-        Py_XDECREF(from);
-        Py_DECREF(base);
-        return *out ? 0 : -1;
-    }
+    case RB_ROWS:
+    case RB_LIVE_ITER:
+    case RB_DICT_VIEW:
+        return rebuild_from_one(r, env, out);
     case RB_LIST_ITER:
         return rebuild_list_iter(r, env, out);
     case RB_ZIP_LISTS:
         return rebuild_zip_lists(r, env, out);
     case RB_SLOT_ITER:
         return rebuild_slot_iter(r, env, out);
-    case RB_LIVE_ITER: {
-        PyObject *seq;
-        if (rebuild(&r->items[0], env, &seq) < 0)
-            return -1;
-        *out = live_iterator(seq, r->index);
-        Py_DECREF(seq);
-        return *out ? 0 : -1;
-    }
     case RB_DERIVED:
         return rebuild_derived(r, env, out);
-    case RB_DICT_VIEW: {
-        PyObject *d;
-        if (rebuild(&r->items[0], env, &d) < 0)
-            return -1;
-        *out = PyObject_CallMethodNoArgs(d, r->obj);
-        Py_DECREF(d);
-        return *out ? 0 : -1;
-    }
     case RB_DICT: {
         PyObject *d = PyDict_New();
         for (int i = 0; d && i < r->n; i++) {

@@ -607,8 +607,9 @@ static Value *subscript(TFrame *f, Value *base, Value *index)
             Value *out = value_new(t, base->kind, NULL);
             if (out == NULL)
                 return NULL;
-            for (Py_ssize_t k = 0, i = start; k < len; k++, i += step)
-                if (value_append(t, out, base->items[i]) < 0)
+            for (Py_ssize_t k = 0; k < len; k++)   /* (no index past the last: a step of
+                                                      sys.maxsize must not overflow) */
+                if (value_append(t, out, base->items[start + k * step]) < 0)
                     return NULL;
             return out;
         }
@@ -1403,6 +1404,32 @@ static int make_rebuild_items(Tracer *t, Outputs *o, Value *v, int from, Rebuild
     return 0;
 }
 
+/* Start rebuild rb of `kind` with n items (and a spare one) to fill.
+   0 / -1 (MemoryError). */
+static int rebuild_start(Rebuild *rb, RebuildKind kind, int index, int n)
+{
+    rb->kind = kind;
+    rb->index = index;
+    rb->n = n;
+    rb->items = PyMem_Calloc((size_t)n + 1, sizeof(Rebuild));
+    if (rb->items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* rb = seq.<name>() of dict Value seq: one of its views.  0 / -1. */
+static int rebuild_dict_view(Tracer *t, Outputs *o, Value *seq, char view, Rebuild *rb)
+{
+    if (rebuild_start(rb, RB_DICT_VIEW, 0, 1) < 0)
+        return -1;
+    rb->obj = PyUnicode_FromString(view == 'k' ? "keys" : view == 'v' ? "values" : "items");
+    if (rb->obj == NULL)
+        return -1;
+    return make_rebuild(t, o, seq, &rb->items[0]);
+}
+
 /* Does iterator `it` read a list, dict or tensor (itself or its sources)? */
 static bool reads_seq(const Value *it)
 {
@@ -1442,16 +1469,9 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
         return make_rebuild_items(t, o, it, from, rb);
     }
     if (lists_only && !live) {
-        rb->kind = RB_ZIP_LISTS;
-        rb->index = it->count < 0 ? 1 : 0;
-        if (it->count >= 0 && (rb->obj = PyLong_FromLong(it->count + from)) == NULL)
+        if (rebuild_start(rb, RB_ZIP_LISTS, it->count < 0 ? 1 : 0, 1 + it->srcs->n) < 0
+            || (it->count >= 0 && (rb->obj = PyLong_FromLong(it->count + from)) == NULL))
             return -1;
-        rb->n = 1 + it->srcs->n;
-        rb->items = PyMem_Calloc((size_t)rb->n + 1, sizeof(Rebuild));
-        if (rb->items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
         rb->items[0].kind = RB_ITER;
         if (make_rebuild_items(t, o, it, from, &rb->items[0]) < 0)
             return -1;
@@ -1461,16 +1481,9 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
         return 0;
     }
     if (it->srcs != NULL && (left > 0 || live)) {
-        rb->kind = RB_DERIVED;
-        rb->index = it->count < 0 ? 1 : 0;
-        if (it->count >= 0 && (rb->obj = PyLong_FromLong(it->count + from)) == NULL)
+        if (rebuild_start(rb, RB_DERIVED, it->count < 0 ? 1 : 0, it->srcs->n) < 0
+            || (it->count >= 0 && (rb->obj = PyLong_FromLong(it->count + from)) == NULL))
             return -1;
-        rb->n = it->srcs->n;
-        rb->items = PyMem_Calloc((size_t)rb->n + 1, sizeof(Rebuild));
-        if (rb->items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
         for (int k = 0; k < rb->n; k++) {
             Value *src = it->srcs->items[k];
             if (src->srcs != NULL)
@@ -1482,39 +1495,17 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
         return 0;
     }
     if (it->seq != NULL && it->seq->kind == V_TENSOR) {
-        rb->kind = RB_ROWS;
-        rb->index = it->seq_start + from;
-        rb->n = 1;
-        rb->items = PyMem_Calloc(2, sizeof(Rebuild));
-        if (rb->items == NULL) {
-            PyErr_NoMemory();
+        if (rebuild_start(rb, RB_ROWS, it->seq_start + from, 1) < 0)
             return -1;
-        }
         return make_rebuild(t, o, it->seq, &rb->items[0]);
     }
     if (it->seq != NULL && (live || it->seq->kind == V_DICT)) {
-        rb->kind = RB_LIVE_ITER;
-        rb->index = it->seq_start + from;
-        rb->n = 1;
-        rb->items = PyMem_Calloc(2, sizeof(Rebuild));
-        if (rb->items == NULL) {
-            PyErr_NoMemory();
+        if (rebuild_start(rb, RB_LIVE_ITER, it->seq_start + from, 1) < 0)
             return -1;
-        }
         if (it->seq_view == 0 || it->seq_view == 'k')
             return make_rebuild(t, o, it->seq, &rb->items[0]);
         /* over d.values() or d.items(): iter() of that view */
-        Rebuild *view = &rb->items[0];
-        view->kind = RB_DICT_VIEW;
-        view->n = 1;
-        view->obj = PyUnicode_FromString(it->seq_view == 'v' ? "values" : "items");
-        view->items = PyMem_Calloc(2, sizeof(Rebuild));
-        if (view->obj == NULL || view->items == NULL) {
-            if (view->items == NULL)
-                PyErr_NoMemory();
-            return -1;
-        }
-        return make_rebuild(t, o, it->seq, &view->items[0]);
+        return rebuild_dict_view(t, o, it->seq, it->seq_view, &rb->items[0]);
     }
     rb->kind = RB_ITER;
     if (make_rebuild_items(t, o, it, from, rb) < 0)
@@ -1551,30 +1542,15 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
     memset(&built, 0, sizeof(built));
     if (v->kind == V_ITER && v->view) {
         /* d.keys() / values() / items() of the dict, rebuilt */
-        built.kind = RB_DICT_VIEW;
-        built.n = 1;
-        built.obj = PyUnicode_FromString(v->view == 'k' ? "keys" : v->view == 'v' ? "values" : "items");
-        built.items = PyMem_Calloc(2, sizeof(Rebuild));
-        if (built.obj == NULL || built.items == NULL) {
-            if (built.items == NULL)
-                PyErr_NoMemory();
-            rebuild_clear(&built);
-            return -1;
-        }
-        if (make_rebuild(t, o, v->seq, &built.items[0]) < 0) {
+        if (rebuild_dict_view(t, o, v->seq, v->view, &built) < 0) {
             rebuild_clear(&built);
             return -1;
         }
     }
     else if (v->kind == V_ITER && v->escapes) {
         /* iter() of a real iterator (or of the rows / items left) */
-        built.kind = RB_LIVE_ITER;
-        built.n = 1;
-        built.items = PyMem_Calloc(2, sizeof(Rebuild));
-        if (built.items == NULL) {
-            PyErr_NoMemory();
+        if (rebuild_start(&built, RB_LIVE_ITER, 0, 1) < 0)
             return -1;
-        }
         if (v->seq == NULL && v->srcs == NULL) {
             built.items[0].kind = RB_TUPLE;
             if (make_rebuild_items(t, o, v, v->pos, &built.items[0]) < 0) {

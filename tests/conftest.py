@@ -1,7 +1,9 @@
-"""Shared fixtures: every test starts from an empty engine."""
+"""Shared fixtures: every test starts from an empty engine; shared checks."""
 import gc
+import math
 import warnings
 
+import numpy as np
 import pytest
 
 import dynscope
@@ -51,3 +53,42 @@ def no_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         yield
+
+
+def is_test_object(obj):
+    """An instance of a class a test module defines (Config, Layer ...)."""
+    return (type(obj).__module__.startswith("test_") and hasattr(obj, "__dict__")
+            and not callable(obj))
+
+
+def assert_same(got, want, path="result"):
+    """got (captured) equals want (eager) exactly, recursively: types, dtypes,
+    shapes, strides, values, the sign of zeros, NaNs, RNG states, and the
+    attributes of the tests' own objects."""
+    assert type(got) is type(want), f"{path}: type {type(got).__name__} != {type(want).__name__}"
+    if isinstance(want, (np.ndarray, np.generic)):
+        assert got.dtype == want.dtype, f"{path}: dtype {got.dtype} != {want.dtype}"
+        assert np.shape(got) == np.shape(want), f"{path}: shape {np.shape(got)} != {np.shape(want)}"
+        if isinstance(want, np.ndarray):
+            assert got.strides == want.strides, f"{path}: strides {got.strides} != {want.strides}"
+        np.testing.assert_array_equal(got, want, err_msg=path, strict=True)
+        if want.dtype.kind in "fc":
+            np.testing.assert_array_equal(np.signbit(np.real(got)), np.signbit(np.real(want)),
+                                          err_msg=f"{path}: sign of zero")
+    elif isinstance(want, float):
+        assert (got == want and math.copysign(1, got) == math.copysign(1, want)) or (
+            math.isnan(got) and math.isnan(want)), f"{path}: {got!r} != {want!r}"
+    elif isinstance(want, (tuple, list)):
+        assert len(got) == len(want), f"{path}: length {len(got)} != {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{path}[{i}]")
+    elif isinstance(want, dict):
+        assert list(got) == list(want), f"{path}: keys {list(got)} != {list(want)}"
+        for k in want:
+            assert_same(got[k], want[k], f"{path}[{k!r}]")
+    elif isinstance(want, np.random.Generator):
+        assert got.bit_generator.state == want.bit_generator.state, f"{path}: RNG state differs"
+    elif is_test_object(want):
+        assert_same(vars(got), vars(want), f"{path}.__dict__")
+    else:
+        assert got == want, f"{path}: {got!r} != {want!r}"

@@ -1533,3 +1533,17 @@ def test_dict_views_are_views(capsys, fn, args):
         same_as_eager(capsys, opt, fn, *args)
     keys = dynscope.optimize("eager")(lambda d: d.keys())({1: 2})
     assert type(keys) is type({}.keys()) and list(keys) == [1]
+
+
+def slices_with_extreme_steps(xs):
+    import sys
+    return xs[::sys.maxsize], xs[::-sys.maxsize], xs[1::3], xs[:-sys.maxsize:-1]
+
+
+def test_list_slices_with_extreme_steps(capsys):
+    # found by UBSan (make asan) on CPython's test_list: the translator's
+    # slice walk stepped past the end by sys.maxsize (signed overflow)
+    opt = dynscope.optimize("eager")(slices_with_extreme_steps)
+    for _ in range(2):
+        got, _, _ = same_as_eager(capsys, opt, slices_with_extreme_steps, [1, 2, 3, 4, 5])
+        assert got == ([1], [5], [2, 5], [5, 4, 3, 2, 1])

@@ -38,49 +38,13 @@ import pytest
 import dynscope
 from dynscope import _C
 
-from conftest import CountingBackend, events
+from conftest import CountingBackend, assert_same, events, is_test_object
 
 
 # ---------------------------------------------------------------------------
 # Comparing a captured run with an eager run.
 
 _ALIASABLE = (np.ndarray, list, dict)
-
-
-def _is_user_object(obj):
-    """An instance of a class defined in this file (Config, Layer ...)."""
-    return type(obj).__module__ == __name__ and hasattr(obj, "__dict__") and not callable(obj)
-
-
-def assert_same(got, want, path="result"):
-    """got (captured) equals want (eager) exactly, recursively."""
-    assert type(got) is type(want), f"{path}: type {type(got).__name__} != {type(want).__name__}"
-    if isinstance(want, (np.ndarray, np.generic)):
-        assert got.dtype == want.dtype, f"{path}: dtype {got.dtype} != {want.dtype}"
-        assert np.shape(got) == np.shape(want), f"{path}: shape {np.shape(got)} != {np.shape(want)}"
-        if isinstance(want, np.ndarray):
-            assert got.strides == want.strides, f"{path}: strides {got.strides} != {want.strides}"
-        np.testing.assert_array_equal(got, want, err_msg=path, strict=True)
-        if want.dtype.kind in "fc":
-            np.testing.assert_array_equal(np.signbit(np.real(got)), np.signbit(np.real(want)),
-                                          err_msg=f"{path}: sign of zero")
-    elif isinstance(want, float):
-        assert (got == want and math.copysign(1, got) == math.copysign(1, want)) or (
-            math.isnan(got) and math.isnan(want)), f"{path}: {got!r} != {want!r}"
-    elif isinstance(want, (tuple, list)):
-        assert len(got) == len(want), f"{path}: length {len(got)} != {len(want)}"
-        for i, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, f"{path}[{i}]")
-    elif isinstance(want, dict):
-        assert list(got) == list(want), f"{path}: keys {list(got)} != {list(want)}"
-        for k in want:
-            assert_same(got[k], want[k], f"{path}[{k!r}]")
-    elif isinstance(want, np.random.Generator):
-        assert got.bit_generator.state == want.bit_generator.state, f"{path}: RNG state differs"
-    elif _is_user_object(want):
-        assert_same(vars(got), vars(want), f"{path}.__dict__")
-    else:
-        assert got == want, f"{path}: {got!r} != {want!r}"
 
 
 def _walk(obj, out, seen_depth=0):
@@ -95,7 +59,7 @@ def _walk(obj, out, seen_depth=0):
     elif isinstance(obj, dict):
         for item in obj.values():
             _walk(item, out, seen_depth + 1)
-    elif _is_user_object(obj):
+    elif is_test_object(obj):
         out.append(obj)
         for item in vars(obj).values():
             _walk(item, out, seen_depth + 1)

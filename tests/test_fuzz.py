@@ -38,7 +38,6 @@ import hashlib
 import importlib.util
 import io
 import linecache
-import math
 import os
 import re
 import sys
@@ -52,6 +51,8 @@ from hypothesis import strategies as st
 
 import dynscope
 from dynscope import _C
+
+from conftest import assert_same
 
 EXAMPLES = int(os.environ.get("DYNSCOPE_FUZZ_EXAMPLES", 500))
 RANDOM = os.environ.get("DYNSCOPE_FUZZ_RANDOM", "") == "1"
@@ -1174,32 +1175,6 @@ def run_once(fn, args, kwargs):
     ws = [(w.category.__name__, str(w.message)) for w in caught
           if not issubclass(w.category, _ENGINE_WARNINGS)]
     return result, out.getvalue(), ws
-
-
-def assert_same(got, want, path="result"):
-    assert type(got) is type(want), f"{path}: type {type(got).__name__} != {type(want).__name__}"
-    if isinstance(want, (np.ndarray, np.generic)):
-        assert got.dtype == want.dtype, f"{path}: dtype {got.dtype} != {want.dtype}"
-        assert np.shape(got) == np.shape(want), f"{path}: shape {np.shape(got)} != {np.shape(want)}"
-        if isinstance(want, np.ndarray):
-            assert got.strides == want.strides, f"{path}: strides {got.strides} != {want.strides}"
-        np.testing.assert_array_equal(got, want, err_msg=path, strict=True)
-        if want.dtype.kind in "fc":
-            np.testing.assert_array_equal(np.signbit(np.real(got)), np.signbit(np.real(want)),
-                                          err_msg=f"{path}: sign of zero")
-    elif isinstance(want, float):
-        assert (got == want and math.copysign(1, got) == math.copysign(1, want)) or (
-            math.isnan(got) and math.isnan(want)), f"{path}: {got!r} != {want!r}"
-    elif isinstance(want, (tuple, list)):
-        assert len(got) == len(want), f"{path}: length {len(got)} != {len(want)}"
-        for i, (a, b) in enumerate(zip(got, want)):
-            assert_same(a, b, f"{path}[{i}]")
-    elif isinstance(want, dict):
-        assert list(got) == list(want), f"{path}: keys {list(got)} != {list(want)}"
-        for k in want:
-            assert_same(got[k], want[k], f"{path}[{k!r}]")
-    else:
-        assert got == want, f"{path}: {got!r} != {want!r}"
 
 
 def _arrays(tree, out):
