@@ -1384,12 +1384,45 @@ typedef struct Arg {
     PyObject *obj;         /* strong: the constant or the template; NULL for ARG_SLOT */
 } Arg;
 
+/* Is fn a function of the operator module (a C function without keywords)?
+   Those nodes stand for the bytecode's own operators (x + y is
+   operator.add), which the interpreter runs without a C call. */
+static bool
+is_operator_function(PyObject *fn)
+{
+    if (!PyCFunction_CheckExact(fn)
+        || !(PyCFunction_GET_FLAGS(fn) & (METH_FASTCALL | METH_O))
+        || (PyCFunction_GET_FLAGS(fn) & (METH_KEYWORDS | METH_VARARGS)))
+        return false;
+    PyObject *self = PyCFunction_GET_SELF(fn);   /* the module */
+    return self != NULL && PyModule_Check(self)
+           && strcmp(PyModule_GetName(self) ? PyModule_GetName(self) : "", "_operator") == 0;
+}
+
+/* Call an operator function as the interpreter runs the operator: without
+   the recursion check of a C call, so that RecursionError trips where it
+   would eagerly (at a frame's entry) and says what it would. */
+static PyObject *
+call_operator(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyCFunction meth = PyCFunction_GET_FUNCTION(fn);
+    PyObject *self = PyCFunction_GET_SELF(fn);
+    if (PyCFunction_GET_FLAGS(fn) & METH_O) {
+        if (nargs != 1)
+            return PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);   /* its own error */
+        return meth(self, args[0]);
+    }
+    return ((_PyCFunctionFast)(void (*)(void))meth)(self, args, nargs);
+}
+
 typedef struct Instr {
     NodeOp op;             /* CALL_FUNCTION / CALL_METHOD run; GET_ATTR / CALL_MODULE raise */
     int dest;              /* slot of the result */
     int nargs;             /* positional args; call_method counts self (args[0]) */
     int nkw;               /* keyword args, named by kwnames */
     bool nested;           /* some arg is ARG_NESTED: the slow path */
+    bool op_function;      /* target is an operator-module function (see
+                              is_operator_function): called directly */
     PyObject *target;      /* strong: callable, or method / attribute name */
     PyObject *kwnames;     /* strong: tuple of str, NULL when nkw == 0 */
     PyObject *name;        /* strong: the node's name, for error messages */
@@ -1494,6 +1527,7 @@ instr_compile(Instr *in, NodeObject *node, Arg *args, int k, int *last_use)
     in->nargs = (int)PyTuple_GET_SIZE(node->args);
     in->nkw = (int)PyDict_GET_SIZE(node->kwargs);
     in->target = Py_NewRef(node->target);
+    in->op_function = in->op == NODE_CALL_FUNCTION && is_operator_function(in->target);
     in->name = Py_NewRef(node->name);
     in->args = args;
     for (j = 0; j < in->nargs; j++)
@@ -1638,37 +1672,6 @@ instr_unsupported(const Instr *in)
     return NULL;
 }
 
-/* Is fn a function of the operator module (a C function without keywords)?
-   Those nodes stand for the bytecode's own operators (x + y is
-   operator.add), which the interpreter runs without a C call. */
-static bool
-is_operator_function(PyObject *fn)
-{
-    if (!PyCFunction_CheckExact(fn)
-        || !(PyCFunction_GET_FLAGS(fn) & (METH_FASTCALL | METH_O))
-        || (PyCFunction_GET_FLAGS(fn) & (METH_KEYWORDS | METH_VARARGS)))
-        return false;
-    PyObject *self = PyCFunction_GET_SELF(fn);   /* the module */
-    return self != NULL && PyModule_Check(self)
-           && strcmp(PyModule_GetName(self) ? PyModule_GetName(self) : "", "_operator") == 0;
-}
-
-/* Call an operator function as the interpreter runs the operator: without
-   the recursion check of a C call, so that RecursionError trips where it
-   would eagerly (at a frame's entry) and says what it would. */
-static PyObject *
-call_operator(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyCFunction meth = PyCFunction_GET_FUNCTION(fn);
-    PyObject *self = PyCFunction_GET_SELF(fn);
-    if (PyCFunction_GET_FLAGS(fn) & METH_O) {
-        if (nargs != 1)
-            return PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);   /* its own error */
-        return meth(self, args[0]);
-    }
-    return ((_PyCFunctionFast)(void (*)(void))meth)(self, args, nargs);
-}
-
 /* Run one instruction over the values v.  New reference or NULL. */
 static PyObject *
 instr_run(const Instr *in, PyObject **v)
@@ -1699,7 +1702,7 @@ instr_run(const Instr *in, PyObject **v)
         }
     }
     nargsf = (size_t)in->nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
-    if (in->op == NODE_CALL_FUNCTION && in->kwnames == NULL && is_operator_function(in->target))
+    if (in->op_function && in->kwnames == NULL)
         res = call_operator(in->target, argv, in->nargs);
     else if (in->op == NODE_CALL_FUNCTION)
         res = PyObject_Vectorcall(in->target, argv, nargsf, in->kwnames);
