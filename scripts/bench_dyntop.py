@@ -28,6 +28,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perfdoc  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DYNTOP = os.path.join(ROOT, "build", "dyntop")
@@ -39,9 +42,6 @@ TARGET_MS = 50.0
 TINY = """\
 import numpy as np
 import dynscope
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import perfdoc  # noqa: E402
 
 @dynscope.optimize("eager")
 def f(x):
