@@ -185,6 +185,7 @@ void cache_reset_all(void)
             cf->ncompiles = 0;
             cf->misses = 0;
             cf->limit_warned = false;
+            cf->failed = 0;
             if (cf->last_failure) {
                 if (graveyard == NULL || PyList_Append(graveyard, cf->last_failure) < 0)
                     PyErr_Clear();

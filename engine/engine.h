@@ -536,6 +536,10 @@ typedef struct CacheFrame {
     PyObject *entries;        /* strong: list of CacheEntry, lookup order; replaced
                                  (never mutated in place) by reset */
     uint64_t misses;
+    int failed;               /* translations that failed for this frame's values
+                                 (not for good): they count toward
+                                 cache_size_limit as entries do, so that a frame
+                                 is not translated again on every call */
     bool limit_warned;
     PyObject *last_failure;   /* strong: str "expr (observed ...)" or NULL */
 } CacheFrame;

@@ -328,7 +328,8 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     cf->misses++;
     capture_counters(tc)->misses++;
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
-    if (cf->limit_warned && nentries >= engine_config.cache_size_limit)
+    Py_ssize_t attempts = nentries + cf->failed;   /* toward the limit */
+    if (cf->limit_warned && attempts >= engine_config.cache_size_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
     PyObject *failures = NULL;
     if (nentries > 0) {
@@ -348,7 +349,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
             PyErr_Clear();
         Py_XSETREF(cf->last_failure, desc);
     }
-    if (nentries >= engine_config.cache_size_limit) {
+    if (attempts >= engine_config.cache_size_limit) {
         if (!cf->limit_warned) {
             cf->limit_warned = true;
             capture_counters(tc)->cache_limits++;
@@ -417,6 +418,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
             mark_skipped(cc, reason, true);
         }
         else {
+            cf->failed++;
             capture_counters(tc)->skips++;
             events_frame_skip(cc, reason);
             Py_XDECREF(reason);

@@ -190,8 +190,15 @@ static bool is_identity_object(PyObject *obj)
     return tensor_is_torch_constant(obj) && !PyTuple_Check(obj);
 }
 
+/* Past this many guards an entry would cost more to check than to run the
+   frame (inputs such as a dict of thousands of items): the frame is not
+   specialized on them. */
+#define MAX_GUARDS 1024
+
 static int guard(Tracer *t, GuardKind kind, int acc, PyObject *expected, Py_ssize_t length)
 {
+    if (t->gs->n >= MAX_GUARDS)
+        return tracer_unsupported(t, false, "inputs that need more than %d guards", MAX_GUARDS);
     return guardset_add(t->gs, kind, acc, expected, length) < 0 ? -1 : 0;
 }
 
@@ -306,6 +313,10 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
     if (keys == NULL)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (n > 256) {
+        Py_DECREF(keys);
+        return tracer_unsupported(t, false, "a dict of %zd items as input", n), NULL;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *k = PyList_GET_ITEM(keys, i);
         if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) {

@@ -217,11 +217,17 @@ def main(argv=None) -> int:
     ap.add_argument("--subset", action="store_true", help="the representative subset (make test)")
     ap.add_argument("--suite", action="append", choices=list(SUITES), metavar="NAME",
                     help=f"run this suite (repeatable); one of: {', '.join(SUITES)}")
+    ap.add_argument("--module", action="append", default=[], metavar="TEST_MODULE",
+                    help="also run this module of CPython's test package (e.g. test_dict)")
     ap.add_argument("--doc", help="write the markdown report here")
     ap.add_argument("--keep", help="keep the logs, results and SQLite files in this directory")
     ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
     args = ap.parse_args(argv)
-    names = args.suite or (SUBSET if args.subset else list(SUITES))
+    for m in args.module:
+        SUITES[m] = ("unittest", m if m.startswith("test.") else "test." + m)
+    names = (args.suite or [] if args.module else args.suite) or \
+        ([] if args.module else SUBSET if args.subset else list(SUITES))
+    names = names + [m for m in args.module if m not in names]
     work = args.keep or tempfile.mkdtemp(prefix="dynscope-conformance-")
     os.makedirs(work, exist_ok=True)
     results, bad = [], 0

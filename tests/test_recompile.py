@@ -125,6 +125,41 @@ def test_cache_limit_warning_turned_into_error_does_not_break_the_program():
             np.testing.assert_array_equal(f(x, n), scale(x, n))
 
 
+def sum_of_first(d, n):
+    t = 0
+    for k in range(n):
+        t += d[k]
+    return t
+
+
+def test_translations_that_fail_for_the_values_count_toward_the_limit():
+    # a dict input of 300 items is not specialized on (the frame is skipped,
+    # for this value only); each such failed translation counts like an
+    # entry, so the frame is not translated again on every call
+    f = dynscope.optimize("eager")(sum_of_first)
+    big = {i: i for i in range(300)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(20):
+            assert f(big, 3) == 3
+    skips = events("frame_skip")
+    assert len(skips) == 8 and all(e["reason"] == "a dict of 300 items as input" for e in skips)
+    assert _C.counters()["cache_limits"] == 1 and _C.counters()["skips"] == 8
+    assert [w for w in caught if issubclass(w.category, dynscope.CacheLimitWarning)]
+    assert f({0: 5, 1: 6}, 2) == 11          # runs (uncaptured) and answers right
+    dynscope.reset()                        # reset forgets the failures
+    assert f({0: 5, 1: 6}, 2) == 11
+    assert len(dynscope.cache_entries(sum_of_first)) == 1
+
+
+def test_a_frame_needing_too_many_guards_is_not_specialized():
+    rows = [[i, i + 1, i + 2, i + 3] for i in range(256)]   # 1 + 256 * 5 guards
+    g = dynscope.optimize("eager")(lambda xs: len(xs))
+    assert g(rows) == 256
+    (skip,) = events("frame_skip")
+    assert skip["reason"] == "inputs that need more than 1024 guards"
+
+
 def test_reset_clears_entries_and_compile_ids_restart():
     f = dynscope.optimize("eager")(scale)
     f(np.ones(2), 1)
