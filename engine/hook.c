@@ -546,7 +546,7 @@ static PyObject *deopt(PyObject *func, PlanOutcome *state, int offset)
 static int run_eager_call(EvalFrame *f, PlanOutcome *out)
 {
     ShadowFrame shadow;
-    shadow_enter(&shadow, f, out->offset);
+    shadow_enter(&shadow, f, out->offset, out->locals, out->nlocals);
     Py_ssize_t nkw = out->kwnames ? PyTuple_GET_SIZE(out->kwnames) : 0;
     PyObject *result = PyObject_Vectorcall(out->callable, out->args,
                                            (size_t)(out->nargs - nkw), out->kwnames);

@@ -130,13 +130,21 @@ typedef struct ShadowFrame {
     _Py_CODEUNIT *saved_prev_instr;
 } ShadowFrame;
 
-static inline void shadow_enter(ShadowFrame *s, EvalFrame *f, int next_instr)
+static inline void shadow_enter(ShadowFrame *s, EvalFrame *f, int next_instr,
+                                PyObject *const *locals, int nlocals)
 {
     s->frame = f;
     if (f == NULL)
         return;
     PyThreadState *ts = PyThreadState_Get();
     PyCodeObject *co = f->f_code;
+    /* The fast locals become the values the plan carries now, so that code
+       the eager step runs (locals(), sys._getframe().f_locals, a debugger)
+       sees them as it would eagerly; an entry value a local no longer
+       holds is let go, as the interpreter let it go when it was rebound. */
+    for (int i = 0; i < nlocals && i < co->co_nlocals; i++)
+        if (f->localsplus[i] != locals[i])
+            Py_XSETREF(f->localsplus[i], Py_XNewRef(locals[i]));
     int first_free = co->co_nlocalsplus - co->co_nfreevars;
     PyObject *closure = f->f_func ? f->f_func->func_closure : NULL;
     for (int k = 0; closure && k < co->co_nfreevars; k++)
@@ -160,6 +168,14 @@ static inline void shadow_exit(ShadowFrame *s, bool failed)
         PyFrameObject *fo = PyEval_GetFrame();   /* borrowed: s->frame's object */
         if (fo != NULL)
             PyTraceBack_Here(fo);
+    }
+    else {
+        /* The plan's outcome holds the locals from here on: the frame must
+           not keep an object alive past the point the program drops it (a
+           __del__ runs when it would).  A failed call keeps them, for the
+           traceback, as the interpreter's frame would. */
+        for (int i = 0; i < s->frame->f_code->co_nlocals; i++)
+            Py_CLEAR(s->frame->localsplus[i]);
     }
     ts->cframe->current_frame = s->saved;
     s->frame->previous = NULL;
@@ -201,10 +217,11 @@ static inline bool code_instr_protected(PyCodeObject *co, int instr)
  * runs so the interpreter never makes a second frame object over the same
  * memory.  Preconditions: no cell variables; instr is an instruction
  * boundary the interpreter can enter (not after EXTENDED_ARG, not between
- * KW_NAMES and CALL); the prologue (COPY_FREE_VARS) already ran.
+ * KW_NAMES and CALL); the prologue (COPY_FREE_VARS) already ran.  The
+ * locals and the stack are moved into the frame: their slots become NULL.
  */
-static inline PyObject *frame_eval_from(PyFunctionObject *func, PyObject *const *locals,
-                                        int nlocals, PyObject *const *stack, int nstack,
+static inline PyObject *frame_eval_from(PyFunctionObject *func, PyObject **locals,
+                                        int nlocals, PyObject **stack, int nstack,
                                         int instr)
 {
     PyThreadState *ts = PyThreadState_Get();
@@ -220,13 +237,19 @@ static inline PyObject *frame_eval_from(PyFunctionObject *func, PyObject *const 
     Py_SETREF(fr->f_func, (PyFunctionObject *)Py_NewRef(func));
     fr->f_globals = func->func_globals;
     fr->f_builtins = func->func_builtins;
-    for (int i = 0; i < nlocals; i++)
-        fr->localsplus[i] = Py_XNewRef(locals[i]);
+    /* locals and stack move into the frame (their slots become NULL): no
+       reference stays behind to keep an object alive longer than eagerly */
+    for (int i = 0; i < nlocals; i++) {
+        fr->localsplus[i] = locals[i];
+        locals[i] = NULL;
+    }
     int first_free = co->co_nlocalsplus - co->co_nfreevars;
     for (int k = 0; k < co->co_nfreevars; k++)
         fr->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(func->func_closure, k));
-    for (int j = 0; j < nstack; j++)
-        fr->localsplus[co->co_nlocalsplus + j] = Py_XNewRef(stack[j]);
+    for (int j = 0; j < nstack; j++) {
+        fr->localsplus[co->co_nlocalsplus + j] = stack[j];
+        stack[j] = NULL;
+    }
     fr->stacktop = co->co_nlocalsplus + nstack;
     fr->prev_instr = _PyCode_CODE(co) + instr - 1;
     fr->frame_obj = (PyFrameObject *)Py_NewRef(f);

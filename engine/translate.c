@@ -1527,7 +1527,7 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
     return 0;
 }
 
-/* A list or dict this frame made is one object however many slots hold it:
+/* A list, dict, tuple or iterator this frame made is one object however many slots hold it:
    built once per run into a memo slot (after the memo slots it contains). */
 static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
 {
@@ -1570,7 +1570,7 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         }
     }
     else {
-        built.kind = v->kind == V_LIST ? RB_LIST : RB_DICT;
+        built.kind = v->kind == V_LIST ? RB_LIST : v->kind == V_TUPLE ? RB_TUPLE : RB_DICT;
         if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
             return -1;
         if (make_rebuild_items(t, o, v, 0, &built) < 0) {
@@ -1651,8 +1651,8 @@ static int make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
             rb->index = v->src;
             break;
         }
-        rb->kind = RB_TUPLE;
-        rc = make_rebuild_items(t, o, v, 0, rb);
+        /* one object wherever it goes (`copy.copy(t) is t`) */
+        rc = make_rebuild_memo(t, o, v, rb);
         break;
     case V_SLICE:
         rb->kind = RB_SLICE;

@@ -54,6 +54,18 @@ SUITES = {
     "test_heapq": ("unittest", "test.test_heapq"),
     "test_bisect": ("unittest", "test.test_bisect"),
     "test_enum": ("unittest", "test.test_enum"),
+    "test_dict": ("unittest", "test.test_dict"),
+    "test_set": ("unittest", "test.test_set"),
+    "test_tuple": ("unittest", "test.test_tuple"),
+    "test_collections": ("unittest", "test.test_collections"),
+    "test_copy": ("unittest", "test.test_copy"),
+    "test_sort": ("unittest", "test.test_sort"),
+    "test_string": ("unittest", "test.test_string"),
+    "test_json": ("unittest", "test.test_json"),
+    "test_random": ("unittest", "test.test_random"),
+    "test_textwrap": ("unittest", "test.test_textwrap"),
+    "test_difflib": ("unittest", "test.test_difflib"),
+    "test_pprint": ("unittest", "test.test_pprint"),
     "numpy ufunc": ("pytest", "test_ufunc.py"),
     "numpy numeric": ("pytest", "test_numeric.py"),
     "numpy shape_base": ("pytest", "test_shape_base.py"),
@@ -63,7 +75,8 @@ SUITES = {
 # stdlib and NumPy both; the rest (test_statistics, test_math, ...) in
 # `make conformance`.
 SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_list",
-          "test_functools", "numpy indexing", "numpy ufunc", "numpy numeric"]
+          "test_functools", "test_dict", "test_set", "test_copy",
+          "numpy indexing", "numpy ufunc", "numpy numeric"]
 
 SUITE_TIMEOUT = 3600
 

@@ -1547,3 +1547,47 @@ def test_list_slices_with_extreme_steps(capsys):
     for _ in range(2):
         got, _, _ = same_as_eager(capsys, opt, slices_with_extreme_steps, [1, 2, 3, 4, 5])
         assert got == ([1], [5], [2, 5], [5, 4, 3, 2, 1])
+
+
+# Found by CPython's test_set, test_copy and test_dict under --capture-all.
+
+def eval_with_locals():
+    x = {1, 2}
+    y = {1, 2, 3}
+    return eval("x <= y", locals())      # an eager step that reads the frame's locals
+
+
+def copy_of_own_tuple():
+    import copy
+    t = (1, 2, 3, [])
+    return copy.copy(t) is t              # a tuple the frame made is one object
+
+
+def del_clears_the_dict_being_iterated():
+    class X(int):
+        def __del__(self):
+            d.clear()
+    d = {i: X(i) for i in range(8)}
+
+    def iter_and_mutate():
+        for result in d.items():
+            if result[0] == 2:
+                d[2] = None               # X(2) dies when `result` moves on
+    try:
+        iter_and_mutate()
+        return "no error"
+    except RuntimeError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("fn, want", [
+    (eval_with_locals, True),
+    (copy_of_own_tuple, True),
+    (del_clears_the_dict_being_iterated, "dictionary changed size during iteration"),
+], ids=lambda p: getattr(p, "__name__", None))
+def test_what_eager_steps_see_of_the_frame(capsys, fn, want):
+    assert fn() == want
+    opt = dynscope.optimize("eager")(fn)
+    with dynscope.optimize("eager"):      # the inner functions are captured too
+        for _ in range(3):
+            assert opt() == want
