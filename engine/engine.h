@@ -123,6 +123,8 @@ typedef enum GuardKind {
                              __dict__ must not shadow a class method) */
     GUARD_DICT_EMPTY,     /* v is a dict or dict subclass (OrderedDict) with no
                              items (nn.Module hook dicts) */
+    GUARD_SAME_AS,        /* v is the value of accessor `length` (an earlier
+                             one): two slots hold one object               */
     GUARD_GRAD_MODE,      /* torch.is_grad_enabled() is expected (Py_True or
                              Py_False; accessor unused, -1) */
     GUARD__COUNT

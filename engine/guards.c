@@ -870,6 +870,7 @@ static const char *const guard_kind_names[GUARD__COUNT] = {
     [GUARD_DICT_EMPTY] = "DICT_EMPTY",
     [GUARD_GRAD_MODE] = "GRAD_MODE",
     [GUARD_BACKEND_MATCH] = "BACKEND_MATCH",
+    [GUARD_SAME_AS] = "SAME_AS",
 };
 
 const char *
@@ -988,6 +989,13 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         break;
     case GUARD_NOT_NONE:
     case GUARD_DICT_EMPTY:
+        return 0;
+    case GUARD_SAME_AS:
+        if (expected != NULL || length < 0 || length >= g->acc) {
+            PyErr_Format(PyExc_ValueError, "SAME_AS: bad other accessor %zd", length);
+            return -1;
+        }
+        g->length = length;
         return 0;
     case GUARD_GRAD_MODE:
         if (expected != Py_True && expected != Py_False)
@@ -1216,6 +1224,8 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return PyFunction_Check(v) && PyFunction_GET_CODE(v) == g->expected;
     case GUARD_NOT_NONE:
         return v != Py_None;
+    case GUARD_SAME_AS:
+        return v == value_of(gs, (int)g->length, fv, vals);
     case GUARD_DICT_LACKS:
         return PyDict_Check(v) && PyDict_GetItemWithError(v, g->expected) == NULL
                && !PyErr_Occurred();
@@ -1666,9 +1676,16 @@ render_identity(PyObject *src, PyObject *expected)
 
 /* The guard text for guard g whose source renders as src.  New str or NULL. */
 static PyObject *
-render_guard_with(const Guard *g, PyObject *src)
+render_guard_with(const GuardSet *gs, const Guard *g, PyObject *src)
 {
     PyObject *d, *res;
+
+    if (g->kind == GUARD_SAME_AS) {
+        PyObject *other = guardset_render_source(gs, (int)g->length);
+        res = other ? PyUnicode_FromFormat("%U is %U", src, other) : NULL;
+        Py_XDECREF(other);
+        return res;
+    }
 
     if (g->weak != NULL && PyWeakref_GET_OBJECT(g->weak) != g->expected)
         return g->kind == GUARD_TYPE_MATCH
@@ -1749,7 +1766,7 @@ guardset_render_guard(const GuardSet *gs, int guard)
     }
     if ((src = guard_source_ref(gs, &gs->guards[guard])) == NULL)
         return NULL;
-    res = render_guard_with(&gs->guards[guard], src);
+    res = render_guard_with(gs, &gs->guards[guard], src);
     Py_DECREF(src);
     return res;
 }
@@ -1901,6 +1918,8 @@ observed_ref(const Guard *g, PyObject *v)
         return describe_ref(PyFunction_GET_CODE(v));
     case GUARD_NOT_NONE:
         return PyUnicode_FromString("None");
+    case GUARD_SAME_AS:
+        return PyUnicode_FromString("another object");
     case GUARD_DICT_LACKS:
         return PyUnicode_FromFormat("%R present", g->expected);
     case GUARD_DICT_EMPTY:
@@ -1927,19 +1946,19 @@ failure_render(const GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
     if ((src = guard_source_ref(gs, g)) == NULL)
         return -1;
     if (g->kind == GUARD_BACKEND_MATCH) {
-        *expr = render_guard_with(g, src);
+        *expr = render_guard_with(gs, g, src);
         *observed = backend ? describe_ref(backend) : PyUnicode_FromString("<none>");
         goto out;
     }
     if (g->kind == GUARD_GRAD_MODE) {
         PyObject *now = grad_mode_now();
-        *expr = render_guard_with(g, src);
+        *expr = render_guard_with(gs, g, src);
         *observed = PyUnicode_FromString(now == Py_True ? "True" : now == Py_False ? "False"
                                                                                  : "<unreadable>");
         goto out;
     }
     if ((v = value_of(gs, g->acc, fv, vals)) == NULL) {
-        *expr = render_guard_with(g, src);
+        *expr = render_guard_with(gs, g, src);
         *observed = unreachable_reason(gs, g->acc, fv, vals);
         goto out;
     }
@@ -1966,7 +1985,7 @@ failure_render(const GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
         rc = type_failure(src, want, v, expr, observed);
         goto out;
     }
-    *expr = render_guard_with(g, src);
+    *expr = render_guard_with(gs, g, src);
     *observed = observed_ref(g, v);
 out:
     Py_DECREF(src);

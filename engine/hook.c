@@ -506,10 +506,13 @@ static void resume_view(FrameView *fv, PyCodeObject *co, PyObject *func, PlanOut
    stack; for-loop iterators, carried as tuples of their remaining items (or
    over a list, or as the rows of a tensor still to read), become iterators
    again.  New reference or NULL. */
-static PyObject *deopt(PyObject *func, PlanOutcome *state, int offset)
+static PyObject *deopt(PyThreadState *ts, EvalFrame *f, PlanOutcome *state, int offset)
 {
     if (plan_live_iterators(state, true) < 0)
         return NULL;
+    /* the notes hold the lists and their items: not past this point, or
+       they would live as long as the rest of the frame runs */
+    Py_CLEAR(state->iter_lists);
     int nslots = state->nlocals + state->nstack;
     PyObject *made = NULL;   /* tuple -> its iterator: slots sharing one keep sharing */
     for (int i = 0; i < nslots && i < LIVE_MAX_SLOTS; i++) {
@@ -537,8 +540,8 @@ static PyObject *deopt(PyObject *func, PlanOutcome *state, int offset)
     }
     Py_XDECREF(made);
     capture_counters(capture_state())->deopts++;
-    return frame_eval_from((PyFunctionObject *)func, state->locals, state->nlocals,
-                           state->stack, state->nstack, offset);
+    return frame_eval_in_place(ts, f, state->locals, state->nlocals,
+                               state->stack, state->nstack, offset);
 }
 
 /* Make the eager call an outcome left pending, with the captured frame `f`
@@ -614,7 +617,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
                 if (cf->resume_offset == 0 && state.locals == NULL)
                     result = frame_eval_default(ts, f, 0);
                 else
-                    result = deopt(func, &state, cf->resume_offset);
+                    result = deopt(ts, f, &state, cf->resume_offset);
                 break;
             }
         }
@@ -638,14 +641,14 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         }
         if (out.deopt) {
             UNCOUNT();
-            result = deopt(func, &out, out.offset);
+            result = deopt(ts, f, &out, out.offset);
             plan_outcome_clear(&out);
             break;
         }
         CacheFrame *next = cache_frame(cc, out.offset, out.unspec, out.iters);
         if (next == NULL) {
             UNCOUNT();
-            result = deopt(func, &out, out.offset);
+            result = deopt(ts, f, &out, out.offset);
             plan_outcome_clear(&out);
             break;
         }

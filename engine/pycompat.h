@@ -169,16 +169,21 @@ static inline void shadow_exit(ShadowFrame *s, bool failed)
         if (fo != NULL)
             PyTraceBack_Here(fo);
     }
-    else {
+    else if (s->frame->frame_obj == NULL) {
         /* The plan's outcome holds the locals from here on: the frame must
            not keep an object alive past the point the program drops it (a
            __del__ runs when it would).  A failed call keeps them, for the
-           traceback, as the interpreter's frame would. */
+           traceback, as the interpreter's frame would; so does a frame the
+           program holds an object of (inspect.currentframe()), whose
+           f_locals it may read later. */
         for (int i = 0; i < s->frame->f_code->co_nlocals; i++)
             Py_CLEAR(s->frame->localsplus[i]);
     }
     ts->cframe->current_frame = s->saved;
-    s->frame->previous = NULL;
+    /* previous stays the caller's frame, which outlives f (the caller
+       clears f when the hook returns): a frame object of f that outlives
+       it is linked to its caller's (f_back) as the interpreter links it. */
+    s->frame->previous = s->saved;
 }
 
 /* Whether code unit `instr` lies in a try/with/finally range: an exception
@@ -205,68 +210,48 @@ static inline bool code_instr_protected(PyCodeObject *co, int instr)
 /* ---- deopt exit ---- */
 
 /*
- * Continue `func`'s code in the default interpreter at code unit `instr`,
- * with fast locals `locals` (nlocals items, NULL = unbound) and value stack
- * `stack` (nstack items; NULL allowed where the calling convention has
- * one).  All borrowed.  Returns the frame's result (new reference) or NULL
- * with its exception.
+ * Continue frame f -- the very frame the hook intercepted, which no
+ * instruction of has run -- in the default interpreter at code unit
+ * `instr`, with fast locals `locals` (nlocals items, NULL = unbound) and
+ * value stack `stack` (nstack items; NULL allowed where the calling
+ * convention has one).  Both are moved into the frame: their slots become
+ * NULL.  Returns the frame's result (new reference) or NULL with its
+ * exception.
  *
- * The interpreter frame lives inside a frame object made by the public
- * PyFrame_New (owned by that object), so a traceback that outlives the
- * call keeps the frame's memory valid; frame_obj points at it while it
- * runs so the interpreter never makes a second frame object over the same
- * memory.  Preconditions: no cell variables; instr is an instruction
- * boundary the interpreter can enter (not after EXTENDED_ARG, not between
- * KW_NAMES and CALL); the prologue (COPY_FREE_VARS) already ran.  The
- * locals and the stack are moved into the frame: their slots become NULL.
+ * Running in f itself keeps what the program can see of it: a frame object
+ * an eager step made (inspect.currentframe()) is the one that goes on, and
+ * it ends as any frame does (its caller clears it; a frame object that
+ * outlives it takes its locals over).  Preconditions: no cell variables;
+ * instr is an instruction boundary the interpreter can enter (not after
+ * EXTENDED_ARG, not between KW_NAMES and CALL).  The prologue
+ * (COPY_FREE_VARS) is skipped, so the free variables are set here as it
+ * would set them.
  */
-static inline PyObject *frame_eval_from(PyFunctionObject *func, PyObject **locals,
-                                        int nlocals, PyObject **stack, int nstack,
-                                        int instr)
+static inline PyObject *frame_eval_in_place(PyThreadState *ts, EvalFrame *f, PyObject **locals,
+                                            int nlocals, PyObject **stack, int nstack,
+                                            int instr)
 {
-    PyThreadState *ts = PyThreadState_Get();
-    PyCodeObject *co = (PyCodeObject *)func->func_code;
+    PyCodeObject *co = f->f_code;
     if (co->co_ncellvars != 0 || nstack > co->co_stacksize || nlocals > co->co_nlocals) {
         PyErr_SetString(PyExc_SystemError, "dynscope: cannot resume this frame in the interpreter");
         return NULL;
     }
-    PyFrameObject *f = PyFrame_New(ts, co, func->func_globals, NULL);
-    if (f == NULL)
-        return NULL;
-    _PyInterpreterFrame *fr = f->f_frame;
-    Py_SETREF(fr->f_func, (PyFunctionObject *)Py_NewRef(func));
-    fr->f_globals = func->func_globals;
-    fr->f_builtins = func->func_builtins;
-    /* locals and stack move into the frame (their slots become NULL): no
-       reference stays behind to keep an object alive longer than eagerly */
     for (int i = 0; i < nlocals; i++) {
-        fr->localsplus[i] = locals[i];
+        Py_XSETREF(f->localsplus[i], locals[i]);
         locals[i] = NULL;
     }
     int first_free = co->co_nlocalsplus - co->co_nfreevars;
-    for (int k = 0; k < co->co_nfreevars; k++)
-        fr->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(func->func_closure, k));
+    PyObject *closure = f->f_func ? f->f_func->func_closure : NULL;
+    for (int k = 0; closure && k < co->co_nfreevars; k++)
+        if (f->localsplus[first_free + k] == NULL)
+            f->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(closure, k));
     for (int j = 0; j < nstack; j++) {
-        fr->localsplus[co->co_nlocalsplus + j] = stack[j];
+        f->localsplus[co->co_nlocalsplus + j] = stack[j];
         stack[j] = NULL;
     }
-    fr->stacktop = co->co_nlocalsplus + nstack;
-    fr->prev_instr = _PyCode_CODE(co) + instr - 1;
-    fr->frame_obj = (PyFrameObject *)Py_NewRef(f);
-
-    PyObject *result = _PyEval_EvalFrameDefault(ts, fr, 0);
-
-    fr->frame_obj = NULL;
-    Py_DECREF(f);                       /* the reference frame_obj held */
-    fr->previous = NULL;                /* its caller's frame will not outlive us */
-    if (Py_REFCNT(f) > 1 && f->f_back == NULL) {
-        /* A traceback keeps the frame: link it to its caller, as CPython
-           does when a frame object takes over a finished frame. */
-        PyFrameObject *back = PyEval_GetFrame();
-        f->f_back = (PyFrameObject *)Py_XNewRef((PyObject *)back);
-    }
-    Py_DECREF(f);
-    return result;
+    f->stacktop = co->co_nlocalsplus + nstack;
+    f->prev_instr = _PyCode_CODE(co) + instr - 1;
+    return _PyEval_EvalFrameDefault(ts, f, 0);
 }
 
 #endif /* DYNSCOPE_PYCOMPAT_H */

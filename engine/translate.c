@@ -56,22 +56,45 @@ static int run_frame(TFrame *f, int start);
 
 /* ---- where tracing is ---- */
 
+/* Source files' lines, read through linecache.getlines but kept here: a
+   file the program's linecache.cache did not hold is taken out of it again
+   (programs and tests read that cache).  Strong dict filename -> list. */
+static PyObject *source_files;
+
+/* Line `line` of `filename`, stripped; "" when unknown.  New str or NULL. */
+static PyObject *source_line(PyObject *filename, int line)
+{
+    if (source_files == NULL && (source_files = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *lines = PyDict_GetItemWithError(source_files, filename);   /* borrowed */
+    if (lines == NULL && !PyErr_Occurred()) {
+        PyObject *linecache = PyImport_ImportModule("linecache");
+        PyObject *cache = linecache ? PyObject_GetAttrString(linecache, "cache") : NULL;
+        int had = cache != NULL && PyDict_Check(cache) ? PyDict_Contains(cache, filename) : -1;
+        PyObject *got = had >= 0 ? PyObject_CallMethod(linecache, "getlines", "O", filename) : NULL;
+        if (got != NULL && had == 0 && PyDict_DelItem(cache, filename) < 0)
+            PyErr_Clear();   /* it did not make an entry */
+        if (got != NULL && PyList_Check(got) && PyDict_SetItem(source_files, filename, got) == 0)
+            lines = got;     /* source_files holds it now */
+        Py_XDECREF(got);
+        Py_XDECREF(cache);
+        Py_XDECREF(linecache);
+    }
+    PyErr_Clear();
+    if (lines == NULL || line < 1 || line > PyList_GET_SIZE(lines))
+        return PyUnicode_FromString("");
+    return PyObject_CallMethod(PyList_GET_ITEM(lines, line - 1), "strip", NULL);
+}
+
 PyObject *tracer_user_stack(Tracer *t)
 {
     PyObject *stack = PyList_New(0);
     if (stack == NULL)
         return NULL;
-    PyObject *linecache = PyImport_ImportModule("linecache");
-    if (linecache == NULL) {
-        Py_DECREF(stack);
-        return NULL;
-    }
     for (TFrame *f = t->current; f != NULL; f = f->parent) {
         PyCodeObject *co = f->code;
         int line = PyCode_Addr2Line(co, f->cur_instr * 2);
-        PyObject *text = PyObject_CallMethod(linecache, "getline", "Oi", co->co_filename, line);
-        PyObject *stripped = text ? PyObject_CallMethod(text, "strip", NULL) : NULL;
-        Py_XDECREF(text);
+        PyObject *stripped = source_line(co->co_filename, line);
         if (stripped == NULL) {
             PyErr_Clear();
             stripped = PyUnicode_FromString("");
@@ -80,13 +103,11 @@ PyObject *tracer_user_stack(Tracer *t)
                                                   co->co_qualname, stripped) : NULL;
         if (item == NULL || PyList_Insert(stack, 0, item) < 0) {
             Py_XDECREF(item);
-            Py_DECREF(linecache);
             Py_DECREF(stack);
             return NULL;
         }
         Py_DECREF(item);
     }
-    Py_DECREF(linecache);
     return stack;
 }
 
@@ -211,8 +232,11 @@ static Value *value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
         if (seen != NULL) {
             Py_DECREF(key);
             Value *same = PyLong_AsVoidPtr(seen);
-            /* the other slot's source must be the same object on later calls */
-            if (guardset_add(t->gs, GUARD_ID_MATCH, acc, obj, 0) < 0)
+            /* on later calls too, this slot holds the other slot's object
+               (a relative guard: the object itself is the run's, not ours
+               to keep) */
+            int other = same->in_acc;
+            if (guardset_add(t->gs, GUARD_SAME_AS, acc, NULL, other) < 0)
                 return NULL;
             return same;
         }
@@ -229,6 +253,8 @@ static Value *value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
             if (it != NULL)
                 it->came_in_slot = k + 1;
         }
+        if (it != NULL)
+            it->in_acc = acc;
         PyObject *ptr = it ? PyLong_FromVoidPtr(it) : NULL;
         if (ptr == NULL || PyDict_SetItem(t->iter_objs, key, ptr) < 0)
             it = NULL;

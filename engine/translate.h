@@ -54,6 +54,8 @@ typedef struct Value {
                                 -1 for zip() */
     int came_in_slot;        /* V_ITER: 1 + the resume slot it came in as the
                                 tuple of its items, or 0 */
+    int in_acc;              /* V_ITER that came in a resume slot: the slot's
+                                accessor (for SAME_AS guards of other slots) */
     char seq_view;           /* V_ITER over a dict seq: which of its views it
                                 walks ('k', 'v', 'i'), or 0 for the keys */
     char view;               /* V_ITER standing for seq.keys() / values() / items()

@@ -180,10 +180,13 @@ static bool is_identity_object(PyObject *obj)
         || PyCFunction_Check(obj))
         return true;
     /* Callables implemented in C that are not instances of user classes:
-       numpy ufuncs, array-function dispatchers, method descriptors. */
+       numpy ufuncs, array-function dispatchers, method descriptors -- but
+       not data that happens to be callable: a weak reference or a
+       method-wrapper (bound to an instance) is the program's to drop, and
+       an ID guard, unable to hold either weakly, would keep it alive. */
     PyTypeObject *tp = Py_TYPE(obj);
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyCallable_Check(obj))
-        return true;
+        return !PyWeakref_Check(obj) && strcmp(tp->tp_name, "method-wrapper") != 0;
     PyTypeObject *dtype = tensor_dtype_type();
     if (dtype && PyObject_TypeCheck(obj, dtype))
         return true;

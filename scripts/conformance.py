@@ -66,6 +66,28 @@ SUITES = {
     "test_textwrap": ("unittest", "test.test_textwrap"),
     "test_difflib": ("unittest", "test.test_difflib"),
     "test_pprint": ("unittest", "test.test_pprint"),
+    "test_scope": ("unittest", "test.test_scope"),
+    "test_exceptions": ("unittest", "test.test_exceptions"),
+    "test_traceback": ("unittest", "test.test_traceback"),
+    "test_class": ("unittest", "test.test_class"),
+    "test_contextlib": ("unittest", "test.test_contextlib"),
+    "test_dataclasses": ("unittest", "test.test_dataclasses"),
+    "test_types": ("unittest", "test.test_types"),
+    "test_float": ("unittest", "test.test_float"),
+    "test_int": ("unittest", "test.test_int"),
+    "test_complex": ("unittest", "test.test_complex"),
+    "test_with": ("unittest", "test.test_with"),
+    "test_unpack": ("unittest", "test.test_unpack"),
+    "test_augassign": ("unittest", "test.test_augassign"),
+    "test_bool": ("unittest", "test.test_bool"),
+    "test_grammar": ("unittest", "test.test_grammar"),
+    "test_raise": ("unittest", "test.test_raise"),
+    "test_dictviews": ("unittest", "test.test_dictviews"),
+    "test_deque": ("unittest", "test.test_deque"),
+    "test_array": ("unittest", "test.test_array"),
+    "test_struct": ("unittest", "test.test_struct"),
+    "test_inspect": ("unittest", "test.test_inspect"),
+    "test_sys": ("unittest", "test.test_sys"),
     "numpy ufunc": ("pytest", "test_ufunc.py"),
     "numpy numeric": ("pytest", "test_numeric.py"),
     "numpy shape_base": ("pytest", "test_shape_base.py"),
@@ -75,7 +97,7 @@ SUITES = {
 # stdlib and NumPy both; the rest (test_statistics, test_math, ...) in
 # `make conformance`.
 SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_list",
-          "test_functools", "test_dict", "test_set", "test_copy",
+          "test_functools", "test_dict", "test_set", "test_copy", "test_inspect", "test_traceback",
           "numpy indexing", "numpy ufunc", "numpy numeric"]
 
 SUITE_TIMEOUT = 3600

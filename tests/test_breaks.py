@@ -1591,3 +1591,89 @@ def test_what_eager_steps_see_of_the_frame(capsys, fn, want):
     with dynscope.optimize("eager"):      # the inner functions are captured too
         for _ in range(3):
             assert opt() == want
+
+
+# Found by CPython's test_inspect, test_traceback and test_weakref under
+# --capture-all: what the program sees of frames, linecache and weak
+# references is what it sees eagerly.
+
+def keeps_its_frame():
+    import inspect
+    fr = inspect.currentframe()           # an eager step: the frame object escapes
+    p = 11
+    q = [p]                               # (a list: the frame continues in the interpreter)
+    return fr, inspect.stack()[0].frame is fr, q
+
+
+def test_a_frame_object_the_program_keeps_is_the_frame_that_runs_on():
+    opt = dynscope.optimize("eager")(keeps_its_frame)
+    for _ in range(2):
+        fr, same, _ = opt()
+        assert same
+        assert fr.f_locals["p"] == 11 and fr.f_back is not None
+
+
+def extract_stack_here():
+    import traceback
+    return len(traceback.extract_stack())
+
+
+def test_a_captured_frame_is_linked_to_its_caller():
+    want = extract_stack_here()
+    opt = dynscope.optimize("eager")(extract_stack_here)
+    assert opt() == want and opt() == want
+
+
+def branch_on_a_value(x):
+    if x.sum() > 0:                       # a break: its reason quotes this line
+        return x + 1
+    return x - 1
+
+
+def test_recording_a_break_leaves_linecache_alone():
+    import linecache
+    linecache.clearcache()
+    dynscope.optimize("eager")(branch_on_a_value)(np.ones(2))
+    assert linecache.cache == {}
+    assert "x.sum() > 0" in breaks()[0]["reason"]
+
+
+def weakrefs_while_looping(objects):
+    import weakref
+    counts = []
+    for o in objects:
+        counts.append(weakref.getweakrefcount(o))
+        print(len(counts))
+    return counts
+
+
+def test_guards_take_no_weak_references_the_program_can_count():
+    import weakref
+
+    class Thing:
+        pass
+    things = [Thing() for _ in range(3)]
+    refs = [weakref.ref(t) for t in things]
+    opt = dynscope.optimize("eager")(weakrefs_while_looping)
+    assert opt(things) == [1, 1, 1] and opt(things) == [1, 1, 1]
+    del things
+    import gc
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def same_iterator_in_two_slots(xs):
+    it = zip(xs, xs)
+    out = []
+    for x in it:                          # the local and the loop hold one iterator
+        print(x)
+        out.append(x)
+    return out
+
+
+def test_two_slots_holding_one_iterator_are_guarded_as_the_same_object(capsys):
+    opt = dynscope.optimize("eager")(same_iterator_in_two_slots)
+    for _ in range(3):
+        same_as_eager(capsys, opt, same_iterator_in_two_slots, [1, 2, 3])
+    guards = [g.expr for e in dynscope.cache_entries(same_iterator_in_two_slots) for g in e.guards]
+    assert "L['it'] is S[0]" in guards, guards     # relative: no object of the run is kept
