@@ -483,6 +483,9 @@ typedef struct PlanOutcome {
 } PlanOutcome;
 
 void plan_outcome_clear(PlanOutcome *o);
+/* The eager call was made: drop its callable and arguments, as the
+   interpreter pops them (nothing may keep them alive past the call). */
+void plan_outcome_call_done(PlanOutcome *o);
 /* Loop iterators carried as tuples of a list's remaining items become real
    iterators over that list: all of them (every_one, before the interpreter
    takes the frame), or those whose list an eager step changed (so that the

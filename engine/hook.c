@@ -554,6 +554,7 @@ static int run_eager_call(EvalFrame *f, PlanOutcome *out)
     PyObject *result = PyObject_Vectorcall(out->callable, out->args,
                                            (size_t)(out->nargs - nkw), out->kwnames);
     shadow_exit(&shadow, result == NULL);
+    plan_outcome_call_done(out);
     if (result == NULL)
         return -1;
     if (out->push_result)

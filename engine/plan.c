@@ -69,6 +69,15 @@ void plan_outcome_clear(PlanOutcome *o)
     memset(o, 0, sizeof(*o));
 }
 
+void plan_outcome_call_done(PlanOutcome *o)
+{
+    Py_CLEAR(o->callable);
+    Py_CLEAR(o->kwnames);
+    release_array(o->args, o->nargs);
+    o->args = NULL;
+    o->nargs = 0;
+}
+
 /* The value of accessor acc, from vals or computed now.  Borrowed or NULL
    with an exception set. */
 static PyObject *input_value(const GuardSet *gs, const FrameView *fv, PyObject **vals, int acc)

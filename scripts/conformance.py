@@ -88,6 +88,7 @@ SUITES = {
     "test_struct": ("unittest", "test.test_struct"),
     "test_inspect": ("unittest", "test.test_inspect"),
     "test_sys": ("unittest", "test.test_sys"),
+    "test_weakref": ("unittest", "test.test_weakref"),
     "numpy ufunc": ("pytest", "test_ufunc.py"),
     "numpy numeric": ("pytest", "test_numeric.py"),
     "numpy shape_base": ("pytest", "test_shape_base.py"),
@@ -98,6 +99,7 @@ SUITES = {
 # `make conformance`.
 SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_list",
           "test_functools", "test_dict", "test_set", "test_copy", "test_inspect", "test_traceback",
+          "test_weakref",
           "numpy indexing", "numpy ufunc", "numpy numeric"]
 
 SUITE_TIMEOUT = 3600

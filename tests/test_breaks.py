@@ -24,8 +24,10 @@ import copy
 import inspect
 import math
 import re
+import sys
 import traceback
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -1598,30 +1600,53 @@ def test_what_eager_steps_see_of_the_frame(capsys, fn, want):
 # references is what it sees eagerly.
 
 def keeps_its_frame():
-    import inspect
-    fr = inspect.currentframe()           # an eager step: the frame object escapes
-    p = 11
-    q = [p]                               # (a list: the frame continues in the interpreter)
-    return fr, inspect.stack()[0].frame is fr, q
+    global KEPT_FRAME
+    KEPT_FRAME = inspect.currentframe()   # an eager step makes the frame object
+    try:                                  # the interpreter takes the frame over here
+        p = 11
+    finally:
+        pass
+    return inspect.stack()[0].frame is KEPT_FRAME, p
 
 
 def test_a_frame_object_the_program_keeps_is_the_frame_that_runs_on():
     opt = dynscope.optimize("eager")(keeps_its_frame)
     for _ in range(2):
-        fr, same, _ = opt()
-        assert same
-        assert fr.f_locals["p"] == 11 and fr.f_back is not None
+        assert opt() == (True, 11)
+        assert KEPT_FRAME.f_locals["p"] == 11
 
 
-def extract_stack_here():
-    import traceback
-    return len(traceback.extract_stack())
+def frame_of_a_captured_call():
+    return sys._getframe()                # an eager step makes the frame object
 
 
 def test_a_captured_frame_is_linked_to_its_caller():
-    want = extract_stack_here()
-    opt = dynscope.optimize("eager")(extract_stack_here)
-    assert opt() == want and opt() == want
+    here = sys._getframe().f_code
+    opt = dynscope.optimize("eager")(frame_of_a_captured_call)
+    for _ in range(2):
+        fr = opt()
+        assert fr.f_back is not None and fr.f_back.f_code is here
+
+
+def _on_death(ref):
+    pass
+
+
+def make_and_drop_weakrefs(o):
+    r1 = weakref.ref(o, _on_death)        # with a callback: two distinct references
+    r2 = weakref.ref(o, _on_death)
+    n = weakref.getweakrefcount(o)
+    del r1, r2
+    return n, weakref.getweakrefcount(o)   # eagerly (2, 0)
+
+
+def test_guards_keep_no_weak_reference_of_the_program_alive():
+    class Thing:
+        pass
+    opt = dynscope.optimize("eager")(make_and_drop_weakrefs)
+    want = make_and_drop_weakrefs(Thing())
+    for _ in range(3):
+        assert opt(Thing()) == want
 
 
 def branch_on_a_value(x):
@@ -1636,30 +1661,6 @@ def test_recording_a_break_leaves_linecache_alone():
     dynscope.optimize("eager")(branch_on_a_value)(np.ones(2))
     assert linecache.cache == {}
     assert "x.sum() > 0" in breaks()[0]["reason"]
-
-
-def weakrefs_while_looping(objects):
-    import weakref
-    counts = []
-    for o in objects:
-        counts.append(weakref.getweakrefcount(o))
-        print(len(counts))
-    return counts
-
-
-def test_guards_take_no_weak_references_the_program_can_count():
-    import weakref
-
-    class Thing:
-        pass
-    things = [Thing() for _ in range(3)]
-    refs = [weakref.ref(t) for t in things]
-    opt = dynscope.optimize("eager")(weakrefs_while_looping)
-    assert opt(things) == [1, 1, 1] and opt(things) == [1, 1, 1]
-    del things
-    import gc
-    gc.collect()
-    assert all(r() is None for r in refs)
 
 
 def same_iterator_in_two_slots(xs):
