@@ -381,9 +381,21 @@ void events_internal_error(const char *what)
         if (PySet_Add(internal_errors, key) < 0)
             PyErr_Clear();
         if (PyErr_Occurred()) {
+            /* to the process's stderr, not through sys: PyErr_Print would
+               set sys.last_value and call sys.excepthook, which the program
+               can see */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyObject *text = value ? PyObject_Repr(value) : NULL;
+            const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
+            PyErr_Clear();
             fprintf(stderr, "dynscope: internal error while %s; the frame runs "
-                            "without capture (reported once):\n", what);
-            PyErr_Print();   /* prints and clears */
+                            "without capture (reported once): %s: %s\n", what,
+                    type ? ((PyTypeObject *)type)->tp_name : "?", s ? s : "?");
+            Py_XDECREF(text);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
         }
         else {
             fprintf(stderr, "dynscope: internal error while %s; the frame runs "
