@@ -90,6 +90,7 @@ typedef enum AccessorKind {
     ACC_ITEM,       /* <base>[i]           index = int, base list or tuple     */
     ACC_DICT_ITEM,  /* <base>[key]         key = dict key (str or int)         */
     ACC_CELL,       /* <base>.cell_contents  base is a cell                    */
+    ACC_GLOBALS,    /* G                   the frame's globals dict itself     */
 } AccessorKind;
 
 typedef struct Accessor {

@@ -625,7 +625,7 @@ static inline bool
 acc_is_root(AccessorKind k)
 {
     return k == ACC_LOCAL || k == ACC_GLOBAL || k == ACC_BUILTIN
-        || k == ACC_CLOSURE || k == ACC_STACK;
+        || k == ACC_CLOSURE || k == ACC_STACK || k == ACC_GLOBALS;
 }
 
 static inline bool
@@ -641,7 +641,7 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
 {
     int depth = 0;
 
-    if ((unsigned)kind > ACC_CELL) {
+    if ((unsigned)kind > ACC_GLOBALS) {
         PyErr_Format(PyExc_ValueError, "bad accessor kind %d", (int)kind);
         return -1;
     }
@@ -806,6 +806,9 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
             if (PyCell_Check(cell))
                 v = PyCell_GET(cell);
         }
+        break;
+    case ACC_GLOBALS:
+        v = fv->globals;
         break;
     case ACC_CELL:
         if (PyCell_Check(base))
@@ -1591,6 +1594,9 @@ guardset_render_source(const GuardSet *gs, int acc)
         break;
     case ACC_GLOBAL:
         res = PyUnicode_FromFormat("G[%R]", a->key);
+        break;
+    case ACC_GLOBALS:
+        res = PyUnicode_FromString("G");
         break;
     case ACC_BUILTIN:
         res = PyUnicode_FromFormat("G['__builtins__'][%R]", a->key);

@@ -309,19 +309,18 @@ static Value *load_global(TFrame *f, PyObject *name)
         }
     }
     else {
-        PyObject *builtins = PyFunction_GET_GLOBALS(f->func) == t->fv->globals
-                                 ? t->fv->builtins : NULL;
-        if (builtins == NULL || PyDict_GetItemWithError(
-                ((PyFunctionObject *)f->func)->func_builtins, name) == NULL) {
-            if (PyErr_Occurred())
-                return NULL;
-            return tracer_unsupported(t, false, "name '%U' is not defined", name), NULL;
-        }
+        /* A builtin: the same dict for every module but a rare one, and the
+           name must stay out of the function's globals (a global defined
+           later shadows it, as eagerly). */
         if (((PyFunctionObject *)f->func)->func_builtins != t->fv->builtins)
             return tracer_unsupported(t, true, "a function with its own builtins"), NULL;
         obj = PyDict_GetItemWithError(t->fv->builtins, name);
         if (obj == NULL)
             return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "name '%U' is not defined", name), NULL);
+        int ga = f->globals_acc >= 0 ? f->globals_acc
+                                     : guardset_accessor(t->gs, ACC_GLOBALS, -1, 0, NULL, NULL);
+        if (ga < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, ga, name, 0) < 0)
+            return NULL;
         acc = guardset_accessor(t->gs, ACC_BUILTIN, -1, 0, name, NULL);
     }
     if (acc < 0)

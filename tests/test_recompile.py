@@ -177,3 +177,22 @@ def test_config_rejects_bad_values():
         dynscope.config.cache_size_limit = "8"
     with pytest.raises(ValueError):
         dynscope.config.cache_size_limit = -1
+
+
+def length_of(xs):
+    return len(xs)
+
+
+def test_a_global_that_shadows_a_builtin_after_compiling_is_seen():
+    # len resolves to the builtin at compile time; a module global named len
+    # defined later must win, as it does eagerly (guard: 'len' not in G)
+    f = dynscope.optimize("eager")(length_of)
+    assert f([1, 2]) == 2
+    globals()["len"] = lambda xs: 99
+    try:
+        assert f([1, 2]) == 99 == length_of([1, 2])
+    finally:
+        del globals()["len"]
+    assert f([1, 2]) == 2
+    exprs = [g.expr for e in dynscope.cache_entries(length_of) for g in e.guards]
+    assert "'len' not in G" in exprs
