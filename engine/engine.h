@@ -91,6 +91,8 @@ typedef enum AccessorKind {
     ACC_DICT_ITEM,  /* <base>[key]         key = dict key (str or int)         */
     ACC_CELL,       /* <base>.cell_contents  base is a cell                    */
     ACC_GLOBALS,    /* G                   the frame's globals dict itself     */
+    ACC_TYPE,       /* type(<base>)        (never obj.__class__, which a class
+                                            may override with Python code)   */
 } AccessorKind;
 
 typedef struct Accessor {

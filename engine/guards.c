@@ -641,7 +641,7 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
 {
     int depth = 0;
 
-    if ((unsigned)kind > ACC_GLOBALS) {
+    if ((unsigned)kind > ACC_TYPE) {
         PyErr_Format(PyExc_ValueError, "bad accessor kind %d", (int)kind);
         return -1;
     }
@@ -809,6 +809,9 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
         break;
     case ACC_GLOBALS:
         v = fv->globals;
+        break;
+    case ACC_TYPE:
+        v = (PyObject *)Py_TYPE(base);
         break;
     case ACC_CELL:
         if (PyCell_Check(base))
@@ -1597,6 +1600,9 @@ guardset_render_source(const GuardSet *gs, int acc)
         break;
     case ACC_GLOBALS:
         res = PyUnicode_FromString("G");
+        break;
+    case ACC_TYPE:
+        res = PyUnicode_FromFormat("type(%U)", base);
         break;
     case ACC_BUILTIN:
         res = PyUnicode_FromFormat("G['__builtins__'][%R]", a->key);

@@ -453,13 +453,38 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         return MISS_EAGER;
     }
     int r = try_entry(e, fv, tc, false, result, NULL);
-    Py_DECREF(e);
-    if (r == 1)
+    if (r == 1) {
+        Py_DECREF(e);
         return MISS_RAN;
-    if (r < 0)
+    }
+    if (r < 0) {
+        Py_DECREF(e);
         events_internal_error("running a new entry");
-    else
+        return MISS_EAGER;
+    }
+    /* Name the guard in the report (once per guard text): what to mend. */
+    PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
+    GuardFailure fail = {-1, NULL, NULL};
+    if (vals != NULL && guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) == 0
+        && fail.expr != NULL) {
+        char what[400];
+        snprintf(what, sizeof(what), "a new entry's guards do not match its own inputs "
+                 "(%s in %s, observed %s)", PyUnicode_AsUTF8(fail.expr),
+                 PyUnicode_AsUTF8(cc->code->co_qualname),
+                 fail.observed ? PyUnicode_AsUTF8(fail.observed) : "?");
+        PyErr_Clear();
+        events_internal_error(what);
+    }
+    else {
+        PyErr_Clear();
         events_internal_error("a new entry's guards do not match its own inputs");
+    }
+    if (vals != NULL) {
+        guardset_release_values(&e->guards, vals);
+        PyMem_Free(vals);
+    }
+    guardfailure_clear(&fail);
+    Py_DECREF(e);
     return MISS_EAGER;
 }
 

@@ -442,9 +442,7 @@ static int load_method(TFrame *f, Value *base, PyObject *name)
             return -1;
         if (cls_attr != NULL && PyFunction_Check(cls_attr) && !shadowed
             && value_type_lookup_is_generic(Py_TYPE(base->obj))) {
-            PyObject *cname = PyUnicode_FromString("__class__");
-            int ca = cname ? guardset_accessor(t->gs, ACC_ATTR, base->src, 0, cname, NULL) : -1;
-            Py_XDECREF(cname);
+            int ca = guardset_accessor(t->gs, ACC_TYPE, base->src, 0, NULL, NULL);
             int ma = ca < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ca, 0, name, NULL);
             Value *fn = ma < 0 ? NULL : value_from_source(t, ma, cls_attr);
             if (fn == NULL)

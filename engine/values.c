@@ -663,7 +663,7 @@ Value *value_module_forward(Tracer *t, Value *m, bool *handled)
     /* guards: type(m).__call__ is nn.Module.__call__, whose module's global
        hook dicts are empty; m's own hook dicts are empty; m.__dict__ has no
        forward or _compiled_call_impl; type(m).forward is this function */
-    int cls = attr_accessor(t, m->src, "__class__");
+    int cls = guardset_accessor(t->gs, ACC_TYPE, m->src, 0, NULL, NULL);
     int ca = cls < 0 ? -1 : attr_accessor(t, cls, "__call__");
     Value *callv = ca < 0 ? NULL : value_from_source(t, ca, call);
     if (callv == NULL)

@@ -196,3 +196,26 @@ def test_a_global_that_shadows_a_builtin_after_compiling_is_seen():
     assert f([1, 2]) == 2
     exprs = [g.expr for e in dynscope.cache_entries(length_of) for g in e.guards]
     assert "'len' not in G" in exprs
+
+
+class Shape:
+    """A class whose __class__ is Python code (as unittest.mock's is)."""
+
+    @property
+    def __class__(self):
+        raise AttributeError("no __class__ yet")
+
+    def area(self):
+        return 6
+
+
+def area_of(s):
+    return s.area()
+
+
+def test_method_guards_read_the_type_not_a_class_property():
+    f = dynscope.optimize("eager")(area_of)
+    assert f(Shape()) == 6 and f(Shape()) == 6
+    (entry,) = dynscope.cache_entries(area_of)
+    assert entry.hits == 1                  # the entry's own guards pass on its inputs
+    assert "type(L['s']).area is Shape.area" in [g.expr for g in entry.guards]
