@@ -35,7 +35,7 @@ import pytest
 import dynscope
 from dynscope import _C
 
-from conftest import CountingBackend, events
+from conftest import CountingBackend, assert_same, events
 
 
 # ---------------------------------------------------------------------------
@@ -85,27 +85,6 @@ def where(fn, text):
     lines, first = inspect.getsourcelines(fn)
     line = lineno_of(fn, text)
     return (fn.__code__.co_filename, line, fn.__qualname__, lines[line - first].strip())
-
-
-def assert_same(got, want, path="result"):
-    """`got` (captured) equals `want` (eager): same types, dtypes, shapes and
-    values, recursively through tuples, lists, dicts and user objects."""
-    assert type(got) is type(want), f"{path}: {type(got).__name__} != {type(want).__name__}"
-    if isinstance(want, (np.ndarray, np.generic)):
-        assert got.dtype == want.dtype, f"{path}: dtype {got.dtype} != {want.dtype}"
-        np.testing.assert_array_equal(got, want, err_msg=path, strict=True)
-    elif isinstance(want, (tuple, list)):
-        assert len(got) == len(want), f"{path}: length {len(got)} != {len(want)}"
-        for i, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, f"{path}[{i}]")
-    elif isinstance(want, dict):
-        assert list(got) == list(want), f"{path}: keys {list(got)} != {list(want)}"
-        for k in want:
-            assert_same(got[k], want[k], f"{path}[{k!r}]")
-    elif hasattr(want, "__dict__") and type(want).__module__ == __name__:
-        assert_same(vars(got), vars(want), f"{path}.__dict__")
-    else:
-        assert got == want, f"{path}: {got!r} != {want!r}"
 
 
 def same_as_eager(capsys, opt, fn, *args):
