@@ -199,16 +199,8 @@ def run_bench(db: str, refreshes: int) -> list[tuple[str, dict]]:
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs (nproc), {cpu}, {platform.system()} {platform.release()}"
+    return (f"{os.cpu_count()} CPUs (nproc), {perfdoc.cpu_model()}, "
+            f"{platform.system()} {platform.release()}")
 
 
 def commit() -> str:
@@ -239,13 +231,7 @@ def section(counts, results, refreshes, build_s, size) -> str:
            "the database (one read transaction) and redraws the screen.  Target: a",
            f"main-table refresh under {TARGET_MS:.0f} ms.",
            "",
-           "Regenerate with:",
-           "",
-           "```",
-           "make bench",
-           "# or only this benchmark:",
-           ".venv/bin/python scripts/bench_dyntop.py --refreshes 20",
-           "```",
+           *perfdoc.regenerate(".venv/bin/python scripts/bench_dyntop.py --refreshes 20"),
            "",
            f"- date: {now}",
            f"- machine: {machine()}",

@@ -18,7 +18,6 @@ import gc
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from itertools import repeat
@@ -273,36 +272,13 @@ def guard_stats(before):
 # Report.
 
 def machine():
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     return {
         "nproc": os.cpu_count(),
-        "cpu": model,
+        "cpu": perfdoc.cpu_model(),
         "python": platform.python_version() + f" ({platform.python_implementation()})",
         "numpy": np.__version__,
         "os": f"{platform.system()} {platform.release()}",
     }
-
-
-def engine_revision():
-    """'<commit>' of the checkout, '+ uncommitted engine/ changes' when
-    engine/ differs from it, or 'unknown' outside git."""
-    def git(*argv):
-        return subprocess.run(["git", "-C", ROOT, *argv], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-    try:
-        rev = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "engine")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (not a git checkout)"
-    return rev + (" + uncommitted engine/ changes" if dirty else "")
 
 
 def table_rows(cases):
@@ -373,17 +349,12 @@ def section(cases, guards, args, elapsed):
         "is reported at ~17 us over eager; a PEP 523 hook that does nothing costs",
         "~15 ns. Our aim is a hit within a few hundred ns of eager.",
         "",
-        "Regenerate with:",
-        "",
-        "```",
-        "make bench",
-        "# or only this benchmark:",
-        f".venv/bin/python scripts/bench_hit.py --rounds {args.rounds} --calls {args.calls}",
-        "```",
+        *perfdoc.regenerate(f".venv/bin/python scripts/bench_hit.py --rounds {args.rounds} "
+                            f"--calls {args.calls}"),
         "",
         f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
         f"- machine: {mach['nproc']} CPUs (nproc), {mach['cpu']}, {mach['os']}",
-        f"- Python {mach['python']}, NumPy {mach['numpy']}; engine at commit {engine_revision()}",
+        f"- Python {mach['python']}, NumPy {mach['numpy']}; engine at commit {perfdoc.engine_revision(ROOT)}",
         f"- method: one process; {args.rounds} rounds, each timing every case once "
         f"with a loop of {args.calls} calls (gc disabled, time.perf_counter_ns), "
         "cases rotated between rounds; the table gives the median ns per call over the "

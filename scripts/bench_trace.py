@@ -106,18 +106,11 @@ def table(results):
 
 
 def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(l.split(":", 1)[1].strip() for l in fh if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = perfdoc.cpu_model()
     lttng = subprocess.run(["lttng", "--version"], capture_output=True, text=True).stdout.strip() \
         if shutil.which("lttng") else "lttng not installed"
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "?"
     return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
-            "lttng": lttng, "commit": commit}
+            "lttng": lttng, "commit": perfdoc.engine_revision(ROOT, ("engine", "trace"))}
 
 
 def doc_section(args, results, elapsed):
@@ -137,14 +130,8 @@ def doc_section(args, results, elapsed):
         "Enabled cases record into per-UID buffers with the vpid, vtid and procname",
         "contexts the capture script adds.",
         "",
-        "Regenerate with:",
-        "",
-        "```",
-        "make bench",
-        "# or only this benchmark:",
-        f".venv/bin/python scripts/bench_trace.py --rounds {args.rounds} --iters {args.iters} "
-        f"--enabled-iters {args.enabled_iters}",
-        "```",
+        *perfdoc.regenerate(f".venv/bin/python scripts/bench_trace.py --rounds {args.rounds} "
+                            f"--iters {args.iters} --enabled-iters {args.enabled_iters}"),
         "",
         f"- date: {now}",
         f"- machine: {m['nproc']} CPUs (nproc), {m['cpu']}, Linux {m['kernel']}; {m['lttng']}",

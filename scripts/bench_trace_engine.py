@@ -428,22 +428,12 @@ def lost_text(s):
 
 
 def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = perfdoc.cpu_model()
     lttng = subprocess.run(["lttng", "--version"], capture_output=True, text=True).stdout.strip() \
         if shutil.which("lttng") else "lttng not installed"
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "engine", "trace"],
-                           capture_output=True, text=True).stdout.strip()
     import numpy
     return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release(), "lttng": lttng,
-            "commit": commit + (" + uncommitted engine/trace changes" if dirty else ""),
+            "commit": perfdoc.engine_revision(ROOT, ("engine", "trace")),
             "python": platform.python_version(), "numpy": numpy.__version__}
 
 
@@ -477,13 +467,7 @@ def doc_section(args, s, elapsed):
         "*session* is `scripts/lttng-capture.sh` (its default buffers: per-UID,",
         "4 x 1 MiB sub-buffers per CPU; the vpid/vtid/procname contexts).",
         "",
-        "Regenerate with:",
-        "",
-        "```",
-        "make bench",
-        "# or only this benchmark:",
-        command(args),
-        "```",
+        *perfdoc.regenerate(command(args)),
         "",
         f"- date: {now}",
         f"- machine: {m['nproc']} CPUs (nproc), {m['cpu']}, Linux {m['kernel']}; {m['lttng']}",

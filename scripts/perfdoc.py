@@ -32,3 +32,38 @@ def write_section(doc: str, start: str, end: str, text: str) -> None:
     with open(tmp, "w") as fh:
         fh.write(new)
     os.replace(tmp, doc)
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else platform's guess."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def engine_revision(root: str, paths=("engine",)) -> str:
+    """'<commit>' of the checkout at root, '+ uncommitted <paths> changes'
+    when those paths differ from it, or 'unknown' outside git."""
+    import subprocess
+
+    def git(*argv):
+        return subprocess.run(["git", "-C", root, *argv], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+    try:
+        rev = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--", *paths)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+    return rev + (f" + uncommitted {'/'.join(paths)} changes" if dirty else "")
+
+
+def regenerate(command: str) -> list:
+    """The doc lines saying how to remake a section: make bench, or command."""
+    return ["Regenerate with:", "", "```", "make bench", "# or only this benchmark:",
+            command, "```"]
