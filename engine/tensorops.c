@@ -574,6 +574,20 @@ static bool ufunc_writes_inputs(PyObject *fn)
     return false;
 }
 
+/* The op on the example values: target(*eargs, **ekw), or for a method
+   eargs[0].target(*eargs[1:], **ekw); quietly (above).  New or NULL. */
+static PyObject *call_on_examples(NodeOp op, PyObject *target, PyObject *eargs, PyObject *ekw)
+{
+    if (op != NODE_CALL_METHOD)
+        return call_quietly(target, eargs, ekw);
+    PyObject *meth = PyObject_GetAttr(PyTuple_GET_ITEM(eargs, 0), target);
+    PyObject *rest = meth ? PyTuple_GetSlice(eargs, 1, PyTuple_GET_SIZE(eargs)) : NULL;
+    PyObject *r = rest ? call_quietly(meth, rest, ekw) : NULL;
+    Py_XDECREF(meth);
+    Py_XDECREF(rest);
+    return r;
+}
+
 bool tensorops_is_pure_function(PyObject *fn)
 {
     if (pure_functions == NULL)
@@ -901,17 +915,7 @@ static Value *fold_metadata(Tracer *t, NodeOp op, PyObject *target, const char *
     if (shape_read && any_dynshape(args, nargs))
         return tracer_break(t, STOP_ESCAPE, "data escape: %s of a tensor whose shape depends "
                             "on its values", hint), NULL;
-    PyObject *r;
-    if (op == NODE_CALL_METHOD) {
-        PyObject *meth = PyObject_GetAttr(PyTuple_GET_ITEM(eargs, 0), target);
-        PyObject *rest = meth ? PyTuple_GetSlice(eargs, 1, PyTuple_GET_SIZE(eargs)) : NULL;
-        r = rest ? PyObject_Call(meth, rest, ekw) : NULL;
-        Py_XDECREF(meth);
-        Py_XDECREF(rest);
-    }
-    else {
-        r = PyObject_Call(target, eargs, ekw);
-    }
+    PyObject *r = call_on_examples(op, target, eargs, ekw);
     if (r == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception))
             return NULL;
@@ -1041,17 +1045,7 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
 
     /* Run the op once on the example values. */
-    if (op == NODE_CALL_METHOD) {
-        PyObject *self = PyTuple_GET_ITEM(eargs, 0);
-        PyObject *meth = PyObject_GetAttr(self, target);
-        PyObject *rest = meth ? PyTuple_GetSlice(eargs, 1, PyTuple_GET_SIZE(eargs)) : NULL;
-        result = rest ? call_quietly(meth, rest, ekw) : NULL;
-        Py_XDECREF(meth);
-        Py_XDECREF(rest);
-    }
-    else {
-        result = call_quietly(target, eargs, ekw);
-    }
+    result = call_on_examples(op, target, eargs, ekw);
     if (result == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception))
             goto out;   /* KeyboardInterrupt and the like propagate */
