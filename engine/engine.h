@@ -490,9 +490,11 @@ void plan_outcome_clear(PlanOutcome *o);
    interpreter pops them (nothing may keep them alive past the call). */
 void plan_outcome_call_done(PlanOutcome *o);
 /* Loop iterators carried as tuples of a list's remaining items become real
-   iterators over that list: all of them (every_one, before the interpreter
-   takes the frame), or those whose list an eager step changed (so that the
-   loop sees the change, as it would eagerly).  0 / -1 with an exception. */
+   iterators over that list: those whose list an eager step changed (so that
+   the loop sees the change, as it would eagerly), or with every_one (before
+   the interpreter takes the frame) all of them -- and every other iterator
+   slot that is not an iterator (the items left, the rows of a tensor)
+   becomes iter() of it.  0 / -1 with an exception. */
 int plan_live_iterators(PlanOutcome *o, bool every_one);
 
 /* Run the plan: inputs from vals (filled by guardset_check; missing ones are

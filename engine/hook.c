@@ -538,32 +538,6 @@ static PyObject *deopt(PyThreadState *ts, EvalFrame *f, PlanOutcome *state, int 
     /* the notes hold the lists and their items: not past this point, or
        they would live as long as the rest of the frame runs */
     Py_CLEAR(state->iter_lists);
-    int nslots = state->nlocals + state->nstack;
-    PyObject *made = NULL;   /* tuple -> its iterator: slots sharing one keep sharing */
-    for (int i = 0; i < nslots && i < LIVE_MAX_SLOTS; i++) {
-        if (!(state->iters & ((uint64_t)1 << i)))
-            continue;
-        PyObject **slot = i < state->nlocals ? &state->locals[i] : &state->stack[i - state->nlocals];
-        if (*slot == NULL || PyIter_Check(*slot))
-            continue;
-        if (made == NULL && (made = PyDict_New()) == NULL)
-            return NULL;
-        PyObject *key = PyLong_FromVoidPtr(*slot);
-        PyObject *it = key ? PyDict_GetItemWithError(made, key) : NULL;
-        if (it != NULL) {
-            Py_INCREF(it);
-        }
-        else if (key == NULL || PyErr_Occurred() || (it = PyObject_GetIter(*slot)) == NULL
-                 || PyDict_SetItem(made, key, it) < 0) {
-            Py_XDECREF(it);
-            Py_XDECREF(key);
-            Py_DECREF(made);
-            return NULL;
-        }
-        Py_DECREF(key);
-        Py_SETREF(*slot, it);
-    }
-    Py_XDECREF(made);
     capture_counters(capture_state())->deopts++;
     return frame_eval_in_place(ts, f, state->locals, state->nlocals,
                                state->stack, state->nstack, offset);

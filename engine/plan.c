@@ -794,30 +794,36 @@ static bool noted_lists_changed(PyObject *note)
 
 int plan_live_iterators(PlanOutcome *o, bool every_one)
 {
-    if (o->iter_lists == NULL)
+    if (o->iter_lists == NULL && !every_one)
         return 0;
     int nslots = o->nlocals + o->nstack;
-    PyObject *made = PyDict_New();   /* id(tuple) -> its live iterator: shared slots stay shared */
+    PyObject *made = PyDict_New();   /* id(value) -> its live iterator: shared slots stay shared */
     if (made == NULL)
         return -1;
     for (int i = 0; i < nslots && i < LIVE_MAX_SLOTS; i++) {
         if (!(o->iters & ((uint64_t)1 << i)))
             continue;
         PyObject **slot = i < o->nlocals ? &o->locals[i] : &o->stack[i - o->nlocals];
-        if (*slot == NULL || !PyTuple_CheckExact(*slot))
+        if (*slot == NULL || PyIter_Check(*slot)
+            || (!every_one && !PyTuple_CheckExact(*slot)))
             continue;
         PyObject *key = PyLong_FromVoidPtr(*slot);
-        PyObject *note = key ? PyDict_GetItemWithError(o->iter_lists, key) : NULL;
-        if (note == NULL || (!every_one && !noted_lists_changed(note))) {
+        PyObject *note = key && o->iter_lists ? PyDict_GetItemWithError(o->iter_lists, key) : NULL;
+        if (key == NULL || PyErr_Occurred()) {
             Py_XDECREF(key);
-            if (PyErr_Occurred())
-                goto fail;
+            goto fail;
+        }
+        if (!every_one && (note == NULL || !noted_lists_changed(note))) {
+            Py_DECREF(key);
             continue;
         }
+        /* a noted tuple: an iterator over its list; any other (the items
+           left, the rows of a tensor): iter() of it */
         PyObject *it = PyDict_GetItemWithError(made, key);
         if (it != NULL)
             Py_INCREF(it);
-        else if (PyErr_Occurred() || (it = noted_iterator(note)) == NULL
+        else if (PyErr_Occurred()
+                 || (it = note ? noted_iterator(note) : PyObject_GetIter(*slot)) == NULL
                  || PyDict_SetItem(made, key, it) < 0) {
             Py_XDECREF(it);
             Py_DECREF(key);
