@@ -659,15 +659,6 @@ static Value *subscript(TFrame *f, Value *base, Value *index)
     return tracer_unsupported(t, false, "subscript of this kind of value"), NULL;
 }
 
-/* Note that iterator `it` reads the items of list, dict or tensor `seq`. */
-static int iter_over(Tracer *t, Value *it, Value *seq)
-{
-    (void)t;
-    it->seq = seq;
-    it->seq_start = 0;
-    return 0;
-}
-
 /* enumerate() or zip() over sources its[0..n) (from their positions): out
    remembers where each source stands, so that it can be rebuilt as a real
    enumerate or zip (when it escapes, or reads a list, dict or tensor that a
@@ -742,7 +733,7 @@ static Value *make_iter(TFrame *f, Value *v)
             for (int i = v->pos; i < v->n; i++)
                 if (value_append(t, it, v->items[i]) < 0)
                     return NULL;
-            iter_over(t, it, v->seq);
+            it->seq = v->seq;   /* it reads the dict's items */
             it->seq_view = v->view;
             return it;
         }
@@ -752,8 +743,8 @@ static Value *make_iter(TFrame *f, Value *v)
         for (int i = 0; i < v->n; i++)
             if (value_append(t, it, v->items[i]) < 0)
                 return NULL;
-        if (v->kind == V_LIST && iter_over(t, it, v) < 0)
-            return NULL;
+        if (v->kind == V_LIST)
+            it->seq = v;        /* a change to the list must be seen */
         return it;
     case V_DICT:
         for (int i = 0; i < v->n; i++) {
@@ -761,8 +752,7 @@ static Value *make_iter(TFrame *f, Value *v)
             if (k == NULL || value_append(t, it, k) < 0)
                 return NULL;
         }
-        if (iter_over(t, it, v) < 0)
-            return NULL;
+        it->seq = v;
         return it;
     case V_CONST:
         if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)
@@ -812,8 +802,7 @@ static Value *make_iter(TFrame *f, Value *v)
         /* The rows are read here, in the graph; only an eager step can
            write into the tensor (every in-place op is one), and across it
            the loop goes on over a view of the rows left (RB_ROWS). */
-        if (iter_over(t, it, v) < 0)
-            return NULL;
+        it->seq = v;
         return it;
     }
     case V_OBJECT: {
