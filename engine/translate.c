@@ -951,14 +951,19 @@ static const char *code_unsupported_reason(PyCodeObject *co, bool inlined)
     return NULL;
 }
 
-static int frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int func_src)
+/* `code` is what the frame runs: for an inlined call the function's
+   __code__, for the root frame the intercepted frame's own code, which the
+   function may no longer hold (code that assigns func.__code__ while the
+   function runs: its frame goes on with the code it started with). */
+static int frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int func_src,
+                       PyCodeObject *code)
 {
     memset(f, 0, sizeof(*f));
     f->t = t;
     f->parent = parent;
     f->func = func;
     f->func_src = func_src;
-    f->code = (PyCodeObject *)PyFunction_GET_CODE(func);
+    f->code = code;
     f->bytes = PyCode_GetCode(f->code);
     if (f->bytes == NULL)
         return -1;
@@ -1005,7 +1010,7 @@ static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObje
         return NULL;
     TFrame callee;
     Value *result = NULL;
-    if (frame_setup(&callee, t, f, fn, fnv->src) < 0)
+    if (frame_setup(&callee, t, f, fn, fnv->src, co) < 0)
         goto out;
     if (bind_arguments(&callee, args, nargs, kwnames) < 0)
         goto out;
@@ -2686,7 +2691,7 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     memset(&root, 0, sizeof(root));
     if (t.graph == NULL || t.example_inputs == NULL || t.used_nodes == NULL)
         goto out;
-    if (frame_setup(&root, &t, NULL, func, -1) < 0)
+    if (frame_setup(&root, &t, NULL, func, -1, fv->code) < 0)
         goto out;
     t.current = &root;
     if (cf->resume_offset != 0 && push_resume_stack(&root, fv) < 0)

@@ -2,7 +2,8 @@
 
     scripts/conformance.sh [--subset] [--suite NAME ...] [--doc FILE] [--keep DIR]
 
-Each suite (CPython's own test modules, NumPy's own test files) runs twice in
+Each suite (CPython's own test modules, NumPy's own test files, installed
+third-party packages' own tests by dotted name, `--pyargs`) runs twice in
 a fresh interpreter through scripts/conformance_run.py: plain, and under
 `python -m dynscope run --capture-all --db FILE` (every frame captured with
 the eager backend, dynscope's own code and the import system excepted).  The
@@ -112,6 +113,11 @@ SUITES = {
     "numpy numeric": ("pytest", "test_numeric.py"),
     "numpy shape_base": ("pytest", "test_shape_base.py"),
     "numpy indexing": ("pytest", "test_indexing.py"),
+    # Third-party packages' own tests, found as `pytest --pyargs` finds them
+    # (networkx ships its tests in the wheel; scripts/install-deps.sh installs it).
+    "networkx simple_paths": ("pyargs", "networkx.algorithms.tests.test_simple_paths"),
+    "networkx graph": ("pyargs", "networkx.classes.tests.test_graph"),
+    "networkx cycles": ("pyargs", "networkx.algorithms.tests.test_cycles"),
 }
 # What `make test` runs (tests/test_conformance.py): about two minutes of CI,
 # stdlib and NumPy both; the rest (test_statistics, test_math, ...) in
@@ -119,7 +125,8 @@ SUITES = {
 SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_list",
           "test_functools", "test_dict", "test_set", "test_copy", "test_inspect", "test_traceback",
           "test_weakref",
-          "numpy indexing", "numpy ufunc", "numpy numeric"]
+          "numpy indexing", "numpy ufunc", "numpy numeric",
+          "networkx simple_paths", "networkx graph", "networkx cycles"]
 
 SUITE_TIMEOUT = 3600
 
@@ -275,15 +282,21 @@ def main(argv=None) -> int:
                     help=f"run this suite (repeatable); one of: {', '.join(SUITES)}")
     ap.add_argument("--module", action="append", default=[], metavar="TEST_MODULE",
                     help="also run this module of CPython's test package (e.g. test_dict)")
+    ap.add_argument("--pyargs", action="append", default=[], metavar="DOTTED.TEST_MODULE",
+                    help="also run this installed package's test module, as `pytest --pyargs` "
+                         "finds it (e.g. networkx.algorithms.tests.test_dag)")
     ap.add_argument("--doc", help="write the markdown report here")
     ap.add_argument("--keep", help="keep the logs, results and SQLite files in this directory")
     ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
     args = ap.parse_args(argv)
     for m in args.module:
         SUITES[m] = ("unittest", m if m.startswith("test.") else "test." + m)
-    names = (args.suite or [] if args.module else args.suite) or \
-        ([] if args.module else SUBSET if args.subset else list(SUITES))
-    names = names + [m for m in args.module if m not in names]
+    for m in args.pyargs:
+        SUITES[m] = ("pyargs", m)
+    extra = args.module + args.pyargs
+    names = (args.suite or [] if extra else args.suite) or \
+        ([] if extra else SUBSET if args.subset else list(SUITES))
+    names = names + [m for m in extra if m not in names]
     work = args.keep or tempfile.mkdtemp(prefix="dynscope-conformance-")
     os.makedirs(work, exist_ok=True)
     results, bad = [], 0

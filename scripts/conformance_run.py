@@ -2,6 +2,7 @@
 
     python scripts/conformance_run.py unittest test.test_math OUT.json
     python scripts/conformance_run.py pytest /path/to/test_ufunc.py OUT.json
+    python scripts/conformance_run.py pyargs networkx.algorithms.tests.test_cycles OUT.json
 
 The same worker runs plain and under `python -m dynscope run --capture-all`,
 so both runs execute the same Python code around the tests.  OUT.json holds
@@ -58,7 +59,7 @@ def run_unittest(module: str, outcomes: dict, reasons: dict) -> None:
     unittest.TextTestRunner(resultclass=Result, verbosity=0, stream=sys.stderr).run(suite)
 
 
-def run_pytest(path: str, outcomes: dict, reasons: dict) -> None:
+def run_pytest(path: str, outcomes: dict, reasons: dict, pyargs: bool = False) -> None:
     import pytest
 
     class Collect:
@@ -79,19 +80,25 @@ def run_pytest(path: str, outcomes: dict, reasons: dict) -> None:
 
     # -p no:cacheprovider: nothing written next to the installed package;
     # -o addopts=: the suite's own options only; -x never: every test runs.
-    pytest.main([path, "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--no-header",
+    target = ["--pyargs", path] if pyargs else [path]
+    pytest.main(target + ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--no-header",
                  "-W", "ignore::pytest.PytestUnraisableExceptionWarning"], plugins=[Collect()])
 
 
 def main(argv: list) -> int:
-    if len(argv) != 4 or argv[1] not in ("unittest", "pytest"):
+    if len(argv) != 4 or argv[1] not in ("unittest", "pytest", "pyargs"):
         print(__doc__, file=sys.stderr)
         return 2
     kind, target, out = argv[1:]
     outcomes: dict = {}
     reasons: dict = {}
     start = time.perf_counter()
-    (run_unittest if kind == "unittest" else run_pytest)(target, outcomes, reasons)
+    if kind == "unittest":
+        run_unittest(target, outcomes, reasons)
+    else:
+        # pyargs: an installed package's test module by its dotted name, as
+        # `pytest --pyargs` finds it (third-party packages ship their tests)
+        run_pytest(target, outcomes, reasons, pyargs=kind == "pyargs")
     wall = time.perf_counter() - start
     counters = None
     if "dynscope" in sys.modules:
