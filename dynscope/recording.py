@@ -9,12 +9,15 @@ them into SQLite; the program is never blocked or broken by recording.
 Cache-entry counters (hits, guard time) are snapshotted every
 `snapshot_interval` seconds and at stop.  Each process writes its own `runs`
 row; a forked child (multiprocessing) opens its own after the fork.
+
+What this module installs in the process, and why each is safe (no Python
+code ever runs from a signal handler; nothing waits on a lock the program may
+hold): docs/recording.md, "What dynscope installs in your process".
 """
 from __future__ import annotations
 
 import atexit
 import os
-import signal
 import sys
 import threading
 
@@ -22,23 +25,42 @@ from . import _C
 
 __all__ = ["record", "stop_recording", "recording_path"]
 
+# Serializes record() and stop_recording() of this process.  A fork child
+# gets a new one (_after_fork_child): the parent's may have been held by
+# another thread at the fork, and would never be released in the child.
 _lock = threading.Lock()
 _snapshotter: "_Snapshotter | None" = None
 _interval = 0.5
 _hooks_installed = False
 
+# How long a process killed by SIGTERM lets the writer flush before it dies
+# of SIGTERM (ms).  DYNSCOPE_SIGTERM_FLUSH_MS=0 turns the handler off.
+SIGTERM_FLUSH_MS_DEFAULT = 1000
+
 
 class _Snapshotter(threading.Thread):
-    """Queues the changed cache-entry counters every `interval` seconds."""
+    """Queues the changed cache-entry counters every `interval` seconds, and
+    at once when the SIGTERM handler asks (the process is about to die).  It
+    waits in C with the GIL released; the handler itself runs no Python."""
 
     def __init__(self, interval: float) -> None:
         super().__init__(name="dynscope-snapshots", daemon=True)
         self.interval = interval
-        self.stopped = threading.Event()
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        _C.record_snapshot_stop()
 
     def run(self) -> None:
-        while not self.stopped.wait(self.interval):
+        _C.record_snapshot_thread_init()     # signals go to the program's threads
+        while not self.stopped:
+            why = _C.record_snapshot_wait(self.interval)
+            if why == 2 or self.stopped:
+                return
             _C.record_snapshot()
+            if why == 1:
+                _C.record_snapshot_ack()
 
 
 def recording_path() -> str | None:
@@ -46,23 +68,34 @@ def recording_path() -> str | None:
     return _C.record_path()
 
 
-def record(path, *, snapshot_interval: float = 0.5) -> int:
+def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True) -> int:
     """Start recording to the dynscope database at `path` (created 0600).
 
     Returns the run id of this process's `runs` row.  Raises OSError with the
     reason when the file cannot be used (not a dynscope database, a newer
     schema, unwritable); once recording, failures are dropped and counted
     (runs.dropped_events), never raised into the program.
+
+    With `flush_on_exit`, the ways a process ends without Python's cleanup
+    still keep what it recorded, waiting at most $DYNSCOPE_SIGTERM_FLUSH_MS
+    (default 1000; 0 turns both off) ms for the writer: SIGTERM at its
+    default disposition (a C handler flushes, then the process dies of
+    SIGTERM as it would have; a program's own handler is never replaced),
+    and os._exit (a fork child's usual end).
     """
     global _snapshotter, _interval
     path = os.fspath(path)
     if snapshot_interval <= 0:
         raise ValueError("snapshot_interval must be > 0")
+    flush_ms = _sigterm_flush_ms() if flush_on_exit else 0
     with _lock:
         argv = [str(a) for a in (sys.argv or [])] or [sys.executable]
         run_id = _C.record_start(os.path.abspath(path), argv, sys.version.split()[0])
         _interval = snapshot_interval
         _install_hooks()
+        if flush_ms > 0:
+            _C.record_sigterm_install(flush_ms)
+            _C.record_wrap_os_exit(flush_ms)
         _start_snapshotter()
     return run_id
 
@@ -74,28 +107,37 @@ def stop_recording() -> dict | None:
     with _lock:
         snap, _snapshotter = _snapshotter, None
         if snap is not None:
-            snap.stopped.set()
+            snap.stop()
             if snap is not threading.current_thread():
                 snap.join(timeout=5)
         if _C.record_path() is None:
             return None
         _C.record_snapshot()
-        return _C.record_stop()
+        stats = _C.record_stop()
+        _C.record_sigterm_uninstall()
+        _C.record_unwrap_os_exit()
+        return stats
+
+
+def _sigterm_flush_ms() -> int:
+    raw = os.environ.get("DYNSCOPE_SIGTERM_FLUSH_MS", "")
+    if not raw:
+        return SIGTERM_FLUSH_MS_DEFAULT
+    try:
+        ms = int(raw)
+    except ValueError:
+        ms = -1
+    if not 0 <= ms <= 60000:
+        print(f"dynscope: DYNSCOPE_SIGTERM_FLUSH_MS={raw!r} is not 0..60000; "
+              f"using {SIGTERM_FLUSH_MS_DEFAULT}", file=sys.stderr)
+        return SIGTERM_FLUSH_MS_DEFAULT
+    return ms
 
 
 def _start_snapshotter() -> None:
     global _snapshotter
     _snapshotter = _Snapshotter(_interval)
     _snapshotter.start()
-
-
-def _on_sigterm(signum, frame) -> None:
-    """Flush, then die of SIGTERM as the program would have."""
-    try:
-        stop_recording()
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class _MpToken:
@@ -130,7 +172,8 @@ def _after_fork_parent() -> None:
 
 
 def _after_fork_child() -> None:
-    global _snapshotter
+    global _snapshotter, _lock
+    _lock = threading.Lock()
     if _C.record_after_fork_child() is None:
         return
     # threads do not survive fork: a new snapshotter for this process
@@ -140,6 +183,7 @@ def _after_fork_child() -> None:
 
 
 def _install_hooks() -> None:
+    """atexit and fork hooks, once per process (docs/recording.md)."""
     global _hooks_installed
     if _hooks_installed:
         return
@@ -147,12 +191,6 @@ def _install_hooks() -> None:
     atexit.register(stop_recording)
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
                         after_in_child=_after_fork_child)
-    if threading.current_thread() is threading.main_thread():
-        try:
-            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-                signal.signal(signal.SIGTERM, _on_sigterm)
-        except (ValueError, OSError):
-            pass
 
 
 def _start_from_environment() -> None:

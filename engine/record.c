@@ -4,7 +4,8 @@
  *
  * Python sees: _C.record_start(path, argv, python) -> run_id,
  * _C.record_stop() -> stats dict, _C.record_snapshot() (entry counters),
- * _C.record_stats(), and the fork hooks _C.record_before_fork /
+ * _C.record_stats(), _C.record_sigterm_install(ms) / _uninstall() (the
+ * C SIGTERM flush, store/sigterm.c), and the fork hooks _C.record_before_fork /
  * _C.record_after_fork_parent / _C.record_after_fork_child.
  *
  * Failing soft: a database that cannot be opened raises at record_start()
@@ -14,14 +15,77 @@
 #include "record.h"
 #include "../store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static Store *the_store;          /* GIL; NULL when not recording */
 static PyObject *store_path;      /* strong: the path being recorded to */
 static PyObject *store_argv;      /* strong: list of str, for a child's runs row */
 static PyObject *store_python;    /* strong: str */
 static StoreStats last_stats;     /* of the last store closed */
+
+/* The snapshot thread's pipes, per process (made at the first record_start,
+   made anew in a fork child; both ends O_NONBLOCK|O_CLOEXEC, never closed
+   while the process records):
+     snap_wake: 't' from the SIGTERM handler (queue the counters now, the
+                process is about to die), 's' from stop_recording (exit);
+     snap_ack:  a byte from the thread once a 't' snapshot is queued. */
+static int snap_wake[2] = {-1, -1};
+static int snap_ack[2] = {-1, -1};
+
+static int make_pipe(int fd[2])
+{
+    if (pipe(fd) != 0) {
+        fd[0] = fd[1] = -1;
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        int fl = fcntl(fd[i], F_GETFL);
+        if (fl < 0 || fcntl(fd[i], F_SETFL, fl | O_NONBLOCK) != 0
+            || fcntl(fd[i], F_SETFD, FD_CLOEXEC) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void close_pipe(int fd[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (fd[i] >= 0)
+            close(fd[i]);
+        fd[i] = -1;
+    }
+}
+
+/* For the SIGTERM handler: whether the snapshot thread could take the GIL
+   while the interrupted thread sits in the handler.  PyGILState_Check reads
+   an atomic and a thread-local: no lock, no allocation. */
+static int gil_not_held_here(void)
+{
+    return !PyGILState_Check();
+}
+
+/* Make the snapshot pipes if not made.  0, or -1 with OSError set. */
+static int snapshot_pipes(void)
+{
+    if (snap_wake[0] >= 0 && snap_ack[0] >= 0)
+        return 0;
+    close_pipe(snap_wake);
+    close_pipe(snap_ack);
+    if (make_pipe(snap_wake) < 0 || make_pipe(snap_ack) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        close_pipe(snap_wake);
+        close_pipe(snap_ack);
+        return -1;
+    }
+    return 0;
+}
 
 bool record_active(void)
 {
@@ -57,6 +121,10 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
         PyMem_Free(cargv);
         return -1;
     }
+    if (snapshot_pipes() < 0) {
+        PyMem_Free(cargv);
+        return -1;
+    }
     StoreOptions opts;
     memset(&opts, 0, sizeof(opts));
     opts.argv = cargv;
@@ -75,6 +143,7 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
         return -1;
     }
     the_store = s;
+    store_sigterm_watch(s, snap_wake[1], snap_ack[0], gil_not_held_here);
     return 0;
 }
 
@@ -123,6 +192,7 @@ static PyObject *py_record_stop(PyObject *self, PyObject *unused)
     the_store = NULL;
     StoreStats st;
     Py_BEGIN_ALLOW_THREADS
+    store_sigterm_watch(NULL, -1, -1, NULL);   /* a SIGTERM from here on dies without it */
     st = store_close(s);          /* the final counters: everything queued written */
     Py_END_ALLOW_THREADS
     last_stats = st;
@@ -184,6 +254,169 @@ static PyObject *py_record_snapshot(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/*
+ * The snapshot thread's wait (dynscope/recording.py, _Snapshotter): sleep
+ * up to `timeout` seconds with the GIL released.  Returns 0 when the time
+ * is up, 1 when the SIGTERM handler asks for the counters now (answer with
+ * record_snapshot_ack() after queueing them), 2 when asked to exit.
+ */
+static PyObject *py_snapshot_wait(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    double timeout = PyFloat_AsDouble(arg);
+    if (timeout == -1.0 && PyErr_Occurred())
+        return NULL;
+    int fd = snap_wake[0];
+    if (fd < 0)
+        return PyLong_FromLong(2);
+    int why = 0;
+    Py_BEGIN_ALLOW_THREADS
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int ms = timeout <= 0 ? 0 : timeout > 3600 ? 3600000 : (int)(timeout * 1000);
+    int r = poll(&p, 1, ms);
+    if (r > 0) {
+        char buf[16];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof buf)) > 0)
+            for (ssize_t i = 0; i < n; i++)
+                why = buf[i] == 's' ? 2 : (why == 2 ? 2 : 1);
+    }
+    else if (r < 0 && errno != EINTR) {
+        why = 2;
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(why);
+}
+
+/* Called first in the snapshot thread: every signal blocked there, so that
+   a process-directed SIGTERM lands in a thread of the program, never in the
+   thread its handler waits for (Python runs its own handlers in the main
+   thread only: nothing of the program's is lost). */
+static PyObject *py_snapshot_thread_init(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_snapshot_ack(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    char b = 'a';
+    if (snap_ack[1] >= 0 && write(snap_ack[1], &b, 1) < 0) {
+        /* the pipe is full of unread acks: the handler has what it needs */
+    }
+    Py_RETURN_NONE;
+}
+
+/* Wake the snapshot thread and tell it to exit.  Cannot fail. */
+static PyObject *py_snapshot_stop(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    char b = 's';
+    if (snap_wake[1] >= 0 && write(snap_wake[1], &b, 1) < 0) {
+        /* full: the thread has bytes to read and will look at them */
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---- os._exit ---- */
+
+/*
+ * os._exit skips atexit and every other cleanup, and it is how a fork child
+ * ends (os.fork without exec; multiprocessing's children, after their
+ * finalizers).  While recording, os._exit is this builtin of the same name:
+ * it queues the entry counters, lets the writer flush for at most the
+ * SIGTERM budget -- the GIL stays held, so no thread can close the store
+ * meanwhile, and the writer never needs it -- then calls the real one.
+ */
+static PyObject *real_os_exit;     /* strong: posix._exit while wrapped, else NULL */
+static unsigned exit_flush_ms = 1000;
+
+static PyObject *os_exit_flushing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (real_os_exit == NULL) {
+        PyErr_SetString(PyExc_SystemError, "dynscope: os._exit wrapper without os._exit");
+        return NULL;
+    }
+    if (the_store != NULL) {
+        cache_for_each_entry(submit_entry_stats, true);
+        (void)store_flush_for_exit(the_store, exit_flush_ms);
+    }
+    return PyObject_Vectorcall(real_os_exit, args, (size_t)nargs, NULL);
+}
+
+static PyMethodDef os_exit_def = {
+    "_exit", (PyCFunction)(void (*)(void))os_exit_flushing, METH_FASTCALL,
+    "_exit($module, status, /)\n--\n\n"
+    "Exit to the system with specified status, without normal exit processing.",
+};
+
+/* record_wrap_os_exit(flush_ms) -> bool: os._exit becomes the flushing
+   builtin if it is still the interpreter's own.  record_unwrap_os_exit():
+   puts the original back if ours is still there. */
+static PyObject *py_wrap_os_exit(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    unsigned long ms = PyLong_AsUnsignedLong(arg);
+    if (ms == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    exit_flush_ms = ms > 60000 ? 60000 : (unsigned)ms;
+    if (real_os_exit != NULL)
+        Py_RETURN_TRUE;
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *posix = os ? PyImport_ImportModule("posix") : NULL;
+    PyObject *cur = os ? PyObject_GetAttrString(os, "_exit") : NULL;
+    PyObject *orig = posix ? PyObject_GetAttrString(posix, "_exit") : NULL;
+    PyObject *wrapper = NULL, *res = NULL;
+    if (cur == NULL || orig == NULL)
+        goto out;
+    if (cur != orig) {           /* the program (or a tool) has its own: leave it */
+        res = Py_NewRef(Py_False);
+        goto out;
+    }
+    PyObject *modname = PyUnicode_FromString("posix");
+    wrapper = modname ? PyCFunction_NewEx(&os_exit_def, NULL, modname) : NULL;
+    Py_XDECREF(modname);
+    if (wrapper == NULL || PyObject_SetAttrString(os, "_exit", wrapper) < 0)
+        goto out;
+    real_os_exit = Py_NewRef(orig);
+    res = Py_NewRef(Py_True);
+out:
+    Py_XDECREF(wrapper);
+    Py_XDECREF(orig);
+    Py_XDECREF(cur);
+    Py_XDECREF(posix);
+    Py_XDECREF(os);
+    return res;
+}
+
+static PyObject *py_unwrap_os_exit(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (real_os_exit == NULL)
+        Py_RETURN_NONE;
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *cur = os ? PyObject_GetAttrString(os, "_exit") : NULL;
+    int rc = 0;
+    if (cur != NULL && PyCFunction_Check(cur)
+        && ((PyCFunctionObject *)cur)->m_ml == &os_exit_def)
+        rc = PyObject_SetAttrString(os, "_exit", real_os_exit);
+    Py_XDECREF(cur);
+    Py_XDECREF(os);
+    if (cur == NULL || rc < 0)
+        return NULL;
+    Py_CLEAR(real_os_exit);
+    Py_RETURN_NONE;
+}
+
 /* ---- fork ---- */
 
 static PyObject *py_before_fork(PyObject *self, PyObject *unused)
@@ -216,13 +449,42 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
     (void)unused;
     if (the_store == NULL)
         Py_RETURN_NONE;
+    store_sigterm_after_fork_child();
     store_forget_after_fork(the_store);
     the_store = NULL;
+    close_pipe(snap_wake);        /* the parent's: a byte here would wake its thread */
+    close_pipe(snap_ack);
     if (open_store(store_path, store_argv, store_python) < 0) {
         PyErr_WriteUnraisable(NULL);
         Py_RETURN_NONE;
     }
     return PyLong_FromLongLong(store_stats(the_store).run_id);
+}
+
+/* ---- SIGTERM ---- */
+
+static PyObject *py_sigterm_install(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    unsigned long ms = PyLong_AsUnsignedLong(arg);
+    if (ms == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    if (ms > 60000) {
+        PyErr_SetString(PyExc_ValueError, "the SIGTERM flush timeout is at most 60000 ms");
+        return NULL;
+    }
+    int r = store_sigterm_install((unsigned)ms);
+    if (r < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyBool_FromLong(r);
+}
+
+static PyObject *py_sigterm_uninstall(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    store_sigterm_uninstall();
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef record_methods[] = {
@@ -234,6 +496,26 @@ static PyMethodDef record_methods[] = {
     {"record_path", py_record_path, METH_NOARGS, "record_path() -> str or None"},
     {"record_snapshot", py_record_snapshot, METH_NOARGS,
      "record_snapshot()\n--\n\nQueue the counters of every cache entry that changed."},
+    {"record_sigterm_install", py_sigterm_install, METH_O,
+     "record_sigterm_install(timeout_ms) -> bool\n--\n\n"
+     "If SIGTERM would kill the process (SIG_DFL), install a C handler that lets\n"
+     "the writer flush for at most timeout_ms, then dies of SIGTERM.  False when\n"
+     "the program has its own disposition (left alone)."},
+    {"record_sigterm_uninstall", py_sigterm_uninstall, METH_NOARGS,
+     "record_sigterm_uninstall()\n--\n\nPut SIG_DFL back if our handler is still installed."},
+    {"record_snapshot_wait", py_snapshot_wait, METH_O,
+     "record_snapshot_wait(timeout) -> 0 (time up), 1 (SIGTERM: snapshot now, then ack), 2 (exit)"},
+    {"record_snapshot_thread_init", py_snapshot_thread_init, METH_NOARGS,
+     "record_snapshot_thread_init()\n--\n\nBlock every signal in the calling (snapshot) thread."},
+    {"record_snapshot_ack", py_snapshot_ack, METH_NOARGS,
+     "record_snapshot_ack()\n--\n\nTell the SIGTERM handler the counters are queued."},
+    {"record_snapshot_stop", py_snapshot_stop, METH_NOARGS,
+     "record_snapshot_stop()\n--\n\nWake the snapshot thread and make it exit."},
+    {"record_wrap_os_exit", py_wrap_os_exit, METH_O,
+     "record_wrap_os_exit(flush_ms) -> bool\n--\n\n"
+     "os._exit flushes the recording (at most flush_ms) before exiting."},
+    {"record_unwrap_os_exit", py_unwrap_os_exit, METH_NOARGS,
+     "record_unwrap_os_exit()\n--\n\nPut the interpreter's os._exit back."},
     {"record_before_fork", py_before_fork, METH_NOARGS, NULL},
     {"record_after_fork_parent", py_after_fork_parent, METH_NOARGS, NULL},
     {"record_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},

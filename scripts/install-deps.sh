@@ -71,7 +71,9 @@ install_apt() {
 # ---------------------------------------------------------------------------
 # The venv at .venv, from CPython 3.11.
 
-PY_PACKAGES=(pytest numpy hypothesis setuptools wheel)
+# networkx: a third-party package whose own tests (shipped in its wheel) the
+# conformance suites run under --capture-all; pinned so CI runs the same tests.
+PY_PACKAGES=(pytest numpy hypothesis setuptools wheel networkx==3.6.1)
 
 venv_ok() {
     [[ -x .venv/bin/python ]] &&
@@ -95,7 +97,7 @@ make_venv() {
 
 install_venv() {
     venv_ok || make_venv
-    if ! .venv/bin/python -c 'import pytest, numpy, hypothesis, setuptools, wheel' 2>/dev/null; then
+    if ! .venv/bin/python -c 'import pytest, numpy, hypothesis, setuptools, wheel, networkx' 2>/dev/null; then
         log "pip install ${PY_PACKAGES[*]}"
         .venv/bin/python -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
     fi

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,22 +143,31 @@ static int open_database(Store *s, long long max_bytes, char **errmsg)
     return 0;
 }
 
-static int make_wake_pipe(Store *s, char **errmsg)
+/* A pipe with both ends O_NONBLOCK|O_CLOEXEC.  0, or -1 with *errmsg (fd
+   entries left -1 or open; store_free closes them). */
+static int make_pipe(int fd[2], char **errmsg)
 {
-    if (pipe(s->wake_fd) != 0) {
-        s->wake_fd[0] = s->wake_fd[1] = -1;
+    if (pipe(fd) != 0) {
+        fd[0] = fd[1] = -1;
         store_set_error(errmsg, "cannot create a pipe: %s", strerror(errno));
         return -1;
     }
     for (int i = 0; i < 2; i++) {
-        int fl = fcntl(s->wake_fd[i], F_GETFL);
-        if (fl < 0 || fcntl(s->wake_fd[i], F_SETFL, fl | O_NONBLOCK) != 0
-            || fcntl(s->wake_fd[i], F_SETFD, FD_CLOEXEC) != 0) {
+        int fl = fcntl(fd[i], F_GETFL);
+        if (fl < 0 || fcntl(fd[i], F_SETFL, fl | O_NONBLOCK) != 0
+            || fcntl(fd[i], F_SETFD, FD_CLOEXEC) != 0) {
             store_set_error(errmsg, "cannot set up a pipe: %s", strerror(errno));
             return -1;
         }
     }
     return 0;
+}
+
+static void close_pipe(int fd[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
 }
 
 /* Free what store_open allocated; the thread is not running. */
@@ -166,9 +176,8 @@ static void store_free(Store *s)
     store_writer_free(s);
     if (s->db != NULL)
         sqlite3_close(s->db);
-    for (int i = 0; i < 2; i++)
-        if (s->wake_fd[i] >= 0)
-            close(s->wake_fd[i]);
+    close_pipe(s->wake_fd);
+    close_pipe(s->exit_fd);
     store_queue_done(&s->queue);
     pthread_mutex_destroy(&s->gate);
     free(s->path);
@@ -193,6 +202,7 @@ Store *store_open(const char *path, const StoreOptions *opts, char **errmsg)
         return NULL;
     }
     s->wake_fd[0] = s->wake_fd[1] = -1;
+    s->exit_fd[0] = s->exit_fd[1] = -1;
     s->flush_ms = o.flush_interval_ms ? o.flush_interval_ms : STORE_DEFAULT_FLUSH_MS;
     s->busy_ms = o.busy_timeout_ms ? o.busy_timeout_ms : STORE_DEFAULT_BUSY_MS;
     s->batch_max = o.batch_max ? o.batch_max : STORE_DEFAULT_BATCH_MAX;
@@ -207,7 +217,8 @@ Store *store_open(const char *path, const StoreOptions *opts, char **errmsg)
         goto out_free;
     }
     if (create_private(path, errmsg) < 0 || open_database(s, o.max_db_bytes, errmsg) < 0
-        || make_wake_pipe(s, errmsg) < 0 || store_writer_init(s, &o, errmsg) < 0
+        || make_pipe(s->wake_fd, errmsg) < 0 || make_pipe(s->exit_fd, errmsg) < 0
+        || store_writer_init(s, &o, errmsg) < 0
         || store_writer_start(s, errmsg) < 0)
         goto out_free;
     return s;
@@ -263,6 +274,21 @@ StoreStats store_close(Store *s)
     return final;
 }
 
+int store_flush_for_exit(Store *s, unsigned timeout_ms)
+{
+    /* Only atomics, write(2), poll(2) and read(2): async-signal-safe. */
+    if (s == NULL || !s->thread_started)
+        return -1;
+    atomic_store(&s->exit_requested, 1);
+    store_writer_wake(s);
+    struct pollfd p = {.fd = s->exit_fd[0], .events = POLLIN};
+    int r;
+    do
+        r = poll(&p, 1, (int)timeout_ms);   /* a signal may cut it short: a bound, not a deadline */
+    while (r < 0 && errno == EINTR);
+    return r > 0 && (p.revents & POLLIN) ? 0 : -1;
+}
+
 StoreStats store_stats(Store *s)
 {
     StoreStats st = {0};
@@ -314,9 +340,8 @@ void store_forget_after_fork(Store *s)
         store_writer_abandon(s);   /* the connection may be mid-transaction: leak it */
     }
     s->db = NULL;
-    for (int i = 0; i < 2; i++)
-        if (s->wake_fd[i] >= 0)
-            close(s->wake_fd[i]);
+    close_pipe(s->wake_fd);
+    close_pipe(s->exit_fd);
     store_queue_done(&s->queue);   /* the parent writes these; here they are copies */
     /* gate: possibly locked, and by a thread that may not exist here; its
        memory goes with s, the mutex is not destroyed. */

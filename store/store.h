@@ -123,6 +123,46 @@ int store_submit(Store *s, const EventRecord *ev);
  */
 StoreStats store_close(Store *s);
 
+/*
+ * For a process about to die (a fatal signal's handler): ask the writer to
+ * write everything queued and record the end of the run (runs.ended_at,
+ * runs.dropped_events), and wait for it at most `timeout_ms`.  Returns 0 once
+ * written, -1 on timeout or when the Store has no writer.  `s` stays open
+ * and usable (the writer keeps writing what comes later, and a
+ * store_close() still ends the run).  Async-signal-safe: it uses only
+ * atomics, write(2), poll(2); it takes no lock and allocates nothing -- the
+ * writer thread does the work, so a handler that interrupted a thread
+ * holding any lock cannot deadlock on it for longer than the timeout.
+ */
+int store_flush_for_exit(Store *s, unsigned timeout_ms);
+
+/*
+ * SIGTERM: a process that records and would die of SIGTERM (its disposition
+ * is SIG_DFL) first lets the writer flush, for at most timeout_ms, then dies
+ * of SIGTERM as it would have (sigterm.c).  The handler runs no Python, takes
+ * no lock, and only calls async-signal-safe functions.
+ *
+ * store_sigterm_install(): install the handler if SIGTERM's disposition is
+ *   SIG_DFL (a program's own handler, or SIG_IGN, is left alone).  Returns 1
+ *   if installed (or already), 0 if the program has its own, -1 on error.
+ * store_sigterm_uninstall(): put SIG_DFL back if our handler is still the
+ *   one installed (a handler the program set since is left alone).
+ * store_sigterm_watch(s, notify_fd, ack_fd, can_answer): the Store the
+ *   handler flushes (NULL: none).  Before flushing, if can_answer is NULL or
+ *   returns nonzero in the handler (it must be async-signal-safe), the
+ *   handler writes one byte to notify_fd and waits up to half its time for
+ *   a byte on ack_fd (-1, -1: no one to notify): the engine's snapshot
+ *   thread queues its counters then, if the interrupted thread does not hold
+ *   the GIL it needs.  Waits until no handler uses the previous Store, so
+ *   that it may be closed.
+ * store_sigterm_after_fork_child(): forget the parent's Store and any
+ *   handler that was running in a thread that does not exist here.
+ */
+int store_sigterm_install(unsigned timeout_ms);
+void store_sigterm_uninstall(void);
+void store_sigterm_watch(Store *s, int notify_fd, int ack_fd, int (*can_answer)(void));
+void store_sigterm_after_fork_child(void);
+
 /* A snapshot of the counters.  Cannot fail; any thread. */
 StoreStats store_stats(Store *s);
 

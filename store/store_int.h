@@ -136,6 +136,8 @@ struct Store {
     int wake_fd[2];              /* pipe, both ends O_NONBLOCK|O_CLOEXEC */
     _Atomic int wake_pending;    /* a wake byte is in the pipe, or about to be */
     _Atomic int stopping;        /* store_close() began */
+    _Atomic int exit_requested;  /* store_flush_for_exit(): write all, end the run */
+    int exit_fd[2];              /* pipe: the writer writes a byte once it has */
     _Atomic long long epoch;     /* EV_RESETs submitted so far (stamped on events) */
 
     /* counters (store.h StoreStats); relaxed atomics */

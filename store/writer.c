@@ -746,12 +746,10 @@ static void wait_for_work(Store *s, uint64_t deadline)
     }
 }
 
-/* runs.ended_at and the final drop count; then release the connection. */
-static void finish_run(Store *s)
+/* runs.ended_at and the drop count so far.  Under the gate. */
+static void write_run_end(Store *s)
 {
-    StoreWriter *w = s->w;
-    pthread_mutex_lock(&s->gate);
-    sqlite3_stmt *st = w->st[ST_RUN_END];
+    sqlite3_stmt *st = s->w->st[ST_RUN_END];
     sqlite3_bind_int64(st, 1, s->run_id);
     bind_u64(st, 2, store_wall_ns());
     bind_u64(st, 3, dropped_total(s));
@@ -761,6 +759,25 @@ static void finish_run(Store *s)
         report_once(s, LOG_END, "cannot record the end of the run (%s); "
                     "runs.ended_at stays NULL", sqlite3_errmsg(s->db));
     }
+}
+
+/* store_flush_for_exit() asked: everything queued is written (drain ran
+   just before); end the run and tell the waiting handler.  Once. */
+static void end_run_for_exit(Store *s)
+{
+    pthread_mutex_lock(&s->gate);
+    write_run_end(s);
+    pthread_mutex_unlock(&s->gate);
+    char b = 1;
+    ssize_t r = write(s->exit_fd[1], &b, 1);
+    (void)r;
+}
+
+/* runs.ended_at and the final drop count; then release the connection. */
+static void finish_run(Store *s)
+{
+    pthread_mutex_lock(&s->gate);
+    write_run_end(s);
     store_writer_free(s);
     sqlite3_close(s->db);
     s->db = NULL;
@@ -770,10 +787,16 @@ static void finish_run(Store *s)
 static void *writer_main(void *arg)
 {
     Store *s = arg;
+    bool exit_done = false;
     for (;;) {
         int stop = atomic_load(&s->stopping);
+        int exiting = !exit_done && atomic_load(&s->exit_requested);
         uint64_t deadline = store_mono_ns() + (uint64_t)s->flush_ms * 1000000u;
         drain(s);
+        if (exiting) {
+            end_run_for_exit(s);
+            exit_done = true;
+        }
         pthread_mutex_lock(&s->gate);   /* the log may write to stdio: not across fork */
         note_queue_drops(s);
         pthread_mutex_unlock(&s->gate);
