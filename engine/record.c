@@ -192,8 +192,7 @@ static PyObject *py_record_stop(PyObject *self, PyObject *unused)
     the_store = NULL;
     StoreStats st;
     Py_BEGIN_ALLOW_THREADS
-    store_sigterm_watch(NULL, -1, -1, NULL);   /* a SIGTERM from here on dies without it */
-    st = store_close(s);          /* the final counters: everything queued written */
+    st = store_close(s);          /* a SIGTERM meanwhile still flushes s, then dies */          /* the final counters: everything queued written */
     Py_END_ALLOW_THREADS
     last_stats = st;
     return stats_dict(st);

@@ -269,6 +269,9 @@ StoreStats store_close(Store *s)
         pthread_join(s->thread, NULL);   /* drains, writes the run's end, closes db */
         s->thread_started = false;
     }
+    /* A SIGTERM during the close flushes this very Store (the writer's last
+       act wakes the handler); no handler may use it once it is freed. */
+    store_sigterm_unwatch(s);
     final = store_stats(s);
     store_free(s);
     return final;

@@ -155,6 +155,16 @@ void store_sigterm_watch(Store *s, int notify, int ack, int (*answerable)(void))
         nanosleep(&pause, NULL);
 }
 
+void store_sigterm_unwatch(Store *s)
+{
+    Store *expected = s;
+    if (atomic_compare_exchange_strong(&watched, &expected, NULL)) {
+        struct timespec pause = {0, 1000000L};
+        while (atomic_load(&handlers_running) > 0)
+            nanosleep(&pause, NULL);
+    }
+}
+
 void store_sigterm_after_fork_child(void)
 {
     atomic_store(&watched, NULL);

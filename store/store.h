@@ -153,8 +153,9 @@ int store_flush_for_exit(Store *s, unsigned timeout_ms);
  *   handler writes one byte to notify_fd and waits up to half its time for
  *   a byte on ack_fd (-1, -1: no one to notify): the engine's snapshot
  *   thread queues its counters then, if the interrupted thread does not hold
- *   the GIL it needs.  Waits until no handler uses the previous Store, so
- *   that it may be closed.
+ *   the GIL it needs.  Waits until no handler uses the previous Store.
+ *   store_close() of the watched Store unwatches it itself, once the run's
+ *   end is written (a SIGTERM during the close waits for that, not longer).
  * store_sigterm_after_fork_child(): forget the parent's Store and any
  *   handler that was running in a thread that does not exist here.
  */

@@ -9,6 +9,7 @@
  *   writer.c    the writer thread: events -> rows, batching, soft failures
  *   schema.c    schema SQL, PRAGMA user_version, migrations
  *   read.c      the read-only helpers
+ *   sigterm.c   the SIGTERM handler that lets the writer flush before death
  *   util.c      error messages, clocks
  *
  * Data flow: producer threads --store_submit--> EventQueue --writer thread-->
@@ -147,6 +148,13 @@ struct Store {
     _Atomic uint64_t dropped_write;
     _Atomic uint64_t errors;
 };
+
+/* ---- sigterm.c ---- */
+
+/* If `s` is the Store the SIGTERM handler flushes, make it none, and wait
+   until no handler uses `s` (a handler waits at most its budget).  For
+   store_close(), after the writer has ended the run, before freeing. */
+void store_sigterm_unwatch(Store *s);
 
 /* ---- writer.c ---- */
 

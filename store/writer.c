@@ -778,6 +778,9 @@ static void finish_run(Store *s)
 {
     pthread_mutex_lock(&s->gate);
     write_run_end(s);
+    char b = 1;                   /* a SIGTERM handler waiting on the close: done */
+    ssize_t r = write(s->exit_fd[1], &b, 1);
+    (void)r;
     store_writer_free(s);
     sqlite3_close(s->db);
     s->db = NULL;
