@@ -248,6 +248,41 @@ def _cmd_top(argv: list[str]) -> int:
     return 127  # not reached
 
 
+# `run`'s own options that take a value (_split_run_argv).
+_RUN_VALUED = {"--db", "--backend"}
+
+
+def _split_run_argv(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """Split `run`'s arguments: (dynscope's options, the -m module or None,
+    the program's argv).  dynscope's options end at `-m MODULE`, at the
+    script (the first word that is not one of them) or at `--` (dropped);
+    everything after belongs to the program, unchanged."""
+    own: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return own, None, argv[i + 1:]
+        if a == "-m" or (a.startswith("-m") and len(a) > 2):
+            if a == "-m":
+                if i + 1 >= len(argv):
+                    return own + ["-m"], None, []     # argparse says what is missing
+                return own, argv[i + 1], argv[i + 2:]
+            return own, a[2:], argv[i + 1:]
+        name = a.split("=", 1)[0]
+        if name in _RUN_VALUED:
+            own.append(a)
+            if "=" not in a and i + 1 < len(argv):
+                own.append(argv[i + 1])
+                i += 1
+        elif a.startswith("-") and a != "-":
+            own.append(a)          # ours (--capture-all, -h), or argparse reports it
+        else:
+            return own, None, argv[i:]
+        i += 1
+    return own, None, []
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
@@ -262,8 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--capture-all", action="store_true",
                    help="capture every frame from program start (not dynscope's own nor the import system)")
     p.add_argument("--backend", default="eager", help="backend for --capture-all (default: eager)")
-    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
-    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args...]")
+    p.add_argument("-m", dest="module", metavar="MODULE",
+                   help="run a module, as python -m; every argument after it is the module's")
+    p.add_argument("program", nargs="*", metavar="script.py [args...]",
+                   help="the script and its arguments, passed on unchanged (an optional "
+                        "-- may stand before the script)")
     p.set_defaults(func=_cmd_run)
     p = sub.add_parser("sql", help="query a dynscope database read-only")
     p.add_argument("db", metavar="FILE")
@@ -282,7 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("top", add_help=False,
                    help="dyntop: the live TUI over a dynscope database (top FILE [options];"
                         " top --help lists them)")
+    program = None
+    if argv and argv[0] == "run":
+        # What follows the module or the script is the program's, unchanged
+        # (as python -m cProfile and coverage run take it): argparse would
+        # read the program's own options (-q, --flag) as ours.
+        own, module, program = _split_run_argv(argv[1:])
+        argv = ["run"] + own + (["-m", module] if module is not None else [])
     args = parser.parse_args(argv)
+    if program is not None:
+        args.program = program
     if args.command is None:
         parser.print_help()
         return 2
