@@ -34,6 +34,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PROG=lttng-capture
 
+# LD_PRELOAD is the command's (e.g. ASan's runtime for `make asan`): the
+# script's own tools (awk, lttng, the session daemon) run without it.
+cmd_preload=${LD_PRELOAD:-}
+unset LD_PRELOAD
+
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 die() { log "error: $*"; exit 125; }
 usage() {
@@ -242,7 +247,7 @@ log "recording $events${loglevel:+ at --loglevel=$loglevel} (session $session)"
 # ---------------------------------------------------------------------------
 # The command.
 
-preload=${LD_PRELOAD:-}
+preload=$cmd_preload
 [[ -z "$forklib" ]] || preload=${preload:+$preload:}$forklib
 set +e
 LD_PRELOAD=$preload DYNSCOPE_TRACE_PROVIDER=$provider "$@"

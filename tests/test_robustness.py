@@ -204,7 +204,9 @@ def test_threads_calling_captured_functions_while_another_resets(fast_switching,
     assert errors == [], errors[:3]
     assert mismatches == [], mismatches[:3]
     assert resets[0] >= 5, resets      # resets really happened during the calls
-    assert min(calls) > 3 * len(work), calls
+    # every thread finished its three rounds at least (a slow build, ASan,
+    # does about only those in RACE_SECONDS)
+    assert min(calls) >= 3 * len(work), calls
     # the threads really raced the resets: the same frames compiled again and again
     assert len(compiled) > 4 * len(work), (len(compiled), resets)
     assert_engine_idle()
