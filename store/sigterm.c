@@ -18,7 +18,9 @@
  *   - it is installed only over SIG_DFL: a program's own handler or SIG_IGN
  *     is never replaced, and a handler the program installs later replaces
  *     ours (signal.signal does);
- *   - `watched` is the Store the handler may use; store_sigterm_watch()
+ *   - `watched` is the Store the handler may use, and only in the process
+ *     that set it (`watched_pid`: a fork child sees its parent's until its
+ *     after-fork hook runs); store_sigterm_watch()
  *     changes it and then waits for handlers still using the old one, so a
  *     Store is never freed under a running handler.
  */
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 static _Atomic(Store *) watched;        /* the Store to flush, or NULL */
+static _Atomic pid_t watched_pid;       /* the process whose Store it is */
 static _Atomic int notify_fd = -1;      /* written before the flush, or -1 */
 static _Atomic int ack_fd = -1;         /* read: the notified party is done */
 /* Whether the notified party can answer while this thread sits in the
@@ -78,6 +81,12 @@ static void on_sigterm(int signo)
     int saved_errno = errno;
     atomic_fetch_add(&handlers_running, 1);
     Store *s = atomic_load(&watched);
+    /* A fork child that has not reached its after-fork hooks yet (lttng-ust's
+       fork wrapper can hold it in fork() for a while) still sees the
+       parent's Store: its writer and pipes are the parent's.  The child has
+       recorded nothing of its own: it dies at once, as it would have. */
+    if (s != NULL && atomic_load(&watched_pid) != getpid())
+        s = NULL;
     if (s != NULL) {
         unsigned budget = atomic_load(&flush_timeout_ms);
         /* A snapshot thread that can run answers in a millisecond or two;
@@ -143,6 +152,7 @@ void store_sigterm_uninstall(void)
 void store_sigterm_watch(Store *s, int notify, int ack, int (*answerable)(void))
 {
     if (s != NULL) {
+        atomic_store(&watched_pid, getpid());
         atomic_store(&notify_fd, notify);
         atomic_store(&ack_fd, ack);
         atomic_store(&can_answer, answerable);
