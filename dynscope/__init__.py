@@ -92,15 +92,48 @@ def list_backends():
     return _C.list_backends()
 
 
-def _default_skip_prefixes():
-    """Files never captured: the standard library, dynscope itself, and the
-    tensor libraries' own Python code (as TorchDynamo skips its skipfiles)."""
-    prefixes = {os.path.dirname(os.path.abspath(__file__)) + os.sep, "<frozen "}
-    paths = sysconfig.get_paths()
+def _stdlib_dirs():
+    """The standard library's own directories: where `os` and the compiled
+    stdlib modules live.  Never the venv's lib/pythonX.Y, which only holds
+    site-packages (sysconfig's platstdlib is that directory in a venv)."""
+    dirs = {os.path.dirname(os.path.abspath(os.__file__))}
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
+            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}
     for key in ("stdlib", "platstdlib"):
-        p = paths.get(key)
+        p = sysconfig.get_path(key, vars=base)
         if p:
-            prefixes.add(os.path.abspath(p) + os.sep)
+            dirs.add(os.path.abspath(p))
+    return dirs
+
+
+def _site_packages_dirs():
+    """Where installed packages live: site-packages and dist-packages of
+    this interpreter and of its base installation, the user site, and any
+    such directory on sys.path."""
+    import site
+    dirs = set()
+    for key in ("purelib", "platlib"):
+        p = sysconfig.get_path(key)
+        if p:
+            dirs.add(os.path.abspath(p))
+    try:
+        dirs.update(os.path.abspath(p) for p in site.getsitepackages())
+    except AttributeError:       # some embedded interpreters lack it
+        pass
+    user = getattr(site, "USER_SITE", None)
+    if user:
+        dirs.add(os.path.abspath(user))
+    dirs.update(os.path.abspath(p) for p in sys.path
+                if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
+    return dirs
+
+
+def _default_skip_prefixes():
+    """Files never captured: the standard library, dynscope itself, frozen
+    modules, and the tensor libraries' own Python code (as TorchDynamo skips
+    its skipfiles).  Installed packages are captured (capture_prefixes)."""
+    prefixes = {os.path.dirname(os.path.abspath(__file__)) + os.sep, "<frozen "}
+    prefixes.update(d + os.sep for d in _stdlib_dirs())
     for mod in ("numpy", "torch"):
         m = sys.modules.get(mod)
         origin = getattr(m, "__file__", None) if m is not None else None
@@ -114,12 +147,17 @@ def _default_skip_prefixes():
             origin = spec.origin if spec is not None else None
         if origin:
             prefixes.add(os.path.dirname(os.path.abspath(origin)) + os.sep)
-    # site-packages of the stdlib prefix would match the stdlib prefix; keep
-    # third-party packages capturable unless listed above.
     return tuple(sorted(prefixes))
 
 
+def _default_capture_prefixes():
+    """Installed packages are users' code, also where a Python installation
+    keeps them inside its standard library's directory."""
+    return tuple(sorted(d + os.sep for d in _site_packages_dirs()))
+
+
 config.skip_prefixes = _default_skip_prefixes()
+config.capture_prefixes = _default_capture_prefixes()
 
 
 def _load_trace_provider():

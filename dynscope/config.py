@@ -2,7 +2,10 @@
 
     dynscope.config.cache_size_limit = 8   # entries per function (and resume point)
     dynscope.config.cache_limit_warning   # warn when a function reaches it (default True)
-    dynscope.config.skip_prefixes         # files never captured
+    dynscope.config.skip_prefixes         # files never captured: the standard library,
+                                          # the tensor libraries, dynscope itself
+    dynscope.config.capture_prefixes      # captured even inside a skip prefix:
+                                          # site-packages (the longest match wins)
 """
 from __future__ import annotations
 
@@ -49,10 +52,25 @@ class _Config:
     def skip_prefixes(self, value) -> None:
         _C.set_skip_prefixes(tuple(value))
 
+    @property
+    def capture_prefixes(self) -> tuple:
+        """Path prefixes whose code is captured even though a shorter skip
+        prefix matches: by default the site-packages directories (installed
+        packages are users' code, though a Python installation keeps them
+        inside its standard library's directory).  A file matching both
+        follows the longer prefix, so numpy/ inside site-packages stays
+        skipped."""
+        return _C.get_capture_prefixes()
+
+    @capture_prefixes.setter
+    def capture_prefixes(self, value) -> None:
+        _C.set_capture_prefixes(tuple(value))
+
     def __repr__(self) -> str:
         return (f"dynscope.config(cache_size_limit={self.cache_size_limit}, "
                 f"cache_limit_warning={self.cache_limit_warning}, "
-                f"skip_prefixes={self.skip_prefixes!r})")
+                f"skip_prefixes={self.skip_prefixes!r}, "
+                f"capture_prefixes={self.capture_prefixes!r})")
 
 
 config = _Config()

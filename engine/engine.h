@@ -677,6 +677,9 @@ bool hook_installed(void);
 typedef struct EngineConfig {
     int cache_size_limit;     /* entries per (code, resume offset); default 8 */
     PyObject *skip_prefixes;  /* strong: tuple of path prefixes never captured */
+    PyObject *capture_prefixes; /* strong: tuple of path prefixes captured even
+                                   inside a skip prefix (site-packages inside the
+                                   stdlib's directory); the longest match wins */
     bool cache_limit_warning; /* issue CacheLimitWarning (default); off, the limit
                                  is only counted and recorded, so that the
                                  program's warnings stay its own (--capture-all) */

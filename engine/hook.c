@@ -77,23 +77,44 @@ void capture_exit(void)
 
 /* ---- skip rules ---- */
 
-/* Whether `co` lives in a file the engine never captures (the standard
-   library, NumPy, dynscope itself: config.skip_prefixes). */
-static bool code_in_skipped_file(PyCodeObject *co)
+/* The length of the longest prefix of `tuple` that `filename` starts with,
+   or -1 when none does. */
+static Py_ssize_t longest_prefix(PyObject *filename, PyObject *tuple)
 {
-    PyObject *prefixes = engine_config.skip_prefixes;
-    if (prefixes == NULL || !PyUnicode_Check(co->co_filename))
-        return false;
-    Py_ssize_t n = PyTuple_GET_SIZE(prefixes);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *p = PyTuple_GET_ITEM(prefixes, i);
-        Py_ssize_t r = PyUnicode_Tailmatch(co->co_filename, p, 0, PY_SSIZE_T_MAX, -1);
-        if (r == 1)
-            return true;
+    Py_ssize_t best = -1;
+    if (tuple == NULL)
+        return best;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *p = PyTuple_GET_ITEM(tuple, i);
+        Py_ssize_t r = PyUnicode_Tailmatch(filename, p, 0, PY_SSIZE_T_MAX, -1);
         if (r < 0)
             PyErr_Clear();
+        else if (r == 1 && PyUnicode_GET_LENGTH(p) > best)
+            best = PyUnicode_GET_LENGTH(p);
     }
-    return false;
+    return best;
+}
+
+/* The skip prefix `co`'s file falls under (borrowed), or NULL: the longest
+   matching entry of config.skip_prefixes, unless a longer entry of
+   config.capture_prefixes matches (site-packages inside the standard
+   library's directory is users' code; numpy inside site-packages is not). */
+static PyObject *code_skip_prefix(PyCodeObject *co)
+{
+    PyObject *skips = engine_config.skip_prefixes;
+    if (skips == NULL || !PyUnicode_Check(co->co_filename))
+        return NULL;
+    Py_ssize_t skip = longest_prefix(co->co_filename, skips);
+    if (skip < 0 || longest_prefix(co->co_filename, engine_config.capture_prefixes) > skip)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(skips); i++) {
+        PyObject *p = PyTuple_GET_ITEM(skips, i);
+        if (PyUnicode_GET_LENGTH(p) == skip
+            && PyUnicode_Tailmatch(co->co_filename, p, 0, PY_SSIZE_T_MAX, -1) == 1)
+            return p;
+    }
+    PyErr_Clear();
+    return NULL;
 }
 
 /* Set cc's skip reason (once) and report it.  Cannot fail. */
@@ -162,8 +183,12 @@ static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
     const char *why = static_skip_reason(co);
     if (why != NULL)
         mark_skipped(cc, PyUnicode_FromString(why), false);
-    else if (code_in_skipped_file(co))
-        mark_skipped(cc, PyUnicode_FromString("file is in config.skip_prefixes"), false);
+    else {
+        PyObject *prefix = code_skip_prefix(co);   /* borrowed */
+        if (prefix != NULL)
+            mark_skipped(cc, PyUnicode_FromFormat("file is in config.skip_prefixes (%U)", prefix),
+                         false);
+    }
     if (PyErr_Occurred())
         events_internal_error("classifying a code object");
     return cc;

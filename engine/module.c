@@ -17,7 +17,7 @@
 #include <time.h>
 #include <structmember.h>
 
-EngineConfig engine_config = {8, NULL, true};
+EngineConfig engine_config = {.cache_size_limit = 8, .cache_limit_warning = true};
 EngineCounters engine_counters;
 PyObject *UnsupportedError;
 
@@ -467,19 +467,29 @@ static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-static PyObject *py_set_skip_prefixes(PyObject *self, PyObject *arg)
+/* A tuple of str from any sequence of str, or NULL with TypeError naming
+   `what`. */
+static PyObject *prefix_tuple(PyObject *arg, const char *what)
 {
-    (void)self;
     PyObject *t = PySequence_Tuple(arg);
     if (t == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
         if (!PyUnicode_Check(PyTuple_GET_ITEM(t, i))) {
             Py_DECREF(t);
-            PyErr_SetString(PyExc_TypeError, "skip_prefixes must be strings");
+            PyErr_Format(PyExc_TypeError, "%s must be strings", what);
             return NULL;
         }
     }
+    return t;
+}
+
+static PyObject *py_set_skip_prefixes(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *t = prefix_tuple(arg, "skip_prefixes");
+    if (t == NULL)
+        return NULL;
     Py_XSETREF(engine_config.skip_prefixes, t);
     Py_RETURN_NONE;
 }
@@ -489,6 +499,23 @@ static PyObject *py_get_skip_prefixes(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     return Py_NewRef(engine_config.skip_prefixes ? engine_config.skip_prefixes : Py_None);
+}
+
+static PyObject *py_set_capture_prefixes(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *t = prefix_tuple(arg, "capture_prefixes");
+    if (t == NULL)
+        return NULL;
+    Py_XSETREF(engine_config.capture_prefixes, t);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_capture_prefixes(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return Py_NewRef(engine_config.capture_prefixes ? engine_config.capture_prefixes : Py_None);
 }
 
 static PyObject *py_capture_depth(PyObject *self, PyObject *unused)
@@ -515,6 +542,8 @@ static PyMethodDef module_methods[] = {
     {"set_cache_limit_warning", py_set_cache_limit_warning, METH_O, NULL},
     {"get_skip_prefixes", py_get_skip_prefixes, METH_NOARGS, NULL},
     {"set_skip_prefixes", py_set_skip_prefixes, METH_O, NULL},
+    {"get_capture_prefixes", py_get_capture_prefixes, METH_NOARGS, NULL},
+    {"set_capture_prefixes", py_set_capture_prefixes, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -534,7 +563,8 @@ PyMODINIT_FUNC PyInit__C(void)
     base_ticks = engine_ticks();
     base_ns = engine_now_ns();
     engine_config.skip_prefixes = PyTuple_New(0);
-    if (engine_config.skip_prefixes == NULL)
+    engine_config.capture_prefixes = PyTuple_New(0);
+    if (engine_config.skip_prefixes == NULL || engine_config.capture_prefixes == NULL)
         goto fail;
     OptimizeContextType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &ctx_spec, NULL);
     OptimizedFunctionType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &of_spec, NULL);
