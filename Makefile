@@ -51,7 +51,9 @@ EXT_GLOB := dynscope/$(EXT_NAME).*so
 
 # trace/trace.c is the engine's side of LTTng (plain C, dlopen, no LTTng
 # headers); trace/tp.c is the provider, built apart below.
-SRCS := $(wildcard engine/*.c explain/*.c store/*.c) trace/trace.c
+# Sources and libraries come from build.conf, which setup.py reads too.
+build_conf = $(shell sed -n 's/^$(1): *//p' build.conf)
+SRCS := $(wildcard $(call build_conf,ext_sources))
 OBJS := $(SRCS:%.c=$(BUILD)/%.o)
 ASAN_OBJS := $(SRCS:%.c=$(BUILD)/asan/%.o)
 
@@ -64,7 +66,7 @@ CFLAGS_NORMAL = $(BASE_CFLAGS) -O2 $(CFLAGS_EXTRA)
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS_ASAN = $(BASE_CFLAGS) -O1 $(SANITIZE) $(CFLAGS_EXTRA)
 DEPFLAGS := -MMD -MP
-LDLIBS := -lsqlite3 -lm -lpthread -ldl $(LDLIBS_EXTRA)
+LDLIBS := $(addprefix -l,$(call build_conf,ext_libraries)) $(LDLIBS_EXTRA)
 
 # The normal and the ASan extension are linked apart, under build/; only
 # install-ext copies one into dynscope/, and it does so whenever the copy there
@@ -235,7 +237,7 @@ asan: $(ASAN_SO)
 # objects (-fPIC, Python includes) stay apart.
 
 DYNTOP := $(BUILD)/dyntop
-DYNTOP_SRCS := $(wildcard tui/*.c) store/read.c store/schema.c store/util.c
+DYNTOP_SRCS := $(wildcard $(call build_conf,dyntop_sources))
 DYNTOP_OBJS := $(DYNTOP_SRCS:%.c=$(BUILD)/tui/%.o)
 NCURSES_CFLAGS = $(shell pkg-config --cflags ncursesw 2>/dev/null)
 NCURSES_LIBS = $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw)

@@ -230,9 +230,18 @@ def _has_table(con, name: str) -> bool:
 
 
 def _dyntop_path() -> str:
-    """build/dyntop of this checkout (made by `make`), next to the package."""
+    """The dyntop binary: in the package when installed (pip install ., a
+    wheel), else build/dyntop of this checkout (made by `make`)."""
     pkg = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(pkg, "dyntop")
+    if os.access(installed, os.X_OK):
+        return installed
     return os.path.join(os.path.dirname(pkg), "build", "dyntop")
+
+
+def dyntop_main() -> int:
+    """The `dyntop` command of an installed dynscope: every argument to dyntop."""
+    return _cmd_top(sys.argv[1:])
 
 
 def _cmd_top(argv: list[str]) -> int:
