@@ -19,7 +19,7 @@ import sys
 import sysconfig
 
 from . import _C
-from ._C import CacheLimitWarning, Unsupported  # noqa: F401
+from ._C import CacheLimitWarning, RecompileError, Unsupported  # noqa: F401
 from ._C import ExplainBackend, ExplainOutput, BreakReason, StackFrame  # noqa: F401
 from .config import config
 
@@ -29,7 +29,9 @@ __all__ = [
     "reset",
     "config",
     "Unsupported",
+    "RecompileError",
     "CacheLimitWarning",
+    "set_stance",
     "register_backend",
     "list_backends",
     "explain",
@@ -66,6 +68,38 @@ def optimize(backend="eager", *, fullgraph=False, dynamic=None):
     if dynamic not in (None, False):
         raise NotImplementedError("dynscope: dynamic shapes are not supported yet (use dynamic=None)")
     return _C.OptimizeContext(backend, fullgraph=fullgraph)
+
+
+class _StanceContext:
+    """What set_stance returns: a context manager that puts the previous
+    stance back on exit (calling set_stance alone keeps the new one)."""
+
+    def __init__(self, previous: str) -> None:
+        self.previous = previous
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _C.set_stance(self.previous)
+
+
+def set_stance(stance: str = "default"):
+    """What the engine does with frames, process-wide, as torch.compiler.set_stance:
+
+    "default"             capture, recompile up to config.cache_size_limit
+    "fail_on_recompile"   a frame that would be compiled again raises
+                          dynscope.RecompileError naming the frame and the guard
+                          that failed (first compiles and skipped frames do not)
+    "eager_on_recompile"  such a frame runs eagerly instead (cached entries still hit)
+    "force_eager"         nothing is captured; the caches are kept for later
+
+    Use as a call (the stance stays) or a context manager (restored on exit):
+    ``with dynscope.set_stance("fail_on_recompile"): step(batch)``.
+    """
+    previous = _C.get_stance()
+    _C.set_stance(stance)
+    return _StanceContext(previous)
 
 
 def cache_entries(fn_or_code):
@@ -176,3 +210,7 @@ from .recording import record, stop_recording, recording_path  # noqa: E402
 from . import recording as _recording  # noqa: E402
 
 _recording._start_from_environment()
+
+from . import logs  # noqa: E402
+
+logs._start_from_environment()

@@ -673,8 +673,20 @@ void capture_exit(void);
 /* Whether the hook is installed now (for tests). */
 bool hook_installed(void);
 
+/* dynscope.set_stance(): what the engine does on a frame (module.c). */
+typedef enum Stance {
+    STANCE_DEFAULT = 0,          /* compile, recompile up to cache_size_limit */
+    STANCE_FAIL_ON_RECOMPILE,    /* a recompile raises RecompileError */
+    STANCE_EAGER_ON_RECOMPILE,   /* a recompile runs the frame eagerly instead */
+    STANCE_FORCE_EAGER,          /* nothing is captured; caches are kept */
+} Stance;
+
 /* Global configuration (module.c). */
 typedef struct EngineConfig {
+    Stance stance;            /* GIL; read per frame */
+    PyObject *log_sink;       /* strong or NULL: called with each event dict of the
+                                 process's log (DYNSCOPE_LOGS, dynscope/logs.py) */
+    bool log_guards;          /* compile_end dicts carry "guard_exprs" (for +guards) */
     int cache_size_limit;     /* entries per (code, resume offset); default 8 */
     PyObject *skip_prefixes;  /* strong: tuple of path prefixes never captured */
     PyObject *capture_prefixes; /* strong: tuple of path prefixes captured even
@@ -690,5 +702,8 @@ extern EngineConfig engine_config;
 
 /* dynscope.Unsupported (module.c), raised under fullgraph=True. Strong. */
 extern PyObject *UnsupportedError;
+/* dynscope.RecompileError (module.c), raised under set_stance("fail_on_recompile").
+   Strong. */
+extern PyObject *RecompileError;
 
 #endif /* DYNSCOPE_ENGINE_H */

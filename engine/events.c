@@ -43,6 +43,16 @@ static void log_event(PyObject *ev)
         Py_DECREF(ev);
         return;
     }
+    if (engine_config.log_sink != NULL) {
+        /* DYNSCOPE_LOGS: a line on stderr as it happens; a failing sink is
+           reported once and removed, never raised into the program */
+        PyObject *r = PyObject_CallOneArg(engine_config.log_sink, ev);
+        if (r == NULL) {
+            Py_CLEAR(engine_config.log_sink);
+            events_internal_error("writing a DYNSCOPE_LOGS line");
+        }
+        Py_XDECREF(r);
+    }
     if (PyList_GET_SIZE(event_log) >= EVENT_LOG_MAX) {
         Py_ssize_t half = EVENT_LOG_MAX / 2;
         if (PyList_SetSlice(event_log, 0, half, NULL) == 0)
@@ -186,6 +196,16 @@ static void events_compile_end_impl(CodeCache *cc, CacheEntry *e, const char *ou
     set_item(ev, "graphs", PyLong_FromLong(e->plan.gm ? 1 : 0));
     set_item(ev, "nodes", PyLong_FromLong(e->plan.nops));
     set_item(ev, "guards", PyLong_FromLong(e->guards.n));
+    if (engine_config.log_guards && capture_state()->session == NULL) {
+        PyObject *exprs = PyList_New(0);
+        for (int g = 0; exprs && g < e->guards.n; g++) {
+            PyObject *expr = guardset_render_guard(&e->guards, g);
+            if (expr == NULL || PyList_Append(exprs, expr) < 0)
+                Py_CLEAR(exprs);
+            Py_XDECREF(expr);
+        }
+        set_item(ev, "guard_exprs", exprs);
+    }
     log_event(ev);
     if (sinks_want(EV_COMPILE_END)) {
         EventRecord r;

@@ -374,6 +374,19 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
             PyErr_Clear();
         Py_XSETREF(cf->last_failure, desc);
     }
+    if (nentries > 0 && engine_config.stance == STANCE_EAGER_ON_RECOMPILE) {
+        Py_XDECREF(failures);
+        return MISS_EAGER;
+    }
+    if (nentries > 0 && engine_config.stance == STANCE_FAIL_ON_RECOMPILE) {
+        Py_XDECREF(failures);
+        PyErr_Format(RecompileError,
+                     "dynscope: %U (%U:%d) would be recompiled (frame %d, set_stance("
+                     "'fail_on_recompile')): %S",
+                     cc->code->co_qualname, cc->code->co_filename, cc->code->co_firstlineno,
+                     cf->frame_id, cf->last_failure ? cf->last_failure : Py_None);
+        return MISS_ERROR;
+    }
     if (attempts >= engine_config.cache_size_limit) {
         if (!cf->limit_warned) {
             cf->limit_warned = true;
@@ -691,6 +704,8 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
 
 static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)
 {
+    if (engine_config.stance == STANCE_FORCE_EAGER)
+        return frame_eval_default(ts, f, 0);
     PyCodeObject *co = frame_code(f);
     CodeCache *cc = lookup_code_cache(co, tc);
     if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL) {

@@ -16,10 +16,19 @@
 #include <stdlib.h>
 #include <time.h>
 #include <structmember.h>
+#include <string.h>
 
 EngineConfig engine_config = {.cache_size_limit = 8, .cache_limit_warning = true};
 EngineCounters engine_counters;
 PyObject *UnsupportedError;
+PyObject *RecompileError;
+
+static const char *const stance_names[] = {
+    [STANCE_DEFAULT] = "default",
+    [STANCE_FAIL_ON_RECOMPILE] = "fail_on_recompile",
+    [STANCE_EAGER_ON_RECOMPILE] = "eager_on_recompile",
+    [STANCE_FORCE_EAGER] = "force_eager",
+};
 
 void engine_assert_fail(const char *expr, const char *file, int line)
 {
@@ -518,6 +527,48 @@ static PyObject *py_get_capture_prefixes(PyObject *self, PyObject *unused)
     return Py_NewRef(engine_config.capture_prefixes ? engine_config.capture_prefixes : Py_None);
 }
 
+static PyObject *py_set_stance(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (name == NULL && PyErr_Occurred())
+        return NULL;
+    for (size_t i = 0; name && i < sizeof(stance_names) / sizeof(stance_names[0]); i++) {
+        if (strcmp(name, stance_names[i]) == 0) {
+            engine_config.stance = (Stance)i;
+            Py_RETURN_NONE;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "dynscope: unknown stance %R; one of 'default', "
+                 "'fail_on_recompile', 'eager_on_recompile', 'force_eager'", arg);
+    return NULL;
+}
+
+static PyObject *py_get_stance(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString(stance_names[engine_config.stance]);
+}
+
+/* set_log_sink(callable or None, with_guards=False): every event of the
+   process's log is passed to callable as it happens (DYNSCOPE_LOGS). */
+static PyObject *py_set_log_sink(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *fn;
+    int with_guards = 0;
+    if (!PyArg_ParseTuple(args, "O|p:set_log_sink", &fn, &with_guards))
+        return NULL;
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "set_log_sink: expected a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(engine_config.log_sink, fn == Py_None ? NULL : Py_NewRef(fn));
+    engine_config.log_guards = fn != Py_None && with_guards;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_capture_depth(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -543,6 +594,9 @@ static PyMethodDef module_methods[] = {
     {"get_skip_prefixes", py_get_skip_prefixes, METH_NOARGS, NULL},
     {"set_skip_prefixes", py_set_skip_prefixes, METH_O, NULL},
     {"get_capture_prefixes", py_get_capture_prefixes, METH_NOARGS, NULL},
+    {"set_stance", py_set_stance, METH_O, NULL},
+    {"get_stance", py_get_stance, METH_NOARGS, NULL},
+    {"set_log_sink", py_set_log_sink, METH_VARARGS, NULL},
     {"set_capture_prefixes", py_set_capture_prefixes, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -579,6 +633,13 @@ PyMODINIT_FUNC PyInit__C(void)
         "as one graph; the message names the reason and the user's file:line.",
         PyExc_RuntimeError, NULL);
     if (UnsupportedError == NULL || PyModule_AddObjectRef(m, "Unsupported", UnsupportedError) < 0)
+        goto fail;
+    RecompileError = PyErr_NewExceptionWithDoc(
+        "dynscope.RecompileError",
+        "Raised under set_stance('fail_on_recompile') when a captured frame would "
+        "be compiled again; the message names the frame and its failing guard.",
+        PyExc_RuntimeError, NULL);
+    if (RecompileError == NULL || PyModule_AddObjectRef(m, "RecompileError", RecompileError) < 0)
         goto fail;
     if (cache_init() < 0 || cache_types_init(m) < 0 || graph_types_init(m) < 0
         || backend_init(m) < 0 || events_init(m) < 0 || guards_types_init(m) < 0
