@@ -105,12 +105,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         if region is not None:
             region.__exit__(None, None, None)
-            limits = dynscope._C.counters()["cache_limits"]
-            if limits:
-                where = f" (table cache_limits of {args.db})" if args.db else ""
-                print(f"dynscope run: {limits} function(s) reached cache_size_limit "
-                      f"({dynscope.config.cache_size_limit}) and ran on without capture{where}",
-                      file=sys.stderr)
+        # one summary line for the whole run (the functions' own warnings,
+        # at most one each, were issued as they happened unless --capture-all)
+        limits = dynscope._C.counters()["cache_limits"]
+        if limits:
+            where = f" (table cache_limits of {args.db})" if args.db else ""
+            print(f"dynscope run: {limits} function(s) reached cache_size_limit "
+                  f"({dynscope.config.cache_size_limit}) and ran on without capture{where}",
+                  file=sys.stderr)
         stats = dynscope.stop_recording()
         if stats and stats.get("dropped"):
             print(f"dynscope run: {stats['dropped']} events dropped (see runs.dropped_events)",

@@ -562,6 +562,7 @@ typedef struct CodeCache {
     CacheFrame **frames;      /* owned: array of owned frames */
     PyObject *skip_reason;    /* strong: str when the code runs eagerly for good, else NULL */
     bool skip_reported;       /* the skip was an event (not a path or static rule) */
+    bool limit_warned;        /* the one CacheLimitWarning of this function was issued */
     struct CodeCache *prev, *next;  /* every live CodeCache, for reset() */
 } CodeCache;
 

@@ -309,11 +309,12 @@ static void events_cache_limit_impl(CodeCache *cc, CacheFrame *cf, PyObject *fai
     }
     emit_guard_failures(cc, NULL, failures);
 
-    /* The user's one warning; a warnings filter that turns it into an
-       error must not break the program, so the error is reported and
-       cleared. */
-    if (!engine_config.cache_limit_warning)
+    /* The user's one warning per function (its resume points reach the
+       limit on their own); a warnings filter that turns it into an error
+       must not break the program, so the error is reported and cleared. */
+    if (!engine_config.cache_limit_warning || cc->limit_warned)
         return;
+    cc->limit_warned = true;
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
     if (PyErr_WarnFormat(CacheLimitWarning, 1,

@@ -126,3 +126,24 @@ def test_logs_verbose_and_selection(tmp_path):
 def test_logs_bad_name_is_reported_and_the_program_runs(tmp_path):
     err, _ = run_logged(tmp_path, "recompile")
     assert "DYNSCOPE_LOGS='recompile': unknown log 'recompile'" in err
+
+
+def two_frames(x, n):
+    y = x * 2
+    print(end="")                      # a break: frame 0 and a resume frame
+    return y + n
+
+
+def test_one_cache_limit_warning_per_function_however_many_frames_reach_it():
+    import warnings
+    f = dynscope.optimize("eager")(two_frames)
+    dynscope.config.cache_size_limit = 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(4):             # the resume frame (it reads n) reaches the limit
+            assert (f(np.ones(2), n) == 2 + n).all()
+        for size in range(3, 6):       # then frame 0 (it reads x's shape)
+            assert (f(np.ones(size), 0) == 2).all()
+    limits = [w for w in caught if issubclass(w.category, dynscope.CacheLimitWarning)]
+    assert len(limits) == 1, [str(w.message) for w in limits]
+    assert len(events("cache_limit")) == 2        # both frames reached it, both recorded
