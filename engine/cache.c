@@ -263,6 +263,7 @@ CacheEntry *cache_entry_new(void)
     e->guard_ticks = 0;
     e->compile_ns = 0;
     e->backend_ns = 0;
+    e->eager_reason = NULL;
     PyObject_GC_Track(e);
     return e;
 }
@@ -271,6 +272,7 @@ static int entry_traverse(CacheEntry *e, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(e));
     Py_VISIT(e->backend);
+    Py_VISIT(e->eager_reason);
     Py_VISIT(e->plan.gm);
     Py_VISIT(e->plan.compiled);
     return 0;
@@ -279,6 +281,7 @@ static int entry_traverse(CacheEntry *e, visitproc visit, void *arg)
 static int entry_clear(CacheEntry *e)
 {
     Py_CLEAR(e->backend);
+    Py_CLEAR(e->eager_reason);
     Py_CLEAR(e->code_name);
     Py_CLEAR(e->code_file);
     plan_clear(&e->plan);
@@ -348,10 +351,24 @@ static PyObject *entry_get_graph(CacheEntry *e, void *c)
     return Py_NewRef(e->plan.gm ? e->plan.gm : Py_None);
 }
 
+PyObject *cache_entry_plan_text(CacheEntry *e)
+{
+    if (e->eager_reason != NULL)
+        return PyUnicode_FromFormat("run without capture (translation stopped for these "
+                                    "inputs: %S)", e->eager_reason);
+    return plan_render(&e->plan, &e->guards);
+}
+
 static PyObject *entry_get_plan(CacheEntry *e, void *c)
 {
     (void)c;
-    return plan_render(&e->plan, &e->guards);
+    return cache_entry_plan_text(e);
+}
+
+static PyObject *entry_get_eager_reason(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_NewRef(e->eager_reason ? e->eager_reason : Py_None);
 }
 
 static PyObject *entry_get_backend(CacheEntry *e, void *c)
@@ -384,6 +401,9 @@ static PyGetSetDef entry_getset[] = {
     {"graph_break", (getter)entry_get_break, NULL, "why the entry's graph ended (dict with kind, reason, offset, user_stack), or None", NULL},
     {"graph", (getter)entry_get_graph, NULL, "the GraphModule, or None when the frame has no tensor ops", NULL},
     {"plan", (getter)entry_get_plan, NULL, "what runs instead of the bytecode, as pseudo-Python", NULL},
+    {"eager_reason", (getter)entry_get_eager_reason, NULL,
+     "None, or why translation stopped for inputs that pass this entry's guards "
+     "(such inputs run the frame without capture, not translated again)", NULL},
     {"backend", (getter)entry_get_backend, NULL, "the backend the graph was compiled with", NULL},
     {"code", (getter)entry_get_code, NULL, "(qualname, filename, firstlineno) of the entry's code", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -529,9 +529,18 @@ typedef struct CacheEntry {
                                  (engine_ticks units; guard_ns converts) */
     uint64_t compile_ns;
     uint64_t backend_ns;      /* of compile_ns, the time in the backend */
+    PyObject *eager_reason;   /* strong or NULL.  Set: translation stopped for
+                                 inputs that pass `guards` (the guards read
+                                 before it stopped), for this reason; a hit
+                                 runs the frame without capture instead of
+                                 translating it again on every call */
 } CacheEntry;
 
 extern PyTypeObject *CacheEntryType;
+
+/* What the entry runs, as text (its plan, or that it runs without capture).
+   New reference or NULL. */
+PyObject *cache_entry_plan_text(CacheEntry *e);
 
 /*
  * The cache of one (code object, resume offset).  Allocated once and freed

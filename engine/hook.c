@@ -201,8 +201,9 @@ static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
 /*
  * Check entry e's guards against fv and, when they pass, run its plan.
  * Returns 1 with *out filled (which may be OUTCOME_ERROR: an exception of
- * the program's), 0 when the guards fail, -1 on an internal error
- * (exception set).  Never fills failure details: the miss path asks for
+ * the program's), 2 when the guards pass on an entry whose translation
+ * stopped (eager_reason: the frame runs without capture; *out untouched),
+ * 0 when the guards fail, -1 on an internal error (exception set).  Never fills failure details: the miss path asks for
  * them apart.
  */
 static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
@@ -232,8 +233,10 @@ static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
         *guard_ticks += t1 - t0;
     if (ok == 1) {
         e->hits += count_hit;
-        /* The graph runs inside the engine; an eager step is user code. */
-        plan_run(&e->plan, &e->guards, fv, vals, &tc->in_engine, out);
+        if (e->eager_reason != NULL)
+            ok = 2;                 /* the frame runs without capture */
+        else                        /* the graph runs inside the engine; an eager step is user code */
+            plan_run(&e->plan, &e->guards, fv, vals, &tc->in_engine, out);
     }
     guardset_release_values(&e->guards, vals);
     if (vals != small)
@@ -255,7 +258,8 @@ static void move_to_front(PyObject *entries, Py_ssize_t i)
 
 /*
  * Find an entry of cf whose guards pass and run it.  Returns 1 with *result
- * filled, 0 on a miss, -1 on an internal error.
+ * filled, 2 for an entry that runs the frame without capture, 0 on a miss,
+ * -1 on an internal error.
  */
 static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
                       PlanOutcome *result, int *hit_index, uint64_t *guard_ticks)
@@ -267,7 +271,7 @@ static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
     for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(entries); i++) {
         CacheEntry *e = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(entries, i));
         r = try_entry(e, fv, tc, true, result, guard_ticks);
-        if (r == 1) {
+        if (r >= 1) {
             *hit_index = (int)i;
             if (i < PyList_GET_SIZE(entries) && PyList_GET_ITEM(entries, i) == (PyObject *)e)
                 move_to_front(entries, i);
@@ -451,16 +455,23 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
             Py_DECREF(e);
             return MISS_ERROR;
         }
-        Py_DECREF(e);
         if (permanent && cf->resume_offset == 0 && nentries == 0) {
+            Py_DECREF(e);
             mark_skipped(cc, reason, true);
+            return MISS_EAGER;
         }
-        else {
+        capture_counters(tc)->skips++;
+        events_frame_skip(cc, reason);
+        /* Keep the attempt as an entry guarded by what it read: the same
+           inputs run without capture from now on instead of translating
+           (and failing) again on every call.  It counts toward the limit. */
+        e->eager_reason = reason;       /* steals */
+        if (reason == NULL || PyList_GET_SIZE(cf->entries) >= engine_config.cache_size_limit
+            || PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
+            PyErr_Clear();
             cf->failed++;
-            capture_counters(tc)->skips++;
-            events_frame_skip(cc, reason);
-            Py_XDECREF(reason);
         }
+        Py_DECREF(e);
         return MISS_EAGER;
     }
     if (tc->config.fullgraph && e->plan.exit != EXIT_RETURN) {
@@ -633,6 +644,17 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         int hit_index = -1;
         uint64_t guard_ticks = 0;   /* this call's guard time, all entries tried */
         int r = run_cached(cf, &fv, tc, &out, &hit_index, &guard_ticks);
+        if (r == 2) {
+            /* translation stopped for these inputs before: run the rest of
+               the frame without capture, as on the miss that found it */
+            capture_counters(tc)->hits++;
+            UNCOUNT();
+            if (cf->resume_offset == 0 && state.locals == NULL)
+                result = frame_eval_default(ts, f, 0);
+            else
+                result = deopt(ts, f, &state, cf->resume_offset);
+            break;
+        }
         if (r == 1) {
             capture_counters(tc)->hits++;
             if (trace_frame_eval_enabled())

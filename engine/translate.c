@@ -315,12 +315,17 @@ static Value *load_global(TFrame *f, PyObject *name)
         if (((PyFunctionObject *)f->func)->func_builtins != t->fv->builtins)
             return tracer_unsupported(t, true, "a function with its own builtins"), NULL;
         obj = PyDict_GetItemWithError(t->fv->builtins, name);
-        if (obj == NULL)
-            return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "name '%U' is not defined", name), NULL);
+        if (obj == NULL && PyErr_Occurred())
+            return NULL;
+        /* 'name' not in G, also when it is nowhere: a stopped translation
+           is kept with its guards (hook.c), and defining the global later
+           must fail them */
         int ga = f->globals_acc >= 0 ? f->globals_acc
                                      : guardset_accessor(t->gs, ACC_GLOBALS, -1, 0, NULL, NULL);
         if (ga < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, ga, name, 0) < 0)
             return NULL;
+        if (obj == NULL)
+            return tracer_unsupported(t, false, "name '%U' is not defined", name), NULL;
         acc = guardset_accessor(t->gs, ACC_BUILTIN, -1, 0, name, NULL);
     }
     if (acc < 0)
@@ -2715,12 +2720,17 @@ stopped:
 out:
     frame_teardown(&root);
     if (st != TRANSLATE_OK) {
-        /* Leave the entry empty so its destructor has nothing half-built,
-           but keep where tracing stopped (fullgraph messages). */
+        /* Leave the plan empty so its destructor has nothing half-built,
+           but keep where tracing stopped (fullgraph messages).  When
+           tracing stopped on what it read, the guards of those reads stay:
+           the same inputs would stop it the same way (hook.c keeps such an
+           entry, run without capture).  An error leaves no guards. */
         PyObject *where = Py_XNewRef(t.stop_stack);
         plan_clear(&entry->plan);
-        guardset_clear(&entry->guards);
-        guardset_init(&entry->guards);
+        if (st == TRANSLATE_ERROR) {
+            guardset_clear(&entry->guards);
+            guardset_init(&entry->guards);
+        }
         entry->plan.brk.user_stack = where;
     }
     tracer_free(&t);

@@ -236,7 +236,7 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
         }
         Py_DECREF(infos);
         PyObject *label = entry_label(e);
-        PyObject *text = label ? plan_render(&e->plan, &e->guards) : NULL;
+        PyObject *text = label ? cache_entry_plan_text(e) : NULL;
         PyObject *pair = text ? PyTuple_Pack(2, label, text) : NULL;
         Py_XDECREF(label);
         Py_XDECREF(text);
