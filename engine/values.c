@@ -316,6 +316,15 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
     if (keys == NULL)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
+    /* The keys are guarded before the checks below: a translation they stop
+       is kept with its guards (hook.c), and other dicts must fail them. */
+    PyObject *kt = PyList_AsTuple(keys);
+    int g = kt ? guard(t, GUARD_DICT_KEYS, acc, kt, 0) : -1;
+    Py_XDECREF(kt);
+    if (g < 0) {
+        Py_DECREF(keys);
+        return NULL;
+    }
     if (n > 256) {
         Py_DECREF(keys);
         return tracer_unsupported(t, false, "a dict of %zd items as input", n), NULL;
@@ -328,10 +337,7 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
                                       Py_TYPE(k)->tp_name), NULL;
         }
     }
-    PyObject *kt = PyList_AsTuple(keys);
-    int g = kt ? guard(t, GUARD_DICT_KEYS, acc, kt, 0) : -1;
-    Py_XDECREF(kt);
-    Value *v = g < 0 ? NULL : remember(t, acc, value_new(t, V_DICT, keys));
+    Value *v = remember(t, acc, value_new(t, V_DICT, keys));
     Py_DECREF(keys);
     if (v == NULL)
         return NULL;
