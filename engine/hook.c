@@ -198,9 +198,10 @@ static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
 
 #define SMALL_VALS 32
 
-/* A stopped translation is kept as an entry (eager_reason) only with at
-   most this many guards: checking more on every call would cost more than
-   it saves (such attempts count toward the limit as before). */
+/* A stopped translation is kept as an entry (eager_reason) only with 1 to
+   this many guards: none means the translator could not guard what stopped
+   it (or an error), and checking more on every call would cost more than it
+   saves.  Other attempts count toward the limit as before. */
 #define EAGER_ENTRY_MAX_GUARDS 64
 
 /*
@@ -471,7 +472,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
            inputs run without capture from now on instead of translating
            (and failing) again on every call.  It counts toward the limit. */
         e->eager_reason = reason;       /* steals */
-        if (reason == NULL || e->guards.n > EAGER_ENTRY_MAX_GUARDS
+        if (reason == NULL || e->guards.n == 0 || e->guards.n > EAGER_ENTRY_MAX_GUARDS
             || PyList_GET_SIZE(cf->entries) >= engine_config.cache_size_limit
             || PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
             PyErr_Clear();

@@ -289,7 +289,10 @@ static Value *load_free(TFrame *f, int k)
     if (acc < 0)
         return NULL;
     if (obj == NULL)
+    {
+        f->t->stop_unguarded = true;     /* no guard says the cell is empty */
         return tracer_unsupported(f->t, false, "reads empty closure cell '%U'", name), NULL;
+    }
     return value_from_source(f->t, acc, obj);
 }
 
@@ -2724,10 +2727,11 @@ out:
            but keep where tracing stopped (fullgraph messages).  When
            tracing stopped on what it read, the guards of those reads stay:
            the same inputs would stop it the same way (hook.c keeps such an
-           entry, run without capture).  An error leaves no guards. */
+           entry, run without capture).  An error, or a stop on a value no
+           guard covers, leaves no guards (and hook.c keeps no entry). */
         PyObject *where = Py_XNewRef(t.stop_stack);
         plan_clear(&entry->plan);
-        if (st == TRANSLATE_ERROR) {
+        if (st == TRANSLATE_ERROR || t.stop_unguarded) {
             guardset_clear(&entry->guards);
             guardset_init(&entry->guards);
         }

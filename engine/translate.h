@@ -110,6 +110,8 @@ typedef struct Tracer {
     int by_acc_cap;
     PyObject *reason;        /* strong: why tracing stopped, or NULL */
     bool permanent;          /* the reason is a construct, not a value */
+    bool stop_unguarded;     /* tracing stopped on a value no guard covers: the
+                                attempt must not be kept as an entry (hook.c) */
     long steps;              /* instructions interpreted (unrolling bound) */
     int depth;               /* inlining depth */
     PyObject *backend;       /* borrowed */

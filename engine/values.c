@@ -316,7 +316,17 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
     if (keys == NULL)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    /* The keys are guarded before the checks below: a translation they stop
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) {
+            Py_DECREF(keys);
+            /* no guard may hold the program's key objects */
+            t->stop_unguarded = true;
+            return tracer_unsupported(t, false, "a dict input with a key of type %s",
+                                      Py_TYPE(k)->tp_name), NULL;
+        }
+    }
+    /* The keys are guarded before the size check: a translation it stops
        is kept with its guards (hook.c), and other dicts must fail them. */
     PyObject *kt = PyList_AsTuple(keys);
     int g = kt ? guard(t, GUARD_DICT_KEYS, acc, kt, 0) : -1;
@@ -328,14 +338,6 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
     if (n > 256) {
         Py_DECREF(keys);
         return tracer_unsupported(t, false, "a dict of %zd items as input", n), NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = PyList_GET_ITEM(keys, i);
-        if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) {
-            Py_DECREF(keys);
-            return tracer_unsupported(t, false, "a dict input with a key of type %s",
-                                      Py_TYPE(k)->tp_name), NULL;
-        }
     }
     Value *v = remember(t, acc, value_new(t, V_DICT, keys));
     Py_DECREF(keys);
