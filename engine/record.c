@@ -132,11 +132,21 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
     opts.python = cpy;
     char *err = NULL;
     Store *s;
+    /* SIGTERM waits (in this thread) from before the runs row exists until
+       the handler knows the Store: a SIGTERM in between would leave a run
+       that never ends (a pool worker terminated while it still opens its
+       Store after the fork).  The wait is bounded by the open's busy
+       timeout. */
+    sigset_t term, saved;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, &saved);
     Py_BEGIN_ALLOW_THREADS
     s = store_open(cpath, &opts, &err);
     Py_END_ALLOW_THREADS
     PyMem_Free(cargv);
     if (s == NULL) {
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
         PyErr_Format(PyExc_OSError, "dynscope: cannot record to %U: %s", path,
                      err ? err : "unknown error");
         free(err);
@@ -144,6 +154,7 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
     }
     the_store = s;
     store_sigterm_watch(s, snap_wake[1], snap_ack[0], gil_not_held_here);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);    /* a pending SIGTERM lands now */
     return 0;
 }
 

@@ -412,3 +412,46 @@ def test_sigterm_in_a_fork_child_before_its_hooks_dies_at_once(tmp_path):
     assert r.stdout == f"{-int(signal.SIGTERM)} True\n4.0\n"
     runs = runs_of(db)
     assert len(runs) == 1 and all(ended is not None for ended, _ in runs.values()), runs
+
+
+def test_sigterm_while_a_fork_child_opens_its_store_still_ends_its_run(tmp_path):
+    """A pool worker terminated while it still opens its Store after the
+    fork (here: the database is locked by the test): SIGTERM waits until the
+    handler knows the Store, so the run that was inserted also ends."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent('''
+        import os, signal, sys, time
+        import dynscope                            # records (DYNSCOPE_DB)
+        print("ready", flush=True)
+        sys.stdin.readline()                       # the test has locked the database
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)                            # not reached before the SIGTERM
+        print(pid, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+    '''))
+    db = tmp_path / "run.db"
+    env = dict(os.environ, PYTHONPATH=REPO, DYNSCOPE_DB=str(db))
+    p = subprocess.Popen([sys.executable, str(prog)], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        lock = sqlite3.connect(str(db), isolation_level=None, timeout=10)
+        lock.execute("BEGIN EXCLUSIVE")            # the child's open waits on this
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        child = int(p.stdout.readline())
+        time.sleep(0.3)                            # the child is inside its open
+        os.kill(child, signal.SIGTERM)
+        time.sleep(0.2)
+        lock.execute("COMMIT")
+        lock.close()
+        out, err = p.communicate(timeout=TIMEOUT_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert int(out) == -signal.SIGTERM
+    runs = runs_of(db)
+    assert child in runs and runs[child][0] is not None, runs
