@@ -572,6 +572,7 @@ typedef struct CodeCache {
     PyObject *skip_reason;    /* strong: str when the code runs eagerly for good, else NULL */
     bool skip_reported;       /* the skip was an event (not a path or static rule) */
     bool limit_warned;        /* the one CacheLimitWarning of this function was issued */
+    uint64_t skip_calls;      /* calls passed through because of skip_reason (GIL) */
     struct CodeCache *prev, *next;  /* every live CodeCache, for reset() */
 } CodeCache;
 

@@ -738,6 +738,8 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
     PyCodeObject *co = frame_code(f);
     CodeCache *cc = lookup_code_cache(co, tc);
     if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL) {
+        if (cc != NULL && cc->skip_reason != NULL)
+            cc->skip_calls++;                  /* explain reports them by rule */
         if (cc != NULL && cc->skip_reported)   /* not the library code skipped by path */
             trace_frame_eval(cc->code_id, TRACE_FRAME_SKIP, -1, 0);
         return frame_eval_default(ts, f, 0);

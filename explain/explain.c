@@ -66,6 +66,7 @@ typedef struct {
     PyObject *skipped;         /* strong: list of (function, "file:line", reason) */
     PyObject *cache_limits;    /* strong: list of (function, last failing guard) */
     PyObject *entries;         /* strong: list of CacheEntry, compile order */
+    PyObject *skipped_by_rule; /* strong: list of (rule, functions, calls), most calls first */
 } ExplainOutput;
 
 static PyTypeObject *ExplainOutputType;
@@ -83,6 +84,7 @@ static int output_traverse(ExplainOutput *o, visitproc visit, void *arg)
     Py_VISIT(o->skipped);
     Py_VISIT(o->cache_limits);
     Py_VISIT(o->entries);
+    Py_VISIT(o->skipped_by_rule);
     return 0;
 }
 
@@ -98,6 +100,7 @@ static int output_clear(ExplainOutput *o)
     Py_CLEAR(o->skipped);
     Py_CLEAR(o->cache_limits);
     Py_CLEAR(o->entries);
+    Py_CLEAR(o->skipped_by_rule);
     return 0;
 }
 
@@ -208,9 +211,11 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
     o->skipped = PyList_New(0);
     o->cache_limits = PyList_New(0);
     o->entries = PySequence_List(entries);
+    o->skipped_by_rule = PyList_New(0);
     PyObject_GC_Track(o);
     if (!o->graphs || !o->break_reasons || !o->ops_per_graph || !o->out_guards
-        || !o->compile_times || !o->plans || !o->skipped || !o->cache_limits || !o->entries)
+        || !o->compile_times || !o->plans || !o->skipped || !o->cache_limits || !o->entries
+        || !o->skipped_by_rule)
         goto fail;
 
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->entries); i++) {
@@ -413,6 +418,17 @@ static PyObject *output_str(ExplainOutput *o)
                  PyTuple_GET_ITEM(t, 2)) < 0)
             goto fail;
     }
+    Py_ssize_t nrules = o->skipped_by_rule ? PyList_GET_SIZE(o->skipped_by_rule) : 0;
+    if (nrules > 0 && line(out, "\nFrames not captured by rule (config.skip_prefixes, ...)") < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < nrules; i++) {
+        PyObject *t = PyList_GET_ITEM(o->skipped_by_rule, i);
+        if (line(out, "  %S call%s of %S function%s: %S", PyTuple_GET_ITEM(t, 2),
+                 PyLong_AsLong(PyTuple_GET_ITEM(t, 2)) == 1 ? "" : "s", PyTuple_GET_ITEM(t, 1),
+                 PyLong_AsLong(PyTuple_GET_ITEM(t, 1)) == 1 ? "" : "s",
+                 PyTuple_GET_ITEM(t, 0)) < 0)
+            goto fail;
+    }
     if (PyList_GET_SIZE(o->cache_limits) > 0 && line(out, "\nCache limits hit") < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->cache_limits); i++) {
@@ -510,6 +526,9 @@ static PyMemberDef output_members[] = {
     {"plans", T_OBJECT, offsetof(ExplainOutput, plans), READONLY, "list of (entry label, plan as pseudo-Python)"},
     {"skipped", T_OBJECT, offsetof(ExplainOutput, skipped), READONLY, "frames that ran without capture: (function, file:line, reason)"},
     {"cache_limits", T_OBJECT, offsetof(ExplainOutput, cache_limits), READONLY, "frames that hit the cache limit: (function, last failing guard)"},
+    {"skipped_by_rule", T_OBJECT, offsetof(ExplainOutput, skipped_by_rule), READONLY,
+     "frames not captured because of a rule (config.skip_prefixes, generators ...): "
+     "(rule, functions, calls), most calls first"},
     {"entries", T_OBJECT, offsetof(ExplainOutput, entries), READONLY, "the cache entries made, in compile order"},
     {NULL, 0, 0, 0, NULL},
 };
@@ -583,6 +602,64 @@ static PyObject *session_entries(CaptureSession *s)
     }
     Py_DECREF(all);
     return ordered;
+}
+
+/*
+ * The frames a session passed through because of a rule (a skip prefix, a
+ * generator ...), never reported as events: [(rule, functions, calls)],
+ * most calls first.  New reference or NULL.
+ */
+static PyObject *session_skips_by_rule(CaptureSession *s)
+{
+    PyObject *by = PyDict_New();    /* rule -> [functions, calls] */
+    PyObject *cap, *key;
+    Py_ssize_t pos = 0;
+    if (by == NULL)
+        return NULL;
+    while (PyDict_Next(s->caches, &pos, &key, &cap)) {
+        CodeCache *cc = PyCapsule_GetPointer(cap, "dynscope.CodeCache");
+        if (cc == NULL || cc->skip_reason == NULL || cc->skip_reported || cc->skip_calls == 0)
+            continue;
+        PyObject *counts = PyDict_GetItemWithError(by, cc->skip_reason);   /* borrowed */
+        long long fns = 1, calls = (long long)cc->skip_calls;
+        if (counts != NULL) {
+            fns += PyLong_AsLongLong(PyList_GET_ITEM(counts, 0));
+            calls += PyLong_AsLongLong(PyList_GET_ITEM(counts, 1));
+        }
+        PyObject *fresh = PyErr_Occurred() ? NULL : Py_BuildValue("[LL]", fns, calls);
+        if (fresh == NULL || PyDict_SetItem(by, cc->skip_reason, fresh) < 0) {
+            Py_XDECREF(fresh);
+            Py_DECREF(by);
+            return NULL;
+        }
+        Py_DECREF(fresh);
+    }
+    PyObject *out = PyList_New(0);
+    pos = 0;
+    PyObject *counts;
+    while (out != NULL && PyDict_Next(by, &pos, &key, &counts)) {
+        PyObject *t = Py_BuildValue("(OOO)", key, PyList_GET_ITEM(counts, 0),
+                                    PyList_GET_ITEM(counts, 1));
+        if (t == NULL || PyList_Append(out, t) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    Py_DECREF(by);
+    if (out == NULL)
+        return NULL;
+    /* most calls first: sort by -calls through a key list */
+    Py_ssize_t n = PyList_GET_SIZE(out);
+    for (Py_ssize_t i = 1; i < n; i++) {          /* insertion sort: a handful of rules */
+        PyObject *t = PyList_GET_ITEM(out, i);
+        long long c = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+        Py_ssize_t j = i;
+        while (j > 0 && PyLong_AsLongLong(PyTuple_GET_ITEM(PyList_GET_ITEM(out, j - 1), 2)) < c) {
+            PyList_SET_ITEM(out, j, PyList_GET_ITEM(out, j - 1));
+            j--;
+        }
+        PyList_SET_ITEM(out, j, t);
+    }
+    return out;
 }
 
 /* ---- Explainer: explain(fn) ---- */
@@ -689,6 +766,11 @@ static PyObject *explainer_call(Explainer *x, PyObject *args, PyObject *kwds)
     PyObject *entries = session_entries(&session);
     PyObject *out = entries ? output_build(label, session.events, entries) : NULL;
     Py_XDECREF(entries);
+    PyObject *rules = out ? session_skips_by_rule(&session) : NULL;
+    if (rules != NULL)
+        Py_SETREF(((ExplainOutput *)out)->skipped_by_rule, rules);
+    else
+        Py_CLEAR(out);
     Py_DECREF(label);
     Py_DECREF(session.caches);    /* frees the private caches (entries live on in out) */
     Py_DECREF(session.events);

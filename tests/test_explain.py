@@ -3,6 +3,7 @@ with user source lines, ops per graph, guards, the report text, and that the
 global caches and counters are left alone."""
 import operator
 import os
+import statistics
 import re
 import subprocess
 import sys
@@ -196,6 +197,9 @@ def test_explain_backend_accumulates_a_long_run():
 
 def _normalized_report(text):
     text = text.replace(os.path.dirname(three_graphs.__file__) + os.sep, "<tests/data>/")
+    # what print() calls into depends on how pytest captures stdout: the
+    # frames it runs by rule are checked in test_frames_not_captured_by_rule
+    text = re.sub(r"\nFrames not captured by rule [^\n]*\n(  [^\n]*\n)*", "", text)
     return re.sub(r"\(\d+\.\d ms\)", "(<t> ms)", text)
 
 
@@ -233,3 +237,20 @@ def test_command_line_explain_rejects_bad_targets():
     r = subprocess.run([sys.executable, "-m", "dynscope", "explain", target],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and "defines no 'missing'" in r.stderr
+
+
+def _stdlib_helper(v):
+    return statistics.fmean(v) + statistics.fmean(v)
+
+
+def test_frames_not_captured_by_rule_are_counted_per_rule():
+    def f(x):
+        return x * _stdlib_helper([1.0, 2.0])
+    out = dynscope.explain(f)(np.ones(2))
+    stdlib = os.path.dirname(statistics.__file__) + os.sep
+    rule = f"file is in config.skip_prefixes ({stdlib})"
+    by_rule = {r: (fns, calls) for r, fns, calls in out.skipped_by_rule}
+    assert by_rule[rule] == (1, 2)           # fmean, called twice from the captured helper
+    text = str(out)
+    assert "Frames not captured by rule (config.skip_prefixes, ...)" in text
+    assert f"  2 calls of 1 function: {rule}" in text
