@@ -1686,9 +1686,25 @@ render_identity(PyObject *src, PyObject *expected)
     return res;
 }
 
-/* The guard text for guard g whose source renders as src.  New str or NULL. */
+static PyObject *render_guard_text(const GuardSet *gs, const Guard *g, PyObject *src);
+
+/* The guard text for guard g whose source renders as src.  New str or NULL.
+   g->expected may be held only through a weak reference (TYPE and ID
+   guards): rendering runs Python (a metaclass __getattr__, a __repr__),
+   which may run the cyclic GC and free an object kept alive by a garbage
+   cycle only, so a live expected object is held for the duration. */
 static PyObject *
 render_guard_with(const GuardSet *gs, const Guard *g, PyObject *src)
+{
+    bool alive = g->weak == NULL || PyWeakref_GET_OBJECT(g->weak) == g->expected;
+    PyObject *hold = alive ? Py_XNewRef(g->expected) : NULL;
+    PyObject *res = render_guard_text(gs, g, src);
+    Py_XDECREF(hold);
+    return res;
+}
+
+static PyObject *
+render_guard_text(const GuardSet *gs, const Guard *g, PyObject *src)
 {
     PyObject *d, *res;
 

@@ -124,7 +124,7 @@ SUITES = {
 # `make conformance`.
 SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_list",
           "test_functools", "test_dict", "test_set", "test_copy", "test_inspect", "test_traceback",
-          "test_weakref",
+          "test_weakref", "test_enum",
           "numpy indexing", "numpy ufunc", "numpy numeric",
           "networkx simple_paths", "networkx graph", "networkx cycles"]
 
