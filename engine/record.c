@@ -323,11 +323,13 @@ static PyObject *py_snapshot_ack(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* Wake the snapshot thread and tell it to exit.  Cannot fail. */
+/* Wake the snapshot thread and tell it to exit; from now on a SIGTERM
+   handler does not wait for it.  Cannot fail. */
 static PyObject *py_snapshot_stop(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    store_sigterm_forget_notify();
     char b = 's';
     if (snap_wake[1] >= 0 && write(snap_wake[1], &b, 1) < 0) {
         /* full: the thread has bytes to read and will look at them */

@@ -165,6 +165,12 @@ void store_sigterm_watch(Store *s, int notify, int ack, int (*answerable)(void))
         nanosleep(&pause, NULL);
 }
 
+void store_sigterm_forget_notify(void)
+{
+    atomic_store(&notify_fd, -1);
+    atomic_store(&ack_fd, -1);
+}
+
 void store_sigterm_unwatch(Store *s)
 {
     Store *expected = s;

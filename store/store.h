@@ -163,6 +163,9 @@ int store_sigterm_install(unsigned timeout_ms);
 void store_sigterm_uninstall(void);
 void store_sigterm_watch(Store *s, int notify_fd, int ack_fd, int (*can_answer)(void));
 void store_sigterm_after_fork_child(void);
+/* No one to notify from now on (the snapshot thread is about to stop); the
+   watched Store is still flushed. */
+void store_sigterm_forget_notify(void);
 
 /* A snapshot of the counters.  Cannot fail; any thread. */
 StoreStats store_stats(Store *s);
