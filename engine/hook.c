@@ -599,6 +599,17 @@ static PyObject *deopt(PyThreadState *ts, EvalFrame *f, PlanOutcome *state, int 
                                state->stack, state->nstack, offset);
 }
 
+/* Run the rest of frame f in the interpreter: from its start when no plan
+   ran yet, else from cf's resume point with the state carried so far.  New
+   reference or NULL. */
+static PyObject *run_rest_eagerly(PyThreadState *ts, EvalFrame *f, CacheFrame *cf,
+                                  PlanOutcome *state)
+{
+    if (cf->resume_offset == 0 && state->locals == NULL)
+        return frame_eval_default(ts, f, 0);
+    return deopt(ts, f, state, cf->resume_offset);
+}
+
 /* Make the eager call an outcome left pending, with the captured frame `f`
    shown on the stack; push its result.  0, or -1 with the call's exception. */
 static int run_eager_call(EvalFrame *f, PlanOutcome *out)
@@ -656,10 +667,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
                the frame without capture, as on the miss that found it */
             capture_counters(tc)->hits++;
             UNCOUNT();
-            if (cf->resume_offset == 0 && state.locals == NULL)
-                result = frame_eval_default(ts, f, 0);
-            else
-                result = deopt(ts, f, &state, cf->resume_offset);
+            result = run_rest_eagerly(ts, f, cf, &state);
             break;
         }
         if (r == 1) {
@@ -681,10 +689,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             }
             if (m == MISS_EAGER) {
                 UNCOUNT();
-                if (cf->resume_offset == 0 && state.locals == NULL)
-                    result = frame_eval_default(ts, f, 0);
-                else
-                    result = deopt(ts, f, &state, cf->resume_offset);
+                result = run_rest_eagerly(ts, f, cf, &state);
                 break;
             }
         }

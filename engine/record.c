@@ -39,30 +39,6 @@ static StoreStats last_stats;     /* of the last store closed */
 static int snap_wake[2] = {-1, -1};
 static int snap_ack[2] = {-1, -1};
 
-static int make_pipe(int fd[2])
-{
-    if (pipe(fd) != 0) {
-        fd[0] = fd[1] = -1;
-        return -1;
-    }
-    for (int i = 0; i < 2; i++) {
-        int fl = fcntl(fd[i], F_GETFL);
-        if (fl < 0 || fcntl(fd[i], F_SETFL, fl | O_NONBLOCK) != 0
-            || fcntl(fd[i], F_SETFD, FD_CLOEXEC) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static void close_pipe(int fd[2])
-{
-    for (int i = 0; i < 2; i++) {
-        if (fd[i] >= 0)
-            close(fd[i]);
-        fd[i] = -1;
-    }
-}
-
 /* For the SIGTERM handler: whether the snapshot thread could take the GIL
    while the interrupted thread sits in the handler.  PyGILState_Check reads
    an atomic and a thread-local: no lock, no allocation. */
@@ -76,12 +52,14 @@ static int snapshot_pipes(void)
 {
     if (snap_wake[0] >= 0 && snap_ack[0] >= 0)
         return 0;
-    close_pipe(snap_wake);
-    close_pipe(snap_ack);
-    if (make_pipe(snap_wake) < 0 || make_pipe(snap_ack) < 0) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        close_pipe(snap_wake);
-        close_pipe(snap_ack);
+    store_pipe_close(snap_wake);
+    store_pipe_close(snap_ack);
+    char *err = NULL;
+    if (store_pipe_open(snap_wake, &err) < 0 || store_pipe_open(snap_ack, &err) < 0) {
+        PyErr_Format(PyExc_OSError, "dynscope: %s", err ? err : "cannot create a pipe");
+        free(err);
+        store_pipe_close(snap_wake);
+        store_pipe_close(snap_ack);
         return -1;
     }
     return 0;
@@ -464,8 +442,8 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
     store_sigterm_after_fork_child();
     store_forget_after_fork(the_store);
     the_store = NULL;
-    close_pipe(snap_wake);        /* the parent's: a byte here would wake its thread */
-    close_pipe(snap_ack);
+    store_pipe_close(snap_wake);        /* the parent's: a byte here would wake its thread */
+    store_pipe_close(snap_ack);
     if (open_store(store_path, store_argv, store_python) < 0) {
         PyErr_WriteUnraisable(NULL);
         Py_RETURN_NONE;

@@ -145,7 +145,7 @@ static int open_database(Store *s, long long max_bytes, char **errmsg)
 
 /* A pipe with both ends O_NONBLOCK|O_CLOEXEC.  0, or -1 with *errmsg (fd
    entries left -1 or open; store_free closes them). */
-static int make_pipe(int fd[2], char **errmsg)
+int store_pipe_open(int fd[2], char **errmsg)
 {
     if (pipe(fd) != 0) {
         fd[0] = fd[1] = -1;
@@ -163,11 +163,13 @@ static int make_pipe(int fd[2], char **errmsg)
     return 0;
 }
 
-static void close_pipe(int fd[2])
+void store_pipe_close(int fd[2])
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (fd[i] >= 0)
             close(fd[i]);
+        fd[i] = -1;
+    }
 }
 
 /* Free what store_open allocated; the thread is not running. */
@@ -176,8 +178,8 @@ static void store_free(Store *s)
     store_writer_free(s);
     if (s->db != NULL)
         sqlite3_close(s->db);
-    close_pipe(s->wake_fd);
-    close_pipe(s->exit_fd);
+    store_pipe_close(s->wake_fd);
+    store_pipe_close(s->exit_fd);
     store_queue_done(&s->queue);
     pthread_mutex_destroy(&s->gate);
     free(s->path);
@@ -217,7 +219,7 @@ Store *store_open(const char *path, const StoreOptions *opts, char **errmsg)
         goto out_free;
     }
     if (create_private(path, errmsg) < 0 || open_database(s, o.max_db_bytes, errmsg) < 0
-        || make_pipe(s->wake_fd, errmsg) < 0 || make_pipe(s->exit_fd, errmsg) < 0
+        || store_pipe_open(s->wake_fd, errmsg) < 0 || store_pipe_open(s->exit_fd, errmsg) < 0
         || store_writer_init(s, &o, errmsg) < 0
         || store_writer_start(s, errmsg) < 0)
         goto out_free;
@@ -343,8 +345,8 @@ void store_forget_after_fork(Store *s)
         store_writer_abandon(s);   /* the connection may be mid-transaction: leak it */
     }
     s->db = NULL;
-    close_pipe(s->wake_fd);
-    close_pipe(s->exit_fd);
+    store_pipe_close(s->wake_fd);
+    store_pipe_close(s->exit_fd);
     store_queue_done(&s->queue);   /* the parent writes these; here they are copies */
     /* gate: possibly locked, and by a thread that may not exist here; its
        memory goes with s, the mutex is not destroyed. */

@@ -167,6 +167,13 @@ void store_sigterm_after_fork_child(void);
    watched Store is still flushed. */
 void store_sigterm_forget_notify(void);
 
+/* A pipe with both ends O_NONBLOCK|O_CLOEXEC (the writer's wake-ups, and the
+   engine's snapshot thread).  0, or -1 with *errmsg and fd[] = -1 or open
+   (store_pipe_close them).  store_pipe_close: closes the open ends, sets
+   them to -1. */
+int store_pipe_open(int fd[2], char **errmsg);
+void store_pipe_close(int fd[2]);
+
 /* A snapshot of the counters.  Cannot fail; any thread. */
 StoreStats store_stats(Store *s);
 
