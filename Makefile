@@ -159,7 +159,7 @@ $(BUILD)/tp_cflags: FORCE
 	@mkdir -p $(@D)
 	@echo '$(CC) $(TP_CFLAGS) $(TP_PKG_LIBS)' | cmp -s - $@ || echo '$(CC) $(TP_CFLAGS) $(TP_PKG_LIBS)' > $@
 
-$(TP_SO): trace/tp.c trace/tp.h trace/trace.h engine/event_record.h $(BUILD)/tp_cflags
+$(TP_SO): trace/tp.c trace/tp.h trace/trace.h event/event.h $(BUILD)/tp_cflags
 	@mkdir -p $(@D)
 	$(CC) $(TP_CFLAGS) -shared -o $@ trace/tp.c $(TP_PKG_LIBS)
 
@@ -203,7 +203,7 @@ $(BUILD)/asan/tests/c/%: tests/c/%.c $(STORE_ASAN_OBJS) $(BUILD)/asan/cflags
 
 # C tests that link more than their own file.
 $(BUILD)/tests/c/trace_smoke: tests/c/trace_smoke.c trace/trace.c trace/trace.h \
-		engine/event_record.h $(BUILD)/cflags
+		event/event.h $(BUILD)/cflags
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_NORMAL) -o $@ tests/c/trace_smoke.c trace/trace.c $(LDLIBS)
 
@@ -279,7 +279,7 @@ fuzz: all
 
 # scripts/bench_trace.py runs this C loop (trace/trace.h's cost).
 $(BUILD)/bench_trace: scripts/bench_trace.c trace/trace.c trace/trace.h \
-		engine/event_record.h $(BUILD)/cflags
+		event/event.h $(BUILD)/cflags
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_NORMAL) -o $@ scripts/bench_trace.c trace/trace.c $(LDLIBS)
 

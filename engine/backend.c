@@ -26,11 +26,40 @@
  *   - torch and dynscope._fx are never imported here unless torch already is.
  */
 #include "engine.h"
-#include "../explain/explain.h"
 
 static PyObject *registry;     /* strong: dict name (str) -> backend callable */
 static PyObject *eager_ref;    /* strong: the built-in eager backend function */
 static PyObject *fx_ref;       /* strong: the built-in fx backend function */
+
+/* Types of backends that wrap another one (explain's ExplainBackend), with
+   how to reach the wrapped backend: registered by the layers above. */
+#define MAX_WRAPPER_TYPES 4
+static struct {
+    PyTypeObject *type;                    /* borrowed: kept by its module */
+    PyObject *(*inner)(PyObject *backend); /* borrowed result or NULL */
+} wrapper_types[MAX_WRAPPER_TYPES];
+static int nwrapper_types;
+
+int backend_register_wrapper(PyTypeObject *type, PyObject *(*inner)(PyObject *backend))
+{
+    if (nwrapper_types == MAX_WRAPPER_TYPES) {
+        PyErr_SetString(PyExc_RuntimeError, "too many backend wrapper types");
+        return -1;
+    }
+    wrapper_types[nwrapper_types].type = type;
+    wrapper_types[nwrapper_types].inner = inner;
+    nwrapper_types++;
+    return 0;
+}
+
+/* The backend `backend` wraps (borrowed), or NULL when it wraps none. */
+static PyObject *wrapped_backend(PyObject *backend)
+{
+    for (int i = 0; i < nwrapper_types; i++)
+        if (Py_IS_TYPE(backend, wrapper_types[i].type))
+            return wrapper_types[i].inner(backend);
+    return NULL;
+}
 
 /* eager(gm, example_inputs) -> gm.forward: the C interpreter of graph.c. */
 static PyObject *
@@ -207,22 +236,15 @@ backend_display_name(PyObject *backend)
  * TypeError "backend 'name' returned ..., expected a callable".
  */
 /* Whether `backend` compiles with the built-in eager backend (itself, or
-   ExplainBackends around it): it gets dynscope's own GraphModule. */
+   wrappers such as ExplainBackend around it): it gets dynscope's own
+   GraphModule. */
 static bool
 backend_is_native(PyObject *backend)
 {
     for (int depth = 0; backend != NULL && depth < 16; depth++) {
         if (backend == eager_ref)
             return true;
-        if (!explain_is_backend(backend))
-            return false;
-        PyObject *inner = PyObject_GetAttrString(backend, "inner");
-        Py_XDECREF(inner);            /* the ExplainBackend keeps it alive */
-        if (inner == NULL) {
-            PyErr_Clear();
-            return false;
-        }
-        backend = inner;
+        backend = wrapped_backend(backend);   /* the wrapper keeps it alive */
     }
     return false;
 }

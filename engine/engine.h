@@ -337,6 +337,11 @@ PyObject *backend_resolve(PyObject *backend);
 PyObject *backend_compile(PyObject *backend, PyObject *gm, PyObject *example_inputs);
 /* The built-in eager backend as a callable object (new reference). */
 PyObject *backend_eager_ref(void);
+/* Backends of `type` wrap another backend, reached by inner() (borrowed
+   result, NULL when none; must not raise).  The eager backend wrapped
+   still gets dynscope's own GraphModule.  For layers above the engine
+   (explain's ExplainBackend).  0, or -1 with RuntimeError when full. */
+int backend_register_wrapper(PyTypeObject *type, PyObject *(*inner)(PyObject *backend));
 int backend_init(PyObject *module);
 
 /* ------------------------------------------------------------------ */
@@ -649,12 +654,14 @@ extern EngineCounters engine_counters;
 
 /*
  * A private capture (explain): its own code caches, counters and event
- * log, so that nothing global is read or changed while it is active on a
- * thread.  Events of a session reach no external sink.
+ * sink, so that nothing global is read or changed while it is active on a
+ * thread.
  */
+struct EventSink;
 typedef struct CaptureSession {
     PyObject *caches;         /* strong: dict code object -> capsule of a detached CodeCache */
-    PyObject *events;         /* strong: list of event dicts */
+    struct EventSink *sink;   /* borrowed or NULL: receives the session's events,
+                                 which no sink of the process sees (events.h) */
     EngineCounters counters;
     int next_frame_id;        /* compile ids of a session start at [0/0] */
 } CaptureSession;
@@ -695,9 +702,6 @@ typedef enum Stance {
 /* Global configuration (module.c). */
 typedef struct EngineConfig {
     Stance stance;            /* GIL; read per frame */
-    PyObject *log_sink;       /* strong or NULL: called with each event dict of the
-                                 process's log (DYNSCOPE_LOGS, dynscope/logs.py) */
-    bool log_guards;          /* compile_end dicts carry "guard_exprs" (for +guards) */
     int cache_size_limit;     /* entries per (code, resume offset); default 8 */
     PyObject *skip_prefixes;  /* strong: tuple of path prefixes never captured */
     PyObject *capture_prefixes; /* strong: tuple of path prefixes captured even
@@ -710,6 +714,11 @@ typedef struct EngineConfig {
 extern EngineConfig engine_config;
 
 
+
+/* Add the engine's functions, types and exceptions to the dynscope._C
+   module (module.c; binding/module.c creates the module), register the
+   engine's own event sinks and the SQLite recorder.  0 / -1. */
+int engine_module_init(PyObject *module);
 
 /* dynscope.Unsupported (module.c), raised under fullgraph=True. Strong. */
 extern PyObject *UnsupportedError;

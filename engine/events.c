@@ -1,84 +1,74 @@
 /*
- * events.c -- the in-memory sink of the event vocabulary (events.h).
+ * events.c -- building each event once and handing it to the sinks that
+ * asked for its kind (events.h).
  *
- * Cold events are appended as dicts to a bounded log that tests, explain
- * and `dynscope.events()` read; past the bound the oldest half is dropped
- * and counted.  Every function clears any exception it meets: recording
- * never changes what the program sees.
- *
- * Invariants: event_log is a list (strong) of dicts with at least "event";
- * dropped counts events discarded because of the bound.  GIL protected.
+ * Invariants: the sink table holds borrowed pointers, in the order added,
+ * no NULL before `nsinks`; an Event's lazily made parts (the dict, the text
+ * fields) are made at most once and freed when its dispatch ends.  Every
+ * function clears any exception it meets: reporting never changes what the
+ * program sees.  GIL protected.
  */
 #include "events.h"
-#include "record.h"
-#include "../explain/explain.h"
-#include "../trace/trace.h"
 
-#include <stdio.h>
 #include <string.h>
 
-#define EVENT_LOG_MAX 100000
+static EventSink *sinks[EVENTS_MAX_SINKS];   /* borrowed */
+static int nsinks;
+static bool dict_guard_exprs;     /* compile_end dicts carry "guard_exprs" */
 
-static PyObject *event_log;        /* strong: list of dicts */
-static unsigned long long dropped;
-static PyObject *internal_errors;  /* strong: set of `what` strings already reported */
-static unsigned long long internal_error_count;
-static PyObject *CacheLimitWarning;  /* strong: warning category */
-
-/* Append a new event dict built from `fmt` (Py_BuildValue "{...}" format).
-   Steals nothing; clears errors. */
-static void log_event(PyObject *ev)
+int events_add_sink(EventSink *sink)
 {
-    if (ev == NULL) {
-        PyErr_Clear();
-        return;
+    for (int i = 0; i < nsinks; i++)
+        if (sinks[i] == sink)
+            return 0;
+    if (nsinks == EVENTS_MAX_SINKS) {
+        PyErr_Format(PyExc_RuntimeError, "the event sink table is full (%s)", sink->name);
+        events_internal_error("adding an event sink");
+        return -1;
     }
-    ThreadCapture *tc = capture_state();
-    CaptureSession *session = tc->session;
-    if (explain_is_backend(tc->config.backend))
-        explain_backend_note_event(tc->config.backend, ev);
-    if (session != NULL) {
-        if (PyList_Append(session->events, ev) < 0)
-            PyErr_Clear();
-        Py_DECREF(ev);
-        return;
-    }
-    if (engine_config.log_sink != NULL) {
-        /* DYNSCOPE_LOGS: a line on stderr as it happens; a failing sink is
-           reported once and removed, never raised into the program */
-        PyObject *r = PyObject_CallOneArg(engine_config.log_sink, ev);
-        if (r == NULL) {
-            Py_CLEAR(engine_config.log_sink);
-            events_internal_error("writing a DYNSCOPE_LOGS line");
+    sinks[nsinks++] = sink;
+    return 0;
+}
+
+void events_remove_sink(EventSink *sink)
+{
+    for (int i = 0; i < nsinks; i++) {
+        if (sinks[i] == sink) {
+            memmove(&sinks[i], &sinks[i + 1], (size_t)(nsinks - i - 1) * sizeof(sinks[0]));
+            nsinks--;
+            return;
         }
-        Py_XDECREF(r);
     }
-    if (PyList_GET_SIZE(event_log) >= EVENT_LOG_MAX) {
-        Py_ssize_t half = EVENT_LOG_MAX / 2;
-        if (PyList_SetSlice(event_log, 0, half, NULL) == 0)
-            dropped += (unsigned long long)half;
-        else
-            PyErr_Clear();
-    }
-    if (PyList_Append(event_log, ev) < 0)
-        PyErr_Clear();
-    Py_DECREF(ev);
 }
 
-/* ---- external sinks: SQLite (record.c) and LTTng (trace/) ---- */
-
-/* Whether any external sink wants events of this kind now.  A private
-   capture (explain) never reaches them. */
-static bool sinks_want(EventKind kind)
+void events_dict_with_guards(bool on)
 {
-    return capture_state()->session == NULL && (record_active() || trace_enabled(kind));
+    dict_guard_exprs = on;
 }
 
-static void sinks_emit(const EventRecord *r)
+/* Whether sink s takes an event of `kind` raised in or out of a session. */
+static bool sink_takes(EventSink *s, EventKind kind, bool private_capture)
 {
-    record_submit(r);
-    trace_emit(r);
+    return (s->mask & EV_MASK(kind)) && (!private_capture || s->sees_private)
+           && (s->wants == NULL || s->wants(s->ctx, kind));
 }
+
+/* Whether anyone would receive an event of `kind` now: lets the costly
+   kinds (one guard_fail per failure, graph_compiled) skip being built. */
+static bool anyone_takes(EventKind kind)
+{
+    ThreadCapture *tc = capture_state();
+    bool private_capture = tc->session != NULL;
+    if (private_capture && tc->session->sink != NULL
+        && sink_takes(tc->session->sink, kind, true))
+        return true;
+    for (int i = 0; i < nsinks; i++)
+        if (sink_takes(sinks[i], kind, private_capture))
+            return true;
+    return false;
+}
+
+/* ---- building ---- */
 
 /* UTF-8 of a str (borrowed; "" on error, error cleared). */
 static const char *utf8(PyObject *s)
@@ -91,18 +81,20 @@ static const char *utf8(PyObject *s)
     return c;
 }
 
-/* A record of `kind` for code cc and (when e is not NULL) entry e.
-   cid receives "frame/compile". */
-static void record_base(EventRecord *r, EventKind kind, CodeCache *cc, CacheEntry *e,
-                        char *cid, size_t cidlen)
+/* An event of `kind` about code cc (may be NULL) and entry e (may be NULL),
+   its cheap record fields filled. */
+static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
 {
-    memset(r, 0, sizeof(*r));
+    EventRecord *r = &ev->rec;
+    memset(ev, 0, sizeof(*ev));
     r->kind = kind;
     r->wall_ns = engine_wall_ns();
     r->mono_ns = engine_now_ns();
     r->qualname = r->filename = r->compile_id = r->outcome = r->guards_text = r->reason = "";
     r->entry_compile_id = r->guard_kind = r->expr = r->observed = r->break_kind = "";
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
+    ev->cc = cc;
+    ev->entry = e;
     if (cc != NULL) {
         r->code_id = cc->code_id;
         r->qualname = utf8(cc->code->co_qualname);
@@ -110,23 +102,130 @@ static void record_base(EventRecord *r, EventKind kind, CodeCache *cc, CacheEntr
         r->firstlineno = cc->code->co_firstlineno;
     }
     if (e != NULL) {
-        PyOS_snprintf(cid, cidlen, "%d/%d", e->frame_id, e->frame_compile_id);
-        r->compile_id = cid;
+        PyOS_snprintf(ev->compile_id, sizeof(ev->compile_id), "%d/%d", e->frame_id,
+                      e->frame_compile_id);
+        r->compile_id = ev->compile_id;
         r->frame_id = e->frame_id;
         r->frame_compile_id = e->frame_compile_id;
         r->resume_offset = e->resume_offset * 2;
     }
 }
 
-/* json.dumps(obj) (new str) or NULL with the error cleared. */
+/* Keep `s` (stolen) alive with the event and return its UTF-8 ("" when s
+   is NULL or on error, error cleared). */
+static const char *keep_text(Event *ev, PyObject *s)
+{
+    if (s == NULL) {
+        PyErr_Clear();
+        return "";
+    }
+    if (ev->texts == NULL && (ev->texts = PyList_New(0)) == NULL) {
+        Py_DECREF(s);
+        PyErr_Clear();
+        return "";
+    }
+    int rc = PyList_Append(ev->texts, s);
+    Py_DECREF(s);
+    if (rc < 0) {
+        PyErr_Clear();
+        return "";
+    }
+    return utf8(s);          /* the list holds s */
+}
+
+/* "KIND\texpr" per guard of e, one per line (new str or NULL). */
+static PyObject *guards_text(CacheEntry *e)
+{
+    PyObject *lines = PyList_New(0);
+    for (int g = 0; lines && g < e->guards.n; g++) {
+        PyObject *expr = guardset_render_guard(&e->guards, g);
+        PyObject *line = expr ? PyUnicode_FromFormat("%s\t%U", guard_kind_name(e->guards.guards[g].kind), expr) : NULL;
+        Py_XDECREF(expr);
+        if (line == NULL || PyList_Append(lines, line) < 0)
+            Py_CLEAR(lines);
+        Py_XDECREF(line);
+    }
+    PyObject *nl = PyUnicode_FromString("\n");
+    PyObject *text = lines && nl ? PyUnicode_Join(nl, lines) : NULL;
+    Py_XDECREF(nl);
+    Py_XDECREF(lines);
+    return text;
+}
+
+/* The backend's __name__, else its repr (new str or NULL). */
+static PyObject *backend_name(PyObject *backend)
+{
+    if (backend == NULL)
+        return NULL;
+    PyObject *name = PyObject_GetAttrString(backend, "__name__");
+    if (name == NULL) {
+        PyErr_Clear();
+        name = PyObject_Repr(backend);
+    }
+    return name;
+}
+
+/* The graph's op nodes' names, comma separated (new str or NULL). */
+static PyObject *graph_ops(PyObject *gm)
+{
+    PyObject *graph = PyObject_GetAttrString(gm, "graph");
+    PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
+    PyObject *names = PyList_New(0);
+    Py_ssize_t n = nodes ? PySequence_Length(nodes) : 0;
+    for (Py_ssize_t i = 0; names && i < n; i++) {
+        NodeObject *node = (NodeObject *)PySequence_GetItem(nodes, i);
+        if (node && node->op != NODE_PLACEHOLDER && node->op != NODE_OUTPUT
+            && PyList_Append(names, node->name) < 0)
+            Py_CLEAR(names);
+        Py_XDECREF(node);
+    }
+    PyObject *comma = PyUnicode_FromString(",");
+    PyObject *ops = names && comma ? PyUnicode_Join(comma, names) : NULL;
+    Py_XDECREF(graph);
+    Py_XDECREF(nodes);
+    Py_XDECREF(names);
+    Py_XDECREF(comma);
+    return ops;
+}
+
+/* json.dumps(obj) (new str) or NULL. */
 static PyObject *to_json(PyObject *obj)
 {
     PyObject *json = PyImport_ImportModule("json");
     PyObject *s = json ? PyObject_CallMethod(json, "dumps", "O", obj) : NULL;
     Py_XDECREF(json);
-    if (s == NULL)
-        PyErr_Clear();
     return s;
+}
+
+const EventRecord *event_record(Event *ev, unsigned fields)
+{
+    unsigned todo = fields & ~ev->filled;
+    EventRecord *r = &ev->rec;
+    CacheEntry *e = ev->entry;
+    ev->filled |= todo;
+    if ((todo & EVF_GUARDS_TEXT) && r->kind == EV_COMPILE_END && e != NULL)
+        r->guards_text = keep_text(ev, guards_text(e));
+    if ((todo & EVF_GRAPH_CODE) && r->kind == EV_GRAPH_COMPILED && e && e->plan.gm)
+        r->graph_code = keep_text(ev, PyObject_GetAttrString(e->plan.gm, "code"));
+    if ((todo & EVF_OPS) && r->kind == EV_GRAPH_COMPILED && e && e->plan.gm) {
+        r->backend = keep_text(ev, backend_name(e->backend));
+        r->ops = keep_text(ev, graph_ops(e->plan.gm));
+    }
+    if ((todo & EVF_USER_STACK) && r->kind == EV_GRAPH_BREAK && e && e->plan.brk.user_stack) {
+        const char *json = keep_text(ev, to_json(e->plan.brk.user_stack));
+        r->user_stack_json = *json ? json : "[]";
+    }
+    PyErr_Clear();
+    return r;
+}
+
+/* ---- the dict form (the in-memory log, DYNSCOPE_LOGS, explain) ---- */
+
+static void set_item(PyObject *d, const char *key, PyObject *value_steal)
+{
+    if (d == NULL || value_steal == NULL || PyDict_SetItemString(d, key, value_steal) < 0)
+        PyErr_Clear();
+    Py_XDECREF(value_steal);
 }
 
 static PyObject *compile_id_str(CacheEntry *e)
@@ -134,442 +233,307 @@ static PyObject *compile_id_str(CacheEntry *e)
     return PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
 }
 
-/* {"event": name, "code_id": .., "name": qualname, "filename": .., "firstlineno": ..} */
-static PyObject *event_base(const char *name, CodeCache *cc)
+/* The rendered guards of e as a list of str (new, or NULL). */
+static PyObject *guard_exprs(CacheEntry *e)
 {
-    PyCodeObject *co = cc->code;
-    return Py_BuildValue("{s:s,s:L,s:O,s:O,s:i,s:K}", "event", name,
-                         "code_id", cc->code_id, "name", co->co_qualname,
-                         "filename", co->co_filename, "firstlineno",
-                         co->co_firstlineno, "at_ns",
-                         (unsigned long long)engine_now_ns());
+    PyObject *exprs = PyList_New(0);
+    for (int g = 0; exprs && g < e->guards.n; g++) {
+        PyObject *expr = guardset_render_guard(&e->guards, g);
+        if (expr == NULL || PyList_Append(exprs, expr) < 0)
+            Py_CLEAR(exprs);
+        Py_XDECREF(expr);
+    }
+    return exprs;
 }
 
-static void set_item(PyObject *ev, const char *key, PyObject *value_steal)
+/* A graph_break's "kind", "reason", "offset", "user_stack" and the
+   innermost frame's "filename" and "lineno". */
+static void dict_break_items(PyObject *d, const BreakInfo *b)
 {
-    if (ev == NULL || value_steal == NULL || PyDict_SetItemString(ev, key, value_steal) < 0)
+    set_item(d, "kind", PyUnicode_FromString(b->kind ? b->kind : "unknown"));
+    set_item(d, "reason", Py_NewRef(b->reason ? b->reason : Py_None));
+    set_item(d, "offset", PyLong_FromLong(b->offset));
+    set_item(d, "user_stack", b->user_stack ? PySequence_List(b->user_stack) : PyList_New(0));
+    if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
+        PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
+        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
+            set_item(d, "filename", Py_NewRef(PyTuple_GET_ITEM(last, 0)));
+            set_item(d, "lineno", Py_NewRef(PyTuple_GET_ITEM(last, 1)));
+        }
+    }
+}
+
+/* The kind-specific items of the dict. */
+static void dict_items(Event *ev, PyObject *d)
+{
+    CacheEntry *e = ev->entry;
+    if (e != NULL)
+        set_item(d, "compile_id", compile_id_str(e));
+    switch (ev->rec.kind) {
+    case EV_COMPILE_START:
+        set_item(d, "resume_offset", PyLong_FromLong(e->resume_offset * 2));   /* bytes */
+        break;
+    case EV_COMPILE_END:
+        set_item(d, "outcome", PyUnicode_FromString(ev->rec.outcome));
+        set_item(d, "duration_ns", PyLong_FromUnsignedLongLong(e->compile_ns));
+        set_item(d, "graphs", PyLong_FromLong(e->plan.gm ? 1 : 0));
+        set_item(d, "nodes", PyLong_FromLong(e->plan.nops));
+        set_item(d, "guards", PyLong_FromLong(e->guards.n));
+        if (dict_guard_exprs && !ev->private_capture)
+            set_item(d, "guard_exprs", guard_exprs(e));
+        break;
+    case EV_RECOMPILE:
+        set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
+        set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
+        break;
+    case EV_CACHE_LIMIT:
+        set_item(d, "limit", PyLong_FromLong(engine_config.cache_size_limit));
+        set_item(d, "last_failure", Py_NewRef(ev->reason ? ev->reason : Py_None));
+        set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
+        break;
+    case EV_FRAME_SKIP:
+        set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
+        break;
+    case EV_GRAPH_BREAK:
+        dict_break_items(d, &e->plan.brk);
+        break;
+    default:
+        break;
+    }
+}
+
+PyObject *event_dict(Event *ev)
+{
+    if (ev->dict != NULL || !(EV_MASK(ev->rec.kind) & EV_MASK_DICT))
+        return ev->dict;
+    PyObject *d;
+    if (ev->cc == NULL) {
+        d = Py_BuildValue("{s:s,s:K}", "event", event_kind_name(ev->rec.kind), "at_ns",
+                          (unsigned long long)ev->rec.mono_ns);
+    }
+    else {
+        PyCodeObject *co = ev->cc->code;
+        d = Py_BuildValue("{s:s,s:L,s:O,s:O,s:i,s:K}", "event", event_kind_name(ev->rec.kind),
+                          "code_id", ev->cc->code_id, "name", co->co_qualname,
+                          "filename", co->co_filename, "firstlineno", co->co_firstlineno,
+                          "at_ns", (unsigned long long)ev->rec.mono_ns);
+        if (d != NULL)
+            dict_items(ev, d);
+    }
+    if (d == NULL)
         PyErr_Clear();
-    Py_XDECREF(value_steal);
+    ev->dict = d;
+    return d;
+}
+
+/* ---- dispatch ---- */
+
+static void deliver(EventSink *s, Event *ev)
+{
+    s->emit(s->ctx, ev);
+    if (PyErr_Occurred())
+        events_internal_error(s->name);
+}
+
+/* Hand ev to the session's sink and to every sink of the process that
+   takes it, then free what was made for it.  Runs inside the engine, so
+   the Python that sinks and the dict use (json, rendering) is never
+   captured.  The table is copied first: a sink may add or remove sinks. */
+static void dispatch(Event *ev)
+{
+    ThreadCapture *tc = capture_state();
+    EventKind kind = ev->rec.kind;
+    EventSink *now[EVENTS_MAX_SINKS];
+    int n = nsinks;
+    memcpy(now, sinks, (size_t)n * sizeof(now[0]));
+    ev->private_capture = tc->session != NULL;
+    ev->backend = tc->config.backend;
+    tc->in_engine++;
+    if (tc->session != NULL && tc->session->sink != NULL
+        && sink_takes(tc->session->sink, kind, true))
+        deliver(tc->session->sink, ev);
+    for (int i = 0; i < n; i++)
+        if (sink_takes(now[i], kind, ev->private_capture))
+            deliver(now[i], ev);
+    tc->in_engine--;
+    Py_CLEAR(ev->dict);
+    Py_CLEAR(ev->texts);
+    PyErr_Clear();
+}
+
+/* ---- the call sites' side ----
+   Each sets aside a pending exception (one the program will see, such as
+   Unsupported under fullgraph) while the event is built and delivered. */
+
+typedef struct { PyObject *type, *value, *tb; } PendingError;
+
+static PendingError pending_take(void)
+{
+    PendingError p;
+    PyErr_Fetch(&p.type, &p.value, &p.tb);
+    return p;
+}
+
+static void pending_restore(PendingError p)
+{
+    PyErr_Clear();
+    PyErr_Restore(p.type, p.value, p.tb);
+}
+
+static void emit_compile_start(CodeCache *cc, CacheEntry *e)
+{
+    Event ev;
+    event_start(&ev, EV_COMPILE_START, cc, e);
+    dispatch(&ev);
+}
+
+void events_compile_start(CodeCache *cc, CacheEntry *e)
+{
+    PendingError p = pending_take();
+    emit_compile_start(cc, e);
+    pending_restore(p);
+}
+
+static void emit_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
+{
+    Event ev;
+    event_start(&ev, EV_COMPILE_END, cc, e);
+    ev.rec.outcome = outcome;
+    ev.rec.duration_ns = e->compile_ns;
+    ev.rec.graphs = e->plan.gm ? 1 : 0;
+    ev.rec.nodes = e->plan.nops;
+    ev.rec.guards = e->guards.n;
+    dispatch(&ev);
+    if (e->plan.gm == NULL || !anyone_takes(EV_GRAPH_COMPILED))
+        return;
+    event_start(&ev, EV_GRAPH_COMPILED, cc, e);
+    ev.rec.nodes = e->plan.nops;
+    ev.rec.backend_ns = e->backend_ns;
+    dispatch(&ev);
+}
+
+void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
+{
+    PendingError p = pending_take();
+    emit_compile_end(cc, e, outcome);
+    pending_restore(p);
 }
 
 /* One EV_GUARD_FAIL per older entry's first failing guard; failures is a
    list of (entry compile id, kind, expr, observed). */
-static void emit_guard_failures(CodeCache *cc, CacheEntry *e, PyObject *failures)
+static void guard_failures(CodeCache *cc, CacheEntry *e, PyObject *failures)
 {
-    if (failures == NULL || !sinks_want(EV_GUARD_FAIL))
+    if (failures == NULL || !anyone_takes(EV_GUARD_FAIL))
         return;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(failures); i++) {
         PyObject *t = PyList_GET_ITEM(failures, i);
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 4)
             continue;
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_GUARD_FAIL, cc, e, cid, sizeof(cid));
-        r.entry_compile_id = utf8(PyTuple_GET_ITEM(t, 0));
-        r.guard_kind = utf8(PyTuple_GET_ITEM(t, 1));
-        r.expr = utf8(PyTuple_GET_ITEM(t, 2));
-        r.observed = utf8(PyTuple_GET_ITEM(t, 3));
-        sinks_emit(&r);
+        Event ev;
+        event_start(&ev, EV_GUARD_FAIL, cc, e);
+        ev.rec.entry_compile_id = utf8(PyTuple_GET_ITEM(t, 0));
+        ev.rec.guard_kind = utf8(PyTuple_GET_ITEM(t, 1));
+        ev.rec.expr = utf8(PyTuple_GET_ITEM(t, 2));
+        ev.rec.observed = utf8(PyTuple_GET_ITEM(t, 3));
+        dispatch(&ev);
     }
 }
 
-static void events_compile_start_impl(CodeCache *cc, CacheEntry *e)
+static void emit_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
 {
-    PyObject *ev = event_base("compile_start", cc);
-    set_item(ev, "compile_id", compile_id_str(e));
-    set_item(ev, "resume_offset", PyLong_FromLong(e->resume_offset * 2));   /* bytes */
-    log_event(ev);
-    if (sinks_want(EV_COMPILE_START)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_COMPILE_START, cc, e, cid, sizeof(cid));
-        sinks_emit(&r);
-    }
-}
-
-static void events_compile_end_impl(CodeCache *cc, CacheEntry *e, const char *outcome)
-{
-    PyObject *ev = event_base("compile_end", cc);
-    set_item(ev, "compile_id", compile_id_str(e));
-    set_item(ev, "outcome", PyUnicode_FromString(outcome));
-    set_item(ev, "duration_ns", PyLong_FromUnsignedLongLong(e->compile_ns));
-    set_item(ev, "graphs", PyLong_FromLong(e->plan.gm ? 1 : 0));
-    set_item(ev, "nodes", PyLong_FromLong(e->plan.nops));
-    set_item(ev, "guards", PyLong_FromLong(e->guards.n));
-    if (engine_config.log_guards && capture_state()->session == NULL) {
-        PyObject *exprs = PyList_New(0);
-        for (int g = 0; exprs && g < e->guards.n; g++) {
-            PyObject *expr = guardset_render_guard(&e->guards, g);
-            if (expr == NULL || PyList_Append(exprs, expr) < 0)
-                Py_CLEAR(exprs);
-            Py_XDECREF(expr);
-        }
-        set_item(ev, "guard_exprs", exprs);
-    }
-    log_event(ev);
-    if (sinks_want(EV_COMPILE_END)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_COMPILE_END, cc, e, cid, sizeof(cid));
-        r.outcome = outcome;
-        r.duration_ns = e->compile_ns;
-        r.graphs = e->plan.gm ? 1 : 0;
-        r.nodes = e->plan.nops;
-        r.guards = e->guards.n;
-        PyObject *lines = record_active() ? PyList_New(0) : NULL;
-        for (int g = 0; lines && g < e->guards.n; g++) {
-            PyObject *expr = guardset_render_guard(&e->guards, g);
-            PyObject *line = expr ? PyUnicode_FromFormat("%s\t%U", guard_kind_name(e->guards.guards[g].kind), expr) : NULL;
-            Py_XDECREF(expr);
-            if (line == NULL || PyList_Append(lines, line) < 0)
-                Py_CLEAR(lines);
-            Py_XDECREF(line);
-        }
-        PyObject *nl = PyUnicode_FromString("\n");
-        PyObject *text = lines && nl ? PyUnicode_Join(nl, lines) : NULL;
-        Py_XDECREF(nl);
-        Py_XDECREF(lines);
-        PyErr_Clear();
-        r.guards_text = utf8(text);
-        sinks_emit(&r);
-        Py_XDECREF(text);
-    }
-    if (e->plan.gm != NULL && sinks_want(EV_GRAPH_COMPILED)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_GRAPH_COMPILED, cc, e, cid, sizeof(cid));
-        r.nodes = e->plan.nops;
-        r.backend_ns = e->backend_ns;
-        PyObject *bname = e->backend ? PyObject_GetAttrString(e->backend, "__name__") : NULL;
-        if (bname == NULL) {
-            PyErr_Clear();
-            bname = e->backend ? PyObject_Repr(e->backend) : NULL;
-        }
-        PyObject *code = record_active() ? PyObject_GetAttrString(e->plan.gm, "code") : NULL;
-        PyObject *graph = PyObject_GetAttrString(e->plan.gm, "graph");
-        PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
-        PyObject *names = PyList_New(0);
-        Py_ssize_t n = nodes ? PySequence_Length(nodes) : 0;
-        for (Py_ssize_t i = 0; names && i < n; i++) {
-            NodeObject *node = (NodeObject *)PySequence_GetItem(nodes, i);
-            if (node && node->op != NODE_PLACEHOLDER && node->op != NODE_OUTPUT
-                && PyList_Append(names, node->name) < 0)
-                Py_CLEAR(names);
-            Py_XDECREF(node);
-        }
-        PyObject *comma = PyUnicode_FromString(",");
-        PyObject *ops = names && comma ? PyUnicode_Join(comma, names) : NULL;
-        PyErr_Clear();
-        r.backend = utf8(bname);
-        r.graph_code = utf8(code);
-        r.ops = utf8(ops);
-        sinks_emit(&r);
-        Py_XDECREF(bname);
-        Py_XDECREF(code);
-        Py_XDECREF(graph);
-        Py_XDECREF(nodes);
-        Py_XDECREF(names);
-        Py_XDECREF(comma);
-        Py_XDECREF(ops);
-    }
-}
-
-static void events_recompile_impl(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
-{
-    PyObject *ev = event_base("recompile", cc);
-    set_item(ev, "compile_id", compile_id_str(e));
-    set_item(ev, "reason", Py_NewRef(reason ? reason : Py_None));
-    set_item(ev, "failures", failures ? PySequence_List(failures) : PyList_New(0));
-    log_event(ev);
-    if (sinks_want(EV_RECOMPILE)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_RECOMPILE, cc, e, cid, sizeof(cid));
-        r.reason = utf8(reason);
-        sinks_emit(&r);
-    }
-    emit_guard_failures(cc, e, failures);
-}
-
-static void events_cache_limit_impl(CodeCache *cc, CacheFrame *cf, PyObject *failures)
-{
-    PyObject *ev = event_base("cache_limit", cc);
-    set_item(ev, "limit", PyLong_FromLong(engine_config.cache_size_limit));
-    set_item(ev, "last_failure", Py_NewRef(cf->last_failure ? cf->last_failure : Py_None));
-    set_item(ev, "failures", failures ? PySequence_List(failures) : PyList_New(0));
-    log_event(ev);
-    if (sinks_want(EV_CACHE_LIMIT)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_CACHE_LIMIT, cc, NULL, cid, sizeof(cid));
-        r.reason = utf8(cf->last_failure);
-        r.resume_offset = cf->resume_offset * 2;
-        r.frame_id = cf->frame_id;
-        sinks_emit(&r);
-    }
-    emit_guard_failures(cc, NULL, failures);
-
-    /* The user's one warning per function (its resume points reach the
-       limit on their own); a warnings filter that turns it into an error
-       must not break the program, so the error is reported and cleared. */
-    if (!engine_config.cache_limit_warning || cc->limit_warned)
-        return;
-    cc->limit_warned = true;
-    PyObject *exc_type, *exc_value, *exc_tb;
-    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-    if (PyErr_WarnFormat(CacheLimitWarning, 1,
-                         "dynscope: %U (%U:%d) hit config.cache_size_limit (%d); "
-                         "it now runs without capture. Last failing guard: %S",
-                         cc->code->co_qualname, cc->code->co_filename,
-                         cc->code->co_firstlineno, engine_config.cache_size_limit,
-                         cf->last_failure ? cf->last_failure : Py_None) < 0)
-        PyErr_WriteUnraisable(NULL);
-    PyErr_Restore(exc_type, exc_value, exc_tb);
-}
-
-static void events_frame_skip_impl(CodeCache *cc, PyObject *reason)
-{
-    PyObject *ev = event_base("frame_skip", cc);
-    set_item(ev, "reason", Py_NewRef(reason ? reason : Py_None));
-    log_event(ev);
-    if (sinks_want(EV_FRAME_SKIP)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_FRAME_SKIP, cc, NULL, cid, sizeof(cid));
-        r.reason = utf8(reason);
-        sinks_emit(&r);
-    }
-}
-
-static void events_graph_break_impl(CodeCache *cc, CacheEntry *e)
-{
-    const BreakInfo *b = &e->plan.brk;
-    capture_counters(capture_state())->graph_breaks++;
-    PyObject *ev = event_base("graph_break", cc);
-    set_item(ev, "compile_id", compile_id_str(e));
-    set_item(ev, "kind", PyUnicode_FromString(b->kind ? b->kind : "unknown"));
-    set_item(ev, "reason", Py_NewRef(b->reason ? b->reason : Py_None));
-    set_item(ev, "offset", PyLong_FromLong(b->offset));
-    set_item(ev, "user_stack", b->user_stack ? PySequence_List(b->user_stack) : PyList_New(0));
-    if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
-        PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
-        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
-            set_item(ev, "filename", Py_NewRef(PyTuple_GET_ITEM(last, 0)));
-            set_item(ev, "lineno", Py_NewRef(PyTuple_GET_ITEM(last, 1)));
-        }
-    }
-    log_event(ev);
-    if (sinks_want(EV_GRAPH_BREAK)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_GRAPH_BREAK, cc, e, cid, sizeof(cid));
-        r.break_kind = b->kind ? b->kind : "";
-        r.reason = utf8(b->reason);
-        r.break_offset = b->offset;
-        PyObject *json = b->user_stack ? to_json(b->user_stack) : NULL;
-        r.user_stack_json = json ? utf8(json) : "[]";
-        if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
-            PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
-            if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
-                r.break_file = utf8(PyTuple_GET_ITEM(last, 0));
-                r.break_line = (int)PyLong_AsLong(PyTuple_GET_ITEM(last, 1));
-                PyErr_Clear();
-            }
-        }
-        sinks_emit(&r);
-        Py_XDECREF(json);
-    }
-}
-
-static void events_reset_impl(void)
-{
-    if (sinks_want(EV_RESET)) {
-        EventRecord r;
-        char cid[32];
-        record_base(&r, EV_RESET, NULL, NULL, cid, sizeof(cid));
-        sinks_emit(&r);
-    }
-    log_event(Py_BuildValue("{s:s,s:K}", "event", "reset", "at_ns",
-                            (unsigned long long)engine_now_ns()));
-}
-
-void events_internal_error(const char *what)
-{
-    internal_error_count++;
-    PyObject *key = PyUnicode_FromString(what);
-    int seen = key ? PySet_Contains(internal_errors, key) : -1;
-    if (seen == 0) {
-        if (PySet_Add(internal_errors, key) < 0)
-            PyErr_Clear();
-        if (PyErr_Occurred()) {
-            /* to the process's stderr, not through sys: PyErr_Print would
-               set sys.last_value and call sys.excepthook, which the program
-               can see */
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            PyObject *text = value ? PyObject_Repr(value) : NULL;
-            const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
-            PyErr_Clear();
-            fprintf(stderr, "dynscope: internal error while %s; the frame runs "
-                            "without capture (reported once): %s: %s\n", what,
-                    type ? ((PyTypeObject *)type)->tp_name : "?", s ? s : "?");
-            Py_XDECREF(text);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-        }
-        else {
-            fprintf(stderr, "dynscope: internal error while %s; the frame runs "
-                            "without capture (reported once)\n", what);
-        }
-    }
-    Py_XDECREF(key);
-    PyErr_Clear();
-}
-
-PyObject *events_exception_reason(void)
-{
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    PyObject *r = PyUnicode_FromFormat("%s raised while tracing: %S",
-                                       type ? ((PyTypeObject *)type)->tp_name : "?",
-                                       value ? value : Py_None);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    if (r == NULL)
-        PyErr_Clear();
-    return r;
-}
-
-
-/* ---- the public event functions: each runs inside the engine, so the
-   Python they use (json, warnings, rendering) is never captured ---- */
-
-void events_compile_start(CodeCache *cc, CacheEntry *e)
-{
-    ThreadCapture *tc = capture_state();
-    tc->in_engine++;
-    events_compile_start_impl(cc, e);
-    tc->in_engine--;
-}
-
-void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
-{
-    ThreadCapture *tc = capture_state();
-    tc->in_engine++;
-    events_compile_end_impl(cc, e, outcome);
-    tc->in_engine--;
+    Event ev;
+    event_start(&ev, EV_RECOMPILE, cc, e);
+    ev.reason = reason;
+    ev.failures = failures;
+    ev.rec.reason = utf8(reason);
+    dispatch(&ev);
+    guard_failures(cc, e, failures);
 }
 
 void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
 {
-    ThreadCapture *tc = capture_state();
-    tc->in_engine++;
-    events_recompile_impl(cc, e, reason, failures);
-    tc->in_engine--;
+    PendingError p = pending_take();
+    emit_recompile(cc, e, reason, failures);
+    pending_restore(p);
+}
+
+static void emit_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
+{
+    Event ev;
+    event_start(&ev, EV_CACHE_LIMIT, cc, NULL);
+    ev.frame = cf;
+    ev.reason = cf->last_failure;
+    ev.failures = failures;
+    ev.rec.reason = utf8(cf->last_failure);
+    ev.rec.resume_offset = cf->resume_offset * 2;
+    ev.rec.frame_id = cf->frame_id;
+    dispatch(&ev);
+    guard_failures(cc, NULL, failures);
+    warn_cache_limit(cc, cf);
 }
 
 void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
 {
-    ThreadCapture *tc = capture_state();
-    tc->in_engine++;
-    events_cache_limit_impl(cc, cf, failures);
-    tc->in_engine--;
+    PendingError p = pending_take();
+    emit_cache_limit(cc, cf, failures);
+    pending_restore(p);
+}
+
+static void emit_frame_skip(CodeCache *cc, PyObject *reason)
+{
+    Event ev;
+    event_start(&ev, EV_FRAME_SKIP, cc, NULL);
+    ev.reason = reason;
+    ev.rec.reason = utf8(reason);
+    dispatch(&ev);
 }
 
 void events_frame_skip(CodeCache *cc, PyObject *reason)
 {
-    ThreadCapture *tc = capture_state();
-    tc->in_engine++;
-    events_frame_skip_impl(cc, reason);
-    tc->in_engine--;
+    PendingError p = pending_take();
+    emit_frame_skip(cc, reason);
+    pending_restore(p);
+}
+
+static void emit_graph_break(CodeCache *cc, CacheEntry *e)
+{
+    const BreakInfo *b = &e->plan.brk;
+    capture_counters(capture_state())->graph_breaks++;
+    Event ev;
+    event_start(&ev, EV_GRAPH_BREAK, cc, e);
+    ev.reason = b->reason;
+    ev.rec.break_kind = b->kind ? b->kind : "";
+    ev.rec.reason = utf8(b->reason);
+    ev.rec.break_offset = b->offset;
+    ev.rec.user_stack_json = "[]";
+    if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
+        PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
+        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
+            ev.rec.break_file = utf8(PyTuple_GET_ITEM(last, 0));
+            ev.rec.break_line = (int)PyLong_AsLong(PyTuple_GET_ITEM(last, 1));
+            PyErr_Clear();
+        }
+    }
+    dispatch(&ev);
 }
 
 void events_graph_break(CodeCache *cc, CacheEntry *e)
 {
-    ThreadCapture *tc = capture_state();
-    tc->in_engine++;
-    events_graph_break_impl(cc, e);
-    tc->in_engine--;
+    PendingError p = pending_take();
+    emit_graph_break(cc, e);
+    pending_restore(p);
+}
+
+static void emit_reset(void)
+{
+    Event ev;
+    event_start(&ev, EV_RESET, NULL, NULL);
+    dispatch(&ev);
 }
 
 void events_reset(void)
 {
-    ThreadCapture *tc = capture_state();
-    tc->in_engine++;
-    events_reset_impl();
-    tc->in_engine--;
-}
-
-/* ---- Python surface: _C.events(), _C.clear_events(), _C.event_stats() ---- */
-
-static PyObject *py_events(PyObject *self, PyObject *args)
-{
-    (void)self;
-    (void)args;
-    return PyList_GetSlice(event_log, 0, PyList_GET_SIZE(event_log));
-}
-
-static PyObject *py_clear_events(PyObject *self, PyObject *args)
-{
-    (void)self;
-    (void)args;
-    if (PyList_SetSlice(event_log, 0, PyList_GET_SIZE(event_log), NULL) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_event_stats(PyObject *self, PyObject *args)
-{
-    (void)self;
-    (void)args;
-    return Py_BuildValue("{s:K,s:K}", "dropped", dropped, "internal_errors",
-                         internal_error_count);
-}
-
-static PyObject *py_trace_init(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    const char *path = arg == Py_None ? NULL : PyUnicode_AsUTF8(arg);
-    if (path == NULL && arg != Py_None)
-        return NULL;
-    if (trace_init(path) == 0)
-        Py_RETURN_TRUE;
-    return Py_BuildValue("s", trace_error());
-}
-
-static PyObject *py_trace_loaded(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    return PyBool_FromLong(trace_loaded());
-}
-
-static PyMethodDef event_methods[] = {
-    {"trace_init", py_trace_init, METH_O,
-     "trace_init(provider_path or None) -> True or the reason tracing stays off\n--\n\n"
-     "Load the LTTng tracepoint provider ($DYNSCOPE_TRACE_PROVIDER wins)."},
-    {"trace_loaded", py_trace_loaded, METH_NOARGS, "trace_loaded() -> bool"},
-    {"events", py_events, METH_NOARGS, "events()\n--\n\nA copy of the in-memory event log (list of dicts)."},
-    {"clear_events", py_clear_events, METH_NOARGS, "clear_events()\n--\n\nEmpty the in-memory event log."},
-    {"event_stats", py_event_stats, METH_NOARGS, "event_stats()\n--\n\nCounts of dropped events and internal errors."},
-    {NULL, NULL, 0, NULL},
-};
-
-int events_init(PyObject *module)
-{
-    event_log = PyList_New(0);
-    internal_errors = PySet_New(NULL);
-    if (event_log == NULL || internal_errors == NULL)
-        return -1;
-    CacheLimitWarning = PyErr_NewExceptionWithDoc(
-        "dynscope._C.CacheLimitWarning",
-        "A function reached config.cache_size_limit and now runs without capture.",
-        PyExc_UserWarning, NULL);
-    if (CacheLimitWarning == NULL
-        || PyModule_AddObjectRef(module, "CacheLimitWarning", CacheLimitWarning) < 0)
-        return -1;
-    return PyModule_AddFunctions(module, event_methods);
+    PendingError p = pending_take();
+    emit_reset();
+    pending_restore(p);
 }

@@ -20,7 +20,6 @@
  */
 #include "pycompat.h"
 #include "events.h"
-#include "../explain/explain.h"
 #include "../trace/trace.h"
 
 #include <string.h>
@@ -349,72 +348,74 @@ static PyObject *describe_failure(PyObject *failures)
 
 static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_stack);
 
-typedef enum { MISS_RAN, MISS_EAGER, MISS_ERROR } MissOutcome;
+typedef enum { MISS_RAN, MISS_EAGER, MISS_ERROR, MISS_COMPILE } MissOutcome;
 
 /*
- * Handle a miss on cf: translate a new entry and run it, or decide the frame
- * runs eagerly.  MISS_RAN sets *result; MISS_EAGER means "evaluate the
- * original frame"; MISS_ERROR propagates an exception the program must see
- * (KeyboardInterrupt and the like).
+ * Before compiling on a miss: note why the older entries failed (into
+ * *failures, a new list or NULL, and cf->last_failure) and decide from the
+ * stance and the cache limit whether to compile at all.  MISS_COMPILE: go
+ * on (the caller owns *failures); MISS_EAGER / MISS_ERROR as handle_miss
+ * (*failures is NULL).
  */
-static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
-                               PyObject *func, ThreadCapture *tc, PlanOutcome *result)
+static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
+                               ThreadCapture *tc, PyObject **failures)
 {
-    cf->misses++;
-    capture_counters(tc)->misses++;
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
     Py_ssize_t attempts = nentries + cf->failed;   /* toward the limit */
+    *failures = NULL;
     if (cf->limit_warned && attempts >= engine_config.cache_size_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
-    PyObject *failures = NULL;
     if (nentries > 0) {
         tc->in_engine++;
-        failures = collect_failures(cf, fv, tc);
+        *failures = collect_failures(cf, fv, tc);
         tc->in_engine--;
-        if (failures == NULL) {
+        if (*failures == NULL) {
             events_internal_error("collecting guard failures");
-            failures = PyList_New(0);
-            if (failures == NULL) {
+            if ((*failures = PyList_New(0)) == NULL) {
                 PyErr_Clear();
                 return MISS_EAGER;
             }
         }
-        PyObject *desc = describe_failure(failures);
+        PyObject *desc = describe_failure(*failures);
         if (desc == NULL)
             PyErr_Clear();
         Py_XSETREF(cf->last_failure, desc);
     }
+    MissOutcome out = MISS_COMPILE;
     if (nentries > 0 && engine_config.stance == STANCE_EAGER_ON_RECOMPILE) {
-        Py_XDECREF(failures);
-        return MISS_EAGER;
+        out = MISS_EAGER;
     }
-    if (nentries > 0 && engine_config.stance == STANCE_FAIL_ON_RECOMPILE) {
-        Py_XDECREF(failures);
+    else if (nentries > 0 && engine_config.stance == STANCE_FAIL_ON_RECOMPILE) {
         PyErr_Format(RecompileError,
                      "dynscope: %U (%U:%d) would be recompiled (frame %d, set_stance("
                      "'fail_on_recompile')): %S",
                      cc->code->co_qualname, cc->code->co_filename, cc->code->co_firstlineno,
                      cf->frame_id, cf->last_failure ? cf->last_failure : Py_None);
-        return MISS_ERROR;
+        out = MISS_ERROR;
     }
-    if (attempts >= engine_config.cache_size_limit) {
+    else if (attempts >= engine_config.cache_size_limit) {
         if (!cf->limit_warned) {
             cf->limit_warned = true;
             capture_counters(tc)->cache_limits++;
-            events_cache_limit(cc, cf, failures);
+            events_cache_limit(cc, cf, *failures);
         }
-        Py_XDECREF(failures);
-        return MISS_EAGER;
+        out = MISS_EAGER;
     }
+    if (out != MISS_COMPILE)
+        Py_CLEAR(*failures);
+    return out;
+}
 
+/* A new, empty entry of frame cf, its compile id taken now: translation
+   runs Python, and another thread may compile the same frame meanwhile.
+   New reference, or NULL (reported as an internal error). */
+static CacheEntry *miss_new_entry(CodeCache *cc, CacheFrame *cf, ThreadCapture *tc)
+{
     CacheEntry *e = cache_entry_new();
     if (e == NULL) {
-        Py_XDECREF(failures);
         events_internal_error("allocating a cache entry");
-        return MISS_EAGER;
+        return NULL;
     }
-    /* The id is taken now: translation runs Python, and another thread may
-       compile the same frame meanwhile. */
     cache_frame_assign_id(cf);
     e->frame_id = cf->frame_id;
     e->frame_compile_id = cf->ncompiles++;
@@ -425,100 +426,54 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     e->code_file = Py_NewRef(cc->code->co_filename);
     e->code_line = cc->code->co_firstlineno;
     e->resume_line = cf->resume_offset ? PyCode_Addr2Line(cc->code, cf->resume_offset * 2) : 0;
+    return e;
+}
 
-    events_compile_start(cc, e);
-    PyObject *reason = NULL;
-    bool permanent = false;
-    uint64_t t0 = engine_now_ns();
-    tc->in_engine++;
-    TranslateStatus st = translate_frame(fv, func, cf, tc->config.backend, e,
-                                         &reason, &permanent);
-    tc->in_engine--;
-    e->compile_ns = engine_now_ns() - t0;
-
-    if (st == TRANSLATE_ERROR) {
-        /* Exceptions that are not ours to swallow reach the program. */
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-            events_compile_end(cc, e, "error");
-            Py_DECREF(e);
-            Py_XDECREF(failures);
-            return MISS_ERROR;
-        }
-        reason = events_exception_reason();   /* clears the exception */
-        st = TRANSLATE_UNSUPPORTED;
-        permanent = false;
-    }
-    if (st == TRANSLATE_UNSUPPORTED) {
-        events_compile_end(cc, e, "skipped");
-        Py_XDECREF(failures);
-        if (reason == NULL)
-            reason = PyUnicode_FromString("unsupported");
-        if (PyErr_Occurred())
-            PyErr_Clear();
-        if (tc->config.fullgraph && reason != NULL) {
-            raise_unsupported(cc, reason, e->plan.brk.user_stack);
-            Py_DECREF(reason);
-            Py_DECREF(e);
-            return MISS_ERROR;
-        }
-        if (permanent && cf->resume_offset == 0 && nentries == 0) {
-            Py_DECREF(e);
-            mark_skipped(cc, reason, true);
-            return MISS_EAGER;
-        }
-        capture_counters(tc)->skips++;
-        events_frame_skip(cc, reason);
-        /* Keep the attempt as an entry guarded by what it read: the same
-           inputs run without capture from now on instead of translating
-           (and failing) again on every call.  It counts toward the limit. */
-        e->eager_reason = reason;       /* steals */
-        if (reason == NULL || e->guards.n == 0 || e->guards.n > EAGER_ENTRY_MAX_GUARDS
-            || PyList_GET_SIZE(cf->entries) >= engine_config.cache_size_limit
-            || PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
-            PyErr_Clear();
-            cf->failed++;
-        }
+/*
+ * The translation of e could not capture the frame (reason: stolen, may be
+ * NULL).  Skip the code for good, or keep the attempt as an entry guarded
+ * by what it read: the same inputs run without capture from now on instead
+ * of translating (and failing) again on every call; it counts toward the
+ * limit.  first: the frame had no entry when the miss began.  Steals e.
+ * MISS_EAGER, or MISS_ERROR under fullgraph.
+ */
+static MissOutcome miss_unsupported(CodeCache *cc, CacheFrame *cf, ThreadCapture *tc,
+                                    CacheEntry *e, PyObject *reason, bool permanent,
+                                    bool first)
+{
+    events_compile_end(cc, e, "skipped");
+    if (reason == NULL)
+        reason = PyUnicode_FromString("unsupported");
+    PyErr_Clear();
+    if (tc->config.fullgraph && reason != NULL) {
+        raise_unsupported(cc, reason, e->plan.brk.user_stack);
+        Py_DECREF(reason);
         Py_DECREF(e);
-        return MISS_EAGER;
-    }
-    if (tc->config.fullgraph && e->plan.exit != EXIT_RETURN) {
-        raise_unsupported(cc, e->plan.brk.reason, e->plan.brk.user_stack);
-        events_compile_end(cc, e, "error");
-        Py_DECREF(e);
-        Py_XDECREF(failures);
         return MISS_ERROR;
     }
+    if (permanent && cf->resume_offset == 0 && first) {
+        Py_DECREF(e);
+        mark_skipped(cc, reason, true);
+        return MISS_EAGER;
+    }
+    capture_counters(tc)->skips++;
+    events_frame_skip(cc, reason);
+    e->eager_reason = reason;       /* steals */
+    if (reason == NULL || e->guards.n == 0 || e->guards.n > EAGER_ENTRY_MAX_GUARDS
+        || PyList_GET_SIZE(cf->entries) >= engine_config.cache_size_limit
+        || PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
+        PyErr_Clear();
+        cf->failed++;
+    }
+    Py_DECREF(e);
+    return MISS_EAGER;
+}
 
-    capture_counters(tc)->compiles++;
-    if (e->frame_compile_id > 0) {
-        capture_counters(tc)->recompiles++;
-        events_recompile(cc, e, cf->last_failure, failures);
-    }
-    events_compile_end(cc, e, "ok");
-    Py_XDECREF(failures);
-    if (e->plan.exit != EXIT_RETURN)
-        events_graph_break(cc, e);
-    if (explain_is_backend(tc->config.backend))
-        explain_backend_note_entry(tc->config.backend, e);
-    /* Another thread may have filled the frame while this one translated:
-       then the entry runs this once and is not kept. */
-    if (PyList_GET_SIZE(cf->entries) < engine_config.cache_size_limit
-        && PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
-        Py_DECREF(e);
-        events_internal_error("inserting a cache entry");
-        return MISS_EAGER;
-    }
-    int r = try_entry(e, fv, tc, false, result, NULL);
-    if (r == 1) {
-        Py_DECREF(e);
-        return MISS_RAN;
-    }
-    if (r < 0) {
-        Py_DECREF(e);
-        events_internal_error("running a new entry");
-        return MISS_EAGER;
-    }
-    /* Name the guard in the report (once per guard text): what to mend. */
+/* A new entry that fails its own guards on the inputs it was made from:
+   report which guard, once per guard text (what to mend).  Cannot fail. */
+static void report_self_mismatch(CodeCache *cc, CacheEntry *e, const FrameView *fv,
+                                 ThreadCapture *tc)
+{
     PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
     GuardFailure fail = {-1, NULL, NULL};
     if (vals != NULL && guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) == 0
@@ -540,8 +495,94 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         PyMem_Free(vals);
     }
     guardfailure_clear(&fail);
+}
+
+/*
+ * e was translated: report it, keep it in cf (unless another thread filled
+ * the frame meanwhile: then it runs this once) and run it.  Steals e.
+ */
+static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
+                                 ThreadCapture *tc, CacheEntry *e, PyObject *failures,
+                                 PlanOutcome *result)
+{
+    if (tc->config.fullgraph && e->plan.exit != EXIT_RETURN) {
+        raise_unsupported(cc, e->plan.brk.reason, e->plan.brk.user_stack);
+        events_compile_end(cc, e, "error");
+        Py_DECREF(e);
+        return MISS_ERROR;
+    }
+    capture_counters(tc)->compiles++;
+    if (e->frame_compile_id > 0) {
+        capture_counters(tc)->recompiles++;
+        events_recompile(cc, e, cf->last_failure, failures);
+    }
+    events_compile_end(cc, e, "ok");
+    if (e->plan.exit != EXIT_RETURN)
+        events_graph_break(cc, e);
+    if (PyList_GET_SIZE(cf->entries) < engine_config.cache_size_limit
+        && PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
+        Py_DECREF(e);
+        events_internal_error("inserting a cache entry");
+        return MISS_EAGER;
+    }
+    int r = try_entry(e, fv, tc, false, result, NULL);
+    if (r < 0)
+        events_internal_error("running a new entry");
+    else if (r == 0)
+        report_self_mismatch(cc, e, fv, tc);
     Py_DECREF(e);
-    return MISS_EAGER;
+    return r == 1 ? MISS_RAN : MISS_EAGER;
+}
+
+/*
+ * Handle a miss on cf: translate a new entry and run it, or decide the frame
+ * runs eagerly.  MISS_RAN sets *result; MISS_EAGER means "evaluate the
+ * original frame"; MISS_ERROR propagates an exception the program must see
+ * (KeyboardInterrupt and the like).
+ */
+static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
+                               PyObject *func, ThreadCapture *tc, PlanOutcome *result)
+{
+    cf->misses++;
+    capture_counters(tc)->misses++;
+    bool first = PyList_GET_SIZE(cf->entries) == 0;
+    PyObject *failures;
+    MissOutcome out = miss_decide(cc, cf, fv, tc, &failures);
+    if (out != MISS_COMPILE)
+        return out;
+    CacheEntry *e = miss_new_entry(cc, cf, tc);
+    if (e == NULL) {
+        Py_XDECREF(failures);
+        return MISS_EAGER;
+    }
+    events_compile_start(cc, e);
+    PyObject *reason = NULL;
+    bool permanent = false;
+    uint64_t t0 = engine_now_ns();
+    tc->in_engine++;
+    TranslateStatus st = translate_frame(fv, func, cf, tc->config.backend, e,
+                                         &reason, &permanent);
+    tc->in_engine--;
+    e->compile_ns = engine_now_ns() - t0;
+
+    if (st == TRANSLATE_ERROR && !PyErr_ExceptionMatches(PyExc_Exception)) {
+        /* Exceptions that are not ours to swallow reach the program. */
+        events_compile_end(cc, e, "error");
+        Py_DECREF(e);
+        Py_XDECREF(failures);
+        return MISS_ERROR;
+    }
+    if (st == TRANSLATE_ERROR) {
+        reason = events_exception_reason();   /* clears the exception */
+        st = TRANSLATE_UNSUPPORTED;
+        permanent = false;
+    }
+    if (st == TRANSLATE_UNSUPPORTED)
+        out = miss_unsupported(cc, cf, tc, e, reason, permanent, first);
+    else
+        out = miss_compiled(cc, cf, fv, tc, e, failures, result);
+    Py_XDECREF(failures);
+    return out;
 }
 
 /* ---- fullgraph ---- */

@@ -1,7 +1,8 @@
 /*
- * module.c -- the dynscope._C extension module: optimize() regions (as a
- * decorator and as a context manager), configuration, reset(),
- * cache_entries(), counters, and module initialisation of every part.
+ * module.c -- the engine's part of the dynscope._C module: optimize()
+ * regions (as a decorator and as a context manager), configuration,
+ * reset(), cache_entries(), counters, and the initialisation of every
+ * engine file (binding/module.c creates the module).
  *
  * Invariants: an OptimizeContext is immutable after creation (backend and
  * flags), so one context may be entered by several threads at once; the
@@ -9,7 +10,6 @@
  */
 #include "engine.h"
 #include "events.h"
-#include "../explain/explain.h"
 #include "record.h"
 
 #include <stdio.h>
@@ -551,24 +551,6 @@ static PyObject *py_get_stance(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(stance_names[engine_config.stance]);
 }
 
-/* set_log_sink(callable or None, with_guards=False): every event of the
-   process's log is passed to callable as it happens (DYNSCOPE_LOGS). */
-static PyObject *py_set_log_sink(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *fn;
-    int with_guards = 0;
-    if (!PyArg_ParseTuple(args, "O|p:set_log_sink", &fn, &with_guards))
-        return NULL;
-    if (fn != Py_None && !PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "set_log_sink: expected a callable or None");
-        return NULL;
-    }
-    Py_XSETREF(engine_config.log_sink, fn == Py_None ? NULL : Py_NewRef(fn));
-    engine_config.log_guards = fn != Py_None && with_guards;
-    Py_RETURN_NONE;
-}
-
 static PyObject *py_capture_depth(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -596,57 +578,44 @@ static PyMethodDef module_methods[] = {
     {"get_capture_prefixes", py_get_capture_prefixes, METH_NOARGS, NULL},
     {"set_stance", py_set_stance, METH_O, NULL},
     {"get_stance", py_get_stance, METH_NOARGS, NULL},
-    {"set_log_sink", py_set_log_sink, METH_VARARGS, NULL},
     {"set_capture_prefixes", py_set_capture_prefixes, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "dynscope._C",
-    .m_doc = "dynscope's capture engine (C).  Use the dynscope package, not this module.",
-    .m_size = -1,
-    .m_methods = module_methods,
-};
-
-PyMODINIT_FUNC PyInit__C(void)
+int engine_module_init(PyObject *m)
 {
-    PyObject *m = PyModule_Create(&module_def);
-    if (m == NULL)
-        return NULL;
+    if (PyModule_AddFunctions(m, module_methods) < 0)
+        return -1;
     base_ticks = engine_ticks();
     base_ns = engine_now_ns();
     engine_config.skip_prefixes = PyTuple_New(0);
     engine_config.capture_prefixes = PyTuple_New(0);
     if (engine_config.skip_prefixes == NULL || engine_config.capture_prefixes == NULL)
-        goto fail;
+        return -1;
     OptimizeContextType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &ctx_spec, NULL);
     OptimizedFunctionType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &of_spec, NULL);
     if (OptimizeContextType == NULL || OptimizedFunctionType == NULL)
-        goto fail;
+        return -1;
     if (PyModule_AddObjectRef(m, "OptimizeContext", (PyObject *)OptimizeContextType) < 0
         || PyModule_AddObjectRef(m, "OptimizedFunction", (PyObject *)OptimizedFunctionType) < 0)
-        goto fail;
+        return -1;
     UnsupportedError = PyErr_NewExceptionWithDoc(
         "dynscope.Unsupported",
         "Raised under optimize(fullgraph=True) when a frame cannot be captured "
         "as one graph; the message names the reason and the user's file:line.",
         PyExc_RuntimeError, NULL);
     if (UnsupportedError == NULL || PyModule_AddObjectRef(m, "Unsupported", UnsupportedError) < 0)
-        goto fail;
+        return -1;
     RecompileError = PyErr_NewExceptionWithDoc(
         "dynscope.RecompileError",
         "Raised under set_stance('fail_on_recompile') when a captured frame would "
         "be compiled again; the message names the frame and its failing guard.",
         PyExc_RuntimeError, NULL);
     if (RecompileError == NULL || PyModule_AddObjectRef(m, "RecompileError", RecompileError) < 0)
-        goto fail;
-    if (cache_init() < 0 || cache_types_init(m) < 0 || graph_types_init(m) < 0
-        || backend_init(m) < 0 || events_init(m) < 0 || guards_types_init(m) < 0
-        || explain_types_init(m) < 0 || record_init(m) < 0)
-        goto fail;
-    return m;
-fail:
-    Py_DECREF(m);
-    return NULL;
+        return -1;
+    if (warn_init(m) < 0 || event_log_init(m) < 0 || cache_init() < 0
+        || cache_types_init(m) < 0 || graph_types_init(m) < 0 || backend_init(m) < 0
+        || guards_types_init(m) < 0 || record_init(m) < 0)
+        return -1;
+    return 0;
 }

@@ -12,13 +12,9 @@
 #define DYNSCOPE_RECORD_H
 
 #include "engine.h"
-#include "event_record.h"
 
-/* Whether events are being recorded (cheap: one load). */
-bool record_active(void);
-/* Hand an event to the Store (copied; never blocks).  No-op when idle. */
-void record_submit(const EventRecord *ev);
-/* Add record_* functions to the module.  0 / -1. */
+/* Register the SQLite sink (events.h; it takes events while a Store is
+   open) and add the record_* functions to the module.  0 / -1. */
 int record_init(PyObject *module);
 
 #endif /* DYNSCOPE_RECORD_H */

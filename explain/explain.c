@@ -10,6 +10,7 @@
  */
 #include "explain.h"
 
+#include <string.h>
 #include <structmember.h>
 
 /* ---- record types ---- */
@@ -560,8 +561,17 @@ static PyType_Spec output_spec = {
 
 /* ---- the entries a session made, in compile order ---- */
 
-/* Entries of every private cache, ordered like the compile_end events. */
-static PyObject *session_entries(CaptureSession *s)
+/* The session's sink: its events as dicts, appended to ctx (a list). */
+static void session_sink_emit(void *ctx, Event *ev)
+{
+    PyObject *d = event_dict(ev);
+    if (d != NULL && PyList_Append((PyObject *)ctx, d) < 0)
+        PyErr_Clear();
+}
+
+/* Entries of every private cache, ordered like the compile_end events
+   (events: the session's list of event dicts). */
+static PyObject *session_entries(CaptureSession *s, PyObject *events)
 {
     PyObject *all = PyList_New(0);
     PyObject *cap, *key;
@@ -584,8 +594,8 @@ static PyObject *session_entries(CaptureSession *s)
     }
     /* order: position of the entry's compile_end event */
     PyObject *ordered = PyList_New(0);
-    for (Py_ssize_t i = 0; ordered && i < PyList_GET_SIZE(s->events); i++) {
-        PyObject *ev = PyList_GET_ITEM(s->events, i);
+    for (Py_ssize_t i = 0; ordered && i < PyList_GET_SIZE(events); i++) {
+        PyObject *ev = PyList_GET_ITEM(events, i);
         if (!ev_is(ev, "compile_end"))
             continue;
         PyObject *cid = ev_get(ev, "compile_id");
@@ -737,13 +747,17 @@ static PyObject *function_label(PyObject *fn)
 static PyObject *explainer_call(Explainer *x, PyObject *args, PyObject *kwds)
 {
     CaptureSession session;
+    EventSink sink = {.name = "explain", .mask = EV_MASK_DICT, .sees_private = true,
+                      .emit = session_sink_emit};
+    PyObject *events = PyList_New(0);    /* strong: the session's event dicts */
     memset(&session, 0, sizeof(session));
     session.caches = PyDict_New();
-    session.events = PyList_New(0);
+    session.sink = &sink;
+    sink.ctx = events;
     PyObject *label = function_label(x->fn);
-    if (session.caches == NULL || session.events == NULL || label == NULL) {
+    if (session.caches == NULL || events == NULL || label == NULL) {
         Py_XDECREF(session.caches);
-        Py_XDECREF(session.events);
+        Py_XDECREF(events);
         Py_XDECREF(label);
         return NULL;
     }
@@ -763,8 +777,8 @@ static PyObject *explainer_call(Explainer *x, PyObject *args, PyObject *kwds)
         PyErr_Fetch(&type, &value, &tb);
         PyErr_NormalizeException(&type, &value, &tb);
     }
-    PyObject *entries = session_entries(&session);
-    PyObject *out = entries ? output_build(label, session.events, entries) : NULL;
+    PyObject *entries = session_entries(&session, events);
+    PyObject *out = entries ? output_build(label, events, entries) : NULL;
     Py_XDECREF(entries);
     PyObject *rules = out ? session_skips_by_rule(&session) : NULL;
     if (rules != NULL)
@@ -773,7 +787,7 @@ static PyObject *explainer_call(Explainer *x, PyObject *args, PyObject *kwds)
         Py_CLEAR(out);
     Py_DECREF(label);
     Py_DECREF(session.caches);    /* frees the private caches (entries live on in out) */
-    Py_DECREF(session.events);
+    Py_DECREF(events);
     Py_XDECREF(result);           /* what fn returned: explain returns the report */
     if (type != NULL) {
         /* fn's exception wins; the report stays reachable from it */
@@ -842,22 +856,37 @@ typedef struct {
 
 static PyTypeObject *ExplainBackendType;
 
-bool explain_is_backend(PyObject *backend)
+/* The backend ExplainBackend wraps (for backend.c).  Borrowed. */
+static PyObject *eb_inner(PyObject *backend)
 {
-    return backend != NULL && ExplainBackendType != NULL && Py_IS_TYPE(backend, ExplainBackendType);
+    return ((ExplainBackend *)backend)->inner;
 }
 
-void explain_backend_note_event(PyObject *backend, PyObject *event)
+/* The sink every ExplainBackend listens through (events.h): an event of a
+   capture region whose backend is an ExplainBackend is kept by it as a
+   dict, and a compiled entry with it.  Sessions' events too: an
+   ExplainBackend used under explain() sees what it compiles. */
+static void eb_sink_emit(void *ctx, Event *ev)
 {
-    if (PyList_Append(((ExplainBackend *)backend)->events, event) < 0)
+    (void)ctx;
+    if (ev->backend == NULL || !Py_IS_TYPE(ev->backend, ExplainBackendType))
+        return;
+    ExplainBackend *b = (ExplainBackend *)ev->backend;
+    PyObject *d = event_dict(ev);
+    if (d != NULL && PyList_Append(b->events, d) < 0)
+        PyErr_Clear();
+    if (ev->rec.kind == EV_COMPILE_END && ev->entry != NULL
+        && strcmp(ev->rec.outcome, "ok") == 0
+        && PyList_Append(b->entries, (PyObject *)ev->entry) < 0)
         PyErr_Clear();
 }
 
-void explain_backend_note_entry(PyObject *backend, CacheEntry *entry)
-{
-    if (PyList_Append(((ExplainBackend *)backend)->entries, (PyObject *)entry) < 0)
-        PyErr_Clear();
-}
+static EventSink eb_sink = {
+    .name = "ExplainBackend",
+    .mask = EV_MASK_DICT,
+    .sees_private = true,
+    .emit = eb_sink_emit,
+};
 
 static PyObject *eb_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 {
@@ -959,7 +988,7 @@ static PyType_Spec eb_spec = {
 
 /* ---- init ---- */
 
-int explain_types_init(PyObject *module)
+int explain_init(PyObject *module)
 {
     StackFrameType = PyStructSequence_NewType(&stack_frame_desc);
     BreakReasonType = PyStructSequence_NewType(&break_reason_desc);
@@ -980,6 +1009,9 @@ int explain_types_init(PyObject *module)
         || PyModule_AddObjectRef(module, "ExplainOutput", (PyObject *)ExplainOutputType) < 0
         || PyModule_AddObjectRef(module, "Explainer", (PyObject *)ExplainerType) < 0
         || PyModule_AddObjectRef(module, "ExplainBackend", (PyObject *)ExplainBackendType) < 0)
+        return -1;
+    if (backend_register_wrapper(ExplainBackendType, eb_inner) < 0
+        || events_add_sink(&eb_sink) < 0)
         return -1;
     return 0;
 }

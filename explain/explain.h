@@ -5,7 +5,8 @@
  * explain runs fn once inside a CaptureSession (engine.h): private code
  * caches, counters and event log, so nothing global is read or changed.
  * ExplainBackend wraps a backend and accumulates the same report over a long
- * run from the events and entries the engine hands it.  Both build an
+ * run from the events and entries it receives as an event sink.  explain/
+ * depends on the engine; the engine never names explain.  Both build an
  * ExplainOutput from (events, entries): graphs, breaks with user stacks,
  * ops per graph, guards, compile times, plans, skipped frames, cache limits.
  */
@@ -13,16 +14,12 @@
 #define DYNSCOPE_EXPLAIN_H
 
 #include "../engine/engine.h"
+#include "../engine/events.h"
 
 /* Create Explainer, ExplainOutput, ExplainBackend and the BreakReason /
-   StackFrame / CompileTime record types; add them to `module`.  0 / -1. */
-int explain_types_init(PyObject *module);
-
-/* Whether `backend` is an ExplainBackend (borrowed check, cannot fail). */
-bool explain_is_backend(PyObject *backend);
-/* Hand an ExplainBackend an event dict (borrowed) / a new entry of code cc.
-   Fail soft: errors are cleared. */
-void explain_backend_note_event(PyObject *backend, PyObject *event);
-void explain_backend_note_entry(PyObject *backend, CacheEntry *entry);
+   StackFrame / CompileTime record types and add them to `module`; register
+   ExplainBackend with the engine as a backend wrapper and as an event sink
+   (engine/events.h).  0 / -1. */
+int explain_init(PyObject *module);
 
 #endif /* DYNSCOPE_EXPLAIN_H */

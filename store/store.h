@@ -1,6 +1,6 @@
 /*
  * store.h -- the SQLite recorder of dynscope (DESIGN.md 4.3): a plain-C
- * library that turns engine events (engine/event_record.h) into rows of a
+ * library that turns engine events (event/event.h) into rows of a
  * versioned SQLite schema (docs/sql.md), plus the read helpers dyntop and
  * `python -m dynscope sql` share.
  *
@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../engine/event_record.h"
+#include "../event/event.h"
 
 struct sqlite3;
 

@@ -163,7 +163,7 @@ def test_empty_provider_env_means_tracing_off(smoke):
 
 
 def test_provider_of_another_abi_is_refused(smoke, tmp_path):
-    # A stale provider (built from another event_record.h) must not be
+    # A stale provider (built from another event/event.h) must not be
     # trusted with the engine's records.
     src = tmp_path / "stale_tp.c"
     src.write_text(textwrap.dedent("""\

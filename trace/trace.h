@@ -13,7 +13,7 @@
  * This header is also the ABI between the two halves: tp.c includes it,
  * implements the TRACE_SYM_* functions and reports TRACE_ABI in
  * dynscope_tp_abi(); trace_init() refuses a provider built from another
- * version of this header or of engine/event_record.h.
+ * version of this header or of event/event.h.
  *
  * Threads: trace_init() once, before other threads call in (the engine
  * calls it at import, under the GIL).  Everything else is thread-safe:
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../engine/event_record.h"
+#include "../event/event.h"
 
 /* frame_eval's `result` (an enum in the trace: "hit", "miss", "skip"). */
 typedef enum TraceFrameResult {

@@ -39,13 +39,6 @@ static int failures;
         }                                                                   \
     } while (0)
 
-static const char *const kind_names[EV__COUNT] = {
-    [EV_COMPILE_START] = "compile_start",   [EV_COMPILE_END] = "compile_end",
-    [EV_RECOMPILE] = "recompile",           [EV_GUARD_FAIL] = "guard_fail",
-    [EV_GRAPH_BREAK] = "graph_break",       [EV_GRAPH_COMPILED] = "graph_compiled",
-    [EV_CACHE_LIMIT] = "cache_limit",       [EV_FRAME_SKIP] = "frame_skip",
-    [EV_ENTRY_STATS] = "entry_stats",       [EV_RESET] = "reset",
-};
 
 /* The code object every cold event names. */
 static EventRecord code_event(EventKind kind)
@@ -171,7 +164,7 @@ static int run_emit(int hits)
     printf("pid %ld\n", (long)getpid());
     printf("enabled frame_eval %d\n", trace_frame_eval_enabled() ? 1 : 0);
     for (int k = 0; k < (int)EV__COUNT; k++)
-        printf("enabled %s %d\n", kind_names[k], trace_enabled((EventKind)k) ? 1 : 0);
+        printf("enabled %s %d\n", event_kind_name((EventKind)k), trace_enabled((EventKind)k) ? 1 : 0);
     printf("active %d\n", trace_active() ? 1 : 0);
 
     for (int i = 0; i < hits; i++)

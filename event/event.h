@@ -1,15 +1,18 @@
 /*
- * event_record.h -- one event of the engine's vocabulary as plain C data
- * (no Python.h), the form every sink receives: the SQLite recorder
- * (store/) and the LTTng provider (trace/).  DESIGN.md 4.1; fields, units
- * and names are documented in docs/events.md.
+ * event.h -- the event vocabulary, at the bottom of the layers: the kinds
+ * of event the engine reports and one event as plain C data (no Python.h).
+ * The engine builds each event once and hands it to every sink that asked
+ * for its kind (engine/events.h); the SQLite recorder (store/) and the
+ * LTTng provider (trace/) read this form, and include this header, not the
+ * engine's.  DESIGN.md 4.1; fields, units and names are documented in
+ * docs/events.md.
  *
  * Strings are borrowed for the duration of the sink call only (NUL
  * terminated UTF-8, never NULL: "" when absent); a sink copies what it
  * keeps.  Times are nanoseconds.
  */
-#ifndef DYNSCOPE_EVENT_RECORD_H
-#define DYNSCOPE_EVENT_RECORD_H
+#ifndef DYNSCOPE_EVENT_H
+#define DYNSCOPE_EVENT_H
 
 #include <stdint.h>
 
@@ -69,4 +72,32 @@ typedef struct EventRecord {
     uint64_t guard_ns;
 } EventRecord;
 
-#endif /* DYNSCOPE_EVENT_RECORD_H */
+/* Sets of kinds, as a sink asks for them (engine/events.h). */
+#define EV_MASK(kind) (1u << (unsigned)(kind))
+#define EV_MASK_ALL ((1u << (unsigned)EV__COUNT) - 1u)
+
+/* The costly text fields of a record: the engine fills them only when a
+   sink that received the event asks (engine/events.h event_record()). */
+enum {
+    EVF_GUARDS_TEXT = 1u << 0,   /* guards_text (EV_COMPILE_END)          */
+    EVF_GRAPH_CODE = 1u << 1,    /* graph_code (EV_GRAPH_COMPILED)        */
+    EVF_OPS = 1u << 2,           /* ops, backend (EV_GRAPH_COMPILED)      */
+    EVF_USER_STACK = 1u << 3,    /* user_stack_json (EV_GRAPH_BREAK)      */
+    EVF_ALL = 0xfu,
+};
+
+/* The name of a kind as in docs/events.md ("compile_start", ...); "?" for
+   a value out of range.  Cannot fail. */
+static inline const char *event_kind_name(EventKind kind)
+{
+    static const char *const names[EV__COUNT] = {
+        [EV_COMPILE_START] = "compile_start",   [EV_COMPILE_END] = "compile_end",
+        [EV_RECOMPILE] = "recompile",           [EV_GUARD_FAIL] = "guard_fail",
+        [EV_GRAPH_BREAK] = "graph_break",       [EV_GRAPH_COMPILED] = "graph_compiled",
+        [EV_CACHE_LIMIT] = "cache_limit",       [EV_FRAME_SKIP] = "frame_skip",
+        [EV_ENTRY_STATS] = "entry_stats",       [EV_RESET] = "reset",
+    };
+    return (unsigned)kind < (unsigned)EV__COUNT ? names[kind] : "?";
+}
+
+#endif /* DYNSCOPE_EVENT_H */
