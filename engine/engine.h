@@ -245,85 +245,9 @@ PyObject *guardset_info_list(const GuardSet *gs);
 int guards_types_init(PyObject *module);
 
 /* ------------------------------------------------------------------ */
-/* Graph IR (graph.c) -- torch.fx shaped, visible to Python.            */
+/* Graph IR (graph.h) -- torch.fx shaped, visible to Python.            */
 
-typedef enum NodeOp {
-    NODE_PLACEHOLDER,
-    NODE_GET_ATTR,
-    NODE_CALL_FUNCTION,
-    NODE_CALL_METHOD,
-    NODE_CALL_MODULE,
-    NODE_OUTPUT,
-} NodeOp;
-
-/*
- * A node.  Python sees .op (str), .name, .target, .args, .kwargs, .meta
- * (dict: "example_value", "type", "shape", "dtype" when known), .users.
- * args/kwargs contain NodeObject references or constants, possibly nested in
- * tuples, lists, dicts and slices -- as in torch.fx.
- */
-typedef struct NodeObject {
-    PyObject_HEAD
-    NodeOp op;
-    int index;             /* position in its graph's node list */
-    PyObject *name;        /* strong: unique str within the graph */
-    PyObject *target;      /* strong: callable (call_function), str (call_method,
-                              placeholder, get_attr, call_module, output) */
-    PyObject *args;        /* strong: tuple */
-    PyObject *kwargs;      /* strong: dict (possibly empty) */
-    PyObject *meta;        /* strong: dict */
-    PyObject *graph;       /* borrowed: owning GraphObject (the graph keeps nodes alive) */
-} NodeObject;
-
-/* A graph: ordered nodes, placeholders first, one output last. */
-typedef struct GraphObject {
-    PyObject_HEAD
-    PyObject *nodes;       /* strong: list of NodeObject */
-    PyObject *names;       /* strong: set of used node names */
-    int nplaceholders;
-    bool finished;         /* output node added; no more nodes */
-} GraphObject;
-
-extern PyTypeObject *NodeType;        /* strong, set by graph_types_init */
-extern PyTypeObject *GraphType;
-extern PyTypeObject *GraphModuleType;
-
-/* Create the Node/Graph/GraphModule types and add them to `module`. 0 / -1. */
-int graph_types_init(PyObject *module);
-
-/* New empty graph, or NULL. */
-GraphObject *graph_new(void);
-/* Append a placeholder named after name_hint (made unique); example is the
-   value it was traced with (borrowed, may be NULL).  Borrowed node or NULL. */
-NodeObject *graph_placeholder(GraphObject *g, const char *name_hint, PyObject *example);
-/* Append a call node.  args (tuple) / kwargs (dict or NULL) are borrowed.
-   name_hint like "add", "sum", "abs" (fx style: "add", "add_1", ...).
-   Borrowed node or NULL. */
-NodeObject *graph_call(GraphObject *g, NodeOp op, PyObject *target,
-                       PyObject *args, PyObject *kwargs,
-                       const char *name_hint, PyObject *example);
-/* Append the output node; `outputs` (tuple of nodes) is borrowed.  0 / -1. */
-int graph_output(GraphObject *g, PyObject *outputs);
-/* The print_tabular text of g (columns opcode, name, target, args, kwargs).
-   New str or NULL. */
-PyObject *graph_tabular(GraphObject *g);
-/* Drop every call node past the first keep_calls (placeholders stay).
-   Cannot fail. */
-void graph_truncate(GraphObject *g, int keep_calls);
-/* Is fn a GraphModule's bound forward (what the eager backend returns)? */
-bool graph_is_forward(PyObject *fn);
-/* Run such a forward without the recursion check of a C call: a captured
-   frame counts once toward the limit, as the interpreter counts it. */
-PyObject *graph_forward_unchecked(PyObject *fn, PyObject *const *args, Py_ssize_t nargs);
-/* Number of nodes that are calls (call_function/method/module). */
-int graph_op_count(GraphObject *g);
-
-/*
- * GraphModule: .graph, .code (generated Python source of forward),
- * .forward (callable: the eager interpreter), __call__ (same), __repr__.
- * New reference or NULL.
- */
-PyObject *graph_module_new(GraphObject *g);
+#include "graph.h"
 
 /* ------------------------------------------------------------------ */
 /* Backends (backend.c).                                               */

@@ -1,0 +1,125 @@
+/*
+ * graph_int.h -- what the graph files share among themselves and nobody
+ * else uses.  The contract others see is graph.h; the graph is four files:
+ *
+ *   graph.c          the IR: building nodes and graphs, naming, walking and
+ *                    rebuilding args (graph_new, graph_call, ...)
+ *   graph_types.c    the Python types Node, Graph, GraphModule: slots,
+ *                    members, getters, methods, and graph_types_init
+ *   graph_program.c  the C interpreter behind GraphModule.forward: a
+ *                    finished graph compiled into a flat Program, and
+ *                    running it
+ *   graph_render.c   text: Graph.__str__, print_tabular, GraphModule.code
+ *
+ * Layering: graph.c uses nothing of the other three but the type objects
+ * (NodeType, GraphType); graph_program.c and graph_render.c use graph.c
+ * only; graph_types.c ties them together.
+ */
+#ifndef DYNSCOPE_GRAPH_INT_H
+#define DYNSCOPE_GRAPH_INT_H
+
+#include "engine.h"
+
+#define IS_NODE(o) Py_IS_TYPE((o), NodeType)
+/* Node i of g (borrowed).  Preconditions: g->nodes != NULL, 0 <= i < len. */
+#define GRAPH_NODE(g, i) ((NodeObject *)PyList_GET_ITEM((g)->nodes, (i)))
+
+/* ------------------------------------------------------------------ */
+/* The IR (graph.c).                                                   */
+
+/* Interned "placeholder", "get_attr", ... indexed by NodeOp.  Strong, set by
+   graph_ir_init. */
+extern PyObject *graph_op_names[NODE_OUTPUT + 1];
+
+/* Set graph_op_names and the builtins namespace node names must not
+   shadow.  0, or -1 with an exception. */
+int graph_ir_init(void);
+
+/* Called for each node found in an arg; non-zero stops the walk. */
+typedef int (*node_visit_fn)(NodeObject *node, void *ctx);
+
+/*
+ * Call fn(node, ctx) for every node in `arg` (borrowed), looking inside arg
+ * containers, in display order.  Returns the first non-zero result of fn,
+ * else 0.  Never calls Python code.
+ */
+int graph_arg_walk(PyObject *arg, node_visit_fn fn, void *ctx);
+
+/* Maps a node to its replacement; new reference or NULL with an exception. */
+typedef PyObject *(*node_map_fn)(NodeObject *node, void *ctx);
+
+/*
+ * A copy of `arg` (borrowed) with every node replaced by map(node, ctx): arg
+ * containers are rebuilt (lists and dicts are always fresh, even without
+ * nodes), other objects are shared.  New reference, or NULL with an
+ * exception.
+ */
+PyObject *graph_arg_map(PyObject *arg, node_map_fn map, void *ctx);
+
+/* The str attribute `name` of obj: new reference, or NULL when obj has no
+   such attribute or it is not a str.  Never leaves an exception set. */
+PyObject *graph_str_attr(PyObject *obj, const char *name);
+
+/* ------------------------------------------------------------------ */
+/* The interpreter (graph_program.c).                                  */
+
+struct Instr;      /* one call node, compiled; private to graph_program.c */
+struct Arg;        /* one argument of an Instr or of the output */
+
+/*
+ * A finished graph compiled into a flat program (what forward() runs).
+ * Every node but the output has a value slot: slot i holds the value of
+ * node i; slots [0, ninputs) are the placeholders.  A zeroed Program is
+ * empty and not ready; program_clear returns it to that state.
+ */
+typedef struct Program {
+    bool ready;            /* false before compile and after clear: refuse to run */
+    int ninputs;           /* placeholders = slots borrowed from the arguments */
+    int nslots;
+    int ninstr;
+    struct Instr *instr;   /* owned: ninstr */
+    int nout;
+    struct Arg *out;       /* into args: the outputs tuple's items */
+    int nend;
+    int *end;              /* into frees: owned slots read by the output */
+    struct Arg *args;      /* owned: every Instr's args, then out */
+    int *frees;            /* owned: nslots - ninputs slot numbers */
+} Program;
+
+/* Compile finished graph g into p (zeroed).  0, or -1 with an exception
+   (p may then be half built: program_clear it). */
+int program_compile(Program *p, GraphObject *g);
+
+/* Release everything p holds and zero it.  Cannot fail. */
+void program_clear(Program *p);
+
+/* Py_VISIT every object p holds (tp_traverse of its owner). */
+int program_traverse(Program *p, visitproc visit, void *arg);
+
+/*
+ * Run the program on `inputs` (borrowed, ninputs of them).  Returns the
+ * tuple of outputs (new reference), or NULL with RuntimeError (cleared
+ * program), TypeError (wrong number of inputs) or what a call raised; every
+ * intermediate value is released either way.
+ */
+PyObject *program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs);
+
+/* ------------------------------------------------------------------ */
+/* Text (graph_render.c).                                              */
+
+/* Make the strings rendering joins with.  0, or -1 with an exception. */
+int graph_render_init(void);
+
+/* Graph.__str__, like torch.fx ("graph():" then one line per node).  New
+   str, or NULL with an exception. */
+PyObject *graph_render_str(GraphObject *g);
+
+/* GraphModule.code: the Python source of forward for finished graph g.
+   New str, or NULL with an exception. */
+PyObject *graph_render_code(GraphObject *g);
+
+/* Write a str to sys.stdout (so pytest's capture sees it); nothing when
+   there is no sys.stdout.  0, or -1 with an exception. */
+int graph_write_stdout(PyObject *text);
+
+#endif /* DYNSCOPE_GRAPH_INT_H */
