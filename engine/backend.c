@@ -61,7 +61,7 @@ static PyObject *wrapped_backend(PyObject *backend)
     return NULL;
 }
 
-/* eager(gm, example_inputs) -> gm.forward: the C interpreter of graph.c. */
+/* eager(gm, example_inputs) -> gm.forward: the C interpreter of graph_program.c. */
 static PyObject *
 backend_eager(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
