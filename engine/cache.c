@@ -19,10 +19,6 @@
 
 #include <string.h>
 
-static Py_ssize_t extra_index = -1;
-static CodeCache *all_caches;        /* head of the list of live caches */
-static long long next_code_id;
-static int next_frame_id;
 
 PyTypeObject *CacheEntryType;
 
@@ -53,7 +49,7 @@ static void code_cache_free(void *p)
     if (cc->prev)
         cc->prev->next = cc->next;
     else
-        all_caches = cc->next;
+        engine.all_caches = cc->next;
     if (cc->next)
         cc->next->prev = cc->prev;
     cache_free_frames(cc);
@@ -67,7 +63,7 @@ CodeCache *cache_new_detached(PyCodeObject *code)
         return NULL;
     }
     cc->code = code;
-    cc->code_id = next_code_id++;
+    cc->code_id = engine.next_code_id++;
     return cc;
 }
 
@@ -79,8 +75,8 @@ void cache_free_detached(CodeCache *cc)
 
 int cache_init(void)
 {
-    extra_index = _PyEval_RequestCodeExtraIndex(code_cache_free);
-    if (extra_index < 0) {
+    engine.extra_index = _PyEval_RequestCodeExtraIndex(code_cache_free);
+    if (engine.extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "dynscope: no free co_extra slot");
         return -1;
     }
@@ -90,7 +86,7 @@ int cache_init(void)
 CodeCache *cache_peek(PyCodeObject *code)
 {
     void *p = NULL;
-    if (_PyCode_GetExtra((PyObject *)code, extra_index, &p) < 0) {
+    if (_PyCode_GetExtra((PyObject *)code, engine.extra_index, &p) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -108,15 +104,15 @@ CodeCache *cache_for_code(PyCodeObject *code)
         return NULL;
     }
     cc->code = code;
-    cc->code_id = next_code_id++;
-    if (_PyCode_SetExtra((PyObject *)code, extra_index, cc) < 0) {
+    cc->code_id = engine.next_code_id++;
+    if (_PyCode_SetExtra((PyObject *)code, engine.extra_index, cc) < 0) {
         PyMem_Free(cc);
         return NULL;
     }
-    cc->next = all_caches;
-    if (all_caches)
-        all_caches->prev = cc;
-    all_caches = cc;
+    cc->next = engine.all_caches;
+    if (engine.all_caches)
+        engine.all_caches->prev = cc;
+    engine.all_caches = cc;
     return cc;
 }
 
@@ -155,7 +151,7 @@ void cache_frame_assign_id(CacheFrame *cf)
     if (cf->frame_id >= 0)
         return;
     CaptureSession *s = capture_state()->session;
-    cf->frame_id = s ? s->next_frame_id++ : next_frame_id++;
+    cf->frame_id = s ? s->next_frame_id++ : engine.next_frame_id++;
 }
 
 void cache_reset_all(void)
@@ -168,7 +164,7 @@ void cache_reset_all(void)
        the caches being walked. */
     int gc_was_enabled = PyGC_Disable();
     PyObject *graveyard = PyList_New(0);
-    for (CodeCache *cc = all_caches; cc != NULL; cc = cc->next) {
+    for (CodeCache *cc = engine.all_caches; cc != NULL; cc = cc->next) {
         for (int i = 0; i < cc->nframes; i++) {
             CacheFrame *cf = cc->frames[i];
             PyObject *fresh = PyList_New(0);
@@ -199,8 +195,8 @@ void cache_reset_all(void)
         }
         cc->classified = false;
     }
-    next_frame_id = 0;
-    memset(&engine_counters, 0, sizeof(engine_counters));
+    engine.next_frame_id = 0;
+    memset(&engine.counters, 0, sizeof(engine.counters));
     if (gc_was_enabled)
         PyGC_Enable();
     events_reset();
@@ -209,7 +205,7 @@ void cache_reset_all(void)
 
 void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_changed)
 {
-    for (CodeCache *cc = all_caches; cc != NULL; cc = cc->next) {
+    for (CodeCache *cc = engine.all_caches; cc != NULL; cc = cc->next) {
         for (int i = 0; i < cc->nframes; i++) {
             PyObject *entries = cc->frames[i]->entries;
             for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entries); j++) {

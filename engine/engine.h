@@ -572,7 +572,6 @@ typedef struct EngineCounters {
     uint64_t graph_breaks;    /* breaks met while translating */
     uint64_t deopts;          /* frames handed to the interpreter mid-way */
 } EngineCounters;
-extern EngineCounters engine_counters;
 
 #define CAPTURE_MAX_DEPTH 64
 
@@ -599,11 +598,6 @@ typedef struct ThreadCapture {
     CaptureSession *session;  /* borrowed: the private capture in force, or NULL */
 } ThreadCapture;
 
-/* The counters this thread's events count into. */
-static inline EngineCounters *capture_counters(ThreadCapture *tc)
-{
-    return tc->session ? &tc->session->counters : &engine_counters;
-}
 
 ThreadCapture *capture_state(void);
 /* Enter a capture region on this thread; the first region of the process
@@ -635,7 +629,41 @@ typedef struct EngineConfig {
                                  is only counted and recorded, so that the
                                  program's warnings stay its own (--capture-all) */
 } EngineConfig;
-extern EngineConfig engine_config;
+
+/*
+ * The engine's process-wide state, gathered in one place (GIL protected).
+ * What is per thread lives in ThreadCapture; what a private capture
+ * (explain) keeps apart, in CaptureSession; each tensor library's types
+ * and modules, in tensorlib; a file's interned strings stay in the file.
+ */
+typedef struct EngineState {
+    EngineConfig config;          /* dynscope.config, set_stance() (module.c) */
+    EngineCounters counters;      /* _C.counters(); sessions count apart */
+    /* the frame hook (hook.c) */
+    int capturing_threads;        /* threads inside an optimize() region; the
+                                     hook is installed exactly when > 0 */
+    bool hook_installed;
+    /* the code caches (cache.c) */
+    Py_ssize_t extra_index;       /* co_extra slot of our CodeCache, -1 before init */
+    CodeCache *all_caches;        /* head of the list of live caches (each is
+                                     owned by its code object's co_extra) */
+    long long next_code_id;       /* process-unique code ids */
+    int next_frame_id;            /* frame ids, restarted by reset() */
+    /* the clock (module.c): engine_ticks() to ns */
+    uint64_t base_ticks, base_ns; /* taken at module init */
+    double ns_per_tick;           /* 0 until first measured */
+    /* exceptions the program sees (module.c), strong */
+    PyObject *unsupported_error;  /* dynscope.Unsupported, under fullgraph=True */
+    PyObject *recompile_error;    /* dynscope.RecompileError, set_stance("fail_on_recompile") */
+} EngineState;
+extern EngineState engine;
+
+/* The counters this thread's events count into. */
+static inline EngineCounters *capture_counters(ThreadCapture *tc)
+{
+    return tc->session ? &tc->session->counters : &engine.counters;
+}
+
 
 
 
@@ -644,10 +672,5 @@ extern EngineConfig engine_config;
    engine's own event sinks and the SQLite recorder.  0 / -1. */
 int engine_module_init(PyObject *module);
 
-/* dynscope.Unsupported (module.c), raised under fullgraph=True. Strong. */
-extern PyObject *UnsupportedError;
-/* dynscope.RecompileError (module.c), raised under set_stance("fail_on_recompile").
-   Strong. */
-extern PyObject *RecompileError;
 
 #endif /* DYNSCOPE_ENGINE_H */

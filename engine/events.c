@@ -287,7 +287,7 @@ static void dict_items(Event *ev, PyObject *d)
         set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
         break;
     case EV_CACHE_LIMIT:
-        set_item(d, "limit", PyLong_FromLong(engine_config.cache_size_limit));
+        set_item(d, "limit", PyLong_FromLong(engine.config.cache_size_limit));
         set_item(d, "last_failure", Py_NewRef(ev->reason ? ev->reason : Py_None));
         set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
         break;

@@ -11,7 +11,7 @@
  * evaluator: capture never changes what the program computes.
  *
  * Invariants:
- *   - capturing_threads counts threads with depth > 0 (GIL protected); the
+ *   - engine.capturing_threads counts threads with depth > 0 (GIL protected); the
  *     hook is installed exactly when it is > 0.
  *   - in_engine > 0 while the engine runs Python on its own account
  *     (translation, backends, compiled graphs); frames then pass through.
@@ -25,21 +25,20 @@
 #include <string.h>
 
 static _Thread_local ThreadCapture thread_capture;
-static int capturing_threads;          /* GIL */
-static bool installed;                 /* GIL */
-static EvalFrameFunc saved_eval_frame; /* what was installed before us */
+static EvalFrameFunc saved_eval_frame; /* GIL: what was installed before us (a CPython
+                                       type, so kept here, not in EngineState) */
 
 static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag);
 
 ThreadCapture *capture_state(void) { return &thread_capture; }
-bool hook_installed(void) { return installed; }
+bool hook_installed(void) { return engine.hook_installed; }
 
 static void hook_install(void)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
     saved_eval_frame = _PyInterpreterState_GetEvalFrameFunc(interp);
     _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
-    installed = true;
+    engine.hook_installed = true;
 }
 
 static void hook_uninstall(void)
@@ -47,7 +46,7 @@ static void hook_uninstall(void)
     PyInterpreterState *interp = PyInterpreterState_Get();
     if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame)
         _PyInterpreterState_SetEvalFrameFunc(interp, saved_eval_frame);
-    installed = false;
+    engine.hook_installed = false;
 }
 
 int capture_enter(const CaptureConfig *cfg)
@@ -60,7 +59,7 @@ int capture_enter(const CaptureConfig *cfg)
     }
     tc->saved[tc->depth] = tc->config;
     tc->config = *cfg;
-    if (tc->depth++ == 0 && capturing_threads++ == 0)
+    if (tc->depth++ == 0 && engine.capturing_threads++ == 0)
         hook_install();
     return 0;
 }
@@ -70,7 +69,7 @@ void capture_exit(void)
     ThreadCapture *tc = &thread_capture;
     ENGINE_ASSERT(tc->depth > 0);
     tc->config = tc->saved[--tc->depth];
-    if (tc->depth == 0 && --capturing_threads == 0)
+    if (tc->depth == 0 && --engine.capturing_threads == 0)
         hook_uninstall();
 }
 
@@ -100,11 +99,11 @@ static Py_ssize_t longest_prefix(PyObject *filename, PyObject *tuple)
    library's directory is users' code; numpy inside site-packages is not). */
 static PyObject *code_skip_prefix(PyCodeObject *co)
 {
-    PyObject *skips = engine_config.skip_prefixes;
+    PyObject *skips = engine.config.skip_prefixes;
     if (skips == NULL || !PyUnicode_Check(co->co_filename))
         return NULL;
     Py_ssize_t skip = longest_prefix(co->co_filename, skips);
-    if (skip < 0 || longest_prefix(co->co_filename, engine_config.capture_prefixes) > skip)
+    if (skip < 0 || longest_prefix(co->co_filename, engine.config.capture_prefixes) > skip)
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(skips); i++) {
         PyObject *p = PyTuple_GET_ITEM(skips, i);
@@ -363,7 +362,7 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
     Py_ssize_t attempts = nentries + cf->failed;   /* toward the limit */
     *failures = NULL;
-    if (cf->limit_warned && attempts >= engine_config.cache_size_limit)
+    if (cf->limit_warned && attempts >= engine.config.cache_size_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
     if (nentries > 0) {
         tc->in_engine++;
@@ -382,18 +381,18 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
         Py_XSETREF(cf->last_failure, desc);
     }
     MissOutcome out = MISS_COMPILE;
-    if (nentries > 0 && engine_config.stance == STANCE_EAGER_ON_RECOMPILE) {
+    if (nentries > 0 && engine.config.stance == STANCE_EAGER_ON_RECOMPILE) {
         out = MISS_EAGER;
     }
-    else if (nentries > 0 && engine_config.stance == STANCE_FAIL_ON_RECOMPILE) {
-        PyErr_Format(RecompileError,
+    else if (nentries > 0 && engine.config.stance == STANCE_FAIL_ON_RECOMPILE) {
+        PyErr_Format(engine.recompile_error,
                      "dynscope: %U (%U:%d) would be recompiled (frame %d, set_stance("
                      "'fail_on_recompile')): %S",
                      cc->code->co_qualname, cc->code->co_filename, cc->code->co_firstlineno,
                      cf->frame_id, cf->last_failure ? cf->last_failure : Py_None);
         out = MISS_ERROR;
     }
-    else if (attempts >= engine_config.cache_size_limit) {
+    else if (attempts >= engine.config.cache_size_limit) {
         if (!cf->limit_warned) {
             cf->limit_warned = true;
             capture_counters(tc)->cache_limits++;
@@ -460,7 +459,7 @@ static MissOutcome miss_unsupported(CodeCache *cc, CacheFrame *cf, ThreadCapture
     events_frame_skip(cc, reason);
     e->eager_reason = reason;       /* steals */
     if (reason == NULL || e->guards.n == 0 || e->guards.n > EAGER_ENTRY_MAX_GUARDS
-        || PyList_GET_SIZE(cf->entries) >= engine_config.cache_size_limit
+        || PyList_GET_SIZE(cf->entries) >= engine.config.cache_size_limit
         || PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
         PyErr_Clear();
         cf->failed++;
@@ -519,7 +518,7 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
     events_compile_end(cc, e, "ok");
     if (e->plan.exit != EXIT_RETURN)
         events_graph_break(cc, e);
-    if (PyList_GET_SIZE(cf->entries) < engine_config.cache_size_limit
+    if (PyList_GET_SIZE(cf->entries) < engine.config.cache_size_limit
         && PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
         Py_DECREF(e);
         events_internal_error("inserting a cache entry");
@@ -604,7 +603,7 @@ static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_st
             }
         }
     }
-    PyErr_Format(UnsupportedError, "fullgraph=True: graph break in %U: %S at %U:%ld",
+    PyErr_Format(engine.unsupported_error, "fullgraph=True: graph break in %U: %S at %U:%ld",
                  cc->code->co_qualname, reason ? reason : Py_None, file, line);
 }
 
@@ -779,7 +778,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
 
 static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)
 {
-    if (engine_config.stance == STANCE_FORCE_EAGER)
+    if (engine.config.stance == STANCE_FORCE_EAGER)
         return frame_eval_default(ts, f, 0);
     PyCodeObject *co = frame_code(f);
     CodeCache *cc = lookup_code_cache(co, tc);

@@ -18,10 +18,10 @@
 #include <structmember.h>
 #include <string.h>
 
-EngineConfig engine_config = {.cache_size_limit = 8, .cache_limit_warning = true};
-EngineCounters engine_counters;
-PyObject *UnsupportedError;
-PyObject *RecompileError;
+EngineState engine = {
+    .config = {.cache_size_limit = 8, .cache_limit_warning = true},
+    .extra_index = -1,
+};
 
 static const char *const stance_names[] = {
     [STANCE_DEFAULT] = "default",
@@ -50,8 +50,6 @@ uint64_t engine_wall_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t base_ticks, base_ns;   /* taken at module init */
-static double cached_ns_per_tick;      /* 0 until first measured */
 
 uint64_t engine_ticks_to_ns(uint64_t ticks)
 {
@@ -59,11 +57,11 @@ uint64_t engine_ticks_to_ns(uint64_t ticks)
     /* the ratio of elapsed ns to elapsed ticks since init; the first read
        within 2 ms of init waits out the rest of those 2 ms (once) */
     uint64_t n = engine_now_ns();
-    while (n - base_ns < 2000000)
+    while (n - engine.base_ns < 2000000)
         n = engine_now_ns();
     uint64_t t = engine_ticks();
-    double ns_per_tick = (double)(n - base_ns) / (double)(t - base_ticks);
-    cached_ns_per_tick = ns_per_tick;
+    double ns_per_tick = (double)(n - engine.base_ns) / (double)(t - engine.base_ticks);
+    engine.ns_per_tick = ns_per_tick;
     return (uint64_t)((double)ticks * ns_per_tick);
 #else
     return ticks;
@@ -73,9 +71,9 @@ uint64_t engine_ticks_to_ns(uint64_t ticks)
 uint64_t engine_ticks_to_ns_fast(uint64_t ticks)
 {
 #if defined(__x86_64__)
-    if (cached_ns_per_tick == 0.0)
+    if (engine.ns_per_tick == 0.0)
         return engine_ticks_to_ns(ticks);
-    return (uint64_t)((double)ticks * cached_ns_per_tick);
+    return (uint64_t)((double)ticks * engine.ns_per_tick);
 #else
     return ticks;
 #endif
@@ -421,7 +419,7 @@ static PyObject *py_counters(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    EngineCounters *c = &engine_counters;
+    EngineCounters *c = &engine.counters;
     return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "frames_seen",
                          c->frames_seen, "hits", c->hits, "misses", c->misses,
                          "compiles", c->compiles, "recompiles", c->recompiles,
@@ -440,7 +438,7 @@ static PyObject *py_get_cache_size_limit(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    return PyLong_FromLong(engine_config.cache_size_limit);
+    return PyLong_FromLong(engine.config.cache_size_limit);
 }
 
 static PyObject *py_set_cache_size_limit(PyObject *self, PyObject *arg)
@@ -453,7 +451,7 @@ static PyObject *py_set_cache_size_limit(PyObject *self, PyObject *arg)
         PyErr_Format(PyExc_ValueError, "cache_size_limit must be between 0 and 1000000, got %ld", v);
         return NULL;
     }
-    engine_config.cache_size_limit = (int)v;
+    engine.config.cache_size_limit = (int)v;
     Py_RETURN_NONE;
 }
 
@@ -461,7 +459,7 @@ static PyObject *py_get_cache_limit_warning(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    return PyBool_FromLong(engine_config.cache_limit_warning);
+    return PyBool_FromLong(engine.config.cache_limit_warning);
 }
 
 static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
@@ -472,7 +470,7 @@ static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
                      Py_TYPE(arg)->tp_name);
         return NULL;
     }
-    engine_config.cache_limit_warning = arg == Py_True;
+    engine.config.cache_limit_warning = arg == Py_True;
     Py_RETURN_NONE;
 }
 
@@ -499,7 +497,7 @@ static PyObject *py_set_skip_prefixes(PyObject *self, PyObject *arg)
     PyObject *t = prefix_tuple(arg, "skip_prefixes");
     if (t == NULL)
         return NULL;
-    Py_XSETREF(engine_config.skip_prefixes, t);
+    Py_XSETREF(engine.config.skip_prefixes, t);
     Py_RETURN_NONE;
 }
 
@@ -507,7 +505,7 @@ static PyObject *py_get_skip_prefixes(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    return Py_NewRef(engine_config.skip_prefixes ? engine_config.skip_prefixes : Py_None);
+    return Py_NewRef(engine.config.skip_prefixes ? engine.config.skip_prefixes : Py_None);
 }
 
 static PyObject *py_set_capture_prefixes(PyObject *self, PyObject *arg)
@@ -516,7 +514,7 @@ static PyObject *py_set_capture_prefixes(PyObject *self, PyObject *arg)
     PyObject *t = prefix_tuple(arg, "capture_prefixes");
     if (t == NULL)
         return NULL;
-    Py_XSETREF(engine_config.capture_prefixes, t);
+    Py_XSETREF(engine.config.capture_prefixes, t);
     Py_RETURN_NONE;
 }
 
@@ -524,7 +522,7 @@ static PyObject *py_get_capture_prefixes(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    return Py_NewRef(engine_config.capture_prefixes ? engine_config.capture_prefixes : Py_None);
+    return Py_NewRef(engine.config.capture_prefixes ? engine.config.capture_prefixes : Py_None);
 }
 
 static PyObject *py_set_stance(PyObject *self, PyObject *arg)
@@ -535,7 +533,7 @@ static PyObject *py_set_stance(PyObject *self, PyObject *arg)
         return NULL;
     for (size_t i = 0; name && i < sizeof(stance_names) / sizeof(stance_names[0]); i++) {
         if (strcmp(name, stance_names[i]) == 0) {
-            engine_config.stance = (Stance)i;
+            engine.config.stance = (Stance)i;
             Py_RETURN_NONE;
         }
     }
@@ -548,7 +546,7 @@ static PyObject *py_get_stance(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    return PyUnicode_FromString(stance_names[engine_config.stance]);
+    return PyUnicode_FromString(stance_names[engine.config.stance]);
 }
 
 static PyObject *py_capture_depth(PyObject *self, PyObject *unused)
@@ -586,11 +584,11 @@ int engine_module_init(PyObject *m)
 {
     if (PyModule_AddFunctions(m, module_methods) < 0)
         return -1;
-    base_ticks = engine_ticks();
-    base_ns = engine_now_ns();
-    engine_config.skip_prefixes = PyTuple_New(0);
-    engine_config.capture_prefixes = PyTuple_New(0);
-    if (engine_config.skip_prefixes == NULL || engine_config.capture_prefixes == NULL)
+    engine.base_ticks = engine_ticks();
+    engine.base_ns = engine_now_ns();
+    engine.config.skip_prefixes = PyTuple_New(0);
+    engine.config.capture_prefixes = PyTuple_New(0);
+    if (engine.config.skip_prefixes == NULL || engine.config.capture_prefixes == NULL)
         return -1;
     OptimizeContextType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &ctx_spec, NULL);
     OptimizedFunctionType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &of_spec, NULL);
@@ -599,19 +597,19 @@ int engine_module_init(PyObject *m)
     if (PyModule_AddObjectRef(m, "OptimizeContext", (PyObject *)OptimizeContextType) < 0
         || PyModule_AddObjectRef(m, "OptimizedFunction", (PyObject *)OptimizedFunctionType) < 0)
         return -1;
-    UnsupportedError = PyErr_NewExceptionWithDoc(
+    engine.unsupported_error = PyErr_NewExceptionWithDoc(
         "dynscope.Unsupported",
         "Raised under optimize(fullgraph=True) when a frame cannot be captured "
         "as one graph; the message names the reason and the user's file:line.",
         PyExc_RuntimeError, NULL);
-    if (UnsupportedError == NULL || PyModule_AddObjectRef(m, "Unsupported", UnsupportedError) < 0)
+    if (engine.unsupported_error == NULL || PyModule_AddObjectRef(m, "Unsupported", engine.unsupported_error) < 0)
         return -1;
-    RecompileError = PyErr_NewExceptionWithDoc(
+    engine.recompile_error = PyErr_NewExceptionWithDoc(
         "dynscope.RecompileError",
         "Raised under set_stance('fail_on_recompile') when a captured frame would "
         "be compiled again; the message names the frame and its failing guard.",
         PyExc_RuntimeError, NULL);
-    if (RecompileError == NULL || PyModule_AddObjectRef(m, "RecompileError", RecompileError) < 0)
+    if (engine.recompile_error == NULL || PyModule_AddObjectRef(m, "RecompileError", engine.recompile_error) < 0)
         return -1;
     if (warn_init(m) < 0 || event_log_init(m) < 0 || cache_init() < 0
         || cache_types_init(m) < 0 || graph_types_init(m) < 0 || backend_init(m) < 0

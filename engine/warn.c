@@ -79,7 +79,7 @@ PyObject *events_exception_reason(void)
    it is never captured. */
 void warn_cache_limit(CodeCache *cc, CacheFrame *cf)
 {
-    if (!engine_config.cache_limit_warning || cc->limit_warned)
+    if (!engine.config.cache_limit_warning || cc->limit_warned)
         return;
     cc->limit_warned = true;
     ThreadCapture *tc = capture_state();
@@ -90,7 +90,7 @@ void warn_cache_limit(CodeCache *cc, CacheFrame *cf)
                          "dynscope: %U (%U:%d) hit config.cache_size_limit (%d); "
                          "it now runs without capture. Last failing guard: %S",
                          cc->code->co_qualname, cc->code->co_filename,
-                         cc->code->co_firstlineno, engine_config.cache_size_limit,
+                         cc->code->co_firstlineno, engine.config.cache_size_limit,
                          cf->last_failure ? cf->last_failure : Py_None) < 0)
         PyErr_WriteUnraisable(NULL);
     PyErr_Restore(exc_type, exc_value, exc_tb);
