@@ -21,6 +21,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
+SCHEMA_VERSION = 3      # store/read.h STORE_SCHEMA_VERSION: what a new file gets
 
 # ---------------------------------------------------------------------------
 # The workload: known recompiles (dtype, shape, constant), breaks (print,
@@ -363,7 +364,7 @@ def test_unusable_file_is_refused_and_left_untouched(workdir, baseline, tmp_path
     assert p.stdout.startswith("OSError:") and str(db) in p.stdout, p.stdout
     assert needle in p.stdout, p.stdout
     if case == "newer":
-        assert "v99" in p.stdout and "v2" in p.stdout   # both versions named
+        assert "v99" in p.stdout and f"v{SCHEMA_VERSION}" in p.stdout   # both versions named
     # DYNSCOPE_DB: the program runs anyway, one line on stderr
     p = run([str(workdir / "workload.py"), str(tmp_path / "o.json")], env={"DYNSCOPE_DB": str(db)})
     assert p.returncode == 0, p.stderr
