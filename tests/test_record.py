@@ -564,14 +564,6 @@ def test_queue_overflow_drops_and_counts(tmp_path):
     assert sum("queue is full" in m for m in msgs) == 1, p.stderr
 
 
-def test_disk_full_is_only_reachable_from_c():
-    """StoreOptions.max_db_bytes (the size cap that makes a full disk
-    reproducible) has no Python or environment knob; the full-disk case is
-    tests/c/test_store.c's test_disk_full_is_logged_once_counted_and_soft."""
-    with open(os.path.join(ROOT, "tests", "c", "test_store.c")) as fh:
-        assert "test_disk_full_is_logged_once_counted_and_soft" in fh.read()
-
-
 # ---------------------------------------------------------------------------
 # Several processes and threads.
 
