@@ -17,6 +17,8 @@
  *     column reads as "");
  *   - 0 on success, -1 on an SQLite error: store_reader_errmsg() says what
  *     failed (rows handed over before the error stay handed over);
+ *   - a callback may call other functions of the reader, not the one that
+ *     is calling it (each function owns one prepared statement);
  *   - a "since" watermark is a table's rowid (its INTEGER PRIMARY KEY where
  *     it has one): the recorder only appends, so the rows past a watermark
  *     are the rows committed since it was read (store_read_mark).
