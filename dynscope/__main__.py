@@ -178,7 +178,14 @@ def _cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+# The schema version whose views (store/schema.c) the report reads.
+_REPORT_SCHEMA = 3
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
+    """Print the summary.  Every section is one of the schema's views
+    (docs/sql.md, Views; defined once, in store/schema.c), so the report
+    says what dyntop and `dynscope sql` users see."""
     import sqlite3
 
     try:
@@ -187,37 +194,39 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"dynscope report: {exc}", file=sys.stderr)
         return 2
     try:
-        runs = con.execute("SELECT count(*), coalesce(sum(dropped_events), 0) FROM runs").fetchone()
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version < _REPORT_SCHEMA:
+            # The views an older file lacks become TEMP views of this
+            # read-only connection (the file is not written), from the same
+            # definitions the migrations use, as dyntop does.
+            from dynscope import _C
+            try:
+                con.executescript(_C.store_temp_views_sql(version))
+            except (ValueError, sqlite3.Error) as exc:
+                print(f"dynscope report: {args.db}: {exc}", file=sys.stderr)
+                return 2
+        runs = con.execute("SELECT count(*), coalesce(sum(dropped_events), 0)"
+                           " FROM run_summary").fetchone()
         print(f"dynscope report: {args.db}")
         print(f"  {runs[0]} run(s), {runs[1]} events dropped")
         print()
         print("Top recompiling functions (last failing guard)")
-        rows = con.execute("""
-            SELECT co.name, co.filename || ':' || co.firstlineno,
-                   sum(c.frame_compile_id > 0) AS recompiles,
-                   (SELECT gf.expr || ' (observed ' || gf.observed || ')'
-                      FROM guard_failures gf
-                     WHERE gf.run_id = co.run_id AND gf.code_id = co.code_id
-                     ORDER BY gf.at DESC LIMIT 1)
-              FROM compiles c JOIN code_objects co USING (run_id, code_id)
-             GROUP BY co.run_id, co.code_id
-            HAVING recompiles > 0
-             ORDER BY recompiles DESC LIMIT ?""", (args.limit,)).fetchall()
+        rows = con.execute("SELECT name, filename || ':' || firstlineno, recompiles, last_failure"
+                           " FROM code_summary WHERE recompiles > 0"
+                           " ORDER BY recompiles DESC, run_id, code_id LIMIT ?",
+                           (args.limit,)).fetchall()
         print(_format_table(["function", "where", "recompiles", "last failing guard"], rows)
               if rows else "  (none)")
         print()
         print("Top graph-break reasons")
-        rows = con.execute("""
-            SELECT kind, reason, filename || ':' || lineno, count(*) AS n
-              FROM graph_breaks GROUP BY kind, reason, filename, lineno
-             ORDER BY n DESC LIMIT ?""", (args.limit,)).fetchall()
+        rows = con.execute("SELECT kind, reason, filename || ':' || lineno, count FROM break_sites"
+                           " ORDER BY count DESC, kind, reason, filename, lineno LIMIT ?",
+                           (args.limit,)).fetchall()
         print(_format_table(["kind", "reason", "site", "count"], rows) if rows else "  (none)")
         print()
         print("Cache-limit hits")
-        rows = con.execute("""
-            SELECT co.name, co.filename || ':' || co.firstlineno, cl.reason
-              FROM cache_limits cl JOIN code_objects co USING (run_id, code_id)
-             ORDER BY cl.at""").fetchall()
+        rows = con.execute("SELECT name, filename || ':' || firstlineno, reason"
+                           " FROM cache_limit_hits ORDER BY at").fetchall()
         print(_format_table(["function", "where", "last failing guard"], rows) if rows else "  (none)")
     except sqlite3.Error as exc:
         print(f"dynscope report: {exc}", file=sys.stderr)
@@ -225,10 +234,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     finally:
         con.close()
     return 0
-
-
-def _has_table(con, name: str) -> bool:
-    return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
 
 def _dyntop_path() -> str:

@@ -17,6 +17,7 @@
 #include "../store/store.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -204,6 +205,24 @@ static PyObject *py_record_stop(PyObject *self, PyObject *unused)
     Py_END_ALLOW_THREADS
     last_stats = st;
     return stats_dict(st);
+}
+
+/* store_temp_views_sql(version) -> str: what a read-only reader of a file
+   of that schema version runs to see every view of this build; ValueError
+   for a version no reader reads. */
+static PyObject *py_store_temp_views_sql(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    char *sql = v >= INT_MIN && v <= INT_MAX ? store_temp_views_sql((int)v) : NULL;
+    if (sql == NULL)
+        return PyErr_Format(PyExc_ValueError, "schema v%ld is not readable (this build reads "
+                            "v%d to v%d)", v, STORE_READ_MIN_VERSION, STORE_SCHEMA_VERSION);
+    PyObject *r = PyUnicode_FromString(sql);
+    free(sql);
+    return r;
 }
 
 static PyObject *py_record_stats(PyObject *self, PyObject *unused)
@@ -497,6 +516,9 @@ static PyObject *py_sigterm_uninstall(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef record_methods[] = {
+    {"store_temp_views_sql", py_store_temp_views_sql, METH_O,
+     "store_temp_views_sql(version)\n--\n\nSQL giving a read-only connection to a file of that "
+     "schema version the views it lacks, as TEMP views."},
     {"record_start", py_record_start, METH_VARARGS,
      "record_start(path, argv, python) -> run_id\n--\n\nStart recording events to a dynscope database."},
     {"record_stop", py_record_stop, METH_NOARGS,

@@ -1,25 +1,191 @@
 /*
- * read.c -- read-only access to a dynscope database, shared by dyntop and
- * `python -m dynscope sql`: open with a file:...?mode=ro URI, check that the
- * file is ours and at our schema version, and a few aggregate queries kept
- * deliberately simple (callers extend with their own SQL through
- * store_reader_db()).  Contract: store.h; tables and views: docs/sql.md.
+ * read.c -- the read model of a dynscope database: every query a C reader
+ * (dyntop, the C tests) makes, behind typed functions (contract: read.h;
+ * tables and views: docs/sql.md).  The SQL of the shared aggregates is in
+ * the schema's views (schema.c); what is here is the reader's own access
+ * paths: rows past a watermark, one code object through the per-code
+ * indexes, the lists dyntop shows.
  *
- * Invariants: the connection is opened read-only and never writes; each
- * helper reads inside one transaction, so its numbers come from one
- * snapshot even while a writer runs (WAL).
+ * Invariants: the connection is opened read-only and never writes the file
+ * (only its TEMP schema, for the views an older file lacks); each query is
+ * prepared once, on first use, in the variant its run filter needs, and is
+ * reset before it is handed out and after its rows are read, so no
+ * statement holds the read snapshot between calls.
  */
 #include "store_int.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-struct StoreReader {
-    sqlite3 *db;    /* owned, read-only */
-    char *path;     /* owned */
+/* The queries.  A query with `one` has a "%s" in its SQL: the run condition,
+   `one` for one run (bound as the parameter it names) or `every` for every
+   run.  The conditions that read past a watermark write the column as
+   "+run_id": the unary plus keeps SQLite from answering "run_id = ?" through
+   a per-code index (every row of the run) instead of the rowid range (only
+   the new rows). */
+enum {
+    Q_RUNS,
+    Q_MARK,                      /* + StoreTable: one per table */
+    Q_CODES_NEW = Q_MARK + STORE_TABLE__COUNT,
+    Q_COMPILES_NEW,
+    Q_COMPILE_END,
+    Q_GRAPHS_ALL,
+    Q_GRAPHS_NEW,
+    Q_BREAKS_ALL,
+    Q_BREAKS_NEW,
+    Q_LIMITS_NEW,
+    Q_FAILS_COUNT,
+    Q_FAILS_LAST,
+    Q_FAILS_NEW,
+    Q_ENTRIES_NEW,
+    Q_STATS_NEW,
+    Q_CODE_ENTRIES,
+    Q_ENTRY_GUARDS,
+    Q_TOP_FAILING,
+    Q_CODE_BREAKS,
+    Q_BREAK_STACK,
+    Q_CODE_RECOMPILES,
+    Q_COMPILE_FAILURES,
+    Q_CODE_LIMITS,
+    Q_CODE_SKIPS,
+    Q_BREAK_SITES,
+    Q_RECOMPILE_LOG,
+    Q_SUMMARY,
+    Q_CODE_SUMMARY,
+    Q__COUNT
 };
+
+#define NEW_ROWS "+run_id = ?2", "(?2 IS NULL OR 1)"
+
+static const struct {
+    const char *sql;
+    const char *one, *every;
+} queries[Q__COUNT] = {
+    [Q_RUNS] = {"SELECT run_id, pid, started_at, coalesce(ended_at, 0), resets,"
+                " dropped_events, argv FROM runs ORDER BY run_id", NULL, NULL},
+    [Q_MARK + STORE_CODE_OBJECTS] = {"SELECT coalesce(max(rowid), 0) FROM code_objects"},
+    [Q_MARK + STORE_COMPILES] = {"SELECT coalesce(max(compile_row), 0) FROM compiles"},
+    [Q_MARK + STORE_GRAPHS] = {"SELECT coalesce(max(graph_id), 0) FROM graphs"},
+    [Q_MARK + STORE_GRAPH_BREAKS] = {"SELECT coalesce(max(break_id), 0) FROM graph_breaks"},
+    [Q_MARK + STORE_CACHE_LIMITS] = {"SELECT coalesce(max(rowid), 0) FROM cache_limits"},
+    [Q_MARK + STORE_GUARD_FAILURES] = {"SELECT coalesce(max(failure_id), 0) FROM guard_failures"},
+    [Q_MARK + STORE_CACHE_ENTRIES] = {"SELECT coalesce(max(rowid), 0) FROM cache_entries"},
+    [Q_MARK + STORE_ENTRY_STATS] = {"SELECT coalesce(max(rowid), 0) FROM entry_stats"},
+    [Q_CODES_NEW] = {"SELECT rowid, run_id, code_id, filename, name, firstlineno"
+                     " FROM code_objects WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
+    [Q_COMPILES_NEW] = {"SELECT compile_row, run_id, code_id, frame_compile_id, started_at,"
+                        " duration_ns, ended_at FROM compiles"
+                        " WHERE compile_row > ?1 AND %s ORDER BY compile_row", NEW_ROWS},
+    [Q_COMPILE_END] = {"SELECT duration_ns, ended_at FROM compiles WHERE compile_row = ?1"},
+    [Q_GRAPHS_ALL] = {"SELECT run_id, code_id, count(*), 0 FROM graphs WHERE %s"
+                      " GROUP BY run_id, code_id", "run_id = ?2", "(?2 IS NULL OR 1)"},
+    [Q_GRAPHS_NEW] = {"SELECT run_id, code_id, count(*), 0 FROM graphs"
+                      " WHERE graph_id > ?1 AND %s GROUP BY run_id, code_id", NEW_ROWS},
+    [Q_BREAKS_ALL] = {"SELECT run_id, code_id, count(*), 0 FROM graph_breaks WHERE %s"
+                      " GROUP BY run_id, code_id", "run_id = ?2", "(?2 IS NULL OR 1)"},
+    [Q_BREAKS_NEW] = {"SELECT run_id, code_id, count(*), 0 FROM graph_breaks"
+                      " WHERE break_id > ?1 AND %s GROUP BY run_id, code_id", NEW_ROWS},
+    [Q_LIMITS_NEW] = {"SELECT run_id, code_id, count(*), max(epoch) FROM cache_limits"
+                      " WHERE rowid > ?1 AND %s GROUP BY run_id, code_id", NEW_ROWS},
+    /* Every run: no WHERE, so SQLite counts the smallest b-tree's cells
+       without decoding them (several times faster on a million rows). */
+    [Q_FAILS_COUNT] = {"SELECT count(*) FROM guard_failures%s", " WHERE run_id = ?2", ""},
+    [Q_FAILS_LAST] = {"SELECT g.failure_id, g.run_id, g.code_id, g.expr, g.observed"
+                      " FROM code_objects AS co JOIN guard_failures AS g"
+                      " ON g.failure_id = (SELECT max(x.failure_id) FROM guard_failures AS x"
+                      "   WHERE x.run_id = co.run_id AND x.code_id = co.code_id)"
+                      " WHERE %s", "co.run_id = ?2", "(?2 IS NULL OR 1)"},
+    [Q_FAILS_NEW] = {"SELECT failure_id, run_id, code_id, expr, observed FROM guard_failures"
+                     " WHERE failure_id > ?1 AND %s ORDER BY failure_id", NEW_ROWS},
+    [Q_ENTRIES_NEW] = {"SELECT rowid, run_id, code_id, epoch, compile_id, frame_id, hits"
+                       " FROM cache_entries WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
+    [Q_STATS_NEW] = {"SELECT rowid, run_id, code_id, epoch, compile_id, 0, hits FROM entry_stats"
+                     " WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
+    [Q_CODE_ENTRIES] = {
+        "SELECT compile_id, frame_id, resume_offset, hits, guard_ns, guards_text,"
+        " (SELECT count(*) FROM guards AS g WHERE g.run_id = e.run_id AND g.code_id = e.code_id"
+        "    AND g.epoch = e.epoch AND g.compile_id = e.compile_id),"
+        " (SELECT count(*) FROM cache_entries AS f WHERE f.run_id = e.run_id"
+        "    AND f.code_id = e.code_id AND f.epoch = e.epoch AND f.frame_id IS e.frame_id),"
+        " coalesce(stats_at, created_at, 0), stats_at IS NOT NULL"
+        " FROM cache_entries AS e WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3"
+        " ORDER BY resume_offset, frame_id, coalesce(stats_at, created_at, 0) DESC"},
+    [Q_ENTRY_GUARDS] = {"SELECT kind, expr FROM guards WHERE run_id = ?1 AND code_id = ?2"
+                        " AND epoch = ?3 AND compile_id = ?4 ORDER BY idx"},
+    [Q_TOP_FAILING] = {
+        "SELECT kind, expr, n, (SELECT observed FROM guard_failures WHERE failure_id = last_id)"
+        " FROM (SELECT kind, expr, count(*) AS n, max(failure_id) AS last_id FROM guard_failures"
+        "       WHERE run_id = ?1 AND code_id = ?2 GROUP BY kind, expr)"
+        " ORDER BY n DESC, last_id DESC LIMIT ?3"},
+    [Q_CODE_BREAKS] = {
+        "SELECT kind, reason, filename, lineno, count(*), max(break_id)"
+        " FROM graph_breaks WHERE run_id = ?1 AND code_id = ?2"
+        " GROUP BY kind, reason, filename, lineno ORDER BY count(*) DESC, min(break_id)"},
+    [Q_BREAK_STACK] = {
+        "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),"
+        " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]')"
+        " FROM graph_breaks AS b, json_each(b.user_stack) AS j"
+        " WHERE b.break_id = ?1 AND json_valid(b.user_stack) ORDER BY j.key"},
+    [Q_CODE_RECOMPILES] = {
+        "SELECT compile_row, compile_id, started_at, duration_ns, coalesce(outcome, 'running'),"
+        " reason, resume_offset FROM recompiles WHERE run_id = ?1 AND code_id = ?2"
+        " ORDER BY compile_row DESC LIMIT ?3"},
+    [Q_COMPILE_FAILURES] = {
+        "SELECT entry_compile_id, kind, expr, observed FROM guard_failures"
+        " WHERE compile_row = ?1 ORDER BY failure_id LIMIT ?2"},
+    [Q_CODE_LIMITS] = {
+        "SELECT at, epoch, frame_id, resume_offset, reason FROM cache_limits"
+        " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"},
+    [Q_CODE_SKIPS] = {
+        "SELECT at, resume_offset, reason FROM frame_skips"
+        " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"},
+    /* Bare columns next to max(): SQLite takes them from the newest break.
+       The function names are listed once each, comma-separated. */
+    [Q_BREAK_SITES] = {
+        "SELECT b.kind, b.reason, b.filename, b.lineno, count(*) AS n,"
+        " count(DISTINCT b.run_id || '/' || b.code_id), max(b.break_id), b.run_id, b.code_id,"
+        " group_concat(DISTINCT co.name)"
+        " FROM graph_breaks AS b"
+        " LEFT JOIN code_objects AS co ON co.run_id = b.run_id AND co.code_id = b.code_id"
+        " WHERE %s"
+        " GROUP BY b.kind, b.reason, b.filename, b.lineno"
+        " ORDER BY n DESC, b.filename, b.lineno LIMIT ?2", "b.run_id = ?1", "(?1 IS NOT NULL)"},
+    [Q_RECOMPILE_LOG] = {
+        "SELECT c.run_id, c.code_id, coalesce(co.name, '?'), c.compile_id, c.started_at,"
+        " r.started_at,"
+        " (SELECT count(*) FROM guard_failures AS g WHERE g.compile_row = c.compile_row),"
+        " f.kind IS NOT NULL AND f.expr IS NOT NULL, f.kind, f.expr, coalesce(f.observed, '?')"
+        " FROM compiles AS c"
+        " LEFT JOIN code_objects AS co ON co.run_id = c.run_id AND co.code_id = c.code_id"
+        " LEFT JOIN runs AS r ON r.run_id = c.run_id"
+        " LEFT JOIN guard_failures AS f ON f.failure_id ="
+        "   (SELECT min(g.failure_id) FROM guard_failures AS g WHERE g.compile_row = c.compile_row)"
+        " WHERE c.frame_compile_id > 0 AND %s"
+        " ORDER BY c.compile_row DESC LIMIT ?2", "+c.run_id = ?1", "(?1 IS NOT NULL)"},
+    [Q_SUMMARY] = {
+        "SELECT count(*), coalesce(max(run_id), 0), total(dropped_events), total(code_objects),"
+        " total(compiles), total(recompiles), total(guard_failures), total(graph_breaks),"
+        " total(cache_entries), total(hits) FROM run_summary%s", " WHERE run_id = ?1", ""},
+    [Q_CODE_SUMMARY] = {
+        "SELECT run_id, code_id, filename, name, firstlineno, compiles, recompiles,"
+        " graph_breaks, guard_failures, cache_entries, hits, last_failure"
+        " FROM code_summary%s ORDER BY compiles DESC, hits DESC, run_id, code_id",
+        " WHERE run_id = ?1", ""},
+};
+
+struct StoreReader {
+    sqlite3 *db;                      /* owned, read-only */
+    char *path;                       /* owned */
+    int version;                      /* the file's schema version */
+    sqlite3_stmt *st[Q__COUNT][2];    /* owned, prepared on first use: [one run, every run] */
+    char err[512];                    /* the last error, "" if none */
+};
+
+/* ---- opening ---- */
 
 /* "file:" + path percent-encoded + "?mode=ro".  malloc'd, NULL on OOM. */
 static char *readonly_uri(const char *path)
@@ -48,9 +214,29 @@ static char *readonly_uri(const char *path)
     return uri;
 }
 
+/* Is `version` one this build reads?  0, or -1 with *errmsg. */
+static int check_version(const char *path, int version, char **errmsg)
+{
+    if (version == 0) {
+        store_set_error(errmsg, "%s is an empty database, not a dynscope one", path);
+        return -1;
+    }
+    if (version > STORE_SCHEMA_VERSION) {
+        store_set_error(errmsg, "%s was written by a newer dynscope (schema v%d; this "
+                        "build reads v%d)", path, version, STORE_SCHEMA_VERSION);
+        return -1;
+    }
+    if (version < STORE_READ_MIN_VERSION) {
+        store_set_error(errmsg, "%s has the older schema v%d (this build reads v%d to v%d); "
+                        "recording to it once migrates it", path, version,
+                        STORE_READ_MIN_VERSION, STORE_SCHEMA_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
 StoreReader *store_reader_open(const char *path, char **errmsg)
 {
-    int version;
     struct stat st;
     if (errmsg != NULL)
         *errmsg = NULL;
@@ -71,23 +257,13 @@ StoreReader *store_reader_open(const char *path, char **errmsg)
         goto out_free;
     }
     sqlite3_busy_timeout(r->db, 1000);
-    if (store_schema_identify(r->db, path, &version, errmsg) < 0)
+    /* Keep more pages than SQLite's default 2 MB: polls and views reread the
+       same index pages. */
+    sqlite3_exec(r->db, "PRAGMA cache_size = -16384", NULL, NULL, NULL);
+    if (store_schema_identify(r->db, path, &r->version, errmsg) < 0
+        || check_version(path, r->version, errmsg) < 0
+        || store_schema_temp_views(r->db, r->version, path, errmsg) < 0)
         goto out_free;
-    if (version == 0) {
-        store_set_error(errmsg, "%s is an empty database, not a dynscope one", path);
-        goto out_free;
-    }
-    if (version > STORE_SCHEMA_VERSION) {
-        store_set_error(errmsg, "%s was written by a newer dynscope (schema v%d; this "
-                        "build reads v%d)", path, version, STORE_SCHEMA_VERSION);
-        goto out_free;
-    }
-    if (version < STORE_SCHEMA_VERSION) {
-        store_set_error(errmsg, "%s has the older schema v%d (this build reads v%d); "
-                        "recording to it once migrates it", path, version,
-                        STORE_SCHEMA_VERSION);
-        goto out_free;
-    }
     free(uri);
     return r;
 
@@ -101,90 +277,152 @@ void store_reader_close(StoreReader *r)
 {
     if (r == NULL)
         return;
+    for (int q = 0; q < Q__COUNT; q++) {
+        sqlite3_finalize(r->st[q][0]);
+        sqlite3_finalize(r->st[q][1]);
+    }
     sqlite3_close(r->db);
     free(r->path);
     free(r);
 }
 
-struct sqlite3 *store_reader_db(StoreReader *r)
+sqlite3 *store_reader_db(StoreReader *r)
 {
     return r->db;
 }
 
-/* Run a static query with ?1 = run_id; copy up to n integer columns of its
-   one row into out[].  SQLite result code. */
-static int query_ints(sqlite3 *db, const char *sql, long long run_id, long long *out, int n)
+int store_reader_version(const StoreReader *r)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return rc;
-    sqlite3_bind_int64(st, 1, run_id);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        for (int i = 0; i < n; i++)
-            out[i] = sqlite3_column_int64(st, i);
-        rc = SQLITE_OK;
-    }
-    else if (rc == SQLITE_DONE) {
-        memset(out, 0, (size_t)n * sizeof *out);
-        rc = SQLITE_OK;
-    }
-    sqlite3_finalize(st);
-    return rc;
+    return r->version;
 }
 
-#define RUN_FILTER " WHERE ?1 = 0 OR run_id = ?1"
+const char *store_reader_errmsg(const StoreReader *r)
+{
+    return r->err;
+}
+
+static void set_error(StoreReader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_error(StoreReader *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+}
+
+int store_read_begin(StoreReader *r)
+{
+    if (sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK)
+        return 0;
+    set_error(r, "reading %s failed: %s", r->path, sqlite3_errmsg(r->db));
+    return -1;
+}
+
+void store_read_end(StoreReader *r)
+{
+    if (!sqlite3_get_autocommit(r->db))
+        sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
+}
+
+/* ---- running queries ---- */
+
+/* Query q for run_id (0: every run), prepared on first use and reset, its
+   bindings cleared.  NULL (error set) if it cannot be prepared. */
+static sqlite3_stmt *query(StoreReader *r, int q, long long run_id)
+{
+    bool every = queries[q].one != NULL && run_id == 0;
+    sqlite3_stmt **slot = &r->st[q][every];
+    if (*slot == NULL) {
+        char *text = NULL;
+        if (queries[q].one != NULL
+            && (text = sqlite3_mprintf(queries[q].sql, every ? queries[q].every
+                                                             : queries[q].one)) == NULL) {
+            set_error(r, "%s: out of memory", r->path);
+            return NULL;
+        }
+        int rc = sqlite3_prepare_v3(r->db, text ? text : queries[q].sql, -1,
+                                    SQLITE_PREPARE_PERSISTENT, slot, NULL);
+        sqlite3_free(text);
+        if (rc != SQLITE_OK) {
+            set_error(r, "%s: cannot read it as a dynscope database: %s", r->path,
+                      sqlite3_errmsg(r->db));
+            sqlite3_finalize(*slot);
+            *slot = NULL;
+            return NULL;
+        }
+    }
+    sqlite3_reset(*slot);
+    sqlite3_clear_bindings(*slot);
+    return *slot;
+}
+
+/* Bind ?i = v if the statement has a parameter i (the every-run variant of
+   a query may have fewer). */
+static void bind(sqlite3_stmt *st, int i, long long v)
+{
+    if (i <= sqlite3_bind_parameter_count(st))
+        sqlite3_bind_int64(st, i, v);
+}
+
+/* After the last sqlite3_step(): reset st; 0 if rc says the rows ended,
+   else -1 with the error set. */
+static int finish(StoreReader *r, sqlite3_stmt *st, int rc)
+{
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        set_error(r, "reading %s failed: %s", r->path, sqlite3_errmsg(r->db));
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+}
+
+/* Column text, "" for NULL. */
+static const char *text(sqlite3_stmt *st, int col)
+{
+    const unsigned char *t = sqlite3_column_text(st, col);
+    return t != NULL ? (const char *)t : "";
+}
+
+#define I64(col) sqlite3_column_int64(st, (col))
+#define INT(col) sqlite3_column_int(st, (col))
+
+/* The one integer row of a query whose parameters are bound. */
+static int scalar(StoreReader *r, sqlite3_stmt *st, long long *out)
+{
+    int rc = sqlite3_step(st);
+    *out = rc == SQLITE_ROW ? I64(0) : 0;
+    return finish(r, st, rc);
+}
+
+/* ---- totals ---- */
 
 int store_read_summary(StoreReader *r, long long run_id, StoreSummary *out, char **errmsg)
 {
-    long long v[3];
     if (errmsg != NULL)
         *errmsg = NULL;
     memset(out, 0, sizeof *out);
-    int rc = sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = query_ints(r->db, "SELECT count(*), coalesce(max(run_id), 0),"
-                        " total(dropped_events) FROM runs" RUN_FILTER, run_id, v, 3);
-    if (rc == SQLITE_OK) {
-        out->runs = v[0];
-        out->last_run_id = v[1];
-        out->dropped_events = v[2];
-        rc = query_ints(r->db, "SELECT count(*) FROM code_objects" RUN_FILTER, run_id,
-                        &out->code_objects, 1);
+    sqlite3_stmt *st = query(r, Q_SUMMARY, run_id);
+    if (st == NULL)
+        goto out_error;
+    bind(st, 1, run_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        out->runs = I64(0);
+        out->last_run_id = I64(1);
+        out->dropped_events = I64(2);
+        out->code_objects = I64(3);
+        out->compiles = I64(4);
+        out->recompiles = I64(5);
+        out->guard_failures = I64(6);
+        out->graph_breaks = I64(7);
+        out->cache_entries = I64(8);
+        out->hits = I64(9);
     }
-    if (rc == SQLITE_OK)
-        rc = query_ints(r->db, "SELECT count(*), total(frame_compile_id > 0) FROM compiles"
-                        RUN_FILTER, run_id, v, 2);
-    if (rc == SQLITE_OK) {
-        out->compiles = v[0];
-        out->recompiles = v[1];
-        rc = query_ints(r->db, "SELECT count(*) FROM guard_failures" RUN_FILTER, run_id,
-                        &out->guard_failures, 1);
-    }
-    if (rc == SQLITE_OK)
-        rc = query_ints(r->db, "SELECT count(*) FROM graph_breaks" RUN_FILTER, run_id,
-                        &out->graph_breaks, 1);
-    if (rc == SQLITE_OK)
-        rc = query_ints(r->db, "SELECT count(*), coalesce(sum(e.hits), 0) FROM cache_entries AS e"
-                        " JOIN runs AS r ON r.run_id = e.run_id AND e.epoch = r.resets"
-                        " WHERE ?1 = 0 OR e.run_id = ?1", run_id, v, 2);
-    if (rc == SQLITE_OK) {
-        out->cache_entries = v[0];
-        out->hits = v[1];
-    }
-    if (rc != SQLITE_OK)
-        store_set_error(errmsg, "%s: reading the summary failed: %s", r->path,
-                        sqlite3_errmsg(r->db));
-    if (!sqlite3_get_autocommit(r->db))
-        sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
-    return rc == SQLITE_OK ? 0 : -1;
-}
+    if (finish(r, st, rc) == 0)
+        return 0;
 
-static char *dup_column(sqlite3_stmt *st, int i)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    return strdup(t != NULL ? (const char *)t : "");
+out_error:
+    store_set_error(errmsg, "%s: reading the summary failed: %s", r->path, r->err);
+    return -1;
 }
 
 void store_code_rows_free(StoreCodeRow *rows, size_t nrows)
@@ -199,64 +437,426 @@ void store_code_rows_free(StoreCodeRow *rows, size_t nrows)
     free(rows);
 }
 
+/* Append the current code_summary row to *v.  0, or -1 out of memory. */
+static int code_row_add(sqlite3_stmt *st, StoreCodeRow **v, size_t *n, size_t *cap)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 16;
+        StoreCodeRow *nv = realloc(*v, ncap * sizeof *nv);
+        if (nv == NULL)
+            return -1;
+        *v = nv;
+        *cap = ncap;
+    }
+    StoreCodeRow *row = &(*v)[(*n)++];
+    row->run_id = I64(0);
+    row->code_id = I64(1);
+    row->filename = strdup(text(st, 2));
+    row->name = strdup(text(st, 3));
+    row->firstlineno = INT(4);
+    row->compiles = I64(5);
+    row->recompiles = I64(6);
+    row->graph_breaks = I64(7);
+    row->guard_failures = I64(8);
+    row->cache_entries = I64(9);
+    row->hits = I64(10);
+    row->last_failure = strdup(text(st, 11));
+    return row->filename && row->name && row->last_failure ? 0 : -1;
+}
+
 int store_read_code_objects(StoreReader *r, long long run_id, StoreCodeRow **rows,
                             size_t *nrows, char **errmsg)
 {
     StoreCodeRow *v = NULL;
     size_t n = 0, cap = 0;
-    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
     if (errmsg != NULL)
         *errmsg = NULL;
     *rows = NULL;
     *nrows = 0;
-    int rc = sqlite3_prepare_v2(r->db,
-        "SELECT run_id, code_id, filename, name, firstlineno, compiles, recompiles,"
-        " graph_breaks, guard_failures, cache_entries, hits, last_failure"
-        " FROM code_summary" RUN_FILTER
-        " ORDER BY compiles DESC, hits DESC, run_id, code_id", -1, &st, NULL);
-    if (rc != SQLITE_OK)
+    sqlite3_stmt *st = query(r, Q_CODE_SUMMARY, run_id);
+    if (st == NULL)
         goto out_error;
-    sqlite3_bind_int64(st, 1, run_id);
+    bind(st, 1, run_id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            StoreCodeRow *nv = realloc(v, ncap * sizeof *nv);
-            if (nv == NULL) {
-                rc = SQLITE_NOMEM;
-                goto out_error;
-            }
-            v = nv;
-            cap = ncap;
-        }
-        StoreCodeRow *row = &v[n++];
-        row->run_id = sqlite3_column_int64(st, 0);
-        row->code_id = sqlite3_column_int64(st, 1);
-        row->filename = dup_column(st, 2);
-        row->name = dup_column(st, 3);
-        row->firstlineno = sqlite3_column_int(st, 4);
-        row->compiles = sqlite3_column_int64(st, 5);
-        row->recompiles = sqlite3_column_int64(st, 6);
-        row->graph_breaks = sqlite3_column_int64(st, 7);
-        row->guard_failures = sqlite3_column_int64(st, 8);
-        row->cache_entries = sqlite3_column_int64(st, 9);
-        row->hits = sqlite3_column_int64(st, 10);
-        row->last_failure = dup_column(st, 11);
-        if (row->filename == NULL || row->name == NULL || row->last_failure == NULL) {
-            rc = SQLITE_NOMEM;
+        if (code_row_add(st, &v, &n, &cap) < 0) {
+            sqlite3_reset(st);
+            set_error(r, "out of memory");
             goto out_error;
         }
     }
-    if (rc != SQLITE_DONE)
+    if (finish(r, st, rc) < 0)
         goto out_error;
-    sqlite3_finalize(st);
     *rows = v;
     *nrows = n;
     return 0;
 
 out_error:
-    store_set_error(errmsg, "%s: listing code objects failed: %s", r->path,
-                    rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(r->db));
-    sqlite3_finalize(st);
+    store_set_error(errmsg, "%s: listing code objects failed: %s", r->path, r->err);
     store_code_rows_free(v, n);
     return -1;
+}
+
+/* ---- runs, watermarks, rows past them ---- */
+
+int store_read_runs(StoreReader *r, void (*fn)(void *ctx, const StoreRunRow *row), void *ctx)
+{
+    sqlite3_stmt *st = query(r, Q_RUNS, 0);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreRunRow row = {I64(0), I64(1), I64(2), I64(3), I64(4), I64(5), text(st, 6)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_mark(StoreReader *r, StoreTable t, long long *mark)
+{
+    STORE_ASSERT((unsigned)t < STORE_TABLE__COUNT);
+    sqlite3_stmt *st = query(r, Q_MARK + (int)t, 0);
+    if (st == NULL) {
+        *mark = 0;
+        return -1;
+    }
+    return scalar(r, st, mark);
+}
+
+/* Query q (rows past ?1 = since, of ?2 = run_id), ready to step. */
+static sqlite3_stmt *new_rows(StoreReader *r, int q, long long run_id, long long since)
+{
+    sqlite3_stmt *st = query(r, q, run_id);
+    if (st != NULL) {
+        bind(st, 1, since);
+        bind(st, 2, run_id);
+    }
+    return st;
+}
+
+int store_read_new_code_objects(StoreReader *r, long long run_id, long long since,
+                                void (*fn)(void *ctx, const StoreCodeObjectRow *row), void *ctx)
+{
+    sqlite3_stmt *st = new_rows(r, Q_CODES_NEW, run_id, since);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreCodeObjectRow row = {I64(0), I64(1), I64(2), text(st, 3), text(st, 4), INT(5)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_new_compiles(StoreReader *r, long long run_id, long long since,
+                            void (*fn)(void *ctx, const StoreCompileRow *row), void *ctx)
+{
+    sqlite3_stmt *st = new_rows(r, Q_COMPILES_NEW, run_id, since);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        bool ended = sqlite3_column_type(st, 6) != SQLITE_NULL;
+        StoreCompileRow row = {I64(0), I64(1), I64(2), I64(3), I64(4), ended ? I64(5) : 0,
+                               ended};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_compile_end(StoreReader *r, long long compile_row, bool *ended,
+                           long long *duration_ns)
+{
+    sqlite3_stmt *st = query(r, Q_COMPILE_END, 0);
+    *ended = false;
+    *duration_ns = 0;
+    if (st == NULL)
+        return -1;
+    bind(st, 1, compile_row);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 1) != SQLITE_NULL) {
+        *ended = true;
+        *duration_ns = I64(0);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_counts(StoreReader *r, StoreTable t, long long run_id, long long since,
+                      void (*fn)(void *ctx, const StoreCountRow *row), void *ctx)
+{
+    int q;
+    switch (t) {
+    case STORE_GRAPHS: q = since > 0 ? Q_GRAPHS_NEW : Q_GRAPHS_ALL; break;
+    case STORE_GRAPH_BREAKS: q = since > 0 ? Q_BREAKS_NEW : Q_BREAKS_ALL; break;
+    case STORE_CACHE_LIMITS: q = Q_LIMITS_NEW; break;   /* a few rows: no index pass */
+    default:
+        set_error(r, "store_read_counts: table %d is not counted per code object", (int)t);
+        return -1;
+    }
+    sqlite3_stmt *st = new_rows(r, q, run_id, since);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreCountRow row = {I64(0), I64(1), I64(2), I64(3)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_failure_count(StoreReader *r, long long run_id, long long *n)
+{
+    sqlite3_stmt *st = query(r, Q_FAILS_COUNT, run_id);
+    if (st == NULL) {
+        *n = 0;
+        return -1;
+    }
+    bind(st, 2, run_id);
+    return scalar(r, st, n);
+}
+
+/* Hand the StoreFailureRows of a bound query to fn. */
+static int failure_rows(StoreReader *r, sqlite3_stmt *st,
+                        void (*fn)(void *ctx, const StoreFailureRow *row), void *ctx)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreFailureRow row = {I64(0), I64(1), I64(2), text(st, 3), text(st, 4)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_last_failures(StoreReader *r, long long run_id,
+                             void (*fn)(void *ctx, const StoreFailureRow *row), void *ctx)
+{
+    sqlite3_stmt *st = new_rows(r, Q_FAILS_LAST, run_id, 0);
+    return st == NULL ? -1 : failure_rows(r, st, fn, ctx);
+}
+
+int store_read_new_failures(StoreReader *r, long long run_id, long long since,
+                            void (*fn)(void *ctx, const StoreFailureRow *row), void *ctx)
+{
+    sqlite3_stmt *st = new_rows(r, Q_FAILS_NEW, run_id, since);
+    return st == NULL ? -1 : failure_rows(r, st, fn, ctx);
+}
+
+/* Hand the StoreEntryRows of a bound query to fn. */
+static int entry_rows(StoreReader *r, sqlite3_stmt *st,
+                      void (*fn)(void *ctx, const StoreEntryRow *row), void *ctx)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreEntryRow row = {I64(0), I64(1), I64(2), I64(3), text(st, 4), I64(5), I64(6)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_new_entries(StoreReader *r, long long run_id, long long since,
+                           void (*fn)(void *ctx, const StoreEntryRow *row), void *ctx)
+{
+    sqlite3_stmt *st = new_rows(r, Q_ENTRIES_NEW, run_id, since);
+    return st == NULL ? -1 : entry_rows(r, st, fn, ctx);
+}
+
+int store_read_new_entry_stats(StoreReader *r, long long run_id, long long since,
+                               void (*fn)(void *ctx, const StoreEntryRow *row), void *ctx)
+{
+    sqlite3_stmt *st = new_rows(r, Q_STATS_NEW, run_id, since);
+    return st == NULL ? -1 : entry_rows(r, st, fn, ctx);
+}
+
+/* ---- one code object ---- */
+
+/* Query q with ?1 = run_id, ?2 = code_id, ?3 = third (epoch or a limit). */
+static sqlite3_stmt *of_code(StoreReader *r, int q, long long run_id, long long code_id,
+                             long long third)
+{
+    sqlite3_stmt *st = query(r, q, 0);
+    if (st != NULL) {
+        bind(st, 1, run_id);
+        bind(st, 2, code_id);
+        bind(st, 3, third);
+    }
+    return st;
+}
+
+int store_read_code_entries(StoreReader *r, long long run_id, long long code_id,
+                            long long epoch,
+                            void (*fn)(void *ctx, const StoreCodeEntryRow *row), void *ctx)
+{
+    sqlite3_stmt *st = of_code(r, Q_CODE_ENTRIES, run_id, code_id, epoch);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreCodeEntryRow row = {text(st, 0), I64(1), INT(2), I64(3), I64(4), text(st, 5),
+                                 I64(6), I64(7), I64(8), INT(9) != 0};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_entry_guards(StoreReader *r, long long run_id, long long code_id,
+                            long long epoch, const char *compile_id,
+                            void (*fn)(void *ctx, const StoreGuardRow *row), void *ctx)
+{
+    sqlite3_stmt *st = of_code(r, Q_ENTRY_GUARDS, run_id, code_id, epoch);
+    int rc;
+    if (st == NULL)
+        return -1;
+    sqlite3_bind_text(st, 4, compile_id, -1, SQLITE_TRANSIENT);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreGuardRow row = {text(st, 0), text(st, 1)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_top_failing_guards(StoreReader *r, long long run_id, long long code_id,
+                                  int limit,
+                                  void (*fn)(void *ctx, const StoreGuardCountRow *row),
+                                  void *ctx)
+{
+    sqlite3_stmt *st = of_code(r, Q_TOP_FAILING, run_id, code_id, limit);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreGuardCountRow row = {text(st, 0), text(st, 1), I64(2), text(st, 3)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_code_break_sites(StoreReader *r, long long run_id, long long code_id,
+                                void (*fn)(void *ctx, const StoreBreakSiteRow *row),
+                                void *ctx)
+{
+    sqlite3_stmt *st = of_code(r, Q_CODE_BREAKS, run_id, code_id, 0);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreBreakSiteRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3), I64(4), 0,
+                                 I64(5), run_id, code_id, ""};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_break_stack(StoreReader *r, long long break_id,
+                           void (*fn)(void *ctx, const StoreStackFrame *row), void *ctx)
+{
+    sqlite3_stmt *st = query(r, Q_BREAK_STACK, 0);
+    int rc;
+    if (st == NULL)
+        return -1;
+    bind(st, 1, break_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreStackFrame row = {text(st, 0), INT(1), text(st, 2), text(st, 3)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_code_recompiles(StoreReader *r, long long run_id, long long code_id,
+                               int limit,
+                               void (*fn)(void *ctx, const StoreRecompileRow *row), void *ctx)
+{
+    sqlite3_stmt *st = of_code(r, Q_CODE_RECOMPILES, run_id, code_id, limit);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreRecompileRow row = {I64(0), text(st, 1), I64(2), I64(3), text(st, 4),
+                                 text(st, 5), INT(6)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_compile_failures(StoreReader *r, long long compile_row, int limit,
+                                void (*fn)(void *ctx, const StoreCompileFailureRow *row),
+                                void *ctx)
+{
+    sqlite3_stmt *st = query(r, Q_COMPILE_FAILURES, 0);
+    int rc;
+    if (st == NULL)
+        return -1;
+    bind(st, 1, compile_row);
+    bind(st, 2, limit);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreCompileFailureRow row = {text(st, 0), text(st, 1), text(st, 2), text(st, 3)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_code_cache_limits(StoreReader *r, long long run_id, long long code_id,
+                                 int limit,
+                                 void (*fn)(void *ctx, const StoreLimitRow *row), void *ctx)
+{
+    sqlite3_stmt *st = of_code(r, Q_CODE_LIMITS, run_id, code_id, limit);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreLimitRow row = {I64(0), I64(1), I64(2), INT(3), text(st, 4)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_code_skips(StoreReader *r, long long run_id, long long code_id, int limit,
+                          void (*fn)(void *ctx, const StoreSkipRow *row), void *ctx)
+{
+    sqlite3_stmt *st = of_code(r, Q_CODE_SKIPS, run_id, code_id, limit);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreSkipRow row = {I64(0), INT(1), text(st, 2)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+/* ---- whole-run lists ---- */
+
+int store_read_break_sites(StoreReader *r, long long run_id, int limit,
+                           void (*fn)(void *ctx, const StoreBreakSiteRow *row), void *ctx)
+{
+    sqlite3_stmt *st = query(r, Q_BREAK_SITES, run_id);
+    int rc;
+    if (st == NULL)
+        return -1;
+    bind(st, 1, run_id);
+    bind(st, 2, limit);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreBreakSiteRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3), I64(4),
+                                 I64(5), I64(6), I64(7), I64(8), text(st, 9)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_recompile_log(StoreReader *r, long long run_id, int limit,
+                             void (*fn)(void *ctx, const StoreRecompileLogRow *row),
+                             void *ctx)
+{
+    sqlite3_stmt *st = query(r, Q_RECOMPILE_LOG, run_id);
+    int rc;
+    if (st == NULL)
+        return -1;
+    bind(st, 1, run_id);
+    bind(st, 2, limit);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreRecompileLogRow row = {I64(0), I64(1), text(st, 2), text(st, 3), I64(4),
+                                    I64(5), I64(6), INT(7) != 0, text(st, 8), text(st, 9),
+                                    text(st, 10)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
 }

@@ -9,14 +9,22 @@
  * turn, so a fresh file and a migrated one are the same by construction, and
  * the migration path is exercised by every `store_open` of a new file.
  *
+ * The views are the read model's shared queries (docs/sql.md, Views):
+ * each is defined once below, created in the file by the migration of the
+ * version that added it, and by a reader of an older file as a TEMP view of
+ * its own connection (store_schema_temp_views).
+ *
  * Invariants: every migration runs inside the caller's IMMEDIATE
  * transaction and is pure SQL text (no bound values, nothing from users);
  * a migration never drops data: tables whose keys change are rebuilt and
- * their rows copied.
+ * their rows copied; a released migration's text, and so a view's, never
+ * changes; a view reads only tables and columns every readable version
+ * (STORE_READ_MIN_VERSION on) has.
  */
 #include "store_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- version 1: the first layout ---- */
@@ -85,6 +93,101 @@ static const char migration_1[] =
     "    guards_text   TEXT,\n"
     "    PRIMARY KEY (run_id, code_id, compile_id)\n"
     ");\n";
+
+/* ---- the views (docs/sql.md, Views): the SELECT of each, defined once ----
+ * The migrations create them (CREATE_VIEW), readers of older files make them
+ * TEMP views (views[] below); see the invariants at the top. */
+
+#define VIEW_RECOMPILES \
+    "SELECT c.run_id, c.epoch, c.code_id, co.name, co.filename, co.firstlineno,\n" \
+    "       c.compile_id, c.frame_id, c.frame_compile_id, c.resume_offset,\n" \
+    "       c.reason, c.started_at, c.duration_ns, c.outcome, c.compile_row,\n" \
+    "       (SELECT count(*) FROM guard_failures AS g\n" \
+    "        WHERE g.compile_row = c.compile_row) AS failures\n" \
+    "FROM compiles AS c\n" \
+    "LEFT JOIN code_objects AS co ON co.run_id = c.run_id AND co.code_id = c.code_id\n" \
+    "WHERE c.frame_compile_id > 0"
+
+#define VIEW_RECOMPILE_HISTORY \
+    "SELECT c.run_id, c.epoch, c.code_id, co.name, co.filename, co.firstlineno,\n" \
+    "       c.compile_id, c.frame_id, c.frame_compile_id, c.resume_offset,\n" \
+    "       c.reason, c.started_at, c.outcome,\n" \
+    "       g.entry_compile_id, g.kind AS guard_kind, g.expr AS guard_expr,\n" \
+    "       g.observed, g.at AS failed_at, c.compile_row, g.failure_id\n" \
+    "FROM compiles AS c\n" \
+    "LEFT JOIN code_objects AS co ON co.run_id = c.run_id AND co.code_id = c.code_id\n" \
+    "LEFT JOIN guard_failures AS g ON g.compile_row = c.compile_row\n" \
+    "WHERE c.frame_compile_id > 0\n" \
+    "ORDER BY c.compile_row, g.failure_id"
+
+#define VIEW_BREAK_REASONS \
+    "SELECT run_id, kind, reason, filename, lineno,\n" \
+    "       count(*) AS count, count(DISTINCT code_id) AS code_objects,\n" \
+    "       min(at) AS first_at, max(at) AS last_at\n" \
+    "FROM graph_breaks\n" \
+    "GROUP BY run_id, kind, reason, filename, lineno"
+
+#define VIEW_CODE_SUMMARY \
+    "SELECT co.run_id, co.code_id, co.filename, co.name, co.firstlineno,\n" \
+    "  (SELECT count(*) FROM compiles AS c\n" \
+    "   WHERE c.run_id = co.run_id AND c.code_id = co.code_id) AS compiles,\n" \
+    "  (SELECT count(*) FROM compiles AS c\n" \
+    "   WHERE c.run_id = co.run_id AND c.code_id = co.code_id\n" \
+    "     AND c.frame_compile_id > 0) AS recompiles,\n" \
+    "  (SELECT count(*) FROM graph_breaks AS b\n" \
+    "   WHERE b.run_id = co.run_id AND b.code_id = co.code_id) AS graph_breaks,\n" \
+    "  (SELECT count(*) FROM guard_failures AS g\n" \
+    "   WHERE g.run_id = co.run_id AND g.code_id = co.code_id) AS guard_failures,\n" \
+    "  (SELECT count(*) FROM frame_skips AS s\n" \
+    "   WHERE s.run_id = co.run_id AND s.code_id = co.code_id) AS skips,\n" \
+    "  (SELECT count(*) FROM cache_entries AS e\n" \
+    "   WHERE e.run_id = co.run_id AND e.code_id = co.code_id\n" \
+    "     AND e.epoch = r.resets) AS cache_entries,\n" \
+    "  (SELECT coalesce(sum(e.hits), 0) FROM cache_entries AS e\n" \
+    "   WHERE e.run_id = co.run_id AND e.code_id = co.code_id\n" \
+    "     AND e.epoch = r.resets) AS hits,\n" \
+    "  (SELECT g.expr || ' (observed ' || coalesce(g.observed, '?') || ')'\n" \
+    "   FROM guard_failures AS g\n" \
+    "   WHERE g.run_id = co.run_id AND g.code_id = co.code_id\n" \
+    "   ORDER BY g.failure_id DESC LIMIT 1) AS last_failure\n" \
+    "FROM code_objects AS co JOIN runs AS r ON r.run_id = co.run_id"
+
+/* Added in version 3: the aggregates `python -m dynscope report` prints. */
+
+#define VIEW_RUN_SUMMARY \
+    "SELECT r.run_id, r.pid, r.argv, r.python, r.started_at, r.ended_at, r.resets,\n" \
+    "       r.dropped_events, r.written_events,\n" \
+    "  (SELECT count(*) FROM code_objects AS co\n" \
+    "   WHERE co.run_id = r.run_id) AS code_objects,\n" \
+    "  (SELECT count(*) FROM compiles AS c WHERE c.run_id = r.run_id) AS compiles,\n" \
+    "  (SELECT count(*) FROM compiles AS c\n" \
+    "   WHERE c.run_id = r.run_id AND c.frame_compile_id > 0) AS recompiles,\n" \
+    "  (SELECT count(*) FROM graphs AS gr WHERE gr.run_id = r.run_id) AS graphs,\n" \
+    "  (SELECT count(*) FROM graph_breaks AS b WHERE b.run_id = r.run_id) AS graph_breaks,\n" \
+    "  (SELECT count(*) FROM guard_failures AS g\n" \
+    "   WHERE g.run_id = r.run_id) AS guard_failures,\n" \
+    "  (SELECT count(*) FROM cache_limits AS l WHERE l.run_id = r.run_id) AS cache_limits,\n" \
+    "  (SELECT count(*) FROM frame_skips AS s WHERE s.run_id = r.run_id) AS skips,\n" \
+    "  (SELECT count(*) FROM cache_entries AS e\n" \
+    "   WHERE e.run_id = r.run_id AND e.epoch = r.resets) AS cache_entries,\n" \
+    "  (SELECT coalesce(sum(e.hits), 0) FROM cache_entries AS e\n" \
+    "   WHERE e.run_id = r.run_id AND e.epoch = r.resets) AS hits\n" \
+    "FROM runs AS r"
+
+#define VIEW_BREAK_SITES \
+    "SELECT kind, reason, filename, lineno,\n" \
+    "       count(*) AS count, count(DISTINCT run_id || '/' || code_id) AS code_objects,\n" \
+    "       count(DISTINCT run_id) AS runs, min(at) AS first_at, max(at) AS last_at\n" \
+    "FROM graph_breaks\n" \
+    "GROUP BY kind, reason, filename, lineno"
+
+#define VIEW_CACHE_LIMIT_HITS \
+    "SELECT l.run_id, l.epoch, l.code_id, co.name, co.filename, co.firstlineno,\n" \
+    "       l.frame_id, l.resume_offset, l.reason, l.at\n" \
+    "FROM cache_limits AS l\n" \
+    "LEFT JOIN code_objects AS co ON co.run_id = l.run_id AND co.code_id = l.code_id"
+
+#define CREATE_VIEW(name, select) "CREATE VIEW " name " AS\n" select ";\n"
 
 /* ---- version 2 ----
  * Adds: reset epochs (ids restart after dynscope.reset()), a surrogate key
@@ -323,64 +426,40 @@ static const char migration_2[] =
     ");\n"
 
     /* Views. */
-    "CREATE VIEW recompiles AS\n"
-    "SELECT c.run_id, c.epoch, c.code_id, co.name, co.filename, co.firstlineno,\n"
-    "       c.compile_id, c.frame_id, c.frame_compile_id, c.resume_offset,\n"
-    "       c.reason, c.started_at, c.duration_ns, c.outcome, c.compile_row,\n"
-    "       (SELECT count(*) FROM guard_failures AS g\n"
-    "        WHERE g.compile_row = c.compile_row) AS failures\n"
-    "FROM compiles AS c\n"
-    "LEFT JOIN code_objects AS co ON co.run_id = c.run_id AND co.code_id = c.code_id\n"
-    "WHERE c.frame_compile_id > 0;\n"
+    CREATE_VIEW("recompiles", VIEW_RECOMPILES)
+    CREATE_VIEW("recompile_history", VIEW_RECOMPILE_HISTORY)
+    CREATE_VIEW("break_reasons", VIEW_BREAK_REASONS)
+    CREATE_VIEW("code_summary", VIEW_CODE_SUMMARY);
 
-    "CREATE VIEW recompile_history AS\n"
-    "SELECT c.run_id, c.epoch, c.code_id, co.name, co.filename, co.firstlineno,\n"
-    "       c.compile_id, c.frame_id, c.frame_compile_id, c.resume_offset,\n"
-    "       c.reason, c.started_at, c.outcome,\n"
-    "       g.entry_compile_id, g.kind AS guard_kind, g.expr AS guard_expr,\n"
-    "       g.observed, g.at AS failed_at, c.compile_row, g.failure_id\n"
-    "FROM compiles AS c\n"
-    "LEFT JOIN code_objects AS co ON co.run_id = c.run_id AND co.code_id = c.code_id\n"
-    "LEFT JOIN guard_failures AS g ON g.compile_row = c.compile_row\n"
-    "WHERE c.frame_compile_id > 0\n"
-    "ORDER BY c.compile_row, g.failure_id;\n"
+/* ---- version 3 ----
+ * Adds the views run_summary, break_sites and cache_limit_hits.  The tables
+ * are those of version 2, so a reader reads a v2 file with TEMP views. */
 
-    "CREATE VIEW break_reasons AS\n"
-    "SELECT run_id, kind, reason, filename, lineno,\n"
-    "       count(*) AS count, count(DISTINCT code_id) AS code_objects,\n"
-    "       min(at) AS first_at, max(at) AS last_at\n"
-    "FROM graph_breaks\n"
-    "GROUP BY run_id, kind, reason, filename, lineno;\n"
+static const char migration_3[] =
+    CREATE_VIEW("run_summary", VIEW_RUN_SUMMARY)
+    CREATE_VIEW("break_sites", VIEW_BREAK_SITES)
+    CREATE_VIEW("cache_limit_hits", VIEW_CACHE_LIMIT_HITS);
 
-    "CREATE VIEW code_summary AS\n"
-    "SELECT co.run_id, co.code_id, co.filename, co.name, co.firstlineno,\n"
-    "  (SELECT count(*) FROM compiles AS c\n"
-    "   WHERE c.run_id = co.run_id AND c.code_id = co.code_id) AS compiles,\n"
-    "  (SELECT count(*) FROM compiles AS c\n"
-    "   WHERE c.run_id = co.run_id AND c.code_id = co.code_id\n"
-    "     AND c.frame_compile_id > 0) AS recompiles,\n"
-    "  (SELECT count(*) FROM graph_breaks AS b\n"
-    "   WHERE b.run_id = co.run_id AND b.code_id = co.code_id) AS graph_breaks,\n"
-    "  (SELECT count(*) FROM guard_failures AS g\n"
-    "   WHERE g.run_id = co.run_id AND g.code_id = co.code_id) AS guard_failures,\n"
-    "  (SELECT count(*) FROM frame_skips AS s\n"
-    "   WHERE s.run_id = co.run_id AND s.code_id = co.code_id) AS skips,\n"
-    "  (SELECT count(*) FROM cache_entries AS e\n"
-    "   WHERE e.run_id = co.run_id AND e.code_id = co.code_id\n"
-    "     AND e.epoch = r.resets) AS cache_entries,\n"
-    "  (SELECT coalesce(sum(e.hits), 0) FROM cache_entries AS e\n"
-    "   WHERE e.run_id = co.run_id AND e.code_id = co.code_id\n"
-    "     AND e.epoch = r.resets) AS hits,\n"
-    "  (SELECT g.expr || ' (observed ' || coalesce(g.observed, '?') || ')'\n"
-    "   FROM guard_failures AS g\n"
-    "   WHERE g.run_id = co.run_id AND g.code_id = co.code_id\n"
-    "   ORDER BY g.failure_id DESC LIMIT 1) AS last_failure\n"
-    "FROM code_objects AS co JOIN runs AS r ON r.run_id = co.run_id;\n";
+/* Every view, with the version whose migration creates it. */
+static const struct {
+    const char *name;
+    int since;
+    const char *select;
+} views[] = {
+    {"recompiles", 2, VIEW_RECOMPILES},
+    {"recompile_history", 2, VIEW_RECOMPILE_HISTORY},
+    {"break_reasons", 2, VIEW_BREAK_REASONS},
+    {"code_summary", 2, VIEW_CODE_SUMMARY},
+    {"run_summary", 3, VIEW_RUN_SUMMARY},
+    {"break_sites", 3, VIEW_BREAK_SITES},
+    {"cache_limit_hits", 3, VIEW_CACHE_LIMIT_HITS},
+};
 
 static const char *const migrations[STORE_SCHEMA_VERSION + 1] = {
     NULL,
     migration_1,
     migration_2,
+    migration_3,
 };
 
 const char *store_schema_migration_sql(int v)
@@ -388,6 +467,42 @@ const char *store_schema_migration_sql(int v)
     if (v < 1 || v > STORE_SCHEMA_VERSION)
         return NULL;
     return migrations[v];
+}
+
+char *store_temp_views_sql(int version)
+{
+    if (version < STORE_READ_MIN_VERSION || version > STORE_SCHEMA_VERSION)
+        return NULL;
+    char *script = sqlite3_mprintf("%s", "");
+    for (size_t i = 0; script != NULL && i < sizeof views / sizeof views[0]; i++) {
+        if (views[i].since <= version)
+            continue;
+        char *more = sqlite3_mprintf("%sCREATE TEMP VIEW %s AS\n%s;\n", script,
+                                     views[i].name, views[i].select);
+        sqlite3_free(script);
+        script = more;
+    }
+    if (script == NULL)
+        return NULL;
+    char *out = strdup(script);
+    sqlite3_free(script);
+    return out;
+}
+
+int store_schema_temp_views(sqlite3 *db, int version, const char *path, char **errmsg)
+{
+    STORE_ASSERT(version >= STORE_READ_MIN_VERSION);
+    char *sql = store_temp_views_sql(version);
+    char *msg = NULL;
+    int rc = sql ? sqlite3_exec(db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
+    free(sql);
+    if (rc != SQLITE_OK) {
+        store_set_error(errmsg, "%s: creating the views of schema v%d failed: %s", path,
+                        STORE_SCHEMA_VERSION, msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
 }
 
 /* One integer from a static query.  SQLite result code. */

@@ -1,8 +1,8 @@
 /*
  * store.h -- the SQLite recorder of dynscope (DESIGN.md 4.3): a plain-C
  * library that turns engine events (event/event.h) into rows of a
- * versioned SQLite schema (docs/sql.md), plus the read helpers dyntop and
- * `python -m dynscope sql` share.
+ * versioned SQLite schema (docs/sql.md).  Reading the file is read.h's
+ * (the read model dyntop and the C tests use), included here.
  *
  * Writing.  store_open() creates or migrates the database and starts one
  * writer thread; store_submit() copies an event into a bounded in-memory
@@ -39,14 +39,7 @@
 #include <stdint.h>
 
 #include "../event/event.h"
-
-struct sqlite3;
-
-/* The schema version this build writes; PRAGMA user_version of the file. */
-#define STORE_SCHEMA_VERSION 2
-
-/* PRAGMA application_id of every dynscope database: 'DYNS'. */
-#define STORE_APPLICATION_ID 0x44594E53
+#include "read.h"       /* the file's versions, and reading it */
 
 typedef struct Store Store;
 
@@ -198,62 +191,5 @@ void store_resume(Store *s);
  * otherwise the connection is leaked as is, never used.  s == NULL: no-op.
  */
 void store_forget_after_fork(Store *s);
-
-/* ---- reading (read.c): shared with dyntop and the sql command ---- */
-
-typedef struct StoreReader StoreReader;
-
-/*
- * Open `path` read-only (URI file:...?mode=ro) and check that it is a dynscope
- * database at STORE_SCHEMA_VERSION.  On failure returns NULL and sets *errmsg
- * (missing file, not SQLite, not dynscope, older or newer schema).
- */
-StoreReader *store_reader_open(const char *path, char **errmsg);
-void store_reader_close(StoreReader *r);   /* NULL: no-op */
-
-/* The read-only connection, for queries of one's own (borrowed). */
-struct sqlite3 *store_reader_db(StoreReader *r);
-
-/* Totals over one run (run_id > 0) or every run (run_id == 0). */
-typedef struct StoreSummary {
-    long long runs;
-    long long last_run_id;     /* 0 if none */
-    long long code_objects;
-    long long compiles;
-    long long recompiles;      /* compiles with frame_compile_id > 0 */
-    long long guard_failures;
-    long long graph_breaks;
-    long long cache_entries;   /* entries alive (not cleared by a reset) */
-    long long hits;            /* over those entries */
-    long long dropped_events;
-} StoreSummary;
-
-/* Fill *out from one consistent snapshot.  0 or -1 (*errmsg set). */
-int store_read_summary(StoreReader *r, long long run_id, StoreSummary *out, char **errmsg);
-
-/* One code object with its aggregates (view code_summary). */
-typedef struct StoreCodeRow {
-    long long run_id;
-    long long code_id;
-    char *filename;            /* malloc'd, never NULL ("" if unknown) */
-    char *name;
-    int firstlineno;
-    long long compiles;
-    long long recompiles;
-    long long graph_breaks;
-    long long guard_failures;
-    long long cache_entries;   /* alive */
-    long long hits;            /* over alive entries */
-    char *last_failure;        /* "expr (observed v)" of the newest guard failure, or "" */
-} StoreCodeRow;
-
-/*
- * The code objects of one run (run_id > 0) or of every run (0), most
- * compiled first.  On success *rows (free with store_code_rows_free) and
- * *nrows are set; on failure they are NULL/0 and *errmsg is set.
- */
-int store_read_code_objects(StoreReader *r, long long run_id, StoreCodeRow **rows,
-                            size_t *nrows, char **errmsg);
-void store_code_rows_free(StoreCodeRow *rows, size_t nrows);
 
 #endif /* DYNSCOPE_STORE_H */

@@ -1,14 +1,15 @@
 /*
  * store_int.h -- the contract of the store/ folder: the Store object, the
  * copied event, the queue, and the functions the folder's files share.
- * Public API and threading rules: store.h.  Design: DESIGN.md 4.3.
+ * Public API and threading rules: store.h (writing), read.h (reading).
+ * Design: DESIGN.md 4.3.
  *
  * Files, one mechanism each:
  *   recorder.c  store_open/close/submit/stats, pause, fork: the lifecycle
  *   queue.c     event copies and the bounded lock-free MPSC queue
  *   writer.c    the writer thread: events -> rows, batching, soft failures
  *   schema.c    schema SQL, PRAGMA user_version, migrations
- *   read.c      the read-only helpers
+ *   read.c      the read model: every query of a reader (read.h)
  *   sigterm.c   the SIGTERM handler that lets the writer flush before death
  *   util.c      error messages, clocks
  *
@@ -190,6 +191,21 @@ int store_schema_upgrade(sqlite3 *db, const char *path, char **errmsg);
 /* The SQL that takes version v-1 to version v (v in 1..STORE_SCHEMA_VERSION):
    migration 1 is the whole v1 layout.  For tests; NULL if out of range. */
 const char *store_schema_migration_sql(int v);
+
+/*
+ * On a reader's connection to a file of schema `version` (at least
+ * STORE_READ_MIN_VERSION): create the views of later versions as TEMP views,
+ * from the same definitions the migrations use, so that a reader sees every
+ * view of STORE_SCHEMA_VERSION.  The file is not written.  0, or -1 with
+ * *errmsg.
+ */
+int store_schema_temp_views(sqlite3 *db, int version, const char *path, char **errmsg);
+
+/* ---- read.c ---- */
+
+/* The reader's read-only connection (borrowed), for tests that check what a
+   reader sees with SQL of their own.  Not for dyntop: read.h is the model. */
+sqlite3 *store_reader_db(StoreReader *r);
 
 /* ---- util.c ---- */
 

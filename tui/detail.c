@@ -3,9 +3,9 @@
  * entries frame by frame in lookup order with their hits and guards, the
  * guards that fail most, its graph breaks with the user's source lines, the
  * recompile history with the guards that failed and the values observed,
- * cache-limit hits and skips.  Queries one code object through the per-code
- * indexes, in one read transaction, each refresh.  Tables: docs/sql.md;
- * what the lines mean: docs/dyntop.md.
+ * cache-limit hits and skips.  Reads one code object through the read
+ * model (store/read.h: the per-code indexes), in one read transaction, each
+ * refresh.  Tables: docs/sql.md; what the lines mean: docs/dyntop.md.
  */
 #include "tui.h"
 
@@ -18,32 +18,28 @@
 /* The detail shows at most this many recompiles (newest first). */
 #define DETAIL_RECOMPILES 100
 #define DETAIL_FAILS_PER_RECOMPILE 8
+/* ... the guards that fail most, cache-limit hits and skips (newest). */
+#define DETAIL_TOP_FAILING 5
+#define DETAIL_LIMITS 10
+#define DETAIL_SKIPS 10
 
 typedef struct Ctx {
     Pager *p;
     Model *m;
+    StoreReader *r;              /* the model's (borrowed) */
     long long run_id, code_id, epoch;
     long long run_started;
-    bool guards_kind;            /* guards.kind exists */
     int limit;                   /* the run's cache limit, 0 unknown */
+    int n;                       /* rows the running section has added */
 } Ctx;
 
 /* ---- small helpers ---- */
 
-static sqlite3_stmt *query(Ctx *c, const char *sql)
+/* A failed read: one line saying why. */
+static void read_failed(Ctx *c)
 {
-    sqlite3_stmt *st = model_prepare(c->m, sql);
-    if (st == NULL) {
-        sqlite3 *db = model_db(c->m);
-        pager_add(c->p, -1, -1, "%s  query failed: %s%s", S(AC_BAD),
-                  db ? sqlite3_errmsg(db) : "database closed", S(AC_NORMAL));
-        return NULL;
-    }
-    sqlite3_bind_int64(st, 1, c->run_id);
-    sqlite3_bind_int64(st, 2, c->code_id);
-    if (sqlite3_bind_parameter_count(st) >= 3)
-        sqlite3_bind_int64(st, 3, c->epoch);
-    return st;
+    pager_add(c->p, -1, -1, "%s  query failed: %s%s", S(AC_BAD), model_read_error(c->m),
+              S(AC_NORMAL));
 }
 
 /* "KIND\texpr" (a guards row) split into kind and expression. */
@@ -158,43 +154,34 @@ static void summary(Ctx *c)
     pager_add(c->p, -1, -1, "%s", "");
 }
 
-/* Does `guards` have its own kind column?  (Early files kept the kind in
-   expr, as "KIND<tab>expr"; split_guard reads both.) */
-static bool guards_have_kind(Ctx *c)
+static void guard_line(Ctx *c, const char *kind, const char *expr)
 {
-    sqlite3_stmt *st = model_prepare(c->m, "SELECT count(*) FROM pragma_table_info('guards')"
-                                           " WHERE name = 'kind'");
-    bool yes = st != NULL && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
-    sqlite3_finalize(st);
-    return yes;
+    pager_add_indent(c->p, 26, "        %s%-16.63s%s  %s", S(AC_KIND), kind, S(AC_NORMAL), expr);
+}
+
+static void guard_seen(void *ctx, const StoreGuardRow *row)
+{
+    Ctx *c = ctx;
+    guard_line(c, row->kind, row->expr);
+    c->n++;
 }
 
 static void guards_of(Ctx *c, const char *cid, const char *guards_text)
 {
-    sqlite3_stmt *st = query(c, c->guards_kind
-        ? "SELECT coalesce(kind || char(9), '') || expr FROM guards WHERE run_id = ?1"
-          " AND code_id = ?2 AND epoch = ?3 AND compile_id = ?4 ORDER BY idx"
-        : "SELECT expr FROM guards WHERE run_id = ?1 AND code_id = ?2"
-          " AND epoch = ?3 AND compile_id = ?4 ORDER BY idx");
-    if (st == NULL)
+    c->n = 0;
+    if (store_read_entry_guards(c->r, c->run_id, c->code_id, c->epoch, cid, guard_seen, c) < 0) {
+        read_failed(c);
         return;
-    sqlite3_bind_text(st, 4, cid, -1, SQLITE_TRANSIENT);
-    int n = 0;
-    char kind[64];
-    const char *expr;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        split_guard(model_text(st, 0), kind, sizeof kind, &expr);
-        pager_add_indent(c->p, 26, "        %s%-16s%s  %s", S(AC_KIND), kind, S(AC_NORMAL), expr);
-        n++;
     }
-    sqlite3_finalize(st);
-    if (n > 0 || guards_text[0] == '\0')
+    if (c->n > 0 || guards_text[0] == '\0')
         return;
     /* No guards rows (an older file): the entry's guards_text, line by line. */
     char *copy = xstrdup(guards_text), *save = NULL;
+    char kind[64];
+    const char *expr;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         split_guard(line, kind, sizeof kind, &expr);
-        pager_add_indent(c->p, 26, "        %s%-16s%s  %s", S(AC_KIND), kind, S(AC_NORMAL), expr);
+        guard_line(c, kind, expr);
     }
     free(copy);
 }
@@ -252,39 +239,44 @@ static void lookup_order(DEntry *v, size_t n)
     qsort(v, n, sizeof *v, cmp_dentry);
 }
 
+/* The entries read so far. */
+typedef struct DEntries {
+    DEntry *v;
+    size_t n, cap;
+} DEntries;
+
+static void entry_seen(void *ctx, const StoreCodeEntryRow *row)
+{
+    DEntries *e = ctx;
+    if (e->n == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 16;
+        e->v = xrealloc(e->v, e->cap * sizeof *e->v);
+    }
+    DEntry *d = &e->v[e->n++];
+    snprintf(d->cid, sizeof d->cid, "%s", row->compile_id);
+    d->frame_id = row->frame_id;
+    d->resume_offset = row->resume_offset;
+    d->hits = row->hits;
+    d->guard_ns = row->guard_ns;
+    d->guards_text = xstrdup(row->guards_text);
+    d->nguards = row->nguards;
+    d->in_frame = row->in_frame;
+    d->t = row->t;
+    d->snapshotted = row->snapshotted;
+}
+
 static void entries(Ctx *c)
 {
-    sqlite3_stmt *st = query(c,
-        "SELECT compile_id, frame_id, resume_offset, hits, guard_ns, coalesce(guards_text, ''),"
-        " (SELECT count(*) FROM guards AS g WHERE g.run_id = e.run_id AND g.code_id = e.code_id"
-        "    AND g.epoch = e.epoch AND g.compile_id = e.compile_id),"
-        " (SELECT count(*) FROM cache_entries AS f WHERE f.run_id = e.run_id"
-        "    AND f.code_id = e.code_id AND f.epoch = e.epoch AND f.frame_id IS e.frame_id),"
-        " coalesce(stats_at, created_at, 0), stats_at IS NOT NULL"
-        " FROM cache_entries AS e WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3"
-        " ORDER BY resume_offset, frame_id, coalesce(stats_at, created_at, 0) DESC");
-    if (st == NULL)
+    DEntries e = {NULL, 0, 0};
+    if (store_read_code_entries(c->r, c->run_id, c->code_id, c->epoch, entry_seen, &e) < 0) {
+        for (size_t i = 0; i < e.n; i++)
+            free(e.v[i].guards_text);
+        free(e.v);
+        read_failed(c);
         return;
-    DEntry *v = NULL;
-    size_t n = 0, cap = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            v = xrealloc(v, cap * sizeof *v);
-        }
-        DEntry *d = &v[n++];
-        snprintf(d->cid, sizeof d->cid, "%s", model_text(st, 0));
-        d->frame_id = sqlite3_column_int64(st, 1);
-        d->resume_offset = sqlite3_column_int(st, 2);
-        d->hits = sqlite3_column_int64(st, 3);
-        d->guard_ns = sqlite3_column_int64(st, 4);
-        d->guards_text = xstrdup(model_text(st, 5));
-        d->nguards = sqlite3_column_int64(st, 6);
-        d->in_frame = sqlite3_column_int64(st, 7);
-        d->t = sqlite3_column_int64(st, 8);
-        d->snapshotted = sqlite3_column_int(st, 9) != 0;
     }
-    sqlite3_finalize(st);
+    DEntry *v = e.v;
+    size_t n = e.n;
     lookup_order(v, n);
     pager_add(c->p, -1, -1, "%sCache entries%s in lookup order (most recently used first, "
               "as of the last counter snapshot)", S(AC_SECTION), S(AC_DIM));
@@ -309,56 +301,48 @@ static void entries(Ctx *c)
     pager_add(c->p, -1, -1, "%s", "");
 }
 
+static void failing_seen(void *ctx, const StoreGuardCountRow *row)
+{
+    Ctx *c = ctx;
+    pager_add_indent(c->p, 26, "  %s%6lld x%s  %s%-16s%s  %s%s  %s(last observed %s)",
+                     S(AC_BAD), row->n, S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL),
+                     row->expr, S(AC_DIM), S(AC_DIM), row->last_observed);
+    c->n++;
+}
+
 static void failing(Ctx *c)
 {
-    sqlite3_stmt *st = query(c,
-        "SELECT kind, expr, n, (SELECT observed FROM guard_failures WHERE failure_id = last_id)"
-        " FROM (SELECT kind, expr, count(*) AS n, max(failure_id) AS last_id FROM guard_failures"
-        "       WHERE run_id = ?1 AND code_id = ?2 GROUP BY kind, expr)"
-        " ORDER BY n DESC, last_id DESC LIMIT 5");
-    if (st == NULL)
-        return;
     pager_add(c->p, -1, -1, "%sGuards that fail most", S(AC_SECTION));
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        pager_add_indent(c->p, 26, "  %s%6lld x%s  %s%-16s%s  %s%s  %s(last observed %s)",
-                         S(AC_BAD), sqlite3_column_int64(st, 2), S(AC_NORMAL), S(AC_KIND),
-                         model_text(st, 0), S(AC_NORMAL), model_text(st, 1), S(AC_DIM),
-                         S(AC_DIM), model_text(st, 3));
-        n++;
-    }
-    sqlite3_finalize(st);
-    if (n == 0)
+    c->n = 0;
+    if (store_read_top_failing_guards(c->r, c->run_id, c->code_id, DETAIL_TOP_FAILING,
+                                      failing_seen, c) < 0)
+        read_failed(c);
+    else if (c->n == 0)
         pager_add(c->p, -1, -1, "  %s(no guard has failed)", S(AC_DIM));
     pager_add(c->p, -1, -1, "%s", "");
+}
+
+static void stack_frame_seen(void *ctx, const StoreStackFrame *row)
+{
+    Ctx *c = ctx;
+    char *src = source_line(c->m, row->filename, row->lineno);
+    char *recorded = trim(fmt_sanitize(row->source));
+    pager_add(c->p, -1, -1, "      %s%s:%d%s in %s", S(AC_DIM), row->filename, row->lineno,
+              S(AC_NORMAL), row->name);
+    pager_add_indent(c->p, 14, "      %s%5d | %s", S(AC_SOURCE), row->lineno,
+                     src ? src : recorded);
+    free(src);
+    free(recorded);
+    c->n++;
 }
 
 /* The user stack of one break: each frame and its source line. */
 static void break_stack(Ctx *c, long long break_id, const char *filename, int lineno)
 {
-    sqlite3_stmt *st = model_prepare(c->m,
-        "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),"
-        " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]')"
-        " FROM graph_breaks AS b, json_each(b.user_stack) AS j"
-        " WHERE b.break_id = ?1 AND json_valid(b.user_stack) ORDER BY j.key");
-    int n = 0;
-    if (st != NULL) {
-        sqlite3_bind_int64(st, 1, break_id);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            const char *file = model_text(st, 0), *fn = model_text(st, 2);
-            int line = sqlite3_column_int(st, 1);
-            char *src = source_line(c->m, file, line);
-            char *recorded = trim(fmt_sanitize(model_text(st, 3)));
-            pager_add(c->p, -1, -1, "      %s%s:%d%s in %s", S(AC_DIM), file, line, S(AC_NORMAL), fn);
-            pager_add_indent(c->p, 14, "      %s%5d | %s", S(AC_SOURCE), line,
-                             src ? src : recorded);
-            free(src);
-            free(recorded);
-            n++;
-        }
-        sqlite3_finalize(st);
-    }
-    if (n == 0 && lineno > 0) {      /* no stack recorded: the break's own line */
+    c->n = 0;
+    if (store_read_break_stack(c->r, break_id, stack_frame_seen, c) < 0)
+        c->n = 0;                /* as if none was recorded: the break's own line */
+    if (c->n == 0 && lineno > 0) {      /* no stack recorded: the break's own line */
         char *src = source_line(c->m, filename, lineno);
         pager_add(c->p, -1, -1, "      %s%s:%d", S(AC_DIM), filename, lineno);
         if (src)
@@ -367,134 +351,135 @@ static void break_stack(Ctx *c, long long break_id, const char *filename, int li
     }
 }
 
+/* A section's rows counted apart from what its helpers count (c->n). */
+typedef struct Section {
+    Ctx *c;
+    int n;
+} Section;
+
+static void break_site_seen(void *ctx, const StoreBreakSiteRow *row)
+{
+    Section *sec = ctx;
+    Ctx *c = sec->c;
+    char *reason = fmt_sanitize(row->reason);
+    pager_add_indent(c->p, 12, "  %s%6lld x%s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n,
+                     S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL), reason);
+    free(reason);
+    break_stack(c, row->last_break_id, row->filename, row->lineno);
+    sec->n++;
+}
+
 static void breaks(Ctx *c)
 {
-    sqlite3_stmt *st = query(c,
-        "SELECT kind, reason, coalesce(filename, ''), lineno, count(*), max(break_id)"
-        " FROM graph_breaks WHERE run_id = ?1 AND code_id = ?2"
-        " GROUP BY kind, reason, filename, lineno ORDER BY count(*) DESC, min(break_id)");
-    if (st == NULL)
-        return;
+    Section sec = {c, 0};
     pager_add(c->p, -1, -1, "%sGraph breaks%s by site", S(AC_SECTION), S(AC_DIM));
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        char *reason = fmt_sanitize(model_text(st, 1));
-        char *file = xstrdup(model_text(st, 2));
-        int lineno = sqlite3_column_int(st, 3);
-        pager_add_indent(c->p, 12, "  %s%6lld x%s  %s%s%s  %s", S(AC_HEADER_VALUE),
-                         sqlite3_column_int64(st, 4), S(AC_NORMAL), S(AC_KIND), model_text(st, 0),
-                         S(AC_NORMAL), reason);
-        break_stack(c, sqlite3_column_int64(st, 5), file, lineno);
-        free(reason);
-        free(file);
-        n++;
-    }
-    sqlite3_finalize(st);
-    if (n == 0)
+    if (store_read_code_break_sites(c->r, c->run_id, c->code_id, break_site_seen, &sec) < 0)
+        read_failed(c);
+    else if (sec.n == 0)
         pager_add(c->p, -1, -1, "  %s(no graph breaks)", S(AC_DIM));
     pager_add(c->p, -1, -1, "%s", "");
 }
 
+static void compile_failure_seen(void *ctx, const StoreCompileFailureRow *row)
+{
+    Ctx *c = ctx;
+    if (++c->n > DETAIL_FAILS_PER_RECOMPILE) {
+        if (c->n == DETAIL_FAILS_PER_RECOMPILE + 1)
+            pager_add(c->p, -1, -1, "        %s(more failures not shown)", S(AC_DIM));
+        return;
+    }
+    pager_add_indent(c->p, 30, "        entry [%s] failed %s%-16s%s  %s%s  %sobserved %s%s",
+                     row->entry_compile_id, S(AC_KIND), row->kind, S(AC_NORMAL), row->expr,
+                     S(AC_DIM), S(AC_BAD), row->observed, S(AC_NORMAL));
+}
+
 static void recompile_failures(Ctx *c, long long compile_row)
 {
-    sqlite3_stmt *st = model_prepare(c->m,
-        "SELECT coalesce(entry_compile_id, ''), kind, expr, observed FROM guard_failures"
-        " WHERE compile_row = ?1 ORDER BY failure_id LIMIT ?2");
-    if (st == NULL)
+    c->n = 0;
+    if (store_read_compile_failures(c->r, compile_row, DETAIL_FAILS_PER_RECOMPILE + 1,
+                                    compile_failure_seen, c) < 0)
         return;
-    sqlite3_bind_int64(st, 1, compile_row);
-    sqlite3_bind_int(st, 2, DETAIL_FAILS_PER_RECOMPILE + 1);
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (++n > DETAIL_FAILS_PER_RECOMPILE) {
-            pager_add(c->p, -1, -1, "        %s(more failures not shown)", S(AC_DIM));
-            break;
-        }
-        pager_add_indent(c->p, 30, "        entry [%s] failed %s%-16s%s  %s%s  %sobserved %s%s",
-                         model_text(st, 0), S(AC_KIND), model_text(st, 1), S(AC_NORMAL),
-                         model_text(st, 2), S(AC_DIM), S(AC_BAD), model_text(st, 3), S(AC_NORMAL));
-    }
-    sqlite3_finalize(st);
-    if (n == 0)
+    if (c->n == 0)
         pager_add(c->p, -1, -1, "        %s(no failing guard recorded)", S(AC_DIM));
+}
+
+static void recompile_seen(void *ctx, const StoreRecompileRow *row)
+{
+    Section *sec = ctx;
+    Ctx *c = sec->c;
+    char at[32], ms[32];
+    since(c, row->started_at, at, sizeof at);
+    fmt_ms(ms, sizeof ms, row->duration_ns, 0);
+    pager_add_indent(c->p, 8, "  %s[%s]%s  %s  %s ms  %s%s%s%s", S(AC_HEADER_VALUE),
+                     row->compile_id, S(AC_NORMAL), at, ms, row->outcome,
+                     row->reason[0] ? "  " : "", S(AC_DIM), row->reason);
+    recompile_failures(c, row->compile_row);
+    sec->n++;
 }
 
 static void recompiles(Ctx *c)
 {
     long i = model_find(c->m, c->run_id, c->code_id);
     long long total = i >= 0 ? c->m->rows[i].recompiles : 0;
-    sqlite3_stmt *st = query(c,
-        "SELECT compile_row, compile_id, started_at, duration_ns, coalesce(outcome, 'running'),"
-        " coalesce(reason, ''), resume_offset FROM compiles"
-        " WHERE run_id = ?1 AND code_id = ?2 AND frame_compile_id > 0"
-        " ORDER BY compile_row DESC LIMIT " TUI_STR(DETAIL_RECOMPILES));
-    if (st == NULL)
-        return;
+    Section sec = {c, 0};
     pager_add(c->p, -1, -1, "%sRecompiles%s newest first%s", S(AC_SECTION), S(AC_DIM),
               total > DETAIL_RECOMPILES ? " (the newest " TUI_STR(DETAIL_RECOMPILES) ")" : "");
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        char at[32], ms[32];
-        since(c, sqlite3_column_int64(st, 2), at, sizeof at);
-        fmt_ms(ms, sizeof ms, sqlite3_column_int64(st, 3), 0);
-        const char *reason = model_text(st, 5);
-        pager_add_indent(c->p, 8, "  %s[%s]%s  %s  %s ms  %s%s%s%s", S(AC_HEADER_VALUE),
-                         model_text(st, 1), S(AC_NORMAL), at, ms, model_text(st, 4),
-                         reason[0] ? "  " : "", S(AC_DIM), reason);
-        recompile_failures(c, sqlite3_column_int64(st, 0));
-        n++;
-    }
-    sqlite3_finalize(st);
-    if (n == 0)
+    if (store_read_code_recompiles(c->r, c->run_id, c->code_id, DETAIL_RECOMPILES,
+                                   recompile_seen, &sec) < 0)
+        read_failed(c);
+    else if (sec.n == 0)
         pager_add(c->p, -1, -1, "  %s(never recompiled)", S(AC_DIM));
     pager_add(c->p, -1, -1, "%s", "");
 }
 
+static void limit_seen(void *ctx, const StoreLimitRow *row)
+{
+    Ctx *c = ctx;
+    char at[32];
+    if (c->n++ == 0)
+        pager_add(c->p, -1, -1, "%sCache limit%s reached (the frame then runs uncaptured)",
+                  S(AC_SECTION), S(AC_DIM));
+    since(c, row->at, at, sizeof at);
+    pager_add_indent(c->p, 8, "  %s%s%s  the frame at resume offset %d%s: last failing "
+                     "guard %s%s", S(AC_LIMIT), at, S(AC_NORMAL), row->resume_offset,
+                     row->epoch != c->epoch ? " (before a reset)" : "", S(AC_BAD), row->reason);
+}
+
+static void skip_seen(void *ctx, const StoreSkipRow *row)
+{
+    Ctx *c = ctx;
+    char at[32];
+    if (c->n++ == 0)
+        pager_add(c->p, -1, -1, "%sSkipped%s (runs in the default interpreter)",
+                  S(AC_SECTION), S(AC_DIM));
+    since(c, row->at, at, sizeof at);
+    pager_add_indent(c->p, 8, "  %s  resume offset %d: %s", at, row->resume_offset,
+                     row->reason);
+}
+
 static void limits_and_skips(Ctx *c)
 {
-    sqlite3_stmt *st = query(c,
-        "SELECT at, frame_id, resume_offset, coalesce(reason, ''), epoch FROM cache_limits"
-        " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT 10");
-    if (st == NULL)
+    c->n = 0;
+    if (store_read_code_cache_limits(c->r, c->run_id, c->code_id, DETAIL_LIMITS, limit_seen,
+                                     c) < 0) {
+        read_failed(c);
         return;
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        char at[32];
-        if (n++ == 0)
-            pager_add(c->p, -1, -1, "%sCache limit%s reached (the frame then runs uncaptured)",
-                      S(AC_SECTION), S(AC_DIM));
-        since(c, sqlite3_column_int64(st, 0), at, sizeof at);
-        pager_add_indent(c->p, 8, "  %s%s%s  the frame at resume offset %d%s: last failing "
-                         "guard %s%s", S(AC_LIMIT), at, S(AC_NORMAL), sqlite3_column_int(st, 2),
-                         sqlite3_column_int64(st, 4) != c->epoch ? " (before a reset)" : "",
-                         S(AC_BAD), model_text(st, 3));
     }
-    sqlite3_finalize(st);
-    if (n > 0)
+    if (c->n > 0)
         pager_add(c->p, -1, -1, "%s", "");
-    st = query(c, "SELECT at, resume_offset, coalesce(reason, '') FROM frame_skips"
-                  " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT 10");
-    if (st == NULL)
+    c->n = 0;
+    if (store_read_code_skips(c->r, c->run_id, c->code_id, DETAIL_SKIPS, skip_seen, c) < 0) {
+        read_failed(c);
         return;
-    n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        char at[32];
-        if (n++ == 0)
-            pager_add(c->p, -1, -1, "%sSkipped%s (runs in the default interpreter)",
-                      S(AC_SECTION), S(AC_DIM));
-        since(c, sqlite3_column_int64(st, 0), at, sizeof at);
-        pager_add_indent(c->p, 8, "  %s  resume offset %d: %s", at, sqlite3_column_int(st, 1),
-                         model_text(st, 2));
     }
-    sqlite3_finalize(st);
-    if (n > 0)
+    if (c->n > 0)
         pager_add(c->p, -1, -1, "%s", "");
 }
 
 int detail_load(Pager *p, Model *m, long long run_id, long long code_id)
 {
-    Ctx c = {p, m, run_id, code_id, model_epoch(m, run_id), 0, false,
-             model_cache_limit(m, run_id)};
+    Ctx c = {p, m, model_reader(m), run_id, code_id, model_epoch(m, run_id), 0,
+             model_cache_limit(m, run_id), 0};
     const RunInfo *run = model_run(m, run_id);
     c.run_started = run ? run->started_at : 0;
     long i = model_find(m, run_id, code_id);
@@ -509,7 +494,6 @@ int detail_load(Pager *p, Model *m, long long run_id, long long code_id)
         pager_finish(p);
         return -1;
     }
-    c.guards_kind = guards_have_kind(&c);
     summary(&c);
     entries(&c);
     failing(&c);

@@ -1,7 +1,8 @@
 /*
  * model.c -- dyntop's picture of a dynscope database: the runs, one row of
  * aggregates per code object, and the header totals, kept up to date by
- * polling.  Contract and invariants: tui.h (Model); tables: docs/sql.md.
+ * polling.  Contract and invariants: tui.h (Model); what it reads, and how:
+ * store/read.h (the read model); tables: docs/sql.md.
  *
  * Refreshing is incremental, so a poll costs what changed, not what the file
  * holds (docs/performance.md, "dyntop refresh").  The recorder only appends
@@ -34,90 +35,6 @@
 /* More new guard failures than this are counted with the grouped query. */
 #define BULK_FAILURES 20000
 
-enum {
-    ST_RUNS,
-    ST_CODES_NEW,
-    ST_CODES_MAX,
-    ST_COMPILES_NEW,
-    ST_COMPILES_MAX,
-    ST_COMPILE_ONE,
-    ST_GRAPHS_ALL,
-    ST_GRAPHS_NEW,
-    ST_GRAPHS_MAX,
-    ST_BREAKS_ALL,
-    ST_BREAKS_NEW,
-    ST_BREAKS_MAX,
-    ST_LIMITS_NEW,
-    ST_LIMITS_MAX,
-    ST_FAILS_COUNT,
-    ST_FAILS_COUNT_ALL,
-    ST_FAILS_LAST,
-    ST_FAILS_NEW,
-    ST_FAILS_MAX,
-    ST_ENTRIES_NEW,
-    ST_ENTRIES_MAX,
-    ST_STATS_NEW,
-    ST_STATS_MAX,
-    ST__COUNT
-};
-
-struct ModelStmts {
-    sqlite3_stmt *st[ST__COUNT];
-};
-
-/* ?1 = watermark, ?2 = run_id; "%s" is the run condition, "<alias>run_id =
-   ?2", or always true when every run is shown.  The statements that read past
-   a watermark use the alias "+": the unary plus keeps SQLite from answering
-   "run_id = ?" through a per-code index (every row of the run) instead of
-   the rowid range (only the new rows). */
-static const struct {
-    const char *sql;
-    const char *alias;
-} stmt_sql[ST__COUNT] = {
-    [ST_RUNS] = {"SELECT run_id, pid, started_at, coalesce(ended_at, 0), resets,"
-                 " dropped_events, argv FROM runs ORDER BY run_id", NULL},
-    [ST_CODES_NEW] = {"SELECT rowid, run_id, code_id, filename, name, firstlineno"
-                      " FROM code_objects WHERE rowid > ?1 AND %s ORDER BY rowid", "+"},
-    [ST_CODES_MAX] = {"SELECT coalesce(max(rowid), 0) FROM code_objects", NULL},
-    [ST_COMPILES_NEW] = {"SELECT compile_row, run_id, code_id, frame_compile_id, started_at,"
-                         " duration_ns, ended_at FROM compiles"
-                         " WHERE compile_row > ?1 AND %s ORDER BY compile_row", "+"},
-    [ST_COMPILES_MAX] = {"SELECT coalesce(max(compile_row), 0) FROM compiles", NULL},
-    [ST_COMPILE_ONE] = {"SELECT duration_ns, ended_at FROM compiles WHERE compile_row = ?1",
-                        NULL},
-    [ST_GRAPHS_ALL] = {"SELECT run_id, code_id, count(*) FROM graphs WHERE %s"
-                       " GROUP BY run_id, code_id", ""},
-    [ST_GRAPHS_NEW] = {"SELECT run_id, code_id, count(*) FROM graphs"
-                       " WHERE graph_id > ?1 AND %s GROUP BY run_id, code_id", "+"},
-    [ST_GRAPHS_MAX] = {"SELECT coalesce(max(graph_id), 0) FROM graphs", NULL},
-    [ST_BREAKS_ALL] = {"SELECT run_id, code_id, count(*) FROM graph_breaks WHERE %s"
-                       " GROUP BY run_id, code_id", ""},
-    [ST_BREAKS_NEW] = {"SELECT run_id, code_id, count(*) FROM graph_breaks"
-                       " WHERE break_id > ?1 AND %s GROUP BY run_id, code_id", "+"},
-    [ST_BREAKS_MAX] = {"SELECT coalesce(max(break_id), 0) FROM graph_breaks", NULL},
-    [ST_LIMITS_NEW] = {"SELECT run_id, code_id, count(*), max(epoch) FROM cache_limits"
-                       " WHERE rowid > ?1 AND %s GROUP BY run_id, code_id", "+"},
-    [ST_LIMITS_MAX] = {"SELECT coalesce(max(rowid), 0) FROM cache_limits", NULL},
-    [ST_FAILS_COUNT] = {"SELECT count(*) FROM guard_failures WHERE %s", ""},
-    /* No WHERE: SQLite counts the smallest b-tree's cells without decoding
-       them (several times faster on a million rows). */
-    [ST_FAILS_COUNT_ALL] = {"SELECT count(*) FROM guard_failures", NULL},
-    [ST_FAILS_LAST] = {"SELECT g.run_id, g.code_id, g.failure_id, g.expr, g.observed"
-                       " FROM code_objects AS co JOIN guard_failures AS g"
-                       " ON g.failure_id = (SELECT max(x.failure_id) FROM guard_failures AS x"
-                       "   WHERE x.run_id = co.run_id AND x.code_id = co.code_id)"
-                       " WHERE %s", "co."},
-    [ST_FAILS_NEW] = {"SELECT failure_id, run_id, code_id, expr, observed FROM guard_failures"
-                      " WHERE failure_id > ?1 AND %s ORDER BY failure_id", "+"},
-    [ST_FAILS_MAX] = {"SELECT coalesce(max(failure_id), 0) FROM guard_failures", NULL},
-    [ST_ENTRIES_NEW] = {"SELECT rowid, run_id, code_id, epoch, compile_id, frame_id, hits"
-                        " FROM cache_entries WHERE rowid > ?1 AND %s ORDER BY rowid", "+"},
-    [ST_ENTRIES_MAX] = {"SELECT coalesce(max(rowid), 0) FROM cache_entries", NULL},
-    [ST_STATS_NEW] = {"SELECT run_id, code_id, epoch, compile_id, hits FROM entry_stats"
-                      " WHERE rowid > ?1 AND %s ORDER BY rowid", "+"},
-    [ST_STATS_MAX] = {"SELECT coalesce(max(rowid), 0) FROM entry_stats", NULL},
-};
-
 static void set_error(Model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void set_error(Model *m, const char *fmt, ...)
@@ -129,77 +46,6 @@ static void set_error(Model *m, const char *fmt, ...)
     va_end(ap);
     free(m->error);
     m->error = xstrdup(buf);
-}
-
-/* ---- statements ---- */
-
-static void stmts_free(Model *m)
-{
-    if (m->st == NULL)
-        return;
-    for (int i = 0; i < ST__COUNT; i++)
-        sqlite3_finalize(m->st->st[i]);
-    free(m->st);
-    m->st = NULL;
-}
-
-static int stmts_prepare(Model *m, char **errmsg)
-{
-    sqlite3 *db = store_reader_db(m->reader);
-    /* Keep more pages than SQLite's default 2 MB: views and polls reread
-       the same index pages. */
-    sqlite3_exec(db, "PRAGMA cache_size = -16384", NULL, NULL, NULL);
-    m->st = xcalloc(1, sizeof *m->st);
-    for (int i = 0; i < ST__COUNT; i++) {
-        char sql[1024], cond[64];
-        if (stmt_sql[i].alias == NULL)
-            snprintf(sql, sizeof sql, "%s", stmt_sql[i].sql);
-        else {
-            if (m->run_pick == MODEL_RUN_ALL)
-                snprintf(cond, sizeof cond, "(?2 IS NULL OR 1)");
-            else
-                snprintf(cond, sizeof cond, "%srun_id = ?2", stmt_sql[i].alias);
-            snprintf(sql, sizeof sql, stmt_sql[i].sql, cond);
-        }
-        if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &m->st->st[i], NULL)
-            != SQLITE_OK) {
-            *errmsg = xasprintf("%s: cannot read it as a dynscope database: %s", m->path,
-                                sqlite3_errmsg(db));
-            stmts_free(m);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Reset st and bind ?1 = mark and (if it has one) ?2 = the shown run. */
-static sqlite3_stmt *stmt(Model *m, int i, long long mark)
-{
-    sqlite3_stmt *st = m->st->st[i];
-    sqlite3_reset(st);
-    int n = sqlite3_bind_parameter_count(st);
-    if (n >= 1)
-        sqlite3_bind_int64(st, 1, mark);
-    if (n >= 2)
-        sqlite3_bind_int64(st, 2, m->run_id);
-    return st;
-}
-
-/* The one integer a statement returns.  SQLite result code. */
-static int scalar(Model *m, int i, long long *out)
-{
-    sqlite3_stmt *st = stmt(m, i, 0);
-    int rc = sqlite3_step(st);
-    *out = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? SQLITE_OK : rc;
-    sqlite3_reset(st);
-    return rc;
-}
-
-static const char *text(sqlite3_stmt *st, int col)
-{
-    const unsigned char *t = sqlite3_column_text(st, col);
-    return t != NULL ? (const char *)t : "";
 }
 
 /* ---- rows and entries ---- */
@@ -340,147 +186,142 @@ static void free_runs(Model *m)
         free(m->runs[i].argv);
     free(m->runs);
     m->runs = NULL;
-    m->nruns = 0;
+    m->nruns = m->capruns = 0;
 }
 
-/* ---- the steps of a refresh; each returns an SQLite result code ---- */
+/* ---- the steps of a refresh; each returns 0 or -1 (the reader's error) ---- */
+
+static void run_add(void *ctx, const StoreRunRow *row)
+{
+    Model *m = ctx;
+    if (m->nruns == m->capruns) {
+        m->capruns = m->capruns ? 2 * m->capruns : 4;
+        m->runs = xrealloc(m->runs, m->capruns * sizeof *m->runs);
+    }
+    RunInfo *r = &m->runs[m->nruns++];
+    r->run_id = row->run_id;
+    r->pid = row->pid;
+    r->started_at = row->started_at;
+    r->ended_at = row->ended_at;
+    r->resets = row->resets;
+    r->dropped = row->dropped_events;
+    r->argv = fmt_sanitize(row->argv);
+    r->pid_gone = r->ended_at == 0 && r->pid > 0
+                  && kill((pid_t)r->pid, 0) != 0 && errno == ESRCH;
+}
 
 static int read_runs(Model *m)
 {
-    sqlite3_stmt *st = stmt(m, ST_RUNS, 0);
-    int rc;
     free_runs(m);
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (m->nruns == cap) {
-            cap = cap ? 2 * cap : 4;
-            m->runs = xrealloc(m->runs, cap * sizeof *m->runs);
-        }
-        RunInfo *r = &m->runs[m->nruns++];
-        r->run_id = sqlite3_column_int64(st, 0);
-        r->pid = sqlite3_column_int64(st, 1);
-        r->started_at = sqlite3_column_int64(st, 2);
-        r->ended_at = sqlite3_column_int64(st, 3);
-        r->resets = sqlite3_column_int64(st, 4);
-        r->dropped = sqlite3_column_int64(st, 5);
-        r->argv = fmt_sanitize(text(st, 6));
-        r->pid_gone = r->ended_at == 0 && r->pid > 0
-                      && kill((pid_t)r->pid, 0) != 0 && errno == ESRCH;
+    return store_read_runs(m->reader, run_add, m);
+}
+
+/* A refresh step's context: the model and whether anything changed. */
+typedef struct Step {
+    Model *m;
+    bool changed;
+} Step;
+
+static void code_seen(void *ctx, const StoreCodeObjectRow *row)
+{
+    Step *s = ctx;
+    long i = row_for(s->m, row->run_id, row->code_id);   /* may move rows[] */
+    CodeRow *r = &s->m->rows[i];
+    free(r->filename);
+    free(r->name);
+    free(r->where);
+    r->filename = fmt_sanitize(row->filename);
+    r->name = fmt_sanitize(row->name);
+    r->firstlineno = row->firstlineno;
+    r->where = xasprintf("%s:%d", r->filename, r->firstlineno);
+    s->changed = true;
+}
+
+static int read_codes(Model *m, Step *s)
+{
+    if (store_read_new_code_objects(m->reader, m->run_id, m->mark.code, code_seen, s) < 0)
+        return -1;
+    return store_read_mark(m->reader, STORE_CODE_OBJECTS, &m->mark.code);
+}
+
+static void compile_seen(void *ctx, const StoreCompileRow *row)
+{
+    Step *s = ctx;
+    long i = row_for(s->m, row->run_id, row->code_id);
+    CodeRow *r = &s->m->rows[i];
+    r->compiles++;
+    if (row->frame_compile_id > 0) {
+        r->recompiles++;
+        if (row->started_at > r->last_recompile_at)
+            r->last_recompile_at = row->started_at;
     }
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+    if (row->ended)
+        r->capture_ns += row->duration_ns;
+    else
+        open_compile_add(s->m, row->compile_row, i);
+    s->changed = true;
 }
 
-static int read_codes(Model *m, bool *changed)
+static int read_compiles(Model *m, Step *s)
 {
-    sqlite3_stmt *st = stmt(m, ST_CODES_NEW, m->mark.code);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        long i = row_for(m, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-        CodeRow *r = &m->rows[i];
-        free(r->filename);
-        free(r->name);
-        free(r->where);
-        r->filename = fmt_sanitize(text(st, 3));
-        r->name = fmt_sanitize(text(st, 4));
-        r->firstlineno = sqlite3_column_int(st, 5);
-        r->where = xasprintf("%s:%d", r->filename, r->firstlineno);
-        *changed = true;
-    }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return rc;
-    return scalar(m, ST_CODES_MAX, &m->mark.code);
-}
-
-static void compile_ended(CodeRow *r, long long duration_ns)
-{
-    r->capture_ns += duration_ns;
-}
-
-static int read_compiles(Model *m, bool *changed)
-{
-    int rc = SQLITE_OK;
     /* The compiles that had not ended: have they now? */
-    for (size_t i = 0; i < m->nopen && rc == SQLITE_OK;) {
-        sqlite3_stmt *st = stmt(m, ST_COMPILE_ONE, m->open_compiles[i]);
-        rc = sqlite3_step(st);
-        bool ended = rc == SQLITE_ROW && sqlite3_column_type(st, 1) != SQLITE_NULL;
-        if (ended) {
-            compile_ended(&m->rows[m->open_rows[i]], sqlite3_column_int64(st, 0));
-            m->open_compiles[i] = m->open_compiles[m->nopen - 1];
-            m->open_rows[i] = m->open_rows[m->nopen - 1];
-            m->nopen--;
-            *changed = true;
-        }
-        else
+    for (size_t i = 0; i < m->nopen;) {
+        bool ended;
+        long long duration_ns;
+        if (store_read_compile_end(m->reader, m->open_compiles[i], &ended, &duration_ns) < 0)
+            return -1;
+        if (!ended) {
             i++;
-        rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? SQLITE_OK : rc;
-        sqlite3_reset(st);
-    }
-    if (rc != SQLITE_OK)
-        return rc;
-    sqlite3_stmt *st = stmt(m, ST_COMPILES_NEW, m->mark.compile);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        long i = row_for(m, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-        CodeRow *r = &m->rows[i];
-        r->compiles++;
-        if (sqlite3_column_int64(st, 3) > 0) {
-            r->recompiles++;
-            long long at = sqlite3_column_int64(st, 4);
-            if (at > r->last_recompile_at)
-                r->last_recompile_at = at;
+            continue;
         }
-        if (sqlite3_column_type(st, 6) != SQLITE_NULL)
-            compile_ended(r, sqlite3_column_int64(st, 5));
-        else
-            open_compile_add(m, sqlite3_column_int64(st, 0), i);
-        *changed = true;
+        m->rows[m->open_rows[i]].capture_ns += duration_ns;
+        m->open_compiles[i] = m->open_compiles[m->nopen - 1];
+        m->open_rows[i] = m->open_rows[m->nopen - 1];
+        m->nopen--;
+        s->changed = true;
     }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return rc;
-    return scalar(m, ST_COMPILES_MAX, &m->mark.compile);
+    if (store_read_new_compiles(m->reader, m->run_id, m->mark.compile, compile_seen, s) < 0)
+        return -1;
+    return store_read_mark(m->reader, STORE_COMPILES, &m->mark.compile);
 }
 
-/* Add grouped counts (run_id, code_id, n[, max epoch]) to one CodeRow field. */
-static int read_counts(Model *m, int which, long long mark, size_t field, bool *changed)
+/* A count step: which CodeRow field the counts add to. */
+typedef struct CountStep {
+    Step *step;
+    StoreTable table;
+    size_t field;
+} CountStep;
+
+static void count_seen(void *ctx, const StoreCountRow *row)
 {
-    sqlite3_stmt *st = stmt(m, which, mark);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        long i = row_for(m, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
-        CodeRow *r = &m->rows[i];
-        *(long long *)((char *)r + field) += sqlite3_column_int64(st, 2);
-        if (which == ST_LIMITS_NEW) {
-            long long epoch = sqlite3_column_int64(st, 3);
-            if (epoch > r->limit_epoch)
-                r->limit_epoch = epoch;
-        }
-        *changed = true;
-    }
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+    CountStep *c = ctx;
+    long i = row_for(c->step->m, row->run_id, row->code_id);   /* may move rows[] */
+    CodeRow *r = &c->step->m->rows[i];
+    *(long long *)((char *)r + c->field) += row->n;
+    if (c->table == STORE_CACHE_LIMITS && row->max_epoch > r->limit_epoch)
+        r->limit_epoch = row->max_epoch;
+    c->step->changed = true;
 }
 
-static int read_graphs_breaks_limits(Model *m, bool *changed)
+/* Add the rows of `t` past *mark to one CodeRow field; move *mark.  A first
+   load counts them all through the per-code index. */
+static int read_counts(Model *m, Step *s, StoreTable t, long long *mark, size_t field)
 {
-    bool first = !m->loaded;
-    int rc = read_counts(m, first ? ST_GRAPHS_ALL : ST_GRAPHS_NEW, m->mark.graph,
-                         offsetof(CodeRow, graphs), changed);
-    if (rc == SQLITE_OK)
-        rc = scalar(m, ST_GRAPHS_MAX, &m->mark.graph);
-    if (rc == SQLITE_OK)
-        rc = read_counts(m, first ? ST_BREAKS_ALL : ST_BREAKS_NEW, m->mark.brk,
-                         offsetof(CodeRow, breaks), changed);
-    if (rc == SQLITE_OK)
-        rc = scalar(m, ST_BREAKS_MAX, &m->mark.brk);
-    if (rc == SQLITE_OK)
-        rc = read_counts(m, ST_LIMITS_NEW, m->mark.limit, offsetof(CodeRow, limit_events),
-                         changed);
-    if (rc == SQLITE_OK)
-        rc = scalar(m, ST_LIMITS_MAX, &m->mark.limit);
-    return rc;
+    CountStep c = {s, t, field};
+    long long since = m->loaded ? *mark : 0;
+    if (store_read_counts(m->reader, t, m->run_id, since, count_seen, &c) < 0)
+        return -1;
+    return store_read_mark(m->reader, t, mark);
+}
+
+static int read_graphs_breaks_limits(Model *m, Step *s)
+{
+    if (read_counts(m, s, STORE_GRAPHS, &m->mark.graph, offsetof(CodeRow, graphs)) < 0
+        || read_counts(m, s, STORE_GRAPH_BREAKS, &m->mark.brk, offsetof(CodeRow, breaks)) < 0
+        || read_counts(m, s, STORE_CACHE_LIMITS, &m->mark.limit,
+                       offsetof(CodeRow, limit_events)) < 0)
+        return -1;
+    return 0;
 }
 
 static void set_last_fail(CodeRow *r, long long id, const char *expr, const char *observed)
@@ -494,76 +335,71 @@ static void set_last_fail(CodeRow *r, long long id, const char *expr, const char
     free(s);
 }
 
-static int read_failures(Model *m, bool *changed)
+static void last_failure_seen(void *ctx, const StoreFailureRow *row)
+{
+    Model *m = ctx;
+    long i = row_for(m, row->run_id, row->code_id);   /* may move rows[] */
+    set_last_fail(&m->rows[i], row->failure_id, row->expr, row->observed);
+}
+
+static void failure_seen(void *ctx, const StoreFailureRow *row)
+{
+    last_failure_seen(ctx, row);
+    ((Model *)ctx)->failures++;
+}
+
+static int read_failures(Model *m, Step *s)
 {
     long long max;
-    int rc = scalar(m, ST_FAILS_MAX, &max);
-    if (rc != SQLITE_OK || max == m->mark.failure)
-        return rc;
-    *changed = true;
+    if (store_read_mark(m->reader, STORE_GUARD_FAILURES, &max) < 0)
+        return -1;
+    if (max == m->mark.failure)
+        return 0;
+    s->changed = true;
     if (!m->loaded || max - m->mark.failure > BULK_FAILURES) {
         /* Count and find each code's newest failure through the indexes. */
         bool every_run = m->run_id == 0 || (m->nruns == 1 && m->runs[0].run_id == m->run_id);
-        rc = scalar(m, every_run ? ST_FAILS_COUNT_ALL : ST_FAILS_COUNT, &m->failures);
-        if (rc != SQLITE_OK)
-            return rc;
-        sqlite3_stmt *st = stmt(m, ST_FAILS_LAST, 0);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            long i = row_for(m, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
-            set_last_fail(&m->rows[i], sqlite3_column_int64(st, 2), text(st, 3), text(st, 4));
-        }
-        sqlite3_reset(st);
-        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        if (store_read_failure_count(m->reader, every_run ? 0 : m->run_id, &m->failures) < 0
+            || store_read_last_failures(m->reader, m->run_id, last_failure_seen, m) < 0)
+            return -1;
     }
-    else {
-        sqlite3_stmt *st = stmt(m, ST_FAILS_NEW, m->mark.failure);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            long i = row_for(m, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-            set_last_fail(&m->rows[i], sqlite3_column_int64(st, 0), text(st, 3), text(st, 4));
-            m->failures++;
-        }
-        sqlite3_reset(st);
-        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-    }
-    if (rc == SQLITE_OK)
-        m->mark.failure = max;
-    return rc;
+    else if (store_read_new_failures(m->reader, m->run_id, m->mark.failure, failure_seen, m) < 0)
+        return -1;
+    m->mark.failure = max;
+    return 0;
 }
 
-static int read_entries(Model *m, bool *changed)
+static void entry_seen(void *ctx, const StoreEntryRow *row)
 {
-    sqlite3_stmt *st = stmt(m, ST_ENTRIES_NEW, m->mark.entry);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        long i = row_for(m, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-        entry_add(m, i, sqlite3_column_int64(st, 3), text(st, 4), sqlite3_column_int64(st, 5),
-                  sqlite3_column_int64(st, 6));
-        *changed = true;
+    Step *s = ctx;
+    long i = row_for(s->m, row->run_id, row->code_id);
+    entry_add(s->m, i, row->epoch, row->compile_id, row->frame_id, row->hits);
+    s->changed = true;
+}
+
+static void stats_seen(void *ctx, const StoreEntryRow *row)
+{
+    Step *s = ctx;
+    long i = model_find(s->m, row->run_id, row->code_id);
+    long e = i < 0 ? -1 : entry_find(s->m, i, row->epoch, row->compile_id);
+    if (e >= 0) {
+        s->m->entries[e].hits = row->hits;
+        s->changed = true;
     }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return rc;
-    if (!m->loaded) {
-        /* The entries just read carry their newest counters. */
-        rc = scalar(m, ST_ENTRIES_MAX, &m->mark.entry);
-        return rc == SQLITE_OK ? scalar(m, ST_STATS_MAX, &m->mark.stats) : rc;
-    }
-    rc = scalar(m, ST_ENTRIES_MAX, &m->mark.entry);
-    if (rc != SQLITE_OK)
-        return rc;
-    st = stmt(m, ST_STATS_NEW, m->mark.stats);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        long row = model_find(m, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
-        long e = row < 0 ? -1 : entry_find(m, row, sqlite3_column_int64(st, 2), text(st, 3));
-        if (e >= 0) {
-            m->entries[e].hits = sqlite3_column_int64(st, 4);
-            *changed = true;
-        }
-    }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return rc;
-    return scalar(m, ST_STATS_MAX, &m->mark.stats);
+}
+
+static int read_entries(Model *m, Step *s)
+{
+    bool first = !m->loaded;
+    if (store_read_new_entries(m->reader, m->run_id, m->mark.entry, entry_seen, s) < 0
+        || store_read_mark(m->reader, STORE_CACHE_ENTRIES, &m->mark.entry) < 0)
+        return -1;
+    /* A first load's entries carry their newest counters: no snapshots to
+       read, only their watermark. */
+    if (!first && store_read_new_entry_stats(m->reader, m->run_id, m->mark.stats, stats_seen,
+                                             s) < 0)
+        return -1;
+    return store_read_mark(m->reader, STORE_ENTRY_STATS, &m->mark.stats);
 }
 
 /* ---- aggregates ---- */
@@ -695,34 +531,24 @@ static int reader_open(Model *m, char **errmsg)
         m->dev = st.st_dev;
         m->ino = st.st_ino;
     }
-    if (stmts_prepare(m, errmsg) < 0) {
-        store_reader_close(m->reader);
-        m->reader = NULL;
-        return -1;
-    }
     return 0;
 }
 
 static void reader_close(Model *m)
 {
-    stmts_free(m);
     store_reader_close(m->reader);
     m->reader = NULL;
 }
 
 int model_begin(Model *m)
 {
-    if (m->reader == NULL)
-        return -1;
-    return sqlite3_exec(store_reader_db(m->reader), "BEGIN", NULL, NULL, NULL) == SQLITE_OK
-           ? 0 : -1;
+    return m->reader != NULL ? store_read_begin(m->reader) : -1;
 }
 
 void model_end(Model *m)
 {
-    sqlite3 *db = m->reader ? store_reader_db(m->reader) : NULL;
-    if (db != NULL && !sqlite3_get_autocommit(db))
-        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (m->reader != NULL)
+        store_read_end(m->reader);
 }
 
 /* Which run to show; a change of the newest run (when following it) drops
@@ -758,26 +584,18 @@ static void check_file(Model *m)
     }
 }
 
-static int refresh_steps(Model *m, bool *changed)
+static int refresh_steps(Model *m, Step *s)
 {
-    int rc = read_runs(m);
-    if (rc != SQLITE_OK)
-        return rc;
+    if (read_runs(m) < 0)
+        return -1;
     long long before = m->run_id;
     pick_run(m);
     if (m->run_id != before)
-        *changed = true;
-    if (rc == SQLITE_OK)
-        rc = read_codes(m, changed);
-    if (rc == SQLITE_OK)
-        rc = read_compiles(m, changed);
-    if (rc == SQLITE_OK)
-        rc = read_graphs_breaks_limits(m, changed);
-    if (rc == SQLITE_OK)
-        rc = read_failures(m, changed);
-    if (rc == SQLITE_OK)
-        rc = read_entries(m, changed);
-    return rc;
+        s->changed = true;
+    if (read_codes(m, s) < 0 || read_compiles(m, s) < 0 || read_graphs_breaks_limits(m, s) < 0
+        || read_failures(m, s) < 0 || read_entries(m, s) < 0)
+        return -1;
+    return 0;
 }
 
 int model_refresh(Model *m)
@@ -786,15 +604,14 @@ int model_refresh(Model *m)
     check_file(m);
     if (m->reader == NULL)
         return -1;
-    bool changed = false;
-    sqlite3 *db = store_reader_db(m->reader);
-    int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = refresh_steps(m, &changed);
-    if (rc != SQLITE_OK)
-        set_error(m, "reading %s failed: %s", m->path, sqlite3_errmsg(db));
+    Step s = {m, false};
+    int rc = store_read_begin(m->reader);
+    if (rc == 0)
+        rc = refresh_steps(m, &s);
+    if (rc < 0)
+        set_error(m, "%s", store_reader_errmsg(m->reader));
     model_end(m);
-    if (rc != SQLITE_OK) {
+    if (rc < 0) {
         if (!m->loaded)
             free_rows(m);    /* a half-done first load would count twice */
         return -1;
@@ -803,7 +620,7 @@ int model_refresh(Model *m)
     free(m->error);
     m->error = NULL;
     aggregate(m);
-    if (changed)
+    if (s.changed)
         m->generation++;
     m->refreshes++;
     m->last_query_ms = (tui_mono_s() - t0) * 1e3;
@@ -875,24 +692,12 @@ bool model_live(const Model *m)
     return false;
 }
 
-sqlite3_stmt *model_prepare(Model *m, const char *sql)
+StoreReader *model_reader(const Model *m)
 {
-    sqlite3_stmt *st = NULL;
-    if (m->reader == NULL)
-        return NULL;
-    if (sqlite3_prepare_v2(store_reader_db(m->reader), sql, -1, &st, NULL) != SQLITE_OK) {
-        sqlite3_finalize(st);
-        return NULL;
-    }
-    return st;
+    return m->reader;
 }
 
-const char *model_text(sqlite3_stmt *st, int col)
+const char *model_read_error(const Model *m)
 {
-    return text(st, col);
-}
-
-sqlite3 *model_db(const Model *m)
-{
-    return m->reader ? store_reader_db(m->reader) : NULL;
+    return m->reader != NULL ? store_reader_errmsg(m->reader) : "database closed";
 }

@@ -6,7 +6,7 @@
  *   dyntop.c    main(): options (getopt_long), the poll/draw/key loop
  *   app.c       the screen: which widgets are shown, key dispatch, layout
  *   model.c     the database side: runs, code rows and totals, refreshed
- *               incrementally every poll (queries live here and in the views)
+ *               incrementally every poll
  *   indexmap.c  an open-addressing hash of row indexes (the model's keys)
  *   widget.c    the widget base (vtable, rect, dirty flag) and drawing helpers
  *   header.c    summary header widget
@@ -24,7 +24,8 @@
  *
  * Rules of the folder:
  *   - Python.h stays out (STYLE.md): dyntop is a plain C program that links
- *     store/read.c for opening and checking the database.
+ *     store/read.c, the read model (store/read.h).  No SQL here: every read
+ *     of the database goes through the read model.
  *   - The database is opened read-only and only ever read.
  *   - Widgets are small structs whose first member is a Widget; each has a
  *     const WidgetClass, and new/init/done/delete.  A widget sets `dirty`
@@ -53,9 +54,8 @@
 #include <wchar.h>
 
 #include <curses.h>
-#include <sqlite3.h>
 
-#include "../store/store.h"
+#include "../store/read.h"
 
 /* ---- assertions: debug-only; restore the terminal, print, abort ---- */
 
@@ -287,8 +287,6 @@ enum { MODEL_RUN_NEWEST = -1, MODEL_RUN_ALL = 0 };
 #define MODEL_RATE_WINDOW_S 3.0
 #define MODEL_SAMPLES 64
 
-typedef struct ModelStmts ModelStmts;
-
 /*
  * The in-memory picture of one database.  Refreshed incrementally: tables
  * the recorder only appends to are read past a rowid watermark; compiles
@@ -305,7 +303,6 @@ typedef struct ModelStmts ModelStmts;
 typedef struct Model {
     char *path;               /* owned, as given */
     StoreReader *reader;      /* owned; NULL when closed */
-    ModelStmts *st;           /* owned, prepared on the reader's connection */
     dev_t dev;                /* the file we opened */
     ino_t ino;
     long long run_pick;       /* MODEL_RUN_NEWEST, MODEL_RUN_ALL or a run_id */
@@ -314,7 +311,7 @@ typedef struct Model {
                                  holds more: then unknown) */
 
     RunInfo *runs;            /* owned, every run in the file, by run_id */
-    size_t nruns;
+    size_t nruns, capruns;
 
     CodeRow *rows;            /* owned */
     size_t nrows, caprows;
@@ -371,20 +368,18 @@ int model_cache_limit(const Model *m, long long run_id);
 const RunInfo *model_run(const Model *m, long long run_id);
 /* Is the shown run (any shown run, for all runs) still recording? */
 bool model_live(const Model *m);
-/* The read-only connection (borrowed), NULL if closed. */
-sqlite3 *model_db(const Model *m);
+/* The reader (borrowed), NULL if closed: what the views read through. */
+StoreReader *model_reader(const Model *m);
+/* What the last read through the model's reader failed with ("database
+   closed" when there is none). */
+const char *model_read_error(const Model *m);
 /* The current epoch of run_id (runs.resets), 0 if unknown. */
 long long model_epoch(const Model *m, long long run_id);
 /* Row index of (run_id, code_id) or -1. */
 long model_find(const Model *m, long long run_id, long long code_id);
-/* One read transaction around a view's queries (one snapshot).  0 / -1. */
+/* One read transaction around a view's reads (one snapshot).  0 / -1. */
 int model_begin(Model *m);
 void model_end(Model *m);
-/* Prepare a view's query on the model's connection; NULL on failure (the
-   SQLite message is in sqlite3_errmsg(model_db(m))). */
-sqlite3_stmt *model_prepare(Model *m, const char *sql);
-/* Column text, never NULL ("" for NULL). */
-const char *model_text(sqlite3_stmt *st, int col);
 
 /* ---- widget.c: the widget base ---- */
 
