@@ -16,7 +16,8 @@
  * stopping at the first part that differs -- since dynscope does not link
  * against libtorch: about 0.3 us per tensor on a hit (docs/vs-dynamo.md),
  * allocating the small objects those getters return.  GRAD_MODE calls
- * torch.is_grad_enabled (a C function).
+ * torch.is_grad_enabled (a C function).  Which library an example belongs to
+ * is tensorlib's answer (NumPy and torch are never imported here).
  *
  * Invariants of a GuardSet (guardset_invariants checks them in debug builds):
  *   - acc[i].base < i: a base is added before the accessors built on it, so
@@ -32,6 +33,7 @@
  * All of it is protected by the GIL.
  */
 #include "engine.h"
+#include "tensorlib.h"
 
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/ndarraytypes.h>     /* struct accessors only: no import_array */
@@ -147,47 +149,26 @@ typedef struct TensorView {
     Py_ssize_t buf[2 * TORCH_MAX_DIMS];
 } TensorView;
 
-/* torch, resolved when the first torch TENSOR_MATCH or GRAD_MODE guard is
-   made (torch is then imported); strong, never released. */
-static PyTypeObject *torch_tensor_type;       /* torch.Tensor */
-static PyObject *torch_grad_enabled;          /* torch.is_grad_enabled */
-static PyObject *str_dtype, *str_shape, *str_stride, *str_device, *str_requires_grad;
+/* The attributes a torch tensor is read through (interned strs, strong,
+   made with the first torch TensorMeta and kept for the process). */
+static struct TorchAttrs {
+    PyObject *dtype, *shape, *stride, *device, *requires_grad;
+} torch_attr;
 
-/* Load the torch names above.  1 when torch is imported, 0 when not, -1
-   with an exception.  Never imports torch. */
+/* Make torch_attr.  0, or -1 with an exception (a partial set is kept and
+   completed by the next call). */
 static int
-torch_ready(void)
+torch_attrs_ready(void)
 {
-    PyObject *name, *torch;
+    static const char *const names[] = {"dtype", "shape", "stride", "device",
+                                        "requires_grad"};
+    PyObject **slots[] = {&torch_attr.dtype, &torch_attr.shape, &torch_attr.stride,
+                          &torch_attr.device, &torch_attr.requires_grad};
 
-    if (torch_tensor_type != NULL)
-        return 1;
-    if ((name = PyUnicode_FromString("torch")) == NULL)
-        return -1;
-    torch = PyImport_GetModule(name);
-    Py_DECREF(name);
-    if (torch == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    torch_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
-    str_dtype = PyUnicode_InternFromString("dtype");
-    str_shape = PyUnicode_InternFromString("shape");
-    str_stride = PyUnicode_InternFromString("stride");
-    str_device = PyUnicode_InternFromString("device");
-    str_requires_grad = PyUnicode_InternFromString("requires_grad");
-    PyObject *t = PyObject_GetAttrString(torch, "Tensor");
-    Py_DECREF(torch);
-    if (t == NULL || !torch_grad_enabled || !str_dtype || !str_shape || !str_stride
-        || !str_device || !str_requires_grad) {
-        Py_XDECREF(t);
-        return -1;
-    }
-    if (!PyType_Check(t)) {
-        Py_DECREF(t);
-        PyErr_SetString(PyExc_TypeError, "torch.Tensor is not a type");
-        return -1;
-    }
-    torch_tensor_type = (PyTypeObject *)t;
-    return 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    return 0;
 }
 
 /* Copy a tuple of ints (torch.Size, a stride tuple) into out.  Its length,
@@ -211,8 +192,8 @@ read_sizes(PyObject *tup, Py_ssize_t *out)
 static int
 torch_view(PyObject *v, TensorView *tv)
 {
-    PyObject *shape = PyObject_GetAttr(v, str_shape);
-    PyObject *stride = shape ? PyObject_CallMethodNoArgs(v, str_stride) : NULL;
+    PyObject *shape = PyObject_GetAttr(v, torch_attr.shape);
+    PyObject *stride = shape ? PyObject_CallMethodNoArgs(v, torch_attr.stride) : NULL;
     PyObject *rg;
     int n = read_sizes(shape, tv->buf), m = read_sizes(stride, tv->buf + TORCH_MAX_DIMS);
 
@@ -223,9 +204,9 @@ torch_view(PyObject *v, TensorView *tv)
     tv->ndim = n;
     tv->shape = tv->buf;
     tv->strides = tv->buf + TORCH_MAX_DIMS;
-    if ((tv->dtype = PyObject_GetAttr(v, str_dtype)) == NULL
-        || (tv->device = PyObject_GetAttr(v, str_device)) == NULL
-        || (rg = PyObject_GetAttr(v, str_requires_grad)) == NULL)
+    if ((tv->dtype = PyObject_GetAttr(v, torch_attr.dtype)) == NULL
+        || (tv->device = PyObject_GetAttr(v, torch_attr.device)) == NULL
+        || (rg = PyObject_GetAttr(v, torch_attr.requires_grad)) == NULL)
         goto fail;
     tv->requires_grad = rg == Py_True;
     Py_DECREF(rg);
@@ -271,58 +252,15 @@ tensor_view_done(TensorView *tv)
     }
 }
 
-/* numpy.ndarray, strong, resolved on first TENSOR_MATCH; never released. */
-static PyTypeObject *ndarray_type;
-
-/* Whether o is a numpy.ndarray (or subclass).  1 / 0, or -1 with an
-   exception.  Does not import numpy: if it is not loaded, o is no array. */
-static int
-is_ndarray(PyObject *o)
-{
-    if (ndarray_type == NULL) {
-        PyObject *name, *np, *t;
-
-        name = PyUnicode_FromString("numpy");
-        if (name == NULL)
-            return -1;
-        np = PyImport_GetModule(name);
-        Py_DECREF(name);
-        if (np == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        t = PyObject_GetAttrString(np, "ndarray");
-        Py_DECREF(np);
-        if (t == NULL)
-            return -1;
-        if (!PyType_Check(t)) {
-            Py_DECREF(t);
-            PyErr_SetString(PyExc_TypeError, "numpy.ndarray is not a type");
-            return -1;
-        }
-        ndarray_type = (PyTypeObject *)t;
-    }
-    return PyObject_TypeCheck(o, ndarray_type);
-}
-
-/* Whether o is a torch.Tensor (or subclass).  1 / 0, or -1 with an
-   exception.  Does not import torch. */
-static int
-is_torch_tensor(PyObject *o)
-{
-    int r = torch_ready();
-
-    return r <= 0 ? r : PyObject_TypeCheck(o, torch_tensor_type);
-}
-
 /* Is descr NumPy's canonical descr of its scalar type (np.dtype(descr.type)
    is descr)?  Those are made once and never freed.  Asked at compile time
    only; an error answers no. */
 static bool
 numpy_builtin_descr(PyObject *descr)
 {
-    PyTypeObject *dtype_type = Py_TYPE(descr);   /* up to numpy.dtype */
-    while (dtype_type != NULL && strcmp(dtype_type->tp_name, "numpy.dtype") != 0)
-        dtype_type = dtype_type->tp_base;
-    if (dtype_type == NULL)
+    PyTypeObject *dtype_type = tensorlib_dtype_type();     /* borrowed */
+
+    if (dtype_type == NULL || !PyObject_TypeCheck(descr, dtype_type))
         return false;
     PyObject *scalar = PyObject_GetAttrString(descr, "type");
     PyObject *canonical = scalar ? PyObject_CallOneArg((PyObject *)dtype_type, scalar) : NULL;
@@ -348,22 +286,22 @@ tensor_meta_free(TensorMeta *tm)
 }
 
 /* New metadata read from an example array or torch tensor, or NULL with
-   TypeError (neither) or MemoryError. */
+   TypeError (neither, or unreadable) or MemoryError. */
 static TensorMeta *
 tensor_meta_new(PyObject *example)
 {
     TensorMeta *tm;
     TensorView tv;
     size_t nbytes;
-    int is_torch = 0, r = is_ndarray(example);
+    TensorLibKind kind = tensorlib_discover_kind(example);
+    bool is_torch = kind == TENSORLIB_TORCH;
 
-    if (r == 0 && (r = is_torch_tensor(example)) == 1)
-        is_torch = 1;
-    if (r <= 0) {
-        if (r == 0)
-            PyErr_Format(PyExc_TypeError,
-                         "TENSOR_MATCH needs a numpy.ndarray or torch.Tensor example, not %.100s",
-                         Py_TYPE(example)->tp_name);
+    if (kind == TENSORLIB_ERROR || (is_torch && torch_attrs_ready() < 0))
+        return NULL;
+    if (kind == TENSORLIB_NONE) {
+        PyErr_Format(PyExc_TypeError,
+                     "TENSOR_MATCH needs a numpy.ndarray or torch.Tensor example, not %.100s",
+                     Py_TYPE(example)->tp_name);
         return NULL;
     }
     if (tensor_view(example, is_torch, &tv) < 0) {
@@ -448,15 +386,15 @@ torch_mismatch(const TensorMeta *tm, PyObject *v, TensorView *tv)
     tv->ndim = 0;
     tv->shape = tv->buf;
     tv->strides = tv->buf + TORCH_MAX_DIMS;
-    if ((tv->dtype = PyObject_GetAttr(v, str_dtype)) == NULL)
+    if ((tv->dtype = PyObject_GetAttr(v, torch_attr.dtype)) == NULL)
         goto fail;
     if (!dtype_equal(tv->dtype, tm->dtype))
         return TM_DTYPE;
-    if ((tv->device = PyObject_GetAttr(v, str_device)) == NULL)
+    if ((tv->device = PyObject_GetAttr(v, torch_attr.device)) == NULL)
         goto fail;
     if (!dtype_equal(tv->device, tm->device))
         return TM_DEVICE;
-    shape = PyObject_GetAttr(v, str_shape);
+    shape = PyObject_GetAttr(v, torch_attr.shape);
     n = read_sizes(shape, tv->buf);
     Py_XDECREF(shape);
     if (n < 0)
@@ -464,14 +402,14 @@ torch_mismatch(const TensorMeta *tm, PyObject *v, TensorView *tv)
     tv->ndim = n;
     if (n != tm->ndim || !ssize_equal(tv->shape, tm->shape, n))
         return TM_SHAPE;
-    stride = PyObject_CallMethodNoArgs(v, str_stride);
+    stride = PyObject_CallMethodNoArgs(v, torch_attr.stride);
     m = read_sizes(stride, tv->buf + TORCH_MAX_DIMS);
     Py_XDECREF(stride);
     if (m != n)
         goto fail;
     if (!ssize_equal(tv->strides, tm->strides, n))
         return TM_STRIDES;
-    if ((rg = PyObject_GetAttr(v, str_requires_grad)) == NULL)
+    if ((rg = PyObject_GetAttr(v, torch_attr.requires_grad)) == NULL)
         goto fail;
     tv->requires_grad = rg == Py_True;
     Py_DECREF(rg);
@@ -1006,7 +944,7 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
     case GUARD_GRAD_MODE:
         if (expected != Py_True && expected != Py_False)
             goto out_type;
-        if (torch_ready() <= 0) {
+        if (tensorlib_torch_ready() <= 0) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_ValueError, "GRAD_MODE: torch is not imported");
             return -1;
@@ -1173,11 +1111,11 @@ dict_keys_match(PyObject *d, PyObject *keys)
 static PyObject *
 grad_mode_now(void)
 {
-    PyObject *r;
+    PyObject *fn = tensorlib_grad_enabled_fn(), *r;     /* fn: borrowed */
 
-    if (torch_grad_enabled == NULL)
+    if (fn == NULL)
         return NULL;
-    r = PyObject_CallNoArgs(torch_grad_enabled);
+    r = PyObject_CallNoArgs(fn);
     if (r == NULL) {
         PyErr_Clear();
         return NULL;
