@@ -329,8 +329,9 @@ fail:
 
 /* The first part of tm that v does not match.  On any result but TM_TYPE
    tv holds v's view: the caller releases it with tensor_view_done.
-   Cannot fail. */
-static TensorPart
+   Cannot fail.  Inline: the hit path (guard_tensor_matches) makes one call
+   per NumPy array, not two. */
+static inline TensorPart
 tensor_mismatch(const TensorMeta *tm, PyObject *v, TensorView *tv)
 {
     if (Py_TYPE(v) != tm->type)
