@@ -26,6 +26,7 @@
  *   - torch and dynscope._fx are never imported here unless torch already is.
  */
 #include "engine.h"
+#include "tensorlib.h"
 
 static PyObject *registry;     /* strong: dict name (str) -> backend callable */
 static PyObject *eager_ref;    /* strong: the built-in eager backend function */
@@ -81,22 +82,6 @@ static PyMethodDef eager_def = {
     "The built-in backend: runs captured graphs with dynscope's C interpreter.",
 };
 
-/* Whether torch is imported (never imports it).  1 / 0 / -1. */
-static int
-torch_imported(void)
-{
-    PyObject *name = PyUnicode_FromString("torch"), *m;
-
-    if (name == NULL)
-        return -1;
-    m = PyImport_GetModule(name);
-    Py_DECREF(name);
-    if (m == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    Py_DECREF(m);
-    return 1;
-}
-
 /* dynscope._fx.<fn>(*args).  New reference or NULL. */
 static PyObject *
 call_fx(const char *fn, PyObject *const *args, Py_ssize_t nargs)
@@ -126,7 +111,7 @@ backend_fx(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                      "fx() takes 2 arguments (gm, example_inputs), got %zd", nargs);
         return NULL;
     }
-    if ((r = torch_imported()) <= 0) {
+    if ((r = tensorlib_torch_imported()) <= 0) {
         if (r == 0)
             PyErr_SetString(PyExc_RuntimeError,
                             "the fx backend needs torch (import torch first)");
@@ -162,7 +147,7 @@ registered_names(void)
 static PyObject *
 torch_backend_ref(PyObject *name)
 {
-    int r = torch_imported();
+    int r = tensorlib_torch_imported();
 
     if (r <= 0)
         return r < 0 ? NULL : Py_NewRef(Py_None);
@@ -194,7 +179,7 @@ backend_resolve(PyObject *backend)
         if (names == NULL)
             return NULL;
         PyErr_Format(PyExc_ValueError, "unknown backend %R; registered: %U%s",
-                     backend, names, torch_imported() == 1
+                     backend, names, tensorlib_torch_imported() == 1
                      ? " (and torch._dynamo.list_backends())" : "");
         Py_DECREF(names);
         return NULL;
@@ -256,7 +241,7 @@ backend_compile(PyObject *backend, PyObject *gm, PyObject *example_inputs)
     PyObject *compiled, *name;
     int torch;
 
-    if (backend_is_native(backend) || (torch = torch_imported()) == 0)
+    if (backend_is_native(backend) || (torch = tensorlib_torch_imported()) == 0)
         compiled = PyObject_Vectorcall(backend, args + 1, 2, NULL);
     else if (torch < 0)
         return NULL;

@@ -8,6 +8,7 @@
  * changes a node.  Multi-line reprs (arrays) are folded onto one line.
  */
 #include "graph_int.h"
+#include "tensorlib.h"
 
 #include <string.h>
 
@@ -22,7 +23,8 @@ static PyObject *str_newline;                /* strong: "\n" */
 static bool
 is_ufunc(PyObject *obj)
 {
-    return strcmp(Py_TYPE(obj)->tp_name, "numpy.ufunc") == 0;
+    PyTypeObject *ufunc = tensorlib_ufunc_type();   /* NULL until NumPy is found */
+    return ufunc != NULL && Py_IS_TYPE(obj, ufunc);
 }
 
 /*

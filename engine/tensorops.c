@@ -41,21 +41,23 @@
  * in every entry that touches a torch tensor.  Nothing is in-place, so
  * running on the real inputs changes neither them nor their autograd state.
  *
- * NumPy and torch are optional: they are looked up in sys.modules, never
- * imported here.
+ * NumPy and torch are optional: tensorlib.c finds them in sys.modules (never
+ * imports them) and owns their types; this file builds the allowlists above
+ * from them, once each library is found.
  */
 #include "translate.h"
+#include "tensorlib.h"
 
 #include <numpy/ndarraytypes.h>    /* struct layouts only: no import_array */
 #include <numpy/ufuncobject.h>
 
 #include <string.h>
 
-static PyObject *numpy_module;        /* strong once found */
-static PyTypeObject *ndarray_type;    /* strong */
-static PyTypeObject *generic_type;    /* strong: numpy.generic (scalars) */
-static PyTypeObject *dtype_type;      /* strong: numpy.dtype */
-static PyTypeObject *ufunc_type;      /* strong: numpy.ufunc */
+/* NumPy's and torch's modules and types: tensorlib.h.  The allowlists below
+   are built from them once each library is found (numpy_ops_loaded,
+   torch_ops_loaded), and kept for the process. */
+static bool numpy_ops_loaded;         /* NumPy's functions are in pure_functions */
+static bool torch_ops_loaded;         /* torch's sets below are made */
 static PyObject *pure_functions;      /* strong: set of allowed callables (NumPy and torch) */
 static PyObject *pure_methods;        /* strong: set of ndarray method names */
 static PyObject *all_methods;         /* strong: set, pure_methods | torch_methods */
@@ -63,12 +65,7 @@ static PyObject *node_attributes;     /* strong: set of attribute names */
 static PyObject *operator_module;     /* strong */
 static PyObject *builtin_getattr;     /* strong: builtins.getattr */
 
-/* torch, once found in sys.modules (all strong, never released). */
-static PyObject *torch_module;
-static PyTypeObject *torch_tensor_type;     /* torch.Tensor */
-static PyTypeObject *torch_parameter_type;  /* torch.nn.Parameter */
-static PyTypeObject *torch_nn_module_type;  /* torch.nn.Module */
-static PyTypeObject *torch_const_types[5];  /* Size, dtype, device, layout, memory_format */
+/* torch's rules, once torch is found (all strong, never released). */
 static PyObject *torch_functions;     /* set: the torch functions in pure_functions */
 static PyObject *torch_methods;       /* set of pure torch.Tensor method names */
 static PyObject *torch_fold_methods;  /* set of metadata method names folded to constants */
@@ -76,7 +73,6 @@ static PyObject *torch_fold_attrs;    /* set of metadata attribute names folded 
 static PyObject *torch_fold_functions;/* set of torch functions folded to constants */
 static PyObject *torch_training_rule; /* dict fn -> (arg name, position, default): random
                                          unless that argument is False */
-static PyObject *torch_grad_enabled;  /* torch.is_grad_enabled */
 
 static const char *const numpy_function_names[] = {
     "sum", "mean", "std", "var", "max", "min", "amax", "amin", "prod", "cumsum",
@@ -225,14 +221,9 @@ static int add_functions(PyObject *set, PyObject *mod, const char *const *names)
     return 0;
 }
 
+/* Add NumPy's allowed functions (np: the numpy module, borrowed).  0 / -1. */
 static int load_numpy(PyObject *np)
 {
-    ndarray_type = (PyTypeObject *)PyObject_GetAttrString(np, "ndarray");
-    generic_type = (PyTypeObject *)PyObject_GetAttrString(np, "generic");
-    dtype_type = (PyTypeObject *)PyObject_GetAttrString(np, "dtype");
-    ufunc_type = (PyTypeObject *)PyObject_GetAttrString(np, "ufunc");
-    if (!ndarray_type || !generic_type || !dtype_type || !ufunc_type)
-        return -1;
     if (pure_functions == NULL && (pure_functions = PySet_New(NULL)) == NULL)
         return -1;
     if (add_functions(pure_functions, np, numpy_function_names) < 0)
@@ -245,19 +236,7 @@ static int load_numpy(PyObject *np)
         return -1;
     }
     Py_XDECREF(linalg);
-    numpy_module = Py_NewRef(np);
     return 0;
-}
-
-/* A module from sys.modules, or NULL (no exception) when it is not loaded. */
-static PyObject *loaded_module_ref(const char *name)
-{
-    PyObject *n = PyUnicode_FromString(name);
-    if (n == NULL)
-        return NULL;
-    PyObject *m = PyImport_GetModule(n);
-    Py_DECREF(n);
-    return m;
 }
 
 /* Whether public function `name` of a torch namespace is a graph op by the
@@ -309,7 +288,7 @@ static int add_torch_namespace(PyObject *mod)
 /* Public torch.Tensor methods that are graph ops (or folded metadata). */
 static int add_torch_methods(void)
 {
-    PyObject *mro = torch_tensor_type->tp_mro;
+    PyObject *mro = tensorlib_tensor_type()->tp_mro;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
         PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(mro, k);
         if (cls == &PyBaseObject_Type)
@@ -335,45 +314,28 @@ static int add_torch_methods(void)
     return 0;
 }
 
+/* Make torch's rules (torch: the torch module, borrowed; tensorlib has
+   loaded its types).  0 / -1. */
 static int load_torch(PyObject *torch)
 {
-    static const char *const const_type_names[5] = {"Size", "dtype", "device", "layout",
-                                                     "memory_format"};
     static const char *const namespaces[] = {"torch.nn.functional", "torch.linalg",
                                              "torch.fft", "torch.special", NULL};
-    torch_tensor_type = (PyTypeObject *)PyObject_GetAttrString(torch, "Tensor");
-    for (int i = 0; i < 5 && torch_tensor_type; i++) {
-        torch_const_types[i] = (PyTypeObject *)PyObject_GetAttrString(torch, const_type_names[i]);
-        if (torch_const_types[i] == NULL)
-            return -1;
-    }
-    PyObject *nn = PyObject_GetAttrString(torch, "nn");
-    torch_parameter_type = nn ? (PyTypeObject *)PyObject_GetAttrString(nn, "Parameter") : NULL;
-    torch_nn_module_type = nn ? (PyTypeObject *)PyObject_GetAttrString(nn, "Module") : NULL;
-    Py_XDECREF(nn);
-    torch_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
     torch_methods = PySet_New(NULL);
     torch_functions = PySet_New(NULL);
     torch_fold_methods = name_set(torch_fold_method_names);
     torch_fold_attrs = name_set(torch_fold_attr_names);
     torch_fold_functions = PySet_New(NULL);
     torch_training_rule = PyDict_New();
-    if (!torch_tensor_type || !torch_parameter_type || !torch_nn_module_type
-        || !torch_grad_enabled || !torch_methods || !torch_functions || !torch_fold_methods || !torch_fold_attrs
+    if (!torch_methods || !torch_functions || !torch_fold_methods || !torch_fold_attrs
         || !torch_fold_functions || !torch_training_rule)
         return -1;
-    if (!PyType_Check(torch_tensor_type) || !PyType_Check(torch_parameter_type)
-        || !PyType_Check(torch_nn_module_type)) {
-        PyErr_SetString(PyExc_TypeError, "torch.Tensor / nn.Parameter / nn.Module are not types");
-        return -1;
-    }
     if (pure_functions == NULL && (pure_functions = PySet_New(NULL)) == NULL)
         return -1;
     if (add_torch_namespace(torch) < 0 || add_functions(torch_fold_functions, torch,
                                                         torch_fold_function_names) < 0)
         return -1;
     for (int i = 0; namespaces[i]; i++) {
-        PyObject *m = loaded_module_ref(namespaces[i]);
+        PyObject *m = tensorlib_loaded_module_ref(namespaces[i]);
         if (m == NULL && PyErr_Occurred())
             return -1;
         int r = m ? add_torch_namespace(m) : 0;
@@ -381,10 +343,7 @@ static int load_torch(PyObject *torch)
         if (r < 0)
             return -1;
     }
-    if (add_torch_methods() < 0)
-        return -1;
-    torch_module = Py_NewRef(torch);
-    return 0;
+    return add_torch_methods();
 }
 
 int tensorops_init(void)
@@ -400,88 +359,39 @@ int tensorops_init(void)
             || !builtin_getattr)
             return -1;
     }
-    if (numpy_module == NULL) {
-        PyObject *np = loaded_module_ref("numpy");
-        if (np == NULL && PyErr_Occurred())
+    /* NumPy not imported: no arrays to capture (and likewise torch) */
+    if (!numpy_ops_loaded) {
+        int r = tensorlib_numpy_ready();
+        if (r < 0 || (r == 1 && load_numpy(tensorlib_numpy()) < 0))
             return -1;
-        int r = np ? load_numpy(np) : 0;   /* NumPy not imported: no arrays to capture */
-        Py_XDECREF(np);
-        if (r < 0)
-            return -1;
+        numpy_ops_loaded = r == 1;
     }
-    if (torch_module == NULL) {
-        PyObject *torch = loaded_module_ref("torch");
-        if (torch == NULL && PyErr_Occurred())
+    if (!torch_ops_loaded) {
+        int r = tensorlib_torch_ready();
+        if (r < 0 || (r == 1 && load_torch(tensorlib_torch()) < 0))
             return -1;
-        int r = torch ? load_torch(torch) : 0;
-        Py_XDECREF(torch);
-        if (r < 0)
-            return -1;
+        torch_ops_loaded = r == 1;
     }
     return 0;
-}
-
-PyTypeObject *tensor_array_type(void) { return ndarray_type; }
-PyTypeObject *tensor_scalar_type(void) { return generic_type; }
-PyTypeObject *tensor_dtype_type(void) { return dtype_type; }
-
-bool tensor_is_array(PyObject *obj)
-{
-    return ndarray_type != NULL && Py_TYPE(obj) == ndarray_type;
-}
-
-bool tensor_is_torch(PyObject *obj)
-{
-    PyTypeObject *tp = Py_TYPE(obj);
-    return torch_tensor_type != NULL && (tp == torch_tensor_type || tp == torch_parameter_type);
 }
 
 /* A torch.Tensor of any subclass (results of ops, receivers of methods). */
 static bool is_torch_like(PyObject *obj)
 {
-    return torch_tensor_type != NULL && PyObject_TypeCheck(obj, torch_tensor_type);
-}
-
-PyTypeObject *tensor_torch_nn_module_type(void) { return torch_nn_module_type; }
-
-bool tensor_is_torch_constant(PyObject *obj)
-{
-    if (torch_tensor_type == NULL)
-        return false;
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (tp == torch_const_types[0]) {     /* torch.Size: a tuple of ints */
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++)
-            if (!PyLong_CheckExact(PyTuple_GET_ITEM(obj, i)))
-                return false;
-        return true;
-    }
-    for (int i = 1; i < 5; i++)
-        if (tp == torch_const_types[i])
-            return true;
-    return false;
+    return tensorlib_kind(obj) == TENSORLIB_TORCH;
 }
 
 int tensorops_note_torch(Tracer *t)
 {
-    if (torch_grad_enabled == NULL)
+    PyObject *grad_enabled = tensorlib_grad_enabled_fn();   /* borrowed */
+    if (grad_enabled == NULL)
         return 0;
-    PyObject *mode = PyObject_CallNoArgs(torch_grad_enabled);
+    PyObject *mode = PyObject_CallNoArgs(grad_enabled);
     if (mode == NULL)
         return -1;
     int r = guardset_add(t->gs, GUARD_GRAD_MODE, -1, mode, 0);
     Py_DECREF(mode);
     return r < 0 ? -1 : 0;
-}
-
-bool tensor_has_object_dtype(PyObject *obj)
-{
-    PyObject *dt = PyObject_GetAttrString(obj, "dtype");
-    PyObject *kind = dt ? PyObject_GetAttrString(dt, "kind") : NULL;
-    bool is_obj = kind && PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "O") == 0;
-    Py_XDECREF(dt);
-    Py_XDECREF(kind);
-    PyErr_Clear();
-    return is_obj;
 }
 
 /* warnings.filters swapped for one that ignores everything, or restored.
@@ -524,8 +434,9 @@ static PyObject *call_quietly(PyObject *fn, PyObject *args, PyObject *kwargs)
 {
     PyObject *cm = NULL;
     PyObject *filters = swap_warning_filters(NULL);
-    if (numpy_module != NULL) {
-        PyObject *errstate = PyObject_GetAttrString(numpy_module, "errstate");
+    PyObject *numpy = tensorlib_numpy();     /* borrowed */
+    if (numpy != NULL) {
+        PyObject *errstate = PyObject_GetAttrString(numpy, "errstate");
         PyObject *kw = errstate ? Py_BuildValue("{s:s}", "all", "ignore") : NULL;
         PyObject *noargs = kw ? PyTuple_New(0) : NULL;
         cm = noargs ? PyObject_Call(errstate, noargs, kw) : NULL;
@@ -592,6 +503,7 @@ bool tensorops_is_pure_function(PyObject *fn)
 {
     if (pure_functions == NULL)
         return false;
+    PyTypeObject *ufunc_type = tensorlib_ufunc_type();     /* borrowed */
     if (ufunc_type != NULL && Py_TYPE(fn) == ufunc_type)
         return !ufunc_writes_inputs(fn);
     int r = PySet_Contains(pure_functions, fn);
@@ -724,8 +636,8 @@ static bool is_bool_tensor(PyObject *obj)
 {
     PyObject *dt = PyObject_GetAttrString(obj, "dtype");
     bool is_bool = false;
-    if (dt != NULL && torch_const_types[1] != NULL && Py_TYPE(dt) == torch_const_types[1]) {
-        PyObject *b = PyObject_GetAttrString(torch_module, "bool");
+    if (dt != NULL && tensorlib_is_torch_dtype(dt)) {
+        PyObject *b = PyObject_GetAttrString(tensorlib_torch(), "bool");
         is_bool = b == dt;
         Py_XDECREF(b);
     }
@@ -937,9 +849,8 @@ static Value *fold_metadata(Tracer *t, NodeOp op, PyObject *target, const char *
    a NumPy scalar or a Python number. */
 static bool is_tensor_result(PyObject *r)
 {
-    return (ndarray_type && PyObject_TypeCheck(r, ndarray_type))
-        || (generic_type && PyObject_TypeCheck(r, generic_type))
-        || is_torch_like(r)
+    return tensorlib_is_tensor(r)
+        || tensorlib_is_numpy_scalar(r)
         || PyFloat_CheckExact(r) || PyLong_CheckExact(r)
         || PyBool_Check(r) || PyComplex_CheckExact(r);
 }
@@ -954,7 +865,7 @@ static bool is_tensor_sequence(PyObject *r)
         return false;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PySequence_Fast_GET_ITEM(r, i);
-        if (!(ndarray_type && PyObject_TypeCheck(x, ndarray_type)) && !is_torch_like(x))
+        if (!tensorlib_is_tensor(x))
             return false;
     }
     return true;
@@ -1008,6 +919,7 @@ static bool is_torch_call(NodeOp op, PyObject *target, PyObject *eargs)
 Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_hint,
                       Value **args, int nargs, PyObject *kwnames)
 {
+    PyTypeObject *ufunc_type = tensorlib_ufunc_type();     /* borrowed */
     if (ufunc_type != NULL && Py_TYPE(target) == ufunc_type) {
         /* a ufunc's positional arguments past nin are outputs */
         PyObject *nin = PyObject_GetAttrString(target, "nin");

@@ -19,6 +19,7 @@
 #define DYNSCOPE_TRANSLATE_H
 
 #include "engine.h"
+#include "tensorlib.h"   /* NumPy / torch types; tensor_is_array, tensor_is_torch */
 
 typedef enum VKind {
     V_NULL,      /* the NULL slot of the 3.11 calling convention */
@@ -203,22 +204,9 @@ bool value_type_lookup_is_generic(PyTypeObject *tp);
 PyObject *value_as_constant(Tracer *t, Value *v);
 
 /* tensorops.c */
+/* Find NumPy and torch if they are imported (tensorlib) and build the
+   allowlists of their ops, once each.  0 / -1 with an exception. */
 int tensorops_init(void);
-/* numpy.ndarray / numpy.generic when NumPy is imported, else NULL (borrowed). */
-PyTypeObject *tensor_array_type(void);
-PyTypeObject *tensor_scalar_type(void);
-PyTypeObject *tensor_dtype_type(void);
-bool tensor_is_array(PyObject *obj);
-/* Whether an array holds Python objects (its ops run Python code). */
-bool tensor_has_object_dtype(PyObject *obj);
-/* Whether obj is a torch.Tensor or torch.nn.Parameter (exact types) while
-   torch is imported: an input that becomes a placeholder. */
-bool tensor_is_torch(PyObject *obj);
-/* torch.nn.Module when torch is imported, else NULL (borrowed). */
-PyTypeObject *tensor_torch_nn_module_type(void);
-/* Whether obj is a torch constant a graph may embed: a torch.Size of ints,
-   a torch.dtype, torch.device, torch.layout or torch.memory_format. */
-bool tensor_is_torch_constant(PyObject *obj);
 /* The entry touches torch tensors: guard the grad mode they were traced in
    (GRAD_MODE).  Idempotent.  0 / -1 with an exception. */
 int tensorops_note_torch(Tracer *t);

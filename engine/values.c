@@ -23,6 +23,7 @@
  * (no hooks, guarded).
  */
 #include "translate.h"
+#include "tensorlib.h"
 
 #include <stdarg.h>
 
@@ -163,13 +164,11 @@ bool value_is_plain_constant(PyObject *obj)
     }
     if (PyType_Check(obj))
         return true;            /* e.g. numpy.float32 passed as dtype= */
-    if (tensor_is_torch_constant(obj))
+    if (tensorlib_is_torch_constant(obj))
         return true;            /* torch.float32, torch.device('cpu'), x.shape */
-    PyTypeObject *generic = tensor_scalar_type();
-    if (generic && PyObject_TypeCheck(obj, generic))
+    if (tensorlib_is_numpy_scalar(obj))
         return true;            /* numpy scalar constants */
-    PyTypeObject *dtype = tensor_dtype_type();
-    return dtype != NULL && PyObject_TypeCheck(obj, dtype);
+    return tensorlib_is_numpy_dtype(obj);
 }
 
 /* Whether obj is identity-guarded: modules, functions, classes, builtins,
@@ -187,10 +186,9 @@ static bool is_identity_object(PyObject *obj)
     PyTypeObject *tp = Py_TYPE(obj);
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyCallable_Check(obj))
         return !PyWeakref_Check(obj) && strcmp(tp->tp_name, "method-wrapper") != 0;
-    PyTypeObject *dtype = tensor_dtype_type();
-    if (dtype && PyObject_TypeCheck(obj, dtype))
+    if (tensorlib_is_numpy_dtype(obj))
         return true;
-    return tensor_is_torch_constant(obj) && !PyTuple_Check(obj);
+    return tensorlib_is_torch_constant(obj) && !PyTuple_Check(obj);
 }
 
 /* Past this many guards an entry would cost more to check than to run the
@@ -370,12 +368,13 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
             return NULL;
         return remember(t, acc, value_new(t, V_CONST, obj));
     }
-    if (tensor_is_array(obj) && !tensor_has_object_dtype(obj)) {
+    TensorLibKind input = tensorlib_input_kind(obj);
+    if (input == TENSORLIB_NUMPY && !tensorlib_has_object_dtype(obj)) {
         if (guard(t, GUARD_TENSOR_MATCH, acc, obj, 0) < 0)
             return NULL;
         return remember(t, acc, make_input_tensor(t, acc, obj));
     }
-    if (tensor_is_torch(obj)) {
+    if (input == TENSORLIB_TORCH) {
         if (guard(t, GUARD_TENSOR_MATCH, acc, obj, 0) < 0 || tensorops_note_torch(t) < 0)
             return NULL;
         return remember(t, acc, make_input_tensor(t, acc, obj));
@@ -386,8 +385,7 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
         return sequence_from_source(t, acc, obj, V_LIST);
     if (PyDict_CheckExact(obj))
         return dict_from_source(t, acc, obj);
-    PyTypeObject *generic = tensor_scalar_type();
-    if (generic && PyObject_TypeCheck(obj, generic))
+    if (tensorlib_is_numpy_scalar(obj))
         return value_unspecialized(t, acc, obj);
     if (is_identity_object(obj)) {
         if (guard(t, GUARD_ID_MATCH, acc, obj, 0) < 0)
@@ -491,7 +489,7 @@ bool value_type_lookup_is_generic(PyTypeObject *tp)
    lookup is object's plus nn.Module's own __getattr__. */
 static bool is_plain_module(PyObject *obj)
 {
-    PyTypeObject *mod = tensor_torch_nn_module_type();
+    PyTypeObject *mod = tensorlib_nn_module_type();     /* borrowed */
     if (mod == NULL || !PyObject_TypeCheck(obj, mod))
         return false;
     PyTypeObject *tp = Py_TYPE(obj);
@@ -652,7 +650,7 @@ Value *value_module_forward(Tracer *t, Value *m, bool *handled)
     PyObject *obj = m->obj;
     PyTypeObject *tp = Py_TYPE(obj);
     PyObject *call = type_lookup(tp, "__call__");
-    PyObject *module_call = type_lookup(tensor_torch_nn_module_type(), "__call__");
+    PyObject *module_call = type_lookup(tensorlib_nn_module_type(), "__call__");
     PyObject *fwd = type_lookup(tp, "forward");
     PyObject *d = instance_dict(obj);
     if (call == NULL || call != module_call || !PyFunction_Check(call))
@@ -698,19 +696,15 @@ Value *value_module_forward(Tracer *t, Value *m, bool *handled)
 Value *value_module_iter(Tracer *t, Value *m, bool *handled)
 {
     *handled = false;
-    if (m->kind != V_OBJECT || m->src < 0 || !is_plain_module(m->obj) || tensor_torch_nn_module_type() == NULL)
+    if (m->kind != V_OBJECT || m->src < 0 || !is_plain_module(m->obj) || tensorlib_nn_module_type() == NULL)
         return NULL;
     /* nn.Sequential and nn.ModuleList iterate their _modules' values */
-    PyObject *nn = PyImport_ImportModule("torch.nn");
-    PyObject *seq = nn ? PyObject_GetAttrString(nn, "Sequential") : NULL;
-    PyObject *lst = nn ? PyObject_GetAttrString(nn, "ModuleList") : NULL;
-    Py_XDECREF(nn);
+    PyObject *seq = tensorlib_nn_sequential();      /* borrowed */
+    PyObject *lst = tensorlib_nn_module_list();     /* borrowed */
     PyObject *it = type_lookup(Py_TYPE(m->obj), "__iter__");
     bool ok = it != NULL && seq && lst && PyType_Check(seq) && PyType_Check(lst)
               && (it == type_lookup((PyTypeObject *)seq, "__iter__")
                   || it == type_lookup((PyTypeObject *)lst, "__iter__"));
-    Py_XDECREF(seq);
-    Py_XDECREF(lst);
     if (PyErr_Occurred())
         return NULL;
     if (!ok)

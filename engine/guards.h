@@ -1,0 +1,230 @@
+/*
+ * guards.h -- the contract of guard sets: the accessors that reach a value
+ * from a frame, the guards checked on those values, and what a failed check
+ * reports.  Included by engine.h (where this section used to be), so every
+ * engine file sees it.  Design: ../shared/DESIGN.md section 3.3 and
+ * docs/architecture.md.
+ *
+ * Implemented by four files (their private contract: guards_int.h):
+ *   guards.c        the cache-hit path: accessor values, guardset_check
+ *                   (fail-fast, adaptive order), the constants it compares;
+ *   guard_build.c   construction and validation (guardset_accessor,
+ *                   guardset_add), set lifetime;
+ *   guard_tensor.c  TensorMeta: capture from an example, compare, render;
+ *   guard_render.c  guards and failures as Python-like text, GuardInfo.
+ *
+ * Invariants of a GuardSet (guardset_invariants checks them in debug builds):
+ *   - acc[i].base < i: a base is added before the accessors built on it, so
+ *     the accessors form a forest and no chain is deeper than
+ *     MAX_ACCESSOR_DEPTH (value and render recursion is bounded by it);
+ *   - order[0..n) is a permutation of 0..n-1 in which every guard comes after
+ *     the guard it requires;
+ *   - guards[i].requires is -1 or a structural guard (TYPE, ID, TENSOR,
+ *     LIST/TUPLE_LENGTH, DICT_KEYS) on a strict ancestor of guards[i].acc,
+ *     the first such guard on the nearest such ancestor;
+ *   - every PyObject * in the set is a strong reference (but `expected` when
+ *     a guard holds it weakly); a TENSOR_MATCH keeps the example's type,
+ *     dtype and (torch) device, never the example itself.
+ * All of it is protected by the GIL.  Checks never run Python for the exact
+ * types they compare; a guard moves ahead only of guards it does not depend
+ * on.
+ */
+#ifndef DYNSCOPE_GUARDS_H
+#define DYNSCOPE_GUARDS_H
+
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* What guards read (engine.h defines it: the inputs of a frame). */
+typedef struct FrameView FrameView;
+
+/* ------------------------------------------------------------------ */
+/* Accessors: how a value is reached from a FrameView.                 */
+
+typedef enum AccessorKind {
+    ACC_LOCAL,      /* L['name']           index = fast-local slot             */
+    ACC_GLOBAL,     /* G['name']           key = name (str), globals dict      */
+    ACC_BUILTIN,    /* G['__builtins__']['name']  key = name, builtins dict    */
+    ACC_CLOSURE,    /* L['name']           index = closure cell index (free var) */
+    ACC_STACK,      /* S[i]                index = stack slot (resume frames)  */
+    ACC_ATTR,       /* <base>.name         key = name (str)                    */
+    ACC_ITEM,       /* <base>[i]           index = int, base list or tuple     */
+    ACC_DICT_ITEM,  /* <base>[key]         key = dict key (str or int)         */
+    ACC_CELL,       /* <base>.cell_contents  base is a cell                    */
+    ACC_GLOBALS,    /* G                   the frame's globals dict itself     */
+    ACC_TYPE,       /* type(<base>)        (never obj.__class__, which a class
+                                            may override with Python code)   */
+} AccessorKind;
+
+typedef struct Accessor {
+    AccessorKind kind;
+    int base;              /* index of the parent accessor, -1 for roots */
+    Py_ssize_t index;      /* LOCAL / CLOSURE / STACK slot, ITEM index */
+    PyObject *key;         /* strong: name or dict key; NULL when unused */
+    PyObject *name;        /* strong: for LOCAL/CLOSURE the variable name (for rendering); else NULL */
+} Accessor;
+
+/* ------------------------------------------------------------------ */
+/* Guards: the checks, and the sets that hold them.                    */
+
+/*
+ * A guard: a check applied to the value of one accessor.  Expected values
+ * are held strongly so an ID_MATCH can never match a recycled address.
+ */
+typedef enum GuardKind {
+    GUARD_TYPE_MATCH,     /* type(v) is expected                                 */
+    GUARD_ID_MATCH,       /* v is expected                                       */
+    GUARD_EQUALS_MATCH,   /* type(v) is type(expected) and v == expected;
+                             expected is int/float/bool/str/bytes/complex/None or
+                             a tuple of these (compared in C, never calls Python) */
+    GUARD_TENSOR_MATCH,   /* type, dtype, ndim, shape, strides, and for torch
+                             device and requires_grad (see TensorMeta)       */
+    GUARD_LIST_LENGTH,    /* type(v) is list and len(v) == length                */
+    GUARD_TUPLE_LENGTH,   /* type(v) is tuple and len(v) == length               */
+    GUARD_DICT_KEYS,      /* type(v) is dict and list(v) == expected (a tuple)   */
+    GUARD_HASATTR,        /* hasattr(v, expected) == (length != 0)               */
+    GUARD_CODE_MATCH,     /* v.__code__ is expected (v a function)               */
+    GUARD_NOT_NONE,       /* v is not None                                       */
+    GUARD_BACKEND_MATCH,  /* the active backend is expected (accessor unused, -1) */
+    GUARD_DICT_LACKS,     /* v is a dict without key `expected` (an instance
+                             __dict__ must not shadow a class method) */
+    GUARD_DICT_EMPTY,     /* v is a dict or dict subclass (OrderedDict) with no
+                             items (nn.Module hook dicts) */
+    GUARD_SAME_AS,        /* v is the value of accessor `length` (an earlier
+                             one): two slots hold one object               */
+    GUARD_GRAD_MODE,      /* torch.is_grad_enabled() is expected (Py_True or
+                             Py_False; accessor unused, -1) */
+    GUARD__COUNT
+} GuardKind;
+
+/* Tensor metadata an entry was compiled for: a NumPy array or a torch
+   tensor (device != NULL). */
+typedef struct TensorMeta {
+    PyTypeObject *type;    /* strong: exact type (numpy.ndarray, torch.Tensor,
+                              torch.nn.Parameter) */
+    PyObject *dtype;       /* strong: the array's dtype (descr) / torch.dtype --
+                              borrowed when dtype_borrowed: one of NumPy's
+                              builtin descrs, which live as long as NumPy, so
+                              that guards leave their refcounts (which programs
+                              and NumPy's own tests read) as they were */
+    bool dtype_borrowed;
+    int ndim;
+    Py_ssize_t *shape;     /* owned (PyMem): ndim items */
+    Py_ssize_t *strides;   /* owned (PyMem): ndim items, in bytes (NumPy) or
+                              elements (torch) */
+    PyObject *device;      /* strong: torch.device; NULL for NumPy */
+    int requires_grad;     /* torch: 0 / 1; NumPy: -1 */
+} TensorMeta;
+
+typedef struct Guard {
+    GuardKind kind;
+    int acc;               /* accessor index, -1 for GUARD_BACKEND_MATCH and
+                              GUARD_GRAD_MODE */
+    int requires;          /* index of a guard that must pass before this one runs
+                              (the TYPE/ID guard of the accessor's base), or -1 */
+    PyObject *expected;    /* strong: see GuardKind; NULL when unused -- but
+                              borrowed when `weak` is set */
+    PyObject *weak;        /* strong or NULL: TYPE_MATCH and ID_MATCH hold a weak
+                              reference to `expected` when it takes one, so that
+                              a cache entry never keeps a class or function of
+                              the program alive (the program could tell); the
+                              guard fails once the object is gone */
+    Py_ssize_t length;     /* LIST_LENGTH / TUPLE_LENGTH; HASATTR: 1 = must have */
+    TensorMeta *tensor;    /* owned: TENSOR_MATCH only */
+    uint64_t fails;        /* how often this guard was the first to fail */
+} Guard;
+
+/*
+ * A guard set: the accessors and guards of one cache entry.  Guards run in
+ * `order`; the guard that fails most often moves toward the front, but
+ * never ahead of the guard it `requires`.
+ */
+typedef struct GuardSet {
+    int nacc, acc_cap;
+    Accessor *acc;         /* owned */
+    int n, cap;
+    Guard *guards;         /* owned */
+    int *order;            /* owned: n indexes into guards */
+} GuardSet;
+
+/* Why a guard set did not match: the first failing guard and what was seen. */
+typedef struct GuardFailure {
+    int guard;             /* index into guards, -1 when the set matched */
+    PyObject *expr;        /* strong: expression that failed, e.g. "L['x'].shape[0] == 4" */
+    PyObject *observed;    /* strong: what was seen instead, e.g. "5" or "float64" */
+} GuardFailure;
+
+/* ------------------------------------------------------------------ */
+/* Construction (guard_build.c).                                       */
+
+void guardset_init(GuardSet *gs);
+void guardset_clear(GuardSet *gs);              /* releases everything; gs is then empty */
+
+/* Find or add an accessor; returns its index or -1 with an exception set.
+   `key` and `name` are borrowed (the table takes its own references). */
+int guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
+                      Py_ssize_t index, PyObject *key, PyObject *name);
+
+/* Add a guard; returns its index or -1 with an exception set.  Adding a guard
+   identical to an existing one returns the existing index.  `expected` is
+   borrowed.  For TENSOR_MATCH pass the example array as `expected`: the
+   metadata is read from it. */
+int guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
+                 Py_ssize_t length);
+
+/* ------------------------------------------------------------------ */
+/* The cache-hit path (guards.c).                                      */
+
+/*
+ * Evaluate the accessor `acc` into vals[acc] (strong, memoized; vals has
+ * gs->nacc slots, NULL = not yet computed).  Returns a borrowed reference
+ * to the value, or NULL if it cannot be reached (no exception is left set:
+ * an unreachable value simply fails its guard).
+ */
+PyObject *guardset_value(const GuardSet *gs, int acc, const FrameView *fv,
+                         PyObject **vals);
+/* Release vals[0..nacc). */
+void guardset_release_values(const GuardSet *gs, PyObject **vals);
+
+/*
+ * Check all guards in order.  Returns 1 when all pass, 0 when one fails
+ * (its fail counter is bumped and the order adapted), -1 on error with an
+ * exception set (only for errors that are not guard failures, e.g. memory).
+ * vals: as for guardset_value; on return it holds every value computed.
+ * `backend` is the backend of the current capture (for BACKEND_MATCH).
+ * On 0, if `fail` is not NULL it is filled (strong references).  Also:
+ *   - *fail, when given, must be initialized ({-1, NULL, NULL} or an earlier
+ *     failure): on 0 its references are replaced, on 1 and -1 it is untouched;
+ *   - rendering a failure may run Python code (numpy's dtype.__str__, a
+ *     type's __module__), so callers keep the frame hook out of the way.
+ * Preconditions: no exception is set; vals has gs->nacc slots.
+ */
+int guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
+                   PyObject *backend, GuardFailure *fail);
+/* Release fail's references and mark it "matched" (guard -1).  Cannot fail. */
+void guardfailure_clear(GuardFailure *fail);
+
+/* ------------------------------------------------------------------ */
+/* Rendering and inspection (guard_render.c).  These run on misses and  */
+/* for inspection only, and may run Python (numpy's dtype.__str__).    */
+
+/* "L['x']", "G['np'].abs", "L['xs'][2]", "S[0]" -- new str or NULL. */
+PyObject *guardset_render_source(const GuardSet *gs, int acc);
+/* Python-like expression of a guard, e.g. "L['n'] == 3",
+   "len(L['xs']) == 2", "L['x'].dtype == float32 and L['x'].shape == (3, 4) ..."
+   New str or NULL. */
+PyObject *guardset_render_guard(const GuardSet *gs, int guard);
+/* "TENSOR_MATCH" etc.  Static string, cannot fail. */
+const char *guard_kind_name(GuardKind kind);
+
+/* GuardInfo: a read-only Python object with .kind, .expr, .source for one guard
+   (what cache_entries() and explain expose).  New reference or NULL. */
+PyObject *guardset_info_list(const GuardSet *gs);
+/* Create the GuardInfo type and add it to `module` as "GuardInfo".  0 / -1. */
+int guards_types_init(PyObject *module);
+
+#endif /* DYNSCOPE_GUARDS_H */
