@@ -44,6 +44,24 @@ class _Config:
         _C.set_cache_limit_warning(value)
 
     @property
+    def skip_tensorless_frames(self) -> bool:
+        """Run a frame without capture when nothing in its reach is an array
+        or tensor (default True, as torch.compile): its arguments, closure
+        and the globals it names hold no ndarray, torch.Tensor, nn.Module,
+        numpy or torch module, directly or two levels down in lists,
+        tuples, dicts and objects.  Such a frame could only make an empty
+        graph.  The function optimize(fn) or explain(fn) wraps is always
+        compiled.  False compiles every frame (the conformance runs use it
+        to exercise the translator on general Python)."""
+        return _C.get_skip_tensorless_frames()
+
+    @skip_tensorless_frames.setter
+    def skip_tensorless_frames(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"skip_tensorless_frames must be a bool, got {type(value).__name__}")
+        _C.set_skip_tensorless_frames(value)
+
+    @property
     def skip_prefixes(self) -> tuple:
         """Path prefixes of files whose code is never captured."""
         return _C.get_skip_prefixes()
@@ -69,6 +87,7 @@ class _Config:
     def __repr__(self) -> str:
         return (f"dynscope.config(cache_size_limit={self.cache_size_limit}, "
                 f"cache_limit_warning={self.cache_limit_warning}, "
+                f"skip_tensorless_frames={self.skip_tensorless_frames}, "
                 f"skip_prefixes={self.skip_prefixes!r}, "
                 f"capture_prefixes={self.capture_prefixes!r})")
 

@@ -340,6 +340,8 @@ typedef struct CodeCache {
     bool skip_reported;       /* the skip was an event (not a path or static rule) */
     bool limit_warned;        /* the one CacheLimitWarning of this function was issued */
     uint64_t skip_calls;      /* calls passed through because of skip_reason (GIL) */
+    uint64_t tensorless_calls;  /* calls run without capture: nothing in reach
+                                   to capture (config.skip_tensorless_frames; GIL) */
     struct CodeCache *prev, *next;  /* every live CodeCache, for reset() */
 } CodeCache;
 
@@ -402,7 +404,16 @@ int translate_deopt_plan(const FrameView *fv, const CacheFrame *cf, CacheEntry *
 typedef struct CaptureConfig {
     PyObject *backend;        /* borrowed from the active OptimizeContext */
     bool fullgraph;
+    PyObject *root_code;      /* borrowed or NULL: the code of the function the
+                                 region wraps (optimize(fn), explain(fn)), which
+                                 is captured even with no tensor in reach; NULL
+                                 for a `with optimize():` block */
 } CaptureConfig;
+
+/* The code object a region around `fn` captures unconditionally: fn's own
+   for a Python function or a bound method of one, else NULL.  Borrowed (fn
+   keeps it).  Cannot fail. */
+PyObject *capture_root_code(PyObject *fn);
 
 /* Counters the engine keeps (read by tests and explain). */
 typedef struct EngineCounters {
@@ -463,6 +474,8 @@ typedef struct EngineConfig {
     PyObject *capture_prefixes; /* strong: tuple of path prefixes captured even
                                    inside a skip prefix (site-packages inside the
                                    stdlib's directory); the longest match wins */
+    bool skip_tensorless_frames; /* a fresh frame with no array or tensor in reach
+                                    runs without capture (default; hook.c) */
     bool cache_limit_warning; /* issue CacheLimitWarning (default); off, the limit
                                  is only counted and recorded, so that the
                                  program's warnings stay its own (--capture-all) */

@@ -20,6 +20,7 @@
  */
 #include "pycompat.h"
 #include "events.h"
+#include "tensorlib.h"
 #include "../trace/trace.h"
 
 #include <string.h>
@@ -47,6 +48,13 @@ static void hook_uninstall(void)
     if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame)
         _PyInterpreterState_SetEvalFrameFunc(interp, saved_eval_frame);
     engine.hook_installed = false;
+}
+
+PyObject *capture_root_code(PyObject *fn)
+{
+    if (PyMethod_Check(fn))
+        fn = PyMethod_GET_FUNCTION(fn);
+    return PyFunction_Check(fn) ? PyFunction_GET_CODE(fn) : NULL;
 }
 
 int capture_enter(const CaptureConfig *cfg)
@@ -349,6 +357,50 @@ static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_st
 
 typedef enum { MISS_RAN, MISS_EAGER, MISS_ERROR, MISS_COMPILE } MissOutcome;
 
+#define REACH_DEPTH 2   /* containers and objects looked into (tensorlib_reaches) */
+
+/* Whether a global the code names (co_names) reaches a tensor: the numpy
+   or torch module, an array, a model ... */
+static bool names_reach_tensors(PyCodeObject *co, PyObject *globals)
+{
+    PyObject *names = co->co_names;
+    for (Py_ssize_t i = 0; globals != NULL && i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *v = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(names, i));
+        if (v != NULL && tensorlib_reaches(v, REACH_DEPTH))
+            return true;
+    }
+    PyErr_Clear();
+    return false;
+}
+
+/*
+ * Whether a fresh frame (a function start with no entry yet) is worth a
+ * translation: as Dynamo, a frame with no array or tensor in reach -- in its
+ * arguments, its closure or the globals it names -- runs without capture,
+ * for it could only make an empty graph (and, specialised on its values,
+ * recompile for each of them: the namedtuple constructors inspect.stack()
+ * calls).  The function a region wraps is always compiled, and
+ * config.skip_tensorless_frames = False compiles every frame.  Looked at on
+ * each call of such a frame (it keeps no entry): it may get a tensor later.
+ */
+static bool frame_worth_compiling(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
+                                  ThreadCapture *tc)
+{
+    if (!engine.config.skip_tensorless_frames || cf->resume_offset != 0
+        || PyList_GET_SIZE(cf->entries) > 0 || cf->failed > 0
+        || (PyObject *)cc->code == tc->config.root_code)
+        return true;
+    for (int i = 0; i < fv->nlocals; i++)
+        if (fv->locals[i] != NULL && tensorlib_reaches(fv->locals[i], REACH_DEPTH))
+            return true;
+    for (Py_ssize_t i = 0; fv->closure != NULL && i < PyTuple_GET_SIZE(fv->closure); i++) {
+        PyObject *cell = PyTuple_GET_ITEM(fv->closure, i);
+        if (PyCell_Check(cell) && tensorlib_reaches(PyCell_GET(cell), REACH_DEPTH))
+            return true;
+    }
+    return names_reach_tensors(cc->code, fv->globals);
+}
+
 /*
  * Before compiling on a miss: note why the older entries failed (into
  * *failures, a new list or NULL, and cf->last_failure) and decide from the
@@ -542,6 +594,10 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
 static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
                                PyObject *func, ThreadCapture *tc, PlanOutcome *result)
 {
+    if (!frame_worth_compiling(cc, cf, fv, tc)) {
+        cc->tensorless_calls++;
+        return MISS_EAGER;
+    }
     cf->misses++;
     capture_counters(tc)->misses++;
     bool first = PyList_GET_SIZE(cf->entries) == 0;

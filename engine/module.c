@@ -19,7 +19,8 @@
 #include <string.h>
 
 EngineState engine = {
-    .config = {.cache_size_limit = 8, .cache_limit_warning = true},
+    .config = {.cache_size_limit = 8, .cache_limit_warning = true,
+               .skip_tensorless_frames = true},
     .extra_index = -1,
 };
 
@@ -101,9 +102,10 @@ static PyObject *optimized_vectorcall(PyObject *self, PyObject *const *args,
                                       size_t nargsf, PyObject *kwnames);
 static PyTypeObject *OptimizedFunctionType;
 
-static int region_enter(OptimizeContext *ctx)
+/* Enter ctx's region; fn (or NULL) is the function it wraps. */
+static int region_enter(OptimizeContext *ctx, PyObject *fn)
 {
-    CaptureConfig cfg = {ctx->backend, ctx->fullgraph};
+    CaptureConfig cfg = {ctx->backend, ctx->fullgraph, fn ? capture_root_code(fn) : NULL};
     return capture_enter(&cfg);
 }
 
@@ -153,7 +155,7 @@ static void ctx_dealloc(OptimizeContext *ctx)
 static PyObject *ctx_enter(OptimizeContext *ctx, PyObject *unused)
 {
     (void)unused;
-    if (region_enter(ctx) < 0)
+    if (region_enter(ctx, NULL) < 0)
         return NULL;
     return Py_NewRef(ctx);
 }
@@ -255,7 +257,7 @@ static PyObject *optimized_vectorcall(PyObject *self, PyObject *const *args,
     OptimizeContext *ctx = (OptimizeContext *)Py_NewRef(of->ctx);
     PyObject *fn = Py_NewRef(of->fn);
     PyObject *result = NULL;
-    if (region_enter(ctx) == 0) {
+    if (region_enter(ctx, fn) == 0) {
         result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
         capture_exit();
     }
@@ -474,6 +476,25 @@ static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_get_skip_tensorless_frames(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(engine.config.skip_tensorless_frames);
+}
+
+static PyObject *py_set_skip_tensorless_frames(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyBool_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "skip_tensorless_frames must be a bool, got %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    engine.config.skip_tensorless_frames = arg == Py_True;
+    Py_RETURN_NONE;
+}
+
 /* A tuple of str from any sequence of str, or NULL with TypeError naming
    `what`. */
 static PyObject *prefix_tuple(PyObject *arg, const char *what)
@@ -570,6 +591,8 @@ static PyMethodDef module_methods[] = {
     {"get_cache_size_limit", py_get_cache_size_limit, METH_NOARGS, NULL},
     {"set_cache_size_limit", py_set_cache_size_limit, METH_O, NULL},
     {"get_cache_limit_warning", py_get_cache_limit_warning, METH_NOARGS, NULL},
+    {"get_skip_tensorless_frames", py_get_skip_tensorless_frames, METH_NOARGS, NULL},
+    {"set_skip_tensorless_frames", py_set_skip_tensorless_frames, METH_O, NULL},
     {"set_cache_limit_warning", py_set_cache_limit_warning, METH_O, NULL},
     {"get_skip_prefixes", py_get_skip_prefixes, METH_NOARGS, NULL},
     {"set_skip_prefixes", py_set_skip_prefixes, METH_O, NULL},

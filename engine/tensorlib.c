@@ -6,6 +6,8 @@
  */
 #include "tensorlib.h"
 
+#include <string.h>
+
 /* torch.Size, torch.dtype, torch.device, torch.layout, torch.memory_format:
    the types of the constants a graph may embed. */
 enum { TORCH_SIZE, TORCH_DTYPE, TORCH_DEVICE, TORCH_LAYOUT, TORCH_MEMORY_FORMAT,
@@ -272,6 +274,81 @@ tensorlib_input_kind(PyObject *obj)
         && (tp == state.torch.tensor || tp == state.torch.parameter))
         return TENSORLIB_TORCH;
     return TENSORLIB_NONE;
+}
+
+/* Whether `mod` is numpy or torch or one of their submodules. */
+static bool
+is_library_module(PyObject *mod)
+{
+    static const char *const roots[] = {"numpy", "torch"};
+    const char *name = PyModule_GetName(mod);
+    if (name == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        size_t n = strlen(roots[i]);
+        if (strncmp(name, roots[i], n) == 0 && (name[n] == '\0' || name[n] == '.'))
+            return true;
+    }
+    return false;
+}
+
+#define REACH_ITEMS 64   /* items of a container looked at */
+
+/* Whether any of the n items reaches a tensor. */
+static bool
+items_reach(PyObject *const *items, Py_ssize_t n, int depth)
+{
+    for (Py_ssize_t i = 0; i < n && i < REACH_ITEMS; i++)
+        if (tensorlib_reaches(items[i], depth))
+            return true;
+    return false;
+}
+
+/* Whether the values of dict d reach a tensor. */
+static bool
+dict_values_reach(PyObject *d, int depth)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    for (int seen = 0; seen < REACH_ITEMS && PyDict_Next(d, &pos, &key, &value); seen++)
+        if (tensorlib_reaches(value, depth))
+            return true;
+    return false;
+}
+
+bool
+tensorlib_reaches(PyObject *obj, int depth)
+{
+    if (obj == NULL || depth < 0)
+        return false;
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tensorlib_discover_kind(obj) > TENSORLIB_NONE || tensorlib_is_numpy_scalar(obj))
+        return true;
+    PyErr_Clear();
+    if (state.torch.nn_module != NULL
+        && (PyObject_TypeCheck(obj, state.torch.nn_module)
+            || (PyType_Check(obj) && PyType_IsSubtype((PyTypeObject *)obj, state.torch.nn_module))))
+        return true;
+    if (PyModule_CheckExact(obj))
+        return is_library_module(obj);
+    if (tp == &PyList_Type || tp == &PyTuple_Type)
+        return items_reach(PySequence_Fast_ITEMS(obj), PySequence_Fast_GET_SIZE(obj), depth - 1);
+    if (tp == &PyDict_Type)
+        return dict_values_reach(obj, depth - 1);
+    if (PyTuple_Check(obj))     /* a namedtuple */
+        return items_reach(PySequence_Fast_ITEMS(obj), PyTuple_GET_SIZE(obj), depth - 1);
+    /* An instance of a Python class: the values of its __dict__, which the
+       C-level getter reads without running the class's code. */
+    if ((tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && tp->tp_dictoffset != 0 && !PyType_Check(obj)) {
+        PyObject *d = PyObject_GenericGetDict(obj, NULL);
+        bool r = d != NULL && PyDict_Check(d) && dict_values_reach(d, depth - 1);
+        Py_XDECREF(d);
+        PyErr_Clear();
+        return r;
+    }
+    return false;
 }
 
 bool

@@ -81,6 +81,14 @@ bool tensorlib_is_tensor(PyObject *obj);
    exactly a numpy.ndarray, or exactly a torch.Tensor or torch.nn.Parameter;
    else NONE. */
 TensorLibKind tensorlib_input_kind(PyObject *obj);
+/* Whether obj is or holds what the engine captures: an array or tensor, a
+   NumPy scalar, a torch.nn.Module (or its class), the numpy or torch module
+   or one of their submodules; or, up to `depth` levels down, a list, tuple
+   or dict holding one, or a Python object whose __dict__ does (read
+   without running the class's code; 64 items per container at most).
+   Finds NumPy and torch in sys.modules as needed.  Cannot fail (errors
+   are cleared, "no"). */
+bool tensorlib_reaches(PyObject *obj, int depth);
 /* A NumPy scalar (numpy.generic or a subclass). */
 bool tensorlib_is_numpy_scalar(PyObject *obj);
 /* A NumPy dtype (numpy.dtype or a subclass). */

@@ -619,6 +619,21 @@ static PyObject *session_entries(CaptureSession *s, PyObject *events)
  * generator ...), never reported as events: [(rule, functions, calls)],
  * most calls first.  New reference or NULL.
  */
+/* by[rule] = [functions + 1, calls + n].  0 / -1. */
+static int count_rule(PyObject *by, PyObject *rule, uint64_t n)
+{
+    PyObject *counts = PyDict_GetItemWithError(by, rule);   /* borrowed */
+    long long fns = 1, calls = (long long)n;
+    if (counts != NULL) {
+        fns += PyLong_AsLongLong(PyList_GET_ITEM(counts, 0));
+        calls += PyLong_AsLongLong(PyList_GET_ITEM(counts, 1));
+    }
+    PyObject *fresh = PyErr_Occurred() ? NULL : Py_BuildValue("[LL]", fns, calls);
+    int rc = fresh == NULL ? -1 : PyDict_SetItem(by, rule, fresh);
+    Py_XDECREF(fresh);
+    return rc;
+}
+
 static PyObject *session_skips_by_rule(CaptureSession *s)
 {
     PyObject *by = PyDict_New();    /* rule -> [functions, calls] */
@@ -626,24 +641,24 @@ static PyObject *session_skips_by_rule(CaptureSession *s)
     Py_ssize_t pos = 0;
     if (by == NULL)
         return NULL;
+    PyObject *tensorless = PyUnicode_FromString("no array or tensor in reach");
+    if (tensorless == NULL) {
+        Py_DECREF(by);
+        return NULL;
+    }
     while (PyDict_Next(s->caches, &pos, &key, &cap)) {
         CodeCache *cc = PyCapsule_GetPointer(cap, "dynscope.CodeCache");
-        if (cc == NULL || cc->skip_reason == NULL || cc->skip_reported || cc->skip_calls == 0)
+        if (cc == NULL)
             continue;
-        PyObject *counts = PyDict_GetItemWithError(by, cc->skip_reason);   /* borrowed */
-        long long fns = 1, calls = (long long)cc->skip_calls;
-        if (counts != NULL) {
-            fns += PyLong_AsLongLong(PyList_GET_ITEM(counts, 0));
-            calls += PyLong_AsLongLong(PyList_GET_ITEM(counts, 1));
-        }
-        PyObject *fresh = PyErr_Occurred() ? NULL : Py_BuildValue("[LL]", fns, calls);
-        if (fresh == NULL || PyDict_SetItem(by, cc->skip_reason, fresh) < 0) {
-            Py_XDECREF(fresh);
+        if ((cc->skip_reason != NULL && !cc->skip_reported && cc->skip_calls > 0
+             && count_rule(by, cc->skip_reason, cc->skip_calls) < 0)
+            || (cc->tensorless_calls > 0 && count_rule(by, tensorless, cc->tensorless_calls) < 0)) {
+            Py_DECREF(tensorless);
             Py_DECREF(by);
             return NULL;
         }
-        Py_DECREF(fresh);
     }
+    Py_DECREF(tensorless);
     PyObject *out = PyList_New(0);
     pos = 0;
     PyObject *counts;
@@ -763,7 +778,7 @@ static PyObject *explainer_call(Explainer *x, PyObject *args, PyObject *kwds)
     }
     ThreadCapture *tc = capture_state();
     CaptureSession *saved = tc->session;
-    CaptureConfig cfg = {x->backend, false};
+    CaptureConfig cfg = {x->backend, false, capture_root_code(x->fn)};
     PyObject *result = NULL;
     tc->session = &session;
     if (capture_enter(&cfg) == 0) {

@@ -6,7 +6,9 @@ Each suite (CPython's own test modules, NumPy's own test files, installed
 third-party packages' own tests by dotted name, `--pyargs`) runs twice in
 a fresh interpreter through scripts/conformance_run.py: plain, and under
 `python -m dynscope run --capture-all --db FILE` (every frame captured with
-the eager backend, dynscope's own code and the import system excepted).  The
+the eager backend, those with no array or tensor in reach too --
+config.skip_tensorless_frames = False, set by the worker -- dynscope's own
+code and the import system excepted).  The
 outcome of every test (pass, fail, error, skip, xfail, xpass) must be the same
 in both runs; any difference is an engine bug and makes the exit status 1.
 
@@ -222,7 +224,9 @@ def write_doc(path: str, results: list, command: str) -> None:
         f"Python {platform.python_version()}, NumPy {numpy.__version__}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs. Each suite ran twice in a fresh interpreter: plain, and under "
         "`python -m dynscope run --capture-all --db FILE` (every frame captured with the eager "
-        "backend; dynscope's own code and the import system are never captured). The outcome of "
+        "backend, those with no array or tensor in reach too (`config.skip_tensorless_frames = "
+        "False`, set by the worker); dynscope's own code and the import system are never "
+        "captured). The outcome of "
         "every test must be the same in both runs.",
         "",
         "Columns: *differ* counts tests whose outcome changed under capture (must be 0); "

@@ -14,12 +14,14 @@ from dynscope import _C
 def fresh_engine():
     """Reset caches, counters and the event log; restore config afterwards."""
     limit = dynscope.config.cache_size_limit
+    tensorless = dynscope.config.skip_tensorless_frames
     dynscope.reset()
     _C.clear_events()
     yield
     assert _C.capture_depth() == 0, "a test left a capture region open"
     assert not _C.hook_installed(), "the frame hook stayed installed outside capture"
     dynscope.config.cache_size_limit = limit
+    dynscope.config.skip_tensorless_frames = tensorless
     dynscope.reset()
     gc.collect()
 

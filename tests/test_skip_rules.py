@@ -102,3 +102,98 @@ def test_capture_prefixes_override_and_longest_match(tmp_path, monkeypatch):
         dynscope.config.skip_prefixes, dynscope.config.capture_prefixes = skips, captures
     with pytest.raises(TypeError, match="capture_prefixes must be strings"):
         dynscope.config.capture_prefixes = (1,)
+
+
+# ---- frames with no array or tensor in reach (config.skip_tensorless_frames) ----
+# As torch.compile: a frame that could only make an empty graph runs without
+# capture.  Found by inspect.stack() under capture: the namedtuple
+# constructors it calls once per stack frame recompiled for every line
+# number and file name until they hit the cache limit.
+
+def _label(n, sep="-"):
+    return sep.join([str(n)] * 2)
+
+
+def _double(x):
+    return x * 2
+
+
+class _Holder:
+    def __init__(self, a):
+        self.a = a
+
+
+def _via_holder(h):
+    return h.a + 1
+
+
+def _via_global(n):
+    return np.full(2, n)              # names np: a tensor library in reach
+
+
+def _compiled_names():
+    return {e["name"] for e in _C.events() if e["event"] == "compile_start"}
+
+
+def test_a_frame_without_arrays_runs_uncaptured_and_explain_counts_it():
+    with dynscope.optimize("eager"):
+        assert [_label(n) for n in range(12)] == [f"{n}-{n}" for n in range(12)]
+    assert "_label" not in _compiled_names()
+    assert not dynscope.cache_entries(_label)
+
+    def run():
+        return [_label(n) for n in range(5)]
+    out = dynscope.explain(run)()
+    # _label's 5 calls and the list comprehension's frame
+    assert out.skipped_by_rule == [("no array or tensor in reach", 2, 6)]
+
+
+def _closure_over(y):
+    def inner():
+        return y + 1                  # y: a cell holding an array
+    return inner
+
+
+@pytest.mark.parametrize("fn, arg, name", [
+    (_double, np.arange(3.0), "_double"),                # an argument
+    (_double, [np.ones(2), 1], "_double"),               # inside a list
+    (_via_holder, _Holder(np.ones(2)), "_via_holder"),   # in an object's __dict__
+    (_via_global, 3, "_via_global"),                     # a global it names
+    (None, np.ones(2), "_closure_over.<locals>.inner"),  # a closure cell
+], ids=["argument", "list", "object", "global", "closure"])
+def test_a_frame_with_an_array_in_reach_is_captured(fn, arg, name):
+    if fn is None:
+        inner = _closure_over(arg)
+        with dynscope.optimize("eager"):
+            inner()
+    else:
+        with dynscope.optimize("eager"):
+            fn(arg)
+    assert name in _compiled_names()
+
+
+def test_the_wrapped_function_is_compiled_without_arrays_and_the_switch_compiles_all():
+    opt = dynscope.optimize("eager")(_label)
+    assert [opt(n) for n in range(3)] == ["0-0", "1-1", "2-2"]
+    assert "_label" in _compiled_names() and dynscope.cache_entries(_label)
+    dynscope.reset()
+    _C.clear_events()
+    dynscope.config.skip_tensorless_frames = False
+    with dynscope.optimize("eager"):
+        _label(7)
+    assert "_label" in _compiled_names()
+
+
+def test_inspect_stack_under_capture_warns_nothing():
+    import inspect
+    import warnings
+
+    def frames(x):
+        return len(inspect.stack()) > 3, x + 1
+    opt = dynscope.optimize("eager")(frames)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert opt(np.ones(2))[0]
+    assert [str(w.message) for w in seen] == []
+    assert _C.counters()["cache_limits"] == 0
