@@ -49,7 +49,7 @@ class _Config:
         or tensor (default True, as torch.compile): its arguments, closure
         and the globals it names hold no ndarray, torch.Tensor, nn.Module,
         numpy or torch module, directly or two levels down in lists,
-        tuples, dicts and objects.  Such a frame could only make an empty
+        tuples and dicts (not in other objects' attributes).  Such a frame could only make an empty
         graph.  The function optimize(fn) or explain(fn) wraps is always
         compiled.  False compiles every frame (the conformance runs use it
         to exercise the translator on general Python)."""

@@ -357,7 +357,7 @@ static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_st
 
 typedef enum { MISS_RAN, MISS_EAGER, MISS_ERROR, MISS_COMPILE } MissOutcome;
 
-#define REACH_DEPTH 2   /* containers and objects looked into (tensorlib_reaches) */
+#define REACH_DEPTH 2   /* container levels looked into (tensorlib_reaches) */
 
 /* Whether a global the code names (co_names) reaches a tensor: the numpy
    or torch module, an array, a model ... */

@@ -339,15 +339,10 @@ tensorlib_reaches(PyObject *obj, int depth)
         return dict_values_reach(obj, depth - 1);
     if (PyTuple_Check(obj))     /* a namedtuple */
         return items_reach(PySequence_Fast_ITEMS(obj), PyTuple_GET_SIZE(obj), depth - 1);
-    /* An instance of a Python class: the values of its __dict__, which the
-       C-level getter reads without running the class's code. */
-    if ((tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && tp->tp_dictoffset != 0 && !PyType_Check(obj)) {
-        PyObject *d = PyObject_GenericGetDict(obj, NULL);
-        bool r = d != NULL && PyDict_Check(d) && dict_values_reach(d, depth - 1);
-        Py_XDECREF(d);
-        PyErr_Clear();
-        return r;
-    }
+    /* Not into other objects, as torch.compile: reading an instance's
+       __dict__ would make CPython materialise it (a change the program
+       could measure), and a method that uses arrays names numpy or gets
+       one. */
     return false;
 }
 

@@ -84,8 +84,8 @@ TensorLibKind tensorlib_input_kind(PyObject *obj);
 /* Whether obj is or holds what the engine captures: an array or tensor, a
    NumPy scalar, a torch.nn.Module (or its class), the numpy or torch module
    or one of their submodules; or, up to `depth` levels down, a list, tuple
-   or dict holding one, or a Python object whose __dict__ does (read
-   without running the class's code; 64 items per container at most).
+   (namedtuples too) or dict holding one (64 items per container at most).
+   Other objects' attributes are not looked into.
    Finds NumPy and torch in sys.modules as needed.  Cannot fail (errors
    are cleared, "no"). */
 bool tensorlib_reaches(PyObject *obj, int depth);
