@@ -33,9 +33,7 @@ typedef struct TFrame {
     PyCodeObject *code;        /* borrowed (the function or frame keeps it) */
     PyObject *func;            /* borrowed: the function being interpreted */
     int func_src;              /* accessor of func, -1 for the root frame */
-    PyObject *bytes;           /* strong: co_code */
-    const _Py_CODEUNIT *instr;
-    int ninstr;
+    Bytecode bc;               /* code's co_code, read through pycompat.h */
     int nlocals;
     Value **locals;            /* owned array: co_nlocals slots, NULL = unbound */
     Value *stack[MAX_STACK];
@@ -186,9 +184,6 @@ static Value *load_local(TFrame *f, int i)
     return tracer_unsupported(f->t, false, "reads unbound local '%U'", local_name(f->code, i)), NULL;
 }
 
-/* The value of live slot k (locals first, then stack) of a resume frame:
-   numbers an eager step produced stay unspecialized, and a for-loop
-   iterator arrives as the tuple of its remaining items. */
 /* A (nested) list of Python numbers, as .tolist() returns. */
 static bool is_list_of_numbers(PyObject *obj)
 {
@@ -203,6 +198,58 @@ static bool is_list_of_numbers(PyObject *obj)
     return true;
 }
 
+/* A for-loop iterator that came into resume slot k (accessor acc, object
+   obj) as the tuple of its remaining items, or over a tensor as the rows
+   left: one V_ITER for one object, however many slots hold it.  NULL when
+   tracing stops. */
+static Value *resume_slot_iter(TFrame *f, int acc, PyObject *obj, int k)
+{
+    Tracer *t = f->t;
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    if (key == NULL)
+        return NULL;
+    if (t->iter_objs == NULL && (t->iter_objs = PyDict_New()) == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyObject *seen = PyDict_GetItemWithError(t->iter_objs, key);
+    if (seen != NULL) {
+        Py_DECREF(key);
+        Value *same = PyLong_AsVoidPtr(seen);
+        /* on later calls too, this slot holds the other slot's object
+           (a relative guard: the object itself is the run's, not ours
+           to keep) */
+        int other = same->in_acc;
+        if (guardset_add(t->gs, GUARD_SAME_AS, acc, NULL, other) < 0)
+            return NULL;
+        return same;
+    }
+    Value *items = PyErr_Occurred() ? NULL : value_from_source(t, acc, obj);
+    Value *it;
+    if (items != NULL && items->kind == V_TENSOR) {
+        it = make_iter(f, items);   /* the rows of a tensor still to read (RB_ROWS) */
+    }
+    else {
+        it = items ? value_new(t, V_ITER, NULL) : NULL;
+        for (int i = 0; it && i < items->n; i++)
+            if (value_append(t, it, items->items[i]) < 0)
+                it = NULL;
+        if (it != NULL)
+            it->came_in_slot = k + 1;
+    }
+    if (it != NULL)
+        it->in_acc = acc;
+    PyObject *ptr = it ? PyLong_FromVoidPtr(it) : NULL;
+    if (ptr == NULL || PyDict_SetItem(t->iter_objs, key, ptr) < 0)
+        it = NULL;
+    Py_XDECREF(ptr);
+    Py_DECREF(key);
+    return it;
+}
+
+/* The value of live slot k (locals first, then stack) of a resume frame:
+   numbers an eager step produced stay unspecialized, and a for-loop
+   iterator arrives as the tuple of its remaining items. */
 static Value *value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
 {
     Tracer *t = f->t;
@@ -219,49 +266,8 @@ static Value *value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
             v->src = acc;
         return v;
     }
-    if ((t->cf->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj))) {
-        /* several slots may hold one iterator: one Value for one object */
-        PyObject *key = PyLong_FromVoidPtr(obj);
-        if (key == NULL)
-            return NULL;
-        if (t->iter_objs == NULL && (t->iter_objs = PyDict_New()) == NULL) {
-            Py_DECREF(key);
-            return NULL;
-        }
-        PyObject *seen = PyDict_GetItemWithError(t->iter_objs, key);
-        if (seen != NULL) {
-            Py_DECREF(key);
-            Value *same = PyLong_AsVoidPtr(seen);
-            /* on later calls too, this slot holds the other slot's object
-               (a relative guard: the object itself is the run's, not ours
-               to keep) */
-            int other = same->in_acc;
-            if (guardset_add(t->gs, GUARD_SAME_AS, acc, NULL, other) < 0)
-                return NULL;
-            return same;
-        }
-        Value *items = PyErr_Occurred() ? NULL : value_from_source(t, acc, obj);
-        Value *it;
-        if (items != NULL && items->kind == V_TENSOR) {
-            it = make_iter(f, items);   /* the rows of a tensor still to read (RB_ROWS) */
-        }
-        else {
-            it = items ? value_new(t, V_ITER, NULL) : NULL;
-            for (int i = 0; it && i < items->n; i++)
-                if (value_append(t, it, items->items[i]) < 0)
-                    it = NULL;
-            if (it != NULL)
-                it->came_in_slot = k + 1;
-        }
-        if (it != NULL)
-            it->in_acc = acc;
-        PyObject *ptr = it ? PyLong_FromVoidPtr(it) : NULL;
-        if (ptr == NULL || PyDict_SetItem(t->iter_objs, key, ptr) < 0)
-            it = NULL;
-        Py_XDECREF(ptr);
-        Py_DECREF(key);
-        return it;
-    }
+    if ((t->cf->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj)))
+        return resume_slot_iter(f, acc, obj, k);
     return value_from_source(t, acc, obj);
 }
 
@@ -354,79 +360,95 @@ static bool attribute_read_is_pure(PyObject *obj, PyObject *name)
     return true;
 }
 
-static Value *load_attr(TFrame *f, Value *base, PyObject *name)
+/* .name of a tensor value: shape, ndim, dtype, size, itemsize, nbytes as
+   constants, the attributes graph nodes compute ("T").  NULL when tracing
+   stops. */
+static Value *load_tensor_attr(TFrame *f, Value *base, PyObject *name)
 {
     Tracer *t = f->t;
-    switch (base->kind) {
-    case V_TENSOR: {
-        PyObject *ex = base->obj;
-        if (PyUnicode_CompareWithASCIIString(name, "shape") == 0
-            || PyUnicode_CompareWithASCIIString(name, "ndim") == 0
-            || PyUnicode_CompareWithASCIIString(name, "dtype") == 0
-            || PyUnicode_CompareWithASCIIString(name, "size") == 0
-            || PyUnicode_CompareWithASCIIString(name, "itemsize") == 0
-            || PyUnicode_CompareWithASCIIString(name, "nbytes") == 0) {
-            if (base->dynshape && PyUnicode_CompareWithASCIIString(name, "dtype") != 0
-                && PyUnicode_CompareWithASCIIString(name, "ndim") != 0
-                && PyUnicode_CompareWithASCIIString(name, "itemsize") != 0)
-                return tracer_break(t, STOP_ESCAPE, "data escape: .%U of a tensor whose shape "
-                                    "depends on its values", name), NULL;
-            /* Fixed by TENSOR_MATCH (type, dtype, shape) for arrays, and by
-               the graph for intermediate values. */
-            return new_const(t, PyObject_GetAttr(ex, name));
-        }
-        if (tensorops_is_node_attribute(name)) {
-            Value *args[2];
-            args[0] = base;
-            args[1] = value_new(t, V_CONST, name);
-            if (args[1] == NULL)
-                return NULL;
-            return tensorops_call(t, NODE_CALL_FUNCTION, PyEval_GetBuiltins() ?
-                                  PyDict_GetItemString(PyEval_GetBuiltins(), "getattr") : NULL,
-                                  "getattr", args, 2, NULL);
-        }
-        return tracer_unsupported(t, false, "array attribute '%U'", name), NULL;
+    PyObject *ex = base->obj;
+    if (PyUnicode_CompareWithASCIIString(name, "shape") == 0
+        || PyUnicode_CompareWithASCIIString(name, "ndim") == 0
+        || PyUnicode_CompareWithASCIIString(name, "dtype") == 0
+        || PyUnicode_CompareWithASCIIString(name, "size") == 0
+        || PyUnicode_CompareWithASCIIString(name, "itemsize") == 0
+        || PyUnicode_CompareWithASCIIString(name, "nbytes") == 0) {
+        if (base->dynshape && PyUnicode_CompareWithASCIIString(name, "dtype") != 0
+            && PyUnicode_CompareWithASCIIString(name, "ndim") != 0
+            && PyUnicode_CompareWithASCIIString(name, "itemsize") != 0)
+            return tracer_break(t, STOP_ESCAPE, "data escape: .%U of a tensor whose shape "
+                                "depends on its values", name), NULL;
+        /* Fixed by TENSOR_MATCH (type, dtype, shape) for arrays, and by
+           the graph for intermediate values. */
+        return new_const(t, PyObject_GetAttr(ex, name));
     }
-    case V_CONST:
-    case V_OBJECT: {
-        PyObject *obj = base->obj;
-        bool handled;
-        Value *mv = value_module_attr(t, base, name, &handled);
-        if (handled)
-            return mv;
-        if (base->src < 0)
-            return tracer_unsupported(t, false, "attribute '%U' of a computed %s", name,
-                                      Py_TYPE(obj)->tp_name), NULL;
-        if (base->kind == V_CONST && !PyModule_Check(obj) && !PyType_Check(obj))
-            return tracer_unsupported(t, false, "attribute '%U' of a %s", name,
-                                      Py_TYPE(obj)->tp_name), NULL;
-        if (!attribute_read_is_pure(obj, name))
-            return tracer_unsupported(t, false, "attribute '%U' of %s runs Python code (property or custom __getattr__)",
-                                      name, Py_TYPE(obj)->tp_name), NULL;
-        PyObject *attr = PyObject_GetAttr(obj, name);
-        if (attr == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-                return NULL;
-            PyErr_Clear();
-            return tracer_unsupported(t, false, "%s has no attribute '%U'", Py_TYPE(obj)->tp_name, name), NULL;
-        }
-        if (PyMethod_Check(attr) || (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) != NULL
-                                     && !PyModule_Check(PyCFunction_GET_SELF(attr)))) {
-            /* a bound method (np.random.rand, rng.normal): a fresh object each
-               time, so it is looked up again when called */
-            Py_DECREF(attr);
-            Value *bm = value_new(t, V_BOUND, name);
-            if (bm == NULL || value_append(t, bm, base) < 0)
-                return NULL;
-            return bm;
-        }
-        int acc = guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL);
-        Value *v = acc < 0 ? NULL : value_from_source(t, acc, attr);
+    if (tensorops_is_node_attribute(name)) {
+        Value *args[2];
+        args[0] = base;
+        args[1] = value_new(t, V_CONST, name);
+        if (args[1] == NULL)
+            return NULL;
+        return tensorops_call(t, NODE_CALL_FUNCTION, PyEval_GetBuiltins() ?
+                              PyDict_GetItemString(PyEval_GetBuiltins(), "getattr") : NULL,
+                              "getattr", args, 2, NULL);
+    }
+    return tracer_unsupported(t, false, "array attribute '%U'", name), NULL;
+}
+
+/* .name of a constant (a module or a class) or of an object an accessor
+   reaches, read through the generic, descriptor-free path; a bound method
+   becomes a V_BOUND fetched again when called.  NULL when tracing stops. */
+static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
+{
+    Tracer *t = f->t;
+    PyObject *obj = base->obj;
+    bool handled;
+    Value *mv = value_module_attr(t, base, name, &handled);
+    if (handled)
+        return mv;
+    if (base->src < 0)
+        return tracer_unsupported(t, false, "attribute '%U' of a computed %s", name,
+                                  Py_TYPE(obj)->tp_name), NULL;
+    if (base->kind == V_CONST && !PyModule_Check(obj) && !PyType_Check(obj))
+        return tracer_unsupported(t, false, "attribute '%U' of a %s", name,
+                                  Py_TYPE(obj)->tp_name), NULL;
+    if (!attribute_read_is_pure(obj, name))
+        return tracer_unsupported(t, false, "attribute '%U' of %s runs Python code (property or custom __getattr__)",
+                                  name, Py_TYPE(obj)->tp_name), NULL;
+    PyObject *attr = PyObject_GetAttr(obj, name);
+    if (attr == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        return tracer_unsupported(t, false, "%s has no attribute '%U'", Py_TYPE(obj)->tp_name, name), NULL;
+    }
+    if (PyMethod_Check(attr) || (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) != NULL
+                                 && !PyModule_Check(PyCFunction_GET_SELF(attr)))) {
+        /* a bound method (np.random.rand, rng.normal): a fresh object each
+           time, so it is looked up again when called */
         Py_DECREF(attr);
-        return v;
+        Value *bm = value_new(t, V_BOUND, name);
+        if (bm == NULL || value_append(t, bm, base) < 0)
+            return NULL;
+        return bm;
     }
+    int acc = guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL);
+    Value *v = acc < 0 ? NULL : value_from_source(t, acc, attr);
+    Py_DECREF(attr);
+    return v;
+}
+
+/* base.name.  NULL when tracing stops. */
+static Value *load_attr(TFrame *f, Value *base, PyObject *name)
+{
+    switch (base->kind) {
+    case V_TENSOR:
+        return load_tensor_attr(f, base, name);
+    case V_CONST:
+    case V_OBJECT:
+        return load_object_attr(f, base, name);
     default:
-        return tracer_unsupported(t, false, "attribute '%U' of a container", name), NULL;
+        return tracer_unsupported(f->t, false, "attribute '%U' of a container", name), NULL;
     }
 }
 
@@ -603,6 +625,94 @@ static int truth(TFrame *f, Value *v, const char *what)
     return tracer_unsupported(f->t, false, "%s on a value whose truth is not known while tracing", what);
 }
 
+/* `a is b` for values whose identity is known while tracing: 1, 0, or -1
+   (tracing stops). */
+static int is_same(TFrame *f, Value *a, Value *b)
+{
+    if (a->kind == V_CONST && b->kind == V_CONST)
+        return a->obj == b->obj;
+    if ((a->kind == V_CONST && a->obj == Py_None && b->kind != V_CONST && b->kind != V_OBJECT)
+        || (b->kind == V_CONST && b->obj == Py_None && a->kind != V_CONST && a->kind != V_OBJECT))
+        return 0;
+    if (a == b)
+        return 1;
+    return tracer_unsupported(f->t, false, "'is' between these values");
+}
+
+/* `a in b` for a constant a and a constant or container b: 1, 0, or -1
+   (tracing stops, or an exception). */
+static int contains(TFrame *f, Value *a, Value *b)
+{
+    if (foldable(a) && foldable(b))
+        return PySequence_Contains(b->obj, a->obj);
+    if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST))
+        return tracer_unsupported(f->t, false, "'in' on these values");
+    int r = 0;
+    for (int i = 0; i < b->n && r == 0; i++) {
+        if (b->kind == V_DICT)
+            r = PyObject_RichCompareBool(PyList_GET_ITEM(b->obj, i), a->obj, Py_EQ);
+        else if (foldable(b->items[i]))
+            r = PyObject_RichCompareBool(b->items[i]->obj, a->obj, Py_EQ);
+        else
+            return tracer_unsupported(f->t, false, "'in' over values that are not constants");
+    }
+    return r;
+}
+
+/* f-string part: format(conv(v), spec) of constants, conv 0 (none), 1
+   (str), 2 (repr) or 3 (ascii).  NULL when tracing stops. */
+static Value *format_value(TFrame *f, Value *v, Value *spec, int conv_kind)
+{
+    if (!foldable(v) || (spec && !foldable(spec)))
+        return tracer_unsupported(f->t, false, "f-string of a value that is not a constant"), NULL;
+    PyObject *conv = NULL;
+    switch (conv_kind) {
+    case 1: conv = PyObject_Str(v->obj); break;
+    case 2: conv = PyObject_Repr(v->obj); break;
+    case 3: conv = PyObject_ASCII(v->obj); break;
+    default: conv = Py_NewRef(v->obj); break;
+    }
+    PyObject *s = conv ? PyObject_Format(conv, spec ? spec->obj : NULL) : NULL;
+    Py_XDECREF(conv);
+    return new_const(f->t, s);
+}
+
+/* The n constant strings parts[0..n) as a new tuple, or NULL when tracing
+   stops (a part is not a constant str) or on an error. */
+static PyObject *string_parts(TFrame *f, Value **parts, int n)
+{
+    PyObject *tup = PyTuple_New(n);
+    if (tup == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        Value *p = parts[i];
+        if (p->kind != V_CONST || !PyUnicode_CheckExact(p->obj)) {
+            Py_DECREF(tup);
+            return tracer_unsupported(f->t, true, "BUILD_STRING of a non-string"), NULL;
+        }
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(p->obj));
+    }
+    return tup;
+}
+
+/* d[key] = val in dict value d (made by this frame, being built), key a
+   constant.  0 / -1. */
+static int dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val)
+{
+    for (int j = 0; j < d->n; j++) {
+        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
+        if (eq < 0)
+            return -1;
+        if (eq) {
+            d->items[j] = val;
+            return 0;
+        }
+    }
+    if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
+        return -1;
+    return 0;
+}
+
 /* ---- subscripts and iteration ---- */
 
 static Value *subscript(TFrame *f, Value *base, Value *index)
@@ -727,7 +837,65 @@ int tracer_check_iterated(Tracer *t, Value *container)
     return 0;
 }
 
-/* Items a value iterates over, as a new V_ITER.  NULL when tracing stops. */
+/* it (a new V_ITER) over the items of constant obj: a range, tuple, str or
+   torch.Size, at most 10000 of them.  Returns it, or NULL when tracing
+   stops. */
+static Value *iter_constant(Tracer *t, Value *it, PyObject *obj)
+{
+    Py_ssize_t n = PyObject_Length(obj);
+    if (n < 0)
+        return NULL;
+    if (n > 10000)
+        return tracer_unsupported(t, false, "a loop of %zd iterations (unrolling bound 10000)", n), NULL;
+    PyObject *seq = PySequence_Tuple(obj);
+    if (seq == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Value *c = value_new(t, V_CONST, PyTuple_GET_ITEM(seq, i));
+        if (c == NULL || value_append(t, it, c) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    return it;
+}
+
+/* it (a new V_ITER) over the rows of tensor v (its first axis, known from
+   its shape; at most 1000).  Returns it, or NULL when tracing stops. */
+static Value *iter_rows(TFrame *f, Value *it, Value *v)
+{
+    Tracer *t = f->t;
+    if (v->dynshape)
+        return tracer_break(t, STOP_ESCAPE, "data escape: iterating a tensor whose shape "
+                            "depends on its values"), NULL;
+    PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
+    if (shape == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0
+                       ? PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0)) : -1;
+    Py_DECREF(shape);
+    if (n < 0) {
+        PyErr_Clear();
+        return tracer_unsupported(t, false, "iterating a 0-d array"), NULL;
+    }
+    if (n > 1000)
+        return tracer_unsupported(t, false, "a loop over %zd array rows (unrolling bound 1000)", n), NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Value *idx = new_const(t, PyLong_FromSsize_t(i));
+        Value *row = idx ? subscript(f, v, idx) : NULL;
+        if (row == NULL || value_append(t, it, row) < 0)
+            return NULL;
+    }
+    /* The rows are read here, in the graph; only an eager step can
+       write into the tensor (every in-place op is one), and across it
+       the loop goes on over a view of the rows left (RB_ROWS). */
+    it->seq = v;
+    return it;
+}
+
+/* Items a value iterates over, as a new V_ITER (an iterator is its own).
+   NULL when tracing stops. */
 static Value *make_iter(TFrame *f, Value *v)
 {
     Tracer *t = f->t;
@@ -764,55 +932,11 @@ static Value *make_iter(TFrame *f, Value *v)
         return it;
     case V_CONST:
         if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)
-            || (PyTuple_Check(v->obj) && value_is_plain_constant(v->obj))) {   /* torch.Size */
-            Py_ssize_t n = PyObject_Length(v->obj);
-            if (n < 0)
-                return NULL;
-            if (n > 10000)
-                return tracer_unsupported(t, false, "a loop of %zd iterations (unrolling bound 10000)", n), NULL;
-            PyObject *seq = PySequence_Tuple(v->obj);
-            if (seq == NULL)
-                return NULL;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                Value *c = value_new(t, V_CONST, PyTuple_GET_ITEM(seq, i));
-                if (c == NULL || value_append(t, it, c) < 0) {
-                    Py_DECREF(seq);
-                    return NULL;
-                }
-            }
-            Py_DECREF(seq);
-            return it;
-        }
+            || (PyTuple_Check(v->obj) && value_is_plain_constant(v->obj)))   /* torch.Size */
+            return iter_constant(t, it, v->obj);
         break;
-    case V_TENSOR: {
-        /* Iterating an array walks its first axis: known from its shape. */
-        if (v->dynshape)
-            return tracer_break(t, STOP_ESCAPE, "data escape: iterating a tensor whose shape "
-                                "depends on its values"), NULL;
-        PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
-        if (shape == NULL)
-            return NULL;
-        Py_ssize_t n = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0
-                           ? PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0)) : -1;
-        Py_DECREF(shape);
-        if (n < 0) {
-            PyErr_Clear();
-            return tracer_unsupported(t, false, "iterating a 0-d array"), NULL;
-        }
-        if (n > 1000)
-            return tracer_unsupported(t, false, "a loop over %zd array rows (unrolling bound 1000)", n), NULL;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Value *idx = new_const(t, PyLong_FromSsize_t(i));
-            Value *row = idx ? subscript(f, v, idx) : NULL;
-            if (row == NULL || value_append(t, it, row) < 0)
-                return NULL;
-        }
-        /* The rows are read here, in the graph; only an eager step can
-           write into the tensor (every in-place op is one), and across it
-           the loop goes on over a view of the rows left (RB_ROWS). */
-        it->seq = v;
-        return it;
-    }
+    case V_TENSOR:
+        return iter_rows(f, it, v);
     case V_OBJECT: {
         bool handled;
         Value *mi = value_module_iter(t, v, &handled);
@@ -830,17 +954,16 @@ static Value *make_iter(TFrame *f, Value *v)
 
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
 
-/* Bind arguments of an inlined call into the callee's locals.  0 / -1. */
-static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwnames)
+/* Bind the arguments a call gives (positional, *args, keywords, **kwargs)
+   into the callee's locals.  0 / -1. */
+static int bind_given(TFrame *callee, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = callee->t;
     PyCodeObject *co = callee->code;
-    PyObject *fn = callee->func;
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
     int npos = nargs - nkw;
     int argcount = co->co_argcount;
-    int kwonly = co->co_kwonlyargcount;
-    int total = argcount + kwonly;
+    int total = argcount + co->co_kwonlyargcount;
     bool has_varargs = co->co_flags & CO_VARARGS;
     bool has_varkw = co->co_flags & CO_VARKEYWORDS;
 
@@ -890,7 +1013,20 @@ static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwn
             return tracer_unsupported(t, false, "unexpected keyword argument '%U'", kname);
         }
     }
-    /* Defaults, reached through the function so a changed default recompiles. */
+    return 0;
+}
+
+/* Fill the parameters the call left unbound from the function's defaults,
+   reached through the function (func.__defaults__[d],
+   func.__kwdefaults__[name]) so that a changed default recompiles.
+   0 / -1. */
+static int bind_defaults(TFrame *callee)
+{
+    Tracer *t = callee->t;
+    PyCodeObject *co = callee->code;
+    PyObject *fn = callee->func;
+    int argcount = co->co_argcount;
+    int total = argcount + co->co_kwonlyargcount;
     PyObject *defaults = PyFunction_GET_DEFAULTS(fn);
     Py_ssize_t ndef = defaults ? PyTuple_GET_SIZE(defaults) : 0;
     for (int i = 0; i < argcount; i++) {
@@ -927,6 +1063,14 @@ static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwn
             return -1;
     }
     return 0;
+}
+
+/* Bind arguments of an inlined call into the callee's locals.  0 / -1. */
+static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwnames)
+{
+    if (bind_given(callee, args, nargs, kwnames) < 0)
+        return -1;
+    return bind_defaults(callee);
 }
 
 /* A reason the code object cannot be interpreted at all, or NULL.  An
@@ -972,11 +1116,8 @@ static int frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int
     f->func = func;
     f->func_src = func_src;
     f->code = code;
-    f->bytes = PyCode_GetCode(f->code);
-    if (f->bytes == NULL)
+    if (bytecode_open(&f->bc, f->code) < 0)
         return -1;
-    f->instr = (const _Py_CODEUNIT *)PyBytes_AS_STRING(f->bytes);
-    f->ninstr = (int)(PyBytes_GET_SIZE(f->bytes) / sizeof(_Py_CODEUNIT));
     f->nlocals = f->code->co_nlocals;
     f->locals = PyMem_Calloc((size_t)f->nlocals + 1, sizeof(Value *));
     if (f->locals == NULL) {
@@ -997,7 +1138,7 @@ static int frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int
 
 static void frame_teardown(TFrame *f)
 {
-    Py_CLEAR(f->bytes);
+    bytecode_close(&f->bc);
     PyMem_Free(f->locals);
     f->locals = NULL;
 }
@@ -1149,7 +1290,110 @@ static Value *call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyO
     return tracer_break(t, STOP_CALL, "call to builtin %s", name), NULL;
 }
 
-/* Calls of builtin types: range, int, float, bool, tuple, list, enumerate, zip. */
+/* int(), float(), bool(), range(), slice(), str() of constants.  NULL when
+   tracing stops. */
+static Value *call_scalar_type(TFrame *f, PyObject *tp, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    PyObject *cargs = const_args(args, nargs);
+    if (cargs == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        if (nargs == 1 && args[0]->kind == V_TENSOR)
+            return tracer_break(t, STOP_ESCAPE, "data escape: %s() of a tensor value",
+                                ((PyTypeObject *)tp)->tp_name), NULL;
+        return tracer_unsupported(t, false, "%s() of a value that is not a constant",
+                                  ((PyTypeObject *)tp)->tp_name), NULL;
+    }
+    PyObject *r = PyObject_Call(tp, cargs, NULL);
+    Py_DECREF(cargs);
+    return new_const(t, r);
+}
+
+/* tuple() / list() of nothing or of what an iterable yields (consumed).
+   NULL when tracing stops. */
+static Value *call_sequence_type(TFrame *f, PyObject *tp, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    Value *out = value_new(t, tp == (PyObject *)&PyTuple_Type ? V_TUPLE : V_LIST, NULL);
+    if (out == NULL)
+        return NULL;
+    if (nargs == 1) {
+        Value *it = make_iter(f, args[0]);
+        if (it == NULL)
+            return NULL;
+        for (int i = it->pos; i < it->n; i++)
+            if (value_append(t, out, it->items[i]) < 0)
+                return NULL;
+        it->pos = it->n;
+    }
+    return out;
+}
+
+/* enumerate(iterable[, start]): a V_ITER of (index, item) pairs that
+   remembers its source (derive_iter).  NULL when tracing stops. */
+static Value *call_enumerate(TFrame *f, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    long start = 0;
+    if (nargs == 2) {
+        if (!foldable(args[1]) || !PyLong_CheckExact(args[1]->obj))
+            return tracer_unsupported(t, false, "enumerate() with a non-constant start"), NULL;
+        start = PyLong_AsLong(args[1]->obj);
+    }
+    Value *src = make_iter(f, args[0]);
+    Value *out = src ? value_new(t, V_ITER, NULL) : NULL;
+    if (out == NULL || derive_iter(t, out, &src, 1, start) < 0)
+        return NULL;
+    int first = src->pos;
+    src->pos = src->n;   /* consumed */
+    for (int i = first; i < src->n; i++) {
+        Value *pair = value_new(t, V_TUPLE, NULL);
+        Value *idx = new_const(t, PyLong_FromLong(start + i - first));
+        if (pair == NULL || idx == NULL || value_append(t, pair, idx) < 0
+            || value_append(t, pair, src->items[i]) < 0 || value_append(t, out, pair) < 0)
+            return NULL;
+    }
+    return out;
+}
+
+/* zip(*iterables), at most 8: a V_ITER of tuples that remembers its
+   sources (derive_iter).  NULL when tracing stops. */
+static Value *call_zip(TFrame *f, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    Value *its[8];
+    if (nargs > 8)
+        return tracer_unsupported(t, false, "zip() of more than 8 iterables"), NULL;
+    for (int k = 0; k < nargs; k++) {
+        its[k] = make_iter(f, args[k]);
+        if (its[k] == NULL)
+            return NULL;
+    }
+    Value *out = value_new(t, V_ITER, NULL);
+    if (out == NULL || derive_iter(t, out, its, nargs, -1) < 0)
+        return NULL;
+    for (;;) {
+        Value *tup = value_new(t, V_TUPLE, NULL);
+        if (tup == NULL)
+            return NULL;
+        bool done = false;
+        for (int k = 0; k < nargs && !done; k++) {
+            if (its[k]->pos >= its[k]->n)
+                done = true;   /* as zip: items already taken this round are lost */
+            else if (value_append(t, tup, its[k]->items[its[k]->pos++]) < 0)
+                return NULL;
+        }
+        if (done)
+            break;
+        if (value_append(t, out, tup) < 0)
+            return NULL;
+    }
+    return out;
+}
+
+/* Calls of builtin types: range, int, float, bool, slice, str, tuple,
+   list, enumerate, zip; any other is a break.  NULL when tracing stops. */
 static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -1158,96 +1402,17 @@ static Value *call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObje
         return tracer_unsupported(t, false, "keyword arguments to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
     if (tp == (PyObject *)&PyRange_Type || tp == (PyObject *)&PyLong_Type
         || tp == (PyObject *)&PyFloat_Type || tp == (PyObject *)&PyBool_Type
-        || tp == (PyObject *)&PySlice_Type || tp == (PyObject *)&PyUnicode_Type) {
-        PyObject *cargs = const_args(args, nargs);
-        if (cargs == NULL) {
-            if (PyErr_Occurred())
-                return NULL;
-            if (nargs == 1 && args[0]->kind == V_TENSOR)
-                return tracer_break(t, STOP_ESCAPE, "data escape: %s() of a tensor value",
-                                    ((PyTypeObject *)tp)->tp_name), NULL;
-            return tracer_unsupported(t, false, "%s() of a value that is not a constant",
-                                      ((PyTypeObject *)tp)->tp_name), NULL;
-        }
-        PyObject *r = PyObject_Call(tp, cargs, NULL);
-        Py_DECREF(cargs);
-        return new_const(t, r);
-    }
+        || tp == (PyObject *)&PySlice_Type || tp == (PyObject *)&PyUnicode_Type)
+        return call_scalar_type(f, tp, args, nargs);
     if (tp == (PyObject *)&PyTuple_Type && nargs == 1
         && (args[0]->kind == V_TUPLE || (args[0]->kind == V_CONST && PyTuple_CheckExact(args[0]->obj))))
         return args[0];   /* tuple(t) is t itself, as eagerly */
-    if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1) {
-        Value *out = value_new(t, tp == (PyObject *)&PyTuple_Type ? V_TUPLE : V_LIST, NULL);
-        if (out == NULL)
-            return NULL;
-        if (nargs == 1) {
-            Value *it = make_iter(f, args[0]);
-            if (it == NULL)
-                return NULL;
-            for (int i = it->pos; i < it->n; i++)
-                if (value_append(t, out, it->items[i]) < 0)
-                    return NULL;
-            it->pos = it->n;
-        }
-        return out;
-    }
-    if (tp == (PyObject *)&PyEnum_Type && (nargs == 1 || nargs == 2)) {
-        long start = 0;
-        if (nargs == 2) {
-            if (!foldable(args[1]) || !PyLong_CheckExact(args[1]->obj))
-                return tracer_unsupported(t, false, "enumerate() with a non-constant start"), NULL;
-            start = PyLong_AsLong(args[1]->obj);
-        }
-        Value *src = make_iter(f, args[0]);
-        Value *out = src ? value_new(t, V_ITER, NULL) : NULL;
-        if (out == NULL || derive_iter(t, out, &src, 1, start) < 0)
-            return NULL;
-        int first = src->pos;
-        src->pos = src->n;   /* consumed */
-        for (int i = first; i < src->n; i++) {
-            Value *pair = value_new(t, V_TUPLE, NULL);
-            Value *idx = new_const(t, PyLong_FromLong(start + i - first));
-            if (pair == NULL || idx == NULL || value_append(t, pair, idx) < 0
-                || value_append(t, pair, src->items[i]) < 0 || value_append(t, out, pair) < 0)
-                return NULL;
-        }
-        return out;
-    }
-    if (tp == (PyObject *)&PyZip_Type && nargs >= 1) {
-        Value *its[8];
-        if (nargs > 8)
-            return tracer_unsupported(t, false, "zip() of more than 8 iterables"), NULL;
-        int n = -1;
-        for (int k = 0; k < nargs; k++) {
-            its[k] = make_iter(f, args[k]);
-            if (its[k] == NULL)
-                return NULL;
-            int len = its[k]->n - its[k]->pos;
-            if (n < 0 || len < n)
-                n = len;
-        }
-        (void)n;
-        Value *out = value_new(t, V_ITER, NULL);
-        if (out == NULL || derive_iter(t, out, its, nargs, -1) < 0)
-            return NULL;
-        for (;;) {
-            Value *tup = value_new(t, V_TUPLE, NULL);
-            if (tup == NULL)
-                return NULL;
-            bool done = false;
-            for (int k = 0; k < nargs && !done; k++) {
-                if (its[k]->pos >= its[k]->n)
-                    done = true;   /* as zip: items already taken this round are lost */
-                else if (value_append(t, tup, its[k]->items[its[k]->pos++]) < 0)
-                    return NULL;
-            }
-            if (done)
-                break;
-            if (value_append(t, out, tup) < 0)
-                return NULL;
-        }
-        return out;
-    }
+    if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1)
+        return call_sequence_type(f, tp, args, nargs);
+    if (tp == (PyObject *)&PyEnum_Type && (nargs == 1 || nargs == 2))
+        return call_enumerate(f, args, nargs);
+    if (tp == (PyObject *)&PyZip_Type && nargs >= 1)
+        return call_zip(f, args, nargs);
     return tracer_break(t, STOP_CALL, "call to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
 }
 
@@ -1379,6 +1544,24 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     Value *stop = (tracer_break(t, STOP_CALL, "call to %U", r), NULL);
     Py_DECREF(r);
     return stop;
+}
+
+/* The call of a CALL instruction.  When it stops (it will run eagerly),
+   what tracing it did to this frame's containers is undone, and in the
+   root frame its ops are dropped from the graph, so that nothing happens
+   twice.  NULL when tracing stops. */
+static Value *call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    int undo_mark = t->nundo;
+    int ops_mark = graph_op_count(t->graph);
+    Value *r = call_value(f, callable, args, nargs, kwnames);
+    if (r == NULL) {
+        tracer_undo_to(t, undo_mark);
+        if (f->parent == NULL && !PyErr_Occurred())
+            graph_truncate(t->graph, ops_mark);
+    }
+    return r;
 }
 
 /* ---- materializing values ---- */
@@ -1775,6 +1958,150 @@ static void mark_escapes(Value *v, int depth)
             mark_escapes(v->items[i], depth + 1);
 }
 
+/* The plan's exit, from t->end: its kind and the rebuilds of what it uses
+   (the return value; the live state, and the eager call or the branch's
+   condition).  0 / -1 (t->reason set when a value cannot be rebuilt). */
+static int plan_exit(Tracer *t, TFrame *root, Outputs *o, Plan *p)
+{
+    FrameEnd *e = &t->end;
+    switch (e->kind) {
+    case END_RETURN:
+        p->exit = EXIT_RETURN;
+        return make_rebuild(t, o, e->retval, &p->result);
+    case END_CALL:
+        p->exit = EXIT_CALL;
+        if (make_live(t, root, o, e->sp, &p->live) < 0
+            || make_rebuild(t, o, e->callable, &p->callable) < 0)
+            return -1;
+        p->args = PyMem_Calloc((size_t)e->nargs + 1, sizeof(Rebuild));
+        if (p->args == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->nargs = e->nargs;
+        for (int i = 0; i < e->nargs; i++)
+            if (make_rebuild(t, o, e->args[i], &p->args[i]) < 0)
+                return -1;
+        p->kwnames = Py_XNewRef(e->kwnames);
+        p->push_result = e->push_result;
+        p->resume_offset = e->resume;
+        p->resume_line = PyCode_Addr2Line(root->code, e->resume * 2);
+        if (e->push_result)
+            p->live.unspec |= slot_bit(root->nlocals + e->sp);  /* numbers it returns */
+        return 0;
+    case END_BRANCH:
+        p->exit = EXIT_BRANCH;
+        if (make_live(t, root, o, e->sp, &p->live) < 0
+            || make_rebuild(t, o, e->cond, &p->cond) < 0)
+            return -1;
+        p->branch_true = e->branch_true;
+        p->branch_false = e->branch_false;
+        p->true_line = PyCode_Addr2Line(root->code, e->branch_true * 2);
+        p->false_line = PyCode_Addr2Line(root->code, e->branch_false * 2);
+        return 0;
+    case END_DEOPT:
+        p->exit = EXIT_DEOPT;
+        if (make_live(t, root, o, e->sp, &p->live) < 0)
+            return -1;
+        p->resume_offset = e->resume;
+        p->resume_line = PyCode_Addr2Line(root->code, e->resume * 2);
+        return 0;
+    default:
+        PyErr_SetString(PyExc_SystemError, "dynscope: frame ended without an end");
+        return -1;
+    }
+}
+
+/* "<reason> `<condition>`": a branch's reason with its condition as
+   written (the last line of the user stack, without a trailing comment).
+   New str, or NULL with an exception. */
+static PyObject *branch_reason(PyObject *reason, PyObject *stack)
+{
+    PyObject *last = PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1);
+    PyObject *text = PyTuple_GET_ITEM(last, 3);
+    PyObject *cut = PyUnicode_FromString("  #");
+    Py_ssize_t at = cut ? PyUnicode_Find(text, cut, 0, PY_SSIZE_T_MAX, 1) : -2;
+    Py_XDECREF(cut);
+    PyObject *cond = at >= 0 ? PyUnicode_Substring(text, 0, at) : Py_NewRef(text);
+    PyObject *stripped = cond ? PyObject_CallMethod(cond, "strip", NULL) : NULL;
+    Py_XDECREF(cond);
+    PyObject *r = stripped ? PyUnicode_FromFormat("%U `%U`", reason, stripped) : NULL;
+    Py_XDECREF(stripped);
+    return r;
+}
+
+/* The break that ended the root frame, in the plan: kind, reason, user
+   stack, offset.  0 / -1. */
+static int plan_break(Tracer *t, Plan *p)
+{
+    FrameEnd *e = &t->end;
+    p->brk.kind = e->kind_name;
+    p->brk.reason = Py_XNewRef(t->reason);
+    /* "branch on a tensor value" names the condition as written */
+    if (e->kind == END_BRANCH && t->reason && t->stop_stack && PyList_GET_SIZE(t->stop_stack) > 0) {
+        PyObject *r = branch_reason(t->reason, t->stop_stack);
+        if (r == NULL)
+            return -1;
+        Py_SETREF(p->brk.reason, r);
+    }
+    p->brk.user_stack = Py_XNewRef(t->stop_stack);
+    p->brk.offset = e->offset;
+    return 0;
+}
+
+/* Ops nothing reads still run: they may raise, as they would eagerly.
+   Make every such node an output.  0 / -1. */
+static int output_unread_nodes(Tracer *t, Outputs *o)
+{
+    PyObject *nodes = PyObject_GetAttrString((PyObject *)t->graph, "nodes");
+    if (nodes == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Length(nodes); i++) {
+        PyObject *n = PySequence_GetItem(nodes, i);
+        int leaf = n && ((NodeObject *)n)->op != NODE_PLACEHOLDER
+                   && PySet_Contains(t->used_nodes, n) == 0;
+        if (n == NULL || (leaf && output_index(o, (NodeObject *)n) < 0))
+            rc = -1;
+        Py_XDECREF(n);
+    }
+    Py_DECREF(nodes);
+    return rc;
+}
+
+/* Close the graph over o's output nodes, make its GraphModule (p->gm) and
+   compile it with the backend (p->compiled) -- except under
+   fullgraph=True at a break, which raises: its graph never runs.
+   0 / -1. */
+static int compile_graph(Tracer *t, Outputs *o, Plan *p)
+{
+    p->ninputs = t->ninputs;
+    p->input_acc = PyMem_Calloc((size_t)t->ninputs + 1, sizeof(int));
+    if (p->input_acc == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (t->ninputs > 0)
+        memcpy(p->input_acc, t->input_acc, sizeof(int) * (size_t)t->ninputs);
+    PyObject *outs = PyList_AsTuple(o->nodes);
+    if (outs == NULL || graph_output(t->graph, outs) < 0) {
+        Py_XDECREF(outs);
+        return -1;
+    }
+    Py_DECREF(outs);
+    p->gm = graph_module_new(t->graph);
+    if (p->gm == NULL)
+        return -1;
+    if (!(t->end.kind != END_RETURN && capture_state()->config.fullgraph)) {
+        uint64_t b0 = engine_now_ns();
+        p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
+        t->backend_ns = engine_now_ns() - b0;
+        if (p->compiled == NULL)
+            return -1;
+    }
+    return 0;
+}
+
 /* Close the graph over everything the plan needs, build the plan's exit,
    call the backend.  0 / -1. */
 static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
@@ -1795,93 +2122,12 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
     if (o.nodes == NULL)
         return -1;
     int rc = -1;
-    switch (e->kind) {
-    case END_RETURN:
-        p->exit = EXIT_RETURN;
-        if (make_rebuild(t, &o, e->retval, &p->result) < 0)
-            goto out;
-        break;
-    case END_CALL:
-        p->exit = EXIT_CALL;
-        if (make_live(t, root, &o, e->sp, &p->live) < 0
-            || make_rebuild(t, &o, e->callable, &p->callable) < 0)
-            goto out;
-        p->args = PyMem_Calloc((size_t)e->nargs + 1, sizeof(Rebuild));
-        if (p->args == NULL) {
-            PyErr_NoMemory();
-            goto out;
-        }
-        p->nargs = e->nargs;
-        for (int i = 0; i < e->nargs; i++)
-            if (make_rebuild(t, &o, e->args[i], &p->args[i]) < 0)
-                goto out;
-        p->kwnames = Py_XNewRef(e->kwnames);
-        p->push_result = e->push_result;
-        p->resume_offset = e->resume;
-        p->resume_line = PyCode_Addr2Line(root->code, e->resume * 2);
-        if (e->push_result)
-            p->live.unspec |= slot_bit(root->nlocals + e->sp);  /* numbers it returns */
-        break;
-    case END_BRANCH:
-        p->exit = EXIT_BRANCH;
-        if (make_live(t, root, &o, e->sp, &p->live) < 0
-            || make_rebuild(t, &o, e->cond, &p->cond) < 0)
-            goto out;
-        p->branch_true = e->branch_true;
-        p->branch_false = e->branch_false;
-        p->true_line = PyCode_Addr2Line(root->code, e->branch_true * 2);
-        p->false_line = PyCode_Addr2Line(root->code, e->branch_false * 2);
-        break;
-    case END_DEOPT:
-        p->exit = EXIT_DEOPT;
-        if (make_live(t, root, &o, e->sp, &p->live) < 0)
-            goto out;
-        p->resume_offset = e->resume;
-        p->resume_line = PyCode_Addr2Line(root->code, e->resume * 2);
-        break;
-    default:
-        PyErr_SetString(PyExc_SystemError, "dynscope: frame ended without an end");
+    if (plan_exit(t, root, &o, p) < 0)
         goto out;
-    }
-    if (e->kind != END_RETURN) {
-        p->brk.kind = e->kind_name;
-        p->brk.reason = Py_XNewRef(t->reason);
-        /* "branch on a tensor value" names the condition as written */
-        if (e->kind == END_BRANCH && t->reason && t->stop_stack && PyList_GET_SIZE(t->stop_stack) > 0) {
-            PyObject *last = PyList_GET_ITEM(t->stop_stack, PyList_GET_SIZE(t->stop_stack) - 1);
-            /* the condition as written, without a trailing comment */
-            PyObject *text = PyTuple_GET_ITEM(last, 3);
-            PyObject *cut = PyUnicode_FromString("  #");
-            Py_ssize_t at = cut ? PyUnicode_Find(text, cut, 0, PY_SSIZE_T_MAX, 1) : -2;
-            Py_XDECREF(cut);
-            PyObject *cond = at >= 0 ? PyUnicode_Substring(text, 0, at) : Py_NewRef(text);
-            PyObject *stripped = cond ? PyObject_CallMethod(cond, "strip", NULL) : NULL;
-            Py_XDECREF(cond);
-            PyObject *r = stripped ? PyUnicode_FromFormat("%U `%U`", t->reason, stripped) : NULL;
-            Py_XDECREF(stripped);
-            if (r == NULL)
-                goto out;
-            Py_SETREF(p->brk.reason, r);
-        }
-        p->brk.user_stack = Py_XNewRef(t->stop_stack);
-        p->brk.offset = e->offset;
-    }
-    /* Ops nothing reads still run: they may raise, as they would eagerly. */
-    PyObject *nodes = PyObject_GetAttrString((PyObject *)t->graph, "nodes");
-    if (nodes == NULL)
+    if (e->kind != END_RETURN && plan_break(t, p) < 0)
         goto out;
-    for (Py_ssize_t i = 0; i < PySequence_Length(nodes); i++) {
-        PyObject *n = PySequence_GetItem(nodes, i);
-        int leaf = n && ((NodeObject *)n)->op != NODE_PLACEHOLDER
-                   && PySet_Contains(t->used_nodes, n) == 0;
-        if (n == NULL || (leaf && output_index(&o, (NodeObject *)n) < 0)) {
-            Py_XDECREF(n);
-            Py_DECREF(nodes);
-            goto out;
-        }
-        Py_DECREF(n);
-    }
-    Py_DECREF(nodes);
+    if (output_unread_nodes(t, &o) < 0)
+        goto out;
     p->nmemo = o.nmemo;
     p->memo = o.memo;
     o.memo = NULL;
@@ -1889,31 +2135,8 @@ static int finish(Tracer *t, TFrame *root, CacheEntry *entry)
     p->nops = graph_op_count(t->graph);
     p->noutputs = (int)PyList_GET_SIZE(o.nodes);
     if (p->noutputs > 0) {
-        p->ninputs = t->ninputs;
-        p->input_acc = PyMem_Calloc((size_t)t->ninputs + 1, sizeof(int));
-        if (p->input_acc == NULL) {
-            PyErr_NoMemory();
+        if (compile_graph(t, &o, p) < 0)
             goto out;
-        }
-        if (t->ninputs > 0)
-            memcpy(p->input_acc, t->input_acc, sizeof(int) * (size_t)t->ninputs);
-        PyObject *outs = PyList_AsTuple(o.nodes);
-        if (outs == NULL || graph_output(t->graph, outs) < 0) {
-            Py_XDECREF(outs);
-            goto out;
-        }
-        Py_DECREF(outs);
-        p->gm = graph_module_new(t->graph);
-        if (p->gm == NULL)
-            goto out;
-        /* under fullgraph=True a break raises: its graph is never compiled */
-        if (!(e->kind != END_RETURN && capture_state()->config.fullgraph)) {
-            uint64_t b0 = engine_now_ns();
-            p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
-            t->backend_ns = engine_now_ns() - b0;
-            if (p->compiled == NULL)
-                goto out;
-        }
     }
     else {
         p->nops = 0;   /* nothing computed reaches the frame: no graph runs */
@@ -1965,6 +2188,9 @@ static int store_subscript(TFrame *f, Value *container, Value *idx, Value *value
 
 /* ---- ending the root frame at a break or a deopt exit ---- */
 
+/* end_root_frame helpers: the instruction has no eager step (deopt). */
+#define NOT_ENDED 2
+
 static const char *stop_kind_name(StopKind k, const char *unsupported_as)
 {
     switch (k) {
@@ -1973,6 +2199,12 @@ static const char *stop_kind_name(StopKind k, const char *unsupported_as)
     case STOP_ESCAPE: return "data_escape";
     default: return unsupported_as;
     }
+}
+
+/* Whether conditional jump `in` jumps when its condition is true. */
+static bool jumps_if_true(const Instr *in)
+{
+    return in->opcode == POP_JUMP_FORWARD_IF_TRUE || in->opcode == POP_JUMP_BACKWARD_IF_TRUE;
 }
 
 /* The eager step `fn(*operands)` with operands the top n values of the
@@ -2024,596 +2256,696 @@ static int end_call(TFrame *f, int argc, int sp_before, int next)
     return FRAME_ENDED;
 }
 
+/* A conditional jump on the value below sp_before: an eager truth test. */
+static int end_branch(TFrame *f, const Instr *in, int sp_before)
+{
+    Tracer *t = f->t;
+    FrameEnd *e = &t->end;
+    int target = instr_jump_target(in);
+    bool jump_if_true = jumps_if_true(in);
+    e->kind = END_BRANCH;
+    e->cond = f->stack[sp_before - 1];
+    e->sp = sp_before - 1;
+    e->branch_true = jump_if_true ? target : in->next;
+    e->branch_false = jump_if_true ? in->next : target;
+    e->kind_name = stop_kind_name(t->stop_kind, "unsupported");
+    return FRAME_ENDED;
+}
+
+/* The operator.<name> an operator instruction runs as an eager step, with
+   its number of operands in *n; NULL when it has none. */
+static const char *eager_operator_name(const Instr *in, int *n)
+{
+    static const char *const inplace_names[] = {
+        "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod",
+        "ior", "ipow", "irshift", "isub", "itruediv", "ixor"};
+    *n = 2;
+    switch (in->opcode) {
+    case BINARY_OP:
+        if (in->oparg >= 0 && in->oparg < 26)
+            return in->oparg >= 13 ? inplace_names[in->oparg - 13] : binary_op_names[in->oparg];
+        return NULL;
+    case COMPARE_OP: {
+        int k = instr_compare_op(in);
+        return k >= 0 && k <= 5 ? compare_op_names[k] : NULL;
+    }
+    case BINARY_SUBSCR: return "getitem";
+    default: break;
+    }
+    *n = 1;
+    switch (in->opcode) {
+    case UNARY_NEGATIVE: return "neg";
+    case UNARY_POSITIVE: return "pos";
+    case UNARY_INVERT: return "invert";
+    case UNARY_NOT: return "not_";
+    default: return NULL;
+    }
+}
+
+/* The eager step instruction `in` becomes, if it has one: FRAME_ENDED,
+   FRAME_STOPPED (an error), or NOT_ENDED. */
+static int end_at_instr(TFrame *f, const Instr *in, int sp_before)
+{
+    Tracer *t = f->t;
+    int n;
+    const char *opname = eager_operator_name(in, &n);
+    if (opname != NULL)
+        return end_eager_op(f, tensorops_operator(opname), n, sp_before, in->next, true);
+    switch (in->opcode) {
+    case CALL:
+        return end_call(f, in->oparg, sp_before, in->next);
+    case POP_JUMP_FORWARD_IF_FALSE:
+    case POP_JUMP_FORWARD_IF_TRUE:
+    case POP_JUMP_BACKWARD_IF_FALSE:
+    case POP_JUMP_BACKWARD_IF_TRUE:
+        return end_branch(f, in, sp_before);
+    case LOAD_ATTR: {
+        /* getattr(base, name) eagerly; the name goes on the stack copy */
+        Value *name = value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_names, in->oparg));
+        if (name == NULL || sp_before >= MAX_STACK)
+            return NOT_ENDED;
+        f->stack[sp_before] = name;
+        if (end_eager_op(f, PyDict_GetItemString(PyEval_GetBuiltins(), "getattr"),
+                         2, sp_before + 1, in->next, true) != FRAME_ENDED)
+            return FRAME_STOPPED;
+        t->end.sp = sp_before - 1;
+        return FRAME_ENDED;
+    }
+    case STORE_SUBSCR: {
+        /* stack: value, container, index -> setitem(container, index, value) */
+        Value *value = f->stack[sp_before - 3];
+        f->stack[sp_before - 3] = f->stack[sp_before - 2];
+        f->stack[sp_before - 2] = f->stack[sp_before - 1];
+        f->stack[sp_before - 1] = value;
+        return end_eager_op(f, tensorops_operator("setitem"), 3, sp_before, in->next, false);
+    }
+    default:
+        return NOT_ENDED;
+    }
+}
+
 /*
- * Tracing of the root frame stopped at instruction `here` (t->reason set).
- * Make it the frame's end: operations become eager steps with a resume
- * frame after them, a branch becomes an eager truth test, and anything else
- * in a resume frame hands the rest of the frame to the interpreter.  A
- * function start that cannot go on is not ended: FRAME_STOPPED (skip).
+ * Tracing of the root frame stopped at instruction `in` (t->reason set;
+ * sp_before is the stack depth before it).  Make it the frame's end:
+ * operations become eager steps with a resume frame after them, a branch
+ * becomes an eager truth test, and anything else in a resume frame hands
+ * the rest of the frame to the interpreter.  A function start that cannot
+ * go on is not ended: FRAME_STOPPED (skip).
  */
-static int end_root_frame(TFrame *f, int opcode, int oparg, int here, int instr_start,
-                          int next, int sp_before)
+static int end_root_frame(TFrame *f, const Instr *in, int sp_before)
 {
     Tracer *t = f->t;
     FrameEnd *e = &t->end;
     e->offset = t->stop_offset;
-    bool in_try = code_instr_protected(f->code, here);
-    if (!in_try) {
-        switch (opcode) {
-        case CALL:
-            return end_call(f, oparg, sp_before, next);
-        case POP_JUMP_FORWARD_IF_FALSE:
-        case POP_JUMP_FORWARD_IF_TRUE:
-        case POP_JUMP_BACKWARD_IF_FALSE:
-        case POP_JUMP_BACKWARD_IF_TRUE: {
-            int target = (opcode == POP_JUMP_FORWARD_IF_FALSE || opcode == POP_JUMP_FORWARD_IF_TRUE)
-                             ? next + oparg : next - oparg;
-            bool jump_if_true = opcode == POP_JUMP_FORWARD_IF_TRUE || opcode == POP_JUMP_BACKWARD_IF_TRUE;
-            e->kind = END_BRANCH;
-            e->cond = f->stack[sp_before - 1];
-            e->sp = sp_before - 1;
-            e->branch_true = jump_if_true ? target : next;
-            e->branch_false = jump_if_true ? next : target;
-            e->kind_name = stop_kind_name(t->stop_kind, "unsupported");
-            return FRAME_ENDED;
-        }
-        case BINARY_OP:
-            if (oparg >= 0 && oparg < 26) {
-                static const char *const inplace_names[] = {
-                    "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod",
-                    "ior", "ipow", "irshift", "isub", "itruediv", "ixor"};
-                const char *name = oparg >= 13 ? inplace_names[oparg - 13] : binary_op_names[oparg];
-                return end_eager_op(f, tensorops_operator(name), 2, sp_before, next, true);
-            }
-            break;
-        case COMPARE_OP:
-            if (oparg >= 0 && oparg <= 5)
-                return end_eager_op(f, tensorops_operator(compare_op_names[oparg]), 2, sp_before, next, true);
-            break;
-        case BINARY_SUBSCR:
-            return end_eager_op(f, tensorops_operator("getitem"), 2, sp_before, next, true);
-        case UNARY_NEGATIVE:
-            return end_eager_op(f, tensorops_operator("neg"), 1, sp_before, next, true);
-        case UNARY_POSITIVE:
-            return end_eager_op(f, tensorops_operator("pos"), 1, sp_before, next, true);
-        case UNARY_INVERT:
-            return end_eager_op(f, tensorops_operator("invert"), 1, sp_before, next, true);
-        case UNARY_NOT:
-            return end_eager_op(f, tensorops_operator("not_"), 1, sp_before, next, true);
-        case LOAD_ATTR: {
-            /* getattr(base, name) eagerly; the name goes on the stack copy */
-            Value *name = value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_names, oparg));
-            if (name == NULL || sp_before >= MAX_STACK)
-                break;
-            f->stack[sp_before] = name;
-            return end_eager_op(f, PyDict_GetItemString(PyEval_GetBuiltins(), "getattr"),
-                                2, sp_before + 1, next, true) == FRAME_ENDED
-                       ? (t->end.sp = sp_before - 1, FRAME_ENDED) : FRAME_STOPPED;
-        }
-        case STORE_SUBSCR: {
-            /* stack: value, container, index -> setitem(container, index, value) */
-            Value *value = f->stack[sp_before - 3];
-            f->stack[sp_before - 3] = f->stack[sp_before - 2];
-            f->stack[sp_before - 2] = f->stack[sp_before - 1];
-            f->stack[sp_before - 1] = value;
-            return end_eager_op(f, tensorops_operator("setitem"), 3, sp_before, next, false);
-        }
-        default:
-            break;
-        }
+    if (!code_instr_protected(f->code, in->offset)) {
+        int r = end_at_instr(f, in, sp_before);
+        if (r != NOT_ENDED)
+            return r;
     }
     if (t->cf->resume_offset == 0)
         return FRAME_STOPPED;    /* nothing ran yet: the frame is skipped */
     f->sp = sp_before;
     e->kind = END_DEOPT;
     e->sp = sp_before;
-    e->resume = instr_start;
+    e->resume = in->start;
     e->kind_name = "unsupported";
     return FRAME_ENDED;
 }
 
+/* ---- opcode handlers: each returns 0, or -1 when tracing stops ---- */
+
+static int op_store_fast(TFrame *f, const Instr *in)
+{
+    if (in->oparg >= f->nlocals)
+        return tracer_unsupported(f->t, true, "stores into a cell");
+    f->locals[in->oparg] = pop(f);
+    return 0;
+}
+
+static int op_delete_fast(TFrame *f, const Instr *in)
+{
+    Value *gone = value_new(f->t, V_NULL, NULL);
+    if (gone == NULL)
+        return -1;
+    f->locals[in->oparg] = gone;
+    return 0;
+}
+
+static int op_load_global(TFrame *f, const Instr *in)
+{
+    if (instr_global_pushes_null(in) && push(f, value_new(f->t, V_NULL, NULL)) < 0)
+        return -1;
+    return push(f, load_global(f, PyTuple_GET_ITEM(f->code->co_names, instr_global_name(in))));
+}
+
+static int op_load_deref(TFrame *f, const Instr *in)
+{
+    int first_free = code_first_free(f->code);
+    if (in->oparg < first_free)
+        return tracer_unsupported(f->t, true, "reads a cell variable");
+    return push(f, load_free(f, in->oparg - first_free));
+}
+
+/* CALL argc: [NULL, callable, args...] or [callable, self, args...]. */
+static int op_call(TFrame *f, const Instr *in)
+{
+    int argc = in->oparg;
+    Value *first = peek(f, argc + 2);
+    Value *callable;
+    Value *args[MAX_STACK];
+    int nargs;
+    if (first->kind == V_NULL) {
+        callable = peek(f, argc + 1);
+        nargs = argc;
+        for (int i = 0; i < argc; i++)
+            args[i] = peek(f, argc - i);
+    }
+    else {
+        callable = first;
+        nargs = argc + 1;
+        for (int i = 0; i <= argc; i++)
+            args[i] = peek(f, argc + 1 - i);
+    }
+    Value *r = call_or_undo(f, callable, args, nargs, f->kwnames);
+    if (r == NULL)
+        return -1;
+    f->kwnames = NULL;
+    f->sp -= argc + 2;
+    return push(f, r);
+}
+
+static int op_binary_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    bool inplace = in->oparg >= 13;
+    int k = inplace ? in->oparg - 13 : in->oparg;
+    if (k < 0 || k > 12)
+        return tracer_unsupported(f->t, true, "BINARY_OP %d", in->oparg);
+    return push(f, apply_binary(f, binary_op_names[k], binary_op_hints[k], a, b, inplace));
+}
+
+static int op_compare_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    int k = instr_compare_op(in);
+    if (k < 0 || k > 5)
+        return tracer_unsupported(f->t, true, "COMPARE_OP %d", in->oparg);
+    return push(f, apply_binary(f, compare_op_names[k], compare_op_names[k], a, b, false));
+}
+
+static int op_is_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    int same = is_same(f, a, b);
+    if (same < 0)
+        return -1;
+    return push(f, new_const(f->t, PyBool_FromLong(same ^ (in->oparg & 1))));
+}
+
+static int op_contains_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    int r = contains(f, a, b);
+    if (r < 0)
+        return -1;
+    return push(f, new_const(f->t, PyBool_FromLong(r ^ (in->oparg & 1))));
+}
+
+static int op_unary(TFrame *f, const Instr *in)
+{
+    const char *name = in->opcode == UNARY_NEGATIVE ? "neg"
+                       : in->opcode == UNARY_POSITIVE ? "pos" : "invert";
+    return push(f, apply_unary(f, name, pop(f)));
+}
+
+static int op_unary_not(TFrame *f)
+{
+    int tv = truth(f, pop(f), "'not'");
+    if (tv < 0)
+        return -1;
+    return push(f, new_const(f->t, PyBool_FromLong(!tv)));
+}
+
+static int op_binary_subscr(TFrame *f)
+{
+    Value *idx = pop(f);
+    Value *base = pop(f);
+    return push(f, subscript(f, base, idx));
+}
+
+static int op_store_subscr(TFrame *f)
+{
+    Value *idx = pop(f);
+    Value *container = pop(f);
+    Value *value = pop(f);
+    return store_subscript(f, container, idx, value);
+}
+
+/* BUILD_TUPLE / BUILD_LIST of the top oparg values. */
+static int op_build_sequence(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *v = value_new(t, in->opcode == BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
+    if (v == NULL)
+        return -1;
+    for (int i = in->oparg; i > 0; i--)
+        if (value_append(t, v, peek(f, i)) < 0)
+            return -1;
+    f->sp -= in->oparg;
+    return push(f, v);
+}
+
+static int op_build_slice(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *v = value_new(t, V_SLICE, NULL);
+    Value *none = value_new(t, V_CONST, Py_None);
+    if (v == NULL || none == NULL)
+        return -1;
+    for (int i = in->oparg; i > 0; i--)
+        if (value_append(t, v, peek(f, i)) < 0)
+            return -1;
+    if (in->oparg == 2 && value_append(t, v, none) < 0)
+        return -1;
+    f->sp -= in->oparg;
+    return push(f, v);
+}
+
+/* BUILD_MAP (oparg key, value pairs) / BUILD_CONST_KEY_MAP (oparg values
+   under a constant tuple of keys). */
+static int op_build_map(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    int oparg = in->oparg;
+    Value *d = value_new(t, V_DICT, NULL);
+    if (d == NULL || (d->obj = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *keys = NULL;
+    int base = in->opcode == BUILD_MAP ? 2 * oparg : oparg + 1;
+    if (in->opcode == BUILD_CONST_KEY_MAP) {
+        Value *kv = peek(f, 1);
+        if (kv->kind != V_CONST || !PyTuple_CheckExact(kv->obj))
+            return tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys");
+        keys = kv->obj;
+    }
+    for (int i = 0; i < oparg; i++) {
+        PyObject *key;
+        Value *val;
+        if (keys) {
+            key = PyTuple_GET_ITEM(keys, i);
+            val = peek(f, base - i);
+        }
+        else {
+            Value *kv = peek(f, base - 2 * i);
+            if (!foldable(kv))
+                return tracer_unsupported(t, false, "a dict key that is not a constant");
+            key = kv->obj;
+            val = peek(f, base - 2 * i - 1);
+        }
+        if (dict_set_item(t, d, key, val) < 0)
+            return -1;
+    }
+    f->sp -= base;
+    return push(f, d);
+}
+
+/* LIST_APPEND / LIST_EXTEND into the list oparg below the top. */
+static int op_list_extend(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *item = pop(f);
+    Value *list = peek(f, in->oparg);
+    if (list->kind != V_LIST || list->src >= 0)
+        return tracer_unsupported(t, true, "extending a list the program can see");
+    if (in->opcode == LIST_APPEND)
+        return value_append(t, list, item);
+    Value *it = make_iter(f, item);
+    if (it == NULL)
+        return -1;
+    for (int i = it->pos; i < it->n; i++)
+        if (value_append(t, list, it->items[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static int op_list_to_tuple(TFrame *f)
+{
+    Tracer *t = f->t;
+    Value *l = pop(f);
+    Value *tup = value_new(t, V_TUPLE, NULL);
+    if (tup == NULL)
+        return -1;
+    for (int i = 0; i < l->n; i++)
+        if (value_append(t, tup, l->items[i]) < 0)
+            return -1;
+    return push(f, tup);
+}
+
+static int op_unpack_sequence(TFrame *f, const Instr *in)
+{
+    Value *it = make_iter(f, pop(f));
+    if (it == NULL)
+        return -1;
+    if (it->n - it->pos != in->oparg)
+        return tracer_unsupported(f->t, false, "unpacking %d values into %d names",
+                                  it->n - it->pos, in->oparg);
+    for (int i = it->n - 1; i >= it->pos; i--)
+        if (push(f, it->items[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static int op_swap(TFrame *f, const Instr *in)
+{
+    Value *top = f->stack[f->sp - 1];
+    f->stack[f->sp - 1] = f->stack[f->sp - in->oparg];
+    f->stack[f->sp - in->oparg] = top;
+    return 0;
+}
+
+/* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
+static int op_for_iter(TFrame *f, const Instr *in, int *ip)
+{
+    Value *it = peek(f, 1);
+    if (it->kind != V_ITER)
+        return tracer_unsupported(f->t, false, "FOR_ITER on an iterator the translator does not model");
+    if (it->pos < it->n)
+        return push(f, it->items[it->pos++]);
+    (void)pop(f);
+    *ip = instr_jump_target(in);
+    return 0;
+}
+
+/* POP_JUMP_*_IF_FALSE / _IF_TRUE on a value whose truth is known. */
+static int op_pop_jump_if(TFrame *f, const Instr *in, int *ip)
+{
+    int tv = truth(f, pop(f), "branch");
+    if (tv < 0)
+        return -1;
+    if (tv == jumps_if_true(in))
+        *ip = instr_jump_target(in);
+    return 0;
+}
+
+static int op_pop_jump_if_none(TFrame *f, const Instr *in, int *ip)
+{
+    Value *v = pop(f);
+    int is_none;
+    if (v->kind == V_CONST)
+        is_none = v->obj == Py_None;
+    else if (v->kind != V_NULL && v->kind != V_ITER)
+        is_none = 0;   /* tensors, containers, objects are never None */
+    else
+        return tracer_unsupported(f->t, true, "None test on an internal value");
+    bool want_none = in->opcode == POP_JUMP_FORWARD_IF_NONE || in->opcode == POP_JUMP_BACKWARD_IF_NONE;
+    if (is_none == want_none)
+        *ip = instr_jump_target(in);
+    return 0;
+}
+
+/* JUMP_IF_FALSE_OR_POP / JUMP_IF_TRUE_OR_POP ('and' / 'or'). */
+static int op_jump_if_or_pop(TFrame *f, const Instr *in, int *ip)
+{
+    int tv = truth(f, peek(f, 1), "'and'/'or'");
+    if (tv < 0)
+        return -1;
+    if (tv == (in->opcode == JUMP_IF_TRUE_OR_POP))
+        *ip = instr_jump_target(in);
+    else
+        (void)pop(f);
+    return 0;
+}
+
+/* FORMAT_VALUE: flags 0x03 the conversion, 0x04 a format spec on top. */
+static int op_format_value(TFrame *f, const Instr *in)
+{
+    bool has_spec = (in->oparg & 0x04) != 0;
+    Value *spec = has_spec ? pop(f) : NULL;
+    Value *v = pop(f);
+    return push(f, format_value(f, v, spec, in->oparg & 0x03));
+}
+
+static int op_build_string(TFrame *f, const Instr *in)
+{
+    PyObject *parts = string_parts(f, &f->stack[f->sp - in->oparg], in->oparg);
+    if (parts == NULL)
+        return -1;
+    PyObject *empty = PyUnicode_FromString("");
+    PyObject *s = empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(parts);
+    f->sp -= in->oparg;
+    return push(f, new_const(f->t, s));
+}
+
+static void op_return_value(TFrame *f)
+{
+    Tracer *t = f->t;
+    f->retval = pop(f);
+    if (f->parent == NULL) {
+        t->end.kind = END_RETURN;
+        t->end.retval = f->retval;
+    }
+}
+
+/* An opcode the translator does not model.  Returns -1. */
+static int op_unsupported(TFrame *f, const Instr *in)
+{
+    const char *name = NULL;
+    PyObject *dis = PyImport_ImportModule("dis");
+    PyObject *opname = dis ? PyObject_GetAttrString(dis, "opname") : NULL;
+    PyObject *item = opname ? PySequence_GetItem(opname, in->opcode) : NULL;
+    name = item ? PyUnicode_AsUTF8(item) : NULL;
+    if (name == NULL)
+        PyErr_Clear();
+    tracer_unsupported(f->t, true, "unsupported bytecode %s at offset %d",
+                       name ? name : "?", in->offset * 2);
+    Py_XDECREF(item);
+    Py_XDECREF(opname);
+    Py_XDECREF(dis);
+    return -1;
+}
+
 /* ---- the interpreter loop ---- */
 
-/* Continue interpreting at code unit `target` (3.11 jumps are relative to
-   the next instruction).  A plain block: `continue` must reach the loop. */
-#define JUMP_TO(target) { ip = (target); continue; }
+/* One step of the unrolling bound.  0 / -1 (tracing stops). */
+static int count_step(Tracer *t)
+{
+    if (++t->steps > MAX_STEPS)
+        return tracer_unsupported(t, false, "more than %d instructions (unbounded unrolling?)", MAX_STEPS);
+    return 0;
+}
 
+/*
+ * Enter instruction *in, its first code unit counted: the units of its
+ * EXTENDED_ARG prefixes up to the opcode are steps too (3.11 dispatches
+ * them one by one), and in the root frame a unit inside a try range stops
+ * tracing.  A stop at a prefix leaves *in as the prefix unit dispatched
+ * last (EXTENDED_ARG at in->offset), which the frame's end turns into a
+ * deopt at in->start.  0 / -1 (tracing stops).
+ */
+static int enter_instr(TFrame *f, Instr *in)
+{
+    Tracer *t = f->t;
+    for (int u = in->start; u <= in->offset; u++) {
+        if (u > in->start && count_step(t) < 0) {
+            in->opcode = EXTENDED_ARG;
+            in->offset = u - 1;
+            return -1;
+        }
+        f->cur_instr = u;
+        if (f->parent == NULL && code_instr_protected(f->code, u)) {
+            if (u < in->offset) {
+                in->opcode = EXTENDED_ARG;
+                in->offset = u;
+            }
+            return tracer_unsupported(t, true, "code inside a try/with block");
+        }
+    }
+    return 0;
+}
+
+/*
+ * Interpret frame f from code unit `start` until it returns
+ * (FRAME_RETURNED, f->retval set), the root frame ends at a break or a
+ * deopt (FRAME_ENDED, t->end set), or tracing stops (FRAME_STOPPED).
+ *
+ * The dispatch: one case per opcode, each calling a handler (op_* above,
+ * which pops the operands, calls what the operation means to values --
+ * load_*, apply_*, call_*, make_iter, subscript... -- and pushes the
+ * result).  A stop in the root frame is made the frame's end at the
+ * instruction it happened in (end_root_frame).
+ */
 static int run_frame(TFrame *f, int start)
 {
     Tracer *t = f->t;
-    PyCodeObject *co = f->code;
-    PyObject *consts = co->co_consts;
-    PyObject *names = co->co_names;
+    Instr in = {.opcode = NOP, .oparg = 0, .start = start, .offset = start, .next = start};
     int ip = start;
-    int ext = 0;          /* high bits from EXTENDED_ARG */
-    int ext_start = -1;   /* first EXTENDED_ARG of the current instruction */
-    bool ext_pending = false;
-    int here = start, instr_start = start, sp_before = 0, opcode = 0, oparg = 0, next = start;
+    int sp_before = 0;    /* stack depth before the instruction `in` */
     t->current = f;
-    while (ip < f->ninstr) {
-        if (++t->steps > MAX_STEPS)
-            { tracer_unsupported(t, false, "more than %d instructions (unbounded unrolling?)", MAX_STEPS); goto fail; }
-        _Py_CODEUNIT word = f->instr[ip];
-        opcode = _Py_OPCODE(word);
-        oparg = ext | _Py_OPARG(word);
-        here = ip;
-        bool had_ext = ext_pending;
-        ext_pending = false;
-        instr_start = had_ext ? ext_start : here;
-        ext = 0;
-        sp_before = f->sp;
-        f->cur_instr = here;
-        ip += 1 + opcode_cache_units(opcode);
-        next = ip;
-        if (f->parent == NULL && code_instr_protected(co, here)) {
-            tracer_unsupported(t, true, "code inside a try/with block");
+    while (ip < f->bc.nunits) {
+        /* FIXME: the bound is counted before the next instruction is
+           decoded, so a stop here ends the root frame at the instruction
+           before (`in`, sp_before), whose operands may have been
+           overwritten by its result (wrong results: see the report of
+           this split).  Kept as it was by a refactor. */
+        if (count_step(t) < 0)
             goto fail;
-        }
-        switch (opcode) {
-        case EXTENDED_ARG:
-            if (!had_ext)
-                ext_start = here;
-            ext = oparg << 8;
-            ext_pending = true;
-            continue;
+        instr_decode(&f->bc, ip, &in);
+        sp_before = f->sp;
+        if (enter_instr(f, &in) < 0)
+            goto fail;
+        ip = in.next;
+        int rc = 0;
+        switch (in.opcode) {
         case NOP:
         case RESUME:
         case CACHE:
         case PRECALL:
         case COPY_FREE_VARS:
+        case EXTENDED_ARG:    /* a prefix dangling at the end of co_code */
             break;
-        case LOAD_FAST: {
-            Value *v = load_local(f, oparg);
-            if (v == NULL || push(f, v) < 0)
-                goto fail;
+        case LOAD_FAST:
+            rc = push(f, load_local(f, in.oparg));
             break;
-        }
         case STORE_FAST:
-            if (oparg >= f->nlocals)
-                { tracer_unsupported(t, true, "stores into a cell"); goto fail; }
-            f->locals[oparg] = pop(f);
+            rc = op_store_fast(f, &in);
             break;
-        case DELETE_FAST: {
-            Value *gone = value_new(t, V_NULL, NULL);
-            if (gone == NULL)
-                goto fail;
-            f->locals[oparg] = gone;
+        case DELETE_FAST:
+            rc = op_delete_fast(f, &in);
             break;
-        }
         case LOAD_CONST:
-            if (push(f, value_new(t, V_CONST, PyTuple_GET_ITEM(consts, oparg))) < 0)
-                goto fail;
+            rc = push(f, value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_consts, in.oparg)));
             break;
-        case LOAD_GLOBAL: {
-            if ((oparg & 1) && push(f, value_new(t, V_NULL, NULL)) < 0)
-                goto fail;
-            Value *v = load_global(f, PyTuple_GET_ITEM(names, oparg >> 1));
-            if (v == NULL || push(f, v) < 0)
-                goto fail;
+        case LOAD_GLOBAL:
+            rc = op_load_global(f, &in);
             break;
-        }
-        case LOAD_DEREF: {
-            int first_free = code_first_free(co);
-            if (oparg < first_free)
-                { tracer_unsupported(t, true, "reads a cell variable"); goto fail; }
-            Value *v = load_free(f, oparg - first_free);
-            if (v == NULL || push(f, v) < 0)
-                goto fail;
+        case LOAD_DEREF:
+            rc = op_load_deref(f, &in);
             break;
-        }
-        case LOAD_ATTR: {
-            Value *v = load_attr(f, pop(f), PyTuple_GET_ITEM(names, oparg));
-            if (v == NULL || push(f, v) < 0)
-                goto fail;
+        case LOAD_ATTR:
+            rc = push(f, load_attr(f, pop(f), PyTuple_GET_ITEM(f->code->co_names, in.oparg)));
             break;
-        }
         case LOAD_METHOD:
-            if (load_method(f, pop(f), PyTuple_GET_ITEM(names, oparg)) < 0)
-                goto fail;
+            rc = load_method(f, pop(f), PyTuple_GET_ITEM(f->code->co_names, in.oparg));
             break;
         case PUSH_NULL:
-            if (push(f, value_new(t, V_NULL, NULL)) < 0)
-                goto fail;
+            rc = push(f, value_new(t, V_NULL, NULL));
             break;
         case KW_NAMES:
-            f->kwnames = PyTuple_GET_ITEM(consts, oparg);
+            f->kwnames = PyTuple_GET_ITEM(f->code->co_consts, in.oparg);
             break;
-        case CALL: {
-            int argc = oparg;
-            Value *first = peek(f, argc + 2);
-            Value *callable;
-            Value *args[MAX_STACK];
-            int nargs;
-            if (first->kind == V_NULL) {
-                callable = peek(f, argc + 1);
-                nargs = argc;
-                for (int i = 0; i < argc; i++)
-                    args[i] = peek(f, argc - i);
-            }
-            else {
-                callable = first;
-                nargs = argc + 1;
-                for (int i = 0; i <= argc; i++)
-                    args[i] = peek(f, argc + 1 - i);
-            }
-            PyObject *kwnames = f->kwnames;
-            int undo_mark = t->nundo;
-            int ops_mark = graph_op_count(t->graph);
-            Value *r = call_value(f, callable, args, nargs, kwnames);
-            if (r == NULL) {
-                /* the call will run eagerly: what tracing it did to this
-                   frame's containers and graph must not happen twice */
-                tracer_undo_to(t, undo_mark);
-                if (f->parent == NULL && !PyErr_Occurred())
-                    graph_truncate(t->graph, ops_mark);
-                goto fail;
-            }
-            f->kwnames = NULL;
-            f->sp -= argc + 2;
-            if (push(f, r) < 0)
-                goto fail;
+        case CALL:
+            rc = op_call(f, &in);
             break;
-        }
-        case BINARY_OP: {
-            Value *b = pop(f);
-            Value *a = pop(f);
-            bool inplace = oparg >= 13;
-            int k = inplace ? oparg - 13 : oparg;
-            if (k < 0 || k > 12)
-                { tracer_unsupported(t, true, "BINARY_OP %d", oparg); goto fail; }
-            Value *r = apply_binary(f, binary_op_names[k], binary_op_hints[k], a, b, inplace);
-            if (r == NULL || push(f, r) < 0)
-                goto fail;
+        case BINARY_OP:
+            rc = op_binary_op(f, &in);
             break;
-        }
-        case COMPARE_OP: {
-            Value *b = pop(f);
-            Value *a = pop(f);
-            if (oparg < 0 || oparg > 5)
-                { tracer_unsupported(t, true, "COMPARE_OP %d", oparg); goto fail; }
-            Value *r = apply_binary(f, compare_op_names[oparg], compare_op_names[oparg], a, b, false);
-            if (r == NULL || push(f, r) < 0)
-                goto fail;
+        case COMPARE_OP:
+            rc = op_compare_op(f, &in);
             break;
-        }
-        case IS_OP: {
-            Value *b = pop(f);
-            Value *a = pop(f);
-            int same;
-            if (a->kind == V_CONST && b->kind == V_CONST)
-                same = a->obj == b->obj;
-            else if ((a->kind == V_CONST && a->obj == Py_None && b->kind != V_CONST && b->kind != V_OBJECT)
-                     || (b->kind == V_CONST && b->obj == Py_None && a->kind != V_CONST && a->kind != V_OBJECT))
-                same = 0;
-            else if (a == b)
-                same = 1;
-            else
-                { tracer_unsupported(t, false, "'is' between these values"); goto fail; }
-            if (push(f, new_const(t, PyBool_FromLong(same ^ (oparg & 1)))) < 0)
-                goto fail;
+        case IS_OP:
+            rc = op_is_op(f, &in);
             break;
-        }
-        case CONTAINS_OP: {
-            Value *b = pop(f);
-            Value *a = pop(f);
-            int r;
-            if (foldable(a) && foldable(b)) {
-                r = PySequence_Contains(b->obj, a->obj);
-            }
-            else if (foldable(a) && (b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST)) {
-                r = 0;
-                for (int i = 0; i < b->n && r == 0; i++) {
-                    if (b->kind == V_DICT)
-                        r = PyObject_RichCompareBool(PyList_GET_ITEM(b->obj, i), a->obj, Py_EQ);
-                    else if (foldable(b->items[i]))
-                        r = PyObject_RichCompareBool(b->items[i]->obj, a->obj, Py_EQ);
-                    else
-                        { tracer_unsupported(t, false, "'in' over values that are not constants"); goto fail; }
-                }
-            }
-            else {
-                { tracer_unsupported(t, false, "'in' on these values"); goto fail; }
-            }
-            if (r < 0 || push(f, new_const(t, PyBool_FromLong(r ^ (oparg & 1)))) < 0)
-                goto fail;
+        case CONTAINS_OP:
+            rc = op_contains_op(f, &in);
             break;
-        }
         case UNARY_NEGATIVE:
         case UNARY_POSITIVE:
-        case UNARY_INVERT: {
-            const char *name = opcode == UNARY_NEGATIVE ? "neg" : opcode == UNARY_POSITIVE ? "pos" : "invert";
-            Value *r = apply_unary(f, name, pop(f));
-            if (r == NULL || push(f, r) < 0)
-                goto fail;
+        case UNARY_INVERT:
+            rc = op_unary(f, &in);
             break;
-        }
-        case UNARY_NOT: {
-            int tv = truth(f, pop(f), "'not'");
-            if (tv < 0 || push(f, new_const(t, PyBool_FromLong(!tv))) < 0)
-                goto fail;
+        case UNARY_NOT:
+            rc = op_unary_not(f);
             break;
-        }
-        case BINARY_SUBSCR: {
-            Value *idx = pop(f);
-            Value *base = pop(f);
-            Value *r = subscript(f, base, idx);
-            if (r == NULL || push(f, r) < 0)
-                goto fail;
+        case BINARY_SUBSCR:
+            rc = op_binary_subscr(f);
             break;
-        }
-        case STORE_SUBSCR: {
-            Value *idx = pop(f);
-            Value *container = pop(f);
-            Value *value = pop(f);
-            if (store_subscript(f, container, idx, value) < 0)
-                goto fail;
+        case STORE_SUBSCR:
+            rc = op_store_subscr(f);
             break;
-        }
         case BUILD_TUPLE:
-        case BUILD_LIST: {
-            Value *v = value_new(t, opcode == BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
-            if (v == NULL)
-                goto fail;
-            for (int i = oparg; i > 0; i--)
-                if (value_append(t, v, peek(f, i)) < 0)
-                    goto fail;
-            f->sp -= oparg;
-            if (push(f, v) < 0)
-                goto fail;
+        case BUILD_LIST:
+            rc = op_build_sequence(f, &in);
             break;
-        }
-        case BUILD_SLICE: {
-            Value *v = value_new(t, V_SLICE, NULL);
-            Value *none = value_new(t, V_CONST, Py_None);
-            if (v == NULL || none == NULL)
-                goto fail;
-            for (int i = oparg; i > 0; i--)
-                if (value_append(t, v, peek(f, i)) < 0)
-                    goto fail;
-            if (oparg == 2 && value_append(t, v, none) < 0)
-                goto fail;
-            f->sp -= oparg;
-            if (push(f, v) < 0)
-                goto fail;
+        case BUILD_SLICE:
+            rc = op_build_slice(f, &in);
             break;
-        }
         case BUILD_MAP:
-        case BUILD_CONST_KEY_MAP: {
-            Value *d = value_new(t, V_DICT, NULL);
-            if (d == NULL || (d->obj = PyList_New(0)) == NULL)
-                goto fail;
-            PyObject *keys = NULL;
-            int base = opcode == BUILD_MAP ? 2 * oparg : oparg + 1;
-            if (opcode == BUILD_CONST_KEY_MAP) {
-                Value *kv = peek(f, 1);
-                if (kv->kind != V_CONST || !PyTuple_CheckExact(kv->obj))
-                    { tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys"); goto fail; }
-                keys = kv->obj;
-            }
-            for (int i = 0; i < oparg; i++) {
-                PyObject *key;
-                Value *val;
-                if (keys) {
-                    key = PyTuple_GET_ITEM(keys, i);
-                    val = peek(f, base - i);
-                }
-                else {
-                    Value *kv = peek(f, base - 2 * i);
-                    if (!foldable(kv))
-                        { tracer_unsupported(t, false, "a dict key that is not a constant"); goto fail; }
-                    key = kv->obj;
-                    val = peek(f, base - 2 * i - 1);
-                }
-                int found = -1;
-                for (int j = 0; j < d->n && found < 0; j++) {
-                    int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
-                    if (eq < 0)
-                        goto fail;
-                    if (eq)
-                        found = j;
-                }
-                if (found >= 0)
-                    d->items[found] = val;
-                else if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
-                    goto fail;
-            }
-            f->sp -= base;
-            if (push(f, d) < 0)
-                goto fail;
+        case BUILD_CONST_KEY_MAP:
+            rc = op_build_map(f, &in);
             break;
-        }
         case LIST_EXTEND:
-        case LIST_APPEND: {
-            Value *item = pop(f);
-            Value *list = peek(f, oparg);
-            if (list->kind != V_LIST || list->src >= 0)
-                { tracer_unsupported(t, true, "extending a list the program can see"); goto fail; }
-            if (opcode == LIST_APPEND) {
-                if (value_append(t, list, item) < 0)
-                    goto fail;
-            }
-            else {
-                Value *it = make_iter(f, item);
-                if (it == NULL)
-                    goto fail;
-                for (int i = it->pos; i < it->n; i++)
-                    if (value_append(t, list, it->items[i]) < 0)
-                        goto fail;
-            }
+        case LIST_APPEND:
+            rc = op_list_extend(f, &in);
             break;
-        }
-        case LIST_TO_TUPLE: {
-            Value *l = pop(f);
-            Value *tup = value_new(t, V_TUPLE, NULL);
-            if (tup == NULL)
-                goto fail;
-            for (int i = 0; i < l->n; i++)
-                if (value_append(t, tup, l->items[i]) < 0)
-                    goto fail;
-            if (push(f, tup) < 0)
-                goto fail;
+        case LIST_TO_TUPLE:
+            rc = op_list_to_tuple(f);
             break;
-        }
-        case UNPACK_SEQUENCE: {
-            Value *seq = pop(f);
-            Value *it = make_iter(f, seq);
-            if (it == NULL)
-                goto fail;
-            if (it->n - it->pos != oparg)
-                { tracer_unsupported(t, false, "unpacking %d values into %d names", it->n - it->pos, oparg); goto fail; }
-            for (int i = it->n - 1; i >= it->pos; i--)
-                if (push(f, it->items[i]) < 0)
-                    goto fail;
+        case UNPACK_SEQUENCE:
+            rc = op_unpack_sequence(f, &in);
             break;
-        }
         case POP_TOP:
             (void)pop(f);
             break;
         case COPY:
-            if (push(f, peek(f, oparg)) < 0)
-                goto fail;
+            rc = push(f, peek(f, in.oparg));
             break;
-        case SWAP: {
-            Value *top = f->stack[f->sp - 1];
-            f->stack[f->sp - 1] = f->stack[f->sp - oparg];
-            f->stack[f->sp - oparg] = top;
+        case SWAP:
+            rc = op_swap(f, &in);
             break;
-        }
-        case GET_ITER: {
-            Value *it = make_iter(f, pop(f));
-            if (it == NULL || push(f, it) < 0)
-                goto fail;
+        case GET_ITER:
+            rc = push(f, make_iter(f, pop(f)));
             break;
-        }
-        case FOR_ITER: {
-            Value *it = peek(f, 1);
-            if (it->kind != V_ITER)
-                { tracer_unsupported(t, false, "FOR_ITER on an iterator the translator does not model"); goto fail; }
-            if (it->pos < it->n) {
-                if (push(f, it->items[it->pos++]) < 0)
-                    goto fail;
-            }
-            else {
-                (void)pop(f);
-                JUMP_TO(next + oparg);
-            }
+        case FOR_ITER:
+            rc = op_for_iter(f, &in, &ip);
             break;
-        }
         case JUMP_FORWARD:
-            JUMP_TO(next + oparg);
         case JUMP_BACKWARD:
         case JUMP_BACKWARD_NO_INTERRUPT:
-            JUMP_TO(next - oparg);
+            ip = instr_jump_target(&in);
+            break;
         case POP_JUMP_FORWARD_IF_FALSE:
         case POP_JUMP_FORWARD_IF_TRUE:
         case POP_JUMP_BACKWARD_IF_FALSE:
-        case POP_JUMP_BACKWARD_IF_TRUE: {
-            int tv = truth(f, pop(f), "branch");
-            if (tv < 0)
-                goto fail;
-            bool want = opcode == POP_JUMP_FORWARD_IF_TRUE || opcode == POP_JUMP_BACKWARD_IF_TRUE;
-            bool forward = opcode == POP_JUMP_FORWARD_IF_FALSE || opcode == POP_JUMP_FORWARD_IF_TRUE;
-            if (tv == want)
-                JUMP_TO(forward ? next + oparg : next - oparg);
+        case POP_JUMP_BACKWARD_IF_TRUE:
+            rc = op_pop_jump_if(f, &in, &ip);
             break;
-        }
         case POP_JUMP_FORWARD_IF_NONE:
         case POP_JUMP_FORWARD_IF_NOT_NONE:
         case POP_JUMP_BACKWARD_IF_NONE:
-        case POP_JUMP_BACKWARD_IF_NOT_NONE: {
-            Value *v = pop(f);
-            int is_none;
-            if (v->kind == V_CONST)
-                is_none = v->obj == Py_None;
-            else if (v->kind != V_NULL && v->kind != V_ITER)
-                is_none = 0;   /* tensors, containers, objects are never None */
-            else
-                { tracer_unsupported(t, true, "None test on an internal value"); goto fail; }
-            bool want_none = opcode == POP_JUMP_FORWARD_IF_NONE || opcode == POP_JUMP_BACKWARD_IF_NONE;
-            bool forward = opcode == POP_JUMP_FORWARD_IF_NONE || opcode == POP_JUMP_FORWARD_IF_NOT_NONE;
-            if (is_none == want_none)
-                JUMP_TO(forward ? next + oparg : next - oparg);
+        case POP_JUMP_BACKWARD_IF_NOT_NONE:
+            rc = op_pop_jump_if_none(f, &in, &ip);
             break;
-        }
         case JUMP_IF_FALSE_OR_POP:
-        case JUMP_IF_TRUE_OR_POP: {
-            int tv = truth(f, peek(f, 1), "'and'/'or'");
-            if (tv < 0)
-                goto fail;
-            if (tv == (opcode == JUMP_IF_TRUE_OR_POP))
-                JUMP_TO(next + oparg);
-            (void)pop(f);
+        case JUMP_IF_TRUE_OR_POP:
+            rc = op_jump_if_or_pop(f, &in, &ip);
             break;
-        }
-        case FORMAT_VALUE: {
-            bool has_spec = (oparg & 0x04) != 0;
-            Value *spec = has_spec ? pop(f) : NULL;
-            Value *v = pop(f);
-            if (!foldable(v) || (spec && !foldable(spec)))
-                { tracer_unsupported(t, false, "f-string of a value that is not a constant"); goto fail; }
-            PyObject *conv = NULL;
-            switch (oparg & 0x03) {
-            case 1: conv = PyObject_Str(v->obj); break;
-            case 2: conv = PyObject_Repr(v->obj); break;
-            case 3: conv = PyObject_ASCII(v->obj); break;
-            default: conv = Py_NewRef(v->obj); break;
-            }
-            PyObject *s = conv ? PyObject_Format(conv, spec ? spec->obj : NULL) : NULL;
-            Py_XDECREF(conv);
-            if (push(f, new_const(t, s)) < 0)
-                goto fail;
+        case FORMAT_VALUE:
+            rc = op_format_value(f, &in);
             break;
-        }
-        case BUILD_STRING: {
-            PyObject *parts = PyTuple_New(oparg);
-            if (parts == NULL)
-                goto fail;
-            for (int i = 0; i < oparg; i++) {
-                Value *p = peek(f, oparg - i);
-                if (p->kind != V_CONST || !PyUnicode_CheckExact(p->obj)) {
-                    Py_DECREF(parts);
-                    { tracer_unsupported(t, true, "BUILD_STRING of a non-string"); goto fail; }
-                }
-                PyTuple_SET_ITEM(parts, i, Py_NewRef(p->obj));
-            }
-            PyObject *empty = PyUnicode_FromString("");
-            PyObject *s = empty ? PyUnicode_Join(empty, parts) : NULL;
-            Py_XDECREF(empty);
-            Py_DECREF(parts);
-            f->sp -= oparg;
-            if (push(f, new_const(t, s)) < 0)
-                goto fail;
+        case BUILD_STRING:
+            rc = op_build_string(f, &in);
             break;
-        }
         case RETURN_VALUE:
-            f->retval = pop(f);
-            if (f->parent == NULL) {
-                t->end.kind = END_RETURN;
-                t->end.retval = f->retval;
-            }
+            op_return_value(f);
             return FRAME_RETURNED;
-        default: {
-            const char *name = NULL;
-            PyObject *dis = PyImport_ImportModule("dis");
-            PyObject *opname = dis ? PyObject_GetAttrString(dis, "opname") : NULL;
-            PyObject *item = opname ? PySequence_GetItem(opname, opcode) : NULL;
-            name = item ? PyUnicode_AsUTF8(item) : NULL;
-            if (name == NULL)
-                PyErr_Clear();
-            tracer_unsupported(t, true, "unsupported bytecode %s at offset %d",
-                               name ? name : "?", here * 2);
-            Py_XDECREF(item);
-            Py_XDECREF(opname);
-            Py_XDECREF(dis);
+        default:
+            rc = op_unsupported(f, &in);
+            break;
+        }
+        if (rc < 0)
             goto fail;
-        }
-        }
     }
     tracer_unsupported(t, true, "ran past the end of the bytecode");
 fail:
     if (f->parent != NULL || t->reason == NULL || PyErr_Occurred())
         return FRAME_STOPPED;
-    return end_root_frame(f, opcode, oparg, here, instr_start, next, sp_before);
+    return end_root_frame(f, &in, sp_before);
 }
 
 /* ---- entry point ---- */
