@@ -89,6 +89,101 @@ static inline int opcode_cache_units(int opcode)
     }
 }
 
+/* ---- decoding instructions ----
+ *
+ * How an instruction is read from co_code: the translator's dispatch reads
+ * Instrs and never a code unit, so another CPython version adds its layout
+ * here.  3.11's layout: 2-byte code units (opcode, 8-bit oparg); each
+ * EXTENDED_ARG prefix gives the next unit's oparg 8 higher bits; inline
+ * CACHE units follow the opcode (opcode_cache_units); every jump argument
+ * is relative to the next instruction, backwards for the *_BACKWARD*
+ * opcodes.  Positions are code-unit indexes (byte offset = 2 * unit).
+ */
+
+/* A code object's de-specialized bytecode (co_code, never the live
+   adaptive copy the interpreter rewrites). */
+typedef struct Bytecode {
+    PyObject *bytes;               /* strong: co_code */
+    const _Py_CODEUNIT *units;     /* borrowed from bytes */
+    int nunits;
+} Bytecode;
+
+/* One decoded instruction. */
+typedef struct Instr {
+    int opcode;     /* EXTENDED_ARG only for a prefix dangling at the end */
+    int oparg;      /* with the EXTENDED_ARG prefixes' high bits */
+    int start;      /* code unit of its first EXTENDED_ARG prefix, else = offset */
+    int offset;     /* code unit of the opcode */
+    int next;       /* code unit of the next instruction (past the inline caches) */
+} Instr;
+
+/* Read co's bytecode into bc.  0, or -1 with an exception (bc->bytes
+   NULL).  bytecode_close() releases it (and accepts a failed open). */
+static inline int bytecode_open(Bytecode *bc, PyCodeObject *co)
+{
+    bc->bytes = PyCode_GetCode(co);
+    if (bc->bytes == NULL) {
+        bc->units = NULL;
+        bc->nunits = 0;
+        return -1;
+    }
+    bc->units = (const _Py_CODEUNIT *)PyBytes_AS_STRING(bc->bytes);
+    bc->nunits = (int)(PyBytes_GET_SIZE(bc->bytes) / sizeof(_Py_CODEUNIT));
+    return 0;
+}
+
+static inline void bytecode_close(Bytecode *bc)
+{
+    Py_CLEAR(bc->bytes);
+    bc->units = NULL;
+    bc->nunits = 0;
+}
+
+/* Decode the instruction that starts at code unit `at` (0 <= at <
+   bc->nunits), its EXTENDED_ARG prefixes folded into its oparg.  Cannot
+   fail; a prefix that ends co_code decodes as an EXTENDED_ARG instruction
+   whose next is bc->nunits. */
+static inline void instr_decode(const Bytecode *bc, int at, Instr *in)
+{
+    int oparg = 0;
+    in->start = at;
+    for (;;) {
+        _Py_CODEUNIT word = bc->units[at];
+        in->opcode = _Py_OPCODE(word);
+        oparg = (oparg << 8) | _Py_OPARG(word);
+        in->offset = at;
+        if (in->opcode != EXTENDED_ARG || at + 1 >= bc->nunits)
+            break;
+        at++;
+    }
+    in->oparg = oparg;
+    in->next = at + 1 + opcode_cache_units(in->opcode);
+}
+
+/* The code unit jump instruction `in` goes to (when it jumps). */
+static inline int instr_jump_target(const Instr *in)
+{
+    switch (in->opcode) {
+    case JUMP_BACKWARD:
+    case JUMP_BACKWARD_NO_INTERRUPT:
+    case POP_JUMP_BACKWARD_IF_FALSE:
+    case POP_JUMP_BACKWARD_IF_TRUE:
+    case POP_JUMP_BACKWARD_IF_NONE:
+    case POP_JUMP_BACKWARD_IF_NOT_NONE:
+        return in->next - in->oparg;
+    default:
+        return in->next + in->oparg;
+    }
+}
+
+/* LOAD_GLOBAL: index of the name in co_names; whether a NULL is pushed
+   before the value (the 3.11 calling convention). */
+static inline int instr_global_name(const Instr *in) { return in->oparg >> 1; }
+static inline bool instr_global_pushes_null(const Instr *in) { return (in->oparg & 1) != 0; }
+
+/* COMPARE_OP: the comparison, Py_LT .. Py_GE (0..5) when valid. */
+static inline int instr_compare_op(const Instr *in) { return in->oparg; }
+
 /* Code-object layout facts the translator needs. */
 static inline int code_ncells(PyCodeObject *co) { return co->co_ncellvars; }
 static inline int code_nfree(PyCodeObject *co) { return co->co_nfreevars; }

@@ -1,6 +1,7 @@
 /*
  * translate.h -- internals shared by the translator's files:
- *   translate.c  the opcode interpreter over symbolic frames;
+ *   translate.c, tr_*.c  the opcode interpreter over symbolic frames (its
+ *                own contract: translate_int.h);
  *   values.c     symbolic values, and turning a concrete input reached by
  *                an accessor into a value plus the guards that make it valid;
  *   tensorops.c  which calls and methods are pure tensor operations, and
@@ -144,7 +145,7 @@ typedef struct Undo {
    for a length change).  0 / -1. */
 int tracer_note_mutation(Tracer *t, Value *container, int index);
 /* Stop tracing (unsupported, -1) when a loop still running iterates over
-   `container`, which is about to change; else 0.  (translate.c) */
+   `container`, which is about to change; else 0.  (tr_iter.c) */
 int tracer_check_iterated(Tracer *t, Value *container);
 /* Undo every mutation recorded since mark (an nundo value). */
 void tracer_undo_to(Tracer *t, int mark);

@@ -1,0 +1,263 @@
+/*
+ * tr_builtins.c -- calls of builtins while translating (DESIGN.md 3.4;
+ * contract: translate_int.h): functions of the builtins module (len,
+ * isinstance, min, max, abs, getattr) and builtin types (range, int, float,
+ * bool, slice, str, tuple, list, enumerate, zip).
+ *
+ * Invariants: a builtin runs while tracing only on constants whose
+ * operations are builtin C code, or is modelled on symbolic values; any
+ * other builtin call is a graph break (it runs eagerly).
+ */
+#include "translate_int.h"
+
+#include <string.h>
+
+/* Values a builtin call sees as a constant tuple, or NULL (stops). */
+static PyObject *const_args(Value **args, int nargs)
+{
+    PyObject *tup = PyTuple_New(nargs);
+    if (tup == NULL)
+        return NULL;
+    for (int i = 0; i < nargs; i++) {
+        if (!foldable(args[i]) && !(args[i]->kind == V_CONST && PyType_Check(args[i]->obj))) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(args[i]->obj));
+    }
+    return tup;
+}
+
+/* len(v) of a container, a tensor (its first axis) or a constant.  NULL
+   when tracing stops. */
+static Value *builtin_len(TFrame *f, Value *v)
+{
+    switch (v->kind) {
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        return new_const(f->t, PyLong_FromLong(v->n));
+    case V_TENSOR: {
+        if (v->dynshape)
+            return tracer_break(f->t, STOP_ESCAPE, "data escape: len() of a tensor whose shape "
+                                "depends on its values"), NULL;
+        PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
+        if (shape == NULL)
+            return NULL;
+        Value *r = NULL;
+        if (PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0)
+            r = new_const(f->t, Py_NewRef(PyTuple_GET_ITEM(shape, 0)));
+        else
+            tracer_unsupported(f->t, false, "len() of a 0-d array");
+        Py_DECREF(shape);
+        return r;
+    }
+    default:
+        if (foldable(v))
+            return new_const(f->t, PyLong_FromSsize_t(PyObject_Length(v->obj)));
+        return tracer_unsupported(f->t, false, "len() of this kind of value"), NULL;
+    }
+}
+
+/* The exact type a value is known to have, or NULL. Borrowed. */
+static PyObject *known_type(Value *v)
+{
+    switch (v->kind) {
+    case V_TENSOR:
+    case V_CONST:
+    case V_OBJECT:
+        return (PyObject *)Py_TYPE(v->obj);
+    case V_TUPLE: return (PyObject *)&PyTuple_Type;
+    case V_LIST: return (PyObject *)&PyList_Type;
+    case V_DICT: return (PyObject *)&PyDict_Type;
+    case V_SLICE: return (PyObject *)&PySlice_Type;
+    default: return NULL;
+    }
+}
+
+/* Whether isinstance() against cls runs no Python code: cls is a class
+   whose metaclass is type, or a tuple of such (nested). */
+static bool plain_type_or_tuple(PyObject *cls)
+{
+    if (PyType_Check(cls))
+        return Py_TYPE(cls) == &PyType_Type;
+    if (!PyTuple_CheckExact(cls))
+        return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); i++)
+        if (!plain_type_or_tuple(PyTuple_GET_ITEM(cls, i)))
+            return false;
+    return true;
+}
+
+/* Calls of functions of the builtins module: len, isinstance, min, max,
+   abs, getattr are modelled; any other call, or one on a tensor, is a
+   break.  NULL when tracing stops. */
+Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
+    if (strcmp(name, "len") == 0 && nargs == 1 && nokw)
+        return builtin_len(f, args[0]);
+    if (strcmp(name, "isinstance") == 0 && nargs == 2 && nokw) {
+        PyObject *tp = known_type(args[0]);
+        PyObject *cls = NULL;
+        if (args[1]->kind == V_CONST)
+            cls = Py_NewRef(args[1]->obj);
+        else if (args[1]->kind == V_TUPLE && (cls = value_as_constant(t, args[1])) == NULL)
+            return NULL;
+        if (tp == NULL || cls == NULL || !plain_type_or_tuple(cls)) {
+            Py_XDECREF(cls);
+            return tracer_unsupported(t, false, "isinstance() on these values"), NULL;
+        }
+        int r = PyObject_IsSubclass(tp, cls);
+        Py_DECREF(cls);
+        return r < 0 ? NULL : new_const(t, PyBool_FromLong(r));
+    }
+    if ((strcmp(name, "min") == 0 || strcmp(name, "max") == 0 || strcmp(name, "abs") == 0)
+        && nokw && nargs >= 1) {
+        if (strcmp(name, "abs") == 0 && nargs == 1 && args[0]->kind == V_TENSOR)
+            return tensorops_call(t, NODE_CALL_FUNCTION, fn, "abs", args, 1, NULL);
+        Value *single = nargs == 1 && (args[0]->kind == V_TUPLE || args[0]->kind == V_LIST) ? args[0] : NULL;
+        PyObject *cargs = single ? const_args(single->items, single->n) : const_args(args, nargs);
+        if (cargs == NULL)
+            return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "%s() on values that are not constants", name), NULL);
+        PyObject *r = single ? PyObject_CallOneArg(fn, cargs) : PyObject_Call(fn, cargs, NULL);
+        Py_DECREF(cargs);
+        return new_const(t, r);
+    }
+    if (nargs >= 1 && args[0]->kind == V_TENSOR)
+        return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
+    if (strcmp(name, "getattr") == 0 && nokw && nargs == 2 && args[1]->kind == V_CONST
+        && PyUnicode_CheckExact(args[1]->obj))
+        return tr_load_attr(f, args[0], args[1]->obj);
+    return tracer_break(t, STOP_CALL, "call to builtin %s", name), NULL;
+}
+
+/* ---- builtin types ---- */
+
+/* int(), float(), bool(), range(), slice(), str() of constants.  NULL when
+   tracing stops. */
+static Value *call_scalar_type(TFrame *f, PyObject *tp, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    PyObject *cargs = const_args(args, nargs);
+    if (cargs == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        if (nargs == 1 && args[0]->kind == V_TENSOR)
+            return tracer_break(t, STOP_ESCAPE, "data escape: %s() of a tensor value",
+                                ((PyTypeObject *)tp)->tp_name), NULL;
+        return tracer_unsupported(t, false, "%s() of a value that is not a constant",
+                                  ((PyTypeObject *)tp)->tp_name), NULL;
+    }
+    PyObject *r = PyObject_Call(tp, cargs, NULL);
+    Py_DECREF(cargs);
+    return new_const(t, r);
+}
+
+/* tuple() / list() of nothing or of what an iterable yields (consumed).
+   NULL when tracing stops. */
+static Value *call_sequence_type(TFrame *f, PyObject *tp, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    Value *out = value_new(t, tp == (PyObject *)&PyTuple_Type ? V_TUPLE : V_LIST, NULL);
+    if (out == NULL)
+        return NULL;
+    if (nargs == 1) {
+        Value *it = tr_make_iter(f, args[0]);
+        if (it == NULL)
+            return NULL;
+        for (int i = it->pos; i < it->n; i++)
+            if (value_append(t, out, it->items[i]) < 0)
+                return NULL;
+        it->pos = it->n;
+    }
+    return out;
+}
+
+/* enumerate(iterable[, start]): a V_ITER of (index, item) pairs that
+   remembers its source (derive_iter).  NULL when tracing stops. */
+static Value *call_enumerate(TFrame *f, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    long start = 0;
+    if (nargs == 2) {
+        if (!foldable(args[1]) || !PyLong_CheckExact(args[1]->obj))
+            return tracer_unsupported(t, false, "enumerate() with a non-constant start"), NULL;
+        start = PyLong_AsLong(args[1]->obj);
+    }
+    Value *src = tr_make_iter(f, args[0]);
+    Value *out = src ? value_new(t, V_ITER, NULL) : NULL;
+    if (out == NULL || tr_derive_iter(t, out, &src, 1, start) < 0)
+        return NULL;
+    int first = src->pos;
+    src->pos = src->n;   /* consumed */
+    for (int i = first; i < src->n; i++) {
+        Value *pair = value_new(t, V_TUPLE, NULL);
+        Value *idx = new_const(t, PyLong_FromLong(start + i - first));
+        if (pair == NULL || idx == NULL || value_append(t, pair, idx) < 0
+            || value_append(t, pair, src->items[i]) < 0 || value_append(t, out, pair) < 0)
+            return NULL;
+    }
+    return out;
+}
+
+/* zip(*iterables), at most 8: a V_ITER of tuples that remembers its
+   sources (derive_iter).  NULL when tracing stops. */
+static Value *call_zip(TFrame *f, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    Value *its[8];
+    if (nargs > 8)
+        return tracer_unsupported(t, false, "zip() of more than 8 iterables"), NULL;
+    for (int k = 0; k < nargs; k++) {
+        its[k] = tr_make_iter(f, args[k]);
+        if (its[k] == NULL)
+            return NULL;
+    }
+    Value *out = value_new(t, V_ITER, NULL);
+    if (out == NULL || tr_derive_iter(t, out, its, nargs, -1) < 0)
+        return NULL;
+    for (;;) {
+        Value *tup = value_new(t, V_TUPLE, NULL);
+        if (tup == NULL)
+            return NULL;
+        bool done = false;
+        for (int k = 0; k < nargs && !done; k++) {
+            if (its[k]->pos >= its[k]->n)
+                done = true;   /* as zip: items already taken this round are lost */
+            else if (value_append(t, tup, its[k]->items[its[k]->pos++]) < 0)
+                return NULL;
+        }
+        if (done)
+            break;
+        if (value_append(t, out, tup) < 0)
+            return NULL;
+    }
+    return out;
+}
+
+/* Calls of builtin types: range, int, float, bool, slice, str, tuple,
+   list, enumerate, zip; any other is a break.  NULL when tracing stops. */
+Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
+    if (!nokw)
+        return tracer_unsupported(t, false, "keyword arguments to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
+    if (tp == (PyObject *)&PyRange_Type || tp == (PyObject *)&PyLong_Type
+        || tp == (PyObject *)&PyFloat_Type || tp == (PyObject *)&PyBool_Type
+        || tp == (PyObject *)&PySlice_Type || tp == (PyObject *)&PyUnicode_Type)
+        return call_scalar_type(f, tp, args, nargs);
+    if (tp == (PyObject *)&PyTuple_Type && nargs == 1
+        && (args[0]->kind == V_TUPLE || (args[0]->kind == V_CONST && PyTuple_CheckExact(args[0]->obj))))
+        return args[0];   /* tuple(t) is t itself, as eagerly */
+    if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1)
+        return call_sequence_type(f, tp, args, nargs);
+    if (tp == (PyObject *)&PyEnum_Type && (nargs == 1 || nargs == 2))
+        return call_enumerate(f, args, nargs);
+    if (tp == (PyObject *)&PyZip_Type && nargs >= 1)
+        return call_zip(f, args, nargs);
+    return tracer_break(t, STOP_CALL, "call to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
+}

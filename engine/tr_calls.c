@@ -1,0 +1,325 @@
+/*
+ * tr_calls.c -- calls while translating (DESIGN.md 3.4-3.5; contract:
+ * translate_int.h): calls of user functions (arguments bound, the body
+ * inlined), of tensor methods and pure tensor functions (graph nodes), of
+ * container methods, of nn.Module instances; builtins are tr_builtins.c's.
+ *
+ * Invariants: an inlined function is guarded by its code (CODE_MATCH) and
+ * its defaults are read through the function, so changing either
+ * recompiles; inlining is bounded (MAX_INLINE_DEPTH); a call the
+ * translator cannot trace is a graph break, and what tracing it did to the
+ * frame's containers and graph is undone (tr_call_or_undo), so nothing
+ * happens twice when it runs eagerly.
+ */
+#include "translate_int.h"
+
+#include <string.h>
+
+static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
+
+/* Bind the arguments a call gives (positional, *args, keywords, **kwargs)
+   into the callee's locals.  0 / -1. */
+static int bind_given(TFrame *callee, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = callee->t;
+    PyCodeObject *co = callee->code;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    int npos = nargs - nkw;
+    int argcount = co->co_argcount;
+    int total = argcount + co->co_kwonlyargcount;
+    bool has_varargs = co->co_flags & CO_VARARGS;
+    bool has_varkw = co->co_flags & CO_VARKEYWORDS;
+
+    if (npos > argcount && !has_varargs)
+        return tracer_unsupported(t, false, "too many positional arguments to %U", co->co_qualname);
+    for (int i = 0; i < npos && i < argcount; i++)
+        callee->locals[i] = args[i];
+    if (has_varargs) {
+        Value *va = value_new(t, V_TUPLE, NULL);
+        if (va == NULL)
+            return -1;
+        for (int i = argcount; i < npos; i++)
+            if (value_append(t, va, args[i]) < 0)
+                return -1;
+        callee->locals[total] = va;
+    }
+    Value *varkw = NULL;
+    if (has_varkw) {
+        varkw = value_new(t, V_DICT, NULL);
+        if (varkw == NULL)
+            return -1;
+        varkw->obj = PyList_New(0);
+        if (varkw->obj == NULL)
+            return -1;
+        callee->locals[total + (has_varargs ? 1 : 0)] = varkw;
+    }
+    for (int k = 0; k < nkw; k++) {
+        PyObject *kname = PyTuple_GET_ITEM(kwnames, k);
+        int slot = -1;
+        for (int i = co->co_posonlyargcount; i < total; i++) {
+            int eq = PyUnicode_Compare(kname, local_name(co, i));
+            if (eq == 0) {
+                slot = i;
+                break;
+            }
+        }
+        if (slot >= 0) {
+            if (callee->locals[slot] != NULL)
+                return tracer_unsupported(t, false, "multiple values for argument '%U'", kname);
+            callee->locals[slot] = args[npos + k];
+        }
+        else if (varkw != NULL) {
+            if (PyList_Append(varkw->obj, kname) < 0 || value_append(t, varkw, args[npos + k]) < 0)
+                return -1;
+        }
+        else {
+            return tracer_unsupported(t, false, "unexpected keyword argument '%U'", kname);
+        }
+    }
+    return 0;
+}
+
+/* Fill the parameters the call left unbound from the function's defaults,
+   reached through the function (func.__defaults__[d],
+   func.__kwdefaults__[name]) so that a changed default recompiles.
+   0 / -1. */
+static int bind_defaults(TFrame *callee)
+{
+    Tracer *t = callee->t;
+    PyCodeObject *co = callee->code;
+    PyObject *fn = callee->func;
+    int argcount = co->co_argcount;
+    int total = argcount + co->co_kwonlyargcount;
+    PyObject *defaults = PyFunction_GET_DEFAULTS(fn);
+    Py_ssize_t ndef = defaults ? PyTuple_GET_SIZE(defaults) : 0;
+    for (int i = 0; i < argcount; i++) {
+        if (callee->locals[i] != NULL)
+            continue;
+        Py_ssize_t d = i - (argcount - ndef);
+        if (d < 0)
+            return tracer_unsupported(t, false, "missing argument '%U' to %U", local_name(co, i), co->co_qualname);
+        PyObject *dn = PyUnicode_FromString("__defaults__");
+        int a = dn ? guardset_accessor(t->gs, ACC_ATTR, callee->func_src, 0, dn, NULL) : -1;
+        Py_XDECREF(dn);
+        int it = a < 0 ? -1 : guardset_accessor(t->gs, ACC_ITEM, a, d, NULL, NULL);
+        if (it < 0)
+            return -1;
+        callee->locals[i] = value_from_source(t, it, PyTuple_GET_ITEM(defaults, d));
+        if (callee->locals[i] == NULL)
+            return -1;
+    }
+    PyObject *kwdefaults = PyFunction_GET_KW_DEFAULTS(fn);
+    for (int i = argcount; i < total; i++) {
+        if (callee->locals[i] != NULL)
+            continue;
+        PyObject *dv = kwdefaults ? PyDict_GetItemWithError(kwdefaults, local_name(co, i)) : NULL;
+        if (dv == NULL)
+            return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "missing keyword argument '%U'", local_name(co, i));
+        PyObject *dn = PyUnicode_FromString("__kwdefaults__");
+        int a = dn ? guardset_accessor(t->gs, ACC_ATTR, callee->func_src, 0, dn, NULL) : -1;
+        Py_XDECREF(dn);
+        int it = a < 0 ? -1 : guardset_accessor(t->gs, ACC_DICT_ITEM, a, 0, local_name(co, i), NULL);
+        if (it < 0)
+            return -1;
+        callee->locals[i] = value_from_source(t, it, dv);
+        if (callee->locals[i] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+/* Bind arguments of an inlined call into the callee's locals.  0 / -1. */
+static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwnames)
+{
+    if (bind_given(callee, args, nargs, kwnames) < 0)
+        return -1;
+    return bind_defaults(callee);
+}
+
+/* Inline a call of user function fnv (a V_CONST reached by an accessor):
+   guard its code, bind the arguments, interpret its body in a frame of
+   its own.  Its return value, or NULL when tracing stops (the call then
+   breaks in the root frame). */
+static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    PyObject *fn = fnv->obj;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fn);
+    const char *why = tr_code_unsupported_reason(co, true);
+    if (why != NULL)
+        return tracer_unsupported(t, false, "call to %U: %s", co->co_qualname, why), NULL;
+    if (fnv->src < 0)
+        return tracer_unsupported(t, false, "call to a function made while tracing"), NULL;
+    if (t->depth >= MAX_INLINE_DEPTH)
+        return tracer_unsupported(t, false, "inlining deeper than %d calls (recursion?)", MAX_INLINE_DEPTH), NULL;
+    if (guardset_add(t->gs, GUARD_CODE_MATCH, fnv->src, (PyObject *)co, 0) < 0)
+        return NULL;
+    TFrame callee;
+    Value *result = NULL;
+    if (tr_frame_setup(&callee, t, f, fn, fnv->src, co) < 0)
+        goto out;
+    if (bind_arguments(&callee, args, nargs, kwnames) < 0)
+        goto out;
+    t->depth++;
+    TFrame *saved = t->current;
+    int r = tr_run_frame(&callee, 0);
+    t->current = saved;
+    t->depth--;
+    if (r == FRAME_RETURNED)
+        result = callee.retval;
+out:
+    tr_frame_teardown(&callee);
+    return result;
+}
+
+/* Methods of lists and dicts made by this frame, and keys/values/items. */
+static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *self = m->items[0];
+    PyObject *name = m->obj;
+    if (kwnames && PyTuple_GET_SIZE(kwnames) > 0)
+        return tracer_unsupported(t, false, "keyword arguments to .%U()", name), NULL;
+    /* args[0] is self */
+    if (self->kind == V_LIST && self->src < 0) {
+        if (PyUnicode_CompareWithASCIIString(name, "append") == 0 && nargs == 2) {
+            if (tracer_note_mutation(t, self, -1) < 0 || value_append(t, self, args[1]) < 0)
+                return NULL;
+            return new_const(t, Py_NewRef(Py_None));
+        }
+        if (PyUnicode_CompareWithASCIIString(name, "extend") == 0 && nargs == 2) {
+            Value *it = tr_make_iter(f, args[1]);
+            if (it == NULL || tracer_note_mutation(t, self, -1) < 0)
+                return NULL;
+            for (int i = it->pos; i < it->n; i++)
+                if (value_append(t, self, it->items[i]) < 0)
+                    return NULL;
+            it->pos = it->n;
+            return new_const(t, Py_NewRef(Py_None));
+        }
+    }
+    if (self->kind == V_DICT && nargs == 1
+        && (PyUnicode_CompareWithASCIIString(name, "keys") == 0
+            || PyUnicode_CompareWithASCIIString(name, "values") == 0
+            || PyUnicode_CompareWithASCIIString(name, "items") == 0)) {
+        /* a view: iterated as its items; the program gets the real view */
+        Value *out = value_new(t, V_ITER, NULL);
+        if (out == NULL)
+            return NULL;
+        out->seq = self;
+        out->view = (char)PyUnicode_READ_CHAR(name, 0);
+        for (int i = 0; i < self->n; i++) {
+            Value *k = value_new(t, V_CONST, PyList_GET_ITEM(self->obj, i));
+            Value *item = k;
+            if (k == NULL)
+                return NULL;
+            if (PyUnicode_CompareWithASCIIString(name, "values") == 0) {
+                item = self->items[i];
+            }
+            else if (PyUnicode_CompareWithASCIIString(name, "items") == 0) {
+                item = value_new(t, V_TUPLE, NULL);
+                if (item == NULL || value_append(t, item, k) < 0 || value_append(t, item, self->items[i]) < 0)
+                    return NULL;
+            }
+            else if (PyUnicode_CompareWithASCIIString(name, "keys") != 0) {
+                return tracer_unsupported(t, false, "dict method .%U()", name), NULL;
+            }
+            if (value_append(t, out, item) < 0)
+                return NULL;
+        }
+        return out;
+    }
+    return tracer_break(t, STOP_CALL, "call to .%U() of a %s%s", name,
+                        self->kind == V_LIST ? "list" : "dict",
+                        self->src >= 0 ? " the program can see" : ""), NULL;
+}
+
+/* callable(*args) (kwnames, borrowed, naming the last args): a tensor or
+   container method, an nn.Module, a user function (inlined), a pure tensor
+   function (a node), a builtin or builtin type; anything else is a break.
+   NULL when tracing stops. */
+static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    if (callable->kind == V_METHOD) {
+        Value *self = callable->items[0];
+        if (self->kind == V_TENSOR) {
+            PyObject *name = callable->obj;
+            if (!tensorops_is_pure_method(name)) {
+                if (tensorops_is_escape_method(name))
+                    return tracer_break(t, STOP_ESCAPE, "data escape: .%U() on a tensor value", name), NULL;
+                return tracer_break(t, STOP_CALL, "call to .%U(), not a pure tensor method", name), NULL;
+            }
+            const char *hint = PyUnicode_AsUTF8(name);
+            if (hint == NULL)
+                return NULL;
+            return tensorops_call(t, NODE_CALL_METHOD, name, hint, args, nargs, kwnames);
+        }
+        return call_container_method(f, callable, args, nargs, kwnames);
+    }
+    if (callable->kind == V_BOUND)
+        return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
+                            callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
+    if (callable->kind == V_OBJECT && nargs < MAX_STACK) {
+        /* an nn.Module: inline type(m).forward(m, *args) */
+        bool handled;
+        Value *fwd = value_module_forward(t, callable, &handled);
+        if (handled) {
+            Value *full[MAX_STACK + 1];
+            full[0] = callable;
+            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+            return fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
+        }
+    }
+    if (callable->kind != V_CONST)
+        return tracer_break(t, STOP_CALL, "call of a %s",
+                                  callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
+    PyObject *fn = callable->obj;
+    if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn))
+        return inline_call(f, callable, args, nargs, kwnames);
+    if (tensorops_is_pure_function(fn)) {
+        PyObject *name = PyObject_GetAttrString(fn, "__name__");
+        if (name == NULL) {
+            PyErr_Clear();
+            name = PyUnicode_FromString("call");
+        }
+        const char *hint = name ? PyUnicode_AsUTF8(name) : NULL;
+        Value *r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, fn, hint, args, nargs, kwnames) : NULL;
+        Py_XDECREF(name);
+        return r;
+    }
+    if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != NULL && PyModule_Check(PyCFunction_GET_SELF(fn))) {
+        PyObject *modname = PyModule_GetNameObject(PyCFunction_GET_SELF(fn));
+        int is_builtins = modname && PyUnicode_CompareWithASCIIString(modname, "builtins") == 0;
+        Py_XDECREF(modname);
+        PyErr_Clear();
+        if (is_builtins)
+            return tr_call_builtin(f, fn, args, nargs, kwnames);
+    }
+    if (PyType_Check(fn) && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return tr_call_type(f, fn, args, nargs, kwnames);
+    PyObject *r = PyObject_Repr(fn);
+    if (r == NULL)
+        return NULL;
+    Value *stop = (tracer_break(t, STOP_CALL, "call to %U", r), NULL);
+    Py_DECREF(r);
+    return stop;
+}
+
+/* The call of a CALL instruction.  When it stops (it will run eagerly),
+   what tracing it did to this frame's containers is undone, and in the
+   root frame its ops are dropped from the graph, so that nothing happens
+   twice.  NULL when tracing stops. */
+Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    int undo_mark = t->nundo;
+    int ops_mark = graph_op_count(t->graph);
+    Value *r = call_value(f, callable, args, nargs, kwnames);
+    if (r == NULL) {
+        tracer_undo_to(t, undo_mark);
+        if (f->parent == NULL && !PyErr_Occurred())
+            graph_truncate(t->graph, ops_mark);
+    }
+    return r;
+}

@@ -1,0 +1,631 @@
+/*
+ * tr_interp.c -- the translator's interpreter loop over CPython bytecode
+ * (DESIGN.md 3.4; contract: translate_int.h): instructions are read through
+ * pycompat.h's decoding layer (instr_decode, instr_jump_target), one case
+ * per opcode dispatches to a handler here (op_*) that does the stack
+ * effect, and what the operation means to values is in the file of its
+ * kind (tr_vars.c, tr_operators.c, tr_iter.c, tr_calls.c ...).
+ *
+ * Invariants: the dispatch never reads a code unit (another CPython
+ * version's layout goes in pycompat.h); every instruction, EXTENDED_ARG
+ * prefixes included, is a step of the unrolling bound (MAX_STEPS); in the
+ * root frame, code in a try range stops tracing; a stop in the root frame
+ * is made the frame's end at the instruction it happened in (tr_exit.c).
+ */
+#include "translate_int.h"
+
+/* ---- opcode handlers: each returns 0, or -1 when tracing stops ---- */
+
+/* STORE_FAST i: locals[i] = pop() (a cell variable stops). */
+static int op_store_fast(TFrame *f, const Instr *in)
+{
+    if (in->oparg >= f->nlocals)
+        return tracer_unsupported(f->t, true, "stores into a cell");
+    f->locals[in->oparg] = pop(f);
+    return 0;
+}
+
+/* DELETE_FAST i: local i is unbound (reading it stops). */
+static int op_delete_fast(TFrame *f, const Instr *in)
+{
+    Value *gone = value_new(f->t, V_NULL, NULL);
+    if (gone == NULL)
+        return -1;
+    f->locals[in->oparg] = gone;
+    return 0;
+}
+
+/* LOAD_GLOBAL: [NULL,] the global or builtin. */
+static int op_load_global(TFrame *f, const Instr *in)
+{
+    if (instr_global_pushes_null(in) && push(f, value_new(f->t, V_NULL, NULL)) < 0)
+        return -1;
+    return push(f, tr_load_global(f, PyTuple_GET_ITEM(f->code->co_names, instr_global_name(in))));
+}
+
+/* LOAD_DEREF: a free variable (a cell variable stops). */
+static int op_load_deref(TFrame *f, const Instr *in)
+{
+    int first_free = code_first_free(f->code);
+    if (in->oparg < first_free)
+        return tracer_unsupported(f->t, true, "reads a cell variable");
+    return push(f, tr_load_free(f, in->oparg - first_free));
+}
+
+/* CALL argc: [NULL, callable, args...] or [callable, self, args...]. */
+static int op_call(TFrame *f, const Instr *in)
+{
+    int argc = in->oparg;
+    Value *first = peek(f, argc + 2);
+    Value *callable;
+    Value *args[MAX_STACK];
+    int nargs;
+    if (first->kind == V_NULL) {
+        callable = peek(f, argc + 1);
+        nargs = argc;
+        for (int i = 0; i < argc; i++)
+            args[i] = peek(f, argc - i);
+    }
+    else {
+        callable = first;
+        nargs = argc + 1;
+        for (int i = 0; i <= argc; i++)
+            args[i] = peek(f, argc + 1 - i);
+    }
+    Value *r = tr_call_or_undo(f, callable, args, nargs, f->kwnames);
+    if (r == NULL)
+        return -1;
+    f->kwnames = NULL;
+    f->sp -= argc + 2;
+    return push(f, r);
+}
+
+/* BINARY_OP k: a op b, in place for k >= 13 (a op= b). */
+static int op_binary_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    bool inplace = in->oparg >= 13;
+    int k = inplace ? in->oparg - 13 : in->oparg;
+    if (k < 0 || k > 12)
+        return tracer_unsupported(f->t, true, "BINARY_OP %d", in->oparg);
+    return push(f, tr_apply_binary(f, tr_binary_op_names[k], tr_binary_op_hints[k], a, b, inplace));
+}
+
+/* COMPARE_OP: a < b, a <= b, a == b ... */
+static int op_compare_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    int k = instr_compare_op(in);
+    if (k < 0 || k > 5)
+        return tracer_unsupported(f->t, true, "COMPARE_OP %d", in->oparg);
+    return push(f, tr_apply_binary(f, tr_compare_op_names[k], tr_compare_op_names[k], a, b, false));
+}
+
+/* IS_OP: a is b, a is not b (oparg 1). */
+static int op_is_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    int same = tr_is_same(f, a, b);
+    if (same < 0)
+        return -1;
+    return push(f, new_const(f->t, PyBool_FromLong(same ^ (in->oparg & 1))));
+}
+
+/* CONTAINS_OP: a in b, a not in b (oparg 1). */
+static int op_contains_op(TFrame *f, const Instr *in)
+{
+    Value *b = pop(f);
+    Value *a = pop(f);
+    int r = tr_contains(f, a, b);
+    if (r < 0)
+        return -1;
+    return push(f, new_const(f->t, PyBool_FromLong(r ^ (in->oparg & 1))));
+}
+
+/* UNARY_NEGATIVE / UNARY_POSITIVE / UNARY_INVERT. */
+static int op_unary(TFrame *f, const Instr *in)
+{
+    const char *name = in->opcode == UNARY_NEGATIVE ? "neg"
+                       : in->opcode == UNARY_POSITIVE ? "pos" : "invert";
+    return push(f, tr_apply_unary(f, name, pop(f)));
+}
+
+/* UNARY_NOT: not a, of a value whose truth is known. */
+static int op_unary_not(TFrame *f)
+{
+    int tv = tr_truth(f, pop(f), "'not'");
+    if (tv < 0)
+        return -1;
+    return push(f, new_const(f->t, PyBool_FromLong(!tv)));
+}
+
+/* BINARY_SUBSCR: base[idx]. */
+static int op_binary_subscr(TFrame *f)
+{
+    Value *idx = pop(f);
+    Value *base = pop(f);
+    return push(f, tr_subscript(f, base, idx));
+}
+
+/* STORE_SUBSCR: container[idx] = value. */
+static int op_store_subscr(TFrame *f)
+{
+    Value *idx = pop(f);
+    Value *container = pop(f);
+    Value *value = pop(f);
+    return tr_store_subscript(f, container, idx, value);
+}
+
+/* BUILD_TUPLE / BUILD_LIST of the top oparg values. */
+static int op_build_sequence(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *v = value_new(t, in->opcode == BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
+    if (v == NULL)
+        return -1;
+    for (int i = in->oparg; i > 0; i--)
+        if (value_append(t, v, peek(f, i)) < 0)
+            return -1;
+    f->sp -= in->oparg;
+    return push(f, v);
+}
+
+/* BUILD_SLICE of 2 or 3 values (a missing step is None). */
+static int op_build_slice(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *v = value_new(t, V_SLICE, NULL);
+    Value *none = value_new(t, V_CONST, Py_None);
+    if (v == NULL || none == NULL)
+        return -1;
+    for (int i = in->oparg; i > 0; i--)
+        if (value_append(t, v, peek(f, i)) < 0)
+            return -1;
+    if (in->oparg == 2 && value_append(t, v, none) < 0)
+        return -1;
+    f->sp -= in->oparg;
+    return push(f, v);
+}
+
+/* d[key] = val in dict value d (made by this frame, being built), key a
+   constant.  0 / -1. */
+static int dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val)
+{
+    for (int j = 0; j < d->n; j++) {
+        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
+        if (eq < 0)
+            return -1;
+        if (eq) {
+            d->items[j] = val;
+            return 0;
+        }
+    }
+    if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
+        return -1;
+    return 0;
+}
+
+/* BUILD_MAP (oparg key, value pairs) / BUILD_CONST_KEY_MAP (oparg values
+   under a constant tuple of keys). */
+static int op_build_map(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    int oparg = in->oparg;
+    Value *d = value_new(t, V_DICT, NULL);
+    if (d == NULL || (d->obj = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *keys = NULL;
+    int base = in->opcode == BUILD_MAP ? 2 * oparg : oparg + 1;
+    if (in->opcode == BUILD_CONST_KEY_MAP) {
+        Value *kv = peek(f, 1);
+        if (kv->kind != V_CONST || !PyTuple_CheckExact(kv->obj))
+            return tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys");
+        keys = kv->obj;
+    }
+    for (int i = 0; i < oparg; i++) {
+        PyObject *key;
+        Value *val;
+        if (keys) {
+            key = PyTuple_GET_ITEM(keys, i);
+            val = peek(f, base - i);
+        }
+        else {
+            Value *kv = peek(f, base - 2 * i);
+            if (!foldable(kv))
+                return tracer_unsupported(t, false, "a dict key that is not a constant");
+            key = kv->obj;
+            val = peek(f, base - 2 * i - 1);
+        }
+        if (dict_set_item(t, d, key, val) < 0)
+            return -1;
+    }
+    f->sp -= base;
+    return push(f, d);
+}
+
+/* LIST_APPEND / LIST_EXTEND into the list oparg below the top. */
+static int op_list_extend(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *item = pop(f);
+    Value *list = peek(f, in->oparg);
+    if (list->kind != V_LIST || list->src >= 0)
+        return tracer_unsupported(t, true, "extending a list the program can see");
+    if (in->opcode == LIST_APPEND)
+        return value_append(t, list, item);
+    Value *it = tr_make_iter(f, item);
+    if (it == NULL)
+        return -1;
+    for (int i = it->pos; i < it->n; i++)
+        if (value_append(t, list, it->items[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* LIST_TO_TUPLE: tuple(list). */
+static int op_list_to_tuple(TFrame *f)
+{
+    Tracer *t = f->t;
+    Value *l = pop(f);
+    Value *tup = value_new(t, V_TUPLE, NULL);
+    if (tup == NULL)
+        return -1;
+    for (int i = 0; i < l->n; i++)
+        if (value_append(t, tup, l->items[i]) < 0)
+            return -1;
+    return push(f, tup);
+}
+
+/* UNPACK_SEQUENCE n: push the n items of the top value, last first. */
+static int op_unpack_sequence(TFrame *f, const Instr *in)
+{
+    Value *it = tr_make_iter(f, pop(f));
+    if (it == NULL)
+        return -1;
+    if (it->n - it->pos != in->oparg)
+        return tracer_unsupported(f->t, false, "unpacking %d values into %d names",
+                                  it->n - it->pos, in->oparg);
+    for (int i = it->n - 1; i >= it->pos; i--)
+        if (push(f, it->items[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* SWAP k: exchange the top value and the k-th. */
+static int op_swap(TFrame *f, const Instr *in)
+{
+    Value *top = f->stack[f->sp - 1];
+    f->stack[f->sp - 1] = f->stack[f->sp - in->oparg];
+    f->stack[f->sp - in->oparg] = top;
+    return 0;
+}
+
+/* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
+static int op_for_iter(TFrame *f, const Instr *in, int *ip)
+{
+    Value *it = peek(f, 1);
+    if (it->kind != V_ITER)
+        return tracer_unsupported(f->t, false, "FOR_ITER on an iterator the translator does not model");
+    if (it->pos < it->n)
+        return push(f, it->items[it->pos++]);
+    (void)pop(f);
+    *ip = instr_jump_target(in);
+    return 0;
+}
+
+/* POP_JUMP_*_IF_FALSE / _IF_TRUE on a value whose truth is known. */
+static int op_pop_jump_if(TFrame *f, const Instr *in, int *ip)
+{
+    int tv = tr_truth(f, pop(f), "branch");
+    if (tv < 0)
+        return -1;
+    if (tv == jumps_if_true(in))
+        *ip = instr_jump_target(in);
+    return 0;
+}
+
+/* POP_JUMP_*_IF_NONE / _IF_NOT_NONE: values other than constants are
+   known not to be None. */
+static int op_pop_jump_if_none(TFrame *f, const Instr *in, int *ip)
+{
+    Value *v = pop(f);
+    int is_none;
+    if (v->kind == V_CONST)
+        is_none = v->obj == Py_None;
+    else if (v->kind != V_NULL && v->kind != V_ITER)
+        is_none = 0;   /* tensors, containers, objects are never None */
+    else
+        return tracer_unsupported(f->t, true, "None test on an internal value");
+    bool want_none = in->opcode == POP_JUMP_FORWARD_IF_NONE || in->opcode == POP_JUMP_BACKWARD_IF_NONE;
+    if (is_none == want_none)
+        *ip = instr_jump_target(in);
+    return 0;
+}
+
+/* JUMP_IF_FALSE_OR_POP / JUMP_IF_TRUE_OR_POP ('and' / 'or'). */
+static int op_jump_if_or_pop(TFrame *f, const Instr *in, int *ip)
+{
+    int tv = tr_truth(f, peek(f, 1), "'and'/'or'");
+    if (tv < 0)
+        return -1;
+    if (tv == (in->opcode == JUMP_IF_TRUE_OR_POP))
+        *ip = instr_jump_target(in);
+    else
+        (void)pop(f);
+    return 0;
+}
+
+/* FORMAT_VALUE: flags 0x03 the conversion, 0x04 a format spec on top. */
+static int op_format_value(TFrame *f, const Instr *in)
+{
+    bool has_spec = (in->oparg & 0x04) != 0;
+    Value *spec = has_spec ? pop(f) : NULL;
+    Value *v = pop(f);
+    return push(f, tr_format_value(f, v, spec, in->oparg & 0x03));
+}
+
+/* BUILD_STRING n: the n constant strings on top, joined. */
+static int op_build_string(TFrame *f, const Instr *in)
+{
+    PyObject *parts = tr_string_parts(f, &f->stack[f->sp - in->oparg], in->oparg);
+    if (parts == NULL)
+        return -1;
+    PyObject *empty = PyUnicode_FromString("");
+    PyObject *s = empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(parts);
+    f->sp -= in->oparg;
+    return push(f, new_const(f->t, s));
+}
+
+/* RETURN_VALUE: f->retval; the root frame's end is the return.  Cannot
+   fail. */
+static void op_return_value(TFrame *f)
+{
+    Tracer *t = f->t;
+    f->retval = pop(f);
+    if (f->parent == NULL) {
+        t->end.kind = END_RETURN;
+        t->end.retval = f->retval;
+    }
+}
+
+/* An opcode the translator does not model.  Returns -1. */
+static int op_unsupported(TFrame *f, const Instr *in)
+{
+    const char *name = NULL;
+    PyObject *dis = PyImport_ImportModule("dis");
+    PyObject *opname = dis ? PyObject_GetAttrString(dis, "opname") : NULL;
+    PyObject *item = opname ? PySequence_GetItem(opname, in->opcode) : NULL;
+    name = item ? PyUnicode_AsUTF8(item) : NULL;
+    if (name == NULL)
+        PyErr_Clear();
+    tracer_unsupported(f->t, true, "unsupported bytecode %s at offset %d",
+                       name ? name : "?", in->offset * 2);
+    Py_XDECREF(item);
+    Py_XDECREF(opname);
+    Py_XDECREF(dis);
+    return -1;
+}
+
+/* ---- the interpreter loop ---- */
+
+/* One step of the unrolling bound.  0 / -1 (tracing stops). */
+static int count_step(Tracer *t)
+{
+    if (++t->steps > MAX_STEPS)
+        return tracer_unsupported(t, false, "more than %d instructions (unbounded unrolling?)", MAX_STEPS);
+    return 0;
+}
+
+/*
+ * Enter instruction *in, its first code unit counted: the units of its
+ * EXTENDED_ARG prefixes up to the opcode are steps too (3.11 dispatches
+ * them one by one), and in the root frame a unit inside a try range stops
+ * tracing.  A stop at a prefix leaves *in as the prefix unit dispatched
+ * last (EXTENDED_ARG at in->offset), which the frame's end turns into a
+ * deopt at in->start.  0 / -1 (tracing stops).
+ */
+static int enter_instr(TFrame *f, Instr *in)
+{
+    Tracer *t = f->t;
+    for (int u = in->start; u <= in->offset; u++) {
+        if (u > in->start && count_step(t) < 0) {
+            in->opcode = EXTENDED_ARG;
+            in->offset = u - 1;
+            return -1;
+        }
+        f->cur_instr = u;
+        if (f->parent == NULL && code_instr_protected(f->code, u)) {
+            if (u < in->offset) {
+                in->opcode = EXTENDED_ARG;
+                in->offset = u;
+            }
+            return tracer_unsupported(t, true, "code inside a try/with block");
+        }
+    }
+    return 0;
+}
+
+/*
+ * Interpret frame f from code unit `start` until it returns
+ * (FRAME_RETURNED, f->retval set), the root frame ends at a break or a
+ * deopt (FRAME_ENDED, t->end set), or tracing stops (FRAME_STOPPED).
+ *
+ * The dispatch: one case per opcode, each calling a handler (op_* above,
+ * which pops the operands, calls what the operation means to values --
+ * tr_load_*, tr_apply_*, tr_call_*, tr_make_iter, tr_subscript ... -- and
+ * pushes the result).  A stop in the root frame is made the frame's end at
+ * the instruction it happened in (tr_end_root_frame).
+ */
+int tr_run_frame(TFrame *f, int start)
+{
+    Tracer *t = f->t;
+    Instr in = {.opcode = NOP, .oparg = 0, .start = start, .offset = start, .next = start};
+    int ip = start;
+    int sp_before = 0;    /* stack depth before the instruction `in` */
+    t->current = f;
+    while (ip < f->bc.nunits) {
+        /* FIXME: the bound is counted before the next instruction is
+           decoded, so a stop here ends the root frame at the instruction
+           before (`in`, sp_before): a deopt runs it again, and an eager
+           step reads operands its result may have overwritten (a wrong
+           value).  Kept as it was by the refactor that split translate.c;
+           counting this unit in enter_instr() like the others fixes it. */
+        if (count_step(t) < 0)
+            goto fail;
+        instr_decode(&f->bc, ip, &in);
+        sp_before = f->sp;
+        if (enter_instr(f, &in) < 0)
+            goto fail;
+        ip = in.next;
+        int rc = 0;
+        switch (in.opcode) {
+        case NOP:
+        case RESUME:
+        case CACHE:
+        case PRECALL:
+        case COPY_FREE_VARS:
+        case EXTENDED_ARG:    /* a prefix dangling at the end of co_code */
+            break;
+        case LOAD_FAST:
+            rc = push(f, tr_load_local(f, in.oparg));
+            break;
+        case STORE_FAST:
+            rc = op_store_fast(f, &in);
+            break;
+        case DELETE_FAST:
+            rc = op_delete_fast(f, &in);
+            break;
+        case LOAD_CONST:
+            rc = push(f, value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_consts, in.oparg)));
+            break;
+        case LOAD_GLOBAL:
+            rc = op_load_global(f, &in);
+            break;
+        case LOAD_DEREF:
+            rc = op_load_deref(f, &in);
+            break;
+        case LOAD_ATTR:
+            rc = push(f, tr_load_attr(f, pop(f), PyTuple_GET_ITEM(f->code->co_names, in.oparg)));
+            break;
+        case LOAD_METHOD:
+            rc = tr_load_method(f, pop(f), PyTuple_GET_ITEM(f->code->co_names, in.oparg));
+            break;
+        case PUSH_NULL:
+            rc = push(f, value_new(t, V_NULL, NULL));
+            break;
+        case KW_NAMES:
+            f->kwnames = PyTuple_GET_ITEM(f->code->co_consts, in.oparg);
+            break;
+        case CALL:
+            rc = op_call(f, &in);
+            break;
+        case BINARY_OP:
+            rc = op_binary_op(f, &in);
+            break;
+        case COMPARE_OP:
+            rc = op_compare_op(f, &in);
+            break;
+        case IS_OP:
+            rc = op_is_op(f, &in);
+            break;
+        case CONTAINS_OP:
+            rc = op_contains_op(f, &in);
+            break;
+        case UNARY_NEGATIVE:
+        case UNARY_POSITIVE:
+        case UNARY_INVERT:
+            rc = op_unary(f, &in);
+            break;
+        case UNARY_NOT:
+            rc = op_unary_not(f);
+            break;
+        case BINARY_SUBSCR:
+            rc = op_binary_subscr(f);
+            break;
+        case STORE_SUBSCR:
+            rc = op_store_subscr(f);
+            break;
+        case BUILD_TUPLE:
+        case BUILD_LIST:
+            rc = op_build_sequence(f, &in);
+            break;
+        case BUILD_SLICE:
+            rc = op_build_slice(f, &in);
+            break;
+        case BUILD_MAP:
+        case BUILD_CONST_KEY_MAP:
+            rc = op_build_map(f, &in);
+            break;
+        case LIST_EXTEND:
+        case LIST_APPEND:
+            rc = op_list_extend(f, &in);
+            break;
+        case LIST_TO_TUPLE:
+            rc = op_list_to_tuple(f);
+            break;
+        case UNPACK_SEQUENCE:
+            rc = op_unpack_sequence(f, &in);
+            break;
+        case POP_TOP:
+            (void)pop(f);
+            break;
+        case COPY:
+            rc = push(f, peek(f, in.oparg));
+            break;
+        case SWAP:
+            rc = op_swap(f, &in);
+            break;
+        case GET_ITER:
+            rc = push(f, tr_make_iter(f, pop(f)));
+            break;
+        case FOR_ITER:
+            rc = op_for_iter(f, &in, &ip);
+            break;
+        case JUMP_FORWARD:
+        case JUMP_BACKWARD:
+        case JUMP_BACKWARD_NO_INTERRUPT:
+            ip = instr_jump_target(&in);
+            break;
+        case POP_JUMP_FORWARD_IF_FALSE:
+        case POP_JUMP_FORWARD_IF_TRUE:
+        case POP_JUMP_BACKWARD_IF_FALSE:
+        case POP_JUMP_BACKWARD_IF_TRUE:
+            rc = op_pop_jump_if(f, &in, &ip);
+            break;
+        case POP_JUMP_FORWARD_IF_NONE:
+        case POP_JUMP_FORWARD_IF_NOT_NONE:
+        case POP_JUMP_BACKWARD_IF_NONE:
+        case POP_JUMP_BACKWARD_IF_NOT_NONE:
+            rc = op_pop_jump_if_none(f, &in, &ip);
+            break;
+        case JUMP_IF_FALSE_OR_POP:
+        case JUMP_IF_TRUE_OR_POP:
+            rc = op_jump_if_or_pop(f, &in, &ip);
+            break;
+        case FORMAT_VALUE:
+            rc = op_format_value(f, &in);
+            break;
+        case BUILD_STRING:
+            rc = op_build_string(f, &in);
+            break;
+        case RETURN_VALUE:
+            op_return_value(f);
+            return FRAME_RETURNED;
+        default:
+            rc = op_unsupported(f, &in);
+            break;
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    tracer_unsupported(t, true, "ran past the end of the bytecode");
+fail:
+    if (f->parent != NULL || t->reason == NULL || PyErr_Occurred())
+        return FRAME_STOPPED;
+    return tr_end_root_frame(f, &in, sp_before);
+}

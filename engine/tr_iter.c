@@ -1,0 +1,292 @@
+/*
+ * tr_iter.c -- subscripts, item assignment and iteration while translating
+ * (DESIGN.md 3.4; contract: translate_int.h).
+ *
+ * An iterator is a V_ITER over the items it will yield, from pos: a loop
+ * over constants, containers and tensor rows is unrolled (with a bound).
+ * Invariants: an iterator remembers what it reads (seq: a list, dict or
+ * tensor; srcs: the sources of enumerate()/zip()), so that across a graph
+ * break it can be rebuilt to see what an eager step changed (tr_rebuild.c);
+ * a list or dict is never changed while a loop the frames hold iterates
+ * over it (tracer_check_iterated); only containers this frame made are
+ * assigned into.
+ */
+#include "translate_int.h"
+
+/* base[index]: a node for a tensor, an item or slice of a tuple or list
+   (constant index), a dict item (constant key), folded for constants.
+   NULL when tracing stops. */
+Value *tr_subscript(TFrame *f, Value *base, Value *index)
+{
+    Tracer *t = f->t;
+    if (base->kind == V_TENSOR) {
+        if (index->kind == V_DICT || index->kind == V_OBJECT || index->kind == V_ITER)
+            return tracer_unsupported(t, false, "indexing an array with this kind of value"), NULL;
+        Value *args[2] = {base, index};
+        return tensorops_call(t, NODE_CALL_FUNCTION, tensorops_operator("getitem"), "getitem", args, 2, NULL);
+    }
+    if (base->kind == V_TUPLE || base->kind == V_LIST) {
+        if (index->kind == V_CONST && PyLong_CheckExact(index->obj)) {
+            Py_ssize_t i = PyLong_AsSsize_t(index->obj);
+            if (i == -1 && PyErr_Occurred())
+                return NULL;
+            if (i < 0)
+                i += base->n;
+            if (i < 0 || i >= base->n)
+                return tracer_unsupported(t, false, "index out of range"), NULL;
+            return base->items[i];
+        }
+        if (index->kind == V_SLICE) {
+            PyObject *s = value_as_constant(t, index);
+            if (s == NULL)
+                return NULL;
+            Py_ssize_t start, stop, step;
+            int r = PySlice_Unpack(s, &start, &stop, &step);
+            Py_DECREF(s);
+            if (r < 0)
+                return NULL;
+            Py_ssize_t len = PySlice_AdjustIndices(base->n, &start, &stop, step);
+            Value *out = value_new(t, base->kind, NULL);
+            if (out == NULL)
+                return NULL;
+            for (Py_ssize_t k = 0; k < len; k++)   /* (no index past the last: a step of
+                                                      sys.maxsize must not overflow) */
+                if (value_append(t, out, base->items[start + k * step]) < 0)
+                    return NULL;
+            return out;
+        }
+        return tracer_unsupported(t, false, "indexing a sequence with a non-constant"), NULL;
+    }
+    if (base->kind == V_DICT && index->kind == V_CONST) {
+        for (int i = 0; i < base->n; i++) {
+            int eq = PyObject_RichCompareBool(PyList_GET_ITEM(base->obj, i), index->obj, Py_EQ);
+            if (eq < 0)
+                return NULL;
+            if (eq)
+                return base->items[i];
+        }
+        return tracer_unsupported(t, false, "missing dict key"), NULL;
+    }
+    if (foldable(base) && (foldable(index) || index->kind == V_SLICE)) {
+        PyObject *key = value_as_constant(t, index);
+        if (key == NULL)
+            return NULL;
+        Value *r = new_const(t, PyObject_GetItem(base->obj, key));
+        Py_DECREF(key);
+        return r;
+    }
+    return tracer_unsupported(t, false, "subscript of this kind of value"), NULL;
+}
+
+/* Item assignment into a list or dict this frame made; anything else (an
+   array, an object the program can see) is an eager step. */
+int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value)
+{
+    Tracer *t = f->t;
+    if (container->kind == V_LIST && container->src < 0 && idx->kind == V_CONST
+        && PyLong_CheckExact(idx->obj)) {
+        Py_ssize_t i = PyLong_AsSsize_t(idx->obj);
+        if (i < 0)
+            i += container->n;
+        if (i < 0 || i >= container->n)
+            return tracer_break(t, STOP_CALL, "list assignment index out of range");
+        if (tracer_note_mutation(t, container, (int)i) < 0)
+            return -1;
+        container->items[i] = value;
+        return 0;
+    }
+    if (container->kind == V_DICT && container->src < 0 && foldable(idx)) {
+        for (int i = 0; i < container->n; i++) {
+            int eq = PyObject_RichCompareBool(PyList_GET_ITEM(container->obj, i), idx->obj, Py_EQ);
+            if (eq < 0)
+                return -1;
+            if (eq) {
+                if (tracer_note_mutation(t, container, i) < 0)
+                    return -1;
+                container->items[i] = value;
+                return 0;
+            }
+        }
+        if (tracer_note_mutation(t, container, -1) < 0 || PyList_Append(container->obj, idx->obj) < 0)
+            return -1;
+        return value_append(t, container, value);
+    }
+    return tracer_break(t, STOP_CALL, "item assignment into a %s the program can see",
+                        container->kind == V_TENSOR ? "tensor" : "container or object");
+}
+
+/* ---- iterators ---- */
+
+/* enumerate() or zip() over sources its[0..n) (from their positions): out
+   remembers where each source stands, so that it can be rebuilt as a real
+   enumerate or zip (when it escapes, or reads a list, dict or tensor that a
+   graph break may change).  0 / -1. */
+int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count)
+{
+    Value *srcs = value_new(t, V_TUPLE, NULL);
+    if (srcs == NULL)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        /* a copy of the source from where out's first item comes */
+        Value *src = its[k], *cur = value_new(t, V_ITER, NULL);
+        if (cur == NULL || value_append(t, srcs, cur) < 0)
+            return -1;
+        for (int i = src->pos; i < src->n; i++)
+            if (value_append(t, cur, src->items[i]) < 0)
+                return -1;
+        cur->seq = src->seq;
+        cur->seq_view = src->seq_view;
+        cur->seq_start = src->seq_start + src->pos;
+        cur->srcs = src->srcs;   /* a derived source: refused at a break (make_rebuild_iter) */
+        cur->count = src->count;
+    }
+    out->srcs = srcs;
+    out->count = count;
+    return 0;
+}
+
+/* Whether iterator v reads container (its seq, or one of its sources'). */
+static bool iter_reads(Value *v, Value *container)
+{
+    if (v == NULL || v->kind != V_ITER)
+        return false;
+    /* one that came into a resume frame may read any list (which, only the
+       run knows: see RB_SLOT_ITER) */
+    if (v->seq == container || (v->came_in_slot && container->kind == V_LIST))
+        return true;
+    for (int k = 0; v->srcs && k < v->srcs->n; k++)
+        if (iter_reads(v->srcs->items[k], container))
+            return true;
+    return false;
+}
+
+/* A list or dict is about to change: refuse when an iterator the frames
+   still hold reads it (a loop not yet finished would have to see the
+   change -- even one past its last item, as a list iterator is). */
+int tracer_check_iterated(Tracer *t, Value *container)
+{
+    for (TFrame *f = t->current; f != NULL; f = f->parent) {
+        bool reads = false;
+        for (int i = 0; i < f->sp && !reads; i++)
+            reads = iter_reads(f->stack[i], container);
+        for (int i = 0; i < f->nlocals && !reads; i++)
+            reads = iter_reads(f->locals[i], container);
+        if (reads)
+            return tracer_unsupported(t, false, "a %s changed while a loop iterates over it",
+                                      container->kind == V_DICT ? "dict" : "list");
+    }
+    return 0;
+}
+
+/* it (a new V_ITER) over the items of constant obj: a range, tuple, str or
+   torch.Size, at most 10000 of them.  Returns it, or NULL when tracing
+   stops. */
+static Value *iter_constant(Tracer *t, Value *it, PyObject *obj)
+{
+    Py_ssize_t n = PyObject_Length(obj);
+    if (n < 0)
+        return NULL;
+    if (n > 10000)
+        return tracer_unsupported(t, false, "a loop of %zd iterations (unrolling bound 10000)", n), NULL;
+    PyObject *seq = PySequence_Tuple(obj);
+    if (seq == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Value *c = value_new(t, V_CONST, PyTuple_GET_ITEM(seq, i));
+        if (c == NULL || value_append(t, it, c) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    return it;
+}
+
+/* it (a new V_ITER) over the rows of tensor v (its first axis, known from
+   its shape; at most 1000).  Returns it, or NULL when tracing stops. */
+static Value *iter_rows(TFrame *f, Value *it, Value *v)
+{
+    Tracer *t = f->t;
+    if (v->dynshape)
+        return tracer_break(t, STOP_ESCAPE, "data escape: iterating a tensor whose shape "
+                            "depends on its values"), NULL;
+    PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
+    if (shape == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0
+                       ? PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0)) : -1;
+    Py_DECREF(shape);
+    if (n < 0) {
+        PyErr_Clear();
+        return tracer_unsupported(t, false, "iterating a 0-d array"), NULL;
+    }
+    if (n > 1000)
+        return tracer_unsupported(t, false, "a loop over %zd array rows (unrolling bound 1000)", n), NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Value *idx = new_const(t, PyLong_FromSsize_t(i));
+        Value *row = idx ? tr_subscript(f, v, idx) : NULL;
+        if (row == NULL || value_append(t, it, row) < 0)
+            return NULL;
+    }
+    /* The rows are read here, in the graph; only an eager step can
+       write into the tensor (every in-place op is one), and across it
+       the loop goes on over a view of the rows left (RB_ROWS). */
+    it->seq = v;
+    return it;
+}
+
+/* Items a value iterates over, as a new V_ITER (an iterator is its own).
+   NULL when tracing stops. */
+Value *tr_make_iter(TFrame *f, Value *v)
+{
+    Tracer *t = f->t;
+    Value *it = value_new(t, V_ITER, NULL);
+    if (it == NULL)
+        return NULL;
+    switch (v->kind) {
+    case V_ITER:
+        if (v->view) {
+            /* iter(d.keys()): a new iterator over the view's items */
+            for (int i = v->pos; i < v->n; i++)
+                if (value_append(t, it, v->items[i]) < 0)
+                    return NULL;
+            it->seq = v->seq;   /* it reads the dict's items */
+            it->seq_view = v->view;
+            return it;
+        }
+        return v;
+    case V_TUPLE:
+    case V_LIST:
+        for (int i = 0; i < v->n; i++)
+            if (value_append(t, it, v->items[i]) < 0)
+                return NULL;
+        if (v->kind == V_LIST)
+            it->seq = v;        /* a change to the list must be seen */
+        return it;
+    case V_DICT:
+        for (int i = 0; i < v->n; i++) {
+            Value *k = value_new(t, V_CONST, PyList_GET_ITEM(v->obj, i));
+            if (k == NULL || value_append(t, it, k) < 0)
+                return NULL;
+        }
+        it->seq = v;
+        return it;
+    case V_CONST:
+        if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)
+            || (PyTuple_Check(v->obj) && value_is_plain_constant(v->obj)))   /* torch.Size */
+            return iter_constant(t, it, v->obj);
+        break;
+    case V_TENSOR:
+        return iter_rows(f, it, v);
+    case V_OBJECT: {
+        bool handled;
+        Value *mi = value_module_iter(t, v, &handled);
+        if (handled)
+            return mi;
+        break;
+    }
+    default:
+        break;
+    }
+    return tracer_unsupported(t, false, "iterating over this kind of value"), NULL;
+}

@@ -1,0 +1,191 @@
+/*
+ * tr_operators.c -- what operators mean to symbolic values (DESIGN.md 3.4;
+ * contract: translate_int.h): binary, unary and comparison operators, truth
+ * values of branches, 'is' and 'in', f-string parts.
+ *
+ * Invariants: an operator on a tensor becomes a graph node (tensorops.c);
+ * on constants it is folded only when their operators are builtin C code
+ * (foldable), so folding runs no program code; tuples and lists are
+ * combined item by item; a branch on a tensor is a graph break, never
+ * decided while tracing.
+ */
+#include "translate_int.h"
+
+#include <string.h>
+
+const char *const tr_binary_op_names[13] = {
+    "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_",
+    "pow", "rshift", "sub", "truediv", "xor",
+};
+const char *const tr_binary_op_hints[13] = {
+    "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_",
+    "pow", "rshift", "sub", "truediv", "xor",
+};
+const char *const tr_compare_op_names[6] = {"lt", "le", "eq", "ne", "gt", "ge"};
+
+/* Apply operator.<opname> to a and b: fold constants, add a node for
+   tensors, combine tuples/lists.  NULL when tracing stops. */
+Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
+                       Value *a, Value *b, bool inplace)
+{
+    Tracer *t = f->t;
+    PyObject *op = tensorops_operator(opname);
+    if (op == NULL)
+        return NULL;
+    if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
+        if (inplace && a->kind == V_TENSOR)
+            return tracer_break(t, STOP_CALL, "in-place operator %s= on a tensor the program can see", hint), NULL;
+        Value *args[2] = {a, b};
+        return tensorops_call(t, NODE_CALL_FUNCTION, op, hint, args, 2, NULL);
+    }
+    if (foldable(a) && foldable(b))
+        return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
+    bool a_tuple = a->kind == V_TUPLE || (a->kind == V_CONST && PyTuple_CheckExact(a->obj));
+    bool b_tuple = b->kind == V_TUPLE || (b->kind == V_CONST && PyTuple_CheckExact(b->obj));
+    if (strcmp(opname, "add") == 0
+        && ((a_tuple && b_tuple) || (a->kind == V_LIST && b->kind == V_LIST)
+            || (inplace && a->kind == V_LIST && (b_tuple || b->kind == V_LIST)))) {
+        if (inplace && a->kind == V_LIST && a->src >= 0)
+            return tracer_unsupported(t, false, "in-place += on a list the program can see"), NULL;
+        Value *out = value_new(t, a->kind == V_LIST ? V_LIST : V_TUPLE, NULL);
+        if (out == NULL)
+            return NULL;
+        Value *parts[2] = {a, b};
+        for (int p = 0; p < 2; p++) {
+            Value *s = parts[p];
+            if (s->kind == V_CONST) {
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->obj); i++) {
+                    Value *c = value_new(t, V_CONST, PyTuple_GET_ITEM(s->obj, i));
+                    if (c == NULL || value_append(t, out, c) < 0)
+                        return NULL;
+                }
+            }
+            else {
+                for (int i = 0; i < s->n; i++)
+                    if (value_append(t, out, s->items[i]) < 0)
+                        return NULL;
+            }
+        }
+        if (inplace && a->kind == V_LIST) {
+            /* list += : the same list object, extended */
+            if (tracer_note_mutation(t, a, -1) < 0)
+                return NULL;
+            a->n = 0;
+            for (int i = 0; i < out->n; i++)
+                if (value_append(t, a, out->items[i]) < 0)
+                    return NULL;
+            return a;
+        }
+        return out;
+    }
+    return tracer_unsupported(t, false, "operator %s on %s and %s", hint,
+                              a->kind == V_CONST || a->kind == V_OBJECT ? Py_TYPE(a->obj)->tp_name : "a container",
+                              b->kind == V_CONST || b->kind == V_OBJECT ? Py_TYPE(b->obj)->tp_name : "a container"), NULL;
+}
+
+/* operator.<opname>(a): a node for a tensor, folded for a constant.  NULL
+   when tracing stops. */
+Value *tr_apply_unary(TFrame *f, const char *opname, Value *a)
+{
+    Tracer *t = f->t;
+    PyObject *op = tensorops_operator(opname);
+    if (op == NULL)
+        return NULL;
+    if (a->kind == V_TENSOR) {
+        Value *args[1] = {a};
+        return tensorops_call(t, NODE_CALL_FUNCTION, op, opname, args, 1, NULL);
+    }
+    if (foldable(a))
+        return new_const(t, PyObject_CallOneArg(op, a->obj));
+    return tracer_unsupported(t, false, "unary %s on this value", opname), NULL;
+}
+
+/* Truth value of a value known at trace time: 1, 0, or -1 (stops). */
+int tr_truth(TFrame *f, Value *v, const char *what)
+{
+    switch (v->kind) {
+    case V_CONST:
+        if (foldable(v) || PyModule_Check(v->obj) || PyFunction_Check(v->obj) || PyType_Check(v->obj))
+            return PyObject_IsTrue(v->obj);
+        break;
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        return v->n > 0;
+    case V_TENSOR:
+        return tracer_break(f->t, STOP_BRANCH, "%s on a tensor value", what);
+    default:
+        break;
+    }
+    return tracer_unsupported(f->t, false, "%s on a value whose truth is not known while tracing", what);
+}
+
+/* `a is b` for values whose identity is known while tracing: 1, 0, or -1
+   (tracing stops). */
+int tr_is_same(TFrame *f, Value *a, Value *b)
+{
+    if (a->kind == V_CONST && b->kind == V_CONST)
+        return a->obj == b->obj;
+    if ((a->kind == V_CONST && a->obj == Py_None && b->kind != V_CONST && b->kind != V_OBJECT)
+        || (b->kind == V_CONST && b->obj == Py_None && a->kind != V_CONST && a->kind != V_OBJECT))
+        return 0;
+    if (a == b)
+        return 1;
+    return tracer_unsupported(f->t, false, "'is' between these values");
+}
+
+/* `a in b` for a constant a and a constant or container b: 1, 0, or -1
+   (tracing stops, or an exception). */
+int tr_contains(TFrame *f, Value *a, Value *b)
+{
+    if (foldable(a) && foldable(b))
+        return PySequence_Contains(b->obj, a->obj);
+    if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST))
+        return tracer_unsupported(f->t, false, "'in' on these values");
+    int r = 0;
+    for (int i = 0; i < b->n && r == 0; i++) {
+        if (b->kind == V_DICT)
+            r = PyObject_RichCompareBool(PyList_GET_ITEM(b->obj, i), a->obj, Py_EQ);
+        else if (foldable(b->items[i]))
+            r = PyObject_RichCompareBool(b->items[i]->obj, a->obj, Py_EQ);
+        else
+            return tracer_unsupported(f->t, false, "'in' over values that are not constants");
+    }
+    return r;
+}
+
+/* f-string part: format(conv(v), spec) of constants, conv 0 (none), 1
+   (str), 2 (repr) or 3 (ascii).  NULL when tracing stops. */
+Value *tr_format_value(TFrame *f, Value *v, Value *spec, int conv_kind)
+{
+    if (!foldable(v) || (spec && !foldable(spec)))
+        return tracer_unsupported(f->t, false, "f-string of a value that is not a constant"), NULL;
+    PyObject *conv = NULL;
+    switch (conv_kind) {
+    case 1: conv = PyObject_Str(v->obj); break;
+    case 2: conv = PyObject_Repr(v->obj); break;
+    case 3: conv = PyObject_ASCII(v->obj); break;
+    default: conv = Py_NewRef(v->obj); break;
+    }
+    PyObject *s = conv ? PyObject_Format(conv, spec ? spec->obj : NULL) : NULL;
+    Py_XDECREF(conv);
+    return new_const(f->t, s);
+}
+
+/* The n constant strings parts[0..n) as a new tuple, or NULL when tracing
+   stops (a part is not a constant str) or on an error. */
+PyObject *tr_string_parts(TFrame *f, Value **parts, int n)
+{
+    PyObject *tup = PyTuple_New(n);
+    if (tup == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        Value *p = parts[i];
+        if (p->kind != V_CONST || !PyUnicode_CheckExact(p->obj)) {
+            Py_DECREF(tup);
+            return tracer_unsupported(f->t, true, "BUILD_STRING of a non-string"), NULL;
+        }
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(p->obj));
+    }
+    return tup;
+}

@@ -1,0 +1,261 @@
+/*
+ * translate_int.h -- the translator's private contract: the symbolic frame
+ * (TFrame) and its value stack, and what the translator's files share
+ * (design: DESIGN.md 3.4-3.5; map: docs/architecture.md).
+ *
+ *   translate.c     translate_frame(): the Tracer's life, symbolic frames,
+ *                   the root frame's inputs (resume slots), the user stack
+ *   tr_interp.c     the interpreter loop: instructions (decoded by
+ *                   pycompat.h), the opcode dispatch, the op_* handlers
+ *   tr_vars.c       locals, free variables, globals and builtins, attributes
+ *                   and methods
+ *   tr_operators.c  operators, truth values, 'is' / 'in', f-strings
+ *   tr_iter.c       subscripts, item assignment, iterators (over constants,
+ *                   containers, tensor rows; enumerate()/zip() sources)
+ *   tr_calls.c      calls: user functions (binding, inlining), tensor and
+ *                   container methods, nn.Module calls, undoing a call that
+ *                   breaks
+ *   tr_builtins.c   calls of builtin functions and of builtin types
+ *   tr_rebuild.c    materialization: how values are rebuilt after a graph
+ *                   ran (Rebuild trees, memo slots, the live state)
+ *   tr_exit.c       the end of the root frame (return, eager step, branch,
+ *                   deopt) and finishing the plan (outputs, break, backend)
+ *
+ * Where growth goes: a new opcode is a case in tr_run_frame (tr_interp.c) with
+ * an op_* handler next to it that does the stack effect, and what the
+ * operation means to Values goes in the file of its kind; a new call rule
+ * goes in tr_calls.c (user code, methods) or tr_builtins.c; another CPython
+ * version's bytecode layout goes in pycompat.h's decoding layer (Instr),
+ * never in the dispatch.
+ *
+ * Invariants:
+ *   - Every Value is the Tracer's (translate.h).  A TFrame lives on the C
+ *     stack of whoever interprets it (translate_frame for the root frame,
+ *     the inlining call for the others) and holds no references of its own
+ *     but its Bytecode.
+ *   - Functions returning int give 0, or -1 when tracing stops; functions
+ *     returning a pointer give NULL when it stops.  A stop is t->reason set
+ *     (no exception) or an exception; the first stop wins (translate.h).
+ *   - pop() never clears a slot: when tracing stops in the root frame, the
+ *     frame's end reads the instruction's operands from the stack as it was
+ *     before the instruction (f->stack[0..sp_before)), after its handler
+ *     popped them.
+ *   - Tracing has no effect the program can see: only pure tensor ops run,
+ *     on example values; attributes are read through the generic path.
+ */
+#ifndef DYNSCOPE_TRANSLATE_INT_H
+#define DYNSCOPE_TRANSLATE_INT_H
+
+#include "pycompat.h"
+#include "translate.h"
+
+#define MAX_STEPS 50000        /* instructions interpreted per translation */
+#define MAX_INLINE_DEPTH 12
+#define MAX_STACK 256
+
+/* A frame being interpreted: the root frame (the intercepted one) or a
+   call being inlined. */
+typedef struct TFrame {
+    Tracer *t;
+    struct TFrame *parent;     /* the caller's frame; NULL for the root frame */
+    PyCodeObject *code;        /* borrowed (the function or frame keeps it) */
+    PyObject *func;            /* borrowed: the function being interpreted */
+    int func_src;              /* accessor of func, -1 for the root frame */
+    Bytecode bc;               /* code's co_code, read through pycompat.h */
+    int nlocals;
+    Value **locals;            /* owned array: co_nlocals slots, NULL = unbound */
+    Value *stack[MAX_STACK];
+    int sp;
+    PyObject *globals;         /* borrowed: func_globals */
+    int globals_acc;           /* -1: the root frame's G[...]; else accessor of func.__globals__ */
+    PyObject *kwnames;         /* borrowed: pending KW_NAMES, or NULL */
+    Value *retval;
+    int cur_instr;             /* code unit of the instruction being interpreted */
+} TFrame;
+
+/* tr_run_frame results */
+#define FRAME_RETURNED 0       /* f->retval set */
+#define FRAME_ENDED 1          /* root frame only: t->end describes a break or deopt */
+#define FRAME_STOPPED (-1)     /* t->reason set, or an exception */
+
+/* ---- the value stack and small helpers ---- */
+
+/* Bit of live slot k in a mask, or 0 past the mask's width. */
+static inline uint64_t slot_bit(int k)
+{
+    return k < LIVE_MAX_SLOTS ? (uint64_t)1 << k : 0;
+}
+
+/* Push v.  -1 when v is NULL (tracing already stopped: this lets a handler
+   push what a function returned without a test) or the stack is full
+   (stops). */
+static inline int push(TFrame *f, Value *v)
+{
+    if (v == NULL)
+        return -1;
+    if (f->sp >= MAX_STACK)
+        return tracer_unsupported(f->t, true, "value stack deeper than %d", MAX_STACK);
+    f->stack[f->sp++] = v;
+    return 0;
+}
+
+/* The top value, popped (its slot keeps it). */
+static inline Value *pop(TFrame *f)
+{
+    ENGINE_ASSERT(f->sp > 0);
+    return f->stack[--f->sp];
+}
+
+/* The k-th value from the top (1 = the top). */
+static inline Value *peek(TFrame *f, int k)
+{
+    ENGINE_ASSERT(f->sp >= k);
+    return f->stack[f->sp - k];
+}
+
+/* A V_CONST of obj_steal (consumed); NULL when obj_steal is NULL (its
+   exception stops tracing) or on an error. */
+static inline Value *new_const(Tracer *t, PyObject *obj_steal)
+{
+    if (obj_steal == NULL)
+        return NULL;
+    Value *v = value_new(t, V_CONST, obj_steal);
+    Py_DECREF(obj_steal);
+    return v;
+}
+
+/* Name of localsplus slot i of co (borrowed). */
+static inline PyObject *local_name(PyCodeObject *co, int i)
+{
+    return PyTuple_GET_ITEM(code_localsplusnames(co), i);
+}
+
+/* Whether a constant's operators are builtin C code (safe to fold). */
+static inline bool foldable(Value *v)
+{
+    return v->kind == V_CONST && value_is_plain_constant(v->obj);
+}
+
+/* Whether conditional jump `in` (POP_JUMP_*_IF_FALSE / _TRUE) jumps when
+   its condition is true. */
+static inline bool jumps_if_true(const Instr *in)
+{
+    return in->opcode == POP_JUMP_FORWARD_IF_TRUE || in->opcode == POP_JUMP_BACKWARD_IF_TRUE;
+}
+
+/* ---- translate.c ---- */
+
+/* Set up frame f (zeroed first) to interpret `code` -- for an inlined call
+   the function's __code__, for the root frame the intercepted frame's own
+   code -- as function func (borrowed, reached by accessor func_src, -1 for
+   the root), called from parent (NULL for the root).  0 / -1; either way
+   tr_frame_teardown() releases it. */
+int tr_frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int func_src,
+                   PyCodeObject *code);
+void tr_frame_teardown(TFrame *f);
+/* Why the code object cannot be interpreted at all, or NULL: inlined
+   (a call) or as a frame of its own. */
+const char *tr_code_unsupported_reason(PyCodeObject *co, bool inlined);
+/* The value of live slot k of a resume frame (accessor acc, object obj). */
+Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k);
+
+/* ---- tr_interp.c ---- */
+
+/* Interpret f from code unit `start`: FRAME_RETURNED, FRAME_ENDED (root
+   frame only) or FRAME_STOPPED.  Sets t->current to f. */
+int tr_run_frame(TFrame *f, int start);
+
+/* ---- tr_vars.c ---- */
+
+/* Local i (a root frame's input is read, and guarded, on first use). */
+Value *tr_load_local(TFrame *f, int i);
+/* Free variable k (index into the function's closure). */
+Value *tr_load_free(TFrame *f, int k);
+/* Global or builtin `name`, as LOAD_GLOBAL finds it. */
+Value *tr_load_global(TFrame *f, PyObject *name);
+/* base.name. */
+Value *tr_load_attr(TFrame *f, Value *base, PyObject *name);
+/* LOAD_METHOD: pushes [method, self] or [NULL, attribute].  0 / -1. */
+int tr_load_method(TFrame *f, Value *base, PyObject *name);
+
+/* ---- tr_operators.c ---- */
+
+/* operator.<name> of BINARY_OP's oparg 0..12 (the in-place ones, 13..25,
+   are these with inplace set), and of COMPARE_OP's Py_LT..Py_GE. */
+extern const char *const tr_binary_op_names[13];
+extern const char *const tr_binary_op_hints[13];
+extern const char *const tr_compare_op_names[6];
+/* operator.<opname>(a, b) (hint: the node's name); inplace for `a op= b`. */
+Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
+                       Value *a, Value *b, bool inplace);
+/* operator.<opname>(a). */
+Value *tr_apply_unary(TFrame *f, const char *opname, Value *a);
+/* Truth value known while tracing (`what` names the test): 1, 0 or -1. */
+int tr_truth(TFrame *f, Value *v, const char *what);
+/* `a is b`, `a in b`: 1, 0 or -1. */
+int tr_is_same(TFrame *f, Value *a, Value *b);
+int tr_contains(TFrame *f, Value *a, Value *b);
+/* An f-string part: format(conv(v), spec), conv_kind FORMAT_VALUE's
+   oparg & 3. */
+Value *tr_format_value(TFrame *f, Value *v, Value *spec, int conv_kind);
+/* Constant strings parts[0..n) as a new tuple (BUILD_STRING). */
+PyObject *tr_string_parts(TFrame *f, Value **parts, int n);
+
+/* ---- tr_iter.c ---- */
+
+/* base[index]. */
+Value *tr_subscript(TFrame *f, Value *base, Value *index);
+/* container[idx] = value: into a list or dict this frame made; anything
+   else is a break (an eager step).  0 / -1. */
+int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value);
+/* Items v iterates over, as a V_ITER (an iterator is its own). */
+Value *tr_make_iter(TFrame *f, Value *v);
+/* out, an enumerate() (count >= 0) or zip() (count -1) over iterators
+   its[0..n), remembers where each stands.  0 / -1. */
+int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count);
+
+/* ---- tr_calls.c ---- */
+
+/* The call of a CALL instruction; a call that stops is undone. */
+Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
+
+/* ---- tr_builtins.c ---- */
+
+/* fn(*args) for fn a function of the builtins module. */
+Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
+/* tp(*args) for tp a static (builtin) type. */
+Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames);
+
+/* ---- tr_rebuild.c ---- */
+
+/* What a plan rebuilds values from, gathered while its rebuilds are made. */
+typedef struct Outputs {
+    PyObject *nodes;          /* strong: graph output nodes, in order */
+    Value **memo_vals;        /* owned: Values given a memo slot, by slot */
+    Rebuild *memo;            /* owned: how to build each memo slot */
+    int nmemo, memo_cap;
+    int depth;                /* nesting of the rebuild being made */
+} Outputs;
+
+/* Index of node among o's outputs, added if new.  -1 on error. */
+int tr_output_index(Outputs *o, NodeObject *node);
+/* Free what o owns; o is zeroed. */
+void tr_outputs_clear(Outputs *o);
+/* How to rebuild v after the graph ran, into rb.  0 / -1 (t->reason set
+   when v cannot be rebuilt). */
+int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb);
+/* Frame f's live state at its end: every local and stack[0..sp).  0 / -1. */
+int tr_make_live(Tracer *t, TFrame *f, Outputs *o, int sp, LiveState *live);
+/* Mark the iterators v holds as ones the program gets.  Cannot fail. */
+void tr_mark_escapes(Value *v, int depth);
+
+/* ---- tr_exit.c ---- */
+
+/* Make the root frame's end at instruction `in`, where tracing stopped:
+   FRAME_ENDED, or FRAME_STOPPED (skip the frame). */
+int tr_end_root_frame(TFrame *f, const Instr *in, int sp_before);
+/* Build the entry's plan from t->end, close and compile the graph.
+   0 / -1. */
+int tr_finish(Tracer *t, TFrame *root, CacheEntry *entry);
+
+#endif /* DYNSCOPE_TRANSLATE_INT_H */
