@@ -228,8 +228,14 @@ graph_unique_name(GraphObject *g, const char *hint)
     if (base == NULL)
         return NULL;
 
-    cand = has_num ? PyUnicode_FromFormat("%U_%ld", base, num)
-                   : Py_NewRef(base);
+    if (!has_num) {
+        PyObject *last = PyDict_GetItemWithError(g->name_counts, base);   /* borrowed */
+        if (last == NULL && PyErr_Occurred())
+            goto out_fail;
+        num = last ? PyLong_AsLong(last) : 0;
+    }
+    cand = has_num || num > 0 ? PyUnicode_FromFormat("%U_%ld", base, num)
+                              : Py_NewRef(base);
     for (;;) {
         int used, reserved;
         if (cand == NULL)
@@ -245,6 +251,15 @@ graph_unique_name(GraphObject *g, const char *hint)
     }
     if (PySet_Add(g->names, cand) < 0)
         goto out_fail;
+    if (!has_num) {
+        PyObject *n = PyLong_FromLong(num);
+        int rc = n ? PyDict_SetItem(g->name_counts, base, n) : -1;
+        Py_XDECREF(n);
+        if (rc < 0) {
+            (void)PySet_Discard(g->names, cand);
+            goto out_fail;
+        }
+    }
     Py_DECREF(base);
     return cand;
 
@@ -382,7 +397,8 @@ graph_new(void)
         return NULL;
     g->nodes = PyList_New(0);
     g->names = PySet_New(NULL);
-    if (g->nodes == NULL || g->names == NULL) {
+    g->name_counts = PyDict_New();
+    if (g->nodes == NULL || g->names == NULL || g->name_counts == NULL) {
         Py_DECREF(g);
         return NULL;
     }
@@ -569,6 +585,7 @@ graph_truncate(GraphObject *g, int keep_calls)
         NodeObject *node = (NodeObject *)PyList_GET_ITEM(g->nodes, last);
         if (PySet_Discard(g->names, node->name) < 0)
             PyErr_Clear();
+        PyDict_Clear(g->name_counts);   /* a freed number may be below a count */
         node->graph = NULL;
         if (PyList_SetSlice(g->nodes, last, last + 1, NULL) < 0) {
             PyErr_Clear();

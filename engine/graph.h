@@ -77,6 +77,9 @@ typedef struct GraphObject {
     PyObject *nodes;       /* strong: list of NodeObject (GC-untracked);
                               NULL only once the graph is cleared */
     PyObject *names;       /* strong: set of the node names in use */
+    PyObject *name_counts; /* strong: dict base -> the number graph_unique_name
+                              gave it last (a start, so naming stays linear:
+                              every number below it is in use) */
     int nplaceholders;     /* nodes[0, nplaceholders) are the placeholders */
     bool finished;         /* output node added; no more nodes */
 } GraphObject;

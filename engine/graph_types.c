@@ -167,6 +167,7 @@ graph_traverse(GraphObject *self, visitproc visit, void *arg)
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->nodes); i++)
             Py_VISIT(PyList_GET_ITEM(self->nodes, i));
     Py_VISIT(self->names);
+    Py_VISIT(self->name_counts);
     return 0;
 }
 
@@ -178,6 +179,7 @@ graph_clear(GraphObject *self)
             GRAPH_NODE(self, i)->graph = NULL;
     Py_CLEAR(self->nodes);
     Py_CLEAR(self->names);
+    Py_CLEAR(self->name_counts);
     return 0;
 }
 

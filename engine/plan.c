@@ -16,7 +16,7 @@
 void rebuild_clear(Rebuild *r)
 {
     int n = r->kind == RB_LIST_ITER ? r->n + 1 : r->n;   /* its list follows the items */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; r->items != NULL && i < n; i++)      /* NULL: their allocation failed */
         rebuild_clear(&r->items[i]);
     PyMem_Free(r->items);
     Py_CLEAR(r->obj);

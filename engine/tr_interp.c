@@ -433,12 +433,14 @@ static int enter_instr(TFrame *f, Instr *in)
 {
     Tracer *t = f->t;
     for (int u = in->start; u <= in->offset; u++) {
-        if (u > in->start && count_step(t) < 0) {
-            in->opcode = EXTENDED_ARG;
-            in->offset = u - 1;
+        f->cur_instr = u;
+        if (count_step(t) < 0) {
+            if (u > in->start) {
+                in->opcode = EXTENDED_ARG;
+                in->offset = u - 1;
+            }
             return -1;
         }
-        f->cur_instr = u;
         if (f->parent == NULL && code_instr_protected(f->code, u)) {
             if (u < in->offset) {
                 in->opcode = EXTENDED_ARG;
@@ -461,6 +463,7 @@ static int enter_instr(TFrame *f, Instr *in)
  * pushes the result).  A stop in the root frame is made the frame's end at
  * the instruction it happened in (tr_end_root_frame).
  */
+/* layout: dispatch switch */
 int tr_run_frame(TFrame *f, int start)
 {
     Tracer *t = f->t;
@@ -469,14 +472,6 @@ int tr_run_frame(TFrame *f, int start)
     int sp_before = 0;    /* stack depth before the instruction `in` */
     t->current = f;
     while (ip < f->bc.nunits) {
-        /* FIXME: the bound is counted before the next instruction is
-           decoded, so a stop here ends the root frame at the instruction
-           before (`in`, sp_before): a deopt runs it again, and an eager
-           step reads operands its result may have overwritten (a wrong
-           value).  Kept as it was by the refactor that split translate.c;
-           counting this unit in enter_instr() like the others fixes it. */
-        if (count_step(t) < 0)
-            goto fail;
         instr_decode(&f->bc, ip, &in);
         sp_before = f->sp;
         if (enter_instr(f, &in) < 0)

@@ -45,6 +45,7 @@ static int make_rebuild_items(Tracer *t, Outputs *o, Value *v, int from, Rebuild
     rb->n = v->n - from;
     rb->items = PyMem_Calloc((size_t)rb->n + 1, sizeof(Rebuild));
     if (rb->items == NULL) {
+        rb->n = 0;
         PyErr_NoMemory();
         return -1;
     }
@@ -63,6 +64,7 @@ static int rebuild_start(Rebuild *rb, RebuildKind kind, int index, int n)
     rb->n = n;
     rb->items = PyMem_Calloc((size_t)n + 1, sizeof(Rebuild));
     if (rb->items == NULL) {
+        rb->n = 0;
         PyErr_NoMemory();
         return -1;
     }
