@@ -133,18 +133,27 @@ static const char *keep_text(Event *ev, PyObject *s)
     return utf8(s);          /* the list holds s */
 }
 
-/* "KIND\texpr" per guard of e, one per line (new str or NULL). */
-static PyObject *guards_text(CacheEntry *e)
+/* The rendered guards of e, each "expr" or, with_kind, "KIND\texpr": a new
+   list of str, or NULL. */
+static PyObject *guard_lines(CacheEntry *e, bool with_kind)
 {
     PyObject *lines = PyList_New(0);
     for (int g = 0; lines && g < e->guards.n; g++) {
-        PyObject *expr = guardset_render_guard(&e->guards, g);
-        PyObject *line = expr ? PyUnicode_FromFormat("%s\t%U", guard_kind_name(e->guards.guards[g].kind), expr) : NULL;
-        Py_XDECREF(expr);
+        PyObject *line = guardset_render_guard(&e->guards, g);
+        if (line != NULL && with_kind)
+            Py_SETREF(line, PyUnicode_FromFormat("%s\t%U",
+                                                 guard_kind_name(e->guards.guards[g].kind), line));
         if (line == NULL || PyList_Append(lines, line) < 0)
             Py_CLEAR(lines);
         Py_XDECREF(line);
     }
+    return lines;
+}
+
+/* "KIND\texpr" per guard of e, one per line (new str or NULL). */
+static PyObject *guards_text(CacheEntry *e)
+{
+    PyObject *lines = guard_lines(e, true);
     PyObject *nl = PyUnicode_FromString("\n");
     PyObject *text = lines && nl ? PyUnicode_Join(nl, lines) : NULL;
     Py_XDECREF(nl);
@@ -233,19 +242,6 @@ static PyObject *compile_id_str(CacheEntry *e)
     return PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
 }
 
-/* The rendered guards of e as a list of str (new, or NULL). */
-static PyObject *guard_exprs(CacheEntry *e)
-{
-    PyObject *exprs = PyList_New(0);
-    for (int g = 0; exprs && g < e->guards.n; g++) {
-        PyObject *expr = guardset_render_guard(&e->guards, g);
-        if (expr == NULL || PyList_Append(exprs, expr) < 0)
-            Py_CLEAR(exprs);
-        Py_XDECREF(expr);
-    }
-    return exprs;
-}
-
 /* A graph_break's "kind", "reason", "offset", "user_stack" and the
    innermost frame's "filename" and "lineno". */
 static void dict_break_items(PyObject *d, const BreakInfo *b)
@@ -280,7 +276,7 @@ static void dict_items(Event *ev, PyObject *d)
         set_item(d, "nodes", PyLong_FromLong(e->plan.nops));
         set_item(d, "guards", PyLong_FromLong(e->guards.n));
         if (dict_guard_exprs && !ev->private_capture)
-            set_item(d, "guard_exprs", guard_exprs(e));
+            set_item(d, "guard_exprs", guard_lines(e, false));
         break;
     case EV_RECOMPILE:
         set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
