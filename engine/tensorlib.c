@@ -53,11 +53,26 @@ static TensorLib state;
 PyObject *
 tensorlib_loaded_module_ref(const char *name)
 {
-    PyObject *n = PyUnicode_FromString(name), *m;
-
+    /* The names asked for, made once: this runs on every look for a library
+       not imported yet (torch, in a NumPy program, on each tensorless frame). */
+    static struct { const char *name; PyObject *str; } names[8];   /* str: strong */
+    PyObject *n = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && n == NULL; i++) {
+        if (names[i].name == NULL) {
+            if ((names[i].str = PyUnicode_InternFromString(name)) == NULL)
+                return NULL;
+            names[i].name = name;
+        }
+        if (strcmp(names[i].name, name) == 0)
+            n = names[i].str;
+    }
+    if (n == NULL)          /* more names than slots: made for this call */
+        n = PyUnicode_FromString(name);
+    else
+        Py_INCREF(n);
     if (n == NULL)
         return NULL;
-    m = PyImport_GetModule(n);
+    PyObject *m = PyImport_GetModule(n);
     Py_DECREF(n);
     return m;
 }

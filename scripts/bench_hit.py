@@ -69,11 +69,18 @@ def toy_example(a, b):
     return x * b
 
 
-def skipped(x=1):          # code in a try block: the engine marks the code skip
+SKIP_ARG = np.ones(1)
+
+
+def skipped(x=SKIP_ARG):   # code in a try block: the engine marks the code skip
     try:
-        return x + 1
+        return x
     except TypeError:
         return 0
+
+
+def tensorless(x=1):       # no array in reach: the hook runs it uncaptured per call
+    return x
 
 
 # ---------------------------------------------------------------------------
@@ -197,6 +204,9 @@ def build_cases(ncalls):
         Case("skipped fn (try/except), no region", lambda: loop0(skipped, n), n),
         Case("skipped fn, inside optimize() region", lambda: loop0_in_region(skipped, n, ctx), n,
              eager="skipped fn (try/except), no region"),
+        Case("tensorless fn, no region", lambda: loop0(tensorless, n), n),
+        Case("tensorless fn, inside optimize() region", lambda: loop0_in_region(tensorless, n, ctx),
+             n, eager="tensorless fn, no region"),
     ]
     return cases
 
@@ -333,6 +343,8 @@ def derived(cases, guards):
          m["add2 hit, 8 entries, hit entry is last"] - m["add2 hit, 1 entry (same loop)"]),
         ("hook pass-through of a skipped frame (region vs none)",
          m["skipped fn, inside optimize() region"] - m["skipped fn (try/except), no region"]),
+        ("a frame with no array in reach, run uncaptured (region vs none)",
+         m["tensorless fn, inside optimize() region"] - m["tensorless fn, no region"]),
     ] + list(guards.items())
 
 
@@ -393,6 +405,9 @@ def section(cases, guards, args, elapsed):
         "  inside a region the hook still sees its frame, finds the skip mark and passes",
         "  it to the default evaluator; the hook also turns off CPython's inlined",
         "  Python-to-Python calls while installed.",
+        "- *tensorless fn*: `def f(x=1): return x`, nothing in reach to capture: on each",
+        "  call the hook finds no entry, looks at its arguments, closure and the globals",
+        "  it names, and runs it uncaptured (config.skip_tensorless_frames).",
         END,
     ]
     return "\n".join(out) + "\n"
