@@ -47,9 +47,10 @@ class _Config:
     def skip_tensorless_frames(self) -> bool:
         """Run a frame without capture when nothing in its reach is an array
         or tensor (default True, as torch.compile): its arguments, closure
-        and the globals it names hold no ndarray, torch.Tensor, nn.Module,
-        numpy or torch module, directly or two levels down in lists,
-        tuples and dicts (not in other objects' attributes).  Such a frame could only make an empty
+        and the globals it names hold no ndarray, torch.Tensor or nn.Module,
+        directly or two levels down in lists, tuples and dicts (not in other
+        objects' attributes), and the globals it names are not numpy or
+        torch (or their submodules).  Such a frame could only make an empty
         graph.  The function optimize(fn) or explain(fn) wraps is always
         compiled.  False compiles every frame (the conformance runs use it
         to exercise the translator on general Python)."""

@@ -366,7 +366,7 @@ static bool names_reach_tensors(PyCodeObject *co, PyObject *globals)
     PyObject *names = co->co_names;
     for (Py_ssize_t i = 0; globals != NULL && i < PyTuple_GET_SIZE(names); i++) {
         PyObject *v = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(names, i));
-        if (v != NULL && tensorlib_reaches(v, REACH_DEPTH))
+        if (v != NULL && (tensorlib_is_library_module(v) || tensorlib_reaches(v, REACH_DEPTH)))
             return true;
     }
     PyErr_Clear();
@@ -376,7 +376,8 @@ static bool names_reach_tensors(PyCodeObject *co, PyObject *globals)
 /*
  * Whether a fresh frame (a function start with no entry yet) is worth a
  * translation: as Dynamo, a frame with no array or tensor in reach -- in its
- * arguments, its closure or the globals it names -- runs without capture,
+ * arguments, its closure or the globals it names, or numpy or torch among
+ * those globals (a module held in a local does not count) -- runs without capture,
  * for it could only make an empty graph (and, specialised on its values,
  * recompile for each of them: the namedtuple constructors inspect.stack()
  * calls).  The function a region wraps is always compiled, and

@@ -291,11 +291,12 @@ tensorlib_input_kind(PyObject *obj)
     return TENSORLIB_NONE;
 }
 
-/* Whether `mod` is numpy or torch or one of their submodules. */
-static bool
-is_library_module(PyObject *mod)
+bool
+tensorlib_is_library_module(PyObject *mod)
 {
     static const char *const roots[] = {"numpy", "torch"};
+    if (!PyModule_Check(mod))
+        return false;
     const char *name = PyModule_GetName(mod);
     if (name == NULL) {
         PyErr_Clear();
@@ -347,7 +348,7 @@ tensorlib_reaches(PyObject *obj, int depth)
             || (PyType_Check(obj) && PyType_IsSubtype((PyTypeObject *)obj, state.torch.nn_module))))
         return true;
     if (PyModule_CheckExact(obj))
-        return is_library_module(obj);
+        return false;       /* a module counts only as a global the code names */
     if (tp == &PyList_Type || tp == &PyTuple_Type)
         return items_reach(PySequence_Fast_ITEMS(obj), PySequence_Fast_GET_SIZE(obj), depth - 1);
     if (tp == &PyDict_Type)

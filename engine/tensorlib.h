@@ -82,13 +82,16 @@ bool tensorlib_is_tensor(PyObject *obj);
    else NONE. */
 TensorLibKind tensorlib_input_kind(PyObject *obj);
 /* Whether obj is or holds what the engine captures: an array or tensor, a
-   NumPy scalar, a torch.nn.Module (or its class), the numpy or torch module
-   or one of their submodules; or, up to `depth` levels down, a list, tuple
-   (namedtuples too) or dict holding one (64 items per container at most).
-   Other objects' attributes are not looked into.
-   Finds NumPy and torch in sys.modules as needed.  Cannot fail (errors
-   are cleared, "no"). */
+   NumPy scalar, a torch.nn.Module (or its class); or, up to `depth` levels
+   down, a list, tuple (namedtuples too) or dict holding one (64 items per
+   container at most).  Other objects' attributes are not looked into, and
+   a module is not counted (see tensorlib_is_library_module).  Finds NumPy
+   and torch in sys.modules as needed.  Cannot fail (errors are cleared,
+   "no"). */
 bool tensorlib_reaches(PyObject *obj, int depth);
+/* Whether obj is the numpy or torch module or one of their submodules: a
+   global a function names to call into a tensor library.  Cannot fail. */
+bool tensorlib_is_library_module(PyObject *obj);
 /* A NumPy scalar (numpy.generic or a subclass). */
 bool tensorlib_is_numpy_scalar(PyObject *obj);
 /* A NumPy dtype (numpy.dtype or a subclass). */

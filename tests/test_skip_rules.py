@@ -131,6 +131,10 @@ def _via_global(n):
     return np.full(2, n)              # names np: a tensor library in reach
 
 
+def _module_name(m):
+    return m.__name__                 # a module in a local: nothing to capture
+
+
 def _compiled_names():
     return {e["name"] for e in _C.events() if e["event"] == "compile_start"}
 
@@ -140,7 +144,9 @@ def test_a_frame_without_arrays_runs_uncaptured_and_explain_counts_it():
         assert [_label(n) for n in range(12)] == [f"{n}-{n}" for n in range(12)]
         # an object's attributes are not looked into (as torch.compile)
         assert list(_via_holder(_Holder(np.ones(2)))) == [2.0, 2.0]
-    assert not {"_label", "_via_holder"} & _compiled_names()
+        # nor is a module passed around (inspect.unwrap over pytest's modules)
+        assert _module_name(np) == "numpy"
+    assert not {"_label", "_via_holder", "_module_name"} & _compiled_names()
     assert not dynscope.cache_entries(_label)
 
     def run():
