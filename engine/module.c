@@ -318,6 +318,20 @@ static PyObject *of_get_orig(OptimizedFunction *of, void *c)
     return Py_NewRef(of->fn);
 }
 
+/* Pickled by reference, as a function is: the module attribute named by
+   __module__ and __qualname__ (set by functools.update_wrapper), which for a
+   decorated function is this wrapper.  Pool.map(f, ...) sends f this way. */
+static PyObject *of_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef of_methods[] = {
+    {"__reduce__", of_reduce, METH_NOARGS, "Pickle by module and qualified name, as a function."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef of_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {"_dynscope_context", (getter)of_get_context, NULL, "the OptimizeContext", NULL},
@@ -339,6 +353,7 @@ static PyType_Slot of_slots[] = {
     {Py_tp_descr_get, of_descr_get},
     {Py_tp_repr, of_repr},
     {Py_tp_getset, of_getset},
+    {Py_tp_methods, of_methods},
     {Py_tp_members, of_members},
     {Py_tp_doc, "A function wrapped by dynscope.optimize(); calls capture."},
     {0, NULL},

@@ -70,6 +70,20 @@ if __name__ == "__main__":
     print(sum(v for v, _ in results) + work(3)[0])
     report_pids([os.getpid()] + [p for _, p in results])
 ''',
+    # the decorated function itself goes to the workers, pickled by name
+    "pool_maps_the_decorated_function": '''
+import multiprocessing as mp
+@dynscope.optimize("eager")
+def g(a):
+    return float((a * 2 + 1).sum()), os.getpid()
+if __name__ == "__main__":
+    results = []
+    for method in ("fork", "spawn"):
+        with mp.get_context(method).Pool(2) as p:
+            results += p.map(g, [np.ones(3) * i for i in range(8)])
+    print(sum(v for v, _ in results) + work(3)[0])
+    report_pids([os.getpid()] + [p for _, p in results])
+''',
     "os_fork": '''
 pids = [os.getpid()]
 for i in range(2):

@@ -1,5 +1,6 @@
 """The seed example of the field, on NumPy: toy_example without its branch
 under optimize(my_compiler), as TorchDynamo's README shows it."""
+import pytest
 import numpy as np
 
 import dynscope
@@ -88,3 +89,37 @@ def test_graph_module_code_and_forward():
     out = gm.forward(a, b)
     assert isinstance(out, tuple) and len(out) == 1
     np.testing.assert_array_equal(out[0], toy_example(a, b))
+
+
+@dynscope.optimize("eager")
+def _doubled(a):
+    return a * 2
+
+
+class _Scaler:
+    @dynscope.optimize("eager")
+    def scale(self, a):
+        return a * 3
+
+
+def test_an_optimized_function_pickles_by_reference_as_a_function():
+    """multiprocessing sends a function by name: Pool.map(decorated, ...)
+    and copy.copy must treat the wrapper as they treat the function."""
+    import copy
+    import pickle
+    for fn in (_doubled, _Scaler.scale):
+        for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+            assert pickle.loads(pickle.dumps(fn, proto)) is fn
+        assert copy.copy(fn) is fn and copy.deepcopy(fn) is fn
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(_doubled))(np.ones(2)), [2.0, 2.0])
+
+    def local(a):
+        return a
+    # a local function cannot be pickled; its wrapper fails the same way
+    errors = []
+    for fn in (local, dynscope.optimize("eager")(local)):
+        with pytest.raises(Exception) as info:
+            pickle.dumps(fn)
+        errors.append((type(info.value), str(info.value).split(" object")[0]))
+    assert errors[0][0] is errors[1][0]
+    assert "local" in errors[1][1]
