@@ -75,7 +75,7 @@ void cache_free_detached(CodeCache *cc)
 
 int cache_init(void)
 {
-    engine.extra_index = _PyEval_RequestCodeExtraIndex(code_cache_free);
+    engine.extra_index = code_extra_index_request(code_cache_free);
     if (engine.extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "dynscope: no free co_extra slot");
         return -1;
@@ -86,7 +86,7 @@ int cache_init(void)
 CodeCache *cache_peek(PyCodeObject *code)
 {
     void *p = NULL;
-    if (_PyCode_GetExtra((PyObject *)code, engine.extra_index, &p) < 0) {
+    if (code_extra_get((PyObject *)code, engine.extra_index, &p) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -105,7 +105,7 @@ CodeCache *cache_for_code(PyCodeObject *code)
     }
     cc->code = code;
     cc->code_id = engine.next_code_id++;
-    if (_PyCode_SetExtra((PyObject *)code, engine.extra_index, cc) < 0) {
+    if (code_extra_set((PyObject *)code, engine.extra_index, cc) < 0) {
         PyMem_Free(cc);
         return NULL;
     }

@@ -12,6 +12,7 @@
  * calling their own __repr__ (describe_ref).
  */
 #include "guards_int.h"
+#include "pycompat.h"
 
 #define DESCRIBE_MAX 80             /* longest rendered constant, in characters */
 #define KEYS_SHOWN 8                /* dict keys shown in a failure */
@@ -314,7 +315,7 @@ static PyObject *render_guard_text(const GuardSet *gs, const Guard *g, PyObject 
 static PyObject *
 render_guard_with(const GuardSet *gs, const Guard *g, PyObject *src)
 {
-    bool alive = g->weak == NULL || PyWeakref_GET_OBJECT(g->weak) == g->expected;
+    bool alive = g->weak == NULL || weakref_points_to(g->weak, g->expected);
     PyObject *hold = alive ? Py_XNewRef(g->expected) : NULL;
     PyObject *res = render_guard_text(gs, g, src);
     Py_XDECREF(hold);
@@ -333,7 +334,7 @@ render_guard_text(const GuardSet *gs, const Guard *g, PyObject *src)
         return res;
     }
 
-    if (g->weak != NULL && PyWeakref_GET_OBJECT(g->weak) != g->expected)
+    if (g->weak != NULL && !weakref_points_to(g->weak, g->expected))
         return g->kind == GUARD_TYPE_MATCH
                ? PyUnicode_FromFormat("type(%U) is <a class since freed>", src)
                : PyUnicode_FromFormat("%U is <an object since freed>", src);

@@ -14,6 +14,7 @@
  * All of it runs under the GIL.
  */
 #include "guards_int.h"
+#include "pycompat.h"
 #include "tensorlib.h"
 
 #include <math.h>
@@ -322,10 +323,10 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         /* (a live object's type is alive: a dead weak reference means
            another type now sits where the expected one was) */
         return Py_TYPE(v) == (PyTypeObject *)g->expected
-               && (g->weak == NULL || PyWeakref_GET_OBJECT(g->weak) == g->expected);
+               && (g->weak == NULL || weakref_points_to(g->weak, g->expected));
     case GUARD_ID_MATCH:
         return v == g->expected
-               && (g->weak == NULL || PyWeakref_GET_OBJECT(g->weak) == g->expected);
+               && (g->weak == NULL || weakref_points_to(g->weak, g->expected));
     case GUARD_EQUALS_MATCH:
         return Py_TYPE(v) == Py_TYPE(g->expected) && guard_const_equal(v, g->expected);
     case GUARD_TENSOR_MATCH:

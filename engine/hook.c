@@ -684,10 +684,16 @@ static void resume_view(FrameView *fv, PyCodeObject *co, PyObject *func, PlanOut
    stack; for-loop iterators, carried as tuples of their remaining items (or
    over a list, or as the rows of a tensor still to read), become iterators
    again.  New reference or NULL. */
-static PyObject *deopt(PyThreadState *ts, EvalFrame *f, PlanOutcome *state, int offset)
+static PyObject *deopt(PyThreadState *ts, EvalFrame *f, PlanOutcome *state, int offset,
+                       bool *evaluated)
 {
     if (plan_live_iterators(state, true) < 0)
         return NULL;
+    if (!frame_can_resume(f, state->nlocals, state->nstack)) {
+        PyErr_SetString(PyExc_SystemError, "dynscope: cannot resume this frame in the interpreter");
+        return NULL;
+    }
+    *evaluated = true;
     /* the notes hold the lists and their items: not past this point, or
        they would live as long as the rest of the frame runs */
     Py_CLEAR(state->iter_lists);
@@ -700,11 +706,13 @@ static PyObject *deopt(PyThreadState *ts, EvalFrame *f, PlanOutcome *state, int 
    ran yet, else from cf's resume point with the state carried so far.  New
    reference or NULL. */
 static PyObject *run_rest_eagerly(PyThreadState *ts, EvalFrame *f, CacheFrame *cf,
-                                  PlanOutcome *state)
+                                  PlanOutcome *state, bool *evaluated)
 {
-    if (cf->resume_offset == 0 && state->locals == NULL)
+    if (cf->resume_offset == 0 && state->locals == NULL) {
+        *evaluated = true;
         return frame_eval_default(ts, f, 0);
-    return deopt(ts, f, state, cf->resume_offset);
+    }
+    return deopt(ts, f, state, cf->resume_offset, evaluated);
 }
 
 /* Make the eager call an outcome left pending, with the captured frame `f`
@@ -747,11 +755,14 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     frame_view_init(&fv, f);
     PlanOutcome state = {0};      /* the current resume frame's inputs (owned) */
     PyObject *result = NULL;
+    bool evaluated = false;       /* the evaluator ran f (and from 3.12 cleared it) */
     /* A frame answered by plans is a Python call the interpreter never
        enters: count it toward the recursion limit as it would (the eager
        paths below count themselves, so the count is dropped before them). */
-    if (Py_EnterRecursiveCall(""))   /* the interpreter's own message at a frame's entry */
+    if (Py_EnterRecursiveCall("")) {   /* the interpreter's own message at a frame's entry */
+        frame_clear_unevaluated(ts, f);
         return NULL;
+    }
     bool counted = true;
 #define UNCOUNT() do { if (counted) { Py_LeaveRecursiveCall(); counted = false; } } while (0)
     for (;;) {
@@ -764,7 +775,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
                the frame without capture, as on the miss that found it */
             capture_counters(tc)->hits++;
             UNCOUNT();
-            result = run_rest_eagerly(ts, f, cf, &state);
+            result = run_rest_eagerly(ts, f, cf, &state, &evaluated);
             break;
         }
         if (r == 1) {
@@ -786,7 +797,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             }
             if (m == MISS_EAGER) {
                 UNCOUNT();
-                result = run_rest_eagerly(ts, f, cf, &state);
+                result = run_rest_eagerly(ts, f, cf, &state, &evaluated);
                 break;
             }
         }
@@ -810,14 +821,14 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         }
         if (out.deopt) {
             UNCOUNT();
-            result = deopt(ts, f, &out, out.offset);
+            result = deopt(ts, f, &out, out.offset, &evaluated);
             plan_outcome_clear(&out);
             break;
         }
         CacheFrame *next = cache_frame(cc, out.offset, out.unspec, out.iters);
         if (next == NULL) {
             UNCOUNT();
-            result = deopt(ts, f, &out, out.offset);
+            result = deopt(ts, f, &out, out.offset, &evaluated);
             plan_outcome_clear(&out);
             break;
         }
@@ -828,6 +839,8 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     plan_outcome_clear(&state);
     UNCOUNT();
 #undef UNCOUNT
+    if (!evaluated)
+        frame_clear_unevaluated(ts, f);
     return result;
 }
 

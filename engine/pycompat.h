@@ -1,25 +1,39 @@
 /*
  * pycompat.h -- the one place that knows CPython's private frame layout and
- * bytecode encoding.  Everything else in engine/ uses the public C API and
- * the accessors below.
+ * bytecode encoding, for each CPython version dynscope runs on (3.11, 3.12,
+ * 3.13).  Everything else in engine/ uses the public C API and the
+ * accessors below; what cannot be inline (unexported helpers re-implemented,
+ * the decoder) is in pycompat.c.
  *
- * Target: CPython 3.11.  Facts this header encodes (see DESIGN.md 3.1):
- *   - the eval-frame function receives a _PyInterpreterFrame; on 3.11 the
- *     caller (_PyEval_Vector) clears and pops it after we return, so a hook
- *     that does not evaluate the frame must leave it untouched;
+ * Facts this header encodes (see DESIGN.md 3.1, docs/architecture.md
+ * "CPython versions"):
+ *   - the eval-frame function receives a _PyInterpreterFrame.  On 3.11 the
+ *     caller (_PyEval_Vector) clears and pops it after we return; from 3.12
+ *     the evaluator does, so a hook that answers a frame without evaluating
+ *     it must clear and pop it itself (frame_clear_unevaluated);
  *   - an intercepted frame has not run MAKE_CELL / COPY_FREE_VARS yet: free
  *     variables are read from the function's closure;
- *   - instructions are 2-byte code units followed by inline CACHE units,
- *     and every jump argument is relative.
+ *   - 3.11/3.12 keep prev_instr (the unit before the next instruction),
+ *     3.13 instr_ptr (the instruction about to run); 3.13 has no _PyCFrame
+ *     (the thread's current frame is ts->current_frame) and holds the code
+ *     as f_executable;
+ *   - instructions are 2-byte code units followed by inline CACHE units;
+ *     jump arguments are relative to the next instruction.  Each version's
+ *     opcodes are decoded into the translator's own (Op), so the
+ *     translator has one dispatch whatever the version.
  */
 #ifndef DYNSCOPE_PYCOMPAT_H
 #define DYNSCOPE_PYCOMPAT_H
 
 #include "engine.h"
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "dynscope supports CPython 3.11 only for now (see README)"
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "dynscope supports CPython 3.11, 3.12 and 3.13 (see README)"
 #endif
+
+#define PY_311 (PY_VERSION_HEX < 0x030C0000)
+#define PY_312 (PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000)
+#define PY_313 (PY_VERSION_HEX >= 0x030D0000)
 
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h>
@@ -29,8 +43,17 @@
 
 typedef _PyInterpreterFrame EvalFrame;
 
+#if PY_313
+static inline PyCodeObject *frame_code(EvalFrame *f) { return (PyCodeObject *)f->f_executable; }
+#else
 static inline PyCodeObject *frame_code(EvalFrame *f) { return f->f_code; }
-static inline PyObject *frame_func(EvalFrame *f) { return (PyObject *)f->f_func; }
+#endif
+#if PY_311
+static inline PyFunctionObject *frame_function(EvalFrame *f) { return f->f_func; }
+#else
+static inline PyFunctionObject *frame_function(EvalFrame *f) { return (PyFunctionObject *)f->f_funcobj; }
+#endif
+static inline PyObject *frame_func(EvalFrame *f) { return (PyObject *)frame_function(f); }
 static inline PyObject *frame_globals(EvalFrame *f) { return f->f_globals; }
 static inline PyObject *frame_builtins(EvalFrame *f) { return f->f_builtins; }
 static inline PyObject **frame_localsplus(EvalFrame *f) { return f->localsplus; }
@@ -39,23 +62,96 @@ static inline bool frame_is_generator(EvalFrame *f)
 {
     return f->owner != FRAME_OWNED_BY_THREAD;
 }
+
+/* Where the frame resumes: code unit `instr` is the next to run. */
+static inline void frame_set_next_instr(EvalFrame *f, int instr)
+{
+#if PY_313
+    f->instr_ptr = _PyCode_CODE(frame_code(f)) + instr;
+#else
+    f->prev_instr = _PyCode_CODE(frame_code(f)) + instr - 1;
+#endif
+}
+
 /* Whether the frame is at its first instruction (not resumed). */
 static inline bool frame_at_start(EvalFrame *f)
 {
-    return f->prev_instr < _PyCode_CODE(f->f_code);
+#if PY_313
+    return f->instr_ptr == _PyCode_CODE(frame_code(f));
+#else
+    return f->prev_instr < _PyCode_CODE(frame_code(f));
+#endif
 }
 
-/* The eval-frame function type and the default evaluator. */
+/* The thread's current (innermost) interpreter frame, read and set. */
+static inline _PyInterpreterFrame *thread_current_frame(PyThreadState *ts)
+{
+#if PY_313
+    return ts->current_frame;
+#else
+    return ts->cframe->current_frame;
+#endif
+}
+static inline void thread_set_current_frame(PyThreadState *ts, _PyInterpreterFrame *f)
+{
+#if PY_313
+    ts->current_frame = f;
+#else
+    ts->cframe->current_frame = f;
+#endif
+}
+
+/* The closure of the frame's function (borrowed), or NULL. */
+static inline PyObject *frame_closure(EvalFrame *f)
+{
+    PyFunctionObject *fn = frame_function(f);
+    return fn ? fn->func_closure : NULL;
+}
+
+/* Whether weak reference `weak` still points to `obj` (no reference
+   taken: the guard check's hot path).  PyWeakref_GET_OBJECT is deprecated
+   from 3.13 (PyWeakref_GetRef takes a reference) but still exact. */
+static inline bool weakref_points_to(PyObject *weak, PyObject *obj)
+{
+#if PY_313
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return PyWeakref_GET_OBJECT(weak) == obj;
+#if PY_313
+#pragma GCC diagnostic pop
+#endif
+}
+
+/* Code-object extra slots: renamed PyUnstable_* in 3.12 (the old names
+   are deprecated aliases). */
+#if PY_311
+#define code_extra_index_request _PyEval_RequestCodeExtraIndex
+#define code_extra_get _PyCode_GetExtra
+#define code_extra_set _PyCode_SetExtra
+#else
+#define code_extra_index_request PyUnstable_Eval_RequestCodeExtraIndex
+#define code_extra_get PyUnstable_Code_GetExtra
+#define code_extra_set PyUnstable_Code_SetExtra
+#endif
+
+/* The eval-frame function type and the default evaluator (which, from
+   3.12, clears and pops the frame when it returns). */
 typedef _PyFrameEvalFunction EvalFrameFunc;
 static inline PyObject *frame_eval_default(PyThreadState *ts, EvalFrame *f, int throwflag)
 {
     return _PyEval_EvalFrameDefault(ts, f, throwflag);
 }
 
+/* A frame the hook answered without the evaluator: on 3.12 and later the
+   hook clears and pops it, as the evaluator would have (pycompat.c); on
+   3.11 its caller does, and this does nothing. */
+void frame_clear_unevaluated(PyThreadState *ts, EvalFrame *f);
+
 /* Fill a FrameView for the start of frame f. */
 static inline void frame_view_init(FrameView *fv, EvalFrame *f)
 {
-    PyCodeObject *co = f->f_code;
+    PyCodeObject *co = frame_code(f);
     fv->code = co;
     fv->locals = f->localsplus;
     fv->nlocals = co->co_nlocals;
@@ -63,42 +159,81 @@ static inline void frame_view_init(FrameView *fv, EvalFrame *f)
     fv->nstack = 0;
     fv->globals = f->f_globals;
     fv->builtins = f->f_builtins;
-    fv->closure = f->f_func ? f->f_func->func_closure : NULL;
+    fv->closure = frame_closure(f);
     fv->iter_lists = NULL;
-}
-
-/* ---- bytecode ---- */
-
-/* Number of inline CACHE code units after `opcode` (3.11's _PyOpcode_Caches,
-   which libpython does not export). */
-static inline int opcode_cache_units(int opcode)
-{
-    switch (opcode) {
-    case BINARY_SUBSCR: return 4;
-    case STORE_SUBSCR: return 1;
-    case UNPACK_SEQUENCE: return 1;
-    case STORE_ATTR: return 4;
-    case LOAD_ATTR: return 4;
-    case COMPARE_OP: return 2;
-    case LOAD_GLOBAL: return 5;
-    case BINARY_OP: return 1;
-    case LOAD_METHOD: return 10;
-    case PRECALL: return 1;
-    case CALL: return 4;
-    default: return 0;
-    }
 }
 
 /* ---- decoding instructions ----
  *
- * How an instruction is read from co_code: the translator's dispatch reads
- * Instrs and never a code unit, so another CPython version adds its layout
- * here.  3.11's layout: 2-byte code units (opcode, 8-bit oparg); each
- * EXTENDED_ARG prefix gives the next unit's oparg 8 higher bits; inline
- * CACHE units follow the opcode (opcode_cache_units); every jump argument
- * is relative to the next instruction, backwards for the *_BACKWARD*
- * opcodes.  Positions are code-unit indexes (byte offset = 2 * unit).
+ * The translator's dispatch reads Instrs, never a code unit.  Each CPython
+ * version's opcodes are decoded into one vocabulary, Op: one per operation
+ * the translator models, whatever the version calls it (LOAD_METHOD on
+ * 3.11 is LOAD_ATTR with its method bit on 3.12; FORMAT_VALUE's work is
+ * FORMAT_SIMPLE, FORMAT_WITH_SPEC and CONVERT_VALUE on 3.13; CALL_INTRINSIC_1
+ * 5 is unary +).  Superinstructions (3.13 LOAD_FAST_LOAD_FAST ...) keep
+ * their two arguments.  Jump targets are decoded to absolute code units,
+ * so the translator never knows which jumps are relative or backwards.
+ * Positions are code-unit indexes (byte offset = 2 * unit).
  */
+typedef enum Op {
+    OP_UNKNOWN,               /* not modelled: tracing stops */
+    OP_NOP,                   /* RESUME, NOP, PRECALL, COPY_FREE_VARS, MAKE_CELL ... */
+    OP_LOAD_FAST,             /* LOAD_FAST, LOAD_FAST_CHECK */
+    OP_LOAD_FAST_AND_CLEAR,   /* 3.12: an inlined comprehension saves its variable */
+    OP_LOAD_FAST_LOAD_FAST,   /* 3.13: locals oparg, then arg2 */
+    OP_STORE_FAST,
+    OP_STORE_FAST_STORE_FAST, /* 3.13: oparg = pop(), then arg2 = pop() */
+    OP_STORE_FAST_LOAD_FAST,  /* 3.13: oparg = pop(), then push arg2 */
+    OP_DELETE_FAST,
+    OP_LOAD_CONST,
+    OP_LOAD_GLOBAL,           /* oparg: name index; flag: a NULL goes with it */
+    OP_LOAD_DEREF,
+    OP_LOAD_ATTR,             /* oparg: name index */
+    OP_LOAD_METHOD,           /* oparg: name index; pushes a callable pair */
+    OP_PUSH_NULL,
+    OP_KW_NAMES,              /* 3.11, 3.12: the next CALL's keyword names */
+    OP_CALL,                  /* oparg: argc */
+    OP_CALL_KW,               /* 3.13: argc, keyword names on top */
+    OP_BINARY_OP,             /* oparg: NB_* */
+    OP_BINARY_SLICE,          /* 3.12: container[start:stop] */
+    OP_STORE_SLICE,           /* 3.12: container[start:stop] = value */
+    OP_COMPARE_OP,            /* oparg: Py_LT .. Py_GE; flag (3.13): then bool() */
+    OP_IS_OP,
+    OP_CONTAINS_OP,
+    OP_UNARY_NEGATIVE,
+    OP_UNARY_POSITIVE,
+    OP_UNARY_INVERT,
+    OP_UNARY_NOT,
+    OP_TO_BOOL,               /* 3.13 */
+    OP_BINARY_SUBSCR,
+    OP_STORE_SUBSCR,
+    OP_BUILD_TUPLE,
+    OP_BUILD_LIST,
+    OP_BUILD_SLICE,
+    OP_BUILD_MAP,
+    OP_BUILD_CONST_KEY_MAP,
+    OP_LIST_APPEND,
+    OP_LIST_EXTEND,
+    OP_LIST_TO_TUPLE,
+    OP_UNPACK_SEQUENCE,
+    OP_POP_TOP,
+    OP_COPY,
+    OP_SWAP,
+    OP_GET_ITER,
+    OP_FOR_ITER,              /* target: where an exhausted loop goes on */
+    OP_END_FOR,               /* oparg: the values it pops */
+    OP_JUMP,
+    OP_POP_JUMP_IF_FALSE,
+    OP_POP_JUMP_IF_TRUE,
+    OP_POP_JUMP_IF_NONE,
+    OP_POP_JUMP_IF_NOT_NONE,
+    OP_JUMP_IF_FALSE_OR_POP,  /* 3.11 */
+    OP_JUMP_IF_TRUE_OR_POP,   /* 3.11 */
+    OP_FORMAT_VALUE,          /* oparg: conversion | 0x04 when a spec is on top */
+    OP_BUILD_STRING,
+    OP_RETURN_VALUE,
+    OP_RETURN_CONST,          /* 3.12, 3.13 */
+} Op;
 
 /* A code object's de-specialized bytecode (co_code, never the live
    adaptive copy the interpreter rewrites). */
@@ -110,8 +245,12 @@ typedef struct Bytecode {
 
 /* One decoded instruction. */
 typedef struct Instr {
-    int opcode;     /* EXTENDED_ARG only for a prefix dangling at the end */
-    int oparg;      /* with the EXTENDED_ARG prefixes' high bits */
+    Op op;          /* the operation (OP_NOP for a prefix dangling at the end) */
+    int opcode;     /* CPython's opcode, for messages; EXTENDED_ARG for a prefix */
+    int oparg;      /* with the EXTENDED_ARG prefixes' high bits, decoded per Op */
+    int arg2;       /* a superinstruction's second argument */
+    bool flag;      /* per Op: LOAD_GLOBAL's NULL, COMPARE_OP's bool() */
+    int target;     /* a jump's absolute target (code unit), else -1 */
     int start;      /* code unit of its first EXTENDED_ARG prefix, else = offset */
     int offset;     /* code unit of the opcode */
     int next;       /* code unit of the next instruction (past the inline caches) */
@@ -141,48 +280,17 @@ static inline void bytecode_close(Bytecode *bc)
 
 /* Decode the instruction that starts at code unit `at` (0 <= at <
    bc->nunits), its EXTENDED_ARG prefixes folded into its oparg.  Cannot
-   fail; a prefix that ends co_code decodes as an EXTENDED_ARG instruction
-   whose next is bc->nunits. */
-static inline void instr_decode(const Bytecode *bc, int at, Instr *in)
-{
-    int oparg = 0;
-    in->start = at;
-    for (;;) {
-        _Py_CODEUNIT word = bc->units[at];
-        in->opcode = _Py_OPCODE(word);
-        oparg = (oparg << 8) | _Py_OPARG(word);
-        in->offset = at;
-        if (in->opcode != EXTENDED_ARG || at + 1 >= bc->nunits)
-            break;
-        at++;
-    }
-    in->oparg = oparg;
-    in->next = at + 1 + opcode_cache_units(in->opcode);
-}
+   fail; a prefix that ends co_code decodes as OP_NOP (opcode
+   EXTENDED_ARG) whose next is bc->nunits.  pycompat.c. */
+void instr_decode(const Bytecode *bc, int at, Instr *in);
 
 /* The code unit jump instruction `in` goes to (when it jumps). */
-static inline int instr_jump_target(const Instr *in)
-{
-    switch (in->opcode) {
-    case JUMP_BACKWARD:
-    case JUMP_BACKWARD_NO_INTERRUPT:
-    case POP_JUMP_BACKWARD_IF_FALSE:
-    case POP_JUMP_BACKWARD_IF_TRUE:
-    case POP_JUMP_BACKWARD_IF_NONE:
-    case POP_JUMP_BACKWARD_IF_NOT_NONE:
-        return in->next - in->oparg;
-    default:
-        return in->next + in->oparg;
-    }
-}
+static inline int instr_jump_target(const Instr *in) { return in->target; }
 
-/* LOAD_GLOBAL: index of the name in co_names; whether a NULL is pushed
-   before the value (the 3.11 calling convention). */
-static inline int instr_global_name(const Instr *in) { return in->oparg >> 1; }
-static inline bool instr_global_pushes_null(const Instr *in) { return (in->oparg & 1) != 0; }
-
-/* COMPARE_OP: the comparison, Py_LT .. Py_GE (0..5) when valid. */
-static inline int instr_compare_op(const Instr *in) { return in->oparg; }
+/* Whether a pair (callable, self-or-NULL) is pushed NULL first, as 3.11
+   and 3.12 do ([NULL, callable] / [method, self]); 3.13 pushes
+   [callable, NULL] / [method, self]. */
+#define CALL_PAIR_NULL_FIRST (!PY_313)
 
 /* Code-object layout facts the translator needs. */
 static inline int code_ncells(PyCodeObject *co) { return co->co_ncellvars; }
@@ -198,17 +306,12 @@ static inline int code_first_free(PyCodeObject *co)
 
 /* ---- exception table ---- */
 
-/* One varint of 3.11's exception table (6-bit groups, bit 6 = more). */
-static inline const unsigned char *exctable_varint(const unsigned char *p, int *out)
-{
-    int v = *p & 63;
-    while (*p & 64) {
-        p++;
-        v = (v << 6) | (*p & 63);
-    }
-    *out = v;
-    return p + 1;
-}
+/* Whether code unit `instr` lies in a try/with/finally range: an exception
+   raised there goes to a handler, which a plan cannot emulate.  A range
+   whose handler only puts locals back and re-raises (3.12's inlined
+   comprehensions) does not count: the exception leaves the frame as it
+   would without it.  pycompat.c. */
+bool code_instr_protected(PyCodeObject *co, int instr);
 
 /* ---- the captured frame on the stack during an eager step ---- */
 
@@ -222,8 +325,19 @@ static inline const unsigned char *exctable_varint(const unsigned char *p, int *
 typedef struct ShadowFrame {
     _PyInterpreterFrame *frame;   /* borrowed: the intercepted frame, or NULL */
     _PyInterpreterFrame *saved;   /* the current frame before */
-    _Py_CODEUNIT *saved_prev_instr;
 } ShadowFrame;
+
+/* Set the frame's free variables from its function's closure, as
+   COPY_FREE_VARS would (an intercepted frame has not run it). */
+static inline void frame_fill_free_vars(EvalFrame *f)
+{
+    PyCodeObject *co = frame_code(f);
+    int first_free = co->co_nlocalsplus - co->co_nfreevars;
+    PyObject *closure = frame_closure(f);
+    for (int k = 0; closure && k < co->co_nfreevars; k++)
+        if (f->localsplus[first_free + k] == NULL)
+            f->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(closure, k));
+}
 
 static inline void shadow_enter(ShadowFrame *s, EvalFrame *f, int next_instr,
                                 PyObject *const *locals, int nlocals)
@@ -232,7 +346,7 @@ static inline void shadow_enter(ShadowFrame *s, EvalFrame *f, int next_instr,
     if (f == NULL)
         return;
     PyThreadState *ts = PyThreadState_Get();
-    PyCodeObject *co = f->f_code;
+    PyCodeObject *co = frame_code(f);
     /* The fast locals become the values the plan carries now, so that code
        the eager step runs (locals(), sys._getframe().f_locals, a debugger)
        sees them as it would eagerly; an entry value a local no longer
@@ -240,16 +354,15 @@ static inline void shadow_enter(ShadowFrame *s, EvalFrame *f, int next_instr,
     for (int i = 0; i < nlocals && i < co->co_nlocals; i++)
         if (f->localsplus[i] != locals[i])
             Py_XSETREF(f->localsplus[i], Py_XNewRef(locals[i]));
-    int first_free = co->co_nlocalsplus - co->co_nfreevars;
-    PyObject *closure = f->f_func ? f->f_func->func_closure : NULL;
-    for (int k = 0; closure && k < co->co_nfreevars; k++)
-        if (f->localsplus[first_free + k] == NULL)
-            f->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(closure, k));
-    s->saved = ts->cframe->current_frame;
-    s->saved_prev_instr = f->prev_instr;
+    frame_fill_free_vars(f);
+    s->saved = thread_current_frame(ts);
     f->previous = s->saved;
-    f->prev_instr = _PyCode_CODE(co) + next_instr - 1;
-    ts->cframe->current_frame = f;
+    /* positioned on the call: the unit before the next instruction */
+    frame_set_next_instr(f, next_instr);
+#if PY_313
+    f->instr_ptr--;
+#endif
+    thread_set_current_frame(ts, f);
 }
 
 /* Unlink the frame; when the call failed, add it to the traceback as the
@@ -271,35 +384,14 @@ static inline void shadow_exit(ShadowFrame *s, bool failed)
            traceback, as the interpreter's frame would; so does a frame the
            program holds an object of (inspect.currentframe()), whose
            f_locals it may read later. */
-        for (int i = 0; i < s->frame->f_code->co_nlocals; i++)
+        for (int i = 0; i < frame_code(s->frame)->co_nlocals; i++)
             Py_CLEAR(s->frame->localsplus[i]);
     }
-    ts->cframe->current_frame = s->saved;
+    thread_set_current_frame(ts, s->saved);
     /* previous stays the caller's frame, which outlives f (the caller
        clears f when the hook returns): a frame object of f that outlives
        it is linked to its caller's (f_back) as the interpreter links it. */
     s->frame->previous = s->saved;
-}
-
-/* Whether code unit `instr` lies in a try/with/finally range: an exception
-   raised there goes to a handler, which a plan cannot emulate. */
-static inline bool code_instr_protected(PyCodeObject *co, int instr)
-{
-    PyObject *table = co->co_exceptiontable;
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(table);
-    const unsigned char *end = p + PyBytes_GET_SIZE(table);
-    while (p < end) {
-        int start, size, target, depth;
-        p = exctable_varint(p, &start);
-        p = exctable_varint(p, &size);
-        p = exctable_varint(p, &target);
-        p = exctable_varint(p, &depth);
-        (void)target;
-        (void)depth;
-        if (instr >= start && instr < start + size)
-            return true;
-    }
-    return false;
 }
 
 /* ---- deopt exit ---- */
@@ -311,41 +403,43 @@ static inline bool code_instr_protected(PyCodeObject *co, int instr)
  * value stack `stack` (nstack items; NULL allowed where the calling
  * convention has one).  Both are moved into the frame: their slots become
  * NULL.  Returns the frame's result (new reference) or NULL with its
- * exception.
+ * exception; the evaluator has run the frame either way (and, from 3.12,
+ * cleared it).
  *
  * Running in f itself keeps what the program can see of it: a frame object
  * an eager step made (inspect.currentframe()) is the one that goes on, and
  * it ends as any frame does (its caller clears it; a frame object that
- * outlives it takes its locals over).  Preconditions: no cell variables;
+ * outlives it takes its locals over).  Preconditions (frame_can_resume):
+ * no cell variables;
  * instr is an instruction boundary the interpreter can enter (not after
  * EXTENDED_ARG, not between KW_NAMES and CALL).  The prologue
  * (COPY_FREE_VARS) is skipped, so the free variables are set here as it
  * would set them.
  */
+/* Whether frame f can be resumed with nlocals locals and nstack stack
+   values (the preconditions of frame_eval_in_place). */
+static inline bool frame_can_resume(EvalFrame *f, int nlocals, int nstack)
+{
+    PyCodeObject *co = frame_code(f);
+    return co->co_ncellvars == 0 && nstack <= co->co_stacksize && nlocals <= co->co_nlocals;
+}
+
 static inline PyObject *frame_eval_in_place(PyThreadState *ts, EvalFrame *f, PyObject **locals,
                                             int nlocals, PyObject **stack, int nstack,
                                             int instr)
 {
-    PyCodeObject *co = f->f_code;
-    if (co->co_ncellvars != 0 || nstack > co->co_stacksize || nlocals > co->co_nlocals) {
-        PyErr_SetString(PyExc_SystemError, "dynscope: cannot resume this frame in the interpreter");
-        return NULL;
-    }
+    PyCodeObject *co = frame_code(f);
     for (int i = 0; i < nlocals; i++) {
         Py_XSETREF(f->localsplus[i], locals[i]);
         locals[i] = NULL;
     }
-    int first_free = co->co_nlocalsplus - co->co_nfreevars;
-    PyObject *closure = f->f_func ? f->f_func->func_closure : NULL;
-    for (int k = 0; closure && k < co->co_nfreevars; k++)
-        if (f->localsplus[first_free + k] == NULL)
-            f->localsplus[first_free + k] = Py_NewRef(PyTuple_GET_ITEM(closure, k));
+    frame_fill_free_vars(f);
     for (int j = 0; j < nstack; j++) {
         f->localsplus[co->co_nlocalsplus + j] = stack[j];
         stack[j] = NULL;
     }
     f->stacktop = co->co_nlocalsplus + nstack;
-    f->prev_instr = _PyCode_CODE(co) + instr - 1;
+    frame_set_next_instr(f, instr);
     return _PyEval_EvalFrameDefault(ts, f, 0);
 }
 

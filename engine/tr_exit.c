@@ -55,30 +55,42 @@ static int end_eager_op(TFrame *f, PyObject *fn, int n, int sp_before, int next,
 }
 
 /* The CALL with argc arguments that stopped is the eager step: its
-   callable and arguments are on the stack as before it.  FRAME_ENDED, or
-   FRAME_STOPPED on an error. */
-static int end_call(TFrame *f, int argc, int sp_before, int next)
+   callable and arguments are on the stack as before it (CALL_KW: with
+   the keyword names on top).  FRAME_ENDED, or FRAME_STOPPED on an
+   error. */
+static int end_call(TFrame *f, const Instr *in, int sp_before)
 {
     Tracer *t = f->t;
     FrameEnd *e = &t->end;
+    int argc = in->oparg;
     f->sp = sp_before;
-    Value *first = peek(f, argc + 2);
-    int nargs = first->kind == V_NULL ? argc : argc + 1;
-    e->callable = first->kind == V_NULL ? peek(f, argc + 1) : first;
+    PyObject *kwnames = f->kwnames;
+    int below = 0;     /* values above the arguments */
+    if (in->op == OP_CALL_KW) {
+        Value *names = peek(f, 1);
+        if (names->kind != V_CONST || !PyTuple_CheckExact(names->obj))
+            return NOT_ENDED;
+        kwnames = names->obj;
+        below = 1;
+    }
+    Value *callable, *self;
+    call_pair_split(peek(f, below + argc + 2), peek(f, below + argc + 1), &callable, &self);
+    int nargs = self != NULL ? argc + 1 : argc;
+    e->callable = callable;
     e->args = PyMem_Calloc((size_t)nargs + 1, sizeof(Value *));
     if (e->args == NULL) {
         PyErr_NoMemory();
         return FRAME_STOPPED;
     }
     for (int i = 0; i < nargs; i++)
-        e->args[i] = peek(f, nargs - i);
+        e->args[i] = peek(f, below + nargs - i);
     e->nargs = nargs;
-    e->kwnames = f->kwnames;
+    e->kwnames = kwnames;
     f->kwnames = NULL;
     e->kind = END_CALL;
-    e->sp = sp_before - (argc + 2);
+    e->sp = sp_before - (below + argc + 2);
     e->push_result = true;
-    e->resume = next;
+    e->resume = in->next;
     e->kind_name = stop_kind_name(t->stop_kind, "call");
     return FRAME_ENDED;
 }
@@ -107,24 +119,24 @@ static const char *eager_operator_name(const Instr *in, int *n)
         "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod",
         "ior", "ipow", "irshift", "isub", "itruediv", "ixor"};
     *n = 2;
-    switch (in->opcode) {
-    case BINARY_OP:
+    switch (in->op) {
+    case OP_BINARY_OP:
         if (in->oparg >= 0 && in->oparg < 26)
             return in->oparg >= 13 ? inplace_names[in->oparg - 13] : tr_binary_op_names[in->oparg];
         return NULL;
-    case COMPARE_OP: {
-        int k = instr_compare_op(in);
-        return k >= 0 && k <= 5 ? tr_compare_op_names[k] : NULL;
-    }
-    case BINARY_SUBSCR: return "getitem";
+    case OP_COMPARE_OP:
+        /* 3.13's compare-then-bool() is two steps: not one eager op */
+        return in->oparg >= 0 && in->oparg <= 5 && !in->flag ? tr_compare_op_names[in->oparg] : NULL;
+    case OP_BINARY_SUBSCR: return "getitem";
     default: break;
     }
     *n = 1;
-    switch (in->opcode) {
-    case UNARY_NEGATIVE: return "neg";
-    case UNARY_POSITIVE: return "pos";
-    case UNARY_INVERT: return "invert";
-    case UNARY_NOT: return "not_";
+    switch (in->op) {
+    case OP_UNARY_NEGATIVE: return "neg";
+    case OP_UNARY_POSITIVE: return "pos";
+    case OP_UNARY_INVERT: return "invert";
+    case OP_UNARY_NOT: return "not_";
+    case OP_TO_BOOL: return "truth";
     default: return NULL;
     }
 }
@@ -138,15 +150,14 @@ static int end_at_instr(TFrame *f, const Instr *in, int sp_before)
     const char *opname = eager_operator_name(in, &n);
     if (opname != NULL)
         return end_eager_op(f, tensorops_operator(opname), n, sp_before, in->next, true);
-    switch (in->opcode) {
-    case CALL:
-        return end_call(f, in->oparg, sp_before, in->next);
-    case POP_JUMP_FORWARD_IF_FALSE:
-    case POP_JUMP_FORWARD_IF_TRUE:
-    case POP_JUMP_BACKWARD_IF_FALSE:
-    case POP_JUMP_BACKWARD_IF_TRUE:
+    switch (in->op) {
+    case OP_CALL:
+    case OP_CALL_KW:
+        return end_call(f, in, sp_before);
+    case OP_POP_JUMP_IF_FALSE:
+    case OP_POP_JUMP_IF_TRUE:
         return end_branch(f, in, sp_before);
-    case LOAD_ATTR: {
+    case OP_LOAD_ATTR: {
         /* getattr(base, name) eagerly; the name goes on the stack copy */
         Value *name = value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_names, in->oparg));
         if (name == NULL || sp_before >= MAX_STACK)
@@ -158,7 +169,7 @@ static int end_at_instr(TFrame *f, const Instr *in, int sp_before)
         t->end.sp = sp_before - 1;
         return FRAME_ENDED;
     }
-    case STORE_SUBSCR: {
+    case OP_STORE_SUBSCR: {
         /* stack: value, container, index -> setitem(container, index, value) */
         Value *value = f->stack[sp_before - 3];
         f->stack[sp_before - 3] = f->stack[sp_before - 2];

@@ -16,6 +16,36 @@
 
 /* ---- opcode handlers: each returns 0, or -1 when tracing stops ---- */
 
+/* The opcode after `in`, OP_UNKNOWN at the end. */
+static Op next_op(TFrame *f, const Instr *in)
+{
+    Instr next;
+    if (in->next >= f->bc.nunits)
+        return OP_UNKNOWN;
+    instr_decode(&f->bc, in->next, &next);
+    return next.op;
+}
+
+/* Whether `in` is followed by an instruction that tests truth itself. */
+static bool truth_test_follows(TFrame *f, const Instr *in)
+{
+    Op op = next_op(f, in);
+    return op == OP_POP_JUMP_IF_FALSE || op == OP_POP_JUMP_IF_TRUE || op == OP_UNARY_NOT;
+}
+
+/* What a truth test at `in` is for, as break reasons name it: 'not', an
+   'and'/'or' (a COPY keeps the value tested), else a branch.  The same
+   on every version (3.11 spells 'and'/'or' JUMP_IF_*_OR_POP). */
+static const char *truth_use(TFrame *f, const Instr *in)
+{
+    if (in->op == OP_UNARY_NOT || (in->op == OP_TO_BOOL && next_op(f, in) == OP_UNARY_NOT))
+        return "'not'";
+    if (f->prior_op == OP_COPY && f->prior_oparg == 1)
+        return "'and'/'or'";
+    return "branch";
+}
+
+
 /* STORE_FAST i: locals[i] = pop() (a cell variable stops). */
 static int op_store_fast(TFrame *f, const Instr *in)
 {
@@ -23,6 +53,20 @@ static int op_store_fast(TFrame *f, const Instr *in)
         return tracer_unsupported(f->t, true, "stores into a cell");
     f->locals[in->oparg] = pop(f);
     return 0;
+}
+
+/* STORE_FAST_STORE_FAST / STORE_FAST_LOAD_FAST (3.13): two instructions
+   in one; checked before either acts, so a stop leaves nothing half done. */
+static int op_store_fast_pair(TFrame *f, const Instr *in)
+{
+    if (in->oparg >= f->nlocals || (in->op == OP_STORE_FAST_STORE_FAST && in->arg2 >= f->nlocals))
+        return tracer_unsupported(f->t, true, "stores into a cell");
+    f->locals[in->oparg] = pop(f);
+    if (in->op == OP_STORE_FAST_STORE_FAST) {
+        f->locals[in->arg2] = pop(f);
+        return 0;
+    }
+    return push(f, tr_load_local(f, in->arg2));
 }
 
 /* DELETE_FAST i: local i is unbound (reading it stops). */
@@ -35,12 +79,26 @@ static int op_delete_fast(TFrame *f, const Instr *in)
     return 0;
 }
 
-/* LOAD_GLOBAL: [NULL,] the global or builtin. */
+/* LOAD_GLOBAL: the global or builtin, with a NULL (in the version's
+   order) when a call follows. */
 static int op_load_global(TFrame *f, const Instr *in)
 {
-    if (instr_global_pushes_null(in) && push(f, value_new(f->t, V_NULL, NULL)) < 0)
+    Value *v = tr_load_global(f, PyTuple_GET_ITEM(f->code->co_names, in->oparg));
+    if (!in->flag)
+        return push(f, v);
+    return v == NULL ? -1 : push_call_pair(f, v, NULL);
+}
+
+/* LOAD_FAST_AND_CLEAR: push local i (unbound: NULL) and unbind it; an
+   inlined comprehension's STORE_FAST puts it back. */
+static int op_load_fast_and_clear(TFrame *f, const Instr *in)
+{
+    Value *v = f->locals[in->oparg];
+    Value *gone = value_new(f->t, V_NULL, NULL);
+    if (gone == NULL || push(f, v ? v : gone) < 0)
         return -1;
-    return push(f, tr_load_global(f, PyTuple_GET_ITEM(f->code->co_names, instr_global_name(in))));
+    f->locals[in->oparg] = gone;
+    return 0;
 }
 
 /* LOAD_DEREF: a free variable (a cell variable stops). */
@@ -52,26 +110,25 @@ static int op_load_deref(TFrame *f, const Instr *in)
     return push(f, tr_load_free(f, in->oparg - first_free));
 }
 
-/* CALL argc: [NULL, callable, args...] or [callable, self, args...]. */
+/* CALL argc: a callable pair (call_pair_split), then the arguments.
+   CALL_KW (3.13) has the keyword names on top. */
 static int op_call(TFrame *f, const Instr *in)
 {
     int argc = in->oparg;
-    Value *first = peek(f, argc + 2);
-    Value *callable;
+    if (in->op == OP_CALL_KW) {
+        Value *names = pop(f);
+        if (names->kind != V_CONST || !PyTuple_CheckExact(names->obj))
+            return tracer_unsupported(f->t, true, "CALL_KW without constant names");
+        f->kwnames = names->obj;
+    }
+    Value *callable, *self;
     Value *args[MAX_STACK];
-    int nargs;
-    if (first->kind == V_NULL) {
-        callable = peek(f, argc + 1);
-        nargs = argc;
-        for (int i = 0; i < argc; i++)
-            args[i] = peek(f, argc - i);
-    }
-    else {
-        callable = first;
-        nargs = argc + 1;
-        for (int i = 0; i <= argc; i++)
-            args[i] = peek(f, argc + 1 - i);
-    }
+    call_pair_split(peek(f, argc + 2), peek(f, argc + 1), &callable, &self);
+    int nargs = 0;
+    if (self != NULL)
+        args[nargs++] = self;
+    for (int i = 0; i < argc; i++)
+        args[nargs++] = peek(f, argc - i);
     Value *r = tr_call_or_undo(f, callable, args, nargs, f->kwnames);
     if (r == NULL)
         return -1;
@@ -92,15 +149,36 @@ static int op_binary_op(TFrame *f, const Instr *in)
     return push(f, tr_apply_binary(f, tr_binary_op_names[k], tr_binary_op_hints[k], a, b, inplace));
 }
 
-/* COMPARE_OP: a < b, a <= b, a == b ... */
+/* COMPARE_OP: a < b, a <= b, a == b ... (3.13: then bool() when the
+   flag is set, as a branch on it follows). */
 static int op_compare_op(TFrame *f, const Instr *in)
 {
     Value *b = pop(f);
     Value *a = pop(f);
-    int k = instr_compare_op(in);
+    int k = in->oparg;
     if (k < 0 || k > 5)
         return tracer_unsupported(f->t, true, "COMPARE_OP %d", in->oparg);
-    return push(f, tr_apply_binary(f, tr_compare_op_names[k], tr_compare_op_names[k], a, b, false));
+    Value *r = tr_apply_binary(f, tr_compare_op_names[k], tr_compare_op_names[k], a, b, false);
+    if (r == NULL || !in->flag || (r->kind == V_TENSOR && truth_test_follows(f, in)))
+        return push(f, r);
+    int tv = tr_truth(f, r, "branch");
+    if (tv < 0)
+        return -1;
+    return push(f, new_const(f->t, PyBool_FromLong(tv)));
+}
+
+/* TO_BOOL (3.13): bool(a).  A tensor's truth is left to the branch or
+   'not' that follows, which test it as on 3.11 (an eager truth test);
+   a value the interpreter may see gets the exact bool it expects. */
+static int op_to_bool(TFrame *f, const Instr *in)
+{
+    if (peek(f, 1)->kind == V_TENSOR && truth_test_follows(f, in))
+        return 0;
+    int tv = tr_truth(f, peek(f, 1), truth_use(f, in));
+    if (tv < 0)
+        return -1;
+    (void)pop(f);
+    return push(f, new_const(f->t, PyBool_FromLong(tv)));
 }
 
 /* IS_OP: a is b, a is not b (oparg 1). */
@@ -128,15 +206,15 @@ static int op_contains_op(TFrame *f, const Instr *in)
 /* UNARY_NEGATIVE / UNARY_POSITIVE / UNARY_INVERT. */
 static int op_unary(TFrame *f, const Instr *in)
 {
-    const char *name = in->opcode == UNARY_NEGATIVE ? "neg"
-                       : in->opcode == UNARY_POSITIVE ? "pos" : "invert";
+    const char *name = in->op == OP_UNARY_NEGATIVE ? "neg"
+                       : in->op == OP_UNARY_POSITIVE ? "pos" : "invert";
     return push(f, tr_apply_unary(f, name, pop(f)));
 }
 
 /* UNARY_NOT: not a, of a value whose truth is known. */
 static int op_unary_not(TFrame *f)
 {
-    int tv = tr_truth(f, pop(f), "'not'");
+    int tv = tr_truth(f, pop(f), "'not'");   /* after a TO_BOOL too */
     if (tv < 0)
         return -1;
     return push(f, new_const(f->t, PyBool_FromLong(!tv)));
@@ -148,6 +226,35 @@ static int op_binary_subscr(TFrame *f)
     Value *idx = pop(f);
     Value *base = pop(f);
     return push(f, tr_subscript(f, base, idx));
+}
+
+/* BINARY_SLICE (3.12): container[start:stop]. */
+static int op_binary_slice(TFrame *f)
+{
+    Tracer *t = f->t;
+    Value *sl = value_new(t, V_SLICE, NULL);
+    Value *none = value_new(t, V_CONST, Py_None);
+    if (sl == NULL || none == NULL || value_append(t, sl, peek(f, 2)) < 0
+        || value_append(t, sl, peek(f, 1)) < 0 || value_append(t, sl, none) < 0)
+        return -1;
+    f->sp -= 2;
+    Value *base = pop(f);
+    return push(f, tr_subscript(f, base, sl));
+}
+
+/* STORE_SLICE (3.12): container[start:stop] = value. */
+static int op_store_slice(TFrame *f)
+{
+    Tracer *t = f->t;
+    Value *sl = value_new(t, V_SLICE, NULL);
+    Value *none = value_new(t, V_CONST, Py_None);
+    if (sl == NULL || none == NULL || value_append(t, sl, peek(f, 2)) < 0
+        || value_append(t, sl, peek(f, 1)) < 0 || value_append(t, sl, none) < 0)
+        return -1;
+    f->sp -= 2;
+    Value *container = pop(f);
+    Value *value = pop(f);
+    return tr_store_subscript(f, container, sl, value);
 }
 
 /* STORE_SUBSCR: container[idx] = value. */
@@ -163,7 +270,7 @@ static int op_store_subscr(TFrame *f)
 static int op_build_sequence(TFrame *f, const Instr *in)
 {
     Tracer *t = f->t;
-    Value *v = value_new(t, in->opcode == BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
+    Value *v = value_new(t, in->op == OP_BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
     if (v == NULL)
         return -1;
     for (int i = in->oparg; i > 0; i--)
@@ -218,8 +325,8 @@ static int op_build_map(TFrame *f, const Instr *in)
     if (d == NULL || (d->obj = PyList_New(0)) == NULL)
         return -1;
     PyObject *keys = NULL;
-    int base = in->opcode == BUILD_MAP ? 2 * oparg : oparg + 1;
-    if (in->opcode == BUILD_CONST_KEY_MAP) {
+    int base = in->op == OP_BUILD_MAP ? 2 * oparg : oparg + 1;
+    if (in->op == OP_BUILD_CONST_KEY_MAP) {
         Value *kv = peek(f, 1);
         if (kv->kind != V_CONST || !PyTuple_CheckExact(kv->obj))
             return tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys");
@@ -254,7 +361,7 @@ static int op_list_extend(TFrame *f, const Instr *in)
     Value *list = peek(f, in->oparg);
     if (list->kind != V_LIST || list->src >= 0)
         return tracer_unsupported(t, true, "extending a list the program can see");
-    if (in->opcode == LIST_APPEND)
+    if (in->op == OP_LIST_APPEND)
         return value_append(t, list, item);
     Value *it = tr_make_iter(f, item);
     if (it == NULL)
@@ -319,7 +426,7 @@ static int op_for_iter(TFrame *f, const Instr *in, int *ip)
 /* POP_JUMP_*_IF_FALSE / _IF_TRUE on a value whose truth is known. */
 static int op_pop_jump_if(TFrame *f, const Instr *in, int *ip)
 {
-    int tv = tr_truth(f, pop(f), "branch");
+    int tv = tr_truth(f, pop(f), truth_use(f, in));
     if (tv < 0)
         return -1;
     if (tv == jumps_if_true(in))
@@ -339,8 +446,7 @@ static int op_pop_jump_if_none(TFrame *f, const Instr *in, int *ip)
         is_none = 0;   /* tensors, containers, objects are never None */
     else
         return tracer_unsupported(f->t, true, "None test on an internal value");
-    bool want_none = in->opcode == POP_JUMP_FORWARD_IF_NONE || in->opcode == POP_JUMP_BACKWARD_IF_NONE;
-    if (is_none == want_none)
+    if (is_none == (in->op == OP_POP_JUMP_IF_NONE))
         *ip = instr_jump_target(in);
     return 0;
 }
@@ -351,7 +457,7 @@ static int op_jump_if_or_pop(TFrame *f, const Instr *in, int *ip)
     int tv = tr_truth(f, peek(f, 1), "'and'/'or'");
     if (tv < 0)
         return -1;
-    if (tv == (in->opcode == JUMP_IF_TRUE_OR_POP))
+    if (tv == (in->op == OP_JUMP_IF_TRUE_OR_POP))
         *ip = instr_jump_target(in);
     else
         (void)pop(f);
@@ -381,16 +487,23 @@ static int op_build_string(TFrame *f, const Instr *in)
     return push(f, new_const(f->t, s));
 }
 
-/* RETURN_VALUE: f->retval; the root frame's end is the return.  Cannot
-   fail. */
-static void op_return_value(TFrame *f)
+/* RETURN_VALUE / RETURN_CONST: f->retval; the root frame's end is the
+   return.  0 / -1. */
+static int op_return(TFrame *f, const Instr *in)
 {
     Tracer *t = f->t;
-    f->retval = pop(f);
+    if (in->op == OP_RETURN_CONST) {
+        f->retval = value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_consts, in->oparg));
+        if (f->retval == NULL)
+            return -1;
+    }
+    else
+        f->retval = pop(f);
     if (f->parent == NULL) {
         t->end.kind = END_RETURN;
         t->end.retval = f->retval;
     }
+    return 0;
 }
 
 /* An opcode the translator does not model.  Returns -1. */
@@ -437,6 +550,7 @@ static int enter_instr(TFrame *f, Instr *in)
         if (count_step(t) < 0) {
             if (u > in->start) {
                 in->opcode = EXTENDED_ARG;
+                in->op = OP_NOP;
                 in->offset = u - 1;
             }
             return -1;
@@ -444,6 +558,7 @@ static int enter_instr(TFrame *f, Instr *in)
         if (f->parent == NULL && code_instr_protected(f->code, u)) {
             if (u < in->offset) {
                 in->opcode = EXTENDED_ARG;
+                in->op = OP_NOP;
                 in->offset = u;
             }
             return tracer_unsupported(t, true, "code inside a try/with block");
@@ -467,7 +582,8 @@ static int enter_instr(TFrame *f, Instr *in)
 int tr_run_frame(TFrame *f, int start)
 {
     Tracer *t = f->t;
-    Instr in = {.opcode = NOP, .oparg = 0, .start = start, .offset = start, .next = start};
+    Instr in = {.op = OP_NOP, .opcode = NOP, .oparg = 0, .target = -1,
+                .start = start, .offset = start, .next = start};
     int ip = start;
     int sp_before = 0;    /* stack depth before the instruction `in` */
     t->current = f;
@@ -478,145 +594,165 @@ int tr_run_frame(TFrame *f, int start)
             goto fail;
         ip = in.next;
         int rc = 0;
-        switch (in.opcode) {
-        case NOP:
-        case RESUME:
-        case CACHE:
-        case PRECALL:
-        case COPY_FREE_VARS:
-        case EXTENDED_ARG:    /* a prefix dangling at the end of co_code */
+        switch (in.op) {
+        case OP_NOP:
             break;
-        case LOAD_FAST:
+        case OP_LOAD_FAST:
             rc = push(f, tr_load_local(f, in.oparg));
             break;
-        case STORE_FAST:
+        case OP_LOAD_FAST_LOAD_FAST:
+            rc = push(f, tr_load_local(f, in.oparg));
+            if (rc == 0)
+                rc = push(f, tr_load_local(f, in.arg2));
+            break;
+        case OP_LOAD_FAST_AND_CLEAR:
+            rc = op_load_fast_and_clear(f, &in);
+            break;
+        case OP_STORE_FAST:
             rc = op_store_fast(f, &in);
             break;
-        case DELETE_FAST:
+        case OP_STORE_FAST_STORE_FAST:
+        case OP_STORE_FAST_LOAD_FAST:
+            rc = op_store_fast_pair(f, &in);
+            break;
+        case OP_DELETE_FAST:
             rc = op_delete_fast(f, &in);
             break;
-        case LOAD_CONST:
+        case OP_LOAD_CONST:
             rc = push(f, value_new(t, V_CONST, PyTuple_GET_ITEM(f->code->co_consts, in.oparg)));
             break;
-        case LOAD_GLOBAL:
+        case OP_LOAD_GLOBAL:
             rc = op_load_global(f, &in);
             break;
-        case LOAD_DEREF:
+        case OP_LOAD_DEREF:
             rc = op_load_deref(f, &in);
             break;
-        case LOAD_ATTR:
+        case OP_LOAD_ATTR:
             rc = push(f, tr_load_attr(f, pop(f), PyTuple_GET_ITEM(f->code->co_names, in.oparg)));
             break;
-        case LOAD_METHOD:
+        case OP_LOAD_METHOD:
             rc = tr_load_method(f, pop(f), PyTuple_GET_ITEM(f->code->co_names, in.oparg));
             break;
-        case PUSH_NULL:
+        case OP_PUSH_NULL:
             rc = push(f, value_new(t, V_NULL, NULL));
             break;
-        case KW_NAMES:
+        case OP_KW_NAMES:
             f->kwnames = PyTuple_GET_ITEM(f->code->co_consts, in.oparg);
             break;
-        case CALL:
+        case OP_CALL:
+        case OP_CALL_KW:
             rc = op_call(f, &in);
             break;
-        case BINARY_OP:
+        case OP_BINARY_OP:
             rc = op_binary_op(f, &in);
             break;
-        case COMPARE_OP:
+        case OP_COMPARE_OP:
             rc = op_compare_op(f, &in);
             break;
-        case IS_OP:
+        case OP_IS_OP:
             rc = op_is_op(f, &in);
             break;
-        case CONTAINS_OP:
+        case OP_CONTAINS_OP:
             rc = op_contains_op(f, &in);
             break;
-        case UNARY_NEGATIVE:
-        case UNARY_POSITIVE:
-        case UNARY_INVERT:
+        case OP_UNARY_NEGATIVE:
+        case OP_UNARY_POSITIVE:
+        case OP_UNARY_INVERT:
             rc = op_unary(f, &in);
             break;
-        case UNARY_NOT:
+        case OP_UNARY_NOT:
             rc = op_unary_not(f);
             break;
-        case BINARY_SUBSCR:
+        case OP_TO_BOOL:
+            rc = op_to_bool(f, &in);
+            break;
+        case OP_BINARY_SUBSCR:
             rc = op_binary_subscr(f);
             break;
-        case STORE_SUBSCR:
+        case OP_STORE_SUBSCR:
             rc = op_store_subscr(f);
             break;
-        case BUILD_TUPLE:
-        case BUILD_LIST:
+        case OP_BINARY_SLICE:
+            rc = op_binary_slice(f);
+            break;
+        case OP_STORE_SLICE:
+            rc = op_store_slice(f);
+            break;
+        case OP_BUILD_TUPLE:
+        case OP_BUILD_LIST:
             rc = op_build_sequence(f, &in);
             break;
-        case BUILD_SLICE:
+        case OP_BUILD_SLICE:
             rc = op_build_slice(f, &in);
             break;
-        case BUILD_MAP:
-        case BUILD_CONST_KEY_MAP:
+        case OP_BUILD_MAP:
+        case OP_BUILD_CONST_KEY_MAP:
             rc = op_build_map(f, &in);
             break;
-        case LIST_EXTEND:
-        case LIST_APPEND:
+        case OP_LIST_EXTEND:
+        case OP_LIST_APPEND:
             rc = op_list_extend(f, &in);
             break;
-        case LIST_TO_TUPLE:
+        case OP_LIST_TO_TUPLE:
             rc = op_list_to_tuple(f);
             break;
-        case UNPACK_SEQUENCE:
+        case OP_UNPACK_SEQUENCE:
             rc = op_unpack_sequence(f, &in);
             break;
-        case POP_TOP:
+        case OP_POP_TOP:
             (void)pop(f);
             break;
-        case COPY:
+        case OP_END_FOR:
+            f->sp -= in.oparg;
+            break;
+        case OP_COPY:
             rc = push(f, peek(f, in.oparg));
             break;
-        case SWAP:
+        case OP_SWAP:
             rc = op_swap(f, &in);
             break;
-        case GET_ITER:
+        case OP_GET_ITER:
             rc = push(f, tr_make_iter(f, pop(f)));
             break;
-        case FOR_ITER:
+        case OP_FOR_ITER:
             rc = op_for_iter(f, &in, &ip);
             break;
-        case JUMP_FORWARD:
-        case JUMP_BACKWARD:
-        case JUMP_BACKWARD_NO_INTERRUPT:
+        case OP_JUMP:
             ip = instr_jump_target(&in);
             break;
-        case POP_JUMP_FORWARD_IF_FALSE:
-        case POP_JUMP_FORWARD_IF_TRUE:
-        case POP_JUMP_BACKWARD_IF_FALSE:
-        case POP_JUMP_BACKWARD_IF_TRUE:
+        case OP_POP_JUMP_IF_FALSE:
+        case OP_POP_JUMP_IF_TRUE:
             rc = op_pop_jump_if(f, &in, &ip);
             break;
-        case POP_JUMP_FORWARD_IF_NONE:
-        case POP_JUMP_FORWARD_IF_NOT_NONE:
-        case POP_JUMP_BACKWARD_IF_NONE:
-        case POP_JUMP_BACKWARD_IF_NOT_NONE:
+        case OP_POP_JUMP_IF_NONE:
+        case OP_POP_JUMP_IF_NOT_NONE:
             rc = op_pop_jump_if_none(f, &in, &ip);
             break;
-        case JUMP_IF_FALSE_OR_POP:
-        case JUMP_IF_TRUE_OR_POP:
+        case OP_JUMP_IF_FALSE_OR_POP:
+        case OP_JUMP_IF_TRUE_OR_POP:
             rc = op_jump_if_or_pop(f, &in, &ip);
             break;
-        case FORMAT_VALUE:
+        case OP_FORMAT_VALUE:
             rc = op_format_value(f, &in);
             break;
-        case BUILD_STRING:
+        case OP_BUILD_STRING:
             rc = op_build_string(f, &in);
             break;
-        case RETURN_VALUE:
-            op_return_value(f);
+        case OP_RETURN_VALUE:
+        case OP_RETURN_CONST:
+            if (op_return(f, &in) < 0)
+                goto fail;
             return FRAME_RETURNED;
-        default:
+        case OP_UNKNOWN:
             rc = op_unsupported(f, &in);
             break;
         }
         if (rc < 0)
             goto fail;
+        if (in.op != OP_TO_BOOL) {
+            f->prior_op = in.op;
+            f->prior_oparg = in.oparg;
+        }
     }
     tracer_unsupported(t, true, "ran past the end of the bytecode");
 fail:

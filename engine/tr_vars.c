@@ -275,6 +275,5 @@ int tr_load_method(TFrame *f, Value *base, PyObject *name)
     Value *attr = tr_load_attr(f, base, name);
     if (attr == NULL)
         return -1;
-    Value *null = value_new(t, V_NULL, NULL);
-    return push(f, null) < 0 ? -1 : push(f, attr);
+    return push_call_pair(f, attr, NULL);
 }

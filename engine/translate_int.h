@@ -69,6 +69,8 @@ typedef struct TFrame {
     PyObject *globals;         /* borrowed: func_globals */
     int globals_acc;           /* -1: the root frame's G[...]; else accessor of func.__globals__ */
     PyObject *kwnames;         /* borrowed: pending KW_NAMES, or NULL */
+    Op prior_op;               /* the last instruction run before this one, TO_BOOL aside */
+    int prior_oparg;
     Value *retval;
     int cur_instr;             /* code unit of the instruction being interpreted */
 } TFrame;
@@ -136,12 +138,47 @@ static inline bool foldable(Value *v)
     return v->kind == V_CONST && value_is_plain_constant(v->obj);
 }
 
-/* Whether conditional jump `in` (POP_JUMP_*_IF_FALSE / _TRUE) jumps when
+/* Whether conditional jump `in` (POP_JUMP_IF_FALSE / _TRUE) jumps when
    its condition is true. */
 static inline bool jumps_if_true(const Instr *in)
 {
-    return in->opcode == POP_JUMP_FORWARD_IF_TRUE || in->opcode == POP_JUMP_BACKWARD_IF_TRUE;
+    return in->op == OP_POP_JUMP_IF_TRUE;
 }
+
+/* Push the pair a call takes its callable from: `callable` with `self`
+   (a method's object) or with a NULL (self == NULL), in the order of the
+   CPython version (CALL_PAIR_NULL_FIRST).  0 / -1. */
+static inline int push_call_pair(TFrame *f, Value *callable, Value *self)
+{
+    if (self != NULL)
+        return push(f, callable) < 0 ? -1 : push(f, self);
+    Value *null = value_new(f->t, V_NULL, NULL);
+    if (null == NULL)
+        return -1;
+    if (CALL_PAIR_NULL_FIRST)
+        return push(f, null) < 0 ? -1 : push(f, callable);
+    return push(f, callable) < 0 ? -1 : push(f, null);
+}
+
+/* The callable and self (NULL: none) of the pair (lower, upper) below a
+   call's arguments: whichever is NULL is absent whatever the version's
+   order; else the lower is a method and the upper its object. */
+static inline void call_pair_split(Value *lower, Value *upper, Value **callable, Value **self)
+{
+    if (lower->kind == V_NULL) {
+        *callable = upper;
+        *self = NULL;
+    }
+    else if (upper->kind == V_NULL) {
+        *callable = lower;
+        *self = NULL;
+    }
+    else {
+        *callable = lower;
+        *self = upper;
+    }
+}
+
 
 /* ---- translate.c ---- */
 
