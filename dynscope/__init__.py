@@ -194,9 +194,24 @@ config.skip_prefixes = _default_skip_prefixes()
 config.capture_prefixes = _default_capture_prefixes()
 
 
+def _lttng_sessiond_running():
+    """Whether an LTTng session daemon is there to register with: its UST
+    socket, the system one (root's) or the user's ($LTTNG_HOME or ~/.lttng)."""
+    home = os.environ.get("LTTNG_HOME") or os.path.expanduser("~")
+    return any(os.path.exists(os.path.join(d, "lttng-ust-sock-8"))
+               for d in ("/var/run/lttng", "/run/lttng", os.path.join(home, ".lttng")))
+
+
 def _load_trace_provider():
-    """LTTng tracepoints: load the provider next to the extension (or
-    $DYNSCOPE_TRACE_PROVIDER).  Without it every tracepoint is a no-op."""
+    """LTTng tracepoints: load $DYNSCOPE_TRACE_PROVIDER when set, else the
+    provider next to the extension when a session daemon is running.
+    Without it every tracepoint is a no-op.  Loading starts lttng-ust's two
+    listener threads, which a program that forks would see (3.12 warns at
+    os.fork() in a multi-threaded process): with no daemon to trace for,
+    the program is left as it is."""
+    if os.environ.get("DYNSCOPE_TRACE_PROVIDER") is None and not _lttng_sessiond_running():
+        return ("tracing off: no LTTng session daemon was running at import "
+                "(start one, e.g. scripts/lttng-capture.sh, or set DYNSCOPE_TRACE_PROVIDER)")
     here = os.path.dirname(os.path.abspath(__file__))
     candidates = [os.path.join(here, "libdynscope-tp.so"),
                   os.path.join(os.path.dirname(here), "build", "libdynscope-tp.so")]

@@ -759,12 +759,12 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     /* A frame answered by plans is a Python call the interpreter never
        enters: count it toward the recursion limit as it would (the eager
        paths below count themselves, so the count is dropped before them). */
-    if (Py_EnterRecursiveCall("")) {   /* the interpreter's own message at a frame's entry */
+    if (frame_recursion_enter(ts) < 0) {
         frame_clear_unevaluated(ts, f);
         return NULL;
     }
     bool counted = true;
-#define UNCOUNT() do { if (counted) { Py_LeaveRecursiveCall(); counted = false; } } while (0)
+#define UNCOUNT() do { if (counted) { frame_recursion_leave(ts); counted = false; } } while (0)
     for (;;) {
         PlanOutcome out = {0};
         int hit_index = -1;

@@ -123,6 +123,39 @@ static inline bool weakref_points_to(PyObject *weak, PyObject *obj)
 #endif
 }
 
+/* Count a Python frame the hook answers without the interpreter toward
+   the recursion limit, as the interpreter counts the frames it enters:
+   3.11 counts them with C calls (Py_EnterRecursiveCall); from 3.12 Python
+   frames have their own budget (py_recursion_remaining), mirrored here
+   from CPython 3.12 Include/internal/pycore_ceval.h _Py_EnterRecursivePy
+   and Python/ceval.c _Py_CheckRecursiveCallPy (not exported).  0, or -1
+   with RecursionError (nothing counted). */
+static inline int frame_recursion_enter(PyThreadState *ts)
+{
+#if PY_311
+    (void)ts;
+    return Py_EnterRecursiveCall("");   /* the interpreter's own message at a frame's entry */
+#else
+    if (ts->py_recursion_remaining-- > 0 || (ts->recursion_headroom && ts->py_recursion_remaining > -50))
+        return 0;
+    ts->py_recursion_remaining++;
+    ts->recursion_headroom++;
+    PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded");
+    ts->recursion_headroom--;
+    return -1;
+#endif
+}
+
+static inline void frame_recursion_leave(PyThreadState *ts)
+{
+#if PY_311
+    (void)ts;
+    Py_LeaveRecursiveCall();
+#else
+    ts->py_recursion_remaining++;
+#endif
+}
+
 /* Code-object extra slots: renamed PyUnstable_* in 3.12 (the old names
    are deprecated aliases). */
 #if PY_311

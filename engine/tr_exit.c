@@ -95,18 +95,35 @@ static int end_call(TFrame *f, const Instr *in, int sp_before)
     return FRAME_ENDED;
 }
 
+/* Where code from unit `at` goes after the unconditional jumps it starts
+   with: a resume frame starts there, the same state either way.  (A loop
+   test compiled as "exit if false, else jump back" -- 3.12 on -- resumes
+   at the loop body, as 3.11's "jump back if true" does.) */
+static int past_jumps(TFrame *f, int at)
+{
+    for (int hops = 0; hops < 8 && at >= 0 && at < f->bc.nunits; hops++) {
+        Instr in;
+        instr_decode(&f->bc, at, &in);
+        if (in.op != OP_JUMP || in.start != at)
+            break;
+        at = in.target;
+    }
+    return at;
+}
+
 /* A conditional jump on the value below sp_before: an eager truth test. */
 static int end_branch(TFrame *f, const Instr *in, int sp_before)
 {
     Tracer *t = f->t;
     FrameEnd *e = &t->end;
-    int target = instr_jump_target(in);
+    int target = past_jumps(f, instr_jump_target(in));
+    int next = past_jumps(f, in->next);
     bool jump_if_true = jumps_if_true(in);
     e->kind = END_BRANCH;
     e->cond = f->stack[sp_before - 1];
     e->sp = sp_before - 1;
-    e->branch_true = jump_if_true ? target : in->next;
-    e->branch_false = jump_if_true ? in->next : target;
+    e->branch_true = jump_if_true ? target : next;
+    e->branch_false = jump_if_true ? next : target;
     e->kind_name = stop_kind_name(t->stop_kind, "unsupported");
     return FRAME_ENDED;
 }

@@ -212,6 +212,12 @@ def test_report_text_of_the_three_graph_case_matches_the_golden_file():
             fh.write(got)
     with open(golden_path) as fh:
         want = fh.read()
+    if sys.version_info >= (3, 12):
+        # the golden file is 3.11's; later versions' bytecode puts the
+        # same resume points at other offsets, and nothing else may differ
+        def no_offsets(text):
+            return re.sub(r"offset \d+", "offset <n>", text)
+        got, want = no_offsets(got), no_offsets(want)
     assert got == want
 
 

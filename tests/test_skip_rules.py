@@ -152,8 +152,10 @@ def test_a_frame_without_arrays_runs_uncaptured_and_explain_counts_it():
     def run():
         return [_label(n) for n in range(5)]
     out = dynscope.explain(run)()
-    # _label's 5 calls and the list comprehension's frame
-    assert out.skipped_by_rule == [("no array or tensor in reach", 2, 6)]
+    # _label's 5 calls, and the list comprehension's frame where it has one
+    # (3.12 inlines it into run: PEP 709)
+    inlined = sys.version_info >= (3, 12)
+    assert out.skipped_by_rule == [("no array or tensor in reach", 1 if inlined else 2, 5 if inlined else 6)]
 
 
 def _closure_over(y):
