@@ -155,8 +155,15 @@ def _register_mp_finalizer(_token=None) -> None:
         mp_util.Finalize(None, stop_recording, exitpriority=100)
 
 
+# Around a fork the recording's two threads (the snapshot thread and the
+# store's writer) end and start again in the parent: a process that forks
+# has no thread of dynscope's, as it would not without recording (from
+# Python 3.12 os.fork() warns in a multi-threaded process).
+_snapshotter_paused: "_Snapshotter | None" = None
+
+
 def _before_fork() -> None:
-    global _mp_hooked
+    global _mp_hooked, _snapshotter_paused
     mp_util = sys.modules.get("multiprocessing.util")
     if mp_util is not None and not _mp_hooked:
         # multiprocessing's Process._bootstrap clears the finalizer registry
@@ -164,16 +171,28 @@ def _before_fork() -> None:
         # after-fork hooks: register the worker's finalizer from there.
         _mp_hooked = True
         mp_util.register_after_fork(_mp_token, _register_mp_finalizer)
+    snap = _snapshotter
+    if snap is not None and snap.is_alive() and snap is not threading.current_thread():
+        snap.stop()
+        snap.join(timeout=5)
+        _snapshotter_paused = snap
     _C.record_before_fork()
 
 
 def _after_fork_parent() -> None:
+    global _snapshotter_paused
     _C.record_after_fork_parent()
+    snap, _snapshotter_paused = _snapshotter_paused, None
+    # not if stop_recording() ran meanwhile (in another thread)
+    if snap is not None and _snapshotter is snap and _C.record_path() is not None:
+        _C.record_snapshot_rearm()
+        _start_snapshotter()
 
 
 def _after_fork_child() -> None:
-    global _snapshotter, _lock
+    global _snapshotter, _lock, _snapshotter_paused
     _lock = threading.Lock()
+    _snapshotter_paused = None
     if _C.record_after_fork_child() is None:
         return
     # threads do not survive fork: a new snapshotter for this process

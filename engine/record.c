@@ -353,6 +353,24 @@ static PyObject *py_snapshot_stop(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* A new snapshot thread after one was stopped for a fork (the parent's):
+   bytes the old one left unread are dropped ('s' would end the new one at
+   once), and the SIGTERM handler asks the new one.  Cannot fail. */
+static PyObject *py_snapshot_rearm(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    char buf[64];
+    if (snap_wake[0] < 0 || the_store == NULL)
+        Py_RETURN_NONE;
+    while (read(snap_wake[0], buf, sizeof buf) > 0)
+        ;
+    while (read(snap_ack[0], buf, sizeof buf) > 0)
+        ;
+    store_sigterm_notify(snap_wake[1], snap_ack[0]);
+    Py_RETURN_NONE;
+}
+
 /* ---- os._exit ---- */
 
 /*
@@ -547,6 +565,7 @@ static PyMethodDef record_methods[] = {
      "os._exit flushes the recording (at most flush_ms) before exiting."},
     {"record_unwrap_os_exit", py_unwrap_os_exit, METH_NOARGS,
      "record_unwrap_os_exit()\n--\n\nPut the interpreter's os._exit back."},
+    {"record_snapshot_rearm", py_snapshot_rearm, METH_NOARGS, NULL},
     {"record_before_fork", py_before_fork, METH_NOARGS, NULL},
     {"record_after_fork_parent", py_after_fork_parent, METH_NOARGS, NULL},
     {"record_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},

@@ -312,12 +312,15 @@ StoreStats store_stats(Store *s)
 
 void store_pause(Store *s)
 {
-    if (s == NULL)
+    if (s == NULL || s->paused)
+        return;
+    s->paused = true;
+    if (!s->thread_started)
         return;
     atomic_store(&s->pause_requested, 1);
-    pthread_mutex_lock(&s->gate);
-    atomic_store(&s->pause_requested, 0);
-    s->paused = true;
+    store_writer_wake(s);
+    pthread_join(s->thread, NULL);     /* it leaves between transactions */
+    s->thread_started = false;
 }
 
 void store_resume(Store *s)
@@ -325,7 +328,15 @@ void store_resume(Store *s)
     if (s == NULL || !s->paused)
         return;
     s->paused = false;
-    pthread_mutex_unlock(&s->gate);
+    atomic_store(&s->pause_requested, 0);
+    char *err = NULL;
+    if (store_writer_start(s, &err) < 0) {
+        /* events queue up, then are dropped and counted */
+        atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+        if (s->log != NULL)
+            s->log(s->log_arg, err ? err : "cannot restart the writer thread");
+        free(err);
+    }
 }
 
 void store_forget_after_fork(Store *s)
@@ -333,7 +344,7 @@ void store_forget_after_fork(Store *s)
     if (s == NULL)
         return;
     if (s->paused && s->db != NULL) {
-        /* The gate was held across fork(): no statement is active and no
+        /* The writer had ended before fork(): no statement is active and no
            transaction is open, so closing is a local act -- it releases this
            process's view of the file's locks and touches nothing on disk
            that the parent relies on (a checkpoint needs an exclusive lock,

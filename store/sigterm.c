@@ -171,6 +171,12 @@ void store_sigterm_forget_notify(void)
     atomic_store(&ack_fd, -1);
 }
 
+void store_sigterm_notify(int notify, int ack)
+{
+    atomic_store(&ack_fd, ack);
+    atomic_store(&notify_fd, notify);
+}
+
 void store_sigterm_unwatch(Store *s)
 {
     Store *expected = s;

@@ -20,7 +20,7 @@
  *
  * fork().  Threads do not survive fork(), and an SQLite connection must not be
  * used on both sides of one.  Register, around fork():
- *     prepare: store_pause(s)                (the writer is parked outside SQLite)
+ *     prepare: store_pause(s)                (the writer thread ends, outside SQLite)
  *     parent:  store_resume(s)
  *     child:   store_forget_after_fork(s); s = NULL; then store_open() anew
  * store_forget_after_fork() never touches the parent's writer thread or
@@ -159,6 +159,10 @@ void store_sigterm_after_fork_child(void);
 /* No one to notify from now on (the snapshot thread is about to stop); the
    watched Store is still flushed. */
 void store_sigterm_forget_notify(void);
+/* A snapshot thread is back (after store_sigterm_forget_notify()): the
+   handler asks it again through these pipe ends, as store_sigterm_watch()
+   set them.  Cannot fail. */
+void store_sigterm_notify(int notify, int ack);
 
 /* A pipe with both ends O_NONBLOCK|O_CLOEXEC (the writer's wake-ups, and the
    engine's snapshot thread).  0, or -1 with *errmsg and fd[] = -1 or open
@@ -171,11 +175,14 @@ void store_pipe_close(int fd[2]);
 StoreStats store_stats(Store *s);
 
 /*
- * Park the writer outside SQLite and keep it there until store_resume():
- * returns once the transaction in progress (if any) has ended.  Producers are
- * unaffected (the queue fills, then drops).  For pthread_atfork's prepare
- * handler, and for tests.  Not nestable; pair with store_resume() or, in a
- * fork child, store_forget_after_fork().
+ * End the writer thread outside SQLite until store_resume() starts a new one:
+ * returns once the transaction in progress (if any) has ended and the thread
+ * is joined.  A process that forks then has no thread of the store's (from
+ * CPython 3.12 os.fork() warns when a process has more than one), and the
+ * child inherits an idle connection.  Producers are unaffected (the queue
+ * fills, then drops); store_flush_for_exit() answers -1 at once meanwhile.
+ * For the prepare handler of a fork, and for tests.  Repeated calls are one;
+ * pair with store_resume() or, in a fork child, store_forget_after_fork().
  */
 void store_pause(Store *s);
 void store_resume(Store *s);

@@ -133,8 +133,8 @@ struct Store {
     pthread_t thread;
     bool thread_started;
     pthread_mutex_t gate;        /* held by the writer while it uses db */
-    _Atomic int pause_requested; /* store_pause() waits: writer yields the gate */
-    bool paused;                 /* gate held by store_pause() (that thread's) */
+    _Atomic int pause_requested; /* store_pause(): the writer thread ends */
+    bool paused;                 /* between store_pause() and store_resume() (no writer) */
     int wake_fd[2];              /* pipe, both ends O_NONBLOCK|O_CLOEXEC */
     _Atomic int wake_pending;    /* a wake byte is in the pipe, or about to be */
     _Atomic int stopping;        /* store_close() began */

@@ -16,8 +16,8 @@
  * each class of failure is reported once through s->log.
  *
  * Invariants: the thread touches s->db, and calls the log, only while
- * holding s->gate (so that a store_pause() before fork() finds it outside
- * SQLite and stdio); every
+ * holding s->gate, and a store_pause() before fork() ends it between
+ * drains, outside SQLite and stdio; every
  * statement is reset after use (no read transaction lingers, so a
  * store_pause() caller knows the connection is idle); the caches in
  * StoreWriter describe rows that exist in the database or in the open
@@ -796,6 +796,8 @@ static void *writer_main(void *arg)
         int exiting = !exit_done && atomic_load(&s->exit_requested);
         uint64_t deadline = store_mono_ns() + (uint64_t)s->flush_ms * 1000000u;
         drain(s);
+        if (atomic_load(&s->pause_requested))
+            return NULL;          /* store_pause(): ended outside SQLite, restarted later */
         if (exiting) {
             end_run_for_exit(s);
             exit_done = true;
