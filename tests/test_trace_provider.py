@@ -344,3 +344,40 @@ def test_capture_without_lttng_says_so(tmp_path):
                        capture_output=True, text=True, env=env)
     assert r.returncode == 125
     assert "lttng not found" in r.stderr
+
+
+# ---------------------------------------------------------------------------
+# When `import dynscope` loads the provider.
+
+def _import_dynscope(env_extra, tmp_path):
+    """import dynscope in a fresh interpreter: its _trace_status and thread count."""
+    import json
+    import sys
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1",
+               LTTNG_HOME=str(tmp_path), **env_extra)
+    for key in ("DYNSCOPE_TRACE_PROVIDER", "DYNSCOPE_DB"):
+        if key not in env_extra:
+            env.pop(key, None)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import json, os, dynscope
+        print(json.dumps([dynscope._trace_status, len(os.listdir("/proc/self/task"))]))
+    """)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_without_a_session_daemon_import_leaves_the_provider_unloaded(tmp_path):
+    """Loading the provider starts lttng-ust's listener threads, which a
+    program sees (3.12 warns at os.fork()); with no daemon to trace for,
+    import dynscope starts none."""
+    if any(os.path.exists(os.path.join(d, "lttng-ust-sock-8")) for d in ("/var/run/lttng", "/run/lttng")):
+        pytest.skip("a system-wide LTTng session daemon is running here")
+    status, threads = _import_dynscope({}, tmp_path)
+    assert status.startswith("tracing off: no LTTng session daemon was running at import")
+    assert threads == 1
+
+
+def test_an_explicit_provider_is_loaded_without_a_daemon(provider, tmp_path):
+    status, threads = _import_dynscope({"DYNSCOPE_TRACE_PROVIDER": str(provider)}, tmp_path)
+    assert status is True
+    assert threads == 3             # lttng-ust's two listener threads
