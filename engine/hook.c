@@ -16,7 +16,8 @@
  *   - in_engine > 0 while the engine runs Python on its own account
  *     (translation, backends, compiled graphs); frames then pass through.
  *   - A frame passed to the default evaluator is untouched; a frame we
- *     answer from a plan is left for the 3.11 caller to clear.
+ *     answer from a plan is cleared once, by frame_clear_unevaluated() (a
+ *     no-op on 3.11, whose caller clears it).
  */
 #include "pycompat.h"
 #include "events.h"

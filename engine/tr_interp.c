@@ -93,11 +93,15 @@ static int op_load_global(TFrame *f, const Instr *in)
    inlined comprehension's STORE_FAST puts it back. */
 static int op_load_fast_and_clear(TFrame *f, const Instr *in)
 {
-    Value *v = f->locals[in->oparg];
+    int i = in->oparg;
+    Value *v = f->locals[i];
+    if (v == NULL && f->parent == NULL && i < f->t->fv->nlocals && f->t->fv->locals[i] != NULL
+        && (v = tr_load_local(f, i)) == NULL)      /* an input not read yet */
+        return -1;
     Value *gone = value_new(f->t, V_NULL, NULL);
     if (gone == NULL || push(f, v ? v : gone) < 0)
         return -1;
-    f->locals[in->oparg] = gone;
+    f->locals[i] = gone;
     return 0;
 }
 
@@ -228,16 +232,26 @@ static int op_binary_subscr(TFrame *f)
     return push(f, tr_subscript(f, base, idx));
 }
 
-/* BINARY_SLICE (3.12): container[start:stop]. */
-static int op_binary_slice(TFrame *f)
+/* Pop the two values on top, start and stop, as slice(start, stop).
+   NULL on an error. */
+static Value *pop_slice(TFrame *f)
 {
     Tracer *t = f->t;
     Value *sl = value_new(t, V_SLICE, NULL);
     Value *none = value_new(t, V_CONST, Py_None);
     if (sl == NULL || none == NULL || value_append(t, sl, peek(f, 2)) < 0
         || value_append(t, sl, peek(f, 1)) < 0 || value_append(t, sl, none) < 0)
-        return -1;
+        return NULL;
     f->sp -= 2;
+    return sl;
+}
+
+/* BINARY_SLICE (3.12): container[start:stop]. */
+static int op_binary_slice(TFrame *f)
+{
+    Value *sl = pop_slice(f);
+    if (sl == NULL)
+        return -1;
     Value *base = pop(f);
     return push(f, tr_subscript(f, base, sl));
 }
@@ -245,13 +259,9 @@ static int op_binary_slice(TFrame *f)
 /* STORE_SLICE (3.12): container[start:stop] = value. */
 static int op_store_slice(TFrame *f)
 {
-    Tracer *t = f->t;
-    Value *sl = value_new(t, V_SLICE, NULL);
-    Value *none = value_new(t, V_CONST, Py_None);
-    if (sl == NULL || none == NULL || value_append(t, sl, peek(f, 2)) < 0
-        || value_append(t, sl, peek(f, 1)) < 0 || value_append(t, sl, none) < 0)
+    Value *sl = pop_slice(f);
+    if (sl == NULL)
         return -1;
-    f->sp -= 2;
     Value *container = pop(f);
     Value *value = pop(f);
     return tr_store_subscript(f, container, sl, value);

@@ -23,7 +23,7 @@
 #include "tensorlib.h"   /* NumPy / torch types; tensor_is_array, tensor_is_torch */
 
 typedef enum VKind {
-    V_NULL,      /* the NULL slot of the 3.11 calling convention */
+    V_NULL,      /* the NULL of a call's callable pair, or an unbound local */
     V_CONST,     /* a concrete object the entry is specialized on */
     V_TENSOR,    /* graph node; obj = its example value */
     V_TUPLE,     /* items */

@@ -21,12 +21,13 @@
  *   tr_exit.c       the end of the root frame (return, eager step, branch,
  *                   deopt) and finishing the plan (outputs, break, backend)
  *
- * Where growth goes: a new opcode is a case in tr_run_frame (tr_interp.c) with
- * an op_* handler next to it that does the stack effect, and what the
- * operation means to Values goes in the file of its kind; a new call rule
- * goes in tr_calls.c (user code, methods) or tr_builtins.c; another CPython
- * version's bytecode layout goes in pycompat.h's decoding layer (Instr),
- * never in the dispatch.
+ * Where growth goes: a new operation is an Op (pycompat.h) that each
+ * version's opcodes decode to (pycompat.c), a case in tr_run_frame
+ * (tr_interp.c) with an op_* handler next to it that does the stack effect,
+ * and what the operation means to Values in the file of its kind; a new
+ * call rule goes in tr_calls.c (user code, methods) or tr_builtins.c;
+ * another CPython version's spelling of an operation goes in the decoder,
+ * never in the dispatch (which names no CPython opcode).
  *
  * Invariants:
  *   - Every Value is the Tracer's (translate.h).  A TFrame lives on the C

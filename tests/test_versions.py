@@ -80,3 +80,27 @@ def test_an_eager_step_sees_the_captured_frames_locals():
         out, names = opt(x)
         np.testing.assert_array_equal(out, (x + 1) * 2)
         assert names == ["a", "b"]
+
+
+class _NotInlined:
+    def __call__(self, n):
+        try:                          # a call the translator leaves to the interpreter
+            return len(n) == 1
+        except TypeError:
+            return False
+
+
+def _shadowing_comprehension(name, source, keep):
+    members = [(name, value) for name, value in source.items() if keep(name)]
+    return name, members
+
+
+def test_a_comprehension_variable_that_shadows_an_argument_is_put_back():
+    """From 3.12 the comprehension is inlined (PEP 709): it saves `name`
+    with LOAD_FAST_AND_CLEAR and restores it after the loop.  An argument not
+    read before must be saved as its value, not as unbound (enum._convert_,
+    run by `import ssl`, raised UnboundLocalError under capture)."""
+    opt = dynscope.optimize("eager")(_shadowing_comprehension)
+    src = {"a": 1, "bb": 2, "c": 3}
+    for _ in range(2):
+        assert opt("X", src, _NotInlined()) == ("X", [("a", 1), ("c", 3)])
