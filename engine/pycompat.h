@@ -134,7 +134,8 @@ static inline int frame_recursion_enter(PyThreadState *ts)
 {
 #if PY_311
     (void)ts;
-    return Py_EnterRecursiveCall("");   /* the interpreter's own message at a frame's entry */
+    /* (nonzero, not -1, on failure) the interpreter's own message at a frame's entry */
+    return Py_EnterRecursiveCall("") ? -1 : 0;
 #else
     if (ts->py_recursion_remaining-- > 0 || (ts->recursion_headroom && ts->py_recursion_remaining > -50))
         return 0;
