@@ -132,6 +132,27 @@ SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_
 
 SUITE_TIMEOUT = 3600
 
+# Outcomes that differ under capture for a reason outside the engine, by
+# test id: (the first CPython version it applies to, plain outcome, captured
+# outcome, why).  Reported beside the suite, not counted as a difference;
+# any other outcome of the same test still is one.
+KNOWN_DIFFERENCES = {
+    "test.test_functools.TestLRUPy.test_lru_recursion": (
+        (3, 13), "pass", "error",
+        "recursion 2 * 2857 Python frames deep, sized by the test to the C recursion limit: "
+        "with a PEP 523 frame hook installed (any capture engine's, TorchDynamo's too), "
+        "CPython 3.12+ stops inlining Python-to-Python calls, so each call enters the "
+        "evaluator anew and counts toward Py_C_RECURSION_LIMIT"),
+}
+
+
+def known_difference(tid: str, plain: str, captured: str) -> str | None:
+    """The reason a difference is expected here, or None."""
+    k = KNOWN_DIFFERENCES.get(tid)
+    if k is None or sys.version_info[:2] < k[0] or (plain, captured) != k[1:3]:
+        return None
+    return k[3]
+
 
 def run_worker(python: str, runner: str, target: str, out: str, db: str | None, log: str):
     cmd = [python]
@@ -178,16 +199,22 @@ def run_suite(name: str, python: str, work: str) -> dict:
     cap, cap_rc, _ = run_worker(python, runner, target, os.path.join(work, slug + ".captured.json"),
                                 db, os.path.join(work, slug + ".captured.log"))
     r = {"name": name, "target": target, "plain_rc": plain_rc, "captured_rc": cap_rc,
-         "plain": plain, "captured": cap, "diffs": [], "error": None}
+         "plain": plain, "captured": cap, "diffs": [], "known": [], "error": None}
     if plain is None or cap is None:
         which = "plain" if plain is None else "captured"
         r["error"] = f"the {which} run wrote no results (exit {plain_rc if plain is None else cap_rc}; " \
                      f"see {os.path.join(work, slug + '.' + which + '.log')})"
         return r
     po, co = plain["outcomes"], cap["outcomes"]
+    r["known"] = []
     for tid in sorted(set(po) | set(co)):
         if po.get(tid) != co.get(tid):
-            r["diffs"].append((tid, po.get(tid, "missing"), co.get(tid, "missing")))
+            d = (tid, po.get(tid, "missing"), co.get(tid, "missing"))
+            why = known_difference(*d)
+            if why is None:
+                r["diffs"].append(d)
+            else:
+                r["known"].append(d + (why,))
     r["stats"] = db_stats(db) if os.path.exists(db) else {"graphs": 0, "breaks": {}, "skips": []}
     return r
 
@@ -245,6 +272,13 @@ def write_doc(path: str, results: list, command: str) -> None:
         s = summarize(r)
         lines.append(f"| {r['name']} | {s['tests']} | {s['outcomes']} | {s['differ']} | {s['seen']} | "
                      f"{s['captured']} | {s['graphs']} | {s['breaks']} | {s['ratio']:.1f}x |")
+    known = [(r["name"],) + k for r in results if not r["error"] for k in r.get("known", [])]
+    if known:
+        lines += ["", "## Known differences", "",
+                  "Outcomes that differ for a reason outside the engine (scripts/conformance.py "
+                  "KNOWN_DIFFERENCES); not counted above.", "",
+                  "| suite | test | plain | captured | why |", "|---|---|---|---|---|"]
+        lines += [f"| {n} | {tid} | {p} | {c} | {why} |" for n, tid, p, c, why in known]
     lines += ["", "## Frames skipped, by reason", "",
               "A frame is skipped (runs in the interpreter, uncaptured) when the translator "
               "refuses a construct before anything ran; the most frequent reasons per suite:", ""]
@@ -320,6 +354,8 @@ def main(argv=None) -> int:
                   flush=True)
             for tid, p, c in r["diffs"]:
                 print(f"    DIFFERS {tid}: plain {p}, captured {c}", flush=True)
+            for tid, p, c, why in r["known"]:
+                print(f"    known   {tid}: plain {p}, captured {c} ({why})", flush=True)
         if args.doc:
             command = "scripts/conformance.sh" + (" --subset" if args.subset else "") + \
                       "".join(f" --suite '{n}'" for n in (args.suite or [])) + f" --doc {args.doc}"
