@@ -6,6 +6,8 @@
 #                                LTTng tracepoint provider build/libdynscope-tp.so
 #                                when the lttng-ust headers are installed
 #   make test                    install missing deps, build, run C and Python tests
+#   PYTHON=/path/to/python3.12 make test   the same on CPython 3.12 (or 3.13):
+#                                its own venv (.venv-3.12) and extension build
 #   make asan                    build with ASan+UBSan, run the Python tests under it
 #   make check-c                 build and run tests/c/*.c (if any; not bench_*.c)
 #   make check-c-asan            the store's C tests under ASan+UBSan
@@ -29,10 +31,31 @@
 SHELL := bash
 
 # ---------------------------------------------------------------------------
-# Python: the venv made by scripts/install-deps.sh (CPython 3.11), else python3.
+# Python: the venv made by scripts/install-deps.sh for $(PYTHON) -- CPython
+# 3.11 by default (.venv), or PYTHON=/path/to/python3.12 (3.13) for that
+# version's venv, .venv-3.12 (.venv-3.13).  Each version's extension objects
+# go to their own directory (EXT_BUILD); the rest (dyntop, the LTTng
+# provider, the C tests) does not depend on Python and is built once, in
+# build/, by the default (3.11) build.
 
-VENV_PY := .venv/bin/python
-PY := $(if $(wildcard $(VENV_PY)),$(VENV_PY),python3)
+PYTHON ?=
+ifeq ($(strip $(PYTHON)),)
+PYVER := 3.11
+else
+PYVER := $(shell '$(PYTHON)' -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+ifeq ($(PYVER),)
+$(error PYTHON=$(PYTHON) does not run)
+endif
+endif
+ifeq ($(PYVER),3.11)
+VENV := .venv
+EXT_BUILD := build
+else
+VENV := .venv-$(PYVER)
+EXT_BUILD := build/cp$(subst .,,$(PYVER))
+endif
+VENV_PY := $(VENV)/bin/python
+PY := $(if $(wildcard $(VENV_PY)),$(VENV_PY),$(or $(PYTHON),python3))
 
 # Asked of $(PY) once, and only when a recipe needs it (so `make clean` does not
 # need Python or NumPy): Python include dir, NumPy include dir, EXT_SUFFIX.
@@ -54,8 +77,8 @@ EXT_GLOB := dynscope/$(EXT_NAME).*so
 # Sources and libraries come from build.conf, which setup.py reads too.
 build_conf = $(shell sed -n 's/^$(1): *//p' build.conf)
 SRCS := $(wildcard $(call build_conf,ext_sources))
-OBJS := $(SRCS:%.c=$(BUILD)/%.o)
-ASAN_OBJS := $(SRCS:%.c=$(BUILD)/asan/%.o)
+OBJS := $(SRCS:%.c=$(EXT_BUILD)/%.o)
+ASAN_OBJS := $(SRCS:%.c=$(EXT_BUILD)/asan/%.o)
 
 WARN := -Wall -Wextra -Werror
 # -isystem: CPython's and NumPy's headers (pycore_* included) are not ours to
@@ -72,8 +95,8 @@ LDLIBS := $(addprefix -l,$(call build_conf,ext_libraries)) $(LDLIBS_EXTRA)
 # install-ext copies one into dynscope/, and it does so whenever the copy there
 # differs from build/_C.so -- so after `make asan` the next `make` or
 # `make test` puts the normal build back, even if the ASan run was interrupted.
-SO := $(BUILD)/$(EXT_NAME).so
-ASAN_SO := $(BUILD)/asan/$(EXT_NAME).so
+SO := $(EXT_BUILD)/$(EXT_NAME).so
+ASAN_SO := $(EXT_BUILD)/asan/$(EXT_NAME).so
 
 # ASan must come first in the process, before python and numpy are loaded.
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so)
@@ -121,6 +144,26 @@ $(BUILD)/%.o: %.c $(BUILD)/cflags
 $(BUILD)/asan/%.o: %.c $(BUILD)/asan/cflags
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ASAN) $(DEPFLAGS) -c $< -o $@
+
+# Another Python version's extension objects (make picks the rule with the
+# shortest stem, so build/cp312/x.o is built here, not by build/%.o).
+ifneq ($(EXT_BUILD),$(BUILD))
+$(EXT_BUILD)/cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(CFLAGS_NORMAL)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_NORMAL)' > $@
+
+$(EXT_BUILD)/asan/cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(CFLAGS_ASAN)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ASAN)' > $@
+
+$(EXT_BUILD)/%.o: %.c $(EXT_BUILD)/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_NORMAL) $(DEPFLAGS) -c $< -o $@
+
+$(EXT_BUILD)/asan/%.o: %.c $(EXT_BUILD)/asan/cflags
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ASAN) $(DEPFLAGS) -c $< -o $@
+endif
 
 $(SO): $(OBJS)
 	$(if $(OBJS),,$(error no engine/*.c sources to build))
@@ -174,10 +217,12 @@ define run_pytest
 	if [ $$rc -eq 5 ]; then echo "make: WARNING: pytest collected no tests" >&2; rc=0; fi
 endef
 
+# With PYTHON=... of another version: its venv and extension; the C tests do
+# not depend on Python and run in the default build only.
 test:
-	bash scripts/install-deps.sh
+	PYTHON='$(PYTHON)' bash scripts/install-deps.sh
 	$(MAKE) --no-print-directory all
-	$(MAKE) --no-print-directory check-c
+	$(if $(filter build,$(EXT_BUILD)),$(MAKE) --no-print-directory check-c,@echo "make test: C tests (check-c) run in the default 3.11 build")
 	@$(call run_pytest,); exit $$rc
 
 # C unit tests: every tests/c/*.c but bench_*.c is one standalone program,
@@ -268,7 +313,7 @@ install: $(DYNTOP)
 # randomness each run (make test runs 500 derandomized ones).
 .PHONY: conformance
 conformance: all
-	PYTHON=$(PY) bash scripts/conformance.sh --doc docs/conformance.md
+	PYTHON=$(PY) bash scripts/conformance.sh --doc docs/$(if $(filter 3.11,$(PYVER)),conformance.md,conformance-$(PYVER).md)
 
 .PHONY: fuzz
 fuzz: all
@@ -300,9 +345,13 @@ demo: all
 # ---------------------------------------------------------------------------
 
 deps:
-	bash scripts/install-deps.sh
+	PYTHON='$(PYTHON)' bash scripts/install-deps.sh
 
 print-vars:
+	@echo "PYTHON     = $(or $(PYTHON),(unset: CPython 3.11, python3 or python3.11))"
+	@echo "PYVER      = $(PYVER)"
+	@echo "VENV       = $(VENV)"
+	@echo "EXT_BUILD  = $(EXT_BUILD)"
 	@echo "PY         = $(PY)"
 	@echo "CC         = $(CC)"
 	@echo "PY_INC     = $(PY_INC)"

@@ -8,7 +8,9 @@
 #   DYNSCOPE_WITH_TORCH=1   also pip install torch==2.13.0 (a CPU wheel on disk) and
 #                           tabulate (torch.fx's print_tabular needs it); ~15 s, ~190 MB
 #   PYTHON=...              the interpreter the venv is made from (default: python3
-#                           on PATH; it must be CPython 3.11, the only target today)
+#                           on PATH): CPython 3.11, 3.12 or 3.13.  3.11's venv is
+#                           .venv, another version's .venv-X.Y (make reads the same
+#                           names: PYTHON=python3.12 make test)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -69,46 +71,56 @@ install_apt() {
 }
 
 # ---------------------------------------------------------------------------
-# The venv at .venv, from CPython 3.11.
+# The venv: .venv for CPython 3.11 (the default), .venv-X.Y for 3.12 and 3.13.
 
 # networkx: a third-party package whose own tests (shipped in its wheel) the
 # conformance suites run under --capture-all; pinned so CI runs the same tests.
 PY_PACKAGES=(pytest numpy hypothesis setuptools wheel networkx==3.6.1)
+SUPPORTED="3.11 3.12 3.13"
+
+PY="${PYTHON:-python3}"
+command -v "$PY" >/dev/null 2>&1 || die "$PY not found (set PYTHON=/path/to/python3.X)"
+# without PYTHON the default build is 3.11's (.venv): python3 if it is 3.11
+if [[ -z "${PYTHON:-}" ]] && ! "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' &&
+    command -v python3.11 >/dev/null 2>&1; then
+    PY=python3.11
+fi
+PYVER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])') ||
+    die "$PY does not run"
+[[ " $SUPPORTED " == *" $PYVER "* ]] ||
+    die "$("$PY" -V 2>&1) found; dynscope supports CPython $SUPPORTED (set PYTHON=...)"
+if [[ "$PYVER" == 3.11 ]]; then VENV=.venv; else VENV=.venv-$PYVER; fi
 
 venv_ok() {
-    [[ -x .venv/bin/python ]] &&
-        .venv/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null
+    [[ -x $VENV/bin/python ]] &&
+        $VENV/bin/python -c "import sys; sys.exit('%d.%d' % sys.version_info[:2] != '$PYVER')" 2>/dev/null
 }
 
 make_venv() {
-    local py="${PYTHON:-python3}"
-    command -v "$py" >/dev/null 2>&1 || die "$py not found on PATH"
-    if ! "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-        if command -v python3.11 >/dev/null 2>&1; then
-            py=python3.11
-        else
-            die "$("$py" -V 2>&1) found; dynscope supports CPython 3.11 only (set PYTHON=...)"
-        fi
-    fi
-    log "creating .venv with $(command -v "$py") ($("$py" -V 2>&1))"
-    rm -rf .venv
-    "$py" -m venv .venv
+    log "creating $VENV with $(command -v "$PY") ($("$PY" -V 2>&1))"
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
 }
 
 install_venv() {
     venv_ok || make_venv
-    if ! .venv/bin/python -c 'import pytest, numpy, hypothesis, setuptools, wheel, networkx' 2>/dev/null; then
-        log "pip install ${PY_PACKAGES[*]}"
-        .venv/bin/python -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
+    if ! $VENV/bin/python -c 'import pytest, numpy, hypothesis, setuptools, wheel, networkx' 2>/dev/null; then
+        log "pip install ${PY_PACKAGES[*]} ($VENV)"
+        $VENV/bin/python -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
+    fi
+    [[ "${DYNSCOPE_WITH_TORCH:-0}" == 1 ]] || return 0
+    if [[ "$PYVER" != 3.11 ]]; then
+        # pip would fetch a multi-GB CUDA build: its tests skip, saying so
+        log "torch skipped for Python $PYVER: the offline CPU wheel (torch==2.13.0) is for 3.11 only"
+        return 0
     fi
     # find_spec, not import: importing torch takes a second or two
-    if [[ "${DYNSCOPE_WITH_TORCH:-0}" == 1 ]] &&
-        ! .venv/bin/python -c 'import importlib.util as u, sys
+    if ! $VENV/bin/python -c 'import importlib.util as u, sys
 sys.exit(not all(u.find_spec(m) for m in ("torch", "tabulate")))' 2>/dev/null; then
         # 2.13.0 is the CPU build on this machine's disk; an unpinned torch
         # would pull a multi-GB CUDA build.  tabulate: gm.graph.print_tabular().
         log "pip install torch==2.13.0 tabulate"
-        .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 tabulate
+        $VENV/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 tabulate
     fi
 }
 
@@ -119,7 +131,7 @@ install_venv
 # imports dynscope and runs `python -m dynscope` from any directory.
 repo_pth() {
     local site pth
-    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    site=$($VENV/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     pth="$site/dynscope-dev.pth"
     if [[ "$(cat "$pth" 2>/dev/null)" != "$PWD" ]]; then
         log "adding $PWD to the venv's path ($pth)"

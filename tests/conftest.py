@@ -1,5 +1,6 @@
 """Shared fixtures: every test starts from an empty engine; shared checks."""
 import gc
+import sys
 import math
 import warnings
 
@@ -30,6 +31,15 @@ def events(kind=None):
     """The in-memory event log, optionally only events named `kind`."""
     evs = _C.events()
     return [e for e in evs if kind is None or e["event"] == kind]
+
+
+# Why torch's tests skip when it is absent: on 3.12/3.13 there is no offline
+# CPU wheel (pip would fetch a multi-GB CUDA build), on 3.11 it is optional.
+TORCH_SKIP_REASON = (
+    "PyTorch is optional: install it with DYNSCOPE_WITH_TORCH=1 scripts/install-deps.sh"
+    if sys.version_info[:2] == (3, 11) else
+    f"no PyTorch for Python {sys.version_info[0]}.{sys.version_info[1]} here: the offline CPU "
+    "wheel (torch==2.13.0) is for 3.11, and pip would fetch a multi-GB CUDA build")
 
 
 class CountingBackend:

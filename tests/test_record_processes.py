@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+from conftest import TORCH_SKIP_REASON
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAPTURE = os.path.join(REPO, "scripts", "lttng-capture.sh")
 
@@ -249,7 +251,7 @@ def strip_capture_lines(err):
 
 def check_case(tmp_path, name, *, lttng=False):
     if name in NEEDS_TORCH:
-        pytest.importorskip("torch", reason="torch is not installed (DYNSCOPE_WITH_TORCH=1)")
+        pytest.importorskip("torch", reason=TORCH_SKIP_REASON)
     prog = write_program(tmp_path, name)
     sig = SIGNALS.get(name)
     # under LTTng both runs are traced (the capture script's own set-up and

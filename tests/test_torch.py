@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
+from conftest import TORCH_SKIP_REASON
+
 torch = pytest.importorskip(
-    "torch", reason="PyTorch is optional: install it with DYNSCOPE_WITH_TORCH=1 scripts/install-deps.sh",
+    "torch", reason=TORCH_SKIP_REASON,
     exc_type=ImportError)
 
 import torch.fx  # noqa: E402
