@@ -90,11 +90,21 @@ def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True) 
     flush_ms = _sigterm_flush_ms() if flush_on_exit else 0
     with _lock:
         argv = [str(a) for a in (sys.argv or [])] or [sys.executable]
-        run_id = _C.record_start(os.path.abspath(path), argv, sys.version.split()[0])
+        # The SIGTERM handler goes in first: until the Store is watched it
+        # dies as SIG_DFL would, and record_start blocks SIGTERM from the
+        # runs row to the watch, so a SIGTERM during the start (a spawned
+        # pool worker terminated at once) still ends the run.
+        if flush_ms > 0:
+            _C.record_sigterm_install(flush_ms)
+        try:
+            run_id = _C.record_start(os.path.abspath(path), argv, sys.version.split()[0])
+        except BaseException:
+            if flush_ms > 0:
+                _C.record_sigterm_uninstall()
+            raise
         _interval = snapshot_interval
         _install_hooks()
         if flush_ms > 0:
-            _C.record_sigterm_install(flush_ms)
             _C.record_wrap_os_exit(flush_ms)
         _start_snapshotter()
     return run_id

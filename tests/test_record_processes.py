@@ -214,6 +214,10 @@ def run_program(prog, *, db=None, lttng_dir=None, sig=None):
     cmd = [sys.executable, str(prog)]
     if lttng_dir is not None:
         cmd = ["bash", CAPTURE, "-o", str(lttng_dir), "--", *cmd]
+    else:
+        # tracing off in both runs: a session daemon that another test starts
+        # between them would load the provider (and its threads) in one only
+        env["DYNSCOPE_TRACE_PROVIDER"] = "0"
     start = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env, cwd=prog.parent, start_new_session=True)

@@ -584,9 +584,10 @@ def test_graph_break_sink_with_every_file_captured_does_not_crash(lttng, tmp_pat
 # scripts/check_no_recompiles.py: "no recompile of Model.forward after warm-up".
 
 MODEL = textwrap.dedent('''\
-    import sys
+    import os, sys
     import numpy as np
     import dynscope
+    print(os.getpid())
 
 
     class Model:
@@ -614,8 +615,16 @@ LATE = ",".join(map(str, [8, 8, 16, 8, 16] + [8, 16] * 4 + [3] + [8, 16] * 5))
 
 
 def run_check(trace, *args):
-    return subprocess.run([sys.executable, str(CHECK), str(trace), *args],
+    pid = ["--pid", str(trace.pid)] if isinstance(trace, ModelTrace) else []
+    return subprocess.run([sys.executable, str(CHECK), str(trace), *args, *pid],
                           capture_output=True, text=True, timeout=60)
+
+
+class ModelTrace(str):
+    """A captured trace.txt path, with the model's pid: the check is asked
+    about that process only (a session records every process of the user,
+    other runs of the same model included)."""
+    pid: int
 
 
 def capture_model(tmp_path, batches, **kw):
@@ -624,7 +633,9 @@ def capture_model(tmp_path, batches, **kw):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     r, out = capture(tmp_path, sys.executable, script, batches, env=env, **kw)
     assert r.returncode == 0, r.stdout + r.stderr
-    return out / "trace.txt"
+    trace = ModelTrace(out / "trace.txt")
+    trace.pid = int(r.stdout.split()[0])
+    return trace
 
 
 def test_check_no_recompiles_passes_when_forward_recompiles_only_during_warmup(lttng, tmp_path):
