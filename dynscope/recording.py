@@ -29,38 +29,12 @@ __all__ = ["record", "stop_recording", "recording_path"]
 # gets a new one (_after_fork_child): the parent's may have been held by
 # another thread at the fork, and would never be released in the child.
 _lock = threading.Lock()
-_snapshotter: "_Snapshotter | None" = None
 _interval = 0.5
 _hooks_installed = False
 
 # How long a process killed by SIGTERM lets the writer flush before it dies
 # of SIGTERM (ms).  DYNSCOPE_SIGTERM_FLUSH_MS=0 turns the handler off.
 SIGTERM_FLUSH_MS_DEFAULT = 1000
-
-
-class _Snapshotter(threading.Thread):
-    """Queues the changed cache-entry counters every `interval` seconds, and
-    at once when the SIGTERM handler asks (the process is about to die).  It
-    waits in C with the GIL released; the handler itself runs no Python."""
-
-    def __init__(self, interval: float) -> None:
-        super().__init__(name="dynscope-snapshots", daemon=True)
-        self.interval = interval
-        self.stopped = False
-
-    def stop(self) -> None:
-        self.stopped = True
-        _C.record_snapshot_stop()
-
-    def run(self) -> None:
-        _C.record_snapshot_thread_init()     # signals go to the program's threads
-        while not self.stopped:
-            why = _C.record_snapshot_wait(self.interval)
-            if why == 2 or self.stopped:
-                return
-            _C.record_snapshot()
-            if why == 1:
-                _C.record_snapshot_ack()
 
 
 def recording_path() -> str | None:
@@ -83,7 +57,7 @@ def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True) 
     SIGTERM as it would have; a program's own handler is never replaced),
     and os._exit (a fork child's usual end).
     """
-    global _snapshotter, _interval
+    global _interval
     path = os.fspath(path)
     if snapshot_interval <= 0:
         raise ValueError("snapshot_interval must be > 0")
@@ -113,13 +87,8 @@ def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True) 
 def stop_recording() -> dict | None:
     """Write everything queued and close the database.  Returns the store's
     counters (submitted, written, dropped, ...), or None if not recording."""
-    global _snapshotter
     with _lock:
-        snap, _snapshotter = _snapshotter, None
-        if snap is not None:
-            snap.stop()
-            if snap is not threading.current_thread():
-                snap.join(timeout=5)
+        _C.record_snapshot_stop()
         if _C.record_path() is None:
             return None
         _C.record_snapshot()
@@ -145,9 +114,10 @@ def _sigterm_flush_ms() -> int:
 
 
 def _start_snapshotter() -> None:
-    global _snapshotter
-    _snapshotter = _Snapshotter(_interval)
-    _snapshotter.start()
+    """The snapshot thread (a C thread, engine/record.c): the entry counters
+    every `_interval` seconds, and at once when SIGTERM is about to end the
+    process."""
+    _C.record_snapshot_start(_interval)
 
 
 class _MpToken:
@@ -166,14 +136,14 @@ def _register_mp_finalizer(_token=None) -> None:
 
 
 # Around a fork the recording's two threads (the snapshot thread and the
-# store's writer) end and start again in the parent: a process that forks
-# has no thread of dynscope's, as it would not without recording (from
-# Python 3.12 os.fork() warns in a multi-threaded process).
-_snapshotter_paused: "_Snapshotter | None" = None
+# store's writer) end, and start again in the parent and in the child
+# (engine/record.c): a process that forks has no thread of dynscope's, as
+# it would not without recording (from Python 3.12 os.fork() warns in a
+# multi-threaded process).
 
 
 def _before_fork() -> None:
-    global _mp_hooked, _snapshotter_paused
+    global _mp_hooked
     mp_util = sys.modules.get("multiprocessing.util")
     if mp_util is not None and not _mp_hooked:
         # multiprocessing's Process._bootstrap clears the finalizer registry
@@ -181,33 +151,14 @@ def _before_fork() -> None:
         # after-fork hooks: register the worker's finalizer from there.
         _mp_hooked = True
         mp_util.register_after_fork(_mp_token, _register_mp_finalizer)
-    snap = _snapshotter
-    if snap is not None and snap.is_alive() and snap is not threading.current_thread():
-        snap.stop()
-        snap.join(timeout=5)
-        _snapshotter_paused = snap
     _C.record_before_fork()
 
 
-def _after_fork_parent() -> None:
-    global _snapshotter_paused
-    _C.record_after_fork_parent()
-    snap, _snapshotter_paused = _snapshotter_paused, None
-    # not if stop_recording() ran meanwhile (in another thread)
-    if snap is not None and _snapshotter is snap and _C.record_path() is not None:
-        _C.record_snapshot_rearm()
-        _start_snapshotter()
-
-
 def _after_fork_child() -> None:
-    global _snapshotter, _lock, _snapshotter_paused
+    global _lock
     _lock = threading.Lock()
-    _snapshotter_paused = None
     if _C.record_after_fork_child() is None:
         return
-    # threads do not survive fork: a new snapshotter for this process
-    _snapshotter = None
-    _start_snapshotter()
     _register_mp_finalizer()
 
 
@@ -218,7 +169,10 @@ def _install_hooks() -> None:
         return
     _hooks_installed = True
     atexit.register(stop_recording)
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
+    # the parent's hook is the C function itself: on 3.13 the threads start
+    # again in a pending call, which Python code run by a hook would run at
+    # once, before os.fork() counts the threads (engine/record.c)
+    os.register_at_fork(before=_before_fork, after_in_parent=_C.record_after_fork_parent,
                         after_in_child=_after_fork_child)
 
 

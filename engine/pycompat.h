@@ -123,6 +123,11 @@ static inline bool weakref_points_to(PyObject *weak, PyObject *obj)
 #endif
 }
 
+/* Whether os.fork() counts the process's threads (to warn that it forks
+   while multi-threaded) after the parent's after-fork hooks (3.13) rather
+   than before them (3.12): a thread those hooks start again is counted. */
+#define FORK_COUNTS_THREADS_AFTER_PARENT_HOOKS PY_313
+
 /* Count a Python frame the hook answers without the interpreter toward
    the recursion limit, as the interpreter counts the frames it enters:
    3.11 counts them with C calls (Py_EnterRecursiveCall); from 3.12 Python

@@ -13,6 +13,7 @@
  * raises into the program -- the store drops and counts.
  */
 #include "record.h"
+#include "pycompat.h"
 #include "events.h"
 #include "../store/store.h"
 
@@ -68,8 +69,15 @@ static int snapshot_pipes(void)
 }
 
 /* Hand an event to the Store (copied; never blocks).  No-op when idle. */
+/* GIL: the recording's threads were stopped for a fork and are not
+   running again yet (threads_restart, below). */
+static bool threads_restart_pending;
+static bool snap_was_started;       /* GIL: the snapshot thread ran when fork() began */
+static void threads_restart_if_pending(void);
+
 static void record_submit(const EventRecord *ev)
 {
+    threads_restart_if_pending();
     if (the_store != NULL)
         (void)store_submit(the_store, ev);   /* drops are counted by the store */
 }
@@ -198,10 +206,15 @@ static PyObject *py_record_stop(PyObject *self, PyObject *unused)
     Store *s = the_store;
     if (s == NULL)
         Py_RETURN_NONE;
+    if (threads_restart_pending) {      /* after a fork: the writer, to close */
+        threads_restart_pending = false;
+        snap_was_started = false;
+        store_resume(s);
+    }
     the_store = NULL;
     StoreStats st;
     Py_BEGIN_ALLOW_THREADS
-    st = store_close(s);          /* a SIGTERM meanwhile still flushes s, then dies */          /* the final counters: everything queued written */
+    st = store_close(s);          /* a SIGTERM meanwhile still flushes s, then dies */
     Py_END_ALLOW_THREADS
     last_stats = st;
     return stats_dict(st);
@@ -280,26 +293,32 @@ static PyObject *py_record_snapshot(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/*
- * The snapshot thread's wait (dynscope/recording.py, _Snapshotter): sleep
- * up to `timeout` seconds with the GIL released.  Returns 0 when the time
- * is up, 1 when the SIGTERM handler asks for the counters now (answer with
- * record_snapshot_ack() after queueing them), 2 when asked to exit.
+/* ---- the snapshot thread ----
+ *
+ * It queues the entry counters every snap_interval_ms, and at once when the
+ * SIGTERM handler asks ('t' on snap_wake; it answers on snap_ack).  A plain
+ * pthread, not a threading.Thread: it is joined before fork() and started
+ * again after, so a process that forks has no thread of the recording's,
+ * neither in /proc (CPython 3.12 counts OS threads when it warns at
+ * os.fork()) nor in threading's registry (3.13 counts those).  Every signal
+ * is blocked in it, so a process-directed SIGTERM lands in a thread of the
+ * program, never in the thread its handler waits for.  It holds the GIL
+ * only while it queues counters.
  */
-static PyObject *py_snapshot_wait(PyObject *self, PyObject *arg)
+static pthread_t snap_thread;
+static bool snap_started;           /* GIL: the thread runs (this process's) */
+static unsigned snap_interval_ms = 500;
+
+/* Sleep up to ms with the GIL not held: 0 when the time is up, 1 when the
+   SIGTERM handler asks for the counters now, 2 when asked to exit. */
+static int snapshot_wait(unsigned ms)
 {
-    (void)self;
-    double timeout = PyFloat_AsDouble(arg);
-    if (timeout == -1.0 && PyErr_Occurred())
-        return NULL;
     int fd = snap_wake[0];
     if (fd < 0)
-        return PyLong_FromLong(2);
+        return 2;
     int why = 0;
-    Py_BEGIN_ALLOW_THREADS
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    int ms = timeout <= 0 ? 0 : timeout > 3600 ? 3600000 : (int)(timeout * 1000);
-    int r = poll(&p, 1, ms);
+    int r = poll(&p, 1, (int)ms);
     if (r > 0) {
         char buf[16];
         ssize_t n;
@@ -310,64 +329,97 @@ static PyObject *py_snapshot_wait(PyObject *self, PyObject *arg)
     else if (r < 0 && errno != EINTR) {
         why = 2;
     }
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(why);
+    return why;
 }
 
-/* Called first in the snapshot thread: every signal blocked there, so that
-   a process-directed SIGTERM lands in a thread of the program, never in the
-   thread its handler waits for (Python runs its own handlers in the main
-   thread only: nothing of the program's is lost). */
-static PyObject *py_snapshot_thread_init(PyObject *self, PyObject *unused)
+static void *snapshot_main(void *arg)
 {
-    (void)self;
-    (void)unused;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_snapshot_ack(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    char b = 'a';
-    if (snap_ack[1] >= 0 && write(snap_ack[1], &b, 1) < 0) {
-        /* the pipe is full of unread acks: the handler has what it needs */
+    (void)arg;
+    for (;;) {
+        int why = snapshot_wait(snap_interval_ms);
+        if (why == 2)
+            return NULL;
+        PyGILState_STATE g = PyGILState_Ensure();
+        if (the_store != NULL)
+            cache_for_each_entry(submit_entry_stats, true);
+        PyGILState_Release(g);
+        char b = 'a';
+        if (why == 1 && snap_ack[1] >= 0 && write(snap_ack[1], &b, 1) < 0) {
+            /* the pipe is full of unread acks: the handler has what it needs */
+        }
     }
-    Py_RETURN_NONE;
 }
 
-/* Wake the snapshot thread and tell it to exit; from now on a SIGTERM
-   handler does not wait for it.  Cannot fail. */
-static PyObject *py_snapshot_stop(PyObject *self, PyObject *unused)
+/* Start the thread if not running (GIL held): bytes an earlier thread left
+   unread are dropped ('s' would end this one at once), and the SIGTERM
+   handler asks this one.  0, or -1 with OSError set. */
+static int snapshot_start(void)
 {
-    (void)self;
-    (void)unused;
+    if (snap_started || the_store == NULL)
+        return 0;
+    char buf[64];
+    while (snap_wake[0] >= 0 && read(snap_wake[0], buf, sizeof buf) > 0)
+        ;
+    while (snap_ack[0] >= 0 && read(snap_ack[0], buf, sizeof buf) > 0)
+        ;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);     /* inherited by the thread */
+    int err = pthread_create(&snap_thread, NULL, snapshot_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    snap_started = true;
+    store_sigterm_notify(snap_wake[1], snap_ack[0]);
+    return 0;
+}
+
+/* Tell the thread to exit and wait for its end, the GIL released meanwhile
+   (it may be waiting for it); from now on a SIGTERM handler does not ask
+   it.  Cannot fail. */
+static void snapshot_stop(void)
+{
     store_sigterm_forget_notify();
+    if (!snap_started)
+        return;
     char b = 's';
     if (snap_wake[1] >= 0 && write(snap_wake[1], &b, 1) < 0) {
         /* full: the thread has bytes to read and will look at them */
     }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(snap_thread, NULL);
+    Py_END_ALLOW_THREADS
+    snap_started = false;
+}
+
+static PyObject *py_snapshot_start(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    double interval = PyFloat_AsDouble(arg);
+    if (interval == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (!(interval > 0)) {
+        PyErr_SetString(PyExc_ValueError, "the snapshot interval must be > 0");
+        return NULL;
+    }
+    snap_interval_ms = interval > 3600 ? 3600000u : (unsigned)(interval * 1000 + 0.5);
+    if (snap_interval_ms == 0)
+        snap_interval_ms = 1;
+    if (snapshot_start() < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
-/* A new snapshot thread after one was stopped for a fork (the parent's):
-   bytes the old one left unread are dropped ('s' would end the new one at
-   once), and the SIGTERM handler asks the new one.  Cannot fail. */
-static PyObject *py_snapshot_rearm(PyObject *self, PyObject *unused)
+static PyObject *py_snapshot_stop(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    char buf[64];
-    if (snap_wake[0] < 0 || the_store == NULL)
-        Py_RETURN_NONE;
-    while (read(snap_wake[0], buf, sizeof buf) > 0)
-        ;
-    while (read(snap_ack[0], buf, sizeof buf) > 0)
-        ;
-    store_sigterm_notify(snap_wake[1], snap_ack[0]);
+    if (threads_restart_pending)
+        snap_was_started = false;       /* stopped for a fork: it stays stopped */
+    snapshot_stop();
     Py_RETURN_NONE;
 }
 
@@ -391,6 +443,7 @@ static PyObject *os_exit_flushing(PyObject *self, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_SystemError, "dynscope: os._exit wrapper without os._exit");
         return NULL;
     }
+    threads_restart_if_pending();       /* the writer flushes what is queued */
     if (the_store != NULL) {
         cache_for_each_entry(submit_entry_stats, true);
         (void)store_flush_for_exit(the_store, exit_flush_ms);
@@ -469,6 +522,9 @@ static PyObject *py_before_fork(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (!threads_restart_pending)       /* (else stopped since the last fork) */
+        snap_was_started = snap_started;
+    snapshot_stop();
     if (the_store != NULL) {
         Py_BEGIN_ALLOW_THREADS
         store_pause(the_store);
@@ -477,12 +533,47 @@ static PyObject *py_before_fork(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* The recording's threads are started again after a fork once os.fork()
+   has returned: CPython 3.13 counts the process's threads after the
+   parent's after-fork hooks (3.12 before them), so on 3.13 the restart is
+   a pending call (the main thread runs it at its next check), or the next
+   event recorded, whichever comes first.  GIL held. */
+static void threads_restart(void)
+{
+    threads_restart_pending = false;
+    if (the_store != NULL)
+        store_resume(the_store);
+    if (snap_was_started && snapshot_start() < 0)
+        PyErr_WriteUnraisable(NULL);     /* counters then only at stop */
+    snap_was_started = false;
+}
+
+static void threads_restart_if_pending(void)
+{
+    if (threads_restart_pending)
+        threads_restart();
+}
+
+#if FORK_COUNTS_THREADS_AFTER_PARENT_HOOKS
+static int threads_restart_call(void *unused)
+{
+    (void)unused;
+    threads_restart_if_pending();
+    return 0;
+}
+#endif
+
 static PyObject *py_after_fork_parent(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    if (the_store != NULL)
-        store_resume(the_store);
+#if FORK_COUNTS_THREADS_AFTER_PARENT_HOOKS
+    threads_restart_pending = true;
+    if (Py_AddPendingCall(threads_restart_call, NULL) < 0)
+        threads_restart();      /* the queue is full: now, and 3.13 warns */
+#else
+    threads_restart();
+#endif
     Py_RETURN_NONE;
 }
 
@@ -500,10 +591,16 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
     the_store = NULL;
     store_pipe_close(snap_wake);        /* the parent's: a byte here would wake its thread */
     store_pipe_close(snap_ack);
+    snap_started = false;               /* threads do not survive fork() */
+    bool snap = snap_was_started;
+    snap_was_started = false;
+    threads_restart_pending = false;
     if (open_store(store_path, store_argv, store_python) < 0) {
         PyErr_WriteUnraisable(NULL);
         Py_RETURN_NONE;
     }
+    if (snap && snapshot_start() < 0)
+        PyErr_WriteUnraisable(NULL);
     return PyLong_FromLongLong(store_stats(the_store).run_id);
 }
 
@@ -552,20 +649,16 @@ static PyMethodDef record_methods[] = {
      "the program has its own disposition (left alone)."},
     {"record_sigterm_uninstall", py_sigterm_uninstall, METH_NOARGS,
      "record_sigterm_uninstall()\n--\n\nPut SIG_DFL back if our handler is still installed."},
-    {"record_snapshot_wait", py_snapshot_wait, METH_O,
-     "record_snapshot_wait(timeout) -> 0 (time up), 1 (SIGTERM: snapshot now, then ack), 2 (exit)"},
-    {"record_snapshot_thread_init", py_snapshot_thread_init, METH_NOARGS,
-     "record_snapshot_thread_init()\n--\n\nBlock every signal in the calling (snapshot) thread."},
-    {"record_snapshot_ack", py_snapshot_ack, METH_NOARGS,
-     "record_snapshot_ack()\n--\n\nTell the SIGTERM handler the counters are queued."},
+    {"record_snapshot_start", py_snapshot_start, METH_O,
+     "record_snapshot_start(interval)\n--\n\nStart the snapshot thread (a C thread): the entry "
+     "counters every interval seconds, and at once on SIGTERM."},
     {"record_snapshot_stop", py_snapshot_stop, METH_NOARGS,
-     "record_snapshot_stop()\n--\n\nWake the snapshot thread and make it exit."},
+     "record_snapshot_stop()\n--\n\nStop the snapshot thread and wait for its end."},
     {"record_wrap_os_exit", py_wrap_os_exit, METH_O,
      "record_wrap_os_exit(flush_ms) -> bool\n--\n\n"
      "os._exit flushes the recording (at most flush_ms) before exiting."},
     {"record_unwrap_os_exit", py_unwrap_os_exit, METH_NOARGS,
      "record_unwrap_os_exit()\n--\n\nPut the interpreter's os._exit back."},
-    {"record_snapshot_rearm", py_snapshot_rearm, METH_NOARGS, NULL},
     {"record_before_fork", py_before_fork, METH_NOARGS, NULL},
     {"record_after_fork_parent", py_after_fork_parent, METH_NOARGS, NULL},
     {"record_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},
