@@ -12,17 +12,24 @@
 #   make check-c                 build and run tests/c/*.c (if any; not bench_*.c)
 #   make check-c-asan            the store's C tests under ASan+UBSan
 #   make bench-store             the SQLite recorder's throughput (tests/c/bench_store.c)
-#   make bench / make demo       run scripts/bench_*.py / scripts/demo.py
+#   make bench                   run scripts/bench_*.py
+#   make demo                    install missing deps, build, record scripts/demo_workload.py,
+#                                report it and show dyntop on it
 #   make fuzz                    tests/test_fuzz.py with 20000 random programs
 #   make conformance             CPython's and NumPy's own test suites, plain and
 #                                under --capture-all; writes docs/conformance.md
+#                                (docs/conformance-X.Y.md with PYTHON=... of another
+#                                version: that version's own CPython test modules)
 #                                (make test runs a subset: tests/test_conformance.py)
 #   make dyntop                  build build/dyntop, the TUI (part of make all)
 #   make install                 build/dyntop -> $(PREFIX)/bin, its man page ->
 #                                $(PREFIX)/share/man/man1 (PREFIX=/usr/local, DESTDIR)
 #   make deps                    scripts/install-deps.sh alone
-#   make print-vars              show what the build resolved
-#   make clean
+#   make print-vars              show what the build resolved (PYTHON=... too)
+#   make clean                   every version's build and extension
+#
+# PYTHON=/path/to/python3.X (3.11, 3.12 or 3.13) works with every target that
+# runs Python (test, asan, conformance, bench, demo, fuzz, deps, print-vars).
 #
 # Extra flags: make CFLAGS_EXTRA=-DNDEBUG (or any other) -- a change of flags
 # rebuilds the objects that depend on them.
@@ -47,6 +54,10 @@ ifeq ($(PYVER),)
 $(error PYTHON=$(PYTHON) does not run)
 endif
 endif
+SUPPORTED_PYVERS := 3.11 3.12 3.13
+ifeq ($(filter $(PYVER),$(SUPPORTED_PYVERS)),)
+$(error PYTHON=$(PYTHON) is CPython $(PYVER); dynscope supports CPython $(SUPPORTED_PYVERS))
+endif
 ifeq ($(PYVER),3.11)
 VENV := .venv
 EXT_BUILD := build
@@ -60,7 +71,7 @@ PY := $(if $(wildcard $(VENV_PY)),$(VENV_PY),$(or $(PYTHON),python3))
 # Asked of $(PY) once, and only when a recipe needs it (so `make clean` does not
 # need Python or NumPy): Python include dir, NumPy include dir, EXT_SUFFIX.
 PYCFG_CODE := import sysconfig, numpy; print(sysconfig.get_paths()['include'], numpy.get_include(), sysconfig.get_config_var('EXT_SUFFIX'))
-PYCFG = $(eval PYCFG := $$(shell $$(PY) -c "$$(PYCFG_CODE)" 2>/dev/null))$(if $(word 3,$(PYCFG)),$(PYCFG),$(error cannot ask $(PY) for the Python/NumPy include dirs; run scripts/install-deps.sh (make deps)))
+PYCFG = $(eval PYCFG := $$(shell $$(PY) -c "$$(PYCFG_CODE)" 2>/dev/null))$(if $(word 3,$(PYCFG)),$(PYCFG),$(error cannot ask $(PY) for the Python/NumPy include dirs; run $(if $(PYTHON),PYTHON=$(PYTHON) )make deps (scripts/install-deps.sh)))
 PY_INC = $(word 1,$(PYCFG))
 NUMPY_INC = $(word 2,$(PYCFG))
 EXT_SUFFIX = $(word 3,$(PYCFG))
@@ -335,10 +346,14 @@ bench: all
 
 # The main job: a NumPy training loop recorded to dynscope.db, a report, then
 # dyntop on it (its batch output when there is no terminal, e.g. in CI logs).
-demo: all
+# Like make test, it installs what is missing first (so it runs the venv's
+# python: $(PY) was resolved before the venv existed on a fresh machine).
+demo:
+	PYTHON='$(PYTHON)' bash scripts/install-deps.sh
+	$(MAKE) --no-print-directory all
 	rm -f dynscope.db dynscope.db-wal dynscope.db-shm
-	$(PY) -m dynscope run --db dynscope.db scripts/demo_workload.py
-	$(PY) -m dynscope report dynscope.db
+	$(VENV_PY) -m dynscope run --db dynscope.db scripts/demo_workload.py
+	$(VENV_PY) -m dynscope report dynscope.db
 	@if [ -t 0 ] && [ -t 1 ]; then $(BUILD)/dyntop dynscope.db; \
 	else $(BUILD)/dyntop -b -n 1 dynscope.db; fi
 
@@ -347,11 +362,13 @@ demo: all
 deps:
 	PYTHON='$(PYTHON)' bash scripts/install-deps.sh
 
+# (Before the venv exists it says so, instead of stopping at PYCFG.)
+print-vars: PYCFG = $(or $(shell $(PY) -c "$(PYCFG_CODE)" 2>/dev/null),? ? ?)
 print-vars:
 	@echo "PYTHON     = $(or $(PYTHON),(unset: CPython 3.11, python3 or python3.11))"
 	@echo "PYVER      = $(PYVER)"
-	@echo "VENV       = $(VENV)"
-	@echo "EXT_BUILD  = $(EXT_BUILD)"
+	@echo "VENV       = $(VENV)$(if $(wildcard $(VENV_PY)),, (not made yet: make deps))"
+	@echo "EXT_BUILD  = $(EXT_BUILD) (the extension's objects; dyntop, the LTTng provider, C tests: $(BUILD))"
 	@echo "PY         = $(PY)"
 	@echo "CC         = $(CC)"
 	@echo "PY_INC     = $(PY_INC)"

@@ -20,7 +20,15 @@ captured/plain of running the tests.
 
 --subset runs the representative subset `make test` runs; the default is
 every suite (`make conformance`).  --doc writes the markdown report
-(docs/conformance.md for the full run).
+(docs/conformance.md for the full run on 3.11, docs/conformance-X.Y.md on
+another version).
+
+The CPython test modules are those of the interpreter under test (--python,
+default this one): its own stdlib `test` package, e.g.
+lib/python3.12/test for 3.12, so each version runs its own tests.  A
+suite whose module that version does not have is an error, unless
+KNOWN_ABSENT says from which version on it is gone (then it is reported as
+absent, and not run).
 """
 from __future__ import annotations
 
@@ -39,9 +47,46 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "scripts", "conformance_run.py")
 
 
-def numpy_tests(name: str) -> str:
+# What the interpreter under test has: asked of it (not of the Python running
+# this script), once per interpreter.
+INFO_CODE = r"""
+import importlib.util, json, os, sys
+mods = json.loads(sys.argv[1])
+spec = importlib.util.find_spec("test")
+info = {"version": list(sys.version_info[:3]), "executable": sys.executable,
+        "test_dir": list(spec.submodule_search_locations)[0] if spec else None,
+        "missing": [m for m in mods if spec is None or importlib.util.find_spec(m) is None]}
+try:
     import numpy
-    return os.path.join(os.path.dirname(numpy.__file__), "_core", "tests", name)
+    d = os.path.dirname(numpy.__file__)
+    info["numpy"] = numpy.__version__
+    info["numpy_tests"] = next((os.path.join(d, s, "tests") for s in ("_core", "core")
+                                if os.path.isdir(os.path.join(d, s, "tests"))), None)
+except ImportError:
+    info["numpy"] = info["numpy_tests"] = None
+print(json.dumps(info))
+"""
+_INFO: dict = {}
+
+
+def interpreter_info(python: str) -> dict:
+    """The interpreter's version, its `test` package's directory, the SUITES
+    modules it lacks, and its NumPy's test directory."""
+    if python not in _INFO:
+        mods = sorted({t for r, t in SUITES.values() if r == "unittest"})
+        out = subprocess.run([python, "-c", INFO_CODE, json.dumps(mods)], capture_output=True,
+                             text=True, check=True, cwd=ROOT).stdout
+        info = json.loads(out)
+        info["version"] = tuple(info["version"])
+        _INFO[python] = info
+    return _INFO[python]
+
+
+def numpy_tests(name: str, python: str = sys.executable) -> str:
+    d = interpreter_info(python)["numpy_tests"]
+    if d is None:
+        raise RuntimeError(f"{python} has no NumPy test files (is NumPy installed in its venv?)")
+    return os.path.join(d, name)
 
 
 # name -> (runner, target); the CPython modules come from the interpreter's
@@ -132,6 +177,13 @@ SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_
 
 SUITE_TIMEOUT = 3600
 
+# CPython test modules of SUITES that a version no longer has, by module:
+# (the first CPython version without it, why).  On that version and later
+# the suite is reported as absent and not run; a module missing anywhere
+# else (3.11 included) is an error.  None today: 3.11, 3.12 and 3.13 have
+# every module of SUITES.
+KNOWN_ABSENT: dict[str, tuple[tuple[int, int], str]] = {}
+
 # Outcomes that differ under capture for a reason outside the engine, by
 # test id: (the first CPython version it applies to, plain outcome, captured
 # outcome, why).  Reported beside the suite, not counted as a difference;
@@ -156,12 +208,28 @@ KNOWN_DIFFERENCES = {
 }
 
 
-def known_difference(tid: str, plain: str, captured: str) -> str | None:
-    """The reason a difference is expected here, or None."""
+def known_difference(tid: str, plain: str, captured: str,
+                     version: tuple = tuple(sys.version_info[:3])) -> str | None:
+    """The reason a difference is expected on CPython `version`, or None."""
     k = KNOWN_DIFFERENCES.get(tid)
-    if k is None or sys.version_info[:2] < k[0] or (plain, captured) != k[1:3]:
+    if k is None or tuple(version[:2]) < k[0] or (plain, captured) != k[1:3]:
         return None
     return k[3]
+
+
+def absent_reason(target: str, python: str) -> tuple[str | None, str | None]:
+    """(why the module is expected to be absent, error) for a unittest target
+    that `python` does not have; (None, None) when it has it."""
+    info = interpreter_info(python)
+    if target not in info["missing"]:
+        return None, None
+    ver = ".".join(map(str, info["version"][:2]))
+    where = info["test_dir"] or "(no test package)"
+    k = KNOWN_ABSENT.get(target)
+    if k is not None and info["version"][:2] >= k[0]:
+        return f"{target} is not in CPython {ver}'s test package ({where}): {k[1]}", None
+    return None, (f"{target} is not in CPython {ver}'s test package ({where}); if that is "
+                  "expected, say so in scripts/conformance.py KNOWN_ABSENT")
 
 
 def run_worker(python: str, runner: str, target: str, out: str, db: str | None, log: str):
@@ -200,16 +268,22 @@ def db_stats(db: str) -> dict:
 
 def run_suite(name: str, python: str, work: str) -> dict:
     runner, target = SUITES[name]
+    base = {"name": name, "target": target, "plain_rc": None, "captured_rc": None, "plain": None,
+            "captured": None, "diffs": [], "known": [], "error": None, "absent": None}
+    if runner == "unittest":
+        base["absent"], base["error"] = absent_reason(target, python)
+        if base["absent"] or base["error"]:
+            return base
     if runner == "pytest":
-        target = numpy_tests(target)
+        target = numpy_tests(target, python)
+    version = interpreter_info(python)["version"]
     slug = name.replace(" ", "_")
     plain, plain_rc, _ = run_worker(python, runner, target, os.path.join(work, slug + ".plain.json"),
                                     None, os.path.join(work, slug + ".plain.log"))
     db = os.path.join(work, slug + ".db")
     cap, cap_rc, _ = run_worker(python, runner, target, os.path.join(work, slug + ".captured.json"),
                                 db, os.path.join(work, slug + ".captured.log"))
-    r = {"name": name, "target": target, "plain_rc": plain_rc, "captured_rc": cap_rc,
-         "plain": plain, "captured": cap, "diffs": [], "known": [], "error": None}
+    r = dict(base, target=target, plain_rc=plain_rc, captured_rc=cap_rc, plain=plain, captured=cap)
     if plain is None or cap is None:
         which = "plain" if plain is None else "captured"
         r["error"] = f"the {which} run wrote no results (exit {plain_rc if plain is None else cap_rc}; " \
@@ -220,7 +294,7 @@ def run_suite(name: str, python: str, work: str) -> dict:
     for tid in sorted(set(po) | set(co)):
         if po.get(tid) != co.get(tid):
             d = (tid, po.get(tid, "missing"), co.get(tid, "missing"))
-            why = known_difference(*d)
+            why = known_difference(*d, version=version)
             if why is None:
                 r["diffs"].append(d)
             else:
@@ -248,9 +322,15 @@ def summarize(r: dict) -> dict:
     }
 
 
-def write_doc(path: str, results: list, command: str) -> None:
+def describe(python: str) -> str:
+    """Which interpreter, test package and NumPy a run used."""
+    info = interpreter_info(python)
+    return (f"Python {'.'.join(map(str, info['version']))} ({info['executable']}), CPython test "
+            f"modules from {info['test_dir']}, NumPy {info['numpy']}")
+
+
+def write_doc(path: str, results: list, command: str, python: str = sys.executable) -> None:
     import platform
-    import numpy
     lines = [
         "# Conformance: capture never changes what a program does",
         "",
@@ -258,7 +338,7 @@ def write_doc(path: str, results: list, command: str) -> None:
         "",
         f"    {command}",
         "",
-        f"Python {platform.python_version()}, NumPy {numpy.__version__}, {platform.machine()}, "
+        f"{describe(python)}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs. Each suite ran twice in a fresh interpreter: plain, and under "
         "`python -m dynscope run --capture-all --db FILE` (every frame captured with the eager "
         "backend, those with no array or tensor in reach too (`config.skip_tensorless_frames = "
@@ -276,13 +356,13 @@ def write_doc(path: str, results: list, command: str) -> None:
         "|---|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in results:
-        if r["error"]:
-            lines.append(f"| {r['name']} | | {r['error']} | | | | | | |")
+        if r["error"] or r["absent"]:
+            lines.append(f"| {r['name']} | | {r['error'] or 'absent: ' + r['absent']} | | | | | | |")
             continue
         s = summarize(r)
         lines.append(f"| {r['name']} | {s['tests']} | {s['outcomes']} | {s['differ']} | {s['seen']} | "
                      f"{s['captured']} | {s['graphs']} | {s['breaks']} | {s['ratio']:.1f}x |")
-    known = [(r["name"],) + k for r in results if not r["error"] for k in r.get("known", [])]
+    known = [(r["name"],) + k for r in results for k in r["known"]]
     if known:
         lines += ["", "## Known differences", "",
                   "Outcomes that differ for a reason outside the engine (scripts/conformance.py "
@@ -293,7 +373,7 @@ def write_doc(path: str, results: list, command: str) -> None:
               "A frame is skipped (runs in the interpreter, uncaptured) when the translator "
               "refuses a construct before anything ran; the most frequent reasons per suite:", ""]
     for r in results:
-        if r["error"]:
+        if r["error"] or r["absent"]:
             continue
         lines.append(f"### {r['name']}")
         lines.append("")
@@ -348,6 +428,7 @@ def main(argv=None) -> int:
     work = args.keep or tempfile.mkdtemp(prefix="dynscope-conformance-")
     os.makedirs(work, exist_ok=True)
     results, bad = [], 0
+    print(f"conformance: {describe(args.python)}", flush=True)
     try:
         for name in names:
             r = run_suite(name, args.python, work)
@@ -355,6 +436,9 @@ def main(argv=None) -> int:
             if r["error"]:
                 bad += 1
                 print(f"{name:18} ERROR {r['error']}", flush=True)
+                continue
+            if r["absent"]:
+                print(f"{name:18} ABSENT {r['absent']}", flush=True)
                 continue
             s = summarize(r)
             bad += s["differ"] > 0
@@ -369,7 +453,7 @@ def main(argv=None) -> int:
         if args.doc:
             command = "scripts/conformance.sh" + (" --subset" if args.subset else "") + \
                       "".join(f" --suite '{n}'" for n in (args.suite or [])) + f" --doc {args.doc}"
-            write_doc(args.doc, results, command)
+            write_doc(args.doc, results, command, args.python)
             print(f"wrote {args.doc}")
     finally:
         if not args.keep:
