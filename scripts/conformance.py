@@ -322,11 +322,15 @@ def summarize(r: dict) -> dict:
     }
 
 
-def describe(python: str) -> str:
-    """Which interpreter, test package and NumPy a run used."""
+def describe(python: str, paths: bool = True) -> str:
+    """Which interpreter, test package and NumPy a run used (for the doc,
+    without this machine's paths)."""
     info = interpreter_info(python)
-    return (f"Python {'.'.join(map(str, info['version']))} ({info['executable']}), CPython test "
-            f"modules from {info['test_dir']}, NumPy {info['numpy']}")
+    ver = ".".join(map(str, info["version"]))
+    if not paths:
+        return (f"Python {ver}, its own CPython test modules "
+                f"(lib/python{ver.rsplit('.', 1)[0]}/test), NumPy {info['numpy']}")
+    return f"Python {ver} ({info['executable']}), CPython test modules from {info['test_dir']}, NumPy {info['numpy']}"
 
 
 def write_doc(path: str, results: list, command: str, python: str = sys.executable) -> None:
@@ -338,7 +342,7 @@ def write_doc(path: str, results: list, command: str, python: str = sys.executab
         "",
         f"    {command}",
         "",
-        f"{describe(python)}, {platform.machine()}, "
+        f"{describe(python, paths=False)}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs. Each suite ran twice in a fresh interpreter: plain, and under "
         "`python -m dynscope run --capture-all --db FILE` (every frame captured with the eager "
         "backend, those with no array or tensor in reach too (`config.skip_tensorless_frames = "
