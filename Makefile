@@ -231,7 +231,7 @@ endef
 # With PYTHON=... of another version: its venv and extension; the C tests do
 # not depend on Python and run in the default build only.
 test:
-	PYTHON='$(PYTHON)' bash scripts/install-deps.sh
+	$(if $(PYTHON),PYTHON='$(PYTHON)' )bash scripts/install-deps.sh
 	$(MAKE) --no-print-directory all
 	$(if $(filter build,$(EXT_BUILD)),$(MAKE) --no-print-directory check-c,@echo "make test: C tests (check-c) run in the default 3.11 build")
 	@$(call run_pytest,); exit $$rc
@@ -349,7 +349,7 @@ bench: all
 # Like make test, it installs what is missing first (so it runs the venv's
 # python: $(PY) was resolved before the venv existed on a fresh machine).
 demo:
-	PYTHON='$(PYTHON)' bash scripts/install-deps.sh
+	$(if $(PYTHON),PYTHON='$(PYTHON)' )bash scripts/install-deps.sh
 	$(MAKE) --no-print-directory all
 	rm -f dynscope.db dynscope.db-wal dynscope.db-shm
 	$(VENV_PY) -m dynscope run --db dynscope.db scripts/demo_workload.py
@@ -360,7 +360,7 @@ demo:
 # ---------------------------------------------------------------------------
 
 deps:
-	PYTHON='$(PYTHON)' bash scripts/install-deps.sh
+	$(if $(PYTHON),PYTHON='$(PYTHON)' )bash scripts/install-deps.sh
 
 # (Before the venv exists it says so, instead of stopping at PYCFG.)
 print-vars: PYCFG = $(or $(shell $(PY) -c "$(PYCFG_CODE)" 2>/dev/null),? ? ?)
