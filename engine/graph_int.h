@@ -9,11 +9,14 @@
  *   graph_program.c  the C interpreter behind GraphModule.forward: a
  *                    finished graph compiled into a flat Program, and
  *                    running it
+ *   graph_inplace.c  buffer reuse while running: which NumPy ops may write
+ *                    their result into a dying operand (ufunc out=)
  *   graph_render.c   text: Graph.__str__, print_tabular, GraphModule.code
  *
- * Layering: graph.c uses nothing of the other three but the type objects
- * (NodeType, GraphType); graph_program.c and graph_render.c use graph.c
- * only; graph_types.c ties them together.
+ * Layering: graph.c uses nothing of the others but the type objects
+ * (NodeType, GraphType); graph_program.c uses graph.c and graph_inplace.c;
+ * graph_inplace.c and graph_render.c use graph.c only; graph_types.c ties
+ * them together.
  */
 #ifndef DYNSCOPE_GRAPH_INT_H
 #define DYNSCOPE_GRAPH_INT_H
@@ -64,7 +67,19 @@ PyObject *graph_str_attr(PyObject *obj, const char *name);
 /* The interpreter (graph_program.c).                                  */
 
 struct Instr;      /* one call node, compiled; private to graph_program.c */
-struct Arg;        /* one argument of an Instr or of the output */
+
+typedef enum ArgKind {
+    ARG_SLOT,      /* the value in slot `slot` */
+    ARG_CONST,     /* obj, shared by every call */
+    ARG_NESTED,    /* obj with its nodes replaced by their values, rebuilt per call */
+} ArgKind;
+
+/* One argument of an Instr or of the output. */
+typedef struct Arg {
+    ArgKind kind;
+    int slot;              /* ARG_SLOT only */
+    PyObject *obj;         /* strong: the constant or the template; NULL for ARG_SLOT */
+} Arg;
 
 /*
  * A finished graph compiled into a flat program (what forward() runs).
@@ -103,6 +118,50 @@ int program_traverse(Program *p, visitproc visit, void *arg);
  * intermediate value is released either way.
  */
 PyObject *program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs);
+
+/* ------------------------------------------------------------------ */
+/* Buffer reuse (graph_inplace.c).                                     */
+
+/* Most positional operands of a reusing op (ufuncs have 1 to 3 inputs). */
+#define INPLACE_MAX_ARGS 3
+
+/*
+ * How one instruction may write its result into an operand's buffer: run
+ * `fn(*args, out=args[donor])` (fn a ufunc) or, for an operator whose left
+ * operand is the donor, its in-place form `fn(*args)` (operator.isub)
+ * instead of the node's call, when inplace_applies says so.  donor -1: never.  Set by inplace_plan, released
+ * by inplace_clear; a zeroed Inplace with donor -1 is empty.
+ */
+typedef struct Inplace {
+    int donor;                 /* index into the instruction's args, or -1 */
+    int ndim;                  /* the donor's rank at capture */
+    Py_ssize_t min_elements;   /* smaller donors are not worth it */
+    bool by_operator;          /* fn is an in-place operator, not a ufunc */
+    PyObject *fn;              /* strong: what runs instead */
+    PyObject *arg_descr[INPLACE_MAX_ARGS];   /* strong: each operand's descr at
+                                               capture; NULL for a constant */
+} Inplace;
+
+/*
+ * Fill ip for the call node `node` of g, compiled as instruction k with
+ * positional args[0..nargs) and no keywords; last_use[s] is the instruction
+ * after which slot s dies.  Leaves donor -1 when no operand can be reused.
+ * 0, or -1 with an exception (memory).
+ */
+int inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
+                 int nargs, bool op_function, int k, const int *last_use);
+void inplace_clear(Inplace *ip, int nargs);
+int inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg);
+
+/* Whether this run's operands argv[0..nargs) (borrowed) still meet the
+   plan: the donor is unshared, and the result dtype and shape are its own.
+   Reads struct fields only; cannot fail.  Precondition: ip->donor >= 0. */
+bool inplace_applies(const Inplace *ip, PyObject *const *argv, int nargs);
+
+/* Run the op into the donor.  argv must have room for nargs + 1 items and
+   a writable argv[-1] (PY_VECTORCALL_ARGUMENTS_OFFSET).  New reference (the
+   donor) or NULL with an exception. */
+PyObject *inplace_run(const Inplace *ip, PyObject **argv, int nargs);
 
 /* ------------------------------------------------------------------ */
 /* Text (graph_render.c).                                              */

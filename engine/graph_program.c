@@ -24,18 +24,6 @@
 
 #include <string.h>
 
-typedef enum ArgKind {
-    ARG_SLOT,      /* the value in slot `slot` */
-    ARG_CONST,     /* obj, shared by every call */
-    ARG_NESTED,    /* obj with its nodes replaced by their values, rebuilt per call */
-} ArgKind;
-
-typedef struct Arg {
-    ArgKind kind;
-    int slot;              /* ARG_SLOT only */
-    PyObject *obj;         /* strong: the constant or the template; NULL for ARG_SLOT */
-} Arg;
-
 /* Is fn a function of the operator module (a C function without keywords)?
    Those nodes stand for the bytecode's own operators (x + y is
    operator.add), which the interpreter runs without a C call. */
@@ -81,6 +69,7 @@ typedef struct Instr {
     Arg *args;             /* into Program.args: nargs + nkw items */
     int nfree;
     int *free;             /* into Program.frees: owned slots dead after this instr */
+    Inplace inplace;       /* may write into a dying operand (graph_inplace.c) */
 } Instr;
 
 static int
@@ -111,6 +100,7 @@ arg_is_dynamic(PyObject *arg)
 
 /* Arguments and values small enough for the C stack. */
 enum { SMALL_ARGS = 8, SMALL_SLOTS = 32 };
+_Static_assert(INPLACE_MAX_ARGS < SMALL_ARGS, "a reusing call adds out= on the stack");
 
 /* ------------------------------------------------------------------ */
 /* Compiling.                                                          */
@@ -152,6 +142,7 @@ program_clear(Program *p)
     Py_ssize_t nargs_total = 0;
 
     for (int i = 0; i < p->ninstr && p->instr != NULL; i++) {
+        inplace_clear(&p->instr[i].inplace, p->instr[i].nargs);
         Py_CLEAR(p->instr[i].target);
         Py_CLEAR(p->instr[i].kwnames);
         Py_CLEAR(p->instr[i].name);
@@ -173,6 +164,9 @@ program_traverse(Program *p, visitproc visit, void *arg)
     Py_ssize_t nargs_total = p->nout;
 
     for (int i = 0; i < p->ninstr && p->instr != NULL; i++) {
+        int r = inplace_traverse(&p->instr[i].inplace, p->instr[i].nargs, visit, arg);
+        if (r != 0)
+            return r;
         Py_VISIT(p->instr[i].target);
         Py_VISIT(p->instr[i].kwnames);
         Py_VISIT(p->instr[i].name);
@@ -191,6 +185,7 @@ instr_compile(Instr *in, NodeObject *node, Arg *args, int k, int *last_use)
     PyObject *key, *value;
     int j;
 
+    in->inplace.donor = -1;
     in->op = node->op;
     in->dest = node->index;
     in->nargs = (int)PyTuple_GET_SIZE(node->args);
@@ -297,6 +292,14 @@ program_compile(Program *p, GraphObject *g)
     p->out = p->args + pos;
     for (int j = 0; j < p->nout; j++)
         arg_compile(&p->out[j], PyTuple_GET_ITEM(outs, j), p->ninstr, last_use);
+    /* Now that every last use is known: which results may reuse a buffer. */
+    for (int k = 0; k < p->ninstr; k++) {
+        Instr *in = &p->instr[k];
+        if (in->op == NODE_CALL_FUNCTION && in->nkw == 0 && !in->nested
+            && inplace_plan(&in->inplace, g, GRAPH_NODE(g, p->ninputs + k), in->args,
+                            in->nargs, in->op_function, k, last_use) < 0)
+            goto out_fail;
+    }
     if (program_plan_frees(p, last_use) < 0)
         goto out_fail;
     PyMem_Free(last_use);
@@ -374,7 +377,9 @@ instr_run(const Instr *in, PyObject **v)
         }
     }
     nargsf = (size_t)in->nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
-    if (in->op_function && in->kwnames == NULL)
+    if (in->inplace.donor >= 0 && inplace_applies(&in->inplace, argv, in->nargs))
+        res = inplace_run(&in->inplace, argv, in->nargs);
+    else if (in->op_function && in->kwnames == NULL)
         res = call_operator(in->target, argv, in->nargs);
     else if (in->op == NODE_CALL_FUNCTION)
         res = PyObject_Vectorcall(in->target, argv, nargsf, in->kwnames);

@@ -1,0 +1,379 @@
+/*
+ * graph_inplace.c -- buffer reuse in a running graph: an elementwise NumPy
+ * op whose array operand dies with it writes its result into that operand's
+ * buffer (ufunc(..., out=operand)) instead of allocating a new array.
+ *
+ * Why: eager NumPy already does this for `(a * b) - 2.0` -- when the left
+ * operand of an operator is a temporary (refcount 1) of at least 256 KiB,
+ * NumPy's "temporary elision" runs the in-place op, after checking through
+ * a backtrace that the caller is the bytecode interpreter.  A graph calls
+ * the same ops from C, so NumPy never elides there, and a captured chain
+ * allocated (and page-faulted) one fresh buffer per op: 1.5-2x slower than
+ * eager from ~100k elements.  Here the decision is made once, when the graph
+ * is compiled, and checked per run with a few loads; and it covers more
+ * than eager does (ufunc calls like np.sqrt(t), either operand, any size
+ * from INPLACE_MIN_BYTES).
+ *
+ * Invariants (what makes the result bit-identical to eager and invisible):
+ *   - Only ufuncs whose every result element is a correctly rounded (or
+ *     exact) function of the input elements at the same index: arithmetic,
+ *     sqrt, rounding, min/max, bitwise and sign ops.  Their loops give the
+ *     same bits whatever buffer they write to (transcendental functions may
+ *     pick another SIMD path when input and output overlap, so they are
+ *     left out).  Real dtypes only.
+ *   - The donor is an array the graph itself made (never an input), read
+ *     last by this instruction, of the result's dtype and shape at capture;
+ *     at run time it must be an exact ndarray, owning, aligned and writeable
+ *     data, referenced by nobody but its slot (refcount 1: no view, no
+ *     buffer export, no other name), with the capture's descr.
+ *   - Every other operand has the type (and, for arrays, the descr) it had
+ *     at capture, and an array operand broadcasts to the donor's shape: so
+ *     the op's result dtype and shape are the donor's, and out= changes
+ *     nothing but where the result lives.  Scalars only as graph constants
+ *     (a scalar's value can pick the result dtype under NumPy 1's rules).
+ *   - Results of rank 0 are never reused: out= would return a 0-d array
+ *     where eager returns a NumPy scalar.
+ */
+#include "graph_int.h"
+#include "tensorlib.h"
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/ndarraytypes.h>     /* struct accessors only: no import_array */
+
+#include <string.h>
+
+/* Below this many bytes a fresh small array comes from NumPy's own cache and
+   passing out= costs about what it saves (docs/performance.md, "graphs at
+   every size"). */
+#define INPLACE_MIN_BYTES 4096
+
+/* ufuncs whose results are exactly rounded elementwise (see the header). */
+static const char *const exact_ufuncs[] = {
+    "add", "subtract", "multiply", "true_divide", "divide", "floor_divide",
+    "remainder", "fmod", "negative", "positive", "absolute", "fabs", "sqrt",
+    "square", "reciprocal", "floor", "ceil", "trunc", "rint", "sign",
+    "minimum", "maximum", "fmin", "fmax", "copysign", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift",
+    NULL,
+};
+
+/*
+ * operator-module functions (the bytecode's operators): the in-place
+ * operator eager NumPy's elision runs when the left operand is the dying
+ * temporary (ndarray.__isub__ is np.subtract(t, x, out=t)), and the ufunc
+ * for out= when another operand dies (ndarray.__rsub__ is np.subtract).
+ * NULL: no such form (unary operators have no in-place one; a power's
+ * ufunc depends on its exponent, see pow_exponent_exact).
+ */
+static const struct OperatorForms {
+    const char *name, *inplace, *ufunc;
+} operator_forms[] = {
+    {"add", "iadd", "add"}, {"sub", "isub", "subtract"}, {"mul", "imul", "multiply"},
+    {"truediv", "itruediv", "true_divide"}, {"floordiv", "ifloordiv", "floor_divide"},
+    {"mod", "imod", "remainder"}, {"pow", "ipow", NULL},
+    {"and_", "iand", "bitwise_and"}, {"or_", "ior", "bitwise_or"},
+    {"xor", "ixor", "bitwise_xor"}, {"lshift", "ilshift", "left_shift"},
+    {"rshift", "irshift", "right_shift"},
+    {"neg", NULL, "negative"}, {"pos", NULL, "positive"}, {"abs", NULL, "absolute"},
+    {"invert", NULL, "invert"}, {"inv", NULL, "invert"},
+    {NULL, NULL, NULL},
+};
+
+/* The interned "out", as the one keyword name of a reusing call. */
+static PyObject *out_kwnames;      /* strong, kept for the process */
+
+static bool
+name_in(const char *name, const char *const *names)
+{
+    for (int i = 0; names[i] != NULL; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The name of callable fn (its __name__) as UTF-8 into buf; false when it
+   has none.  Never leaves an exception set. */
+static bool
+callable_name(PyObject *fn, char *buf, size_t size)
+{
+    PyObject *name = graph_str_attr(fn, "__name__");
+    const char *s = name ? PyUnicode_AsUTF8(name) : NULL;
+    bool ok = s != NULL && strlen(s) < size;
+
+    if (ok)
+        strcpy(buf, s);
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return ok;
+}
+
+/* x ** e on a float array gives exactly rounded results when NumPy runs it
+   as square, sqrt or reciprocal (its fast_scalar_power: which exponents and
+   types take that path differs between NumPy versions, but these three are
+   exact either way, and other exponents run np.power, which is not). */
+static bool
+pow_exponent_exact(PyObject *e)
+{
+    if (PyLong_CheckExact(e)) {
+        int overflow;
+        long v = PyLong_AsLongAndOverflow(e, &overflow);
+        return !overflow && (v == 2 || v == -1);
+    }
+    return PyFloat_CheckExact(e)
+           && (PyFloat_AS_DOUBLE(e) == 2.0 || PyFloat_AS_DOUBLE(e) == 0.5
+               || PyFloat_AS_DOUBLE(e) == -1.0);
+}
+
+/* Attribute `name` of the module named `module`: new reference or NULL
+   (never an exception). */
+static PyObject *
+module_attr(PyObject *module, const char *name)
+{
+    PyObject *v = module ? PyObject_GetAttrString(module, name) : NULL;
+    PyErr_Clear();
+    return v;
+}
+
+/* Whether ufunc (any object) is a NumPy ufunc of nin inputs and one output. */
+static bool
+ufunc_arity(PyObject *ufunc, int nin)
+{
+    PyTypeObject *ufunc_type = tensorlib_ufunc_type();      /* borrowed */
+    if (ufunc == NULL || ufunc_type == NULL || !Py_IS_TYPE(ufunc, ufunc_type))
+        return false;
+    PyObject *a = module_attr(ufunc, "nin"), *b = module_attr(ufunc, "nout");
+    bool ok = a && b && PyLong_Check(a) && PyLong_Check(b)
+              && PyLong_AsLong(a) == nin && PyLong_AsLong(b) == 1;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    PyErr_Clear();
+    return ok;
+}
+
+/*
+ * What runs instead of call node `node` (nargs positional args, the donor
+ * at index donor): sets ip->fn (new reference) and ip->by_operator, or
+ * leaves ip->fn NULL when the op has no exact reusing form.  Never leaves
+ * an exception set.
+ */
+static void
+choose_function(Inplace *ip, const NodeObject *node, const Arg *args, int nargs,
+                int donor, bool op_function)
+{
+    PyTypeObject *ufunc_type = tensorlib_ufunc_type();      /* borrowed */
+    char name[64];
+
+    ip->fn = NULL;
+    if (!callable_name(node->target, name, sizeof(name)))
+        return;
+    if (!op_function) {
+        if (ufunc_type != NULL && Py_IS_TYPE(node->target, ufunc_type)
+            && name_in(name, exact_ufuncs) && ufunc_arity(node->target, nargs))
+            ip->fn = Py_NewRef(node->target);
+        return;
+    }
+    const struct OperatorForms *f = operator_forms;
+    while (f->name != NULL && strcmp(f->name, name) != 0)
+        f++;
+    if (f->name == NULL)
+        return;
+    if (strcmp(f->name, "pow") == 0
+        && (donor != 0 || nargs != 2 || args[1].kind != ARG_CONST
+            || !pow_exponent_exact(args[1].obj)))
+        return;
+    if (donor == 0 && f->inplace != NULL) {
+        PyObject *operator = PyImport_ImportModule("operator");
+        ip->fn = module_attr(operator, f->inplace);
+        ip->by_operator = true;
+        Py_XDECREF(operator);
+    }
+    else if (f->ufunc != NULL) {
+        ip->fn = module_attr(tensorlib_numpy(), f->ufunc);
+        if (!ufunc_arity(ip->fn, nargs))
+            Py_CLEAR(ip->fn);
+    }
+    PyErr_Clear();
+}
+
+/* The example value recorded for a node: borrowed or NULL. */
+static PyObject *
+node_example(const NodeObject *node)
+{
+    return PyDict_Check(node->meta)
+               ? PyDict_GetItemString(node->meta, "example_value") : NULL;
+}
+
+/* The number of elements below which a result of `example`'s dtype is not
+   worth reusing (INPLACE_MIN_BYTES), or -1 when its dtype is not a real one
+   (bool, integer, floating).  Read through Python once, at compile time
+   (the descr struct's item size moved in NumPy 2).  Never leaves an
+   exception set. */
+static Py_ssize_t
+real_dtype_min_elements(PyObject *example)
+{
+    PyObject *dtype = PyObject_GetAttrString(example, "dtype");
+    PyObject *kind = dtype ? PyObject_GetAttrString(dtype, "kind") : NULL;
+    PyObject *size = dtype ? PyObject_GetAttrString(dtype, "itemsize") : NULL;
+    const char *k = kind && PyUnicode_Check(kind) ? PyUnicode_AsUTF8(kind) : NULL;
+    Py_ssize_t itemsize = size && PyLong_Check(size) ? PyLong_AsSsize_t(size) : -1;
+    Py_ssize_t n = -1;
+
+    if (k != NULL && k[0] != '\0' && k[1] == '\0' && strchr("biuf", k[0]) && itemsize > 0)
+        n = (INPLACE_MIN_BYTES + itemsize - 1) / itemsize;
+    Py_XDECREF(size);
+    Py_XDECREF(kind);
+    Py_XDECREF(dtype);
+    PyErr_Clear();
+    return n;
+}
+
+/* See graph_int.h. */
+int
+inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
+             int nargs, bool op_function, int k, const int *last_use)
+{
+    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
+    PyObject *result;
+
+    memset(ip, 0, sizeof(*ip));
+    ip->donor = -1;
+    if (ndarray == NULL || nargs < 1 || nargs > INPLACE_MAX_ARGS)
+        return 0;
+    result = node_example(node);
+    if (result == NULL || !Py_IS_TYPE(result, ndarray))
+        return 0;
+    PyArrayObject *res = (PyArrayObject *)result;
+    Py_ssize_t min_elements = real_dtype_min_elements(result);
+    if (PyArray_NDIM(res) < 1 || min_elements < 0)
+        return 0;
+
+    /* The donor: the first array operand made by the graph that dies here
+       and looks like the result. */
+    int donor = -1;
+    for (int j = 0; j < nargs && donor < 0; j++) {
+        if (args[j].kind != ARG_SLOT || args[j].slot < g->nplaceholders
+            || last_use[args[j].slot] != k)
+            continue;
+        PyObject *ex = node_example(GRAPH_NODE(g, args[j].slot));
+        if (ex == NULL || !Py_IS_TYPE(ex, ndarray))
+            continue;
+        PyArrayObject *e = (PyArrayObject *)ex;
+        if (PyArray_DESCR(e) == PyArray_DESCR(res) && PyArray_NDIM(e) == PyArray_NDIM(res)
+            && memcmp(PyArray_DIMS(e), PyArray_DIMS(res),
+                      (size_t)PyArray_NDIM(res) * sizeof(npy_intp)) == 0)
+            donor = j;
+    }
+    if (donor < 0)
+        return 0;
+
+    /* What every operand must be again at run time (borrowed until the
+       plan is complete). */
+    PyObject *descrs[INPLACE_MAX_ARGS];
+    for (int j = 0; j < nargs; j++) {
+        PyObject *ex = args[j].kind == ARG_SLOT ? node_example(GRAPH_NODE(g, args[j].slot))
+                       : args[j].kind == ARG_CONST ? args[j].obj : NULL;
+        if (ex == NULL)
+            return 0;
+        if (Py_IS_TYPE(ex, ndarray)) {
+            descrs[j] = (PyObject *)PyArray_DESCR((PyArrayObject *)ex);
+            continue;
+        }
+        if (args[j].kind != ARG_CONST
+            || !(PyFloat_CheckExact(ex) || PyLong_CheckExact(ex) || PyBool_Check(ex)))
+            return 0;
+        descrs[j] = NULL;              /* a constant: always the same */
+    }
+    choose_function(ip, node, args, nargs, donor, op_function);
+    if (ip->fn == NULL)
+        return 0;
+    if (out_kwnames == NULL) {
+        out_kwnames = Py_BuildValue("(s)", "out");
+        if (out_kwnames == NULL) {
+            Py_CLEAR(ip->fn);
+            return -1;
+        }
+    }
+    for (int j = 0; j < nargs; j++)
+        ip->arg_descr[j] = Py_XNewRef(descrs[j]);
+    ip->donor = donor;
+    ip->ndim = PyArray_NDIM(res);
+    ip->min_elements = min_elements;
+    return 0;
+}
+
+/* See graph_int.h. */
+void
+inplace_clear(Inplace *ip, int nargs)
+{
+    Py_CLEAR(ip->fn);
+    for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++)
+        Py_CLEAR(ip->arg_descr[j]);
+    ip->donor = -1;
+}
+
+/* See graph_int.h. */
+int
+inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg)
+{
+    Py_VISIT(ip->fn);
+    for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++)
+        Py_VISIT(ip->arg_descr[j]);
+    return 0;
+}
+
+/* Does array operand a (of the donor's rank or less) broadcast to the
+   donor's shape without growing it? */
+static bool
+broadcasts_into(PyArrayObject *a, const npy_intp *dims, int ndim)
+{
+    int an = PyArray_NDIM(a);
+    const npy_intp *ad = PyArray_DIMS(a);
+
+    if (an > ndim)
+        return false;
+    for (int i = 1; i <= an; i++)
+        if (ad[an - i] != dims[ndim - i] && ad[an - i] != 1)
+            return false;
+    return true;
+}
+
+/* See graph_int.h. */
+bool
+inplace_applies(const Inplace *ip, PyObject *const *argv, int nargs)
+{
+    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
+    PyArrayObject *d = (PyArrayObject *)argv[ip->donor];
+    const int need = NPY_ARRAY_OWNDATA | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE;
+    Py_ssize_t size = 1;
+
+    if (!Py_IS_TYPE(d, ndarray) || Py_REFCNT(d) != 1
+        || (PyArray_FLAGS(d) & need) != need
+        || (PyObject *)PyArray_DESCR(d) != ip->arg_descr[ip->donor]
+        || PyArray_NDIM(d) != ip->ndim)
+        return false;
+    for (int i = 0; i < ip->ndim; i++)
+        size *= PyArray_DIMS(d)[i];
+    if (size < ip->min_elements)
+        return false;
+    for (int j = 0; j < nargs; j++) {
+        if (j == ip->donor || ip->arg_descr[j] == NULL)
+            continue;
+        PyArrayObject *a = (PyArrayObject *)argv[j];
+        if (!Py_IS_TYPE(a, ndarray) || (PyObject *)PyArray_DESCR(a) != ip->arg_descr[j]
+            || !broadcasts_into(a, PyArray_DIMS(d), ip->ndim))
+            return false;
+    }
+    return true;
+}
+
+/* See graph_int.h. */
+PyObject *
+inplace_run(const Inplace *ip, PyObject **argv, int nargs)
+{
+    size_t nargsf = (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
+
+    if (ip->by_operator)                             /* operator.isub(t, x) */
+        return PyObject_Vectorcall(ip->fn, argv, nargsf, NULL);
+    argv[nargs] = argv[ip->donor];                   /* out= */
+    return PyObject_Vectorcall(ip->fn, argv, nargsf, out_kwnames);
+}

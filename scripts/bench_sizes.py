@@ -1,0 +1,244 @@
+"""Graphs at every size: captured NumPy chains and reductions next to the same
+functions run eagerly, from 10 to 10M elements, in one process with
+interleaved repetitions; then each case's peak RSS, eager and captured, each
+in a fresh process.
+
+    make bench                          # runs every scripts/bench_*.py
+    .venv/bin/python scripts/bench_sizes.py [--rounds 5] [--sizes 10,1000,...]
+                                            [--budget 0.02] [--no-rss] [--no-doc]
+
+A round times every (case, size) once, eager then captured, each a loop
+sized to take about --budget seconds; the tables show the median over the
+rounds of captured / eager (below 1.00: the graph is faster).  The targets
+(docs/performance.md): at most 1.00 from 10k elements up, and below 0.95 for
+chains of 4+ elementwise ops from 100k up.  Printed, and written to
+docs/performance.md between <!-- bench_sizes:start --> and
+<!-- bench_sizes:end -->.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+
+import dynscope  # noqa: E402
+import perfdoc  # noqa: E402
+
+DOC = os.path.join(ROOT, "docs", "performance.md")
+START = "<!-- bench_sizes:start -->"
+END = "<!-- bench_sizes:end -->"
+SIZES = (10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000)
+
+
+# The cases: (name, elementwise ops, function).  Module-level functions, so
+# that each captured copy has its own code object and cache.
+def chain8(a, b):
+    return (a * b - 2.0) / (np.abs(a) + 1.0) + np.sqrt(np.abs(b))
+
+
+def chain4(a, b):
+    return ((a + b) * 0.5 - a) * b
+
+
+def chain2(a, b):
+    return a * b + 1.0
+
+
+def one_op(a, b):
+    return a + 1.0
+
+
+def sum_of_product(a, b):
+    return np.sum(a * b)
+
+
+def norm_of_difference(a, b):
+    return np.sqrt(((a - b) ** 2).mean())
+
+
+def max_abs_scaled(a, b):
+    return np.max(np.abs(a * 2.0 - b))
+
+
+CASES = [
+    ("chain of 8 (the issue's)", 8, chain8),
+    ("chain of 4", 4, chain4),
+    ("a * b + 1.0", 2, chain2),
+    ("a + 1.0", 1, one_op),
+    ("np.sum(a * b)", 1, sum_of_product),
+    ("sqrt(((a-b)**2).mean())", 2, norm_of_difference),
+    ("max(abs(a*2-b))", 3, max_abs_scaled),
+]
+
+
+def loop_time(fn, a, b, calls: int) -> float:
+    """Seconds per call of a loop of `calls` calls, gc disabled."""
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(a, b)
+        return (time.perf_counter() - t0) / calls
+    finally:
+        gc.enable()
+
+
+def calibrate(fn, a, b, budget: float) -> int:
+    """Calls that take about `budget` seconds (at least 3)."""
+    t = loop_time(fn, a, b, 3)
+    return max(3, int(budget / max(t, 1e-9)))
+
+
+def measure(sizes, rounds: int, budget: float):
+    """{(case, size): (eager s, captured s, ratio)}; medians over rounds."""
+    rng = np.random.default_rng(0)
+    data = {n: (rng.standard_normal(n), rng.standard_normal(n)) for n in sizes}
+    captured = {}
+    for name, _, fn in CASES:
+        opt = dynscope.optimize("eager")(fn)
+        for n in sizes:
+            a, b = data[n]
+            want, got = fn(a, b), opt(a, b)            # compiles; checks the result
+            if not np.array_equal(np.asarray(want), np.asarray(got)):
+                raise SystemExit(f"bench_sizes: {name} at n={n}: captured result differs")
+        captured[name] = opt
+    calls = {(name, n): calibrate(fn, *data[n], budget) for name, _, fn in CASES for n in sizes}
+    samples = {key: ([], []) for key in calls}
+    for _ in range(rounds):
+        for name, _, fn in CASES:
+            for n in sizes:
+                a, b = data[n]
+                k = calls[(name, n)]
+                samples[(name, n)][0].append(loop_time(fn, a, b, k))
+                samples[(name, n)][1].append(loop_time(captured[name], a, b, k))
+    out = {}
+    for key, (e, c) in samples.items():
+        ratios = [ci / ei for ei, ci in zip(e, c)]
+        out[key] = (statistics.median(e), statistics.median(c), statistics.median(ratios))
+    stats = dynscope.cache_entries(captured[CASES[0][0]])
+    return out, stats
+
+
+RSS_CHILD = """
+import resource, sys
+sys.path.insert(0, {root!r}); sys.path.insert(0, {here!r})
+import numpy as np, dynscope, bench_sizes as B
+fn = dict((name, f) for name, _, f in B.CASES)[sys.argv[1]]
+n, mode = int(sys.argv[2]), sys.argv[3]
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal(n), rng.standard_normal(n)
+if mode == "captured":
+    fn = dynscope.optimize("eager")(fn)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for _ in range(5):
+    fn(a, b)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
+"""
+
+
+def peak_rss(name: str, n: int) -> tuple[int, int]:
+    """KiB of peak RSS a case adds over its inputs, eager and captured, each
+    in a fresh interpreter (ru_maxrss only grows)."""
+    code = RSS_CHILD.format(root=ROOT, here=HERE)
+    res = []
+    for mode in ("eager", "captured"):
+        r = subprocess.run([sys.executable, "-c", code, name, str(n), mode],
+                           capture_output=True, text=True, check=True)
+        res.append(int(r.stdout.strip().splitlines()[-1]))
+    return res[0], res[1]
+
+
+def fmt_size(n: int) -> str:
+    for unit, div in (("M", 1_000_000), ("k", 1_000)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+def render(res, sizes, rss, rounds: int, budget: float) -> str:
+    head = "| case | ops | " + " | ".join(fmt_size(n) for n in sizes) + " |"
+    sep = "|---|---:|" + "---:|" * len(sizes)
+    rows = []
+    for name, ops, _ in CASES:
+        cells = [f"{res[(name, n)][2]:.2f}" for n in sizes]
+        rows.append(f"| `{name}` | {ops} | " + " | ".join(cells) + " |")
+    eager = []
+    for name, ops, _ in CASES[:1]:
+        cells = [f"{res[(name, n)][0] * 1e6:.1f}" for n in sizes]
+        eager.append(f"| eager µs, `{name}` | {ops} | " + " | ".join(cells) + " |")
+    lines = [
+        START,
+        "## Graphs at every size (`scripts/bench_sizes.py`)",
+        "",
+        "Captured time / eager time of the same function (median of "
+        f"{rounds} interleaved rounds, each loop about {budget * 1000:.0f} ms; "
+        "float64 inputs of n elements; below 1.00 the graph is faster).  "
+        "Targets: at most 1.00 from 10k elements up; below 0.95 for chains of "
+        "4+ elementwise ops from 100k up.",
+        "",
+        "```",
+        "make bench",
+        "# or only this benchmark:",
+        ".venv/bin/python scripts/bench_sizes.py",
+        "```",
+        "",
+        head, sep, *rows, *eager,
+        "",
+        "Why a graph can beat eager here: a graph frees each intermediate at "
+        "its last use, as eager does, and an elementwise op whose array "
+        "operand dies with it writes into that operand's buffer "
+        "(`ufunc(..., out=)`, engine/graph_inplace.c) -- what NumPy's own "
+        "temporary elision does for eager operators on arrays of 256 KiB and "
+        "more, extended to ufunc calls (`np.sqrt(t)`) and to arrays from 4 KiB.  "
+        "Small sizes measure the call overhead of a hit (the cache-hit section).",
+    ]
+    if rss:
+        lines += ["", "Peak RSS added by 5 calls (KiB, a fresh process each, "
+                  "inputs excluded):", "",
+                  "| case | n | eager | captured |", "|---|---:|---:|---:|"]
+        for (name, n), (e, c) in rss.items():
+            lines.append(f"| `{name}` | {fmt_size(n)} | {e} | {c} |")
+    lines += ["", f"Measured {datetime.date.today()} on {perfdoc.cpu_model()}, "
+              f"CPython {platform.python_version()}, NumPy {np.__version__}.", END, ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--budget", type=float, default=0.02,
+                    help="seconds per timed loop (default 0.02)")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--no-rss", action="store_true", help="skip the peak-RSS runs")
+    ap.add_argument("--no-doc", action="store_true", help="print only")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    res, _ = measure(sizes, args.rounds, args.budget)
+    rss = {}
+    if not args.no_rss:
+        for name, _, _ in CASES[:2]:
+            for n in (1_000_000, 10_000_000):
+                rss[(name, n)] = peak_rss(name, n)
+    text = render(res, sizes, rss, args.rounds, args.budget)
+    print(text)
+    if not args.no_doc:
+        perfdoc.write_section(DOC, START, END, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
