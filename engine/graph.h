@@ -166,4 +166,9 @@ bool graph_is_forward(PyObject *fn);
    with an exception. */
 PyObject *graph_forward_unchecked(PyObject *fn, PyObject *const *args, Py_ssize_t nargs);
 
+/* As graph_forward_unchecked, returning output k itself instead of the
+   tuple (a plan that returns one output needs no tuple).  New reference, or
+   NULL with an exception (IndexError for a k out of range). */
+PyObject *graph_forward_one(PyObject *fn, PyObject *const *args, Py_ssize_t nargs, int k);
+
 #endif /* DYNSCOPE_GRAPH_H */

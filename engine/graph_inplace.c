@@ -227,55 +227,81 @@ real_dtype_min_elements(PyObject *example)
     return n;
 }
 
+/* The ufunc an operator runs on NumPy operands (nargs inputs, one output),
+   or NULL (no such form, as a power: ndarray.__pow__ picks its ufunc by the
+   exponent).  New reference; never leaves an exception set. */
+static PyObject *
+operator_ufunc_ref(const NodeObject *node, int nargs)
+{
+    char name[64];
+    const struct OperatorForms *f = operator_forms;
+
+    if (!callable_name(node->target, name, sizeof(name)))
+        return NULL;
+    while (f->name != NULL && strcmp(f->name, name) != 0)
+        f++;
+    if (f->name == NULL || f->ufunc == NULL)
+        return NULL;
+    PyObject *u = module_attr(tensorlib_numpy(), f->ufunc);
+    if (!ufunc_arity(u, nargs))
+        Py_CLEAR(u);
+    return u;
+}
+
+/* The operand a result may be written into: the first array operand made by
+   the graph (not an input) that dies at instruction k and had the result's
+   descr and shape at capture; -1 when none.  Also sets ip->min_elements and
+   ip->ndim. */
+static int
+find_donor(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
+           int nargs, int k, const int *last_use)
+{
+    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
+    PyObject *result = node_example(node);                   /* borrowed */
+
+    if (result == NULL || !Py_IS_TYPE(result, ndarray))
+        return -1;
+    PyArrayObject *res = (PyArrayObject *)result;
+    ip->min_elements = real_dtype_min_elements(result);
+    ip->ndim = PyArray_NDIM(res);
+    if (ip->ndim < 1 || ip->min_elements < 0)
+        return -1;
+    for (int j = 0; j < nargs; j++) {
+        if (args[j].kind != ARG_SLOT || args[j].slot < g->nplaceholders
+            || last_use[args[j].slot] != k)
+            continue;
+        PyArrayObject *e = (PyArrayObject *)node_example(GRAPH_NODE(g, args[j].slot));
+        if (PyArray_DESCR(e) == PyArray_DESCR(res) && PyArray_NDIM(e) == ip->ndim
+            && memcmp(PyArray_DIMS(e), PyArray_DIMS(res),
+                      (size_t)ip->ndim * sizeof(npy_intp)) == 0)
+            return j;
+    }
+    return -1;
+}
+
 /* See graph_int.h. */
 int
 inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
              int nargs, bool op_function, int k, const int *last_use)
 {
     PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
-    PyObject *result;
+    PyObject *descrs[INPLACE_MAX_ARGS];                      /* borrowed */
+    bool any_array = false;
 
     memset(ip, 0, sizeof(*ip));
     ip->donor = -1;
     if (ndarray == NULL || nargs < 1 || nargs > INPLACE_MAX_ARGS)
         return 0;
-    result = node_example(node);
-    if (result == NULL || !Py_IS_TYPE(result, ndarray))
-        return 0;
-    PyArrayObject *res = (PyArrayObject *)result;
-    Py_ssize_t min_elements = real_dtype_min_elements(result);
-    if (PyArray_NDIM(res) < 1 || min_elements < 0)
-        return 0;
-
-    /* The donor: the first array operand made by the graph that dies here
-       and looks like the result. */
-    int donor = -1;
-    for (int j = 0; j < nargs && donor < 0; j++) {
-        if (args[j].kind != ARG_SLOT || args[j].slot < g->nplaceholders
-            || last_use[args[j].slot] != k)
-            continue;
-        PyObject *ex = node_example(GRAPH_NODE(g, args[j].slot));
-        if (ex == NULL || !Py_IS_TYPE(ex, ndarray))
-            continue;
-        PyArrayObject *e = (PyArrayObject *)ex;
-        if (PyArray_DESCR(e) == PyArray_DESCR(res) && PyArray_NDIM(e) == PyArray_NDIM(res)
-            && memcmp(PyArray_DIMS(e), PyArray_DIMS(res),
-                      (size_t)PyArray_NDIM(res) * sizeof(npy_intp)) == 0)
-            donor = j;
-    }
-    if (donor < 0)
-        return 0;
-
-    /* What every operand must be again at run time (borrowed until the
-       plan is complete). */
-    PyObject *descrs[INPLACE_MAX_ARGS];
+    /* The operands: NumPy arrays the graph computes, or constant Python
+       scalars.  What each must be again at run time is kept. */
     for (int j = 0; j < nargs; j++) {
         PyObject *ex = args[j].kind == ARG_SLOT ? node_example(GRAPH_NODE(g, args[j].slot))
                        : args[j].kind == ARG_CONST ? args[j].obj : NULL;
         if (ex == NULL)
             return 0;
-        if (Py_IS_TYPE(ex, ndarray)) {
+        if (args[j].kind == ARG_SLOT && Py_IS_TYPE(ex, ndarray)) {
             descrs[j] = (PyObject *)PyArray_DESCR((PyArrayObject *)ex);
+            any_array = true;
             continue;
         }
         if (args[j].kind != ARG_CONST
@@ -283,21 +309,27 @@ inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *arg
             return 0;
         descrs[j] = NULL;              /* a constant: always the same */
     }
-    choose_function(ip, node, args, nargs, donor, op_function);
-    if (ip->fn == NULL)
+    if (!any_array)
         return 0;
-    if (out_kwnames == NULL) {
+    if (op_function)
+        ip->direct = operator_ufunc_ref(node, nargs);
+    int donor = find_donor(ip, g, node, args, nargs, k, last_use);
+    if (donor >= 0) {
+        choose_function(ip, node, args, nargs, donor, op_function);
+        if (ip->fn != NULL)
+            ip->donor = donor;
+    }
+    if (ip->fn != NULL && !ip->by_operator && out_kwnames == NULL) {
         out_kwnames = Py_BuildValue("(s)", "out");
         if (out_kwnames == NULL) {
-            Py_CLEAR(ip->fn);
+            inplace_clear(ip, 0);
             return -1;
         }
     }
-    for (int j = 0; j < nargs; j++)
+    ip->planned = ip->direct != NULL || ip->donor >= 0;
+    ip->ndarray = ndarray;
+    for (int j = 0; ip->planned && j < nargs; j++)
         ip->arg_descr[j] = Py_XNewRef(descrs[j]);
-    ip->donor = donor;
-    ip->ndim = PyArray_NDIM(res);
-    ip->min_elements = min_elements;
     return 0;
 }
 
@@ -306,9 +338,11 @@ void
 inplace_clear(Inplace *ip, int nargs)
 {
     Py_CLEAR(ip->fn);
+    Py_CLEAR(ip->direct);
     for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++)
         Py_CLEAR(ip->arg_descr[j]);
     ip->donor = -1;
+    ip->planned = false;
 }
 
 /* See graph_int.h. */
@@ -316,6 +350,7 @@ int
 inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg)
 {
     Py_VISIT(ip->fn);
+    Py_VISIT(ip->direct);
     for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++)
         Py_VISIT(ip->arg_descr[j]);
     return 0;
@@ -337,41 +372,55 @@ broadcasts_into(PyArrayObject *a, const npy_intp *dims, int ndim)
     return true;
 }
 
-/* See graph_int.h. */
-bool
-inplace_applies(const Inplace *ip, PyObject *const *argv, int nargs)
+/* Whether the donor may take the result on this run (see the header). */
+static bool
+donor_ready(const Inplace *ip, PyObject *const *argv, int nargs)
 {
-    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
     PyArrayObject *d = (PyArrayObject *)argv[ip->donor];
     const int need = NPY_ARRAY_OWNDATA | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE;
     Py_ssize_t size = 1;
 
-    if (!Py_IS_TYPE(d, ndarray) || Py_REFCNT(d) != 1
-        || (PyArray_FLAGS(d) & need) != need
-        || (PyObject *)PyArray_DESCR(d) != ip->arg_descr[ip->donor]
+    if (Py_REFCNT(d) != 1 || (PyArray_FLAGS(d) & need) != need
         || PyArray_NDIM(d) != ip->ndim)
         return false;
     for (int i = 0; i < ip->ndim; i++)
         size *= PyArray_DIMS(d)[i];
     if (size < ip->min_elements)
         return false;
-    for (int j = 0; j < nargs; j++) {
-        if (j == ip->donor || ip->arg_descr[j] == NULL)
-            continue;
-        PyArrayObject *a = (PyArrayObject *)argv[j];
-        if (!Py_IS_TYPE(a, ndarray) || (PyObject *)PyArray_DESCR(a) != ip->arg_descr[j]
-            || !broadcasts_into(a, PyArray_DIMS(d), ip->ndim))
+    for (int j = 0; j < nargs; j++)
+        if (j != ip->donor && ip->arg_descr[j] != NULL
+            && !broadcasts_into((PyArrayObject *)argv[j], PyArray_DIMS(d), ip->ndim))
             return false;
-    }
     return true;
 }
 
 /* See graph_int.h. */
+InplaceHow
+inplace_how(const Inplace *ip, PyObject *const *argv, int nargs)
+{
+    PyTypeObject *ndarray = ip->ndarray;
+    bool same_descrs = true;
+
+    for (int j = 0; j < nargs; j++) {
+        if (ip->arg_descr[j] == NULL)
+            continue;                                        /* a constant */
+        if (!Py_IS_TYPE(argv[j], ndarray))
+            return INPLACE_NONE;
+        same_descrs &= (PyObject *)PyArray_DESCR((PyArrayObject *)argv[j]) == ip->arg_descr[j];
+    }
+    if (ip->donor >= 0 && same_descrs && donor_ready(ip, argv, nargs))
+        return INPLACE_DONOR;
+    return ip->direct != NULL ? INPLACE_DIRECT : INPLACE_NONE;
+}
+
+/* See graph_int.h. */
 PyObject *
-inplace_run(const Inplace *ip, PyObject **argv, int nargs)
+inplace_run(const Inplace *ip, InplaceHow how, PyObject **argv, int nargs)
 {
     size_t nargsf = (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
 
+    if (how == INPLACE_DIRECT)                       /* np.add(a, b) for a + b */
+        return PyObject_Vectorcall(ip->direct, argv, nargsf, NULL);
     if (ip->by_operator)                             /* operator.isub(t, x) */
         return PyObject_Vectorcall(ip->fn, argv, nargsf, NULL);
     argv[nargs] = argv[ip->donor];                   /* out= */

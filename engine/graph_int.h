@@ -113,11 +113,13 @@ int program_traverse(Program *p, visitproc visit, void *arg);
 
 /*
  * Run the program on `inputs` (borrowed, ninputs of them).  Returns the
- * tuple of outputs (new reference), or NULL with RuntimeError (cleared
- * program), TypeError (wrong number of inputs) or what a call raised; every
+ * tuple of outputs (new reference) -- or, when only >= 0, output `only`
+ * itself (no tuple made) -- or NULL with RuntimeError (cleared program),
+ * TypeError (wrong number of inputs) or what a call raised; every
  * intermediate value is released either way.
  */
-PyObject *program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs);
+PyObject *program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs,
+                      int only);
 
 /* ------------------------------------------------------------------ */
 /* Buffer reuse (graph_inplace.c).                                     */
@@ -126,42 +128,57 @@ PyObject *program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninp
 #define INPLACE_MAX_ARGS 3
 
 /*
- * How one instruction may write its result into an operand's buffer: run
- * `fn(*args, out=args[donor])` (fn a ufunc) or, for an operator whose left
- * operand is the donor, its in-place form `fn(*args)` (operator.isub)
- * instead of the node's call, when inplace_applies says so.  donor -1: never.  Set by inplace_plan, released
- * by inplace_clear; a zeroed Inplace with donor -1 is empty.
+ * How one instruction on NumPy operands may run better than its node's
+ * call, when inplace_how says so on a run:
+ *   - INPLACE_DONOR: write the result into operand `donor`'s buffer, by
+ *     `fn(*args, out=args[donor])` (fn a ufunc) or, for an operator whose
+ *     left operand is the donor, its in-place form `fn(*args)`
+ *     (operator.isub);
+ *   - INPLACE_DIRECT: an operator node runs its ufunc directly
+ *     (`np.add(a, b)` for `a + b`: what ndarray.__add__ calls, without the
+ *     number protocol's dispatch on the way).
+ * Set by inplace_plan, released by inplace_clear; zeroed with donor -1 it
+ * is empty (planned false).
  */
 typedef struct Inplace {
+    bool planned;              /* direct or donor: ask inplace_how */
+    PyTypeObject *ndarray;     /* borrowed: numpy.ndarray (tensorlib keeps it
+                                  for the process) */
     int donor;                 /* index into the instruction's args, or -1 */
     int ndim;                  /* the donor's rank at capture */
     Py_ssize_t min_elements;   /* smaller donors are not worth it */
     bool by_operator;          /* fn is an in-place operator, not a ufunc */
-    PyObject *fn;              /* strong: what runs instead */
-    PyObject *arg_descr[INPLACE_MAX_ARGS];   /* strong: each operand's descr at
-                                               capture; NULL for a constant */
+    PyObject *fn;              /* strong or NULL: what runs into the donor */
+    PyObject *direct;          /* strong or NULL: the operator's ufunc */
+    PyObject *arg_descr[INPLACE_MAX_ARGS];   /* strong: each array operand's
+                                               descr at capture; NULL for a
+                                               constant */
 } Inplace;
+
+typedef enum InplaceHow { INPLACE_NONE, INPLACE_DIRECT, INPLACE_DONOR } InplaceHow;
 
 /*
  * Fill ip for the call node `node` of g, compiled as instruction k with
  * positional args[0..nargs) and no keywords; last_use[s] is the instruction
- * after which slot s dies.  Leaves donor -1 when no operand can be reused.
- * 0, or -1 with an exception (memory).
+ * after which slot s dies.  Leaves ip empty when nothing applies.  0, or -1
+ * with an exception (memory).
  */
 int inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
                  int nargs, bool op_function, int k, const int *last_use);
 void inplace_clear(Inplace *ip, int nargs);
 int inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg);
 
-/* Whether this run's operands argv[0..nargs) (borrowed) still meet the
-   plan: the donor is unshared, and the result dtype and shape are its own.
-   Reads struct fields only; cannot fail.  Precondition: ip->donor >= 0. */
-bool inplace_applies(const Inplace *ip, PyObject *const *argv, int nargs);
+/* How this run's operands argv[0..nargs) (borrowed) may run: every array
+   operand must still be an exact ndarray (else INPLACE_NONE); the donor
+   must be unshared with the capture's descr, and the result's dtype and
+   shape its own.  Reads struct fields only; cannot fail.  Precondition:
+   ip->planned. */
+InplaceHow inplace_how(const Inplace *ip, PyObject *const *argv, int nargs);
 
-/* Run the op into the donor.  argv must have room for nargs + 1 items and
-   a writable argv[-1] (PY_VECTORCALL_ARGUMENTS_OFFSET).  New reference (the
-   donor) or NULL with an exception. */
-PyObject *inplace_run(const Inplace *ip, PyObject **argv, int nargs);
+/* Run the op as `how` (not INPLACE_NONE) says.  argv must have room for
+   nargs + 1 items and a writable argv[-1] (PY_VECTORCALL_ARGUMENTS_OFFSET).
+   New reference (for a donor: the donor) or NULL with an exception. */
+PyObject *inplace_run(const Inplace *ip, InplaceHow how, PyObject **argv, int nargs);
 
 /* ------------------------------------------------------------------ */
 /* Text (graph_render.c).                                              */

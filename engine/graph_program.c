@@ -377,8 +377,10 @@ instr_run(const Instr *in, PyObject **v)
         }
     }
     nargsf = (size_t)in->nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
-    if (in->inplace.donor >= 0 && inplace_applies(&in->inplace, argv, in->nargs))
-        res = inplace_run(&in->inplace, argv, in->nargs);
+    InplaceHow how = in->inplace.planned ? inplace_how(&in->inplace, argv, in->nargs)
+                                         : INPLACE_NONE;
+    if (how != INPLACE_NONE)
+        res = inplace_run(&in->inplace, how, argv, in->nargs);
     else if (in->op_function && in->kwnames == NULL)
         res = call_operator(in->target, argv, in->nargs);
     else if (in->op == NODE_CALL_FUNCTION)
@@ -393,13 +395,9 @@ out:
     return res;
 }
 
-/*
- * Run the program on `inputs` (borrowed, ninputs of them).  Returns the tuple
- * of outputs, or NULL with an exception; every intermediate value is released
- * either way.
- */
+/* See graph_int.h. */
 PyObject *
-program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs)
+program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int only)
 {
     PyObject *small[SMALL_SLOTS], **v = small, *result = NULL;
     int k = 0;
@@ -432,6 +430,15 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs)
             Py_CLEAR(v[in->free[j]]);
     }
 
+    if (only >= 0) {
+        ENGINE_ASSERT(only < p->nout);
+        result = arg_value_ref(&p->out[only], v);
+        if (result == NULL)
+            goto out_release_all;
+        for (int j = 0; j < p->nend; j++)
+            Py_CLEAR(v[p->end[j]]);
+        goto out_free;
+    }
     result = PyTuple_New(p->nout);
     if (result == NULL)
         goto out_release_all;

@@ -313,13 +313,13 @@ gm_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         return NULL;
     }
     return program_run(&((GraphModuleObject *)self)->prog, args,
-                       PyVectorcall_NARGS(nargsf));
+                       PyVectorcall_NARGS(nargsf), -1);
 }
 
 static PyObject *
 gm_forward(GraphModuleObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return program_run(&self->prog, args, nargs);
+    return program_run(&self->prog, args, nargs, -1);
 }
 
 bool
@@ -333,6 +333,17 @@ PyObject *
 graph_forward_unchecked(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
 {
     return gm_forward((GraphModuleObject *)PyCFunction_GET_SELF(fn), args, nargs);
+}
+
+PyObject *
+graph_forward_one(PyObject *fn, PyObject *const *args, Py_ssize_t nargs, int k)
+{
+    GraphModuleObject *gm = (GraphModuleObject *)PyCFunction_GET_SELF(fn);
+    if (gm->prog.ready && (k < 0 || k >= gm->prog.nout)) {
+        PyErr_Format(PyExc_IndexError, "dynscope: graph output %d out of range", k);
+        return NULL;
+    }
+    return program_run(&gm->prog, args, nargs, k);
 }
 
 static PyObject *

@@ -755,6 +755,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     FrameView fv;
     frame_view_init(&fv, f);
     PlanOutcome state = {0};      /* the current resume frame's inputs (owned) */
+    bool have_state = false;      /* state holds something to clear (a resume frame) */
     PyObject *result = NULL;
     bool evaluated = false;       /* the evaluator ran f (and from 3.12 cleared it) */
     /* A frame answered by plans is a Python call the interpreter never
@@ -805,7 +806,10 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         /* The incoming values the plan needs are in `out` now: drop them
            here, so that the eager call sees each object held once, as in
            the interpreter (programs and tests read refcounts). */
-        plan_outcome_clear(&state);
+        if (have_state) {
+            plan_outcome_clear(&state);
+            have_state = false;
+        }
         if (out.kind == OUTCOME_ERROR) {
             result = NULL;
             break;
@@ -834,10 +838,12 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             break;
         }
         state = out;
+        have_state = true;
         cf = next;
         resume_view(&fv, cc->code, func, &state);
     }
-    plan_outcome_clear(&state);
+    if (have_state)
+        plan_outcome_clear(&state);
     UNCOUNT();
 #undef UNCOUNT
     if (!evaluated)
@@ -867,6 +873,10 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
 static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag)
 {
     ThreadCapture *tc = &thread_capture;
+    /* One thread-local lookup per frame: hide the address from constant
+       propagation, which would otherwise redo the lookup (a call into the
+       dynamic linker) in each helper tc is passed to. */
+    __asm__("" : "+r"(tc));
     if (tc->depth == 0 || tc->in_engine || throwflag || frame_is_generator(f)
         || !frame_at_start(f))
         return frame_eval_default(ts, f, throwflag);

@@ -493,11 +493,49 @@ static int build_eager_call(const Plan *p, const RebuildEnv *env, PlanOutcome *o
     return 0;
 }
 
+/* Whether p returns one output of an eager-backend graph and nothing else:
+   then the graph hands that output over directly, without a tuple of
+   outputs or a rebuild (the common hit, kept short). */
+static bool returns_one_output(const Plan *p)
+{
+    return p->exit == EXIT_RETURN && p->nmemo == 0 && p->result.kind == RB_OUTPUT
+           && p->compiled != NULL && graph_is_forward(p->compiled);
+}
+
+/* plan_run for returns_one_output(p). */
+static void run_returning_output(const Plan *p, const GuardSet *gs, const FrameView *fv,
+                                 PyObject **vals, int *in_engine, PlanOutcome *out)
+{
+    PyObject *small[SMALL_ARGS];
+    PyObject **args = p->ninputs <= SMALL_ARGS ? small
+                    : PyMem_Malloc(sizeof(PyObject *) * (size_t)p->ninputs);
+    if (args == NULL) {
+        PyErr_NoMemory();
+        return;
+    }
+    int i = 0;
+    while (i < p->ninputs && (args[i] = input_value(gs, fv, vals, p->input_acc[i])) != NULL)
+        i++;
+    if (i == p->ninputs) {
+        (*in_engine)++;
+        out->value = graph_forward_one(p->compiled, args, p->ninputs, p->result.index);
+        (*in_engine)--;
+        if (out->value != NULL)
+            out->kind = OUTCOME_RETURN;
+    }
+    if (args != small)
+        PyMem_Free(args);
+}
+
 void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
               PyObject **vals, int *in_engine, PlanOutcome *out)
 {
     memset(out, 0, sizeof(*out));
     out->kind = OUTCOME_ERROR;
+    if (returns_one_output(p)) {
+        run_returning_output(p, gs, fv, vals, in_engine, out);
+        return;
+    }
     PyObject *outs = NULL;
     if (p->compiled != NULL) {
         (*in_engine)++;
