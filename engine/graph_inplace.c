@@ -82,6 +82,15 @@ static const struct OperatorForms {
 /* The interned "out", as the one keyword name of a reusing call. */
 static PyObject *out_kwnames;      /* strong, kept for the process */
 
+/* See graph_int.h. */
+PyObject *
+inplace_out_kwnames(void)
+{
+    if (out_kwnames == NULL)
+        out_kwnames = Py_BuildValue("(s)", "out");
+    return out_kwnames;
+}
+
 static bool
 name_in(const char *name, const char *const *names)
 {
@@ -319,14 +328,18 @@ inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *arg
         if (ip->fn != NULL)
             ip->donor = donor;
     }
-    if (ip->fn != NULL && !ip->by_operator && out_kwnames == NULL) {
-        out_kwnames = Py_BuildValue("(s)", "out");
-        if (out_kwnames == NULL) {
-            inplace_clear(ip, 0);
-            return -1;
-        }
+    if (!op_function) {
+        PyTypeObject *ufunc_type = tensorlib_ufunc_type();   /* borrowed */
+        char name[64];
+        ip->exact_ufunc = ufunc_type != NULL && Py_IS_TYPE(node->target, ufunc_type)
+                          && callable_name(node->target, name, sizeof(name))
+                          && name_in(name, exact_ufuncs) && ufunc_arity(node->target, nargs);
     }
-    ip->planned = ip->direct != NULL || ip->donor >= 0;
+    if (ip->fn != NULL && !ip->by_operator && inplace_out_kwnames() == NULL) {
+        inplace_clear(ip, 0);
+        return -1;
+    }
+    ip->planned = ip->direct != NULL || ip->donor >= 0 || ip->exact_ufunc;
     ip->ndarray = ndarray;
     for (int j = 0; ip->planned && j < nargs; j++)
         ip->arg_descr[j] = Py_XNewRef(descrs[j]);
@@ -343,6 +356,7 @@ inplace_clear(Inplace *ip, int nargs)
         Py_CLEAR(ip->arg_descr[j]);
     ip->donor = -1;
     ip->planned = false;
+    ip->exact_ufunc = false;
 }
 
 /* See graph_int.h. */

@@ -66,8 +66,6 @@ PyObject *graph_str_attr(PyObject *obj, const char *name);
 /* ------------------------------------------------------------------ */
 /* The interpreter (graph_program.c).                                  */
 
-struct Instr;      /* one call node, compiled; private to graph_program.c */
-
 typedef enum ArgKind {
     ARG_SLOT,      /* the value in slot `slot` */
     ARG_CONST,     /* obj, shared by every call */
@@ -93,6 +91,8 @@ typedef struct Program {
     int nslots;
     int ninstr;
     struct Instr *instr;   /* owned: ninstr */
+    int nruns;
+    struct BlockRun *runs; /* owned: nruns (graph_blocks.c) */
     int nout;
     struct Arg *out;       /* into args: the outputs tuple's items */
     int nend;
@@ -148,6 +148,8 @@ typedef struct Inplace {
     int ndim;                  /* the donor's rank at capture */
     Py_ssize_t min_elements;   /* smaller donors are not worth it */
     bool by_operator;          /* fn is an in-place operator, not a ufunc */
+    bool exact_ufunc;          /* the node calls an exactly rounded ufunc
+                                  itself (graph_blocks.c may slice it) */
     PyObject *fn;              /* strong or NULL: what runs into the donor */
     PyObject *direct;          /* strong or NULL: the operator's ufunc */
     PyObject *arg_descr[INPLACE_MAX_ARGS];   /* strong: each array operand's
@@ -175,10 +177,57 @@ int inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg);
    ip->planned. */
 InplaceHow inplace_how(const Inplace *ip, PyObject *const *argv, int nargs);
 
+/* The tuple ("out",), made on first use and kept: borrowed, or NULL with
+   an exception. */
+PyObject *inplace_out_kwnames(void);
+
 /* Run the op as `how` (not INPLACE_NONE) says.  argv must have room for
    nargs + 1 items and a writable argv[-1] (PY_VECTORCALL_ARGUMENTS_OFFSET).
    New reference (for a donor: the donor) or NULL with an exception. */
 PyObject *inplace_run(const Inplace *ip, InplaceHow how, PyObject **argv, int nargs);
+
+/* One call node, compiled (graph_program.c; graph_blocks.c reads it). */
+typedef struct Instr {
+    NodeOp op;             /* CALL_FUNCTION / CALL_METHOD run; GET_ATTR / CALL_MODULE raise */
+    int dest;              /* slot of the result */
+    int nargs;             /* positional args; call_method counts self (args[0]) */
+    int nkw;               /* keyword args, named by kwnames */
+    bool nested;           /* some arg is ARG_NESTED: the slow path */
+    bool op_function;      /* target is an operator-module function (see
+                              is_operator_function): called directly */
+    PyObject *target;      /* strong: callable, or method / attribute name */
+    PyObject *kwnames;     /* strong: tuple of str, NULL when nkw == 0 */
+    PyObject *name;        /* strong: the node's name, for error messages */
+    Arg *args;             /* into Program.args: nargs + nkw items */
+    int nfree;
+    int *free;             /* into Program.frees: owned slots dead after this instr */
+    Inplace inplace;       /* may write into a dying operand (graph_inplace.c) */
+    int block_run;         /* index into Program.runs of the blocked run that
+                              starts here (graph_blocks.c), or -1 */
+} Instr;
+
+/* ------------------------------------------------------------------ */
+/* Blocked runs (graph_blocks.c).                                      */
+
+/*
+ * A run of consecutive elementwise instructions on NumPy arrays of one
+ * shape, executed block by block (a slice of every operand at a time) so
+ * that the run's intermediates stay in cache: see graph_blocks.c.
+ */
+typedef struct BlockRun BlockRun;
+
+/* Find p's blocked runs (after inplace planning; last_use as there): sets
+   p->runs, p->nruns and each run's first Instr.block_run.  0, or -1 with
+   an exception (memory). */
+int blocks_plan(Program *p, GraphObject *g, const int *last_use);
+void blocks_clear(Program *p);
+int blocks_traverse(Program *p, visitproc visit, void *arg);
+
+/* Run blocked run `r` of p over the slots v: the number of instructions
+   it ran (the results that outlive the run are in their slots), 0 when this run's operands do
+   not allow it or it is not worth it (nothing changed: run the
+   instructions one by one), -1 with an exception. */
+int blocks_run(const Program *p, int r, PyObject **v);
 
 /* ------------------------------------------------------------------ */
 /* Text (graph_render.c).                                              */

@@ -55,22 +55,6 @@ call_operator(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
     return ((_PyCFunctionFast)(void (*)(void))meth)(self, args, nargs);
 }
 
-typedef struct Instr {
-    NodeOp op;             /* CALL_FUNCTION / CALL_METHOD run; GET_ATTR / CALL_MODULE raise */
-    int dest;              /* slot of the result */
-    int nargs;             /* positional args; call_method counts self (args[0]) */
-    int nkw;               /* keyword args, named by kwnames */
-    bool nested;           /* some arg is ARG_NESTED: the slow path */
-    bool op_function;      /* target is an operator-module function (see
-                              is_operator_function): called directly */
-    PyObject *target;      /* strong: callable, or method / attribute name */
-    PyObject *kwnames;     /* strong: tuple of str, NULL when nkw == 0 */
-    PyObject *name;        /* strong: the node's name, for error messages */
-    Arg *args;             /* into Program.args: nargs + nkw items */
-    int nfree;
-    int *free;             /* into Program.frees: owned slots dead after this instr */
-    Inplace inplace;       /* may write into a dying operand (graph_inplace.c) */
-} Instr;
 
 static int
 visit_any(NodeObject *node, void *ctx)
@@ -151,6 +135,7 @@ program_clear(Program *p)
     nargs_total += p->nout;
     for (Py_ssize_t i = 0; i < nargs_total && p->args != NULL; i++)
         Py_CLEAR(p->args[i].obj);
+    blocks_clear(p);
     PyMem_Free(p->instr);
     PyMem_Free(p->args);
     PyMem_Free(p->frees);
@@ -174,7 +159,7 @@ program_traverse(Program *p, visitproc visit, void *arg)
     }
     for (Py_ssize_t i = 0; i < nargs_total && p->args != NULL; i++)
         Py_VISIT(p->args[i].obj);
-    return 0;
+    return blocks_traverse(p, visit, arg);
 }
 
 /* Fill instruction k from call node `node`.  0 / -1. */
@@ -186,6 +171,7 @@ instr_compile(Instr *in, NodeObject *node, Arg *args, int k, int *last_use)
     int j;
 
     in->inplace.donor = -1;
+    in->block_run = -1;
     in->op = node->op;
     in->dest = node->index;
     in->nargs = (int)PyTuple_GET_SIZE(node->args);
@@ -300,7 +286,7 @@ program_compile(Program *p, GraphObject *g)
                             in->nargs, in->op_function, k, last_use) < 0)
             goto out_fail;
     }
-    if (program_plan_frees(p, last_use) < 0)
+    if (blocks_plan(p, g, last_use) < 0 || program_plan_frees(p, last_use) < 0)
         goto out_fail;
     PyMem_Free(last_use);
     p->ready = true;
@@ -422,6 +408,19 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int o
 
     for (k = 0; k < p->ninstr; k++) {
         const Instr *in = &p->instr[k];
+        if (in->block_run >= 0) {
+            int ran = blocks_run(p, in->block_run, v);
+            if (ran < 0)
+                goto out_release_all;
+            if (ran > 0) {              /* the run's `ran` instructions are done */
+                int last = k + ran - 1;
+                for (; k <= last; k++)
+                    for (int j = 0; j < p->instr[k].nfree; j++)
+                        Py_CLEAR(v[p->instr[k].free[j]]);
+                k--;
+                continue;
+            }
+        }
         PyObject *r = instr_run(in, v);
         if (r == NULL)
             goto out_release_all;

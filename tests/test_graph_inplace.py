@@ -200,3 +200,89 @@ def test_generated_chains(ops, n, dtype, seed):
     y = rng.standard_normal(n).astype(dtype)
     with np.errstate(all="ignore"):
         run_both(f, x, y)
+
+
+# ---------------------------------------------------------------------------
+# Blocked runs (engine/graph_blocks.c): chains on arrays of 512Ki elements
+# and more run block by block.
+
+BIG = 600_000
+
+
+def chain4(a, b):
+    return ((a + b) * 0.5 - a) * b
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_blocked_chain_bit_identical(dtype):
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(BIG) * 100).astype(dtype)
+    b = (rng.standard_normal(BIG) * 100).astype(dtype)
+    opt = run_both(chain4, a, b)
+    run_both(chain8, a.astype("float64"), b.astype("float64"))
+    got = opt(a, b)                       # a fresh, owning, C-contiguous array
+    assert got.flags.owndata and got.flags.c_contiguous and got.base is None
+
+
+def test_blocked_chain_2d_and_intermediate_outputs():
+    def f(a, b):
+        t = a * b
+        u = t + 1.0                       # read after the run: made whole
+        return u * 2.0 - a, u
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((600, 1000)), rng.standard_normal((600, 1000))
+    run_both(f, a, b)
+
+
+def test_blocked_chain_allocates_only_what_outlives_it():
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
+    opt = run_both(chain8, a, b)
+    # the result, plus one block-sized scratch buffer per intermediate (op
+    # by op, even reusing buffers, two whole arrays are alive at once)
+    assert peak_bytes(opt, a, b) < a.nbytes + 1024 * 1024
+
+
+def test_blocked_chain_on_strided_input_is_not_blocked():
+    rng = np.random.default_rng(10)
+    a, b = rng.standard_normal(2 * BIG), rng.standard_normal(2 * BIG)
+    run_both(chain4, a[::2], b[::2])
+
+
+def warnings_of(fn, *args):
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = fn(*args)
+    return out, [(x.category, str(x.message)) for x in w]
+
+
+def test_blocked_chain_warns_once_per_op_as_eager():
+    def f(a, b):
+        return (a / b) * 2.0 + np.sqrt(a - 3.0)
+    a = np.ones(BIG)
+    b = np.ones(BIG)
+    b[BIG // 2] = 0.0                      # divide by zero in one block
+    a[-1] = -5.0                           # invalid (sqrt of a negative) in the last
+    opt = dynscope.optimize("eager")(f)
+    opt(a, b)
+    want, want_w = warnings_of(f, a, b)
+    got, got_w = warnings_of(opt, a, b)
+    same(want, got)
+    assert got_w == want_w and len(want_w) == 2
+
+
+def test_blocked_chain_raises_as_eager_under_errstate_raise():
+    def f(a, b):
+        return (a * 2.0) / b - 1.0
+    a, b = np.ones(BIG), np.ones(BIG)
+    b[123_456] = 0.0
+    opt = dynscope.optimize("eager")(f)
+    opt(np.ones(BIG), np.ones(BIG))        # compile without the error
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError) as want:
+            f(a, b)
+        with pytest.raises(FloatingPointError) as got:
+            opt(a, b)
+    assert str(got.value) == str(want.value)
+    assert np.geterr()["divide"] == "warn"   # the caller's settings are back
