@@ -14,6 +14,7 @@
  *     the same graph only, never the output node.
  */
 #include "graph_int.h"
+#include "tensorlib.h"
 
 #include <string.h>
 
@@ -282,6 +283,18 @@ graph_str_attr(PyObject *obj, const char *name)
     if (!PyUnicode_Check(v))
         Py_CLEAR(v);
     return v;
+}
+
+/* See graph.h. */
+void
+graph_drop_examples(GraphObject *g)
+{
+    for (Py_ssize_t i = 0; g->nodes != NULL && i < PyList_GET_SIZE(g->nodes); i++) {
+        PyObject *meta = GRAPH_NODE(g, i)->meta;            /* borrowed */
+        PyObject *ex = PyDict_Check(meta) ? PyDict_GetItemString(meta, "example_value") : NULL;
+        if (ex != NULL && tensorlib_is_tensor(ex) && PyDict_DelItemString(meta, "example_value") < 0)
+            PyErr_Clear();
+    }
 }
 
 /* ------------------------------------------------------------------ */

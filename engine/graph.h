@@ -141,6 +141,16 @@ void graph_truncate(GraphObject *g, int keep_calls);
 /* Number of call_function / call_method / call_module nodes.  Cannot fail. */
 int graph_op_count(GraphObject *g);
 
+/*
+ * Drop the arrays and tensors among g's nodes' meta["example_value"] (the
+ * values they had while tracing), keeping "type", "shape" and "dtype".
+ * Called once the backend has compiled the graph and the program has been
+ * planned: a cache entry must not keep a copy of every intermediate of the
+ * traced call alive (a 10M-element chain would keep hundreds of MB).
+ * Cannot fail.
+ */
+void graph_drop_examples(GraphObject *g);
+
 /* The print_tabular text of g: aligned columns opcode, name, target, args,
    kwargs under a header and a dash rule.  New str, or NULL with an
    exception. */

@@ -56,7 +56,17 @@ typedef struct RunValue {
     PyObject *descr;        /* strong: its dtype at capture */
     bool whole;             /* read after the run: allocated whole */
     Py_ssize_t itemsize;
+    int last;               /* the last op of the run that reads it (whole: INT_MAX) */
+    int home;               /* the buffer its blocks live in (BlockRun.homes) */
 } RunValue;
+
+/* A buffer values live in while a block runs: a whole value's own array
+   (which values dead before that value is written may borrow), or a
+   block-sized scratch array.  Assigned once, by assign_homes. */
+typedef struct Home {
+    int whole_of;           /* the whole value owning it, or -1: scratch */
+    PyObject *descr;        /* borrowed from that value: what it holds */
+} Home;
 
 struct BlockRun {
     int first, count;       /* instructions [first, first + count) */
@@ -66,6 +76,8 @@ struct BlockRun {
     Py_ssize_t block;       /* elements per block */
     PyObject **ufunc;       /* owned array of strong refs: count items */
     RunValue *vals;         /* owned: count items, value i made by first + i */
+    int nhomes;
+    Home *homes;            /* owned: nhomes */
 };
 
 /* NumPy functions a run calls (strong, made once, kept for the process). */
@@ -160,9 +172,71 @@ run_clear(BlockRun *r)
     }
     PyMem_Free(r->ufunc);
     PyMem_Free(r->vals);
+    PyMem_Free(r->homes);
     PyMem_Free(r->shape);
     Py_XDECREF(r->shape_tuple);
     memset(r, 0, sizeof(*r));
+}
+
+/*
+ * Give every value of r a home, as a register allocator would, so that a
+ * block needs as few buffers as the chain allows -- often none beyond the
+ * arrays that outlive the run (eager NumPy, eliding temporaries, needs
+ * those too):
+ *   - a whole value lives in its own array;
+ *   - another value takes, in order: the home of an operand of its op that
+ *     dies there (the op writes over what it reads, element for element);
+ *     the array of a whole value written later, once that array is free
+ *     and the value is dead by then; a free scratch buffer; a new one.
+ * A home holds one dtype.  0 / -1 (memory).
+ */
+static int
+assign_homes(BlockRun *r, const Program *p)
+{
+    int *busy_until = PyMem_Calloc((size_t)r->count, sizeof(int));   /* by home */
+    int first_slot = p->instr[r->first].dest;
+
+    r->homes = PyMem_Calloc((size_t)r->count, sizeof(Home));
+    if (busy_until == NULL || r->homes == NULL) {
+        PyMem_Free(busy_until);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < r->count; i++)          /* the whole values' arrays first */
+        if (r->vals[i].whole) {
+            r->homes[r->nhomes] = (Home){i, r->vals[i].descr};
+            r->vals[i].home = r->nhomes;
+            busy_until[r->nhomes++] = -1;       /* free until value i is written */
+        }
+    for (int i = 0; i < r->count; i++) {
+        RunValue *v = &r->vals[i];
+        int h = -1;
+        if (v->whole) {
+            busy_until[v->home] = INT_MAX;
+            continue;
+        }
+        const Instr *in = &p->instr[r->first + i];
+        for (int j = 0; h < 0 && j < in->nargs; j++) {
+            int vi = in->args[j].kind == ARG_SLOT ? in->args[j].slot - first_slot : -1;
+            if (vi >= 0 && vi < i && !r->vals[vi].whole && r->vals[vi].last == i
+                && r->homes[r->vals[vi].home].descr == v->descr)
+                h = r->vals[vi].home;
+        }
+        for (int k = 0; h < 0 && k < r->nhomes; k++) {
+            Home *hm = &r->homes[k];
+            if (hm->descr == v->descr && busy_until[k] < i
+                && (hm->whole_of < 0 || (hm->whole_of > i && v->last <= hm->whole_of)))
+                h = k;
+        }
+        if (h < 0) {
+            h = r->nhomes++;
+            r->homes[h] = (Home){-1, v->descr};
+        }
+        v->home = h;
+        busy_until[h] = v->last;
+    }
+    PyMem_Free(busy_until);
+    return 0;
 }
 
 /* Fill r for instructions [first, first + count).  0 / -1. */
@@ -205,10 +279,11 @@ run_make(BlockRun *r, const Program *p, GraphObject *g, int first, int count,
             maxitem = r->vals[i].itemsize;
         r->vals[i].descr = Py_NewRef((PyObject *)PyArray_DESCR((PyArrayObject *)ex));
         r->vals[i].whole = last_use[in->dest] >= first + count;
+        r->vals[i].last = r->vals[i].whole ? INT_MAX : last_use[in->dest] - first;
         r->ufunc[i] = Py_NewRef(block_ufunc(in));
     }
     r->block = BLOCK_BYTES / maxitem;
-    return 0;
+    return assign_homes(r, p);
 }
 
 /* See graph_int.h. */
@@ -224,7 +299,10 @@ blocks_plan(Program *p, GraphObject *g, const int *last_use)
         const npy_intp *shape = NULL;
         while (k + n < p->ninstr && instr_blockable(p, g, k + n, &ndim, &shape))
             n++;
-        if (n < 2) {
+        Py_ssize_t total = 1;
+        for (int d = 0; n >= 2 && d < ndim; d++)
+            total *= shape[d];
+        if (n < 2 || total < BLOCK_MIN_ELEMENTS) {   /* shapes are guarded: never worth it */
             k += n > 0 ? n : 1;
             continue;
         }
@@ -282,7 +360,8 @@ blocks_traverse(Program *p, visitproc visit, void *arg)
 typedef struct RunState {
     PyObject **flat;        /* by slot: strong flat 1-D view, or NULL */
     PyObject **whole;       /* by run value: strong whole array, or NULL */
-    PyObject **buf;         /* by run value: strong flat view or scratch */
+    PyObject **buf;         /* by home: strong flat view of a whole array, or
+                               a scratch array */
 } RunState;
 
 /* A 1-D view of C-contiguous array a: a.reshape(-1).  New reference. */
@@ -350,6 +429,14 @@ block_of(PyObject *flat, Py_ssize_t start, Py_ssize_t len)
     return b;
 }
 
+/* The block of run value vi (new reference or NULL). */
+static PyObject *
+value_block(const BlockRun *r, const RunState *st, int vi, Py_ssize_t start, Py_ssize_t len)
+{
+    int h = r->vals[vi].home;
+    return block_of(st->buf[h], r->homes[h].whole_of >= 0 ? start : 0, len);
+}
+
 /* The block of operand j of instruction `in` (new reference or NULL). */
 static PyObject *
 operand_block(const BlockRun *r, const RunState *st, const Arg *a, int first_slot,
@@ -359,8 +446,7 @@ operand_block(const BlockRun *r, const RunState *st, const Arg *a, int first_slo
         return Py_NewRef(a->obj);
     if (a->slot < first_slot)
         return block_of(st->flat[a->slot], start, len);
-    int vi = a->slot - first_slot;
-    return block_of(st->buf[vi], r->vals[vi].whole ? start : 0, len);
+    return value_block(r, st, a->slot - first_slot, start, len);
 }
 
 /* Run every op of r on the block [start, start + len).  0 / -1; *fp
@@ -380,7 +466,7 @@ run_block(const Program *p, const BlockRun *r, const RunState *st,
             if ((argv[made] = operand_block(r, st, &in->args[made], first_slot,
                                             start, len)) == NULL)
                 goto out;
-        argv[made] = block_of(st->buf[i], r->vals[i].whole ? start : 0, len);
+        argv[made] = value_block(r, st, i, start, len);
         if (argv[made] == NULL)
             goto out;
         made++;
@@ -408,7 +494,7 @@ state_clear(const BlockRun *r, RunState *st, int first_slot)
     for (int i = 0; i < r->count; i++) {
         if (st->whole != NULL)
             Py_XDECREF(st->whole[i]);
-        if (st->buf != NULL)
+        if (st->buf != NULL && i < r->nhomes)
             Py_XDECREF(st->buf[i]);
     }
     PyMem_Free(st->flat);
@@ -436,18 +522,21 @@ state_make(const Program *p, const BlockRun *r, PyObject **v, RunState *st, int 
                 && (st->flat[a->slot] = flat_view(v[a->slot])) == NULL)
                 return -1;
         }
-        if (r->vals[i].whole) {
-            if ((st->whole[i] = new_array(r->shape_tuple, r->vals[i].descr)) == NULL
-                || (st->buf[i] = flat_view(st->whole[i])) == NULL)
-                return -1;
-        }
+        if (r->vals[i].whole
+            && (st->whole[i] = new_array(r->shape_tuple, r->vals[i].descr)) == NULL)
+            return -1;
+    }
+    for (int h = 0; h < r->nhomes; h++) {
+        const Home *hm = &r->homes[h];
+        if (hm->whole_of >= 0)
+            st->buf[h] = flat_view(st->whole[hm->whole_of]);
         else {
             PyObject *n = PyLong_FromSsize_t(r->block);
-            st->buf[i] = n ? new_array(n, r->vals[i].descr) : NULL;
+            st->buf[h] = n ? new_array(n, hm->descr) : NULL;
             Py_XDECREF(n);
-            if (st->buf[i] == NULL)
-                return -1;
         }
+        if (st->buf[h] == NULL)
+            return -1;
     }
     return 0;
 }

@@ -91,31 +91,6 @@ inplace_out_kwnames(void)
     return out_kwnames;
 }
 
-static bool
-name_in(const char *name, const char *const *names)
-{
-    for (int i = 0; names[i] != NULL; i++)
-        if (strcmp(name, names[i]) == 0)
-            return true;
-    return false;
-}
-
-/* The name of callable fn (its __name__) as UTF-8 into buf; false when it
-   has none.  Never leaves an exception set. */
-static bool
-callable_name(PyObject *fn, char *buf, size_t size)
-{
-    PyObject *name = graph_str_attr(fn, "__name__");
-    const char *s = name ? PyUnicode_AsUTF8(name) : NULL;
-    bool ok = s != NULL && strlen(s) < size;
-
-    if (ok)
-        strcpy(buf, s);
-    Py_XDECREF(name);
-    PyErr_Clear();
-    return ok;
-}
-
 /* x ** e on a float array gives exactly rounded results when NumPy runs it
    as square, sqrt or reciprocal (its fast_scalar_power: which exponents and
    types take that path differs between NumPy versions, but these three are
@@ -143,20 +118,89 @@ module_attr(PyObject *module, const char *name)
     return v;
 }
 
-/* Whether ufunc (any object) is a NumPy ufunc of nin inputs and one output. */
-static bool
-ufunc_arity(PyObject *ufunc, int nin)
+/* NumPy's own exactly rounded ufuncs, looked up once (exact_ufuncs order):
+   the object (strong, kept for the process; NULL when NumPy lacks it) and
+   its number of inputs (0 unless it has exactly one output). */
+static struct KnownUfunc {
+    bool looked_up;
+    PyObject *obj;
+    int nin;
+} known_ufuncs[sizeof(exact_ufuncs) / sizeof(exact_ufuncs[0])];
+
+/* NumPy's exactly rounded ufunc `name` if it takes nin inputs, else NULL.
+   Borrowed; never leaves an exception set. */
+static PyObject *
+numpy_ufunc(const char *name, int nin)
 {
     PyTypeObject *ufunc_type = tensorlib_ufunc_type();      /* borrowed */
-    if (ufunc == NULL || ufunc_type == NULL || !Py_IS_TYPE(ufunc, ufunc_type))
+    int i = 0;
+
+    while (exact_ufuncs[i] != NULL && strcmp(exact_ufuncs[i], name) != 0)
+        i++;
+    if (exact_ufuncs[i] == NULL || ufunc_type == NULL)
+        return NULL;
+    struct KnownUfunc *k = &known_ufuncs[i];
+    if (!k->looked_up) {
+        PyObject *u = module_attr(tensorlib_numpy(), name);
+        if (u != NULL && Py_IS_TYPE(u, ufunc_type)) {
+            PyObject *a = module_attr(u, "nin"), *b = module_attr(u, "nout");
+            if (a && b && PyLong_Check(a) && PyLong_Check(b) && PyLong_AsLong(b) == 1)
+                k->nin = (int)PyLong_AsLong(a);
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            k->obj = Py_NewRef(u);
+        }
+        Py_XDECREF(u);
+        PyErr_Clear();
+        k->looked_up = tensorlib_numpy() != NULL;
+    }
+    return k->obj != NULL && k->nin == nin ? k->obj : NULL;
+}
+
+/* Whether fn is one of NumPy's exactly rounded ufuncs, called with nargs
+   inputs. */
+static bool
+is_exact_ufunc(PyObject *fn, int nargs)
+{
+    PyTypeObject *ufunc_type = tensorlib_ufunc_type();      /* borrowed */
+
+    if (ufunc_type == NULL || !Py_IS_TYPE(fn, ufunc_type))
         return false;
-    PyObject *a = module_attr(ufunc, "nin"), *b = module_attr(ufunc, "nout");
-    bool ok = a && b && PyLong_Check(a) && PyLong_Check(b)
-              && PyLong_AsLong(a) == nin && PyLong_AsLong(b) == 1;
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    PyErr_Clear();
-    return ok;
+    for (int i = 0; exact_ufuncs[i] != NULL; i++)
+        if (numpy_ufunc(exact_ufuncs[i], nargs) == fn)
+            return true;
+    return false;
+}
+
+/* The operator module's function `name` (borrowed, looked up once per
+   name and kept), or NULL. */
+static PyObject *
+operator_function(const struct OperatorForms *f)
+{
+    static PyObject *cache[sizeof(operator_forms) / sizeof(operator_forms[0])];
+    size_t i = (size_t)(f - operator_forms);
+
+    if (cache[i] == NULL && f->inplace != NULL) {
+        PyObject *operator = PyImport_ImportModule("operator");
+        cache[i] = module_attr(operator, f->inplace);
+        Py_XDECREF(operator);
+        PyErr_Clear();
+    }
+    return cache[i];
+}
+
+/* The operator-module function fn's entry of operator_forms, or NULL.  fn
+   is an operator function (is_operator_function): a C function whose name
+   is read from its method table. */
+static const struct OperatorForms *
+operator_forms_of(PyObject *fn)
+{
+    const char *name = PyCFunction_Check(fn) ? ((PyCFunctionObject *)fn)->m_ml->ml_name : NULL;
+    const struct OperatorForms *f = operator_forms;
+
+    while (name != NULL && f->name != NULL && strcmp(f->name, name) != 0)
+        f++;
+    return name != NULL && f->name != NULL ? f : NULL;
 }
 
 /*
@@ -169,39 +213,25 @@ static void
 choose_function(Inplace *ip, const NodeObject *node, const Arg *args, int nargs,
                 int donor, bool op_function)
 {
-    PyTypeObject *ufunc_type = tensorlib_ufunc_type();      /* borrowed */
-    char name[64];
-
     ip->fn = NULL;
-    if (!callable_name(node->target, name, sizeof(name)))
-        return;
     if (!op_function) {
-        if (ufunc_type != NULL && Py_IS_TYPE(node->target, ufunc_type)
-            && name_in(name, exact_ufuncs) && ufunc_arity(node->target, nargs))
+        if (is_exact_ufunc(node->target, nargs))
             ip->fn = Py_NewRef(node->target);
         return;
     }
-    const struct OperatorForms *f = operator_forms;
-    while (f->name != NULL && strcmp(f->name, name) != 0)
-        f++;
-    if (f->name == NULL)
+    const struct OperatorForms *f = operator_forms_of(node->target);
+    if (f == NULL)
         return;
     if (strcmp(f->name, "pow") == 0
         && (donor != 0 || nargs != 2 || args[1].kind != ARG_CONST
             || !pow_exponent_exact(args[1].obj)))
         return;
     if (donor == 0 && f->inplace != NULL) {
-        PyObject *operator = PyImport_ImportModule("operator");
-        ip->fn = module_attr(operator, f->inplace);
+        ip->fn = Py_XNewRef(operator_function(f));
         ip->by_operator = true;
-        Py_XDECREF(operator);
     }
-    else if (f->ufunc != NULL) {
-        ip->fn = module_attr(tensorlib_numpy(), f->ufunc);
-        if (!ufunc_arity(ip->fn, nargs))
-            Py_CLEAR(ip->fn);
-    }
-    PyErr_Clear();
+    else if (f->ufunc != NULL)
+        ip->fn = Py_XNewRef(numpy_ufunc(f->ufunc, nargs));
 }
 
 /* The example value recorded for a node: borrowed or NULL. */
@@ -242,19 +272,11 @@ real_dtype_min_elements(PyObject *example)
 static PyObject *
 operator_ufunc_ref(const NodeObject *node, int nargs)
 {
-    char name[64];
-    const struct OperatorForms *f = operator_forms;
+    const struct OperatorForms *f = operator_forms_of(node->target);
 
-    if (!callable_name(node->target, name, sizeof(name)))
+    if (f == NULL || f->ufunc == NULL)
         return NULL;
-    while (f->name != NULL && strcmp(f->name, name) != 0)
-        f++;
-    if (f->name == NULL || f->ufunc == NULL)
-        return NULL;
-    PyObject *u = module_attr(tensorlib_numpy(), f->ufunc);
-    if (!ufunc_arity(u, nargs))
-        Py_CLEAR(u);
-    return u;
+    return Py_XNewRef(numpy_ufunc(f->ufunc, nargs));
 }
 
 /* The operand a result may be written into: the first array operand made by
@@ -274,6 +296,11 @@ find_donor(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
     ip->min_elements = real_dtype_min_elements(result);
     ip->ndim = PyArray_NDIM(res);
     if (ip->ndim < 1 || ip->min_elements < 0)
+        return -1;
+    Py_ssize_t size = 1;
+    for (int i = 0; i < ip->ndim; i++)
+        size *= PyArray_DIMS(res)[i];
+    if (size < ip->min_elements)         /* shapes are guarded: never worth it */
         return -1;
     for (int j = 0; j < nargs; j++) {
         if (args[j].kind != ARG_SLOT || args[j].slot < g->nplaceholders
@@ -328,13 +355,8 @@ inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *arg
         if (ip->fn != NULL)
             ip->donor = donor;
     }
-    if (!op_function) {
-        PyTypeObject *ufunc_type = tensorlib_ufunc_type();   /* borrowed */
-        char name[64];
-        ip->exact_ufunc = ufunc_type != NULL && Py_IS_TYPE(node->target, ufunc_type)
-                          && callable_name(node->target, name, sizeof(name))
-                          && name_in(name, exact_ufuncs) && ufunc_arity(node->target, nargs);
-    }
+    if (!op_function)
+        ip->exact_ufunc = is_exact_ufunc(node->target, nargs);
     if (ip->fn != NULL && !ip->by_operator && inplace_out_kwnames() == NULL) {
         inplace_clear(ip, 0);
         return -1;
@@ -386,7 +408,8 @@ broadcasts_into(PyArrayObject *a, const npy_intp *dims, int ndim)
     return true;
 }
 
-/* Whether the donor may take the result on this run (see the header). */
+/* Whether the donor may take the result on this run (see the header); the
+   array operands are known to be exact ndarrays. */
 static bool
 donor_ready(const Inplace *ip, PyObject *const *argv, int nargs)
 {
@@ -401,10 +424,14 @@ donor_ready(const Inplace *ip, PyObject *const *argv, int nargs)
         size *= PyArray_DIMS(d)[i];
     if (size < ip->min_elements)
         return false;
-    for (int j = 0; j < nargs; j++)
-        if (j != ip->donor && ip->arg_descr[j] != NULL
-            && !broadcasts_into((PyArrayObject *)argv[j], PyArray_DIMS(d), ip->ndim))
+    for (int j = 0; j < nargs; j++) {
+        if (ip->arg_descr[j] == NULL)
+            continue;                                        /* a constant */
+        PyArrayObject *a = (PyArrayObject *)argv[j];
+        if ((PyObject *)PyArray_DESCR(a) != ip->arg_descr[j]
+            || (j != ip->donor && !broadcasts_into(a, PyArray_DIMS(d), ip->ndim)))
             return false;
+    }
     return true;
 }
 
@@ -412,17 +439,10 @@ donor_ready(const Inplace *ip, PyObject *const *argv, int nargs)
 InplaceHow
 inplace_how(const Inplace *ip, PyObject *const *argv, int nargs)
 {
-    PyTypeObject *ndarray = ip->ndarray;
-    bool same_descrs = true;
-
-    for (int j = 0; j < nargs; j++) {
-        if (ip->arg_descr[j] == NULL)
-            continue;                                        /* a constant */
-        if (!Py_IS_TYPE(argv[j], ndarray))
+    for (int j = 0; j < nargs; j++)
+        if (ip->arg_descr[j] != NULL && !Py_IS_TYPE(argv[j], ip->ndarray))
             return INPLACE_NONE;
-        same_descrs &= (PyObject *)PyArray_DESCR((PyArrayObject *)argv[j]) == ip->arg_descr[j];
-    }
-    if (ip->donor >= 0 && same_descrs && donor_ready(ip, argv, nargs))
+    if (ip->donor >= 0 && donor_ready(ip, argv, nargs))
         return INPLACE_DONOR;
     return ip->direct != NULL ? INPLACE_DIRECT : INPLACE_NONE;
 }

@@ -402,9 +402,10 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int o
         if (v == NULL)
             return PyErr_NoMemory();
     }
-    if (p->ninputs > 0)
-        memcpy(v, inputs, (size_t)p->ninputs * sizeof(PyObject *));
-    memset(v + p->ninputs, 0, (size_t)(p->nslots - p->ninputs) * sizeof(PyObject *));
+    for (int s = 0; s < p->ninputs; s++)       /* a few slots: no memcpy call */
+        v[s] = inputs[s];
+    for (int s = p->ninputs; s < p->nslots; s++)
+        v[s] = NULL;
 
     for (k = 0; k < p->ninstr; k++) {
         const Instr *in = &p->instr[k];

@@ -370,6 +370,7 @@ static int compile_graph(Tracer *t, Outputs *o, Plan *p)
         if (p->compiled == NULL)
             return -1;
     }
+    graph_drop_examples(t->graph);
     return 0;
 }
 

@@ -60,6 +60,10 @@ def add2_in_region(a, b):  # the same body again, captured inside one long regio
     return a + b
 
 
+def axb1(a, b):            # the target: a hit at most 1.10x eager
+    return a * b + 1
+
+
 def ident(a, b):           # no tensor op: the plan returns an input, no graph
     return a
 
@@ -152,6 +156,9 @@ def build_cases(ncalls):
     add2_opt = dynscope.optimize("eager")(add2)
     add2_opt(a4, b4)                                 # compile: later calls hit
 
+    axb1_opt = dynscope.optimize("eager")(axb1)
+    axb1_opt(a4, b4)
+
     ident_opt = dynscope.optimize("eager")(ident)
     ident_opt(a4, b4)
     with ctx:
@@ -190,6 +197,9 @@ def build_cases(ncalls):
         Case("add2 hit inside one long optimize() region",
              lambda: loop2_in_region(add2_in_region, a4, b4, n, ctx), n,
              eager="add2 (4,) float64, eager"),
+        Case("a * b + 1 (4,) float64, eager", lambda: loop2(axb1, a4, b4, n), n),
+        Case("a * b + 1 (4,) float64, captured hit", lambda: loop2(axb1_opt, a4, b4, n), n,
+             eager="a * b + 1 (4,) float64, eager"),
         Case("ident(a, b): return a, eager", lambda: loop2(ident, a4, b4, n), n),
         Case("ident(a, b), captured hit (plan without graph)",
              lambda: loop2(ident_opt, a4, b4, n), n, eager="ident(a, b): return a, eager"),
@@ -226,7 +236,7 @@ def check_all_hits(expected_hits):
 def measure(rounds, ncalls):
     cases = build_cases(ncalls)
     hits0 = {fn: sum(e.hits for e in dynscope.cache_entries(fn))
-             for fn in (add2, toy_example, add2_multi, add2_in_region, ident)}
+             for fn in (add2, toy_example, add2_multi, add2_in_region, ident, axb1)}
     guard0 = {fn: [(e.compile_id, e.hits, e.guard_ns) for e in dynscope.cache_entries(fn)]
               for fn in (add2, add2_multi)}
     gc_was_enabled = gc.isenabled()
@@ -252,6 +262,7 @@ def measure(rounds, ncalls):
         add2_multi: hits0[add2_multi] + calls["add2 hit, 8 entries, hit entry is last"],
         add2_in_region: hits0[add2_in_region] + calls["add2 hit inside one long optimize() region"],
         ident: hits0[ident] + calls["ident(a, b), captured hit (plan without graph)"],
+        axb1: hits0[axb1] + calls["a * b + 1 (4,) float64, captured hit"],
     })
     return cases, guard_stats(guard0)
 

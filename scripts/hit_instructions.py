@@ -3,6 +3,8 @@ depend on what else the machine is doing, for comparing two builds or two
 CPython versions.
 
     python scripts/hit_instructions.py [--python PY ...] [TREE ...]
+    python scripts/hit_instructions.py --breakdown [CASE]
+
 
 For each interpreter PY (default: this one), each TREE (a checkout with its
 extension built for PY; default: this one) and each case, runs `valgrind
@@ -12,6 +14,12 @@ cancelled out -- for the captured hit and for the same function called
 eagerly, and the hit's overhead (their difference).  PYTHONHASHSEED=0 and
 one OpenBLAS thread keep the counts repeatable (dict probing depends on the
 hash seed).
+
+--breakdown (this interpreter and tree; CASE default axb1) splits one call's
+instructions by where they are spent, hit and eager side by side: the
+engine's parts by source file (region enter/exit, hook and cache lookup,
+guards, plan, graph interpreter) and the rest (CPython's call machinery,
+NumPy's ops).  That is the floor analysis of docs/performance.md.
 """
 from __future__ import annotations
 
@@ -29,6 +37,8 @@ LOOP = """
 import sys, numpy as np, dynscope
 def add2(a, b):
     return a + b
+def axb1(a, b):
+    return a * b + 1
 def ident(a, b):
     return a
 def branchy(a, b):
@@ -36,7 +46,7 @@ def branchy(a, b):
     if c.sum() > 0:        # a graph break: two graphs and an eager truth test
         return c + 1
     return c - 1
-fn = {"add2": add2, "ident": ident, "branchy": branchy}[sys.argv[1]]
+fn = {"add2": add2, "axb1": axb1, "ident": ident, "branchy": branchy}[sys.argv[1]]
 opt = dynscope.optimize("eager")(fn) if sys.argv[3] == "hit" else fn
 a = np.ones(4); b = np.ones(4)
 opt(a, b)
@@ -58,6 +68,73 @@ def instructions(python: str, tree: str, case: str, mode: str, n: int, script: s
     return int(m.group(1))
 
 
+# Which part of a hit each engine function belongs to (by file; hook.c's
+# region functions apart).  Everything else is CPython or NumPy.
+PARTS = [
+    ("region enter/exit (OptimizedFunction call)",
+     lambda f, fn: f.endswith("engine/module.c") or fn in ("capture_enter", "capture_exit",
+                                                           "hook_install", "hook_uninstall")),
+    ("hook, cache lookup, frame handling",
+     lambda f, fn: f.endswith(("engine/hook.c", "engine/cache.c", "engine/pycompat.c",
+                               "engine/engine.h", "engine/pycompat.h"))),
+    ("guards", lambda f, fn: "engine/guard" in f),
+    ("plan", lambda f, fn: f.endswith("engine/plan.c")),
+    ("graph interpreter", lambda f, fn: "engine/graph" in f),
+]
+
+
+def functions(python: str, tree: str, case: str, mode: str, n: int, script: str) -> dict:
+    """{(file, function): exclusive instructions} of one callgrind run."""
+    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                        python, script, case, str(n), mode],
+                       env=env, capture_output=True, text=True, check=True)
+        text = subprocess.run(["callgrind_annotate", "--threshold=100", out],
+                              capture_output=True, text=True, check=True).stdout
+    res = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S+?):(\S+?)(?: \[|$)", line)
+        if m:
+            key = (m.group(2), m.group(3).split(".")[0].split("'")[0])
+            res[key] = res.get(key, 0) + int(m.group(1).replace(",", ""))
+    return res
+
+
+def breakdown(python: str, tree: str, case: str, script: str) -> None:
+    per = {}
+    for mode in ("hit", "eager"):
+        lo = functions(python, tree, case, mode, N, script)
+        hi = functions(python, tree, case, mode, 3 * N, script)
+        per[mode] = {k: (hi.get(k, 0) - lo.get(k, 0)) / (2 * N) for k in set(lo) | set(hi)}
+    rows = {name: 0.0 for name, _ in PARTS}
+    rest = {"hit": 0.0, "eager": 0.0}
+    # A function is ours by the file that defines it; lines a header inlined
+    # into it (object.h:program_run) go with it.
+    owner = {}
+    for mode in ("hit", "eager"):
+        for f, fn in per[mode]:
+            for name, match in PARTS:
+                if match(f, fn):
+                    owner[fn] = name
+                    break
+    for mode in ("hit", "eager"):
+        for (f, fn), v in per[mode].items():
+            if fn in owner and mode == "hit":
+                rows[owner[fn]] += v
+            elif fn not in owner:
+                rest[mode] += v
+    total_hit = sum(per["hit"].values())
+    total_eager = sum(per["eager"].values())
+    print(f"{case}: instructions per call, hit {total_hit:.0f}, eager {total_eager:.0f}, "
+          f"overhead {total_hit - total_eager:.0f}")
+    print(f"{'part':48s} {'hit':>8s} {'eager':>8s}")
+    for name, _ in PARTS:
+        print(f"{name:48s} {rows[name]:8.0f} {0:8.0f}")
+    print(f"{'CPython and NumPy (calls, frames, the ops)':48s} {rest['hit']:8.0f} {rest['eager']:8.0f}")
+
+
 def per_call(python: str, tree: str, case: str, mode: str, script: str) -> float:
     lo = instructions(python, tree, case, mode, N, script)
     hi = instructions(python, tree, case, mode, 3 * N, script)
@@ -66,6 +143,15 @@ def per_call(python: str, tree: str, case: str, mode: str, script: str) -> float
 
 def main(argv: list[str]) -> int:
     args = argv[1:]
+    if args[:1] == ["--breakdown"]:
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(LOOP)
+        try:
+            for case in args[1:] or ["axb1"]:
+                breakdown(sys.executable, ROOT, case, f.name)
+        finally:
+            os.unlink(f.name)
+        return 0
     pythons = []
     while args[:1] == ["--python"] and len(args) >= 2:
         pythons.append(args[1])
