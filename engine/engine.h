@@ -455,6 +455,20 @@ ThreadCapture *capture_state(void);
 int capture_enter(const CaptureConfig *cfg);
 /* Leave the innermost region; the last one of the process removes the hook. */
 void capture_exit(void);
+
+/*
+ * A call of an optimize()d function answered from its cache without making
+ * a frame or entering a region (hook.c): when func is a plain function
+ * called with exactly its positional parameters, and the first entry of its
+ * start whose guards pass (backend: the region's backend, for
+ * BACKEND_MATCH) returns from its plan, that plan's result -- new
+ * reference, or NULL with the program's exception -- with *done set.
+ * Everything else (a miss, an eager step or resume, a session, a stance,
+ * a skip rule) leaves *done false, no exception and nothing run or
+ * counted: the caller calls func inside its region, as always.
+ */
+PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t nargsf,
+                              PyObject *kwnames, PyObject *backend, bool *done);
 /* Whether the hook is installed now (for tests). */
 bool hook_installed(void);
 

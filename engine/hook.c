@@ -851,6 +851,150 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     return result;
 }
 
+/* ---- calls answered without a frame ---- */
+
+/* Most fast locals a frameless call copies onto the C stack. */
+#define DIRECT_MAX_LOCALS 32
+
+/* The resume frame at offset 0 of cc (the frame's start), or NULL when it
+   has not been made yet.  Never allocates. */
+static CacheFrame *start_frame(CodeCache *cc)
+{
+    for (int i = 0; i < cc->nframes; i++) {
+        CacheFrame *cf = cc->frames[i];
+        if (cf->resume_offset == 0 && cf->unspec == 0 && cf->iters == 0)
+            return cf;
+    }
+    return NULL;
+}
+
+/*
+ * Whether code co, called with nargs positional arguments and no keywords,
+ * starts with exactly those arguments as its first fast locals and nothing
+ * else to set up: no defaults to fill, no *args / **kwargs, not a
+ * generator or coroutine (those return before running).
+ */
+static bool call_fills_locals(PyCodeObject *co, Py_ssize_t nargs)
+{
+    return nargs == co->co_argcount && co->co_kwonlyargcount == 0
+           && co->co_nlocals <= DIRECT_MAX_LOCALS
+           && !(co->co_flags & (CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE
+                                | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE));
+}
+
+/*
+ * The entries of cf for a frameless call: find the first entry whose guards
+ * pass.  Returns 1 and runs its plan into *out when that plan returns from
+ * the frame; 0 when no entry passes or the one that passes needs the frame
+ * (an eager step, a resume, a stopped translation) -- nothing was run or
+ * counted, the caller makes the frame; -1 on an internal error.
+ */
+static int direct_entries(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
+                          PyObject *backend, PlanOutcome *out, int *hit_index,
+                          uint64_t *guard_ticks)
+{
+    PyObject *entries = Py_NewRef(cf->entries);
+    int r = 0;
+    for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(entries); i++) {
+        CacheEntry *e = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(entries, i));
+        PyObject *small[SMALL_VALS];
+        PyObject **vals = small;
+        int nacc = e->guards.nacc;
+        if (nacc > SMALL_VALS)
+            vals = PyMem_Calloc((size_t)nacc, sizeof(PyObject *));
+        else
+            for (int k = 0; k < nacc; k++)
+                small[k] = NULL;
+        if (vals == NULL) {
+            Py_DECREF(e);
+            PyErr_NoMemory();
+            r = -1;
+            break;
+        }
+        tc->in_engine++;
+        uint64_t t0 = engine_ticks();
+        int ok = guardset_check(&e->guards, fv, vals, backend, NULL);
+        uint64_t t1 = engine_ticks();
+        tc->in_engine--;
+        e->guard_ticks += t1 - t0;
+        *guard_ticks += t1 - t0;
+        if (ok < 0)
+            r = -1;
+        else if (ok == 1 && (e->eager_reason != NULL || e->plan.exit != EXIT_RETURN))
+            r = 2;                               /* it needs the frame */
+        else if (ok == 1) {
+            e->hits++;
+            *hit_index = (int)i;
+            plan_run(&e->plan, &e->guards, fv, vals, &tc->in_engine, out);
+            r = 1;
+            if (PyList_GET_ITEM(entries, i) == (PyObject *)e)
+                move_to_front(entries, i);
+        }
+        guardset_release_values(&e->guards, vals);
+        if (vals != small)
+            PyMem_Free(vals);
+        Py_DECREF(e);
+    }
+    Py_DECREF(entries);
+    return r == 2 ? 0 : r;
+}
+
+/* See engine.h. */
+PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t nargsf,
+                              PyObject *kwnames, PyObject *backend, bool *done)
+{
+    ThreadCapture *tc = &thread_capture;
+    *done = false;
+    if (kwnames != NULL || !PyFunction_Check(func) || tc->session != NULL || tc->in_engine
+        || engine.config.stance == STANCE_FORCE_EAGER)
+        return NULL;
+    PyFunctionObject *fn = (PyFunctionObject *)func;
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!call_fills_locals(co, nargs))
+        return NULL;
+    CodeCache *cc = cache_peek(co);
+    CacheFrame *cf = cc != NULL && cc->classified && cc->skip_reason == NULL
+                     ? start_frame(cc) : NULL;
+    if (cf == NULL)
+        return NULL;
+
+    PyObject *locals[DIRECT_MAX_LOCALS];            /* borrowed: the call's arguments */
+    for (int i = 0; i < co->co_nlocals; i++)
+        locals[i] = i < nargs ? args[i] : NULL;
+    FrameView fv = {co, locals, co->co_nlocals, NULL, 0, fn->func_globals,
+                    fn->func_builtins, fn->func_closure, NULL};
+    PlanOutcome out = {0};
+    int hit_index = -1;
+    uint64_t guard_ticks = 0;
+    PyThreadState *ts = PyThreadState_Get();
+    /* the call counts toward the recursion limit, as its frame would */
+    if (frame_recursion_enter(ts) < 0) {
+        *done = true;
+        return NULL;
+    }
+    int r = direct_entries(cf, &fv, tc, backend, &out, &hit_index, &guard_ticks);
+    frame_recursion_leave(ts);
+    if (r == 0)
+        return NULL;                             /* the frame is made and hooked */
+    *done = true;
+    if (r < 0) {
+        events_internal_error("checking guards");
+        PyErr_Clear();
+        *done = false;
+        return NULL;
+    }
+    capture_counters(tc)->frames_seen++;
+    capture_counters(tc)->hits++;
+    if (trace_frame_eval_enabled())
+        trace_frame_eval(cc->code_id, TRACE_FRAME_HIT, hit_index,
+                         engine_ticks_to_ns_fast(guard_ticks));
+    PyObject *result = out.kind == OUTCOME_RETURN ? out.value : NULL;
+    out.value = NULL;
+    plan_outcome_clear(&out);
+    return result;
+}
+
 /* ---- the hook ---- */
 
 static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)

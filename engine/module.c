@@ -256,7 +256,13 @@ static PyObject *optimized_vectorcall(PyObject *self, PyObject *const *args,
     OptimizedFunction *of = (OptimizedFunction *)self;
     OptimizeContext *ctx = (OptimizeContext *)Py_NewRef(of->ctx);
     PyObject *fn = Py_NewRef(of->fn);
-    PyObject *result = NULL;
+    bool done;
+    PyObject *result = capture_call_direct(fn, args, nargsf, kwnames, ctx->backend, &done);
+    if (done) {                 /* a hit that needed no frame */
+        Py_DECREF(fn);
+        Py_DECREF(ctx);
+        return result;
+    }
     if (region_enter(ctx, fn) == 0) {
         result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
         capture_exit();
