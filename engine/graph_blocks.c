@@ -5,8 +5,8 @@
  * arrays: on 10M float64 elements each op streams 160-240 MB through main
  * memory.  A graph knows the whole chain, so it can run every op of the
  * chain on the first BLOCK elements, then on the next BLOCK, ...: the
- * intermediates of one block (BLOCK_BYTES each) stay in the L2 cache and
- * each input is read from memory once.
+ * intermediates of one block (BLOCK_BYTES each) stay in cache and each
+ * input is read from memory once.
  *
  * A run is a maximal sequence of consecutive instructions (at least two)
  * that are exactly rounded ufuncs (graph_inplace.c's list: the result
@@ -40,9 +40,11 @@
 #include <fenv.h>
 #include <string.h>
 
-/* Bytes of one operand's block: a run's blocks (inputs, scratch, outputs)
-   stay within a 1 MiB L2 cache for up to eight operands. */
-#define BLOCK_BYTES (128 * 1024)
+/* Bytes of one operand's block.  Measured (docs/performance.md, "graphs at
+   every size"): 32 KiB blocks lose to eager (each block costs every op a
+   ufunc call, ~1 us); from 256 KiB to 1 MiB the gain is flat -- a run's few
+   blocks in flight stay in cache and the calls cost ~2%. */
+#define BLOCK_BYTES (512 * 1024)
 
 /* Below this many elements a run is not blocked: whole arrays already sit
    in cache, and per-block calls would only add overhead

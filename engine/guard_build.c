@@ -191,6 +191,8 @@ guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
     a->index = index;
     a->key = Py_XNewRef(key);
     a->name = Py_XNewRef(name);
+    a->seen_version = 0;
+    a->seen_value = NULL;
     return gs->nacc++;
 }
 

@@ -130,6 +130,40 @@ namespace_lookup_ref(PyObject *ns, PyObject *key)
     return NULL;
 }
 
+/*
+ * d[key] for exact dict d, through accessor a's version cache: when d's
+ * version is the one a saw, the value a saw (d unchanged still holds it);
+ * else a lookup, remembered.  New reference, or NULL without an exception
+ * when absent (an absent key is not remembered).
+ */
+static PyObject *
+seen_in_dict(const Accessor *a, PyObject *d, PyObject *key)
+{
+    Accessor *cache = (Accessor *)a;       /* its version cache only (guards.h) */
+    uint64_t version = dict_version(d);
+
+    if (version != 0 && version == a->seen_version)
+        return Py_NewRef(a->seen_value);
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    cache->seen_version = version;
+    cache->seen_value = v;
+    return Py_NewRef(v);
+}
+
+/* A __dunder__ name: a module's type may answer it before the module's dict
+   (__class__, __dict__), so it is read by getattr. */
+static bool
+is_dunder(PyObject *name)
+{
+    Py_ssize_t n = PyUnicode_Check(name) ? PyUnicode_GET_LENGTH(name) : 0;
+    return n >= 4 && PyUnicode_READ_CHAR(name, 0) == '_' && PyUnicode_READ_CHAR(name, 1) == '_'
+           && PyUnicode_READ_CHAR(name, n - 1) == '_' && PyUnicode_READ_CHAR(name, n - 2) == '_';
+}
+
 /* base[index] for an exact list or tuple, negative from the end: borrowed,
    or NULL (no exception) for another type or an index out of range. */
 static inline PyObject *
@@ -155,13 +189,20 @@ sequence_item(PyObject *base, Py_ssize_t i)
 static PyObject *value_compute(const GuardSet *gs, int acc,
                                const FrameView *fv, PyObject **vals);
 
-/* vals[acc], computed if needed.  Borrowed or NULL (unreachable, no exception). */
+/* vals[acc], computed if needed.  Borrowed or NULL (unreachable, no exception).
+   A fast local is borrowed from the frame (or the call's arguments), which
+   outlive the check and the plan: not stored, nothing to release. */
 static inline PyObject *
 value_of(const GuardSet *gs, int acc, const FrameView *fv, PyObject **vals)
 {
     PyObject *v = vals[acc];
+    const Accessor *a = &gs->acc[acc];
 
-    return v != NULL ? v : value_compute(gs, acc, fv, vals);
+    if (v != NULL)
+        return v;
+    if (a->kind == ACC_LOCAL)
+        return a->index < fv->nlocals ? fv->locals[a->index] : NULL;
+    return value_compute(gs, acc, fv, vals);
 }
 
 /*
@@ -216,11 +257,18 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
         }
         break;
     case ACC_GLOBAL:
-    case ACC_BUILTIN:
-        v = namespace_lookup_ref(a->kind == ACC_GLOBAL ? fv->globals : fv->builtins,
-                                 a->key);
-        return vals[i] = v;                     /* already strong */
+    case ACC_BUILTIN: {
+        PyObject *ns = a->kind == ACC_GLOBAL ? fv->globals : fv->builtins;
+        if (ns != NULL && PyDict_CheckExact(ns))
+            return vals[i] = seen_in_dict(a, ns, a->key);
+        return vals[i] = namespace_lookup_ref(ns, a->key);   /* already strong */
+    }
     case ACC_ATTR:
+        if (PyModule_CheckExact(base) && !is_dunder(a->key)) {
+            PyObject *md = PyModule_GetDict(base);              /* borrowed */
+            if (md != NULL && PyDict_CheckExact(md) && (v = seen_in_dict(a, md, a->key)) != NULL)
+                return vals[i] = v;
+        }
         v = PyObject_GetAttr(base, a->key);
         if (v == NULL)
             PyErr_Clear();

@@ -66,6 +66,13 @@ typedef struct Accessor {
     Py_ssize_t index;      /* LOCAL / CLOSURE / STACK slot, ITEM index */
     PyObject *key;         /* strong: name or dict key; NULL when unused */
     PyObject *name;        /* strong: for LOCAL/CLOSURE the variable name (for rendering); else NULL */
+    /* GLOBAL / BUILTIN, and ATTR of a module: the last value read and the
+       version of the dict it was read from (pycompat.h dict_version), so a
+       check of an unchanged namespace reads no dict.  0: none.  The value
+       is borrowed: an unchanged dict still holds it.  The one part of a
+       set a check writes (under the GIL). */
+    uint64_t seen_version;
+    PyObject *seen_value;
 } Accessor;
 
 /* ------------------------------------------------------------------ */

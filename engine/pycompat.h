@@ -108,6 +108,24 @@ static inline PyObject *frame_closure(EvalFrame *f)
     return fn ? fn->func_closure : NULL;
 }
 
+/* The version tag of exact dict d (PEP 509): every change to d gives it a
+   new value, unique in the process, so an equal tag means the same dict,
+   unchanged.  Deprecated from 3.12 (dict watchers replace it for new code)
+   but still kept by every mutation there and in 3.13; 3.14 removes it, and
+   this returns 0 ("unknown") then, which turns the caches using it off. */
+static inline uint64_t dict_version(PyObject *d)
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    (void)d;
+    return 0;
+#else
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return ((PyDictObject *)d)->ma_version_tag;
+#pragma GCC diagnostic pop
+#endif
+}
+
 /* Whether weak reference `weak` still points to `obj` (no reference
    taken: the guard check's hot path).  PyWeakref_GET_OBJECT is deprecated
    from 3.13 (PyWeakref_GetRef takes a reference) but still exact. */

@@ -238,10 +238,10 @@ def test_blocked_chain_allocates_only_what_outlives_it():
     rng = np.random.default_rng(9)
     a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
     opt = run_both(chain8, a, b)
-    # The result, plus one 128 KiB scratch buffer (the intermediates share
+    # The result, plus one 512 KiB scratch buffer (the intermediates share
     # it and the result's own array); op by op, even reusing buffers, two
     # whole arrays are alive at once, and eager needs three.
-    assert peak_bytes(opt, a, b) < a.nbytes + 192 * 1024
+    assert peak_bytes(opt, a, b) < a.nbytes + 600 * 1024
     assert peak_bytes(chain8, a, b) >= 3 * a.nbytes
     # A chain of operators: eager elides every temporary into one array; the
     # blocked run keeps its intermediates in that array too.
