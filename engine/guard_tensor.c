@@ -5,11 +5,14 @@
  * guards_int.h ("tensor metadata"); TensorMeta itself: guards.h.
  *
  * Two paths.  NumPy arrays are read from their struct (about 15 ns).  torch
- * tensors are read through the Python C API -- .dtype, .device, .shape,
- * .stride(), .requires_grad, in that order, stopping at the first part that
- * differs -- since dynscope does not link against libtorch: about 0.3 us per
- * tensor on a hit (docs/vs-dynamo.md), allocating the small objects those
- * getters return.
+ * tensors, since dynscope does not link against libtorch, are first checked
+ * by torch's own C++ tensor check (torch._C._dynamo.guards.TensorGuards, the
+ * one TorchDynamo's guards use: exact type, dispatch keys, dtype, device,
+ * requires_grad, sizes, strides -- at least what TENSOR_MATCH compares),
+ * about 0.13 us per tensor; a tensor it passes matches.  Any other answer
+ * (it fails, or this torch has no such check) is decided by reading .dtype,
+ * .device, .shape, .stride(), .requires_grad through the Python C API (about
+ * 0.36 us), which also says which part differs.
  *
  * Invariants: a TensorMeta keeps the example's type, dtype and (torch)
  * device, never the example; a NumPy builtin descr is held borrowed (see
@@ -175,6 +178,78 @@ numpy_builtin_descr(PyObject *descr)
 /* ------------------------------------------------------------------ */
 /* Capture.                                                            */
 
+/* A list of n ints.  New reference or NULL. */
+static PyObject *
+int_list(const Py_ssize_t *a, int n)
+{
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromSsize_t(a[i]);
+        if (x == NULL)
+            Py_CLEAR(l);
+        else
+            PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+/*
+ * torch's C++ check of example's metadata (tv, read from it), static in
+ * every dimension: TensorGuards(example, dynamic_dims_sizes=[sizes],
+ * dynamic_dims_strides=[strides]).check.  New reference, or NULL without
+ * an exception when this torch has no TensorGuards or it refuses the
+ * example (the Python-API path then decides every check).
+ */
+static PyObject *
+torch_check_new(PyObject *example, const TensorView *tv)
+{
+    static PyObject *tensor_guards;     /* strong, kept; Py_None: none in this torch */
+    PyObject *check = NULL, *tg = NULL, *kw = NULL, *sizes = NULL, *strides = NULL;
+
+    if (tensor_guards == NULL) {
+        PyObject *torch = tensorlib_torch();                  /* borrowed */
+        PyObject *c = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+        PyObject *d = c ? PyObject_GetAttrString(c, "_dynamo") : NULL;
+        PyObject *g = d ? PyObject_GetAttrString(d, "guards") : NULL;
+        tensor_guards = g ? PyObject_GetAttrString(g, "TensorGuards") : NULL;
+        if (tensor_guards == NULL)
+            tensor_guards = Py_NewRef(Py_None);
+        Py_XDECREF(g);
+        Py_XDECREF(d);
+        Py_XDECREF(c);
+        PyErr_Clear();
+    }
+    if (tensor_guards == Py_None)
+        return NULL;
+    PyObject *one_s = int_list(tv->shape, tv->ndim), *one_t = int_list(tv->strides, tv->ndim);
+    sizes = one_s ? PyList_New(1) : NULL;
+    strides = one_t ? PyList_New(1) : NULL;
+    if (sizes != NULL && strides != NULL) {
+        PyList_SET_ITEM(sizes, 0, one_s);
+        PyList_SET_ITEM(strides, 0, one_t);
+        one_s = one_t = NULL;
+        kw = Py_BuildValue("{sOsO}", "dynamic_dims_sizes", sizes,
+                           "dynamic_dims_strides", strides);
+    }
+    Py_XDECREF(one_s);
+    Py_XDECREF(one_t);
+    PyObject *args = kw ? PyTuple_Pack(1, example) : NULL;
+    tg = args ? PyObject_Call(tensor_guards, args, kw) : NULL;
+    check = tg ? PyObject_GetAttrString(tg, "check") : NULL;
+    /* the check must pass its own example, or it is not the check we think */
+    PyObject *self_ok = check ? PyObject_CallOneArg(check, example) : NULL;
+    if (self_ok != Py_True)
+        Py_CLEAR(check);
+    Py_XDECREF(self_ok);
+    Py_XDECREF(args);
+    Py_XDECREF(tg);
+    Py_XDECREF(kw);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    PyErr_Clear();
+    return check;
+}
+
 void
 guard_tensor_meta_free(TensorMeta *tm)
 {
@@ -184,6 +259,7 @@ guard_tensor_meta_free(TensorMeta *tm)
     if (!tm->dtype_borrowed)
         Py_XDECREF(tm->dtype);
     Py_XDECREF(tm->device);
+    Py_XDECREF(tm->torch_check);
     PyMem_Free(tm->shape);
     PyMem_Free(tm->strides);
     PyMem_Free(tm);
@@ -230,6 +306,8 @@ guard_tensor_meta_new(PyObject *example)
     tm->dtype = tm->dtype_borrowed ? tv.dtype : Py_NewRef(tv.dtype);
     tm->device = Py_XNewRef(tv.device);
     tm->requires_grad = tv.requires_grad;
+    if (is_torch)
+        tm->torch_check = torch_check_new(example, &tv);
     tensor_view_done(&tv);
     return tm;
 
@@ -358,6 +436,16 @@ bool
 guard_tensor_matches(const TensorMeta *tm, PyObject *v)
 {
     TensorView tv;
+
+    if (tm->torch_check != NULL) {
+        PyObject *ok = PyObject_Vectorcall(tm->torch_check, &v, 1, NULL);
+        if (ok == Py_True) {
+            Py_DECREF(ok);
+            return true;
+        }
+        Py_XDECREF(ok);
+        PyErr_Clear();            /* not passed: the full comparison decides */
+    }
     TensorPart part = tensor_mismatch(tm, v, &tv);
 
     if (part != TM_TYPE)

@@ -249,12 +249,9 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
     case ACC_ITEM:
         v = sequence_item(base, a->index);
         break;
-    case ACC_DICT_ITEM:
-        if (PyDict_CheckExact(base)) {
-            v = PyDict_GetItemWithError(base, a->key);
-            if (v == NULL && PyErr_Occurred())
-                PyErr_Clear();
-        }
+    case ACC_DICT_ITEM:         /* (a module's _modules, _parameters, ...) */
+        if (PyDict_CheckExact(base))
+            return vals[i] = seen_in_dict(a, base, a->key);   /* already strong */
         break;
     case ACC_GLOBAL:
     case ACC_BUILTIN: {

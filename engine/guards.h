@@ -66,8 +66,8 @@ typedef struct Accessor {
     Py_ssize_t index;      /* LOCAL / CLOSURE / STACK slot, ITEM index */
     PyObject *key;         /* strong: name or dict key; NULL when unused */
     PyObject *name;        /* strong: for LOCAL/CLOSURE the variable name (for rendering); else NULL */
-    /* GLOBAL / BUILTIN, and ATTR of a module: the last value read and the
-       version of the dict it was read from (pycompat.h dict_version), so a
+    /* GLOBAL / BUILTIN / DICT_ITEM, and ATTR of a module: the last value
+       read and the version of the dict it was read from (pycompat.h dict_version), so a
        check of an unchanged namespace reads no dict.  0: none.  The value
        is borrowed: an unchanged dict still holds it.  The one part of a
        set a check writes (under the GIL). */
@@ -125,6 +125,11 @@ typedef struct TensorMeta {
                               elements (torch) */
     PyObject *device;      /* strong: torch.device; NULL for NumPy */
     int requires_grad;     /* torch: 0 / 1; NumPy: -1 */
+    PyObject *torch_check; /* strong or NULL: torch's own C++ check of this
+                              metadata, the bound check() of a
+                              torch._C._dynamo.guards.TensorGuards made from
+                              the example (guard_tensor.c); NULL for NumPy or
+                              a torch without it.  Holds no tensor. */
 } TensorMeta;
 
 typedef struct Guard {

@@ -409,3 +409,86 @@ def test_torch_dynamo_backends_by_name_in_a_subprocess():
     assert r.returncode == 0, r.stderr
     assert "unknown backend 'no-such-backend'" in r.stdout
     assert "torch._dynamo.list_backends()" in r.stdout and r.stdout.endswith("ok\n")
+
+
+# ---- module state: every change eager would see is seen --------------------
+#
+# A module's parameters are reached through its dicts (_modules, _parameters),
+# read again only when a dict's version changed; each parameter's metadata is
+# checked by torch's own C++ tensor check (TensorGuards), falling back to the
+# Python-API comparison that names the failing part.
+
+def replace_weight(m):
+    m.fc.weight = nn.Parameter(torch.randn(3, 4))
+
+
+def resize_weight(m):
+    with torch.no_grad():
+        m.fc.weight.data = torch.randn(3, 4).t().contiguous().t()   # same shape, new strides
+
+
+def retype_module(m):
+    m.double()
+
+
+def freeze_weight(m):
+    m.fc.weight.requires_grad_(False)
+
+
+def replace_bias_by_none(m):
+    m.fc.bias = None
+
+
+@pytest.mark.parametrize("change, kind, expr_part", [
+    # a new Parameter like the old one is a new graph input: no recompile
+    (replace_weight, None, None),
+    (resize_weight, "TENSOR_MATCH", "stride()"),
+    (retype_module, "TENSOR_MATCH", "dtype"),
+    (freeze_weight, "TENSOR_MATCH", "requires_grad"),
+    (replace_bias_by_none, "TENSOR_MATCH", "type("),
+], ids=["replaced", "resized", "dtype", "requires_grad", "bias_removed"])
+def test_a_changed_parameter_is_seen_and_matches_eager(change, kind, expr_part):
+    torch.manual_seed(0)
+    m = Net()
+    opt = dynscope.optimize("eager")(m)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        torch.testing.assert_close(opt(x), m(x))
+    change(m)
+    xx = x.double() if change is retype_module else x
+    for _ in range(3):
+        torch.testing.assert_close(opt(xx), m(xx), rtol=0, atol=0)
+    entries = dynscope.cache_entries(Net.forward)
+    if kind is None:
+        assert [e.hits for e in entries] == [5]
+    else:
+        assert len(entries) == 2 and sorted(e.hits for e in entries) == [2, 2]
+        _, k, expr, _ = failure_of("0/1")
+        assert k == kind and expr_part in expr, (k, expr)
+
+
+def test_a_parameter_changed_in_place_is_seen_by_the_graph():
+    # Values (not metadata) are not guarded: the graph reads the parameter.
+    torch.manual_seed(0)
+    m = Net()
+    opt = dynscope.optimize("eager")(m)
+    x = torch.randn(2, 4)
+    opt(x)
+    with torch.no_grad():
+        m.fc.weight.mul_(-1.0)
+    torch.testing.assert_close(opt(x), m(x), rtol=0, atol=0)
+    assert len(dynscope.cache_entries(Net.forward)) == 1
+
+
+def test_torch_tensor_check_decides_and_explains_failures():
+    # The fast C++ check passes a matching tensor; a failing one is decided by
+    # the full comparison, which names the part that differs.
+    f = dynscope.optimize("eager")(scale)
+    a = torch.ones(3, 4)
+    f(a, 2)
+    f(torch.zeros(3, 4), 2)
+    (entry,) = dynscope.cache_entries(scale)
+    assert entry.hits == 1
+    f(torch.ones(3, 5), 2)
+    _, kind, expr, seen = failure_of("0/1")
+    assert (kind, expr, seen) == ("TENSOR_MATCH", "L['x'].shape == (3, 4)", "(3, 5)")
