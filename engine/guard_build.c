@@ -43,6 +43,8 @@ guardset_clear(GuardSet *gs)
     PyMem_Free(old.acc);
     PyMem_Free(old.guards);
     PyMem_Free(old.order);
+    PyMem_Free(old.group);
+    Py_XDECREF(old.group_check);
 }
 
 /* Room for one more item in an array of *cap items of `size` bytes.

@@ -193,18 +193,12 @@ int_list(const Py_ssize_t *a, int n)
     return l;
 }
 
-/*
- * torch's C++ check of example's metadata (tv, read from it), static in
- * every dimension: TensorGuards(example, dynamic_dims_sizes=[sizes],
- * dynamic_dims_strides=[strides]).check.  New reference, or NULL without
- * an exception when this torch has no TensorGuards or it refuses the
- * example (the Python-API path then decides every check).
- */
+/* torch._C._dynamo.guards.TensorGuards (borrowed), or NULL when this torch
+   has none.  Looked up once. */
 static PyObject *
-torch_check_new(PyObject *example, const TensorView *tv)
+tensor_guards_type(void)
 {
     static PyObject *tensor_guards;     /* strong, kept; Py_None: none in this torch */
-    PyObject *check = NULL, *tg = NULL, *kw = NULL, *sizes = NULL, *strides = NULL;
 
     if (tensor_guards == NULL) {
         PyObject *torch = tensorlib_torch();                  /* borrowed */
@@ -219,34 +213,84 @@ torch_check_new(PyObject *example, const TensorView *tv)
         Py_XDECREF(c);
         PyErr_Clear();
     }
-    if (tensor_guards == Py_None)
-        return NULL;
-    PyObject *one_s = int_list(tv->shape, tv->ndim), *one_t = int_list(tv->strides, tv->ndim);
-    sizes = one_s ? PyList_New(1) : NULL;
-    strides = one_t ? PyList_New(1) : NULL;
-    if (sizes != NULL && strides != NULL) {
-        PyList_SET_ITEM(sizes, 0, one_s);
-        PyList_SET_ITEM(strides, 0, one_t);
-        one_s = one_t = NULL;
-        kw = Py_BuildValue("{sOsO}", "dynamic_dims_sizes", sizes,
-                           "dynamic_dims_strides", strides);
+    return tensor_guards == Py_None ? NULL : tensor_guards;
+}
+
+/*
+ * torch's C++ check of n tensors `values` with these sizes and strides,
+ * static in every dimension: TensorGuards(*values,
+ * dynamic_dims_sizes=[...], dynamic_dims_strides=[...]).check, kept only
+ * if it passes the values it was made from.  New reference, or NULL
+ * without an exception when this torch has no TensorGuards or it refuses
+ * them (the Python-API path then decides every check).
+ */
+static PyObject *
+torch_check_of(PyObject *const *values, const Py_ssize_t *const *shapes,
+               const Py_ssize_t *const *strides, const int *ndims, int n)
+{
+    PyObject *type = tensor_guards_type();                  /* borrowed */
+    PyObject *check = NULL, *tg = NULL, *kw = NULL, *args = NULL;
+    PyObject *sizes = type ? PyList_New(n) : NULL, *strd = type ? PyList_New(n) : NULL;
+
+    for (int i = 0; sizes != NULL && strd != NULL && i < n; i++) {
+        PyObject *s = int_list(shapes[i], ndims[i]), *t = int_list(strides[i], ndims[i]);
+        if (s == NULL || t == NULL) {
+            Py_XDECREF(s);
+            Py_XDECREF(t);
+            goto out;
+        }
+        PyList_SET_ITEM(sizes, i, s);
+        PyList_SET_ITEM(strd, i, t);
     }
-    Py_XDECREF(one_s);
-    Py_XDECREF(one_t);
-    PyObject *args = kw ? PyTuple_Pack(1, example) : NULL;
-    tg = args ? PyObject_Call(tensor_guards, args, kw) : NULL;
+    if (sizes == NULL || strd == NULL)
+        goto out;
+    kw = Py_BuildValue("{sOsO}", "dynamic_dims_sizes", sizes, "dynamic_dims_strides", strd);
+    args = kw ? PyTuple_New(n) : NULL;
+    for (int i = 0; args != NULL && i < n; i++)
+        PyTuple_SET_ITEM(args, i, Py_NewRef(values[i]));
+    tg = args ? PyObject_Call(type, args, kw) : NULL;
     check = tg ? PyObject_GetAttrString(tg, "check") : NULL;
-    /* the check must pass its own example, or it is not the check we think */
-    PyObject *self_ok = check ? PyObject_CallOneArg(check, example) : NULL;
+    /* the check must pass the values it was made from, or it is not the
+       check we think */
+    PyObject *self_ok = check ? PyObject_Call(check, args, NULL) : NULL;
     if (self_ok != Py_True)
         Py_CLEAR(check);
     Py_XDECREF(self_ok);
+out:
     Py_XDECREF(args);
     Py_XDECREF(tg);
     Py_XDECREF(kw);
     Py_XDECREF(sizes);
-    Py_XDECREF(strides);
+    Py_XDECREF(strd);
     PyErr_Clear();
+    return check;
+}
+
+/* torch_check_of one example, as read into tv. */
+static PyObject *
+torch_check_new(PyObject *example, const TensorView *tv)
+{
+    return torch_check_of(&example, &tv->shape, &tv->strides, &tv->ndim, 1);
+}
+
+/* See guards_int.h. */
+PyObject *
+guard_tensor_group_new(const TensorMeta *const *tms, PyObject *const *values, int n)
+{
+    const Py_ssize_t **shapes = PyMem_Malloc(2 * (size_t)n * sizeof(Py_ssize_t *));
+    int *ndims = PyMem_Malloc((size_t)n * sizeof(int));
+    PyObject *check = NULL;
+
+    if (shapes != NULL && ndims != NULL) {
+        for (int i = 0; i < n; i++) {
+            shapes[i] = tms[i]->shape;
+            shapes[n + i] = tms[i]->strides;
+            ndims[i] = tms[i]->ndim;
+        }
+        check = torch_check_of(values, shapes, shapes + n, ndims, n);
+    }
+    PyMem_Free(shapes);
+    PyMem_Free(ndims);
     return check;
 }
 

@@ -475,6 +475,98 @@ guard_failed(GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
  * a failure elsewhere reorders it.  Walking the live array could then skip
  * a guard and report a false hit.
  */
+/* The value of a group member's fast local (borrowed), or NULL. */
+static inline PyObject *
+group_value(const GuardSet *gs, int gi, const FrameView *fv)
+{
+    const Accessor *a = &gs->acc[gs->guards[gi].acc];
+    return a->index < fv->nlocals ? fv->locals[a->index] : NULL;
+}
+
+/* Make the set's tensor group (guards.h) once a check passed: its torch
+   TENSOR_MATCH guards on fast locals, two or more, and torch's check over
+   their current values (which have just matched).  Never fails: without a
+   group every guard keeps its own check. */
+static void
+group_make(GuardSet *gs, const FrameView *fv)
+{
+    int n = 0;
+    const TensorMeta **tms = NULL;
+    PyObject **values = NULL;
+
+    gs->group_state = GROUP_NONE;
+    for (int i = 0; i < gs->n; i++) {
+        const Guard *g = &gs->guards[i];
+        n += g->kind == GUARD_TENSOR_MATCH && g->tensor->torch_check != NULL
+             && gs->acc[g->acc].kind == ACC_LOCAL;
+    }
+    if (n < 2 || (gs->group = PyMem_Malloc((size_t)n * sizeof(int))) == NULL
+        || (tms = PyMem_Malloc((size_t)n * sizeof(*tms))) == NULL
+        || (values = PyMem_Malloc((size_t)n * sizeof(*values))) == NULL)
+        goto out;
+    gs->ngroup = 0;
+    for (int i = 0; i < gs->n; i++) {
+        const Guard *g = &gs->guards[i];
+        if (g->kind == GUARD_TENSOR_MATCH && g->tensor->torch_check != NULL
+            && gs->acc[g->acc].kind == ACC_LOCAL) {
+            if ((values[gs->ngroup] = group_value(gs, i, fv)) == NULL)
+                goto out;
+            tms[gs->ngroup] = g->tensor;
+            gs->group[gs->ngroup++] = i;
+        }
+    }
+    gs->group_check = guard_tensor_group_new(tms, values, n);
+    if (gs->group_check != NULL) {
+        for (int k = 0; k < gs->ngroup; k++)
+            gs->guards[gs->group[k]].in_group = true;
+        gs->group_state = GROUP_READY;
+    }
+out:
+    if (gs->group_state != GROUP_READY) {
+        PyMem_Free(gs->group);
+        gs->group = NULL;
+        gs->ngroup = 0;
+    }
+    PyMem_Free(tms);
+    PyMem_Free(values);
+}
+
+/* Whether the tensor group passes (one call for all its tensors).  false
+   also when a value is missing or the call fails: the members then run
+   their own checks. */
+static bool
+group_passes(const GuardSet *gs, const FrameView *fv)
+{
+    PyObject *small[8], **args = gs->ngroup <= 8 ? small
+                                 : PyMem_Malloc((size_t)gs->ngroup * sizeof(PyObject *));
+    bool ok = false;
+
+    if (args == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    int k = 0;
+    while (k < gs->ngroup && (args[k] = group_value(gs, gs->group[k], fv)) != NULL)
+        k++;
+    if (k == gs->ngroup) {
+        PyObject *r = PyObject_Vectorcall(gs->group_check, args, (size_t)k, NULL);
+        ok = r == Py_True;
+        Py_XDECREF(r);
+        PyErr_Clear();
+    }
+    if (args != small)
+        PyMem_Free(args);
+    return ok;
+}
+
+/*
+ * Contract and preconditions in guards.h.
+ *
+ * The guards run in a copy of `order`: a check may call Python code (an
+ * attribute accessor), which may release the GIL or re-enter this set, and
+ * a failure elsewhere reorders it.  Walking the live array could then skip
+ * a guard and report a false hit.
+ */
 int
 guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
                PyObject *backend, GuardFailure *fail)
@@ -492,8 +584,11 @@ guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
         return -1;
     }
     memcpy(order, gs->order, (size_t)n * sizeof(int));
+    bool group_passed = gs->group_state == GROUP_READY && group_passes(gs, fv);
     for (int i = 0; i < n; i++) {
         int gi = order[i];
+        if (group_passed && gs->guards[gi].in_group)
+            continue;
         if (!guard_passes(gs, &gs->guards[gi], fv, vals, backend)) {
             rc = guard_failed(gs, gi, fv, vals, backend, fail);
             break;
@@ -501,6 +596,8 @@ guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
     }
     if (order != order_stack)
         PyMem_Free(order);
+    if (rc == 1 && gs->group_state == GROUP_UNKNOWN)
+        group_make(gs, fv);
     return rc;
 }
 

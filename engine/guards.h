@@ -148,6 +148,7 @@ typedef struct Guard {
     Py_ssize_t length;     /* LIST_LENGTH / TUPLE_LENGTH; HASATTR: 1 = must have */
     TensorMeta *tensor;    /* owned: TENSOR_MATCH only */
     uint64_t fails;        /* how often this guard was the first to fail */
+    bool in_group;         /* a torch TENSOR_MATCH of the set's tensor group */
 } Guard;
 
 /*
@@ -161,6 +162,15 @@ typedef struct GuardSet {
     int n, cap;
     Guard *guards;         /* owned */
     int *order;            /* owned: n indexes into guards */
+    /* The torch tensors of the set checked by one call (guards.c, "tensor
+       group"): the TENSOR_MATCH guards of torch tensors read from fast
+       locals, when there are two or more.  Made after the first check
+       that passed; a group that passes lets the check skip those guards,
+       any other answer leaves them to their own checks. */
+    enum { GROUP_UNKNOWN, GROUP_NONE, GROUP_READY } group_state;
+    int ngroup;
+    int *group;            /* owned: ngroup guard indexes */
+    PyObject *group_check; /* strong: torch's check over those tensors */
 } GuardSet;
 
 /* Why a guard set did not match: the first failing guard and what was seen. */

@@ -59,6 +59,13 @@ void guard_tensor_meta_free(TensorMeta *tm);
 bool guard_tensor_meta_equal(const TensorMeta *a, const TensorMeta *b);
 /* Whether v passes tm (the hot path).  Cannot fail. */
 bool guard_tensor_matches(const TensorMeta *tm, PyObject *v);
+
+/* torch's C++ check over n torch tensors at once (their order), made from
+   values that have just passed their TENSOR_MATCH tms[i]: the bound check
+   of a TensorGuards.  New reference, or NULL without an exception when this
+   torch has none.  A call of it costs one tuple and one state read for all
+   n, where n calls of each tensor's own check cost n of each. */
+PyObject *guard_tensor_group_new(const TensorMeta *const *tms, PyObject *const *values, int n);
 /* The whole TENSOR_MATCH of tm on source src as a Python-like expression.
    New str or NULL. */
 PyObject *guard_tensor_render(const TensorMeta *tm, PyObject *src);

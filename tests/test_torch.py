@@ -492,3 +492,25 @@ def test_torch_tensor_check_decides_and_explains_failures():
     f(torch.ones(3, 5), 2)
     _, kind, expr, seen = failure_of("0/1")
     assert (kind, expr, seen) == ("TENSOR_MATCH", "L['x'].shape == (3, 4)", "(3, 5)")
+
+
+def mul_add(x, y, z):
+    return x * y + z
+
+
+def test_tensor_group_checks_all_tensors_and_falls_back_per_tensor():
+    # Three torch tensors from fast locals are checked by one C++ call after
+    # the first hit; an aliased argument (the group refuses the same tensor
+    # twice) or a changed tensor goes back to each guard's own check.
+    f = dynscope.optimize("eager")(mul_add)
+    x, y, z = torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3)
+    for _ in range(4):
+        torch.testing.assert_close(f(x, y, z), mul_add(x, y, z))
+    torch.testing.assert_close(f(x, x, z), mul_add(x, x, z))      # aliased: still a hit
+    (entry,) = dynscope.cache_entries(mul_add)
+    assert entry.hits == 4
+    torch.testing.assert_close(f(x, y, z.double()), mul_add(x, y, z.double()))
+    _, kind, expr, seen = failure_of("0/1")
+    assert (kind, expr, seen) == ("TENSOR_MATCH", "L['z'].dtype == torch.float32", "torch.float64")
+    torch.testing.assert_close(f(x, y, z), mul_add(x, y, z))
+    assert sorted(e.hits for e in dynscope.cache_entries(mul_add)) == [0, 5]
