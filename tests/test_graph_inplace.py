@@ -204,9 +204,17 @@ def test_generated_chains(ops, n, dtype, seed):
 
 # ---------------------------------------------------------------------------
 # Blocked runs (engine/graph_blocks.c): chains on arrays of 512Ki elements
-# and more run block by block.
+# and more, whose arrays do not fit in the last-level cache, run block by
+# block.  The cache is said to be 1 MiB here, so that arrays of a few MB are
+# blocked on any machine.
 
 BIG = 600_000
+
+
+@pytest.fixture(autouse=True)
+def small_cache(monkeypatch, request):
+    if "blocked" in request.node.name:
+        monkeypatch.setenv("DYNSCOPE_CACHE_BYTES", str(1 << 20))
 
 
 def chain4(a, b):
@@ -292,3 +300,13 @@ def test_blocked_chain_raises_as_eager_under_errstate_raise():
             opt(a, b)
     assert str(got.value) == str(want.value)
     assert np.geterr()["divide"] == "warn"   # the caller's settings are back
+
+
+def test_a_chain_that_fits_in_cache_runs_op_by_op(monkeypatch):
+    # Blocks only pay when the arrays do not fit in the last-level cache;
+    # below that the ops run whole, reusing buffers (two arrays alive).
+    monkeypatch.setenv("DYNSCOPE_CACHE_BYTES", str(1 << 30))
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
+    opt = run_both(chain8, a, b)
+    assert 2 * a.nbytes <= peak_bytes(opt, a, b) < 3 * a.nbytes
