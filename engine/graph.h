@@ -42,10 +42,12 @@ typedef enum NodeOp {
 
 /*
  * A node.  Python sees .op (str), .name, .target, .args, .kwargs, .meta
- * (dict: "example_value", "type", "shape", "dtype" when known), .index,
+ * (dict: "type", "shape", "dtype" when known; "example_value" too, for
+ * arrays and tensors only until the backend has compiled the graph), .index,
  * .graph and .users.  Every field is set when the node is made and never
  * changes afterwards, except `index` (renumbered when a placeholder is
- * inserted before it) and `graph` (cleared with its graph).
+ * inserted before it), `graph` (cleared with its graph) and the array
+ * example values of `meta` (graph_drop_examples).
  */
 typedef struct NodeObject {
     PyObject_HEAD

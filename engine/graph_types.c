@@ -120,7 +120,7 @@ static PyMemberDef node_members[] = {
     {"kwargs", T_OBJECT, offsetof(NodeObject, kwargs), READONLY,
      "Keyword arguments (dict)."},
     {"meta", T_OBJECT, offsetof(NodeObject, meta), READONLY,
-     "Metadata: example_value, type, shape, dtype when known (dict)."},
+     "Metadata: type, shape, dtype when known, and example_value (arrays and tensors only until the backend has compiled the graph) (dict)."},
     {"index", T_INT, offsetof(NodeObject, index), READONLY,
      "Position of the node in its graph."},
     {NULL, 0, 0, 0, NULL},
