@@ -430,6 +430,7 @@ guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
     pos = first_structural && acc >= 0 ? adopt_dependents(gs, gi) : gi;
     memmove(&gs->order[pos + 1], &gs->order[pos], (size_t)(gi - pos) * sizeof(int));
     gs->order[pos] = gi;
+    gs->simple = SIMPLE_UNKNOWN;          /* decided again at the next check */
     ENGINE_ASSERT(gs->n > 256 || guardset_invariants(gs));   /* quadratic: small sets */
     return gi;
 

@@ -481,6 +481,13 @@ guard_tensor_matches(const TensorMeta *tm, PyObject *v)
 {
     TensorView tv;
 
+    if (tm->device == NULL && Py_TYPE(v) == tm->type) {     /* NumPy, the short way */
+        PyArrayObject *a = (PyArrayObject *)v;
+        if ((PyObject *)PyArray_DESCR(a) == tm->dtype && PyArray_NDIM(a) == tm->ndim)
+            return ssize_equal((const Py_ssize_t *)PyArray_DIMS(a), tm->shape, tm->ndim)
+                   && ssize_equal((const Py_ssize_t *)PyArray_STRIDES(a), tm->strides, tm->ndim);
+        /* another descr object may still be an equal dtype: the full way */
+    }
     if (tm->torch_check != NULL) {
         PyObject *ok = PyObject_Vectorcall(tm->torch_check, &v, 1, NULL);
         if (ok == Py_True) {

@@ -467,6 +467,60 @@ guard_failed(GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
     return 0;
 }
 
+/* Whether guard g is one of the short walk's (guards.h, `simple`). */
+static bool
+guard_is_simple(const GuardSet *gs, const Guard *g)
+{
+    if (g->kind == GUARD_BACKEND_MATCH)
+        return true;
+    if (g->acc < 0 || gs->acc[g->acc].kind != ACC_LOCAL)
+        return false;
+    return g->kind == GUARD_TYPE_MATCH || g->kind == GUARD_ID_MATCH
+           || (g->kind == GUARD_TENSOR_MATCH && g->tensor->device == NULL);
+}
+
+/* guard_passes for a simple guard, reading the frame's fast local itself.
+   No Python runs, nothing is stored in vals. */
+static inline bool
+simple_passes(const GuardSet *gs, const Guard *g, const FrameView *fv, PyObject *backend)
+{
+    if (g->kind == GUARD_BACKEND_MATCH)
+        return backend == g->expected;
+    Py_ssize_t i = gs->acc[g->acc].index;
+    PyObject *v = i < fv->nlocals ? fv->locals[i] : NULL;
+    if (v == NULL)
+        return false;
+    switch (g->kind) {
+    case GUARD_TYPE_MATCH:
+        return Py_TYPE(v) == (PyTypeObject *)g->expected
+               && (g->weak == NULL || weakref_points_to(g->weak, g->expected));
+    case GUARD_ID_MATCH:
+        return v == g->expected
+               && (g->weak == NULL || weakref_points_to(g->weak, g->expected));
+    default:
+        return guard_tensor_matches(g->tensor, v);
+    }
+}
+
+/* The short walk: 1 when every guard of a simple set passes, 0 when one
+   does not (the full walk then finds it and keeps its books). */
+static int
+simple_check(GuardSet *gs, const FrameView *fv, PyObject *backend)
+{
+    if (gs->simple == SIMPLE_UNKNOWN) {
+        gs->simple = SIMPLE_YES;
+        for (int i = 0; i < gs->n && gs->simple == SIMPLE_YES; i++)
+            if (!guard_is_simple(gs, &gs->guards[i]))
+                gs->simple = SIMPLE_NO;
+    }
+    if (gs->simple != SIMPLE_YES)
+        return 0;
+    for (int i = 0; i < gs->n; i++)          /* no Python runs: `order` stays put */
+        if (!simple_passes(gs, &gs->guards[gs->order[i]], fv, backend))
+            return 0;
+    return 1;
+}
+
 /*
  * Contract and preconditions in guards.h.
  *
@@ -576,7 +630,7 @@ guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
 
     ENGINE_ASSERT(!PyErr_Occurred());
     ENGINE_ASSERT(vals != NULL || gs->nacc == 0);
-    if (n == 0)
+    if (n == 0 || (fail == NULL && simple_check(gs, fv, backend) == 1))
         return 1;
     if (n > ORDER_ON_STACK
         && (order = PyMem_Malloc((size_t)n * sizeof(int))) == NULL) {

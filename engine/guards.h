@@ -168,6 +168,11 @@ typedef struct GuardSet {
        that passed; a group that passes lets the check skip those guards,
        any other answer leaves them to their own checks. */
     enum { GROUP_UNKNOWN, GROUP_NONE, GROUP_READY } group_state;
+    /* Whether every guard is one the short walk can check (guards.c
+       simple_passes: backend, type, identity or NumPy TENSOR_MATCH of a
+       fast local -- C reads only, no Python).  Decided at the first check
+       after the last guard was added. */
+    enum { SIMPLE_UNKNOWN, SIMPLE_NO, SIMPLE_YES } simple;
     int ngroup;
     int *group;            /* owned: ngroup guard indexes */
     PyObject *group_check; /* strong: torch's check over those tensors */

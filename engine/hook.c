@@ -991,7 +991,9 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
                          engine_ticks_to_ns_fast(guard_ticks));
     PyObject *result = out.kind == OUTCOME_RETURN ? out.value : NULL;
     out.value = NULL;
-    plan_outcome_clear(&out);
+    if (out.iter_lists != NULL || out.callable != NULL || out.args != NULL
+        || out.locals != NULL || out.stack != NULL || out.kwnames != NULL)
+        plan_outcome_clear(&out);         /* (a returning plan leaves at most iter_lists) */
     return result;
 }
 

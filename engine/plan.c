@@ -82,6 +82,12 @@ void plan_outcome_call_done(PlanOutcome *o)
    with an exception set. */
 static PyObject *input_value(const GuardSet *gs, const FrameView *fv, PyObject **vals, int acc)
 {
+    const Accessor *a = &gs->acc[acc];
+    if (a->kind == ACC_LOCAL && vals[acc] == NULL)      /* the common input: a fast local */
+        return a->index < fv->nlocals && fv->locals[a->index] != NULL
+               ? fv->locals[a->index]
+               : (PyErr_SetString(PyExc_RuntimeError, "dynscope: a plan input is unreachable"),
+                  NULL);
     PyObject *v = vals[acc] ? vals[acc] : guardset_value(gs, acc, fv, vals);
     if (v == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_RuntimeError, "dynscope: a plan input is unreachable");
