@@ -66,7 +66,8 @@ uint64_t engine_ticks_to_ns_fast(uint64_t ticks);
  */
 typedef struct FrameView {
     PyCodeObject *code;          /* borrowed */
-    PyObject *const *locals;     /* borrowed: co_nlocals fast locals; an item is NULL when unbound */
+    PyObject *const *locals;     /* borrowed: the frame's slots (code_nslots: fast locals, then
+                                    cell variables as cells); an item is NULL when unbound */
     int nlocals;
     PyObject *const *stack;      /* borrowed: value stack of a resume frame, or NULL */
     int nstack;
@@ -144,6 +145,8 @@ typedef enum RebuildKind {
     RB_DERIVED,    /* enumerate(iter(items[0]), obj) when index is 0, else
                       zip(*map(iter, items)): over a list or a tensor, so
                       a real one                                         */
+    RB_CELL,       /* a new cell holding items[0] (n == 0: empty): a cell
+                      variable of the frame, carried to its resume frame   */
 } RebuildKind;
 
 typedef struct Rebuild {

@@ -106,7 +106,7 @@ static inline bool
 acc_is_root(AccessorKind k)
 {
     return k == ACC_LOCAL || k == ACC_GLOBAL || k == ACC_BUILTIN
-        || k == ACC_CLOSURE || k == ACC_STACK || k == ACC_GLOBALS;
+        || k == ACC_CLOSURE || k == ACC_STACK || k == ACC_GLOBALS || k == ACC_MODULE;
 }
 
 static inline bool
@@ -122,7 +122,7 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
 {
     int depth = 0;
 
-    if ((unsigned)kind > ACC_TYPE) {
+    if ((unsigned)kind > ACC_MODULE) {
         PyErr_Format(PyExc_ValueError, "bad accessor kind %d", (int)kind);
         return -1;
     }
@@ -140,7 +140,7 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
         PyErr_Format(PyExc_ValueError, "negative slot %zd", index);
         return -1;
     }
-    if ((kind == ACC_GLOBAL || kind == ACC_BUILTIN || kind == ACC_ATTR)
+    if ((kind == ACC_GLOBAL || kind == ACC_BUILTIN || kind == ACC_ATTR || kind == ACC_MODULE)
         && (key == NULL || !PyUnicode_CheckExact(key))) {
         PyErr_SetString(PyExc_TypeError, "accessor key must be a str");
         return -1;
@@ -169,7 +169,7 @@ guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
     if (!acc_uses_index(kind))
         index = 0;
     if (kind != ACC_GLOBAL && kind != ACC_BUILTIN && kind != ACC_ATTR
-        && kind != ACC_DICT_ITEM)
+        && kind != ACC_DICT_ITEM && kind != ACC_MODULE)
         key = NULL;
     if ((kind != ACC_LOCAL && kind != ACC_CLOSURE) || name == Py_None)
         name = NULL;

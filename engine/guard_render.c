@@ -261,6 +261,9 @@ guardset_render_source(const GuardSet *gs, int acc)
     case ACC_GLOBALS:
         res = PyUnicode_FromString("G");
         break;
+    case ACC_MODULE:
+        res = PyUnicode_FromFormat("sys.modules[%R]", a->key);
+        break;
     case ACC_TYPE:
         res = PyUnicode_FromFormat("type(%U)", base);
         break;

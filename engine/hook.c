@@ -877,7 +877,7 @@ static CacheFrame *start_frame(CodeCache *cc)
 static bool call_fills_locals(PyCodeObject *co, Py_ssize_t nargs)
 {
     return nargs == co->co_argcount && co->co_kwonlyargcount == 0
-           && co->co_nlocals <= DIRECT_MAX_LOCALS
+           && co->co_nlocals <= DIRECT_MAX_LOCALS && co->co_ncellvars == 0
            && !(co->co_flags & (CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE
                                 | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE));
 }

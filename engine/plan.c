@@ -372,6 +372,14 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
         return rebuild_slot_iter(r, env, out);
     case RB_DERIVED:
         return rebuild_derived(r, env, out);
+    case RB_CELL: {
+        PyObject *content = NULL;
+        if (r->n > 0 && rebuild(&r->items[0], env, &content) < 0)
+            return -1;
+        *out = PyCell_New(content);
+        Py_XDECREF(content);
+        return *out ? 0 : -1;
+    }
     case RB_DICT: {
         PyObject *d = PyDict_New();
         for (int i = 0; d && i < r->n; i++) {
@@ -653,6 +661,11 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
             return -1;
         s = r->kind == RB_ROWS ? PyUnicode_FromFormat("[%d:])", r->index)
                                : PyUnicode_FromFormat(") after %d items", r->index);
+        break;
+    case RB_CELL:
+        if (append_str(parts, "cell(") < 0 || (r->n > 0 && render_rebuild(parts, &r->items[0], gs) < 0))
+            return -1;
+        s = PyUnicode_FromString(")");
         break;
     case RB_DERIVED:
         if (append_str(parts, r->index == 0 ? "enumerate(" : "zip(") < 0)

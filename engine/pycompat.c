@@ -57,6 +57,34 @@ static int cache_units_311(int opcode)
 
 /* ---- the decoder ---- */
 
+/* decode_op's second half: imports, calls with unpacking, closures and
+   nested functions, generators. */
+static void decode_calls_and_scopes(Instr *in)
+{
+    int oparg = in->oparg;
+    switch (in->opcode) {
+    case IMPORT_NAME: in->op = OP_IMPORT_NAME; break;
+    case IMPORT_FROM: in->op = OP_IMPORT_FROM; break;
+    case CALL_FUNCTION_EX: in->op = OP_CALL_FUNCTION_EX; in->flag = (oparg & 1) != 0; break;
+    case DICT_MERGE: in->op = OP_DICT_MERGE; break;
+    case DICT_UPDATE: in->op = OP_DICT_UPDATE; break;
+    case MAKE_CELL: in->op = OP_MAKE_CELL; break;
+#if !PY_313
+    case LOAD_CLOSURE: in->op = OP_LOAD_CLOSURE; break;   /* 3.13: a LOAD_FAST */
+#endif
+    case STORE_DEREF: in->op = OP_STORE_DEREF; break;
+    case DELETE_DEREF: in->op = OP_DELETE_DEREF; break;
+    case MAKE_FUNCTION: in->op = OP_MAKE_FUNCTION; break;
+#if PY_313
+    case SET_FUNCTION_ATTRIBUTE: in->op = OP_SET_FUNCTION_ATTRIBUTE; break;
+#endif
+    case MAP_ADD: in->op = OP_MAP_ADD; break;
+    case RETURN_GENERATOR: in->op = OP_RETURN_GENERATOR; break;
+    case YIELD_VALUE: in->op = OP_YIELD_VALUE; break;
+    default: break;
+    }
+}
+
 /* Map CPython's opcode (with its full oparg) to in->op and its decoded
    arguments; in->next is set.  Version-specific spellings are here and
    nowhere else. */
@@ -68,7 +96,8 @@ static void decode_op(Instr *in)
     in->flag = false;
     in->target = -1;
     switch (in->opcode) {
-    case NOP: case RESUME: case CACHE: case COPY_FREE_VARS:
+    case NOP: case RESUME: case CACHE:
+    case COPY_FREE_VARS:       /* free variables are read from the function */
 #if PY_311
     case PRECALL:
 #endif
@@ -196,7 +225,9 @@ static void decode_op(Instr *in)
 #endif
     case BUILD_STRING: in->op = OP_BUILD_STRING; break;
     case RETURN_VALUE: in->op = OP_RETURN_VALUE; break;
-    default: break;
+    default:
+        decode_calls_and_scopes(in);
+        break;
     }
 }
 

@@ -205,13 +205,23 @@ static inline PyObject *frame_eval_default(PyThreadState *ts, EvalFrame *f, int 
    3.11 its caller does, and this does nothing. */
 void frame_clear_unevaluated(PyThreadState *ts, EvalFrame *f);
 
+/* The frame's own slots: its fast locals, then its cell variables (what a
+   frame's state is made of; its free variables are its function's). */
+static inline int code_nslots(PyCodeObject *co) { return co->co_nlocalsplus - co->co_nfreevars; }
+/* Whether localsplus slot i is a cell variable (CO_FAST_CELL, the same
+   bit on 3.11-3.13): an argument captured by an inner function, or a
+   variable only inner functions and the code's LOAD_DEREFs use. */
+static inline bool code_slot_is_cell(PyCodeObject *co, int i)
+{
+    return (PyBytes_AS_STRING(co->co_localspluskinds)[i] & 0x40) != 0;
+}
 /* Fill a FrameView for the start of frame f. */
 static inline void frame_view_init(FrameView *fv, EvalFrame *f)
 {
     PyCodeObject *co = frame_code(f);
     fv->code = co;
     fv->locals = f->localsplus;
-    fv->nlocals = co->co_nlocals;
+    fv->nlocals = code_nslots(co);    /* the cells are empty: no MAKE_CELL ran */
     fv->stack = NULL;
     fv->nstack = 0;
     fv->globals = f->f_globals;
@@ -234,7 +244,7 @@ static inline void frame_view_init(FrameView *fv, EvalFrame *f)
  */
 typedef enum Op {
     OP_UNKNOWN,               /* not modelled: tracing stops */
-    OP_NOP,                   /* RESUME, NOP, PRECALL, COPY_FREE_VARS, MAKE_CELL ... */
+    OP_NOP,                   /* RESUME, NOP, PRECALL, COPY_FREE_VARS ... */
     OP_LOAD_FAST,             /* LOAD_FAST, LOAD_FAST_CHECK */
     OP_LOAD_FAST_AND_CLEAR,   /* 3.12: an inlined comprehension saves its variable */
     OP_LOAD_FAST_LOAD_FAST,   /* 3.13: locals oparg, then arg2 */
@@ -290,6 +300,21 @@ typedef enum Op {
     OP_BUILD_STRING,
     OP_RETURN_VALUE,
     OP_RETURN_CONST,          /* 3.12, 3.13 */
+    OP_IMPORT_NAME,           /* oparg: name index; pops level, fromlist */
+    OP_IMPORT_FROM,           /* oparg: name index; the module stays */
+    OP_CALL_FUNCTION_EX,      /* flag: a kwargs dict on top of the args */
+    OP_DICT_MERGE,            /* f(**a, **b): oparg = depth of the dict */
+    OP_DICT_UPDATE,           /* {**a}: oparg = depth of the dict */
+    OP_MAKE_CELL,             /* oparg: localsplus slot */
+    OP_LOAD_CLOSURE,          /* 3.11, 3.12: push the cell of slot oparg */
+    OP_STORE_DEREF,           /* oparg: localsplus slot of a cell or free var */
+    OP_DELETE_DEREF,          /* oparg: localsplus slot of a cell or free var */
+    OP_MAKE_FUNCTION,         /* oparg: what lies below the code (3.11, 3.12 flags;
+                                 3.13: 0, set by OP_SET_FUNCTION_ATTRIBUTE) */
+    OP_SET_FUNCTION_ATTRIBUTE,/* 3.13: oparg one MAKE_FUNCTION flag */
+    OP_MAP_ADD,               /* {k: v for ...}: oparg = depth of the dict */
+    OP_RETURN_GENERATOR,      /* a generator's start: resumed with None */
+    OP_YIELD_VALUE,           /* yield the top value, resumed with None */
 } Op;
 
 /* A code object's de-specialized bytecode (co_code, never the live
@@ -408,7 +433,7 @@ static inline void shadow_enter(ShadowFrame *s, EvalFrame *f, int next_instr,
        the eager step runs (locals(), sys._getframe().f_locals, a debugger)
        sees them as it would eagerly; an entry value a local no longer
        holds is let go, as the interpreter let it go when it was rebound. */
-    for (int i = 0; i < nlocals && i < co->co_nlocals; i++)
+    for (int i = 0; i < nlocals && i < code_nslots(co); i++)
         if (f->localsplus[i] != locals[i])
             Py_XSETREF(f->localsplus[i], Py_XNewRef(locals[i]));
     frame_fill_free_vars(f);
@@ -441,7 +466,7 @@ static inline void shadow_exit(ShadowFrame *s, bool failed)
            traceback, as the interpreter's frame would; so does a frame the
            program holds an object of (inspect.currentframe()), whose
            f_locals it may read later. */
-        for (int i = 0; i < frame_code(s->frame)->co_nlocals; i++)
+        for (int i = 0; i < code_nslots(frame_code(s->frame)); i++)
             Py_CLEAR(s->frame->localsplus[i]);
     }
     thread_set_current_frame(ts, s->saved);
@@ -466,8 +491,9 @@ static inline void shadow_exit(ShadowFrame *s, bool failed)
  * Running in f itself keeps what the program can see of it: a frame object
  * an eager step made (inspect.currentframe()) is the one that goes on, and
  * it ends as any frame does (its caller clears it; a frame object that
- * outlives it takes its locals over).  Preconditions (frame_can_resume):
- * no cell variables;
+ * outlives it takes its locals over).  `locals` are the frame's slots
+ * (code_nslots: its cells too, as cell objects: MAKE_CELL already ran).
+ * Preconditions (frame_can_resume):
  * instr is an instruction boundary the interpreter can enter (not after
  * EXTENDED_ARG, not between KW_NAMES and CALL).  The prologue
  * (COPY_FREE_VARS) is skipped, so the free variables are set here as it
@@ -478,7 +504,7 @@ static inline void shadow_exit(ShadowFrame *s, bool failed)
 static inline bool frame_can_resume(EvalFrame *f, int nlocals, int nstack)
 {
     PyCodeObject *co = frame_code(f);
-    return co->co_ncellvars == 0 && nstack <= co->co_stacksize && nlocals <= co->co_nlocals;
+    return nstack <= co->co_stacksize && nlocals <= code_nslots(co);
 }
 
 static inline PyObject *frame_eval_in_place(PyThreadState *ts, EvalFrame *f, PyObject **locals,

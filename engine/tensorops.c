@@ -71,6 +71,7 @@ static PyObject *torch_methods;       /* set of pure torch.Tensor method names *
 static PyObject *torch_fold_methods;  /* set of metadata method names folded to constants */
 static PyObject *torch_fold_attrs;    /* set of metadata attribute names folded to constants */
 static PyObject *torch_fold_functions;/* set of torch functions folded to constants */
+static PyObject *torch_known_results;  /* dict fn -> its result while capturing (below) */
 static PyObject *torch_training_rule; /* dict fn -> (arg name, position, default): random
                                          unless that argument is False */
 
@@ -150,6 +151,27 @@ static const char *const torch_denied_function_names[] = {
 static const char *const torch_denied_function_prefixes[] = {
     "rand", "set_", "get_", "is_", "are_", "use_", "sym_", "fractional_max_pool",
     "profiler_", NULL,
+};
+
+/*
+ * Functions libraries call to ask whether they are being compiled, and
+ * what they get while dynscope captures: what they get under TorchDynamo,
+ * so that libraries take their compile-friendly path (docs/architecture.md
+ * "What captured code sees").  Each is looked up in a module already
+ * imported; a missing one is skipped.
+ */
+static const struct { const char *module, *name; int result; /* 1 True, 0 False, -1 None */ }
+torch_known_calls[] = {
+    {"torch.compiler", "is_compiling", 1},
+    {"torch.compiler", "is_dynamo_compiling", 1},
+    {"torch.compiler", "is_exporting", 0},
+    {"torch._dynamo", "is_compiling", 1},
+    {"torch._dynamo.external_utils", "is_compiling", 1},
+    {"torch._utils", "is_compiling", 1},
+    {"torch.jit", "is_scripting", 0},
+    {"torch.jit", "is_tracing", 0},
+    {"torch._C", "_get_tracing_state", -1},
+    {NULL, NULL, 0},
 };
 
 /* Random unless their training argument is False: name, argument, position
@@ -326,6 +348,23 @@ static int load_torch(PyObject *torch)
     torch_fold_attrs = name_set(torch_fold_attr_names);
     torch_fold_functions = PySet_New(NULL);
     torch_training_rule = PyDict_New();
+    torch_known_results = PyDict_New();
+    if (!torch_known_results)
+        return -1;
+    for (int i = 0; torch_known_calls[i].module; i++) {
+        PyObject *m = tensorlib_loaded_module_ref(torch_known_calls[i].module);
+        PyObject *fn = m ? PyObject_GetAttrString(m, torch_known_calls[i].name) : NULL;
+        Py_XDECREF(m);
+        if (fn == NULL) {
+            PyErr_Clear();    /* not in this torch: nothing to answer */
+            continue;
+        }
+        int r = torch_known_calls[i].result;
+        int rc = PyDict_SetItem(torch_known_results, fn, r < 0 ? Py_None : r ? Py_True : Py_False);
+        Py_DECREF(fn);
+        if (rc < 0)
+            return -1;
+    }
     if (!torch_methods || !torch_functions || !torch_fold_methods || !torch_fold_attrs
         || !torch_fold_functions || !torch_training_rule)
         return -1;
@@ -496,6 +535,16 @@ static PyObject *call_on_examples(NodeOp op, PyObject *target, PyObject *eargs, 
     PyObject *r = rest ? call_quietly(meth, rest, ekw) : NULL;
     Py_XDECREF(meth);
     Py_XDECREF(rest);
+    return r;
+}
+
+PyObject *tensorops_known_result(PyObject *fn)
+{
+    if (torch_known_results == NULL)
+        return NULL;
+    PyObject *r = PyDict_GetItemWithError(torch_known_results, fn);
+    if (r == NULL)
+        PyErr_Clear();    /* an unhashable callable is not one of them */
     return r;
 }
 

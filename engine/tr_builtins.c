@@ -89,8 +89,42 @@ static bool plain_type_or_tuple(PyObject *cls)
     return true;
 }
 
+/* sum(iterable[, start]): start + item, item by item, as sum() adds (on
+   tensors too: the graph adds what eager code adds, in its order).  NULL
+   when tracing stops. */
+static Value *builtin_sum(TFrame *f, Value **args, int nargs)
+{
+    Value *it = tr_make_iter(f, args[0]);
+    Value *acc = nargs == 2 ? args[1] : new_const(f->t, PyLong_FromLong(0));
+    if (it == NULL || acc == NULL)
+        return NULL;
+    if (acc->kind == V_CONST && (PyUnicode_Check(acc->obj) || PyBytes_Check(acc->obj)))
+        return tracer_unsupported(f->t, false, "sum() of strings"), NULL;
+    for (; it->pos < it->n; it->pos++)
+        if ((acc = tr_apply_binary(f, "add", "add", acc, it->items[it->pos], false)) == NULL)
+            return NULL;
+    return acc;
+}
+
+/* any(iterable) / all(iterable): each item's truth in order, stopping
+   where the answer is known, as they do.  NULL when tracing stops. */
+static Value *builtin_any_all(TFrame *f, Value *iterable, bool is_any)
+{
+    Value *it = tr_make_iter(f, iterable);
+    if (it == NULL)
+        return NULL;
+    while (it->pos < it->n) {
+        int tv = tr_truth(f, it->items[it->pos++], is_any ? "any()" : "all()");
+        if (tv < 0)
+            return NULL;
+        if (tv == is_any)
+            return new_const(f->t, PyBool_FromLong(is_any));
+    }
+    return new_const(f->t, PyBool_FromLong(!is_any));
+}
+
 /* Calls of functions of the builtins module: len, isinstance, min, max,
-   abs, getattr are modelled; any other call, or one on a tensor, is a
+   abs, getattr, sum, any, all are modelled; any other call, or one on a tensor, is a
    break.  NULL when tracing stops. */
 Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
 {
@@ -118,7 +152,18 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
         && nokw && nargs >= 1) {
         if (strcmp(name, "abs") == 0 && nargs == 1 && args[0]->kind == V_TENSOR)
             return tensorops_call(t, NODE_CALL_FUNCTION, fn, "abs", args, 1, NULL);
-        Value *single = nargs == 1 && (args[0]->kind == V_TUPLE || args[0]->kind == V_LIST) ? args[0] : NULL;
+        Value *single = nargs == 1 && (args[0]->kind == V_TUPLE || args[0]->kind == V_LIST
+                                       || args[0]->kind == V_ITER) ? args[0] : NULL;
+        if (single != NULL && single->kind == V_ITER) {
+            Value *items = value_new(t, V_TUPLE, NULL);
+            for (int i = single->pos; items != NULL && i < single->n; i++)
+                if (value_append(t, items, single->items[i]) < 0)
+                    return NULL;
+            if (items == NULL)
+                return NULL;
+            single->pos = single->n;       /* consumed */
+            single = items;
+        }
         PyObject *cargs = single ? const_args(single->items, single->n) : const_args(args, nargs);
         if (cargs == NULL)
             return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "%s() on values that are not constants", name), NULL);
@@ -126,6 +171,11 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
         Py_DECREF(cargs);
         return new_const(t, r);
     }
+    if (strcmp(name, "sum") == 0 && nokw && (nargs == 1 || nargs == 2) && args[0]->kind != V_TENSOR)
+        return builtin_sum(f, args, nargs);
+    if ((strcmp(name, "any") == 0 || strcmp(name, "all") == 0) && nokw && nargs == 1
+        && args[0]->kind != V_TENSOR)
+        return builtin_any_all(f, args[0], name[1] == 'n');
     if (nargs >= 1 && args[0]->kind == V_TENSOR)
         return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
     if (strcmp(name, "getattr") == 0 && nokw && nargs == 2 && args[1]->kind == V_CONST

@@ -128,36 +128,80 @@ static int bind_defaults(TFrame *callee)
     return 0;
 }
 
+/* Fill the parameters the call left unbound from the defaults a function
+   made while tracing was made with (Values already).  0 / -1. */
+static int bind_made_defaults(TFrame *callee)
+{
+    Tracer *t = callee->t;
+    PyCodeObject *co = callee->code;
+    Value *defaults = callee->made->items[0];
+    Value *kwdefaults = callee->made->items[1];
+    int argcount = co->co_argcount;
+    int total = argcount + co->co_kwonlyargcount;
+    int ndef = defaults->kind == V_TUPLE ? defaults->n : 0;
+    for (int i = 0; i < argcount; i++) {
+        if (callee->locals[i] != NULL)
+            continue;
+        int d = i - (argcount - ndef);
+        if (d < 0)
+            return tracer_unsupported(t, false, "missing argument '%U' to %U", local_name(co, i), co->co_qualname);
+        callee->locals[i] = defaults->items[d];
+    }
+    for (int i = argcount; i < total; i++) {
+        if (callee->locals[i] != NULL)
+            continue;
+        int found = -1;
+        for (int j = 0; kwdefaults->kind == V_DICT && j < kwdefaults->n && found < 0; j++)
+            if (PyUnicode_Compare(PyList_GET_ITEM(kwdefaults->obj, j), local_name(co, i)) == 0)
+                found = j;
+        if (found < 0)
+            return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "missing keyword argument '%U'", local_name(co, i));
+        callee->locals[i] = kwdefaults->items[found];
+    }
+    return 0;
+}
+
 /* Bind arguments of an inlined call into the callee's locals.  0 / -1. */
 static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwnames)
 {
     if (bind_given(callee, args, nargs, kwnames) < 0)
         return -1;
-    return bind_defaults(callee);
+    return callee->made ? bind_made_defaults(callee) : bind_defaults(callee);
 }
 
-/* Inline a call of user function fnv (a V_CONST reached by an accessor):
-   guard its code, bind the arguments, interpret its body in a frame of
-   its own.  Its return value, or NULL when tracing stops (the call then
-   breaks in the root frame). */
+/* Inline a call of user function fnv -- a V_CONST reached by an
+   accessor, whose code is guarded, or a V_FUNC made while tracing, whose
+   code is a constant of guarded code -- : bind the arguments, interpret
+   its body in a frame of its own (a generator expression's to its end,
+   collecting what it yields).  Its return value, or NULL when tracing
+   stops (the call then breaks in the root frame). */
 static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
-    PyObject *fn = fnv->obj;
-    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fn);
-    const char *why = tr_code_unsupported_reason(co, true);
+    bool made = fnv->kind == V_FUNC;
+    PyObject *fn = made ? fnv->fn_creator : fnv->obj;
+    int fn_src = made ? fnv->fn_creator_src : fnv->src;
+    PyCodeObject *co = made ? (PyCodeObject *)fnv->obj : (PyCodeObject *)PyFunction_GET_CODE(fn);
+    const char *why = tr_code_unsupported_reason(co, made);
     if (why != NULL)
         return tracer_unsupported(t, false, "call to %U: %s", co->co_qualname, why), NULL;
-    if (fnv->src < 0)
-        return tracer_unsupported(t, false, "call to a function made while tracing"), NULL;
+    if (!made && fnv->src < 0)
+        return tracer_unsupported(t, false, "call to a function computed while tracing"), NULL;
     if (t->depth >= MAX_INLINE_DEPTH)
         return tracer_unsupported(t, false, "inlining deeper than %d calls (recursion?)", MAX_INLINE_DEPTH), NULL;
-    if (guardset_add(t->gs, GUARD_CODE_MATCH, fnv->src, (PyObject *)co, 0) < 0)
+    if (!made && guardset_add(t->gs, GUARD_CODE_MATCH, fnv->src, (PyObject *)co, 0) < 0)
         return NULL;
     TFrame callee;
     Value *result = NULL;
-    if (tr_frame_setup(&callee, t, f, fn, fnv->src, co) < 0)
+    if (tr_frame_setup(&callee, t, f, fn, fn_src, co) < 0)
         goto out;
+    if (made) {
+        callee.made = fnv;
+        if ((co->co_flags & CO_GENERATOR) && (callee.yields = value_new(t, V_ITER, NULL)) == NULL)
+            goto out;
+        if (callee.yields != NULL)
+            callee.yields->from_generator = true;
+    }
     if (bind_arguments(&callee, args, nargs, kwnames) < 0)
         goto out;
     t->depth++;
@@ -257,6 +301,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         }
         return call_container_method(f, callable, args, nargs, kwnames);
     }
+    if (callable->kind == V_FUNC)
+        return inline_call(f, callable, args, nargs, kwnames);
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                             callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
@@ -275,6 +321,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
     PyObject *fn = callable->obj;
+    PyObject *known = tensorops_known_result(fn);
+    if (known != NULL && nargs == 0)
+        return value_new(t, V_CONST, known);
     if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn))
         return inline_call(f, callable, args, nargs, kwnames);
     if (tensorops_is_pure_function(fn)) {

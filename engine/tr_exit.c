@@ -95,6 +95,47 @@ static int end_call(TFrame *f, const Instr *in, int sp_before)
     return FRAME_ENDED;
 }
 
+/* CALL_FUNCTION_EX that stopped is the eager step callable(*args,
+   **kwargs), its sequence and dict spread as a CALL's arguments when the
+   translator knows their items (NOT_ENDED otherwise: a deopt). */
+static int end_call_ex(TFrame *f, const Instr *in, int sp_before)
+{
+    Tracer *t = f->t;
+    FrameEnd *e = &t->end;
+    f->sp = sp_before;
+    int nops = in->flag ? 2 : 1;
+    Value *kwargs = in->flag ? peek(f, 1) : NULL;
+    Value *callargs = peek(f, nops);
+    if ((callargs->kind != V_TUPLE && callargs->kind != V_LIST)
+        || (kwargs != NULL && kwargs->kind != V_DICT))
+        return NOT_ENDED;
+    Value *callable, *self;
+    call_pair_split(peek(f, nops + 2), peek(f, nops + 1), &callable, &self);
+    Value *args[MAX_STACK];
+    int nargs = 0;
+    PyObject *kwnames;
+    if (self != NULL)
+        args[nargs++] = self;
+    /* (the stop's reason is set: a stop here cannot replace it) */
+    if (tr_spread_call_args(f, callargs, kwargs, args, &nargs, &kwnames) < 0)
+        return PyErr_Occurred() ? FRAME_STOPPED : NOT_ENDED;
+    e->args = PyMem_Calloc((size_t)nargs + 1, sizeof(Value *));
+    if (e->args == NULL) {
+        PyErr_NoMemory();
+        return FRAME_STOPPED;
+    }
+    memcpy(e->args, args, sizeof(Value *) * (size_t)nargs);
+    e->callable = callable;
+    e->nargs = nargs;
+    e->kwnames = kwnames;
+    e->kind = END_CALL;
+    e->sp = sp_before - (nops + 2);
+    e->push_result = true;
+    e->resume = in->next;
+    e->kind_name = stop_kind_name(t->stop_kind, "call");
+    return FRAME_ENDED;
+}
+
 /* Where code from unit `at` goes after the unconditional jumps it starts
    with: a resume frame starts there, the same state either way.  (A loop
    test compiled as "exit if false, else jump back" -- 3.12 on -- resumes
@@ -171,6 +212,8 @@ static int end_at_instr(TFrame *f, const Instr *in, int sp_before)
     case OP_CALL:
     case OP_CALL_KW:
         return end_call(f, in, sp_before);
+    case OP_CALL_FUNCTION_EX:
+        return end_call_ex(f, in, sp_before);
     case OP_POP_JUMP_IF_FALSE:
     case OP_POP_JUMP_IF_TRUE:
         return end_branch(f, in, sp_before);

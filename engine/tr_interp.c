@@ -8,9 +8,11 @@
  *
  * Invariants: the dispatch never reads a code unit (another CPython
  * version's layout goes in pycompat.h); every instruction, EXTENDED_ARG
- * prefixes included, is a step of the unrolling bound (MAX_STEPS); in the
- * root frame, code in a try range stops tracing; a stop in the root frame
- * is made the frame's end at the instruction it happened in (tr_exit.c).
+ * prefixes included, is a step of the unrolling bound (MAX_STEPS); a stop
+ * in the root frame is made the frame's end at the instruction it happened
+ * in (tr_exit.c), except inside a try range, where no end can be: there
+ * the translation is redone strictly (translate.c), stopping where the
+ * try begins.
  */
 #include "translate_int.h"
 
@@ -105,13 +107,142 @@ static int op_load_fast_and_clear(TFrame *f, const Instr *in)
     return 0;
 }
 
-/* LOAD_DEREF: a free variable (a cell variable stops). */
-static int op_load_deref(TFrame *f, const Instr *in)
+/* MAKE_CELL i: slot i holds a new cell with what it held (an argument)
+   or empty. */
+static int op_make_cell(TFrame *f, const Instr *in)
 {
-    int first_free = code_first_free(f->code);
-    if (in->oparg < first_free)
-        return tracer_unsupported(f->t, true, "reads a cell variable");
-    return push(f, tr_load_free(f, in->oparg - first_free));
+    Value *cell = value_new(f->t, V_CELL, NULL);
+    if (cell == NULL)
+        return -1;
+    Value *held = f->locals[in->oparg];
+    const FrameView *fv = f->t->fv;
+    if (held == NULL && f->parent == NULL && in->oparg < fv->nlocals && fv->locals[in->oparg] != NULL
+        && (held = tr_load_local(f, in->oparg)) == NULL)   /* an argument, read now */
+        return -1;
+    if (held != NULL && held->kind != V_NULL && value_append(f->t, cell, held) < 0)
+        return -1;
+    f->locals[in->oparg] = cell;
+    return 0;
+}
+
+/* Which MAKE_FUNCTION flag is which item of a V_FUNC: defaults,
+   kwdefaults, closure (annotations are not kept: the function never
+   leaves the translation, and nothing it runs reads them). */
+static int function_item_of_flag(int flag)
+{
+    switch (flag) {
+    case 0x01: return 0;
+    case 0x02: return 1;
+    case 0x08: return 2;
+    default: return -1;
+    }
+}
+
+/* Set V_FUNC fn's item for MAKE_FUNCTION flag `flag` to v.  0 / -1. */
+static int set_function_item(TFrame *f, Value *fn, int flag, Value *v)
+{
+    int k = function_item_of_flag(flag);
+    if (k < 0)
+        return flag == 0x04 || flag == 0x10 ? 0 : tracer_unsupported(f->t, true, "MAKE_FUNCTION flag %d", flag);
+    if (k == 0 && v->kind == V_CONST && PyTuple_CheckExact(v->obj)) {
+        /* constant defaults: a tuple of their values */
+        Value *tup = value_new(f->t, V_TUPLE, NULL);
+        if (tup == NULL)
+            return -1;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v->obj); i++) {
+            Value *item = value_new(f->t, V_CONST, PyTuple_GET_ITEM(v->obj, i));
+            if (item == NULL || value_append(f->t, tup, item) < 0)
+                return -1;
+        }
+        v = tup;
+    }
+    if ((k == 0 && v->kind != V_TUPLE) || (k == 1 && v->kind != V_DICT) || (k == 2 && v->kind != V_TUPLE))
+        return tracer_unsupported(f->t, false, "a function's defaults or closure that are not modelled");
+    fn->items[k] = v;
+    return 0;
+}
+
+/* MAKE_FUNCTION: a V_FUNC of the code on top (3.11, 3.12: with the items
+   its flags say lie below, closure first; 3.13: none, each set after by
+   SET_FUNCTION_ATTRIBUTE). */
+static int op_make_function(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *code = pop(f);
+    if (code->kind != V_CONST || !PyCode_Check(code->obj))
+        return tracer_unsupported(t, true, "MAKE_FUNCTION of a computed code object");
+    Value *fn = value_new(t, V_FUNC, code->obj);
+    Value *none = value_new(t, V_NULL, NULL);
+    if (fn == NULL || none == NULL)
+        return -1;
+    for (int k = 0; k < 3; k++)
+        if (value_append(t, fn, none) < 0)
+            return -1;
+    fn->fn_creator = f->made ? f->made->fn_creator : f->func;
+    fn->fn_creator_src = f->made ? f->made->fn_creator_src : f->func_src;
+    static const int flags_top_first[] = {0x08, 0x04, 0x02, 0x01};
+    for (int j = 0; j < 4; j++)
+        if ((in->oparg & flags_top_first[j]) && set_function_item(f, fn, flags_top_first[j], pop(f)) < 0)
+            return -1;
+    return push(f, fn);
+}
+
+/* SET_FUNCTION_ATTRIBUTE flag (3.13): [value, function] -> function. */
+static int op_set_function_attribute(TFrame *f, const Instr *in)
+{
+    Value *fn = pop(f);
+    Value *v = pop(f);
+    if (fn->kind != V_FUNC)
+        return tracer_unsupported(f->t, true, "SET_FUNCTION_ATTRIBUTE on a value that is not a new function");
+    if (set_function_item(f, fn, in->oparg, v) < 0)
+        return -1;
+    return push(f, fn);
+}
+
+/* YIELD_VALUE in a generator run to its end: what it yields is collected;
+   it is resumed with None, as next() resumes it. */
+static int op_yield_value(TFrame *f)
+{
+    Value *v = pop(f);
+    if (f->yields == NULL)
+        return tracer_unsupported(f->t, true, "yield outside a generator expression being run");
+    if (value_append(f->t, f->yields, v) < 0)
+        return -1;
+    return push(f, value_new(f->t, V_CONST, Py_None));
+}
+
+/* Whether what a generator expression yields -- made by the CALL `in`,
+   whose callable pair is `depth` values below the top -- is consumed by
+   the very next instruction: a
+   call of one argument, it, to tuple(), list(), sum(), any(), all(),
+   min(), max() or sorted(), which take every item at once and run nothing
+   in between.  A generator expression kept, looped over, or passed
+   anywhere else must yield lazily, which the translator does not model. */
+static bool generator_consumed_at_once(TFrame *f, const Instr *in, int depth)
+{
+    Instr next = *in;
+    do {
+        if (next.next >= f->bc.nunits)
+            return false;
+        instr_decode(&f->bc, next.next, &next);
+    } while (next.op == OP_NOP);
+    if (next.op != OP_CALL || next.oparg != 1 || f->kwnames != NULL || f->sp < depth + 2)
+        return false;
+    Value *callable, *self;
+    call_pair_split(peek(f, depth + 2), peek(f, depth + 1), &callable, &self);
+    if (self != NULL || callable->kind != V_CONST)
+        return false;
+    PyObject *fn = callable->obj;
+    if (fn == (PyObject *)&PyTuple_Type || fn == (PyObject *)&PyList_Type)
+        return true;
+    if (!PyCFunction_Check(fn) || PyCFunction_GET_SELF(fn) == NULL || !PyModule_Check(PyCFunction_GET_SELF(fn)))
+        return false;
+    PyObject *builtins = PyEval_GetBuiltins();                  /* borrowed */
+    static const char *const consumers[] = {"sum", "any", "all", "min", "max", "sorted", NULL};
+    for (int i = 0; consumers[i]; i++)
+        if (builtins && PyDict_GetItemString(builtins, consumers[i]) == fn)
+            return true;
+    return false;
 }
 
 /* CALL argc: a callable pair (call_pair_split), then the arguments.
@@ -136,6 +267,9 @@ static int op_call(TFrame *f, const Instr *in)
     Value *r = tr_call_or_undo(f, callable, args, nargs, f->kwnames);
     if (r == NULL)
         return -1;
+    if (r->kind == V_ITER && r->from_generator && !generator_consumed_at_once(f, in, argc + 2))
+        return tracer_unsupported(f->t, false, "a generator expression not passed straight to "
+                                  "tuple(), list(), sum(), any(), all(), min(), max() or sorted()");
     f->kwnames = NULL;
     f->sp -= argc + 2;
     return push(f, r);
@@ -309,7 +443,7 @@ static int op_build_slice(TFrame *f, const Instr *in)
 
 /* d[key] = val in dict value d (made by this frame, being built), key a
    constant.  0 / -1. */
-static int dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val)
+int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val)
 {
     for (int j = 0; j < d->n; j++) {
         int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
@@ -356,11 +490,25 @@ static int op_build_map(TFrame *f, const Instr *in)
             key = kv->obj;
             val = peek(f, base - 2 * i - 1);
         }
-        if (dict_set_item(t, d, key, val) < 0)
+        if (tr_dict_set_item(t, d, key, val) < 0)
             return -1;
     }
     f->sp -= base;
     return push(f, d);
+}
+
+/* MAP_ADD: [..., dict, ..., key, value]: dict[key] = value, the dict
+   oparg below the key (one this frame is building), the key a constant. */
+static int op_map_add(TFrame *f, const Instr *in)
+{
+    Value *value = pop(f);
+    Value *key = pop(f);
+    Value *d = peek(f, in->oparg);
+    if (d->kind != V_DICT || d->src >= 0)
+        return tracer_unsupported(f->t, true, "MAP_ADD into a dict the program can see");
+    if (!foldable(key))
+        return tracer_unsupported(f->t, false, "a dict key that is not a constant");
+    return tr_dict_set_item(f->t, d, key->obj, value);
 }
 
 /* LIST_APPEND / LIST_EXTEND into the list oparg below the top. */
@@ -509,11 +657,138 @@ static int op_return(TFrame *f, const Instr *in)
     }
     else
         f->retval = pop(f);
+    if (f->yields != NULL)
+        f->retval = f->yields;     /* a generator run to its end: what it yielded */
     if (f->parent == NULL) {
         t->end.kind = END_RETURN;
         t->end.retval = f->retval;
     }
     return 0;
+}
+
+/* IMPORT_NAME: `import a.b` / `from a.b import c`, of a module already
+   imported (tr_import_name). */
+static int op_import_name(TFrame *f, const Instr *in)
+{
+    Value *fromlist = pop(f);
+    Value *level = pop(f);
+    return push(f, tr_import_name(f, PyTuple_GET_ITEM(f->code->co_names, in->oparg), level, fromlist));
+}
+
+/* IMPORT_FROM: push module.name, the module staying below it. */
+static int op_import_from(TFrame *f, const Instr *in)
+{
+    return push(f, tr_import_from(f, peek(f, 1), PyTuple_GET_ITEM(f->code->co_names, in->oparg)));
+}
+
+/* DICT_MERGE / DICT_UPDATE oparg: the dict oparg below the top (one this
+   frame is building) takes the items of the dict on top; DICT_MERGE (a
+   call's **kwargs) refuses a key given twice, as the call would. */
+static int op_dict_merge(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    Value *update = pop(f);
+    Value *d = peek(f, in->oparg);
+    if (d->kind != V_DICT || d->src >= 0)
+        return tracer_unsupported(t, true, "merging into a dict the program can see");
+    if (update->kind != V_DICT)
+        return tracer_unsupported(t, false, "** of a %s (only dicts are modelled)",
+                                  update->obj ? Py_TYPE(update->obj)->tp_name : "container");
+    for (int i = 0; i < update->n; i++) {
+        PyObject *key = PyList_GET_ITEM(update->obj, i);
+        if (in->op == OP_DICT_MERGE) {
+            int has = PySequence_Contains(d->obj, key);
+            if (has < 0)
+                return -1;
+            if (has)
+                return tracer_unsupported(t, false, "keyword argument %R given twice", key);
+        }
+        if (tr_dict_set_item(t, d, key, update->items[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The positional items and keyword names of CALL_FUNCTION_EX's operands
+   (callargs: any sequence the translator iterates; kwargs: a dict with
+   str keys, or NULL) into args[*nargs...] and *kwnames (a tuple the
+   tracer keeps, or NULL).  0 / -1. */
+int tr_spread_call_args(TFrame *f, Value *callargs, Value *kwargs, Value **args, int *nargs,
+                        PyObject **kwnames)
+{
+    Tracer *t = f->t;
+    Value *it = tr_make_iter(f, callargs);
+    if (it == NULL)
+        return -1;
+    int n = *nargs;
+    int nkw = kwargs ? kwargs->n : 0;
+    if (n + (it->n - it->pos) + nkw >= MAX_STACK)
+        return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK);
+    for (int i = it->pos; i < it->n; i++)
+        args[n++] = it->items[i];
+    *kwnames = NULL;
+    if (kwargs != NULL && nkw > 0) {
+        if (kwargs->kind != V_DICT)
+            return tracer_unsupported(t, false, "** of a value that is not a dict");
+        PyObject *names = PyList_AsTuple(kwargs->obj);
+        Value *keep = new_const(t, names);          /* the tracer holds the tuple */
+        if (keep == NULL)
+            return -1;
+        for (int i = 0; i < nkw; i++) {
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)))
+                return tracer_unsupported(t, false, "keywords must be strings");
+            args[n++] = kwargs->items[i];
+        }
+        *kwnames = names;
+    }
+    *nargs = n;
+    return 0;
+}
+
+/* CALL_FUNCTION_EX: callable(*callargs, **kwargs) -- a callable pair (the
+   self slot is always NULL), the positional sequence, and the kwargs dict
+   when the flag is set; called as a CALL with the items spread. */
+static int op_call_function_ex(TFrame *f, const Instr *in)
+{
+    int nops = in->flag ? 2 : 1;
+    Value *kwargs = in->flag ? peek(f, 1) : NULL;
+    Value *callargs = peek(f, nops);
+    Value *callable, *self;
+    call_pair_split(peek(f, nops + 2), peek(f, nops + 1), &callable, &self);
+    Value *args[MAX_STACK];
+    int nargs = 0;
+    PyObject *kwnames;
+    if (self != NULL)
+        args[nargs++] = self;
+    if (tr_spread_call_args(f, callargs, kwargs, args, &nargs, &kwnames) < 0)
+        return -1;
+    Value *r = tr_call_or_undo(f, callable, args, nargs, kwnames);
+    if (r == NULL)
+        return -1;
+    f->sp -= nops + 2;
+    return push(f, r);
+}
+
+/* A Python exception raised by what an inlined frame traced (a lookup
+   that fails, an op that raises on the example values) ends tracing there
+   as a stop: the call runs eagerly and raises, or is caught, for real.
+   Exceptions that are not Exceptions propagate. */
+static void exception_to_stop(TFrame *f)
+{
+    if (f->t->reason != NULL || !PyErr_ExceptionMatches(PyExc_Exception))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *msg = value ? PyObject_Str(value) : NULL;
+    if (msg == NULL)
+        PyErr_Clear();
+    tracer_unsupported(f->t, false, "raises %s: %U", ((PyTypeObject *)type)->tp_name,
+                       msg ? msg : Py_None);
+    Py_XDECREF(msg);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
 }
 
 /* An opcode the translator does not model.  Returns -1. */
@@ -547,8 +822,8 @@ static int count_step(Tracer *t)
 /*
  * Enter instruction *in, its first code unit counted: the units of its
  * EXTENDED_ARG prefixes up to the opcode are steps too (3.11 dispatches
- * them one by one), and in the root frame a unit inside a try range stops
- * tracing.  A stop at a prefix leaves *in as the prefix unit dispatched
+ * them one by one), and in the root frame of a strict translation a unit
+ * inside a try range stops tracing.  A stop at a prefix leaves *in as the prefix unit dispatched
  * last (EXTENDED_ARG at in->offset), which the frame's end turns into a
  * deopt at in->start.  0 / -1 (tracing stops).
  */
@@ -565,7 +840,7 @@ static int enter_instr(TFrame *f, Instr *in)
             }
             return -1;
         }
-        if (f->parent == NULL && code_instr_protected(f->code, u)) {
+        if (f->parent == NULL && t->strict_try && code_instr_protected(f->code, u)) {
             if (u < in->offset) {
                 in->opcode = EXTENDED_ARG;
                 in->op = OP_NOP;
@@ -635,7 +910,33 @@ int tr_run_frame(TFrame *f, int start)
             rc = op_load_global(f, &in);
             break;
         case OP_LOAD_DEREF:
-            rc = op_load_deref(f, &in);
+            rc = push(f, tr_load_deref(f, in.oparg));
+            break;
+        case OP_STORE_DEREF:
+            rc = tr_store_deref(f, in.oparg, pop(f));
+            break;
+        case OP_DELETE_DEREF:
+            rc = tr_store_deref(f, in.oparg, NULL);
+            break;
+        case OP_LOAD_CLOSURE:
+            rc = push(f, tr_load_closure(f, in.oparg));
+            break;
+        case OP_MAKE_CELL:
+            rc = op_make_cell(f, &in);
+            break;
+        case OP_MAKE_FUNCTION:
+            rc = op_make_function(f, &in);
+            break;
+        case OP_SET_FUNCTION_ATTRIBUTE:
+            rc = op_set_function_attribute(f, &in);
+            break;
+        case OP_RETURN_GENERATOR:
+            /* the generator's start: resumed with None by the first next() */
+            rc = f->yields ? push(f, value_new(t, V_CONST, Py_None))
+                           : tracer_unsupported(t, true, "a generator's start outside one being run");
+            break;
+        case OP_YIELD_VALUE:
+            rc = op_yield_value(f);
             break;
         case OP_LOAD_ATTR:
             rc = push(f, tr_load_attr(f, pop(f), PyTuple_GET_ITEM(f->code->co_names, in.oparg)));
@@ -703,6 +1004,9 @@ int tr_run_frame(TFrame *f, int start)
         case OP_LIST_APPEND:
             rc = op_list_extend(f, &in);
             break;
+        case OP_MAP_ADD:
+            rc = op_map_add(f, &in);
+            break;
         case OP_LIST_TO_TUPLE:
             rc = op_list_to_tuple(f);
             break;
@@ -753,6 +1057,19 @@ int tr_run_frame(TFrame *f, int start)
             if (op_return(f, &in) < 0)
                 goto fail;
             return FRAME_RETURNED;
+        case OP_IMPORT_NAME:
+            rc = op_import_name(f, &in);
+            break;
+        case OP_IMPORT_FROM:
+            rc = op_import_from(f, &in);
+            break;
+        case OP_DICT_MERGE:
+        case OP_DICT_UPDATE:
+            rc = op_dict_merge(f, &in);
+            break;
+        case OP_CALL_FUNCTION_EX:
+            rc = op_call_function_ex(f, &in);
+            break;
         case OP_UNKNOWN:
             rc = op_unsupported(f, &in);
             break;
@@ -766,6 +1083,12 @@ int tr_run_frame(TFrame *f, int start)
     }
     tracer_unsupported(t, true, "ran past the end of the bytecode");
 fail:
+    if (f->parent != NULL && PyErr_Occurred())
+        exception_to_stop(f);
+    if (f->parent == NULL && !t->strict_try && code_instr_protected(f->code, f->cur_instr)) {
+        t->stopped_in_try = true;      /* no end here: translate_frame tries again */
+        return FRAME_STOPPED;
+    }
     if (f->parent != NULL || t->reason == NULL || PyErr_Occurred())
         return FRAME_STOPPED;
     return tr_end_root_frame(f, &in, sp_before);

@@ -65,7 +65,7 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
             if (eq)
                 return base->items[i];
         }
-        return tracer_unsupported(t, false, "missing dict key"), NULL;
+        return tracer_unsupported(t, false, "missing dict key %R", index->obj), NULL;
     }
     if (foldable(base) && (foldable(index) || index->kind == V_SLICE)) {
         PyObject *key = value_as_constant(t, index);

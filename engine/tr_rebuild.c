@@ -222,7 +222,8 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         }
     }
     else {
-        built.kind = v->kind == V_LIST ? RB_LIST : v->kind == V_TUPLE ? RB_TUPLE : RB_DICT;
+        built.kind = v->kind == V_LIST ? RB_LIST : v->kind == V_TUPLE ? RB_TUPLE
+                     : v->kind == V_CELL ? RB_CELL : RB_DICT;
         if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
             return -1;
         if (make_rebuild_items(t, o, v, 0, &built) < 0) {
@@ -323,6 +324,18 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         rb->obj = Py_NewRef(v->obj);
         rc = make_rebuild_items(t, o, v, 0, rb);
         rb->n = 1;   /* only the receiver */
+        break;
+    case V_FUNC:
+        rc = tracer_unsupported(t, false, "a function made while tracing (def, lambda) "
+                                "that the program gets");
+        break;
+    case V_CELL:
+        if (v->program_cell) {
+            rc = tracer_unsupported(t, false, "a closure cell of an enclosing function");
+            break;
+        }
+        /* one cell wherever it goes */
+        rc = make_rebuild_memo(t, o, v, rb);
         break;
     default:
         rc = tracer_unsupported(t, false, "a value that cannot be rebuilt");

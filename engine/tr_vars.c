@@ -12,6 +12,31 @@
  */
 #include "translate_int.h"
 
+/* A cell variable a resume frame gets (slot accessor acc, the cell obj):
+   the frame's own cell (a plan made it; no one else holds it), read as a
+   V_CELL whose content is read through it.  NULL when tracing stops. */
+static Value *resume_cell(TFrame *f, int acc, PyObject *obj)
+{
+    Tracer *t = f->t;
+    if (guardset_add(t->gs, GUARD_TYPE_MATCH, acc, (PyObject *)&PyCell_Type, 0) < 0)
+        return NULL;
+    Value *cell = value_new(t, V_CELL, NULL);
+    if (cell == NULL)
+        return NULL;
+    PyObject *content = PyCell_GET(obj);     /* borrowed */
+    int ca = guardset_accessor(t->gs, ACC_CELL, acc, 0, NULL, NULL);
+    if (ca < 0)
+        return NULL;
+    if (content == NULL) {
+        t->stop_unguarded = true;   /* no guard says the cell is empty */
+        return tracer_unsupported(t, false, "a cell variable not assigned yet when the frame resumes"), NULL;
+    }
+    Value *v = value_from_source(t, ca, content);
+    if (v == NULL || value_append(t, cell, v) < 0)
+        return NULL;
+    return cell;
+}
+
 /* Local i: an input of the root frame is read (and guarded) on first use,
    so that only what the code uses is guarded.  NULL when tracing stops. */
 Value *tr_load_local(TFrame *f, int i)
@@ -20,6 +45,8 @@ Value *tr_load_local(TFrame *f, int i)
         return tracer_unsupported(f->t, false, "reads deleted local '%U'", local_name(f->code, i)), NULL;
     if (f->locals[i] != NULL)
         return f->locals[i];
+    if (i >= f->nlocals)    /* 3.13 reads a closure's cell with LOAD_FAST */
+        return tr_load_closure(f, i);
     if (f->parent == NULL && i < f->t->fv->nlocals) {
         /* An input of the root frame, read on first use so that only what
            the code uses is guarded. */
@@ -29,16 +56,30 @@ Value *tr_load_local(TFrame *f, int i)
         int acc = guardset_accessor(f->t->gs, ACC_LOCAL, -1, i, NULL, local_name(f->code, i));
         if (acc < 0)
             return NULL;
-        f->locals[i] = tr_value_from_resume_slot(f, acc, obj, i);
+        if (code_slot_is_cell(f->code, i) && PyCell_Check(obj) && f->t->cf->resume_offset != 0)
+            f->locals[i] = resume_cell(f, acc, obj);
+        else
+            f->locals[i] = tr_value_from_resume_slot(f, acc, obj, i);
         return f->locals[i];
     }
     return tracer_unsupported(f->t, false, "reads unbound local '%U'", local_name(f->code, i)), NULL;
 }
 
 /* A free variable: root frames read the function's closure cell; inlined
-   frames reach it as func.__closure__[k].cell_contents. */
+   frames reach it as func.__closure__[k].cell_contents; a function made
+   while tracing has the cells it was made with. */
 Value *tr_load_free(TFrame *f, int k)
 {
+    if (f->made != NULL) {
+        Value *cells = f->made->items[2];
+        if (cells->kind != V_TUPLE || k >= cells->n || cells->items[k]->kind != V_CELL)
+            return tracer_unsupported(f->t, true, "a free variable without a closure cell"), NULL;
+        Value *cell = cells->items[k];
+        if (cell->n == 0)
+            return tracer_unsupported(f->t, false, "reads free variable '%U' before it is assigned",
+                                      local_name(f->code, code_first_free(f->code) + k)), NULL;
+        return cell->items[0];
+    }
     PyObject *closure = PyFunction_GET_CLOSURE(f->func);
     if (closure == NULL || k >= PyTuple_GET_SIZE(closure))
         return tracer_unsupported(f->t, true, "a free variable without a closure cell"), NULL;
@@ -64,6 +105,89 @@ Value *tr_load_free(TFrame *f, int k)
         return tracer_unsupported(f->t, false, "reads empty closure cell '%U'", name), NULL;
     }
     return value_from_source(f->t, acc, obj);
+}
+
+/* The V_CELL in cell slot i (a resume frame's own cell is read on first
+   use), or NULL when the slot has no cell yet. */
+static Value *cell_in_slot(TFrame *f, int i)
+{
+    Value *c = f->locals[i];
+    if (c == NULL && f->parent == NULL && i < f->t->fv->nlocals && f->t->fv->locals[i] != NULL
+        && code_slot_is_cell(f->code, i))
+        c = tr_load_local(f, i);
+    return c != NULL && c->kind == V_CELL ? c : NULL;
+}
+
+Value *tr_load_deref(TFrame *f, int i)
+{
+    int first_free = code_first_free(f->code);
+    Value *cell = cell_in_slot(f, i);
+    if (cell == NULL && i >= first_free)
+        return tr_load_free(f, i - first_free);
+    if (cell == NULL)
+        return tracer_unsupported(f->t, true, "reads a cell that MAKE_CELL did not make"), NULL;
+    if (cell->n == 0)
+        return tracer_unsupported(f->t, false, "reads variable '%U' before it is assigned",
+                                  local_name(f->code, i)), NULL;
+    return cell->items[0];
+}
+
+int tr_store_deref(TFrame *f, int i, Value *v)
+{
+    Tracer *t = f->t;
+    bool delete = v == NULL;
+    Value *cell = cell_in_slot(f, i);
+    if (cell == NULL && i >= code_first_free(f->code) && f->made != NULL) {
+        Value *cells = f->made->items[2];
+        int k = i - code_first_free(f->code);
+        if (cells->kind == V_TUPLE && k < cells->n && cells->items[k]->kind == V_CELL)
+            cell = cells->items[k];
+    }
+    if (cell == NULL || cell->program_cell)
+        return tracer_unsupported(t, false, "assigns variable '%U' of an enclosing function "
+                                  "the program can see (nonlocal)", local_name(f->code, i));
+    /* noted, so that a call that breaks puts the old content back */
+    if (tracer_note_mutation(t, cell, cell->n > 0 && !delete ? 0 : -1) < 0)
+        return -1;
+    if (delete) {
+        if (cell->n == 0)
+            return tracer_unsupported(t, false, "deletes variable '%U', which is not assigned",
+                                      local_name(f->code, i));
+        cell->n = 0;
+        return 0;
+    }
+    if (cell->n > 0) {
+        cell->items[0] = v;
+        return 0;
+    }
+    return value_append(t, cell, v);
+}
+
+/* LOAD_CLOSURE (3.11, 3.12; 3.13 reads the slot with LOAD_FAST): the
+   cell in slot i, for a function made next.  A free variable of a real
+   function gets a read-only stand-in holding its value. */
+Value *tr_load_closure(TFrame *f, int i)
+{
+    Value *cell = cell_in_slot(f, i);
+    if (cell != NULL)
+        return cell;
+    int first_free = code_first_free(f->code);
+    if (i < first_free)
+        return tracer_unsupported(f->t, true, "LOAD_CLOSURE of a slot without a cell"), NULL;
+    if (f->made != NULL) {
+        Value *cells = f->made->items[2];
+        int k = i - first_free;
+        if (cells->kind != V_TUPLE || k >= cells->n || cells->items[k]->kind != V_CELL)
+            return tracer_unsupported(f->t, true, "a free variable without a closure cell"), NULL;
+        return cells->items[k];
+    }
+    Value *content = tr_load_free(f, i - first_free);
+    Value *standin = content ? value_new(f->t, V_CELL, NULL) : NULL;
+    if (standin == NULL || value_append(f->t, standin, content) < 0)
+        return NULL;
+    standin->program_cell = true;
+    f->locals[i] = standin;
+    return standin;
 }
 
 /* Global `name` as LOAD_GLOBAL finds it: the function's globals (G[...],
@@ -276,4 +400,106 @@ int tr_load_method(TFrame *f, Value *base, PyObject *name)
     if (attr == NULL)
         return -1;
     return push_call_pair(f, attr, NULL);
+}
+
+/* ---- imports ---- */
+
+/* The absolute name `import` resolves (name, level) to in frame f's
+   module: level 0 is name itself; level k > 0 is name under the
+   package of the function's globals, k - 1 levels up.  New str, or NULL
+   when tracing stops. */
+static PyObject *import_absolute_name(TFrame *f, PyObject *name, long level)
+{
+    if (level == 0)
+        return Py_NewRef(name);
+    PyObject *package = PyDict_GetItemString(f->globals, "__package__");   /* borrowed */
+    if (package == NULL || !PyUnicode_Check(package) || PyUnicode_GET_LENGTH(package) == 0)
+        return tracer_unsupported(f->t, false, "relative import outside a package"), NULL;
+    PyObject *base = Py_NewRef(package);
+    for (long k = 1; k < level && base != NULL; k++) {
+        Py_ssize_t dot = PyUnicode_FindChar(base, '.', 0, PyUnicode_GET_LENGTH(base), -1);
+        PyObject *up = dot >= 0 ? PyUnicode_Substring(base, 0, dot) : NULL;
+        Py_DECREF(base);
+        if (dot < 0)
+            return tracer_unsupported(f->t, false, "relative import beyond the top package"), NULL;
+        base = up;
+    }
+    if (base == NULL || PyUnicode_GET_LENGTH(name) == 0)
+        return base;
+    PyObject *full = PyUnicode_FromFormat("%U.%U", base, name);
+    Py_DECREF(base);
+    return full;
+}
+
+/* sys.modules[modname] as a value (the accessor guards that the same
+   module is there), or NULL when tracing stops: a module not imported yet
+   would run its code, which tracing never does. */
+static Value *imported_module(TFrame *f, PyObject *modname)
+{
+    PyObject *mod = PyImport_GetModule(modname);    /* new reference or NULL */
+    if (mod == NULL)
+        return PyErr_Occurred() ? NULL
+               : (tracer_unsupported(f->t, false, "import of %U, a module not imported yet", modname), NULL);
+    int acc = guardset_accessor(f->t->gs, ACC_MODULE, -1, 0, modname, NULL);
+    Value *v = acc < 0 ? NULL : value_from_source(f->t, acc, mod);
+    Py_DECREF(mod);
+    return v;
+}
+
+Value *tr_import_name(TFrame *f, PyObject *name, Value *level, Value *fromlist)
+{
+    if (level->kind != V_CONST || !PyLong_CheckExact(level->obj) || fromlist->kind != V_CONST)
+        return tracer_unsupported(f->t, true, "import with a computed level or fromlist"), NULL;
+    long lv = PyLong_AsLong(level->obj);
+    if (lv < 0)
+        return PyErr_Occurred() ? NULL : (tracer_unsupported(f->t, true, "import with level %ld", lv), NULL);
+    PyObject *full = import_absolute_name(f, name, lv);
+    if (full == NULL)
+        return NULL;
+    Value *mod = imported_module(f, full);
+    bool wants_top = fromlist->obj == Py_None
+                     || (PyTuple_Check(fromlist->obj) && PyTuple_GET_SIZE(fromlist->obj) == 0);
+    if (mod != NULL && wants_top && lv == 0) {
+        /* `import a.b` binds a: the top package, once a.b is there */
+        Py_ssize_t dot = PyUnicode_FindChar(full, '.', 0, PyUnicode_GET_LENGTH(full), 1);
+        if (dot >= 0) {
+            PyObject *top = PyUnicode_Substring(full, 0, dot);
+            mod = top ? imported_module(f, top) : NULL;
+            Py_XDECREF(top);
+        }
+    }
+    Py_DECREF(full);
+    return mod;
+}
+
+Value *tr_import_from(TFrame *f, Value *module, PyObject *name)
+{
+    if (module->kind != V_CONST || !PyModule_Check(module->obj))
+        return tracer_unsupported(f->t, false, "from-import of a %s",
+                                  module->obj ? Py_TYPE(module->obj)->tp_name : "value"), NULL;
+    PyObject *md = PyModule_GetDict(module->obj);             /* borrowed */
+    PyObject *found = md ? PyDict_GetItemWithError(md, name) : NULL;
+    if (found != NULL)
+        return tr_load_attr(f, module, name);
+    if (PyErr_Occurred())
+        return NULL;
+    /* not in the module's namespace: a submodule imported already, or
+       what the module's __getattr__ makes (Python code: not run) */
+    PyObject *modname = PyModule_GetNameObject(module->obj);
+    PyObject *sub = modname ? PyUnicode_FromFormat("%U.%U", modname, name) : NULL;
+    Py_XDECREF(modname);
+    if (sub == NULL)
+        return NULL;
+    PyObject *there = PyImport_GetModule(sub);
+    Value *v;
+    if (there != NULL) {
+        Py_DECREF(there);
+        v = imported_module(f, sub);
+    }
+    else {
+        v = PyErr_Occurred() ? NULL
+            : (tracer_unsupported(f->t, false, "from %U import %U: not in the module's namespace", sub, name), NULL);
+    }
+    Py_DECREF(sub);
+    return v;
 }

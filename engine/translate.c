@@ -106,18 +106,20 @@ static bool reads_refcounts(PyCodeObject *co)
     return false;
 }
 
-/* A reason the code object cannot be interpreted at all, or NULL.  An
-   inlined function must have no exception handling anywhere (its call runs
-   eagerly instead); a frame of its own is refused only at the protected
-   instructions themselves. */
-const char *tr_code_unsupported_reason(PyCodeObject *co, bool inlined)
+/* A reason the code object cannot be interpreted at all, or NULL.  Code
+   with exception handling is interpreted along the path that raises
+   nothing: an inlined call whose traced code raises stops there (its call
+   runs eagerly, and its handlers run for real); a frame of its own stops
+   at its protected instructions (a plan cannot enter a handler).  A
+   generator only when it was
+   made while tracing (a generator expression: run to its end when
+   called, what it yields collected). */
+const char *tr_code_unsupported_reason(PyCodeObject *co, bool made)
 {
-    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-        return "generator or coroutine";
-    if (code_ncells(co) > 0)
-        return "defines variables captured by an inner function (cell variables)";
-    if (inlined && PyBytes_GET_SIZE(code_exceptiontable(co)) > 0)
-        return "exception handling (try/except/finally or with) in the function";
+    if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
+        return "coroutine or async generator";
+    if ((co->co_flags & CO_GENERATOR) && !made)
+        return "generator function";
     if (reads_refcounts(co))
         return "reads reference counts (sys.getrefcount), which capture would change";
     return NULL;
@@ -138,8 +140,8 @@ int tr_frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int fun
     f->code = code;
     if (bytecode_open(&f->bc, f->code) < 0)
         return -1;
-    f->nlocals = f->code->co_nlocals;
-    f->locals = PyMem_Calloc((size_t)f->nlocals + 1, sizeof(Value *));
+    f->nlocals = code_nslots(f->code);
+    f->locals = PyMem_Calloc((size_t)code_nlocalsplus(f->code) + 1, sizeof(Value *));
     if (f->locals == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -305,34 +307,22 @@ static int push_resume_stack(TFrame *f, const FrameView *fv)
     return 0;
 }
 
-/* (contract: engine.h) */
-TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
-                                const CacheFrame *cf, PyObject *backend,
-                                CacheEntry *entry, PyObject **reason,
-                                bool *permanent)
+/* One translation of the frame (translate_frame's contract); strict_try:
+   stop at the root frame's first protected instruction.  Sets
+   *stopped_in_try when tracing stopped inside a try range of the root
+   frame, where a plan cannot end: the caller translates again, strictly. */
+static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
+                                         const CacheFrame *cf, PyObject *backend,
+                                         CacheEntry *entry, PyObject **reason,
+                                         bool *permanent, bool strict_try, bool *stopped_in_try)
 {
-    *reason = NULL;
-    *permanent = false;
-    if (!PyFunction_Check(func)) {
-        *reason = PyUnicode_FromString("frame without a function object");
-        *permanent = true;
-        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
-    }
-    const char *why = tr_code_unsupported_reason(fv->code, false);
-    if (why != NULL) {
-        *reason = PyUnicode_FromString(why);
-        *permanent = true;
-        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
-    }
-    if (tensorops_init() < 0)
-        return TRANSLATE_ERROR;
-
     Tracer t;
     memset(&t, 0, sizeof(t));
     t.gs = &entry->guards;
     t.fv = fv;
     t.cf = cf;
     t.backend = backend;
+    t.strict_try = strict_try;
     t.graph = graph_new();
     t.example_inputs = PyList_New(0);
     t.used_nodes = PySet_New(NULL);
@@ -357,6 +347,7 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     st = TRANSLATE_OK;
     goto out;
 stopped:
+    *stopped_in_try = t.stopped_in_try;
     if (t.reason != NULL && !PyErr_Occurred()) {
         *reason = Py_NewRef(t.reason);
         *permanent = t.permanent;
@@ -373,7 +364,7 @@ out:
            guard covers, leaves no guards (and hook.c keeps no entry). */
         PyObject *where = Py_XNewRef(t.stop_stack);
         plan_clear(&entry->plan);
-        if (st == TRANSLATE_ERROR || t.stop_unguarded) {
+        if (st == TRANSLATE_ERROR || t.stop_unguarded || *stopped_in_try) {
             guardset_clear(&entry->guards);
             guardset_init(&entry->guards);
         }
@@ -381,4 +372,39 @@ out:
     }
     tracer_free(&t);
     return st;
+}
+
+/* (contract: engine.h) */
+TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
+                                const CacheFrame *cf, PyObject *backend,
+                                CacheEntry *entry, PyObject **reason,
+                                bool *permanent)
+{
+    *reason = NULL;
+    *permanent = false;
+    if (!PyFunction_Check(func)) {
+        *reason = PyUnicode_FromString("frame without a function object");
+        *permanent = true;
+        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
+    }
+    const char *why = tr_code_unsupported_reason(fv->code, false);
+    if (why != NULL) {
+        *reason = PyUnicode_FromString(why);
+        *permanent = true;
+        return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
+    }
+    if (tensorops_init() < 0)
+        return TRANSLATE_ERROR;
+    /* First through try blocks as through any code (most raise nothing
+       and break nowhere); when tracing stops inside one, again from the
+       start, ending the frame where the try begins. */
+    bool stopped_in_try = false;
+    TranslateStatus st = translate_attempt(fv, func, cf, backend, entry, reason, permanent,
+                                           false, &stopped_in_try);
+    if (!stopped_in_try)
+        return st;
+    PyErr_Clear();             /* what stopped it is the retry's to meet again */
+    Py_CLEAR(*reason);
+    *permanent = false;
+    return translate_attempt(fv, func, cf, backend, entry, reason, permanent, true, &stopped_in_try);
 }

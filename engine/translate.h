@@ -35,6 +35,13 @@ typedef enum VKind {
     V_OBJECT,    /* an opaque object reached by accessor src (TYPE_MATCH-guarded) */
     V_BOUND,     /* getattr(items[0], obj) that is a bound method: fetched again
                     when called (a call break), never guarded by identity */
+    V_CELL,      /* a closure cell an inlined frame made (MAKE_CELL): items[0] is
+                    its content (n == 0: empty); program_cell for the
+                    stand-in of a real function's cell, which is read-only */
+    V_FUNC,      /* a function made while tracing (MAKE_FUNCTION): obj = its code;
+                    items = [defaults (V_TUPLE), kwdefaults (V_DICT), closure
+                    (V_TUPLE of V_CELL)], each a V_NULL when absent; it is
+                    inlined when called and cannot leave the translation */
 } VKind;
 
 typedef struct Value {
@@ -65,8 +72,16 @@ typedef struct Value {
     bool escapes;            /* V_ITER: the program gets it (an argument of an
                                 eager call, the result): rebuilt as a real
                                 iterator, never as the tuple of its items */
+    bool from_generator;     /* V_ITER: what a generator expression yields, all
+                                of it computed when it was made: it must be
+                                consumed there and then (tr_interp.c) */
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
                                 so it is not fixed by the input guards */
+    bool program_cell;       /* V_CELL: stands for a cell of a real function */
+    PyObject *fn_creator;    /* V_FUNC: borrowed, the function whose frame made
+                                it (its globals and builtins are the new
+                                function's); alive while the translation is */
+    int fn_creator_src;      /* V_FUNC: fn_creator's accessor, -1 for the root's */
 } Value;
 
 /* Why tracing stopped (the kinds of DESIGN.md 3.5). */
@@ -112,6 +127,10 @@ typedef struct Tracer {
     int by_acc_cap;
     PyObject *reason;        /* strong: why tracing stopped, or NULL */
     bool permanent;          /* the reason is a construct, not a value */
+    bool strict_try;         /* stop at the root frame's first protected
+                                instruction (translate.c: the second attempt) */
+    bool stopped_in_try;     /* tracing stopped inside a try range of the root
+                                frame, where its end cannot be (translate.c) */
     bool stop_unguarded;     /* tracing stopped on a value no guard covers: the
                                 attempt must not be kept as an entry (hook.c) */
     long steps;              /* instructions interpreted (unrolling bound) */
@@ -211,6 +230,11 @@ int tensorops_init(void);
 /* The entry touches torch tensors: guard the grad mode they were traced in
    (GRAD_MODE).  Idempotent.  0 / -1 with an exception. */
 int tensorops_note_torch(Tracer *t);
+/* What calling `fn` gives while dynscope captures, when fn is one of the
+   functions libraries ask "am I being compiled?" (torch.compiler.
+   is_compiling() is True, torch.jit.is_scripting() False ...): borrowed,
+   or NULL for any other fn. */
+PyObject *tensorops_known_result(PyObject *fn);
 /* Whether `fn` is a pure tensor function the graph may call. */
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */

@@ -63,8 +63,17 @@ typedef struct TFrame {
     PyObject *func;            /* borrowed: the function being interpreted */
     int func_src;              /* accessor of func, -1 for the root frame */
     Bytecode bc;               /* code's co_code, read through pycompat.h */
-    int nlocals;
-    Value **locals;            /* owned array: co_nlocals slots, NULL = unbound */
+    int nlocals;               /* code_nslots: the fast locals, then the cell
+                                  variables (a frame's state; free variables
+                                  are the function's) */
+    Value **locals;            /* owned array: every localsplus slot (locals,
+                                  then cells, then free variables), NULL =
+                                  unbound; a cell slot holds a V_CELL once
+                                  MAKE_CELL ran */
+    Value *made;               /* the V_FUNC this frame runs, or NULL (a real
+                                  function, func) */
+    Value *yields;             /* a generator's frame: the V_ITER of what it
+                                  yielded so far; else NULL */
     Value *stack[MAX_STACK];
     int sp;
     PyObject *globals;         /* borrowed: func_globals */
@@ -191,9 +200,9 @@ static inline void call_pair_split(Value *lower, Value *upper, Value **callable,
 int tr_frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int func_src,
                    PyCodeObject *code);
 void tr_frame_teardown(TFrame *f);
-/* Why the code object cannot be interpreted at all, or NULL: inlined
-   (a call) or as a frame of its own. */
-const char *tr_code_unsupported_reason(PyCodeObject *co, bool inlined);
+/* Why the code object cannot be interpreted at all, or NULL; made: the
+   code of a function made while tracing. */
+const char *tr_code_unsupported_reason(PyCodeObject *co, bool made);
 /* The value of live slot k of a resume frame (accessor acc, object obj). */
 Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k);
 
@@ -202,6 +211,14 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k);
 /* Interpret f from code unit `start`: FRAME_RETURNED, FRAME_ENDED (root
    frame only) or FRAME_STOPPED.  Sets t->current to f. */
 int tr_run_frame(TFrame *f, int start);
+/* d[key] = val in dict value d (made by this frame), key a constant.
+   0 / -1. */
+int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val);
+/* The items of CALL_FUNCTION_EX's callargs (and kwargs dict, or NULL)
+   appended to args[*nargs...], *kwnames the keyword names (a tuple the
+   tracer holds) or NULL.  0 / -1. */
+int tr_spread_call_args(TFrame *f, Value *callargs, Value *kwargs, Value **args, int *nargs,
+                        PyObject **kwnames);
 
 /* ---- tr_vars.c ---- */
 
@@ -209,12 +226,22 @@ int tr_run_frame(TFrame *f, int start);
 Value *tr_load_local(TFrame *f, int i);
 /* Free variable k (index into the function's closure). */
 Value *tr_load_free(TFrame *f, int k);
+/* LOAD_DEREF / STORE_DEREF / LOAD_CLOSURE of localsplus slot i (a cell
+   or a free variable).  tr_store_deref: 0 / -1; v NULL: DELETE_DEREF. */
+Value *tr_load_deref(TFrame *f, int i);
+int tr_store_deref(TFrame *f, int i, Value *v);
+Value *tr_load_closure(TFrame *f, int i);
 /* Global or builtin `name`, as LOAD_GLOBAL finds it. */
 Value *tr_load_global(TFrame *f, PyObject *name);
 /* base.name. */
 Value *tr_load_attr(TFrame *f, Value *base, PyObject *name);
 /* LOAD_METHOD: pushes [method, self] or [NULL, attribute].  0 / -1. */
 int tr_load_method(TFrame *f, Value *base, PyObject *name);
+/* IMPORT_NAME `name` with constant level and fromlist: the module (or
+   top package) from sys.modules, never importing. */
+Value *tr_import_name(TFrame *f, PyObject *name, Value *level, Value *fromlist);
+/* IMPORT_FROM: module.name, or the submodule module.name already imported. */
+Value *tr_import_from(TFrame *f, Value *module, PyObject *name);
 
 /* ---- tr_operators.c ---- */
 

@@ -1216,16 +1216,40 @@ def calls_a_function_with_try(x):
     return z * 3
 
 
-def test_callee_with_try_runs_eagerly_while_the_caller_is_captured(capsys):
+def test_callee_with_try_is_inlined_along_the_path_that_raises_nothing(capsys):
     opt, be = capture(calls_a_function_with_try)
     same_as_eager(capsys, opt, calls_a_function_with_try, np.ones(3))
+    assert graph_ops(be) == [["add", "truediv", "mul"]]
+    assert breaks() == []
+    assert_second_call_compiles_nothing(capsys, opt, calls_a_function_with_try, np.ones(3))
+
+
+SCALES = {"double": 2.0}
+
+
+def scaled_or_unchanged(a, key):
+    try:
+        return a * SCALES[key]
+    except KeyError:
+        return a
+
+
+def calls_a_function_whose_try_catches(x):
+    y = x + 1
+    z = scaled_or_unchanged(y, "missing")
+    return z * 3
+
+
+def test_callee_whose_traced_code_raises_runs_eagerly_and_catches_for_real(capsys):
+    opt, be = capture(calls_a_function_whose_try_catches)
+    same_as_eager(capsys, opt, calls_a_function_whose_try_catches, np.ones(3))
     assert graph_ops(be) == [["add"], ["mul"]]
     (brk,) = breaks()
-    assert brk["kind"] == "call" and "divides_safely" in brk["reason"]
-    assert brk["lineno"] == lineno_of(calls_a_function_with_try, "divides_safely(y, 2.0)")
-    assert "try" in _C.code_status(divides_safely)["skip_reason"]
-    assert len(dynscope.cache_entries(calls_a_function_with_try)) == 2
-    assert_second_call_compiles_nothing(capsys, opt, calls_a_function_with_try, np.ones(3))
+    assert brk["kind"] == "call" and "missing" in brk["reason"]
+    # where tracing stopped: the lookup inside the callee
+    assert brk["lineno"] == lineno_of(scaled_or_unchanged, "SCALES[key]")
+    assert len(dynscope.cache_entries(calls_a_function_whose_try_catches)) == 2
+    assert_second_call_compiles_nothing(capsys, opt, calls_a_function_whose_try_catches, np.ones(3))
 
 
 # ===========================================================================
@@ -1283,9 +1307,10 @@ def test_fullgraph_does_not_compile_the_graph_before_the_break(fn):
     assert be.graphs == []
 
 
-def test_fullgraph_raises_for_a_frame_that_would_be_skipped():
-    with pytest.raises(dynscope.Unsupported, match="graph break in divides_safely: .*try"):
-        dynscope.optimize("eager", fullgraph=True)(divides_safely)(np.ones(2), 2.0)
+def test_fullgraph_raises_for_a_frame_that_would_be_skipped(capsys):
+    with pytest.raises(dynscope.Unsupported, match="graph break in try_that_breaks_at_start: .*try"):
+        dynscope.optimize("eager", fullgraph=True)(try_that_breaks_at_start)(np.ones(2))
+    assert capsys.readouterr().out == ""
 
 
 # ===========================================================================
@@ -1298,6 +1323,15 @@ def leaf(x):
 
 def try_at_start(x):
     try:
+        y = leaf(x)
+    except KeyError:
+        y = None
+    return y
+
+
+def try_that_breaks_at_start(x):
+    try:
+        print("in the try")
         y = leaf(x)
     except KeyError:
         y = None
@@ -1328,16 +1362,30 @@ def generator_body(x):
         yield leaf(x) + i
 
 
-def test_frame_with_try_is_skipped_with_a_reason_and_its_callee_captured(capsys):
+def test_frame_with_a_try_that_raises_nothing_is_captured_whole(capsys):
     opt, be = capture(try_at_start)
     same_as_eager(capsys, opt, try_at_start, np.ones(2))
-    reason = _C.code_status(try_at_start)["skip_reason"]
-    assert "try" in reason
-    assert [e["reason"] for e in events("frame_skip") if e["name"] == "try_at_start"] == [reason]
-    assert dynscope.cache_entries(try_at_start) == []
-    assert len(dynscope.cache_entries(leaf)) == 1
+    assert _C.code_status(try_at_start)["skip_reason"] is None
+    assert breaks() == []
+    assert dynscope.cache_entries(leaf) == []          # inlined
     assert graph_ops(be) == [["mul"]]
     assert_second_call_compiles_nothing(capsys, opt, try_at_start, np.ones(2) * 2)
+
+
+def test_frame_whose_try_breaks_is_skipped_with_a_reason_and_its_callee_captured(capsys):
+    # a break inside a try cannot be a plan's end (it cannot enter the
+    # handler): translated again, the frame ends where the try begins --
+    # its start, so it is skipped
+    opt, be = capture(try_that_breaks_at_start)
+    same_as_eager(capsys, opt, try_that_breaks_at_start, np.ones(2))
+    reason = _C.code_status(try_that_breaks_at_start)["skip_reason"]
+    assert "try" in reason
+    assert [e["reason"] for e in events("frame_skip")
+            if e["name"] == "try_that_breaks_at_start"] == [reason]
+    assert dynscope.cache_entries(try_that_breaks_at_start) == []
+    assert len(dynscope.cache_entries(leaf)) == 1
+    assert graph_ops(be) == [["mul"]]
+    assert_second_call_compiles_nothing(capsys, opt, try_that_breaks_at_start, np.ones(2) * 2)
 
 
 def test_frame_starting_with_a_with_block_is_skipped_and_enter_exit_run_once(capsys):
@@ -1375,7 +1423,7 @@ def test_generator_body_runs_in_the_interpreter_and_its_callee_is_captured(capsy
     (double_until_large, (np.ones(2),)),
     (in_place_add_on_input, (np.ones(2),)),
     (to_list, (np.arange(3.0),)),
-    (calls_a_function_with_try, (np.ones(2),)),
+    (calls_a_function_whose_try_catches, (np.ones(2),)),
     (break_then_with, (np.ones(2),)),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_second_call_of_a_broken_function_compiles_nothing_and_hits_every_entry(capsys, fn, args):

@@ -153,6 +153,7 @@ def test_exception_inside_fn_propagates_with_the_report_attached():
 def test_skipped_frames_are_reported():
     def with_try(x):
         try:
+            print("a break inside the try")     # its end cannot be a plan's
             return x + 1
         except ValueError:
             return x

@@ -57,8 +57,10 @@ def test_code_replaced_by_the_running_function():
     assert got == want
     # the frame was captured and went on after the eager call that swapped
     # its code: a graph break in the original code, not a skipped frame
+    # (the call of what _swap returned, f(*args, **kwargs), is inlined in
+    # the resume frame)
     breaks = [e for e in events("graph_break") if e["name"] == "_make_swapping.<locals>.f"]
-    assert len(breaks) == 2, breaks
+    assert len(breaks) == 1 and "__code__" in breaks[0]["reason"], breaks
     assert _C.counters()["deopts"] >= 1
     assert [e.compile_id for e in dynscope.cache_entries(code)]
 

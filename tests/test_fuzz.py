@@ -430,7 +430,7 @@ class Gen:
         options = [
             (10, self.st_assign), (3, self.st_copy), (4, self.st_inplace), (3, self.st_escape),
             (3, self.st_print), (2, self.st_list), (2, self.st_append), (1, self.st_closure),
-            (1, self.st_rng), (1, self.st_swap), (1, self.st_num_update),
+            (1, self.st_rng), (1, self.st_swap), (1, self.st_num_update), (2, self.st_python),
         ]
         if depth < 2:
             options += [(3, self.st_value_if), (2, self.st_shape_if), (3, self.st_for),
@@ -611,6 +611,61 @@ class Gen:
         for w in new:
             w.env.pop(name, None)
         self.features["closure"] += 1
+        return lines, new
+
+    def st_python(self, worlds, depth, ctx):
+        """General Python the translator models (issue 18): nested functions
+        with defaults and nonlocal state, calls with *args / **kwargs,
+        generator expressions fed to sum()/tuple()/any(), one kept and
+        consumed after its source list changed (lazy, as eagerly), dict
+        comprehensions, imports inside the function, try in a helper."""
+        a = self.leaf_array(worlds)
+        if a is None:
+            return None
+        name, g = self.fresh_name(), self.fresh_name("g")
+        lit = self.pick(LITERALS[:7])
+        forms = [
+            [f"def {g}(u, *rest, k={lit}, **kw):",
+             f"    return u * k + sum(rest) + kw.get('bias', 0.0)",
+             f"{name} = {g}(*({a.code}, {a.code}), **{{'k': 2.0, 'bias': {lit}}})"],
+            [f"{name} = sum({a.code} * q for q in ({lit}, 2.0, -1.0))"],
+            [f"{name} = tuple(np.abs(q) + {lit} for q in [{a.code}, {a.code} * 2])[1]"],
+            [f"{g} = [{a.code}, {a.code} + 1]",
+             f"{name}_lazy = (q * 2 for q in {g})",
+             f"{g}.append({a.code} * 0)",
+             f"{name} = sum({name}_lazy)",
+             f"del {name}_lazy, {g}"],
+            [f"{g} = {{i: {a.code} * i for i in range(3)}}",
+             f"{name} = {g}[2] - {g}[1] if any(i > 1 for i in {g}) else {a.code}"],
+            [f"import numpy.linalg as {g}",
+             f"from numpy import abs as {g}_abs",
+             f"{name} = {g}_abs({a.code}) + {g}.norm({a.code})"],
+            [f"def {g}(u):",
+             f"    count = 0",
+             f"    def bump():",
+             f"        nonlocal count",
+             f"        count += 1",
+             f"        return count",
+             f"    return u * (bump() + bump())",
+             f"{name} = {g}({a.code})"],
+            [f"def {g}(u):",
+             f"    try:",
+             f"        return u / {lit}",
+             f"    except ZeroDivisionError:",
+             f"        return u",
+             f"    finally:",
+             f"        pass",
+             f"{name} = {g}({a.code})"],
+        ]
+        lines = self.pick(forms)
+        new = self.execute(worlds, "\n".join(lines))
+        if new is None:
+            return None
+        for w in new:
+            for k in list(w.env):
+                if k.startswith(g) or k == name + "_lazy":
+                    w.env.pop(k, None)
+        self.features["python"] += 1
         return lines, new
 
     def st_rng(self, worlds, depth, ctx):
@@ -1340,7 +1395,7 @@ def test_generator_covers_its_constructs():
     run()
     for f in ("assign", "copy", "inplace", "escape", "print", "list", "append", "value_if",
               "shape_if", "for_range", "for_iter", "helper_call", "helper_kwargs", "raise",
-              "unmodelled", "while", "closure", "rng", "swap", "num_update"):
+              "unmodelled", "while", "closure", "rng", "swap", "num_update", "python"):
         assert seen[f] > 0, (f, seen)
 
 

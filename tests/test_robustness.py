@@ -97,8 +97,8 @@ def loop_over_list(a, b):
 def deopt_after_break(a, b):
     y = a + b
     n = len(repr(y.shape))     # an eager step: what follows runs in a resume frame
-    try:                       # a try block in a resume frame: a deopt
-        z = y * n
+    try:                       # a break inside a try in a resume frame: a deopt
+        z = y * len(repr(y.dtype))
     except ValueError:
         z = y
     return z - 1

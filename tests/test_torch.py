@@ -514,3 +514,34 @@ def test_tensor_group_checks_all_tensors_and_falls_back_per_tensor():
     assert (kind, expr, seen) == ("TENSOR_MATCH", "L['z'].dtype == torch.float32", "torch.float64")
     torch.testing.assert_close(f(x, y, z), mul_add(x, y, z))
     assert sorted(e.hits for e in dynscope.cache_entries(mul_add)) == [0, 5]
+
+
+# ---- libraries asking "am I being compiled?" (issue 18) ----
+
+def _compile_friendly(x):
+    # what libraries do (transformers' is_torchdynamo_compiling): inside a
+    # try, an import of a loaded module, then torch's own answer
+    try:
+        import torch as t
+        compiling = t.compiler.is_compiling()
+    except Exception:
+        compiling = False
+    if compiling and not torch.jit.is_scripting() and not torch.jit.is_tracing():
+        return x * 2
+    return x - 1
+
+
+def _calls_compile_friendly(x):
+    return _compile_friendly(x) + 1
+
+
+def test_captured_code_sees_is_compiling_true_and_takes_that_path():
+    x = torch.arange(3.0)
+    assert torch.equal(_calls_compile_friendly(x), x - 1 + 1)       # eagerly: not compiling
+    out = dynscope.explain(_calls_compile_friendly)(x)
+    assert out.graph_count == 1 and out.graph_break_count == 0, out
+    f = dynscope.optimize("eager")(_calls_compile_friendly)
+    assert torch.equal(f(x), x * 2 + 1)                             # captured: compiling
+    assert torch.equal(f(x), x * 2 + 1)
+    ops = [str(o) for o in out.ops_per_graph[0]]
+    assert any("mul" in o for o in ops) and not any("sub" in o for o in ops), ops

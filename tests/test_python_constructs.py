@@ -1,0 +1,368 @@
+"""General Python inside captured code (issue 18): closures, nested functions,
+calls with unpacking, comprehensions and generator expressions, try/except
+in inlined calls, imports inside functions.
+
+Each scenario runs on every supported CPython (3.11's comprehensions are
+nested functions, 3.12's are inlined; 3.13 builds closures with
+SET_FUNCTION_ATTRIBUTE and reads cells with LOAD_FAST) and checks, against
+the same call made eagerly: the result, how many graphs and which ops, how
+many breaks and why, and that a second call compiles nothing.
+"""
+import sys
+
+import numpy as np
+import pytest
+
+import dynscope
+from dynscope import _C
+
+from conftest import CountingBackend, events
+
+
+def capture(fn):
+    backend = CountingBackend()
+    return dynscope.optimize(backend)(fn), backend
+
+
+def graph_count(backend):
+    return len(backend.graphs)
+
+
+def breaks():
+    return [e for e in events("graph_break")]
+
+
+def run_twice(fn, *args):
+    """fn captured, called twice; each result equals the eager call's.
+    Returns the backend."""
+    opt, be = capture(fn)
+    expected = fn(*args)
+    for _ in range(2):
+        got = opt(*args)
+        np.testing.assert_array_equal(got, expected)
+        assert type(got) is type(expected)
+    compiles = _C.counters()["compiles"]
+    opt(*args)
+    assert _C.counters()["compiles"] == compiles, "a third call compiled again"
+    return be
+
+
+def explain(fn, *args):
+    return dynscope.explain(fn)(*args)
+
+
+# ---------------------------------------------------------------------------
+# Closures and nested functions.
+
+def uses_inner_def(x, s):
+    def inner(y, k=2.0, *, bias=1.0):
+        return y * s + k + bias
+    return inner(x) + inner(x, 3.0, bias=0.5)
+
+
+def uses_lambda_and_nonlocal(x):
+    count = 0
+
+    def bump():
+        nonlocal count
+        count = count + 1
+
+    bump()
+    bump()
+    sq = lambda z: z * z  # noqa: E731
+    return sq(x) * count
+
+
+def closure_of_a_closure(x, s):
+    def outer(y):
+        def innermost(z):
+            return z + s
+        return innermost(y) * 2
+    return outer(x)
+
+
+def assigned_after_def(x):
+    def later():
+        return x * k
+    k = 3.0
+    return later()
+
+
+def helper_with_closures(x, s):
+    return uses_inner_def(x, s) + uses_lambda_and_nonlocal(x) + closure_of_a_closure(x, s)
+
+
+def calls_closures(x):
+    return helper_with_closures(x, 2.0) - assigned_after_def(x)
+
+
+def test_closures_in_inlined_calls_make_one_graph():
+    x = np.arange(4.0)
+    be = run_twice(calls_closures, x)
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def test_explain_shows_no_skipped_frame_for_closures():
+    out = explain(calls_closures, np.arange(3.0))
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert out.skipped == []
+
+
+def makes_a_closure(x):
+    return lambda: x
+
+
+def calls_closure_maker(x):
+    f = makes_a_closure(x + 1)
+    return f() * 2
+
+
+def test_a_closure_returned_by_an_inlined_call_and_called_is_inlined():
+    be = run_twice(calls_closure_maker, np.arange(3.0))
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def returns_a_closure(x):
+    f = makes_a_closure(x + 1)
+    return f
+
+
+def test_a_function_made_while_tracing_that_the_program_gets_is_not_captured():
+    x = np.arange(3.0)
+    opt, be = capture(returns_a_closure)
+    np.testing.assert_array_equal(opt(x)(), returns_a_closure(x)())
+    np.testing.assert_array_equal(opt(x)(), returns_a_closure(x)())
+    out = explain(returns_a_closure, x)
+    reasons = [str(b.reason) for b in out.break_reasons] + [s[2] for s in out.skipped]
+    assert any("function made while tracing" in r for r in reasons), reasons
+
+
+# ---------------------------------------------------------------------------
+# Calls with unpacking; keyword-only and defaulted parameters.
+
+def takes_everything(a, b=1.0, *rest, scale, shift=0.0, **extra):
+    total = a * scale + b + shift
+    for r in rest:
+        total = total + r
+    return total + len(extra)
+
+
+def forwards_kwargs(x, **kw):
+    return takes_everything(x, **kw)
+
+
+def forwards_everything(*args, **kwargs):
+    return takes_everything(*args, **kwargs)
+
+
+def calls_with_unpacking(x):
+    opts = {"scale": 2.0}
+    more = {"shift": 0.5, "tag": 1}
+    a = forwards_kwargs(x, scale=3.0)
+    b = forwards_everything(x, 2.0, x, x, **opts, **more)
+    args = (x, 4.0)
+    c = takes_everything(*args, *[x], scale=1.0)
+    return a + b + c
+
+
+def test_calls_with_unpacking_make_one_graph():
+    be = run_twice(calls_with_unpacking, np.arange(4.0))
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def kwargs_given_twice(x):
+    kw = {"scale": 1.0}
+    return takes_everything(x, scale=2.0, **kw)
+
+
+def test_a_keyword_given_twice_raises_as_eagerly():
+    opt, _ = capture(kwargs_given_twice)
+    with pytest.raises(TypeError) as eager:
+        kwargs_given_twice(np.ones(2))
+    with pytest.raises(TypeError) as captured:
+        opt(np.ones(2))
+    assert str(captured.value) == str(eager.value)
+
+
+def print_star(x):
+    parts = (x + 1, x * 2)
+    print(*parts, sep="|")
+    return x - 1
+
+
+def test_an_unpacking_call_that_breaks_is_an_eager_step(capsys):
+    x = np.arange(3.0)
+    opt, be = capture(print_star)
+    print_star(x)
+    eager_out = capsys.readouterr().out
+    got = opt(x)
+    assert capsys.readouterr().out == eager_out
+    np.testing.assert_array_equal(got, print_star(x))
+    capsys.readouterr()
+    assert graph_count(be) == 2
+    (brk,) = breaks()
+    assert brk["kind"] == "call" and "print" in brk["reason"]
+
+
+# ---------------------------------------------------------------------------
+# Comprehensions and generator expressions.
+
+def comprehensions(xs, w):
+    doubled = [x * w for x in xs]
+    keyed = {i: x + w for i, x in enumerate(xs)}
+    small = [k for k in range(3)]
+    total = sum(x * w for x in xs)
+    first_two = tuple(d * 2 for d in doubled[:2])
+    flags = all(k >= 0 for k in small) and any(k == 2 for k in small)
+    biggest = max(k for k in small)
+    return doubled[0] + keyed[1] + total + first_two[1] + (biggest if flags else 0)
+
+
+def calls_comprehensions(a, b):
+    return comprehensions([a, b, a * b], 0.5)
+
+
+def test_comprehensions_in_inlined_calls_make_one_graph():
+    be = run_twice(calls_comprehensions, np.arange(3.0), np.ones(3))
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def root_comprehension(a, b):
+    return sum([t * 2 for t in (a, b)]) + sum(t for t in (a, b))
+
+
+def test_comprehension_in_the_root_frame_makes_one_graph():
+    # 3.11: the comprehension is a nested function, which makes the local it
+    # reads a cell variable of the root frame
+    be = run_twice(root_comprehension, np.arange(3.0), np.ones(3))
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def root_comprehension_no_cells(a, b):
+    return sum([t * 2 for t in (a, b)]) + tuple(t + 1 for t in (a, b))[0]
+
+
+def test_comprehension_in_the_root_frame_without_cells_makes_one_graph():
+    be = run_twice(root_comprehension_no_cells, np.arange(3.0), np.ones(3))
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def root_cells_across_a_break(xs):
+    k = 2.0
+    f = lambda v: v * k  # noqa: E731  (k is a cell variable of this frame)
+    ys = [f(v) for v in xs]
+    del f
+    print("between")
+    k = k + 1.0
+    return sum([v * k for v in ys])
+
+
+def test_cell_variables_of_the_root_frame_cross_a_break(capsys):
+    xs = [np.arange(3.0), np.ones(3)]
+    opt, be = capture(root_cells_across_a_break)
+    expected = root_cells_across_a_break(xs)
+    for _ in range(2):
+        np.testing.assert_array_equal(opt(xs), expected)
+    assert capsys.readouterr().out == "between\n" * 3
+    assert graph_count(be) == 2
+    (brk,) = breaks()
+    assert "print" in brk["reason"]
+    # the resume frame gets k's cell (made by the plan) and reads k through it
+    resume = dynscope.cache_entries(root_cells_across_a_break)[1]
+    exprs = [g.expr for g in resume.guards]
+    assert "type(L['k']) is cell" in exprs and "L['k'].cell_contents == 2.0" in exprs, exprs
+
+
+# ---------------------------------------------------------------------------
+# Imports inside functions.
+
+def imports_inside(x):
+    import numpy
+    import os.path
+    from numpy import linalg
+    from numpy import abs as absolute
+    return absolute(numpy.negative(x)) * len(os.path.sep) + linalg.norm(x)
+
+
+def calls_imports(x):
+    return imports_inside(x) + 1
+
+
+def test_imports_of_loaded_modules_make_one_graph():
+    be = run_twice(calls_imports, np.arange(4.0))
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def test_import_guards_read_sys_modules():
+    out = explain(calls_imports, np.arange(4.0))
+    exprs = [g.expr if hasattr(g, "expr") else str(g) for g in out.out_guards]
+    assert any("sys.modules['numpy']" in e for e in exprs), exprs
+
+
+def imports_unloaded(x):
+    import dynscope_never_imported_module  # noqa: F401
+    return x + 1
+
+
+def test_import_of_a_module_not_loaded_is_never_run_while_tracing():
+    opt, _ = capture(imports_unloaded)
+    with pytest.raises(ModuleNotFoundError):
+        opt(np.arange(2.0))
+    assert "dynscope_never_imported_module" not in sys.modules
+    with pytest.raises(ModuleNotFoundError) as raised:
+        explain(imports_unloaded, np.arange(2.0))
+    out = raised.value.explain_output
+    assert any("not imported yet" in s[2] for s in out.skipped), out.skipped
+
+
+# ---------------------------------------------------------------------------
+# try / except / finally in inlined calls.
+
+def guarded_division(a, b):
+    try:
+        r = a / b
+    except ZeroDivisionError:
+        r = a
+    finally:
+        pass
+    return r
+
+
+LIMITS = {"low": 0.5}
+
+
+def lookup_or_default(a, key):
+    try:
+        return a * LIMITS[key]
+    except KeyError:
+        return a * 10.0
+
+
+def uses_try(x):
+    return guarded_division(x, 2.0) + lookup_or_default(x, "low")
+
+
+def uses_try_that_catches(x):
+    return guarded_division(x, 2.0) + lookup_or_default(x, "high")
+
+
+def test_try_in_an_inlined_call_is_traced_when_nothing_raises():
+    be = run_twice(uses_try, np.arange(3.0))
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def test_an_exception_raised_by_traced_code_breaks_and_is_caught_for_real():
+    x = np.arange(3.0)
+    opt, be = capture(uses_try_that_catches)
+    np.testing.assert_array_equal(opt(x), uses_try_that_catches(x))
+    (brk,) = breaks()
+    assert brk["kind"] == "call" and "missing dict key 'high'" in brk["reason"]
+    np.testing.assert_array_equal(opt(x), uses_try_that_catches(x))
