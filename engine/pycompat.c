@@ -79,6 +79,7 @@ static void decode_calls_and_scopes(Instr *in)
     case SET_FUNCTION_ATTRIBUTE: in->op = OP_SET_FUNCTION_ATTRIBUTE; break;
 #endif
     case MAP_ADD: in->op = OP_MAP_ADD; break;
+    case BEFORE_WITH: in->op = OP_BEFORE_WITH; break;
     case RETURN_GENERATOR: in->op = OP_RETURN_GENERATOR; break;
     case YIELD_VALUE: in->op = OP_YIELD_VALUE; break;
     default: break;

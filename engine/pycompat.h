@@ -313,6 +313,7 @@ typedef enum Op {
                                  3.13: 0, set by OP_SET_FUNCTION_ATTRIBUTE) */
     OP_SET_FUNCTION_ATTRIBUTE,/* 3.13: oparg one MAKE_FUNCTION flag */
     OP_MAP_ADD,               /* {k: v for ...}: oparg = depth of the dict */
+    OP_BEFORE_WITH,           /* with mgr: pushes mgr.__exit__, mgr.__enter__() */
     OP_RETURN_GENERATOR,      /* a generator's start: resumed with None */
     OP_YIELD_VALUE,           /* yield the top value, resumed with None */
 } Op;

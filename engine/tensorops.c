@@ -72,6 +72,9 @@ static PyObject *torch_fold_methods;  /* set of metadata method names folded to 
 static PyObject *torch_fold_attrs;    /* set of metadata attribute names folded to constants */
 static PyObject *torch_fold_functions;/* set of torch functions folded to constants */
 static PyObject *torch_known_results;  /* dict fn -> its result while capturing (below) */
+static PyObject *torch_grad_managers;  /* dict cls -> mode it sets (True/False), None:
+                                          set_grad_enabled (its argument) */
+static PyObject *torch_set_grad_enabled; /* strong: torch._C._set_grad_enabled */
 static PyObject *torch_training_rule; /* dict fn -> (arg name, position, default): random
                                          unless that argument is False */
 
@@ -349,8 +352,24 @@ static int load_torch(PyObject *torch)
     torch_fold_functions = PySet_New(NULL);
     torch_training_rule = PyDict_New();
     torch_known_results = PyDict_New();
-    if (!torch_known_results)
+    torch_grad_managers = PyDict_New();
+    if (!torch_known_results || !torch_grad_managers)
         return -1;
+    static const struct { const char *name; PyObject *mode; } grad_managers[] = {
+        {"no_grad", Py_False}, {"enable_grad", Py_True}, {"set_grad_enabled", Py_None}, {NULL, NULL},
+    };
+    for (int i = 0; grad_managers[i].name; i++) {
+        PyObject *cls = PyObject_GetAttrString(torch, grad_managers[i].name);
+        int rc = cls ? PyDict_SetItem(torch_grad_managers, cls, grad_managers[i].mode) : 0;
+        Py_XDECREF(cls);
+        PyErr_Clear();
+        if (rc < 0)
+            return -1;
+    }
+    PyObject *tc = PyObject_GetAttrString(torch, "_C");
+    torch_set_grad_enabled = tc ? PyObject_GetAttrString(tc, "_set_grad_enabled") : NULL;
+    Py_XDECREF(tc);
+    PyErr_Clear();
     for (int i = 0; torch_known_calls[i].module; i++) {
         PyObject *m = tensorlib_loaded_module_ref(torch_known_calls[i].module);
         PyObject *fn = m ? PyObject_GetAttrString(m, torch_known_calls[i].name) : NULL;
@@ -420,12 +439,26 @@ static bool is_torch_like(PyObject *obj)
     return tensorlib_kind(obj) == TENSORLIB_TORCH;
 }
 
+/* torch.is_grad_enabled(): 0 / 1, or -1 with an exception (or no torch). */
+static int current_grad_mode(void)
+{
+    PyObject *grad_enabled = tensorlib_grad_enabled_fn();   /* borrowed */
+    if (grad_enabled == NULL)
+        return -1;
+    PyObject *mode = PyObject_CallNoArgs(grad_enabled);
+    int r = mode ? PyObject_IsTrue(mode) : -1;
+    Py_XDECREF(mode);
+    return r;
+}
+
 int tensorops_note_torch(Tracer *t)
 {
     PyObject *grad_enabled = tensorlib_grad_enabled_fn();   /* borrowed */
     if (grad_enabled == NULL)
         return 0;
-    PyObject *mode = PyObject_CallNoArgs(grad_enabled);
+    /* the mode the frame was entered in, also inside a `with no_grad()` */
+    PyObject *mode = t->grad_mode_start >= 0 ? Py_NewRef(t->grad_mode_start ? Py_True : Py_False)
+                                             : PyObject_CallNoArgs(grad_enabled);
     if (mode == NULL)
         return -1;
     int r = guardset_add(t->gs, GUARD_GRAD_MODE, -1, mode, 0);
@@ -536,6 +569,65 @@ static PyObject *call_on_examples(NodeOp op, PyObject *target, PyObject *eargs, 
     Py_XDECREF(meth);
     Py_XDECREF(rest);
     return r;
+}
+
+int tensorops_grad_manager_mode(PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    if (torch_grad_managers == NULL || !PyType_Check(fn))
+        return -1;
+    PyObject *mode = PyDict_GetItemWithError(torch_grad_managers, fn);   /* borrowed */
+    if (mode == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (mode != Py_None)
+        return nargs == 0 ? mode == Py_True : -2;
+    if (nargs != 1 || nkw > 1 || args[0]->kind != V_CONST || !PyBool_Check(args[0]->obj))
+        return -2;
+    return args[0]->obj == Py_True;
+}
+
+int tensorops_set_grad_mode(Tracer *t, int mode, bool add_node)
+{
+    if (torch_set_grad_enabled == NULL)
+        return tracer_unsupported(t, false, "grad mode without torch._C._set_grad_enabled");
+    int now = current_grad_mode();
+    if (now < 0)
+        return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "grad mode without torch");
+    if (t->grad_mode_start < 0) {
+        if (tensorops_note_torch(t) < 0)     /* guards the mode the frame starts in */
+            return -1;
+        t->grad_mode_start = now;
+    }
+    if (add_node) {
+        PyObject *gargs = Py_BuildValue("(O)", mode ? Py_True : Py_False);
+        NodeObject *n = gargs ? graph_call(t->graph, NODE_CALL_FUNCTION, torch_set_grad_enabled,
+                                           gargs, NULL, "set_grad_enabled", Py_None) : NULL;
+        Py_XDECREF(gargs);
+        if (n == NULL)
+            return -1;
+    }
+    PyObject *r = PyObject_CallOneArg(torch_set_grad_enabled, mode ? Py_True : Py_False);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    t->grad_mode_now = mode;
+    return 0;
+}
+
+void tensorops_restore_grad_mode(Tracer *t, int mode)
+{
+    if (mode < 0 || torch_set_grad_enabled == NULL || mode == t->grad_mode_now)
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallOneArg(torch_set_grad_enabled, mode ? Py_True : Py_False);
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
+    t->grad_mode_now = mode;
 }
 
 PyObject *tensorops_known_result(PyObject *fn)

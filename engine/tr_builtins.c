@@ -75,12 +75,39 @@ static PyObject *known_type(Value *v)
     }
 }
 
-/* Whether isinstance() against cls runs no Python code: cls is a class
-   whose metaclass is type, or a tuple of such (nested). */
+/* Whether isinstance() against class cls answers by the type alone, for
+   good: its metaclass keeps type's __instancecheck__ (type itself,
+   torch.Tensor's _TensorMeta), or is abc.ABCMeta, whose answer for a type
+   is fixed unless a class is registered later (its caches are its own). */
+static bool instancecheck_is_by_type(PyObject *cls)
+{
+    PyTypeObject *meta = Py_TYPE(cls);
+    if (meta == &PyType_Type)
+        return true;
+    PyObject *name = PyUnicode_FromString("__instancecheck__");
+    PyObject *own = name ? _PyType_Lookup(meta, name) : NULL;             /* borrowed */
+    PyObject *types = name ? _PyType_Lookup(&PyType_Type, name) : NULL;   /* borrowed */
+    Py_XDECREF(name);
+    if (own != NULL && own == types)
+        return true;
+    PyObject *abc_name = PyUnicode_FromString("abc");
+    PyObject *abc = abc_name ? PyImport_GetModule(abc_name) : NULL;
+    Py_XDECREF(abc_name);
+    PyObject *abcmeta = abc ? PyObject_GetAttrString(abc, "ABCMeta") : NULL;
+    Py_XDECREF(abc);
+    PyErr_Clear();
+    bool r = abcmeta != NULL && (PyObject *)meta == abcmeta;
+    Py_XDECREF(abcmeta);
+    return r;
+}
+
+/* Whether isinstance() against cls runs no program code: cls is a class
+   whose instance check goes by type (instancecheck_is_by_type), or a tuple
+   of such (nested). */
 static bool plain_type_or_tuple(PyObject *cls)
 {
     if (PyType_Check(cls))
-        return Py_TYPE(cls) == &PyType_Type;
+        return instancecheck_is_by_type(cls);
     if (!PyTuple_CheckExact(cls))
         return false;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); i++)
@@ -121,6 +148,33 @@ static Value *builtin_any_all(TFrame *f, Value *iterable, bool is_any)
             return new_const(f->t, PyBool_FromLong(is_any));
     }
     return new_const(f->t, PyBool_FromLong(!is_any));
+}
+
+/* getattr(v, name, dflt) (dflt non-NULL) or hasattr(v, name) of an object
+   an accessor reaches: whether it has the attribute is guarded (HASATTR),
+   and a present one is read as v.name is.  NULL when tracing stops. */
+static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Value *dflt)
+{
+    Tracer *t = f->t;
+    if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
+        return tracer_unsupported(t, false, "%s() of a value no accessor reaches",
+                                  dflt ? "getattr" : "hasattr"), NULL;
+    if (!tr_attr_read_is_pure(v->obj, name))
+        return tracer_unsupported(t, false, "%s() of an attribute whose lookup runs Python code",
+                                  dflt ? "getattr" : "hasattr"), NULL;
+    PyObject *got = PyObject_GetAttr(v->obj, name);
+    int has = got != NULL;
+    Py_XDECREF(got);
+    if (!has && !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return NULL;
+    PyErr_Clear();
+    if (guardset_add(t->gs, GUARD_HASATTR, v->src, name, has) < 0)
+        return NULL;
+    if (!has)
+        return dflt ? dflt : new_const(t, Py_NewRef(Py_False));
+    if (dflt == NULL)
+        return new_const(t, Py_NewRef(Py_True));
+    return tr_load_attr(f, v, name);
 }
 
 /* Calls of functions of the builtins module: len, isinstance, min, max,
@@ -181,6 +235,9 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     if (strcmp(name, "getattr") == 0 && nokw && nargs == 2 && args[1]->kind == V_CONST
         && PyUnicode_CheckExact(args[1]->obj))
         return tr_load_attr(f, args[0], args[1]->obj);
+    if (((strcmp(name, "getattr") == 0 && nargs == 3) || (strcmp(name, "hasattr") == 0 && nargs == 2))
+        && nokw && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj))
+        return builtin_getattr_or_hasattr(f, args[0], args[1]->obj, name[0] == 'h' ? NULL : args[2]);
     return tracer_break(t, STOP_CALL, "call to builtin %s", name), NULL;
 }
 
@@ -305,6 +362,8 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         return args[0];   /* tuple(t) is t itself, as eagerly */
     if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1)
         return call_sequence_type(f, tp, args, nargs);
+    if (tp == (PyObject *)&PyType_Type && nargs == 1 && known_type(args[0]) != NULL)
+        return value_new(t, V_CONST, known_type(args[0]));   /* fixed by its guards */
     if (tp == (PyObject *)&PyEnum_Type && (nargs == 1 || nargs == 2))
         return call_enumerate(f, args, nargs);
     if (tp == (PyObject *)&PyZip_Type && nargs >= 1)

@@ -273,9 +273,67 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
         }
         return out;
     }
+    if (self->kind == V_DICT && PyUnicode_CompareWithASCIIString(name, "get") == 0
+        && (nargs == 2 || nargs == 3)) {
+        /* d.get(key[, default]): the keys are known (an input dict's are
+           guarded), so is the answer */
+        if (!foldable(args[1]))
+            return tracer_unsupported(t, false, "dict.get() of a key that is not a constant"), NULL;
+        for (int i = 0; i < self->n; i++) {
+            int eq = PyObject_RichCompareBool(PyList_GET_ITEM(self->obj, i), args[1]->obj, Py_EQ);
+            if (eq < 0)
+                return NULL;
+            if (eq)
+                return self->items[i];
+        }
+        return nargs == 3 ? args[2] : value_new(t, V_CONST, Py_None);
+    }
     return tracer_break(t, STOP_CALL, "call to .%U() of a %s%s", name,
                         self->kind == V_LIST ? "list" : "dict",
                         self->src >= 0 ? " the program can see" : ""), NULL;
+}
+
+/* The __exit__ of a grad-mode `with` (gm: its V_GRADMODE exit): called
+   with (None, None, None) at the block's normal end, it puts the mode back
+   (a graph node and tracing).  None, or NULL when tracing stops. */
+static Value *grad_mode_exit(TFrame *f, Value *gm, Value **args, int nargs)
+{
+    for (int i = 0; i < nargs; i++)
+        if (args[i]->kind != V_CONST || args[i]->obj != Py_None)
+            return tracer_unsupported(f->t, false, "leaving a grad-mode with block by an exception"), NULL;
+    if (tensorops_set_grad_mode(f->t, (int)gm->count, true) < 0)
+        return NULL;
+    return value_new(f->t, V_CONST, Py_None);
+}
+
+/* BEFORE_WITH of mgr: *exit (what the block's end calls) and *entered
+   (what `as` binds).  Modelled: torch's grad-mode managers, as graph
+   state.  0 / -1. */
+int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered)
+{
+    Tracer *t = f->t;
+    if (mgr->kind != V_GRADMODE || mgr->pos != 0)
+        return tracer_unsupported(t, false, "a with block of a %s (only torch's grad-mode managers "
+                                  "are modelled)", mgr->obj ? Py_TYPE(mgr->obj)->tp_name : "value");
+    int prev = t->grad_mode_now >= 0 ? t->grad_mode_now : -1;
+    if (prev < 0) {
+        PyObject *fn = tensorlib_grad_enabled_fn();
+        PyObject *m = fn ? PyObject_CallNoArgs(fn) : NULL;
+        prev = m ? PyObject_IsTrue(m) : -1;
+        Py_XDECREF(m);
+        if (prev < 0)
+            return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "grad mode without torch");
+    }
+    if (tensorops_set_grad_mode(t, (int)mgr->count, true) < 0)
+        return -1;
+    Value *ex = value_new(t, V_GRADMODE, NULL);
+    if (ex == NULL)
+        return -1;
+    ex->count = prev;
+    ex->pos = 1;
+    *exit = ex;
+    *entered = value_new(t, V_CONST, Py_None);    /* no_grad().__enter__() is None */
+    return *entered ? 0 : -1;
 }
 
 /* callable(*args) (kwnames, borrowed, naming the last args): a tensor or
@@ -303,6 +361,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (callable->kind == V_FUNC)
         return inline_call(f, callable, args, nargs, kwnames);
+    if (callable->kind == V_GRADMODE && callable->pos == 1)
+        return grad_mode_exit(f, callable, args, nargs);
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                             callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
@@ -347,6 +407,15 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (PyType_Check(fn) && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return tr_call_type(f, fn, args, nargs, kwnames);
+    int grad = tensorops_grad_manager_mode(fn, args, nargs, kwnames);
+    if (grad == -2)
+        return tracer_unsupported(t, false, "set_grad_enabled() of a mode that is not a constant"), NULL;
+    if (grad >= 0) {
+        Value *gm = value_new(t, V_GRADMODE, NULL);
+        if (gm != NULL)
+            gm->count = grad;
+        return gm;
+    }
     PyObject *r = PyObject_Repr(fn);
     if (r == NULL)
         return NULL;
@@ -364,9 +433,11 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
     Tracer *t = f->t;
     int undo_mark = t->nundo;
     int ops_mark = graph_op_count(t->graph);
+    int grad_mode = t->grad_mode_now;
     Value *r = call_value(f, callable, args, nargs, kwnames);
     if (r == NULL) {
         tracer_undo_to(t, undo_mark);
+        tensorops_restore_grad_mode(t, grad_mode >= 0 ? grad_mode : t->grad_mode_start);
         if (f->parent == NULL && !PyErr_Occurred())
             graph_truncate(t->graph, ops_mark);
     }

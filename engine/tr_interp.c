@@ -270,6 +270,9 @@ static int op_call(TFrame *f, const Instr *in)
     if (r->kind == V_ITER && r->from_generator && !generator_consumed_at_once(f, in, argc + 2))
         return tracer_unsupported(f->t, false, "a generator expression not passed straight to "
                                   "tuple(), list(), sum(), any(), all(), min(), max() or sorted()");
+    if (r->kind == V_GRADMODE && next_op(f, in) != OP_BEFORE_WITH)
+        return tracer_unsupported(f->t, false, "a grad-mode manager used other than by a with "
+                                  "statement (torch.set_grad_enabled(b) alone sets the mode)");
     f->kwnames = NULL;
     f->sp -= argc + 2;
     return push(f, r);
@@ -495,6 +498,19 @@ static int op_build_map(TFrame *f, const Instr *in)
     }
     f->sp -= base;
     return push(f, d);
+}
+
+/* BEFORE_WITH: [mgr] -> [exit, entered].  Not in the root frame of a
+   strict translation: a break inside the block put it there, and the
+   frame ends at the with statement. */
+static int op_before_with(TFrame *f)
+{
+    if (f->parent == NULL && f->t->strict_try)
+        return tracer_unsupported(f->t, false, "a with block with a break inside it");
+    Value *exit, *entered;
+    if (tr_enter_with(f, pop(f), &exit, &entered) < 0)
+        return -1;
+    return push(f, exit) < 0 ? -1 : push(f, entered);
 }
 
 /* MAP_ADD: [..., dict, ..., key, value]: dict[key] = value, the dict
@@ -1006,6 +1022,9 @@ int tr_run_frame(TFrame *f, int start)
             break;
         case OP_MAP_ADD:
             rc = op_map_add(f, &in);
+            break;
+        case OP_BEFORE_WITH:
+            rc = op_before_with(f);
             break;
         case OP_LIST_TO_TUPLE:
             rc = op_list_to_tuple(f);

@@ -23,6 +23,69 @@ const char *const tr_binary_op_hints[13] = {
 };
 const char *const tr_compare_op_names[6] = {"lt", "le", "eq", "ne", "gt", "ge"};
 
+/* v as a plain constant (foldable, or a tuple this frame built of
+   foldable items): new reference, or NULL (no exception) when it is not
+   one. */
+static PyObject *plain_constant_of(Value *v)
+{
+    if (foldable(v))
+        return Py_NewRef(v->obj);
+    if (v->kind != V_TUPLE)
+        return NULL;
+    PyObject *tup = PyTuple_New(v->n);
+    for (int i = 0; tup != NULL && i < v->n; i++) {
+        if (!foldable(v->items[i])) {
+            Py_CLEAR(tup);
+            break;
+        }
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(v->items[i]->obj));
+    }
+    PyErr_Clear();
+    return tup;
+}
+
+/* Whether v is a member of an enum (its class's metaclass is
+   enum.EnumType) that an accessor reaches: a singleton whose value never
+   changes. */
+static bool is_enum_member(Value *v)
+{
+    if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
+        return false;
+    PyObject *name = PyUnicode_FromString("enum");
+    PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    PyObject *meta = mod ? PyObject_GetAttrString(mod, "EnumMeta") : NULL;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    bool r = meta != NULL && PyType_Check(meta)
+             && PyType_IsSubtype(Py_TYPE(Py_TYPE(v->obj)), (PyTypeObject *)meta);
+    Py_XDECREF(meta);
+    return r;
+}
+
+/* Whether comparing a with `==` or `!=` runs C code only: the type's
+   __eq__ is a slot wrapper (object's, str's, int's), not Python. */
+static bool compares_in_c(PyObject *obj, const char *dunder)
+{
+    PyObject *name = PyUnicode_FromString(dunder);
+    PyObject *m = name ? _PyType_Lookup(Py_TYPE(obj), name) : NULL;   /* borrowed */
+    Py_XDECREF(name);
+    return m != NULL && Py_IS_TYPE(m, &PyWrapperDescr_Type);
+}
+
+/* a == b / a != b of enum members (Action.NONE == Action.NOTIFY): known
+   once both are guarded to be those members.  NULL when tracing stops. */
+static Value *compare_enum_members(Tracer *t, PyObject *op, const char *opname, Value *a, Value *b)
+{
+    const char *dunder = strcmp(opname, "eq") == 0 ? "__eq__" : "__ne__";
+    if (!compares_in_c(a->obj, dunder) || !compares_in_c(b->obj, dunder))
+        return tracer_unsupported(t, false, "comparing enum members with a Python %s", dunder), NULL;
+    if (guardset_add(t->gs, GUARD_ID_MATCH, a->src, a->obj, 0) < 0
+        || guardset_add(t->gs, GUARD_ID_MATCH, b->src, b->obj, 0) < 0)
+        return NULL;
+    return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
+}
+
 /* Apply operator.<opname> to a and b: fold constants, add a node for
    tensors, combine tuples/lists.  NULL when tracing stops. */
 Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
@@ -78,6 +141,17 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
         }
         return out;
     }
+    if ((strcmp(opname, "eq") == 0 || strcmp(opname, "ne") == 0) && is_enum_member(a) && is_enum_member(b))
+        return compare_enum_members(t, op, opname, a, b);
+    /* torch.Size + (n,), (n,) * 2 ...: plain constants (C operators) */
+    PyObject *ca = plain_constant_of(a), *cb = ca ? plain_constant_of(b) : NULL;
+    if (ca != NULL && cb != NULL) {
+        PyObject *r = PyObject_CallFunctionObjArgs(op, ca, cb, NULL);
+        Py_DECREF(ca);
+        Py_DECREF(cb);
+        return new_const(t, r);
+    }
+    Py_XDECREF(ca);
     return tracer_unsupported(t, false, "operator %s on %s and %s", hint,
                               a->kind == V_CONST || a->kind == V_OBJECT ? Py_TYPE(a->obj)->tp_name : "a container",
                               b->kind == V_CONST || b->kind == V_OBJECT ? Py_TYPE(b->obj)->tp_name : "a container"), NULL;

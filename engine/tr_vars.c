@@ -6,8 +6,8 @@
  * Invariants: a value read from the program's state is reached by an
  * accessor and guarded by values.c (value_from_source), so the entry holds
  * only while what was read is the same; an attribute is read only when the
- * generic, descriptor-free lookup finds it (no property, no __getattr__
- * runs); a name LOAD_GLOBAL finds in the builtins is guarded absent from
+ * generic lookup finds it with no Python code run (no property, no
+ * __getattr__; C getters such as function.__name__ are fine); a name LOAD_GLOBAL finds in the builtins is guarded absent from
  * the globals.
  */
 #include "translate_int.h"
@@ -236,8 +236,9 @@ Value *tr_load_global(TFrame *f, PyObject *name)
 /* ---- attributes ---- */
 
 /* Whether reading `name` from obj runs no Python code: generic getattr, and
-   the class attribute (if any) is not a data descriptor. */
-static bool attribute_read_is_pure(PyObject *obj, PyObject *name)
+   the class attribute (if any) is not a data descriptor other than a C
+   getter (function.__name__, code.co_varnames: value_descr_is_c_getter). */
+bool tr_attr_read_is_pure(PyObject *obj, PyObject *name)
 {
     PyTypeObject *tp = Py_TYPE(obj);
     if (tp->tp_getattro != PyObject_GenericGetAttr)
@@ -245,8 +246,8 @@ static bool attribute_read_is_pure(PyObject *obj, PyObject *name)
     PyObject *cls_attr = _PyType_Lookup(tp, name);   /* borrowed */
     if (cls_attr != NULL) {
         descrsetfunc set = Py_TYPE(cls_attr)->tp_descr_set;
-        if (set != NULL)
-            return false;   /* property, slot or other data descriptor */
+        if (set != NULL && !value_descr_is_c_getter(cls_attr))
+            return false;   /* property or other data descriptor */
     }
     return true;
 }
@@ -286,8 +287,9 @@ static Value *load_tensor_attr(TFrame *f, Value *base, PyObject *name)
     return tracer_unsupported(t, false, "array attribute '%U'", name), NULL;
 }
 
-/* .name of a constant (a module or a class) or of an object an accessor
-   reaches, read through the generic, descriptor-free path; a bound method
+/* .name of a constant or an object an accessor reaches (a module, a class,
+   a function, a code object ...), read through the generic path when it
+   runs no Python code (tr_attr_read_is_pure); a bound method
    becomes a V_BOUND fetched again when called.  NULL when tracing stops. */
 static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
 {
@@ -300,10 +302,8 @@ static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
     if (base->src < 0)
         return tracer_unsupported(t, false, "attribute '%U' of a computed %s", name,
                                   Py_TYPE(obj)->tp_name), NULL;
-    if (base->kind == V_CONST && !PyModule_Check(obj) && !PyType_Check(obj))
-        return tracer_unsupported(t, false, "attribute '%U' of a %s", name,
-                                  Py_TYPE(obj)->tp_name), NULL;
-    if (!attribute_read_is_pure(obj, name))
+
+    if (!tr_attr_read_is_pure(obj, name))
         return tracer_unsupported(t, false, "attribute '%U' of %s runs Python code (property or custom __getattr__)",
                                   name, Py_TYPE(obj)->tp_name), NULL;
     PyObject *attr = PyObject_GetAttr(obj, name);

@@ -20,8 +20,8 @@
  * Anything the translator does not model stops tracing with a reason; the
  * hook then runs the frame in the default interpreter.  The translator
  * never has effects the program could see: it runs only pure tensor ops,
- * on example values, and reads attributes only through the generic,
- * descriptor-free path.
+ * on example values, and reads attributes only where no Python code runs
+ * (the generic path; C getters).
  */
 #include "translate_int.h"
 
@@ -323,6 +323,7 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     t.cf = cf;
     t.backend = backend;
     t.strict_try = strict_try;
+    t.grad_mode_start = t.grad_mode_now = -1;
     t.graph = graph_new();
     t.example_inputs = PyList_New(0);
     t.used_nodes = PySet_New(NULL);
@@ -355,6 +356,7 @@ stopped:
     }
 out:
     tr_frame_teardown(&root);
+    tensorops_restore_grad_mode(&t, t.grad_mode_start);   /* as the frame found it */
     if (st != TRANSLATE_OK) {
         /* Leave the plan empty so its destructor has nothing half-built,
            but keep where tracing stopped (fullgraph messages).  When

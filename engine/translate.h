@@ -38,6 +38,9 @@ typedef enum VKind {
     V_CELL,      /* a closure cell an inlined frame made (MAKE_CELL): items[0] is
                     its content (n == 0: empty); program_cell for the
                     stand-in of a real function's cell, which is read-only */
+    V_GRADMODE,  /* torch.no_grad(), enable_grad(), set_grad_enabled(b) made for
+                    a `with` (count: the mode it sets); pos == 1: the
+                    __exit__ of one entered, which sets count back */
     V_FUNC,      /* a function made while tracing (MAKE_FUNCTION): obj = its code;
                     items = [defaults (V_TUPLE), kwdefaults (V_DICT), closure
                     (V_TUPLE of V_CELL)], each a V_NULL when absent; it is
@@ -127,6 +130,9 @@ typedef struct Tracer {
     int by_acc_cap;
     PyObject *reason;        /* strong: why tracing stopped, or NULL */
     bool permanent;          /* the reason is a construct, not a value */
+    int grad_mode_start;     /* torch's grad mode when tracing first changed it
+                                (a `with torch.no_grad()`), -1: unchanged */
+    int grad_mode_now;       /* the grad mode tracing runs ops in, -1: unchanged */
     bool strict_try;         /* stop at the root frame's first protected
                                 instruction (translate.c: the second attempt) */
     bool stopped_in_try;     /* tracing stopped inside a try range of the root
@@ -214,6 +220,10 @@ bool value_is_plain_constant(PyObject *obj);
 Value *value_module_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
 Value *value_module_forward(Tracer *t, Value *v, bool *handled);
 Value *value_module_iter(Tracer *t, Value *v, bool *handled);
+/* Whether descr, a data descriptor found on a type, reads with C code only:
+   a getset (function.__name__, code.co_varnames, object.__class__) or a
+   member (a __slots__ slot) descriptor -- no property, no Python. */
+bool value_descr_is_c_getter(PyObject *descr);
 /* Whether a method found on type(obj) is what obj.name returns when obj's
    __dict__ lacks it: the type's lookup is generic, or it only adds
    __getattr__ (run after the generic lookup fails), as nn.Module does. */
@@ -235,6 +245,16 @@ int tensorops_note_torch(Tracer *t);
    is_compiling() is True, torch.jit.is_scripting() False ...): borrowed,
    or NULL for any other fn. */
 PyObject *tensorops_known_result(PyObject *fn);
+/* The grad mode the context manager fn(*args) sets -- torch.no_grad() 0,
+   enable_grad() 1, set_grad_enabled(mode) mode: 0 / 1; -1 when fn is
+   none of them; -2 when set_grad_enabled's mode is not a constant. */
+int tensorops_grad_manager_mode(PyObject *fn, Value **args, int nargs, PyObject *kwnames);
+/* Set torch's grad mode for the graph (a node torch._C._set_grad_enabled
+   (mode)) and for tracing (the ops that follow run in it).  0 / -1. */
+int tensorops_set_grad_mode(Tracer *t, int mode, bool add_node);
+/* Put torch's grad mode back to `mode` (tracing only; no node).  Cannot
+   fail (an error is cleared). */
+void tensorops_restore_grad_mode(Tracer *t, int mode);
 /* Whether `fn` is a pure tensor function the graph may call. */
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */

@@ -233,6 +233,9 @@ int tr_store_deref(TFrame *f, int i, Value *v);
 Value *tr_load_closure(TFrame *f, int i);
 /* Global or builtin `name`, as LOAD_GLOBAL finds it. */
 Value *tr_load_global(TFrame *f, PyObject *name);
+/* Whether reading obj.name runs no Python code (generic lookup; the class
+   attribute, if any, is no Python data descriptor). */
+bool tr_attr_read_is_pure(PyObject *obj, PyObject *name);
 /* base.name. */
 Value *tr_load_attr(TFrame *f, Value *base, PyObject *name);
 /* LOAD_METHOD: pushes [method, self] or [NULL, attribute].  0 / -1. */
@@ -281,6 +284,9 @@ int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count);
 
 /* ---- tr_calls.c ---- */
 
+/* BEFORE_WITH of mgr: *exit, what the block's end calls, and *entered,
+   what `as` binds.  0 / -1. */
+int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered);
 /* The call of a CALL instruction; a call that stops is undone. */
 Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
 

@@ -526,6 +526,11 @@ static Value *bound_method(Tracer *t, Value *base, PyObject *name)
     return bm;
 }
 
+bool value_descr_is_c_getter(PyObject *descr)
+{
+    return Py_IS_TYPE(descr, &PyGetSetDescr_Type) || Py_IS_TYPE(descr, &PyMemberDescr_Type);
+}
+
 Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
 {
     *handled = false;
@@ -535,9 +540,19 @@ Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
     PyObject *obj = base->obj;
     PyTypeObject *tp = Py_TYPE(obj);
     PyObject *cls_attr = _PyType_Lookup(tp, name);      /* borrowed */
-    if (cls_attr != NULL && Py_TYPE(cls_attr)->tp_descr_set != NULL)
-        return tracer_unsupported(t, false, "attribute '%U' of %s is a property or other "
-                                  "data descriptor (runs Python code)", name, tp->tp_name), NULL;
+    if (cls_attr != NULL && Py_TYPE(cls_attr)->tp_descr_set != NULL) {
+        if (!value_descr_is_c_getter(cls_attr))
+            return tracer_unsupported(t, false, "attribute '%U' of %s is a property or other "
+                                      "data descriptor (runs Python code)", name, tp->tp_name), NULL;
+        /* m.__class__, a slot: C code reads it, the accessor reads it again */
+        PyObject *got = PyObject_GetAttr(obj, name);
+        if (got == NULL)
+            return NULL;
+        int acc = guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL);
+        Value *v = acc < 0 ? NULL : value_from_source(t, acc, got);
+        Py_DECREF(got);
+        return v;
+    }
     PyObject *d = instance_dict(obj);
     PyObject *item = PyDict_GetItemWithError(d, name);
     if (item == NULL && PyErr_Occurred())
@@ -553,6 +568,16 @@ Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
             return NULL;
         if (PyFunction_Check(cls_attr))
             return bound_method(t, base, name);
+        if (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type)) {
+            /* self.helper of a staticmethod: the plain function, as
+               type(self).helper reads it */
+            int ca = guardset_accessor(t->gs, ACC_TYPE, base->src, 0, NULL, NULL);
+            int fa = ca < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ca, 0, name, NULL);
+            PyObject *fn = PyObject_GetAttr((PyObject *)tp, name);
+            Value *v = fn && fa >= 0 ? value_from_source(t, fa, fn) : NULL;
+            Py_XDECREF(fn);
+            return v;
+        }
         if (!value_is_plain_constant(cls_attr) || PyType_Check(cls_attr))
             return tracer_unsupported(t, false, "class attribute '%U' of %s (a %s)", name,
                                       tp->tp_name, Py_TYPE(cls_attr)->tp_name), NULL;

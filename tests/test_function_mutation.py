@@ -59,10 +59,11 @@ def test_code_replaced_by_the_running_function():
     # its code: a graph break in the original code, not a skipped frame
     # (the call of what _swap returned, f(*args, **kwargs), is inlined in
     # the resume frame)
+    # (the swap itself, fn.__code__ = ..., is the break)
     breaks = [e for e in events("graph_break") if e["name"] == "_make_swapping.<locals>.f"]
-    assert len(breaks) == 1 and "__code__" in breaks[0]["reason"], breaks
-    assert _C.counters()["deopts"] >= 1
-    assert [e.compile_id for e in dynscope.cache_entries(code)]
+    assert len(breaks) == 1 and "STORE_ATTR" in breaks[0]["reason"], breaks
+    resumes = [e for e in dynscope.cache_entries(code) if e.resume_offset > 0]
+    assert resumes, "no resume entry: the frame did not go on after the swap"
 
 
 def _scaled(x):

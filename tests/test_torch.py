@@ -545,3 +545,80 @@ def test_captured_code_sees_is_compiling_true_and_takes_that_path():
     assert torch.equal(f(x), x * 2 + 1)
     ops = [str(o) for o in out.ops_per_graph[0]]
     assert any("mul" in o for o in ops) and not any("sub" in o for o in ops), ops
+
+
+# ---- with torch.no_grad() / enable_grad() / set_grad_enabled(b) (issue 18) ----
+
+def _grad_blocks(x, w):
+    with torch.no_grad():
+        y = x * w
+        with torch.enable_grad():
+            z = y * w
+    with torch.set_grad_enabled(False):
+        q = z + 1
+    return y + z + q
+
+
+def _calls_grad_blocks(x, w):
+    return _grad_blocks(x, w) * 2
+
+
+def _root_no_grad(x, w):
+    with torch.no_grad():
+        y = x * w
+    return y + w
+
+
+def _no_grad_with_a_break(x, w):
+    with torch.no_grad():
+        y = x * w
+        print("inside")
+    return y + w
+
+
+def _set_grad_enabled_alone(x, w):
+    torch.set_grad_enabled(False)
+    y = x * w
+    torch.set_grad_enabled(True)
+    return y
+
+
+@pytest.mark.parametrize("fn", [_calls_grad_blocks, _root_no_grad])
+def test_grad_mode_blocks_are_graph_state(fn):
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    want = fn(x, w)
+    out = dynscope.explain(fn)(x, w)
+    assert out.graph_count == 1 and out.graph_break_count == 0 and out.skipped == []
+    targets = [str(t) for t in out.ops_per_graph[0]]
+    assert sum("set_grad_enabled" in t for t in targets) >= 2, targets
+    f = dynscope.optimize("eager")(fn)
+    for _ in range(2):
+        got = f(x, w)
+        assert torch.equal(got, want) and got.requires_grad == want.requires_grad
+        assert torch.is_grad_enabled()
+    # the entry was made with grad enabled: under no_grad it is made again
+    with torch.no_grad():
+        assert torch.equal(f(x, w), fn(x, w))
+    assert sorted(g.expr for e in dynscope.cache_entries(fn) for g in e.guards
+                  if g.kind == "GRAD_MODE") == ["torch.is_grad_enabled() == False",
+                                                "torch.is_grad_enabled() == True"]
+
+
+def test_a_break_inside_a_grad_mode_block_runs_the_block_eagerly(capsys):
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    want = _no_grad_with_a_break(x, w)
+    f = dynscope.optimize("eager")(_no_grad_with_a_break)
+    got = f(x, w)
+    assert torch.equal(got, want) and got.requires_grad == want.requires_grad
+    assert capsys.readouterr().out == "inside\ninside\n"
+    assert torch.is_grad_enabled()
+    (_, _, reason), = dynscope.explain(_no_grad_with_a_break)(x, w).skipped
+    assert "with block" in reason
+
+
+def test_set_grad_enabled_alone_is_not_modelled_and_runs_as_eagerly():
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    want = _set_grad_enabled_alone(x, w)
+    got = dynscope.optimize("eager")(_set_grad_enabled_alone)(x, w)
+    assert torch.equal(got, want) and got.requires_grad == want.requires_grad is False
+    assert torch.is_grad_enabled()

@@ -15,8 +15,8 @@ needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12),
 
 
 def _count_label(x):
-    try:                             # not inlined: an eager step the interpreter runs
-        return str(x)
+    try:                             # a break inside a try: not inlined, and skipped --
+        return repr(x)               # an eager step the interpreter runs
     except TypeError:
         return "?"
 
@@ -26,8 +26,8 @@ def _with_everything(a):
     label = _count_label(3)          # a frame the interpreter runs
     if b.sum() > 0:                  # a graph break: an eager truth test
         b = b + 1
-    try:                             # the rest deopts into the interpreter
-        d = b - 1
+    try:                             # a break inside: the rest deopts into the interpreter
+        d = b - len(repr(b.dtype))
     except ValueError:
         d = None
     return b, label, d
