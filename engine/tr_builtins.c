@@ -362,8 +362,15 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         return args[0];   /* tuple(t) is t itself, as eagerly */
     if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1)
         return call_sequence_type(f, tp, args, nargs);
-    if (tp == (PyObject *)&PyType_Type && nargs == 1 && known_type(args[0]) != NULL)
-        return value_new(t, V_CONST, known_type(args[0]));   /* fixed by its guards */
+    if (tp == (PyObject *)&PyType_Type && nargs == 1 && known_type(args[0]) != NULL) {
+        /* fixed by its guards; reached as type(<source>) when it has one */
+        Value *v = args[0];
+        if ((v->kind == V_OBJECT || v->kind == V_CONST) && v->src >= 0) {
+            int acc = guardset_accessor(t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
+            return acc < 0 ? NULL : value_from_source(t, acc, known_type(v));
+        }
+        return value_new(t, V_CONST, known_type(v));
+    }
     if (tp == (PyObject *)&PyEnum_Type && (nargs == 1 || nargs == 2))
         return call_enumerate(f, args, nargs);
     if (tp == (PyObject *)&PyZip_Type && nargs >= 1)

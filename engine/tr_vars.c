@@ -299,6 +299,16 @@ static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
     Value *mv = value_module_attr(t, base, name, &handled);
     if (handled)
         return mv;
+    if (base->src < 0 && PyType_Check(obj) && !(((PyTypeObject *)obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        && tr_attr_read_is_pure(obj, name)) {
+        /* type(x).__name__ of a builtin type: its attributes never change */
+        PyObject *attr = PyObject_GetAttr(obj, name);
+        if (attr == NULL)
+            return NULL;
+        if (value_is_plain_constant(attr))
+            return new_const(t, attr);
+        Py_DECREF(attr);
+    }
     if (base->src < 0)
         return tracer_unsupported(t, false, "attribute '%U' of a computed %s", name,
                                   Py_TYPE(obj)->tp_name), NULL;

@@ -366,3 +366,54 @@ def test_an_exception_raised_by_traced_code_breaks_and_is_caught_for_real():
     (brk,) = breaks()
     assert brk["kind"] == "call" and "missing dict key 'high'" in brk["reason"]
     np.testing.assert_array_equal(opt(x), uses_try_that_catches(x))
+
+
+# ---------------------------------------------------------------------------
+# Objects and builtins read without running program code (issue 19, part).
+
+import enum  # noqa: E402
+
+
+class Mode(str, enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+class Settings:
+    scale = 2.0
+
+    def __init__(self):
+        self.mode = Mode.FAST
+        self.bias = 0.5
+
+
+def introspects(x, cfg, opts):
+    name = introspects.__name__ + "_" + type(x).__name__
+    nargs = introspects.__code__.co_argcount
+    bias = getattr(cfg, "bias", 0.0) + getattr(cfg, "missing", 1.0)
+    extra = opts.get("extra", 0.0) + opts.get("gone", 2.0)
+    fast = cfg.mode == Mode.FAST and cfg.mode != Mode.SLOW
+    scale = cfg.scale if hasattr(cfg, "scale") and not hasattr(cfg, "nope") else 1.0
+    if isinstance(x, np.ndarray) and isinstance(cfg, Settings) and len(name) > 3:
+        return x * scale * nargs + bias + extra + (1.0 if fast else 0.0)
+    return x
+
+
+def test_introspection_getattr_hasattr_dict_get_enums_make_one_graph():
+    x, cfg, opts = np.arange(3.0), Settings(), {"extra": 0.25}
+    be = run_twice(introspects, x, cfg, opts)
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def test_what_getattr_and_hasattr_saw_is_guarded():
+    x, cfg, opts = np.arange(3.0), Settings(), {"extra": 0.25}
+    opt, _ = capture(introspects)
+    np.testing.assert_array_equal(opt(x, cfg, opts), introspects(x, cfg, opts))
+    cfg.missing = 5.0                       # now present: getattr's default is not used
+    np.testing.assert_array_equal(opt(x, cfg, opts), introspects(x, cfg, opts))
+    cfg.mode = Mode.SLOW                    # the enum comparison changes
+    np.testing.assert_array_equal(opt(x, cfg, opts), introspects(x, cfg, opts))
+    opts["gone"] = -1.0                     # the dict's keys changed
+    np.testing.assert_array_equal(opt(x, cfg, opts), introspects(x, cfg, opts))
+    assert len(dynscope.cache_entries(introspects)) == 4
