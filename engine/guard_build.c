@@ -140,7 +140,8 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
         PyErr_Format(PyExc_ValueError, "negative slot %zd", index);
         return -1;
     }
-    if ((kind == ACC_GLOBAL || kind == ACC_BUILTIN || kind == ACC_ATTR || kind == ACC_MODULE)
+    if ((kind == ACC_GLOBAL || kind == ACC_BUILTIN || kind == ACC_ATTR || kind == ACC_MODULE
+         || kind == ACC_OBJATTR)
         && (key == NULL || !PyUnicode_CheckExact(key))) {
         PyErr_SetString(PyExc_TypeError, "accessor key must be a str");
         return -1;
@@ -169,7 +170,7 @@ guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
     if (!acc_uses_index(kind))
         index = 0;
     if (kind != ACC_GLOBAL && kind != ACC_BUILTIN && kind != ACC_ATTR
-        && kind != ACC_DICT_ITEM && kind != ACC_MODULE)
+        && kind != ACC_DICT_ITEM && kind != ACC_MODULE && kind != ACC_OBJATTR)
         key = NULL;
     if ((kind != ACC_LOCAL && kind != ACC_CLOSURE) || name == Py_None)
         name = NULL;

@@ -264,6 +264,9 @@ guardset_render_source(const GuardSet *gs, int acc)
     case ACC_MODULE:
         res = PyUnicode_FromFormat("sys.modules[%R]", a->key);
         break;
+    case ACC_OBJATTR:
+        res = PyUnicode_FromFormat("object.__getattribute__(%U, %R)", base, a->key);
+        break;
     case ACC_TYPE:
         res = PyUnicode_FromFormat("type(%U)", base);
         break;

@@ -239,6 +239,11 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
     case ACC_GLOBALS:
         v = fv->globals;
         break;
+    case ACC_OBJATTR:
+        v = PyObject_GenericGetAttr(base, a->key);
+        if (v == NULL)
+            PyErr_Clear();
+        return vals[i] = v;                      /* already strong */
     case ACC_MODULE:
         v = PyImport_GetModule(a->key);          /* new reference, or NULL */
         if (v == NULL)

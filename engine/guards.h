@@ -58,6 +58,10 @@ typedef enum AccessorKind {
     ACC_GLOBALS,    /* G                   the frame's globals dict itself     */
     ACC_TYPE,       /* type(<base>)        (never obj.__class__, which a class
                                             may override with Python code)   */
+    ACC_OBJATTR,    /* object.__getattribute__(<base>, 'name')  key = name: the
+                                            generic lookup, not the class's own
+                                            __getattribute__ (which the
+                                            translator inlined)              */
     ACC_MODULE,     /* sys.modules['name'] key = module name (str): what an
                                             import statement inside the code
                                             finds; never imports            */

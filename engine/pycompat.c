@@ -80,6 +80,9 @@ static void decode_calls_and_scopes(Instr *in)
 #endif
     case MAP_ADD: in->op = OP_MAP_ADD; break;
     case BEFORE_WITH: in->op = OP_BEFORE_WITH; break;
+#if !PY_311
+    case LOAD_SUPER_ATTR: in->op = OP_LOAD_SUPER_ATTR; in->oparg = oparg >> 2; in->flag = oparg & 1; break;
+#endif
     case RETURN_GENERATOR: in->op = OP_RETURN_GENERATOR; break;
     case YIELD_VALUE: in->op = OP_YIELD_VALUE; break;
     default: break;

@@ -205,6 +205,17 @@ static inline PyObject *frame_eval_default(PyThreadState *ts, EvalFrame *f, int 
    3.11 its caller does, and this does nothing. */
 void frame_clear_unevaluated(PyThreadState *ts, EvalFrame *f);
 
+/* A type's own __dict__ (new reference, or NULL): 3.12 keeps static
+   builtin types' dicts (object's) in the interpreter, not tp_dict. */
+static inline PyObject *type_dict_ref(PyTypeObject *tp)
+{
+#if PY_311
+    return Py_XNewRef(tp->tp_dict);
+#else
+    return PyType_GetDict(tp);
+#endif
+}
+
 /* The frame's own slots: its fast locals, then its cell variables (what a
    frame's state is made of; its free variables are its function's). */
 static inline int code_nslots(PyCodeObject *co) { return co->co_nlocalsplus - co->co_nfreevars; }
@@ -314,6 +325,8 @@ typedef enum Op {
     OP_SET_FUNCTION_ATTRIBUTE,/* 3.13: oparg one MAKE_FUNCTION flag */
     OP_MAP_ADD,               /* {k: v for ...}: oparg = depth of the dict */
     OP_BEFORE_WITH,           /* with mgr: pushes mgr.__exit__, mgr.__enter__() */
+    OP_LOAD_SUPER_ATTR,       /* 3.12+: [super, cls, self] -> super(cls, self).name;
+                                 oparg: name index; flag: a method (a call pair) */
     OP_RETURN_GENERATOR,      /* a generator's start: resumed with None */
     OP_YIELD_VALUE,           /* yield the top value, resumed with None */
 } Op;

@@ -159,6 +159,15 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
     if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
         return tracer_unsupported(t, false, "%s() of a value no accessor reaches",
                                   dflt ? "getattr" : "hasattr"), NULL;
+    bool module;
+    int mhas = value_module_has_attr(t, v, name, &module);
+    if (module) {
+        if (mhas < 0)
+            return NULL;
+        if (!mhas)
+            return dflt ? dflt : new_const(t, Py_NewRef(Py_False));
+        return dflt ? tr_load_attr(f, v, name) : new_const(t, Py_NewRef(Py_True));
+    }
     if (!tr_attr_read_is_pure(v->obj, name))
         return tracer_unsupported(t, false, "%s() of an attribute whose lookup runs Python code",
                                   dflt ? "getattr" : "hasattr"), NULL;
@@ -362,6 +371,8 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         return args[0];   /* tuple(t) is t itself, as eagerly */
     if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1)
         return call_sequence_type(f, tp, args, nargs);
+    if (tp == (PyObject *)&PySuper_Type && (nargs == 0 || nargs == 2))
+        return tr_make_super(f, nargs ? args[0] : NULL, nargs ? args[1] : NULL);
     if (tp == (PyObject *)&PyType_Type && nargs == 1 && known_type(args[0]) != NULL) {
         /* fixed by its guards; reached as type(<source>) when it has one */
         Value *v = args[0];

@@ -361,6 +361,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (callable->kind == V_FUNC)
         return inline_call(f, callable, args, nargs, kwnames);
+    if (callable->kind == V_BOUNDFN)
+        return tr_call_bound(f, callable, args, nargs, kwnames);
     if (callable->kind == V_GRADMODE && callable->pos == 1)
         return grad_mode_exit(f, callable, args, nargs);
     if (callable->kind == V_BOUND)

@@ -513,6 +513,22 @@ static int op_before_with(TFrame *f)
     return push(f, exit) < 0 ? -1 : push(f, entered);
 }
 
+/* LOAD_SUPER_ATTR (3.12+): [super, cls, self] -> super(cls, self).name,
+   or the pair of a method call (flag). */
+static int op_load_super_attr(TFrame *f, const Instr *in)
+{
+    Value *self = pop(f);
+    Value *cls = pop(f);
+    Value *sup = pop(f);
+    if (sup->kind != V_CONST || sup->obj != (PyObject *)&PySuper_Type)
+        return tracer_unsupported(f->t, false, "super() that is not the builtin super");
+    Value *s = tr_make_super(f, cls, self);
+    Value *attr = s ? tr_super_attr(f, s, PyTuple_GET_ITEM(f->code->co_names, in->oparg)) : NULL;
+    if (attr == NULL)
+        return -1;
+    return in->flag ? push_call_pair(f, attr, NULL) : push(f, attr);
+}
+
 /* MAP_ADD: [..., dict, ..., key, value]: dict[key] = value, the dict
    oparg below the key (one this frame is building), the key a constant. */
 static int op_map_add(TFrame *f, const Instr *in)
@@ -1025,6 +1041,9 @@ int tr_run_frame(TFrame *f, int start)
             break;
         case OP_BEFORE_WITH:
             rc = op_before_with(f);
+            break;
+        case OP_LOAD_SUPER_ATTR:
+            rc = op_load_super_attr(f, &in);
             break;
         case OP_LIST_TO_TUPLE:
             rc = op_list_to_tuple(f);

@@ -214,6 +214,22 @@ int tr_contains(TFrame *f, Value *a, Value *b)
 {
     if (foldable(a) && foldable(b))
         return PySequence_Contains(b->obj, a->obj);
+    if (is_enum_member(a) && (b->kind == V_TUPLE || b->kind == V_LIST)) {
+        /* member in (Action.A, Action.B): == of guarded members */
+        int r = 0;
+        for (int i = 0; i < b->n && r == 0; i++) {
+            Value *item = b->items[i];
+            if (!is_enum_member(item) && !foldable(item))
+                return tracer_unsupported(f->t, false, "'in' over values that are not constants");
+            if (!compares_in_c(a->obj, "__eq__"))
+                return tracer_unsupported(f->t, false, "comparing enum members with a Python __eq__");
+            if (guardset_add(f->t->gs, GUARD_ID_MATCH, a->src, a->obj, 0) < 0
+                || (item->src >= 0 && guardset_add(f->t->gs, GUARD_ID_MATCH, item->src, item->obj, 0) < 0))
+                return -1;
+            r = PyObject_RichCompareBool(a->obj, item->obj, Py_EQ);
+        }
+        return r;
+    }
     if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST))
         return tracer_unsupported(f->t, false, "'in' on these values");
     int r = 0;

@@ -299,6 +299,9 @@ static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
     Value *mv = value_module_attr(t, base, name, &handled);
     if (handled)
         return mv;
+    mv = tr_object_attr(f, base, name, &handled);
+    if (handled || PyErr_Occurred())
+        return mv;
     if (base->src < 0 && PyType_Check(obj) && !(((PyTypeObject *)obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
         && tr_attr_read_is_pure(obj, name)) {
         /* type(x).__name__ of a builtin type: its attributes never change */
@@ -348,6 +351,8 @@ Value *tr_load_attr(TFrame *f, Value *base, PyObject *name)
     case V_CONST:
     case V_OBJECT:
         return load_object_attr(f, base, name);
+    case V_SUPER:
+        return tr_super_attr(f, base, name);
     default:
         return tracer_unsupported(f->t, false, "attribute '%U' of a container", name), NULL;
     }

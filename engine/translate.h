@@ -41,6 +41,9 @@ typedef enum VKind {
     V_GRADMODE,  /* torch.no_grad(), enable_grad(), set_grad_enabled(b) made for
                     a `with` (count: the mode it sets); pos == 1: the
                     __exit__ of one entered, which sets count back */
+    V_BOUNDFN,   /* items[0] (a Python function, or object.__getattribute__)
+                    bound to items[1]: called with it first (tr_objects.c) */
+    V_SUPER,     /* super(items[0], items[1]) (tr_objects.c) */
     V_FUNC,      /* a function made while tracing (MAKE_FUNCTION): obj = its code;
                     items = [defaults (V_TUPLE), kwdefaults (V_DICT), closure
                     (V_TUPLE of V_CELL)], each a V_NULL when absent; it is
@@ -218,6 +221,9 @@ bool value_is_plain_constant(PyObject *obj);
  *                         V_ITER over v._modules.values().
  */
 Value *value_module_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
+/* hasattr(v, name) of an nn.Module (*handled as above): 1 / 0, its absence
+   guarded in every place nn.Module looks; -1 when tracing stops. */
+int value_module_has_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
 Value *value_module_forward(Tracer *t, Value *v, bool *handled);
 Value *value_module_iter(Tracer *t, Value *v, bool *handled);
 /* Whether descr, a data descriptor found on a type, reads with C code only:

@@ -12,6 +12,8 @@
  *   tr_operators.c  operators, truth values, 'is' / 'in', f-strings
  *   tr_iter.c       subscripts, item assignment, iterators (over constants,
  *                   containers, tensor rows; enumerate()/zip() sources)
+ *   tr_objects.c    attributes as Python reads them: a class's Python
+ *                   __getattribute__, properties, super(), bound methods
  *   tr_calls.c      calls: user functions (binding, inlining), tensor and
  *                   container methods, nn.Module calls, undoing a call that
  *                   breaks
@@ -245,6 +247,21 @@ int tr_load_method(TFrame *f, Value *base, PyObject *name);
 Value *tr_import_name(TFrame *f, PyObject *name, Value *level, Value *fromlist);
 /* IMPORT_FROM: module.name, or the submodule module.name already imported. */
 Value *tr_import_from(TFrame *f, Value *module, PyObject *name);
+
+/* ---- tr_objects.c ---- */
+
+/* base.name when reading it runs Python the translator inlines: the
+   class's own __getattribute__, a property's getter.  *handled false
+   (NULL returned) when neither applies. */
+Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled);
+/* object.__getattribute__(obj, name). */
+Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name);
+/* super(cls, obj); cls NULL: the zero-argument form in frame f. */
+Value *tr_make_super(TFrame *f, Value *cls, Value *obj);
+/* super(...).name. */
+Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name);
+/* A V_BOUNDFN called: its function with its object first. */
+Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject *kwnames);
 
 /* ---- tr_operators.c ---- */
 

@@ -526,6 +526,39 @@ static Value *bound_method(Tracer *t, Value *base, PyObject *name)
     return bm;
 }
 
+int value_module_has_attr(Tracer *t, Value *m, PyObject *name, bool *handled)
+{
+    *handled = false;
+    if (m->kind != V_OBJECT || m->src < 0 || !is_plain_module(m->obj))
+        return 0;
+    *handled = true;
+    PyObject *d = instance_dict(m->obj);
+    if (_PyType_Lookup(Py_TYPE(m->obj), name) != NULL)
+        return 1;            /* read as a class attribute (value_module_attr) */
+    int has = PyDict_Contains(d, name);
+    static const char *const dicts[] = {"_parameters", "_buffers", "_modules"};
+    for (int k = 0; has == 0 && k < 3; k++) {
+        PyObject *sub = PyDict_GetItemString(d, dicts[k]);    /* borrowed */
+        if (sub != NULL && PyDict_CheckExact(sub))
+            has = PyDict_Contains(sub, name);
+    }
+    if (has != 0)
+        return has;          /* 1: value_module_attr reads (and guards) it */
+    /* absent everywhere nn.Module looks: each place guarded to stay so */
+    if (guard_dict_lacks(t, m->src, name) < 0)
+        return -1;
+    for (int k = 0; k < 3; k++) {
+        PyObject *sub = PyDict_GetItemString(d, dicts[k]);
+        if (sub == NULL || !PyDict_CheckExact(sub))
+            continue;
+        int da = attr_accessor(t, m->src, dicts[k]);
+        if (da < 0 || guard(t, GUARD_DICT_LACKS, da, name, 0) < 0)
+            return -1;
+    }
+    int ta = guardset_accessor(t->gs, ACC_TYPE, m->src, 0, NULL, NULL);
+    return ta < 0 || guard(t, GUARD_HASATTR, ta, name, 0) < 0 ? -1 : 0;
+}
+
 bool value_descr_is_c_getter(PyObject *descr)
 {
     return Py_IS_TYPE(descr, &PyGetSetDescr_Type) || Py_IS_TYPE(descr, &PyMemberDescr_Type);

@@ -417,3 +417,76 @@ def test_what_getattr_and_hasattr_saw_is_guarded():
     opts["gone"] = -1.0                     # the dict's keys changed
     np.testing.assert_array_equal(opt(x, cfg, opts), introspects(x, cfg, opts))
     assert len(dynscope.cache_entries(introspects)) == 4
+
+
+class Base:
+    def __init__(self):
+        self.w = 2.0
+
+    def scale(self, x):
+        return x * self.w
+
+
+class Derived(Base):
+    def scale(self, x):
+        return super().scale(x) + 1.0          # zero-argument super()
+
+    def twice(self, x):
+        return super(Derived, self).scale(x) * 2.0
+
+
+class Config:
+    """A config as transformers writes one: its own __getattribute__ maps
+    names, a property computes one."""
+    attribute_map = {"hidden": "width"}
+
+    def __init__(self):
+        self.width = 4.0
+        self._impl = "eager"
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    @property
+    def impl(self):
+        return self._impl
+
+
+def uses_objects(x, obj, cfg):
+    y = obj.scale(x) + obj.twice(x)
+    if cfg.impl == "eager" and cfg.hidden == cfg.width:
+        y = y * cfg.hidden
+    return y
+
+
+def test_super_getattribute_and_properties_are_inlined_into_one_graph():
+    x, obj, cfg = np.arange(3.0), Derived(), Config()
+    be = run_twice(uses_objects, x, obj, cfg)
+    assert graph_count(be) == 1
+    assert breaks() == []
+
+
+def test_what_they_read_is_guarded():
+    x, obj, cfg = np.arange(3.0), Derived(), Config()
+    opt, _ = capture(uses_objects)
+    np.testing.assert_array_equal(opt(x, obj, cfg), uses_objects(x, obj, cfg))
+    cfg.width = 5.0                               # read through the attribute map
+    np.testing.assert_array_equal(opt(x, obj, cfg), uses_objects(x, obj, cfg))
+    cfg._impl = "sdpa"                            # read by the property
+    np.testing.assert_array_equal(opt(x, obj, cfg), uses_objects(x, obj, cfg))
+    obj.w = 3.0                                   # read by the method super() found
+    np.testing.assert_array_equal(opt(x, obj, cfg), uses_objects(x, obj, cfg))
+    assert len(dynscope.cache_entries(uses_objects)) == 4
+
+
+def member_in(x, mode):
+    return x * 2 if mode in (Mode.FAST, Mode.SLOW) and mode not in (Mode.SLOW,) else x
+
+
+def test_enum_member_in_a_tuple_of_members():
+    be = run_twice(member_in, np.arange(3.0), Mode.FAST)
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(member_in)
+    np.testing.assert_array_equal(opt(np.ones(2), Mode.SLOW), member_in(np.ones(2), Mode.SLOW))

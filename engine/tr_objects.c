@@ -1,0 +1,259 @@
+/*
+ * tr_objects.c -- attribute access on objects as Python does it, while
+ * translating (DESIGN.md 3.4; contract: translate_int.h): a class's own
+ * __getattribute__ written in Python (inlined), properties whose getter is
+ * Python (inlined), super() in both spellings, object.__getattribute__
+ * (the generic lookup), and methods bound to an object (V_BOUNDFN).
+ *
+ * Invariants: every object read is reached by an accessor and guarded
+ * (values.c); the functions inlined -- __getattribute__, a property's
+ * fget, a method found through super() -- are reached by accessors too
+ * (type(obj).name, type(obj).name.fget, type(obj).__mro__[i].name) and
+ * guarded by identity, so replacing one recompiles; no Python code runs
+ * while tracing except through the interpreter of the translator.
+ */
+#include "translate_int.h"
+
+/* The accessor of type(<acc>).name (a class attribute as the class itself
+   reads it), or -1. */
+static int class_attr_accessor(Tracer *t, int acc, PyObject *name)
+{
+    int ta = guardset_accessor(t->gs, ACC_TYPE, acc, 0, NULL, NULL);
+    return ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
+}
+
+/* fn(obj) for fn a Python function reached by accessor fn_acc.  NULL when
+   tracing stops. */
+static Value *call_with(TFrame *f, int fn_acc, PyObject *fn, Value **args, int nargs)
+{
+    Value *fv = fn_acc < 0 ? NULL : value_from_source(f->t, fn_acc, fn);
+    return fv ? tr_call_or_undo(f, fv, args, nargs, NULL) : NULL;
+}
+
+/* A method of obj: fn (a Python function, reached by fn_acc) bound to
+   obj.  NULL when tracing stops. */
+static Value *bind_function(TFrame *f, int fn_acc, PyObject *fn, Value *obj)
+{
+    Value *fv = fn_acc < 0 ? NULL : value_from_source(f->t, fn_acc, fn);
+    Value *bound = fv ? value_new(f->t, V_BOUNDFN, NULL) : NULL;
+    if (bound == NULL || value_append(f->t, bound, fv) < 0 || value_append(f->t, bound, obj) < 0)
+        return NULL;
+    return bound;
+}
+
+/* A property's getter, when it is Python: obj.name read by calling it
+   (inlined).  *handled false when descr is no such property. */
+static Value *property_get(TFrame *f, Value *obj, PyObject *name, PyObject *descr, bool *handled)
+{
+    *handled = false;
+    if (!Py_IS_TYPE(descr, &PyProperty_Type))
+        return NULL;
+    PyObject *fget = PyObject_GetAttrString(descr, "fget");
+    if (fget == NULL)
+        return NULL;
+    *handled = true;
+    Value *r;
+    if (!PyFunction_Check(fget)) {
+        tracer_unsupported(f->t, false, "property '%U' of %s with a getter that is not Python",
+                           name, Py_TYPE(obj->obj)->tp_name);
+        r = NULL;
+    }
+    else {
+        int pa = class_attr_accessor(f->t, obj->src, name);
+        PyObject *fget_name = PyUnicode_FromString("fget");
+        int ga = pa < 0 || fget_name == NULL ? -1 : guardset_accessor(f->t->gs, ACC_ATTR, pa, 0, fget_name, NULL);
+        Py_XDECREF(fget_name);
+        Value *args[1] = {obj};
+        r = call_with(f, ga, fget, args, 1);
+    }
+    Py_DECREF(fget);
+    return r;
+}
+
+/* object.__getattribute__(obj, name): the generic lookup -- a data
+   descriptor of the class (a C getter; a property, its getter inlined),
+   the instance __dict__, then the class attribute (a function: bound).
+   NULL when tracing stops. */
+Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name)
+{
+    Tracer *t = f->t;
+    if ((obj->kind != V_OBJECT && obj->kind != V_CONST) || obj->src < 0)
+        return tracer_unsupported(t, false, "object.__getattribute__ of a value no accessor reaches"), NULL;
+    PyTypeObject *tp = Py_TYPE(obj->obj);
+    PyObject *descr = _PyType_Lookup(tp, name);                 /* borrowed */
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        bool handled;
+        Value *r = property_get(f, obj, name, descr, &handled);
+        if (handled || r != NULL || PyErr_Occurred())
+            return r;
+        if (!value_descr_is_c_getter(descr))
+            return tracer_unsupported(t, false, "attribute '%U' of %s is a data descriptor that "
+                                      "runs Python code", name, tp->tp_name), NULL;
+    }
+    PyObject **dictptr = _PyObject_GetDictPtr(obj->obj);
+    PyObject *item = descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL ? NULL
+                     : dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, name) : NULL;
+    if (PyErr_Occurred())
+        return NULL;
+    if (item == NULL && descr != NULL && PyFunction_Check(descr)) {
+        if (dictptr && *dictptr) {   /* an instance attribute set later must win */
+            PyObject *dn = PyUnicode_FromString("__dict__");
+            int da = dn ? guardset_accessor(t->gs, ACC_OBJATTR, obj->src, 0, dn, NULL) : -1;
+            Py_XDECREF(dn);
+            if (da < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, da, name, 0) < 0)
+                return NULL;
+        }
+        return bind_function(f, class_attr_accessor(t, obj->src, name), descr, obj);
+    }
+    if (item == NULL && descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL
+        && !value_descr_is_c_getter(descr))
+        return tracer_unsupported(t, false, "class attribute '%U' of %s (a %s)", name,
+                                  tp->tp_name, Py_TYPE(descr)->tp_name), NULL;
+    PyObject *got = PyObject_GenericGetAttr(obj->obj, name);
+    if (got == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        return tracer_unsupported(t, false, "%s has no attribute '%U'", tp->tp_name, name), NULL;
+    }
+    int acc = guardset_accessor(t->gs, ACC_OBJATTR, obj->src, 0, name, NULL);
+    Value *v = acc < 0 ? NULL : value_from_source(t, acc, got);
+    Py_DECREF(got);
+    return v;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
+{
+    *handled = false;
+    if ((base->kind != V_OBJECT && base->kind != V_CONST) || base->src < 0 || PyType_Check(base->obj)
+        || PyModule_Check(base->obj))
+        return NULL;
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    static PyObject *getattribute_name;
+    if (getattribute_name == NULL && (getattribute_name = PyUnicode_InternFromString("__getattribute__")) == NULL)
+        return NULL;
+    PyObject *ga = _PyType_Lookup(tp, getattribute_name);           /* borrowed */
+    if (ga != NULL && PyFunction_Check(ga)) {
+        /* the class's own __getattribute__, inlined: type(obj).__getattribute__(obj, name) */
+        *handled = true;
+        Value *key = value_new(f->t, V_CONST, name);
+        Value *args[2] = {base, key};
+        return key ? call_with(f, class_attr_accessor(f->t, base->src, getattribute_name), ga, args, 2) : NULL;
+    }
+    if (tp->tp_getattro != PyObject_GenericGetAttr)
+        return NULL;
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr == NULL)
+        return NULL;
+    Value *r = property_get(f, base, name, descr, handled);
+    return *handled ? r : NULL;
+}
+
+/* ---- super() ---- */
+
+/* super(cls, obj), or the zero-argument form of frame f (cls its __class__
+   cell, obj its first argument) when cls is NULL.  NULL when tracing
+   stops. */
+Value *tr_make_super(TFrame *f, Value *cls, Value *obj)
+{
+    Tracer *t = f->t;
+    if (cls == NULL) {
+        PyCodeObject *co = f->code;
+        int first_free = code_first_free(co), k = -1;
+        for (int i = first_free; i < code_nlocalsplus(co); i++)
+            if (PyUnicode_CompareWithASCIIString(local_name(co, i), "__class__") == 0)
+                k = i;
+        if (k < 0 || co->co_argcount + co->co_kwonlyargcount == 0)
+            return tracer_unsupported(t, true, "super() outside a method"), NULL;
+        cls = tr_load_deref(f, k);
+        obj = f->locals[0] != NULL && f->locals[0]->kind == V_CELL
+              ? (f->locals[0]->n > 0 ? f->locals[0]->items[0] : NULL) : tr_load_local(f, 0);
+        if (cls == NULL || obj == NULL)
+            return NULL;
+    }
+    if (cls->kind != V_CONST || !PyType_Check(cls->obj) || (obj->kind != V_OBJECT && obj->kind != V_CONST)
+        || obj->src < 0 || PyType_Check(obj->obj))
+        return tracer_unsupported(t, false, "super() of these values"), NULL;
+    if (!PyObject_TypeCheck(obj->obj, (PyTypeObject *)cls->obj))
+        return tracer_unsupported(t, false, "super(type, obj): obj is not an instance of type"), NULL;
+    Value *s = value_new(t, V_SUPER, NULL);
+    if (s == NULL || value_append(t, s, cls) < 0 || value_append(t, s, obj) < 0)
+        return NULL;
+    return s;
+}
+
+/* super(cls, obj).name: the first class after cls in type(obj).__mro__
+   whose __dict__ has name -- a Python function (bound to obj), a property
+   (its getter inlined), object.__getattribute__ (the generic lookup).
+   NULL when tracing stops. */
+Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
+{
+    Tracer *t = f->t;
+    Value *obj = sup->items[1];
+    PyObject *mro = Py_TYPE(obj->obj)->tp_mro;                     /* borrowed */
+    Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0, i = 0;
+    while (i < n && PyTuple_GET_ITEM(mro, i) != sup->items[0]->obj)
+        i++;
+    for (i++; i < n; i++) {
+        PyObject *klass = PyTuple_GET_ITEM(mro, i);
+        PyObject *dict = type_dict_ref((PyTypeObject *)klass);
+        PyObject *attr = dict ? PyDict_GetItemWithError(dict, name) : NULL;
+        Py_XDECREF(dict);   /* attr stays alive: the class's dict holds it */
+        if (attr == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        if (klass == (PyObject *)&PyBaseObject_Type
+            && PyUnicode_CompareWithASCIIString(name, "__getattribute__") == 0) {
+            Value *g = value_new(t, V_BOUNDFN, NULL);
+            Value *marker = value_new(t, V_CONST, attr);
+            if (g == NULL || marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
+                return NULL;
+            return g;
+        }
+        /* type(obj).__mro__[i].name: what was found, guarded by identity */
+        PyObject *mro_name = PyUnicode_FromString("__mro__");
+        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+        int ma = ta < 0 || mro_name == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, mro_name, NULL);
+        Py_XDECREF(mro_name);
+        int ka = ma < 0 ? -1 : guardset_accessor(t->gs, ACC_ITEM, ma, i, NULL, NULL);
+        if (ka < 0)
+            return NULL;
+        if (guardset_add(t->gs, GUARD_ID_MATCH, ka, klass, 0) < 0)
+            return NULL;
+        int fa = guardset_accessor(t->gs, ACC_ATTR, ka, 0, name, NULL);
+        if (PyFunction_Check(attr))
+            return bind_function(f, fa, attr, obj);
+        bool handled;
+        Value *r = property_get(f, obj, name, attr, &handled);
+        if (handled || PyErr_Occurred())
+            return r;
+        if (value_is_plain_constant(attr))
+            return fa < 0 ? NULL : value_from_source(t, fa, attr);
+        return tracer_unsupported(t, false, "super().%U: a %s", name, Py_TYPE(attr)->tp_name), NULL;
+    }
+    return tracer_unsupported(t, false, "super() has no attribute '%U'", name), NULL;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *fn = bound->items[0], *self = bound->items[1];
+    if (fn->kind == V_CONST && Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type)) {
+        /* object.__getattribute__ bound by super(): the generic lookup */
+        if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0) || args[0]->kind != V_CONST
+            || !PyUnicode_CheckExact(args[0]->obj))
+            return tracer_unsupported(t, false, "object.__getattribute__ of a name that is not a constant"), NULL;
+        return tr_generic_attr(f, self, args[0]->obj);
+    }
+    if (nargs + 1 >= MAX_STACK)
+        return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
+    Value *full[MAX_STACK];
+    full[0] = self;
+    for (int i = 0; i < nargs; i++)
+        full[i + 1] = args[i];
+    return tr_call_or_undo(f, fn, full, nargs + 1, kwnames);
+}
