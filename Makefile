@@ -326,6 +326,12 @@ install: $(DYNTOP)
 conformance: all
 	PYTHON=$(PY) bash scripts/conformance.sh --doc docs/$(if $(filter 3.11,$(PYVER)),conformance.md,conformance-$(PYVER).md)
 
+# The model zoo (tests/models), dynscope and TorchDynamo side by side:
+# docs/models.md.  Needs torch and transformers (DYNSCOPE_WITH_TORCH=1 make deps).
+.PHONY: zoo
+zoo: all
+	$(PY) scripts/model_zoo.py --out docs/models.md
+
 .PHONY: fuzz
 fuzz: all
 	DYNSCOPE_FUZZ_RANDOM=1 DYNSCOPE_FUZZ_EXAMPLES=20000 $(VENV_PY) -m pytest -q -s tests/test_fuzz.py

@@ -360,6 +360,23 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
 {
     Tracer *t = f->t;
     bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
+    if (tp == (PyObject *)&PyZip_Type && !nokw && PyTuple_GET_SIZE(kwnames) == 1
+        && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "strict") == 0
+        && foldable(args[nargs - 1]) && nargs >= 2) {
+        /* zip(..., strict=b): the lengths are known, so is whether it raises */
+        int strict = PyObject_IsTrue(args[nargs - 1]->obj);
+        if (strict < 0)
+            return NULL;
+        for (int k = 0; strict && k < nargs - 1; k++) {
+            Value *it = tr_make_iter(f, args[k]);
+            Value *first = k ? tr_make_iter(f, args[0]) : it;
+            if (it == NULL || first == NULL)
+                return NULL;
+            if (it->n - it->pos != first->n - first->pos)
+                return tracer_unsupported(t, false, "zip(strict=True) of iterables of different lengths"), NULL;
+        }
+        return call_zip(f, args, nargs - 1);
+    }
     if (!nokw)
         return tracer_unsupported(t, false, "keyword arguments to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
     if (tp == (PyObject *)&PyRange_Type || tp == (PyObject *)&PyLong_Type

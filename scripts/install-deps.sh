@@ -5,8 +5,9 @@
 #
 # Environment:
 #   DYNSCOPE_SKIP_APT=1     do not look at or install Debian packages
-#   DYNSCOPE_WITH_TORCH=1   also pip install torch==2.13.0 (a CPU wheel on disk) and
-#                           tabulate (torch.fx's print_tabular needs it); ~15 s, ~190 MB
+#   DYNSCOPE_WITH_TORCH=1   also pip install torch==2.13.0 (a CPU wheel on disk),
+#                           tabulate (torch.fx's print_tabular needs it) and
+#                           transformers (the model zoo: tests/models); ~35 s
 #   PYTHON=...              the interpreter the venv is made from (default: python3
 #                           on PATH): CPython 3.11, 3.12 or 3.13.  3.11's venv is
 #                           .venv, another version's .venv-X.Y (make reads the same
@@ -116,11 +117,15 @@ install_venv() {
     fi
     # find_spec, not import: importing torch takes a second or two
     if ! $VENV/bin/python -c 'import importlib.util as u, sys
-sys.exit(not all(u.find_spec(m) for m in ("torch", "tabulate")))' 2>/dev/null; then
+sys.exit(not all(u.find_spec(m) for m in ("torch", "tabulate", "transformers")))' 2>/dev/null; then
         # 2.13.0 is the CPU build on this machine's disk; an unpinned torch
-        # would pull a multi-GB CUDA build.  tabulate: gm.graph.print_tabular().
-        log "pip install torch==2.13.0 tabulate"
-        $VENV/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 tabulate
+        # would pull a multi-GB CUDA build -- so it is pinned on the same
+        # command line as transformers, which pip may not then swap.
+        # tabulate: gm.graph.print_tabular().  transformers: the model zoo
+        # (configs only, no weights; pinned so the zoo's budgets hold).
+        log "pip install torch==2.13.0 tabulate transformers==5.24.0"
+        $VENV/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 tabulate \
+            transformers==5.24.0
     fi
 }
 
