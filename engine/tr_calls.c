@@ -306,15 +306,46 @@ static Value *grad_mode_exit(TFrame *f, Value *gm, Value **args, int nargs)
     return value_new(f->t, V_CONST, Py_None);
 }
 
+/* with mgr: for a context manager whose class defines __enter__ and
+   __exit__ in Python (mgr reached by an accessor): __enter__ inlined now,
+   __exit__ bound for the block's end.  1 when done, 0 when mgr is not
+   such a manager, -1 when tracing stops. */
+static int enter_user_manager(TFrame *f, Value *mgr, Value **exit, Value **entered)
+{
+    if ((mgr->kind != V_OBJECT && mgr->kind != V_CONST) || mgr->src < 0
+        || !value_type_lookup_is_generic(Py_TYPE(mgr->obj)))
+        return 0;
+    PyObject *enter_name = PyUnicode_FromString("__enter__");
+    PyObject *exit_name = PyUnicode_FromString("__exit__");
+    PyObject *en = enter_name ? _PyType_Lookup(Py_TYPE(mgr->obj), enter_name) : NULL;
+    PyObject *ex = exit_name ? _PyType_Lookup(Py_TYPE(mgr->obj), exit_name) : NULL;
+    int rc = 0;
+    if (en != NULL && ex != NULL && PyFunction_Check(en) && PyFunction_Check(ex)) {
+        Value *enter = tr_generic_attr(f, mgr, enter_name);
+        Value *bound_exit = enter ? tr_generic_attr(f, mgr, exit_name) : NULL;
+        *entered = bound_exit ? tr_call_or_undo(f, enter, NULL, 0, NULL) : NULL;
+        *exit = bound_exit;
+        rc = *entered ? 1 : -1;
+    }
+    Py_XDECREF(enter_name);
+    Py_XDECREF(exit_name);
+    return rc;
+}
+
 /* BEFORE_WITH of mgr: *exit (what the block's end calls) and *entered
    (what `as` binds).  Modelled: torch's grad-mode managers, as graph
-   state.  0 / -1. */
+   state; context managers whose __enter__/__exit__ are Python, inlined.
+   0 / -1. */
 int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered)
 {
     Tracer *t = f->t;
+    int user = enter_user_manager(f, mgr, exit, entered);
+    if (user != 0)
+        return user > 0 ? 0 : -1;
     if (mgr->kind != V_GRADMODE || mgr->pos != 0)
-        return tracer_unsupported(t, false, "a with block of a %s (only torch's grad-mode managers "
-                                  "are modelled)", mgr->obj ? Py_TYPE(mgr->obj)->tp_name : "value");
+        return tracer_unsupported(t, false, "a with block of a %s (torch's grad-mode managers and "
+                                  "Python context managers the program passes in are modelled)",
+                                  mgr->obj ? Py_TYPE(mgr->obj)->tp_name : "value");
     int prev = t->grad_mode_now >= 0 ? t->grad_mode_now : -1;
     if (prev < 0) {
         PyObject *fn = tensorlib_grad_enabled_fn();

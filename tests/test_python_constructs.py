@@ -490,3 +490,29 @@ def test_enum_member_in_a_tuple_of_members():
     assert graph_count(be) == 1 and breaks() == []
     opt, _ = capture(member_in)
     np.testing.assert_array_equal(opt(np.ones(2), Mode.SLOW), member_in(np.ones(2), Mode.SLOW))
+
+
+class Scaler:
+    """A context manager of the program's own, with no side effects."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __enter__(self):
+        return self.k
+
+    def __exit__(self, *exc):
+        return False
+
+
+def uses_user_manager(x, cm):
+    with cm as k:
+        y = x * k
+    return y + 1
+
+
+def test_a_python_context_manager_is_inlined_into_one_graph():
+    be = run_twice(uses_user_manager, np.arange(3.0), Scaler(2.0))
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(uses_user_manager)
+    np.testing.assert_array_equal(opt(np.ones(2), Scaler(5.0)), uses_user_manager(np.ones(2), Scaler(5.0)))
