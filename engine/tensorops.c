@@ -640,6 +640,12 @@ PyObject *tensorops_known_result(PyObject *fn)
     return r;
 }
 
+bool tensorops_is_method_of(PyObject *self, PyObject *name)
+{
+    PyObject *set = is_torch_like(self) ? torch_methods : pure_methods;
+    return set != NULL && PySet_Contains(set, name) == 1;
+}
+
 bool tensorops_is_pure_function(PyObject *fn)
 {
     if (pure_functions == NULL)

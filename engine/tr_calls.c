@@ -374,6 +374,17 @@ int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered)
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
+    if (callable->kind == V_METHOD && callable->pos == 1) {
+        if (nargs + 1 >= MAX_STACK)
+            return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
+        Value *full[MAX_STACK];
+        full[0] = callable->items[0];
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+        Value *plain = value_new(t, V_METHOD, callable->obj);
+        if (plain == NULL || value_append(t, plain, callable->items[0]) < 0)
+            return NULL;
+        return call_value(f, plain, full, nargs + 1, kwnames);
+    }
     if (callable->kind == V_METHOD) {
         Value *self = callable->items[0];
         if (self->kind == V_TENSOR) {

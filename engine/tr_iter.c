@@ -25,6 +25,12 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
         Value *args[2] = {base, index};
         return tensorops_call(t, NODE_CALL_FUNCTION, tensorops_operator("getitem"), "getitem", args, 2, NULL);
     }
+    if (base->kind == V_OBJECT) {
+        bool handled;
+        Value *mi = value_module_getitem(t, base, index, &handled);
+        if (handled)
+            return mi;
+    }
     if (base->kind == V_TUPLE || base->kind == V_LIST) {
         if (index->kind == V_CONST && PyLong_CheckExact(index->obj)) {
             Py_ssize_t i = PyLong_AsSsize_t(index->obj);

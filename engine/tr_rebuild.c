@@ -320,7 +320,9 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         rc = make_rebuild_items(t, o, v, 0, rb);
         break;
     case V_METHOD:
-        rb->kind = RB_TYPE_ATTR;
+        /* read as an attribute (x.view): the bound method; else the
+           class's function, called with the receiver first */
+        rb->kind = v->pos == 1 ? RB_ATTR : RB_TYPE_ATTR;
         rb->obj = Py_NewRef(v->obj);
         rc = make_rebuild_items(t, o, v, 0, rb);
         rb->n = 1;   /* only the receiver */

@@ -284,6 +284,15 @@ static Value *load_tensor_attr(TFrame *f, Value *base, PyObject *name)
                               PyDict_GetItemString(PyEval_GetBuiltins(), "getattr") : NULL,
                               "getattr", args, 2, NULL);
     }
+    if (tensorops_is_method_of(ex, name)) {
+        /* x.view as a value (x.view(*shape) on 3.11 is LOAD_ATTR then
+           CALL_FUNCTION_EX): the method, called as one */
+        Value *m = value_new(t, V_METHOD, name);
+        if (m == NULL || value_append(t, m, base) < 0)
+            return NULL;
+        m->pos = 1;          /* bound: a call gives its receiver first */
+        return m;
+    }
     return tracer_unsupported(t, false, "array attribute '%U'", name), NULL;
 }
 

@@ -31,7 +31,9 @@ typedef enum VKind {
     V_DICT,      /* items = values, obj = list of keys (constants) */
     V_SLICE,     /* items[0..3) */
     V_ITER,      /* iterator over items from pos */
-    V_METHOD,    /* bound method: items[0] = receiver, obj = method name (str) */
+    V_METHOD,    /* method: items[0] = receiver, obj = method name (str); pos 1:
+                    read as an attribute (x.view), so a call's arguments
+                    lack the receiver, which is put first */
     V_OBJECT,    /* an opaque object reached by accessor src (TYPE_MATCH-guarded) */
     V_BOUND,     /* getattr(items[0], obj) that is a bound method: fetched again
                     when called (a call break), never guarded by identity */
@@ -218,7 +220,8 @@ bool value_is_plain_constant(PyObject *obj);
  *                         forward call -- no hooks (instance or global,
  *                         guarded empty), no compiled or instance forward;
  *   value_module_iter     iter(v) of an nn.Sequential / nn.ModuleList: a
- *                         V_ITER over v._modules.values().
+ *                         V_ITER over v._modules.values();
+ *   value_module_getitem  v[i] of one of them.
  */
 Value *value_module_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
 /* hasattr(v, name) of an nn.Module (*handled as above): 1 / 0, its absence
@@ -226,6 +229,9 @@ Value *value_module_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
 int value_module_has_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
 Value *value_module_forward(Tracer *t, Value *v, bool *handled);
 Value *value_module_iter(Tracer *t, Value *v, bool *handled);
+/* v[index] of an nn.Sequential / nn.ModuleList, index a constant int: the
+   module, through v._modules (its keys guarded). */
+Value *value_module_getitem(Tracer *t, Value *v, Value *index, bool *handled);
 /* Whether descr, a data descriptor found on a type, reads with C code only:
    a getset (function.__name__, code.co_varnames, object.__class__) or a
    member (a __slots__ slot) descriptor -- no property, no Python. */
@@ -265,6 +271,9 @@ void tensorops_restore_grad_mode(Tracer *t, int mode);
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */
 bool tensorops_is_pure_method(PyObject *name);
+/* Whether `name` is a pure method of tensor `self` (an array's or a
+   torch tensor's). */
+bool tensorops_is_method_of(PyObject *self, PyObject *name);
 /* Whether calling method `name` moves data out of the graph (.item(), ...). */
 bool tensorops_is_escape_method(PyObject *name);
 /* Whether `name` is an ndarray attribute computed by a graph node ("T"). */

@@ -53,7 +53,7 @@
 #include "translate.h"
 
 #define MAX_STEPS 50000        /* instructions interpreted per translation */
-#define MAX_INLINE_DEPTH 12
+#define MAX_INLINE_DEPTH 24
 #define MAX_STACK 256
 
 /* A frame being interpreted: the root frame (the intercepted one) or a

@@ -779,3 +779,45 @@ Value *value_module_iter(Tracer *t, Value *m, bool *handled)
             return NULL;
     return iter;
 }
+
+Value *value_module_getitem(Tracer *t, Value *m, Value *index, bool *handled)
+{
+    *handled = false;
+    if (m->kind != V_OBJECT || m->src < 0 || !is_plain_module(m->obj) || tensorlib_nn_module_type() == NULL)
+        return NULL;
+    PyObject *seq = tensorlib_nn_sequential();      /* borrowed */
+    PyObject *lst = tensorlib_nn_module_list();     /* borrowed */
+    PyObject *gi = type_lookup(Py_TYPE(m->obj), "__getitem__");
+    bool is_seq = gi != NULL && seq && PyType_Check(seq) && gi == type_lookup((PyTypeObject *)seq, "__getitem__");
+    bool is_lst = gi != NULL && lst && PyType_Check(lst) && gi == type_lookup((PyTypeObject *)lst, "__getitem__");
+    if (PyErr_Occurred() || (!is_seq && !is_lst))
+        return NULL;
+    *handled = true;
+    if (index->kind != V_CONST || !PyLong_CheckExact(index->obj))
+        return tracer_unsupported(t, false, "indexing a %s with this kind of value", Py_TYPE(m->obj)->tp_name), NULL;
+    PyObject *mods = PyDict_GetItemString(instance_dict(m->obj), "_modules");
+    if (mods == NULL || !PyDict_CheckExact(mods))
+        return tracer_unsupported(t, false, "indexing a %s without _modules", Py_TYPE(m->obj)->tp_name), NULL;
+    int ma = attr_accessor(t, m->src, "_modules");
+    Value *dv = ma < 0 ? NULL : value_from_source(t, ma, mods);    /* its keys are guarded */
+    if (dv == NULL)
+        return NULL;
+    Py_ssize_t i = PyLong_AsSsize_t(index->obj);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0)
+        i += dv->n;
+    if (i < 0 || i >= dv->n)
+        return tracer_unsupported(t, false, "index %zd out of range of a %s", i, Py_TYPE(m->obj)->tp_name), NULL;
+    if (is_seq)
+        return dv->items[i];          /* Sequential: by position among its modules */
+    /* ModuleList: the module under the key str(i) */
+    PyObject *key = PyUnicode_FromFormat("%zd", i);
+    for (int k = 0; key && k < dv->n; k++)
+        if (PyUnicode_Compare(PyList_GET_ITEM(dv->obj, k), key) == 0) {
+            Py_DECREF(key);
+            return dv->items[k];
+        }
+    Py_XDECREF(key);
+    return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "a ModuleList without module %zd", i), NULL);
+}
