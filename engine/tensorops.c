@@ -640,6 +640,37 @@ PyObject *tensorops_known_result(PyObject *fn)
     return r;
 }
 
+bool tensorops_is_math_function(PyObject *fn)
+{
+    if (!PyCFunction_Check(fn) || PyCFunction_GET_SELF(fn) == NULL || !PyModule_Check(PyCFunction_GET_SELF(fn)))
+        return false;
+    const char *mod = PyModule_GetName(PyCFunction_GET_SELF(fn));
+    if (mod == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    return strcmp(mod, "math") == 0;
+}
+
+bool tensorops_is_dtype_info(PyObject *fn)
+{
+    PyObject *torch = tensorlib_torch();           /* borrowed, or NULL */
+    if (torch == NULL || !PyType_Check(fn))
+        return false;
+    PyObject *fi = PyObject_GetAttrString(torch, "finfo");
+    PyObject *ii = PyObject_GetAttrString(torch, "iinfo");
+    bool r = (fi != NULL && fn == fi) || (ii != NULL && fn == ii);
+    Py_XDECREF(fi);
+    Py_XDECREF(ii);
+    PyErr_Clear();
+    return r;
+}
+
+bool tensorops_is_dtype_info_object(PyObject *obj)
+{
+    return tensorops_is_dtype_info((PyObject *)Py_TYPE(obj));
+}
+
 bool tensorops_is_method_of(PyObject *self, PyObject *name)
 {
     PyObject *set = is_torch_like(self) ? torch_methods : pure_methods;

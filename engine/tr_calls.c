@@ -293,6 +293,74 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
                         self->src >= 0 ? " the program can see" : ""), NULL;
 }
 
+/* A bound method object the program holds (m = obj.method, then m()):
+   its function and object read through it (m.__func__, m.__self__) and
+   the call inlined.  NULL when tracing stops. */
+static Value *call_method_object(TFrame *f, Value *m, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    PyObject *fname = PyUnicode_FromString("__func__");
+    PyObject *sname = PyUnicode_FromString("__self__");
+    int fa = fname ? guardset_accessor(t->gs, ACC_ATTR, m->src, 0, fname, NULL) : -1;
+    int sa = sname ? guardset_accessor(t->gs, ACC_ATTR, m->src, 0, sname, NULL) : -1;
+    Py_XDECREF(fname);
+    Py_XDECREF(sname);
+    Value *fn = fa < 0 ? NULL : value_from_source(t, fa, PyMethod_GET_FUNCTION(m->obj));
+    Value *self = sa < 0 || fn == NULL ? NULL : value_from_source(t, sa, PyMethod_GET_SELF(m->obj));
+    Value *bound = self ? value_new(t, V_BOUNDFN, NULL) : NULL;
+    if (bound == NULL || value_append(t, bound, fn) < 0 || value_append(t, bound, self) < 0)
+        return NULL;
+    return tr_call_bound(f, bound, args, nargs, kwnames);
+}
+
+/* fn(*args) folded while tracing -- fn pure C code (a math function, a
+   method of an immutable builtin constant) -- when every argument is a
+   constant; else a stop.  An exception fn raises makes the call a break:
+   it runs eagerly and raises there, as it would.  NULL when tracing
+   stops. */
+static Value *fold_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *vals[MAX_STACK];      /* strong: the arguments as constants */
+    int have = 0;
+    for (; have < nargs; have++) {
+        Value *a = args[have];
+        bool seq = (a->kind == V_TUPLE || a->kind == V_LIST) && a->src < 0;
+        for (int i = 0; seq && i < a->n; i++)
+            seq = foldable(a->items[i]);
+        if (!foldable(a) && !seq)
+            break;
+        vals[have] = foldable(a) ? Py_NewRef(a->obj) : value_as_constant(t, a);  /* a list stays one */
+        if (vals[have] == NULL)
+            break;
+    }
+    if (have < nargs) {
+        for (int i = 0; i < have; i++)
+            Py_DECREF(vals[i]);
+        return PyErr_Occurred() ? NULL
+               : (tracer_unsupported(t, false, "%S of arguments that are not constants", fn), NULL);
+    }
+    PyObject *pos = PyTuple_New(nargs - nkw);
+    PyObject *kw = nkw ? PyDict_New() : NULL;
+    int rc = pos == NULL || (nkw && kw == NULL) ? -1 : 0;
+    for (int i = 0; i < nargs; i++) {
+        if (rc == 0 && i < nargs - nkw)
+            PyTuple_SET_ITEM(pos, i, Py_NewRef(vals[i]));
+        else if (rc == 0)
+            rc = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), vals[i]);
+        Py_DECREF(vals[i]);
+    }
+    PyObject *r = rc == 0 ? PyObject_Call(fn, pos, kw) : NULL;
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return tracer_break(t, STOP_CALL, "call to %S raises on these arguments", fn), NULL;
+    }
+    return new_const(t, r);
+}
+
 /* The __exit__ of a grad-mode `with` (gm: its V_GRADMODE exit): called
    with (None, None, None) at the block's normal end, it puts the mode back
    (a graph node and tracing).  None, or NULL when tracing stops. */
@@ -407,6 +475,30 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tr_call_bound(f, callable, args, nargs, kwnames);
     if (callable->kind == V_GRADMODE && callable->pos == 1)
         return grad_mode_exit(f, callable, args, nargs);
+    if (callable->kind == V_BOUND && foldable(callable->items[0])
+        && (PyUnicode_CheckExact(callable->items[0]->obj) || PyBytes_CheckExact(callable->items[0]->obj)
+            || PyTuple_CheckExact(callable->items[0]->obj) || PyLong_CheckExact(callable->items[0]->obj)
+            || PyFloat_CheckExact(callable->items[0]->obj))) {
+        /* "a,b".split(","), name.startswith("x"): methods of immutable
+           builtin constants are C and pure, folded on constant arguments */
+        PyObject *meth = PyObject_GetAttr(callable->items[0]->obj, callable->obj);
+        Value *r = meth ? fold_call(f, meth, args, nargs, kwnames) : NULL;
+        Py_XDECREF(meth);
+        return r;
+    }
+    if (callable->kind == V_BOUND) {
+        /* obj.method held as a value: a Python function of obj's class is
+           bound and inlined as any method call */
+        Value *recv = callable->items[0];
+        PyObject *fn = (recv->kind == V_OBJECT || recv->kind == V_CONST) && recv->src >= 0
+                       && !PyType_Check(recv->obj) && !PyModule_Check(recv->obj)
+                       && value_type_lookup_is_generic(Py_TYPE(recv->obj))
+                       ? _PyType_Lookup(Py_TYPE(recv->obj), callable->obj) : NULL;
+        if (fn != NULL && PyFunction_Check(fn)) {
+            Value *bound = tr_generic_attr(f, recv, callable->obj);
+            return bound ? call_value(f, bound, args, nargs, kwnames) : NULL;
+        }
+    }
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                             callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
@@ -425,6 +517,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
     PyObject *fn = callable->obj;
+    if (PyMethod_Check(fn) && callable->src >= 0 && PyFunction_Check(PyMethod_GET_FUNCTION(fn)))
+        return call_method_object(f, callable, args, nargs, kwnames);
     PyObject *known = tensorops_known_result(fn);
     if (known != NULL && nargs == 0)
         return value_new(t, V_CONST, known);
@@ -448,6 +542,13 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         PyErr_Clear();
         if (is_builtins)
             return tr_call_builtin(f, fn, args, nargs, kwnames);
+        if (tensorops_is_math_function(fn))
+            return fold_call(f, fn, args, nargs, kwnames);   /* math.sqrt(d): pure C */
+    }
+    if (tensorops_is_dtype_info(fn) && nargs == 1 && foldable(args[0])
+        && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        /* torch.finfo(torch.float32): an immutable description of a dtype */
+        return fold_call(f, fn, args, nargs, kwnames);
     }
     if (PyType_Check(fn) && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return tr_call_type(f, fn, args, nargs, kwnames);

@@ -30,6 +30,19 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
         Value *mi = value_module_getitem(t, base, index, &handled);
         if (handled)
             return mi;
+        if (base->src >= 0 && value_type_lookup_is_generic(Py_TYPE(base->obj))) {
+            /* obj[key], obj's class defining __getitem__ in Python: inlined */
+            PyObject *name = PyUnicode_FromString("__getitem__");
+            PyObject *fn = name ? _PyType_Lookup(Py_TYPE(base->obj), name) : NULL;
+            Value *bound = fn && PyFunction_Check(fn) ? tr_generic_attr(f, base, name) : NULL;
+            Py_XDECREF(name);
+            if (bound != NULL) {
+                Value *args[1] = {index};
+                return tr_call_or_undo(f, bound, args, 1, NULL);
+            }
+            if (PyErr_Occurred() || t->reason != NULL)
+                return NULL;
+        }
     }
     if (base->kind == V_TUPLE || base->kind == V_LIST) {
         if (index->kind == V_CONST && PyLong_CheckExact(index->obj)) {

@@ -230,6 +230,21 @@ int tr_contains(TFrame *f, Value *a, Value *b)
         }
         return r;
     }
+    if ((b->kind == V_OBJECT || b->kind == V_CONST) && b->src >= 0 && !PyType_Check(b->obj)
+        && !PyModule_Check(b->obj) && value_type_lookup_is_generic(Py_TYPE(b->obj))) {
+        /* a in obj, obj's class defining __contains__ in Python: inlined */
+        PyObject *name = PyUnicode_FromString("__contains__");
+        PyObject *fn = name ? _PyType_Lookup(Py_TYPE(b->obj), name) : NULL;
+        Value *bound = fn && PyFunction_Check(fn) ? tr_generic_attr(f, b, name) : NULL;
+        Py_XDECREF(name);
+        if (bound != NULL) {
+            Value *args[1] = {a};
+            Value *r = tr_call_or_undo(f, bound, args, 1, NULL);
+            return r ? tr_truth(f, r, "'in'") : -1;
+        }
+        if (PyErr_Occurred() || f->t->reason != NULL)
+            return -1;
+    }
     if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST))
         return tracer_unsupported(f->t, false, "'in' on these values");
     int r = 0;

@@ -321,6 +321,31 @@ static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
             return new_const(t, attr);
         Py_DECREF(attr);
     }
+    if (base->src < 0 && foldable(base) && tr_attr_read_is_pure(obj, name)) {
+        /* "-".join, (1, 2).index, x.real of a constant: immutable builtins */
+        PyObject *attr = PyObject_GetAttr(obj, name);
+        if (attr == NULL)
+            return NULL;
+        if (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) == obj) {
+            Py_DECREF(attr);
+            Value *bm = value_new(t, V_BOUND, name);
+            if (bm == NULL || value_append(t, bm, base) < 0)
+                return NULL;
+            return bm;
+        }
+        if (value_is_plain_constant(attr))
+            return new_const(t, attr);
+        Py_DECREF(attr);
+    }
+    if (base->src < 0 && tensorops_is_dtype_info_object(obj)) {
+        /* torch.finfo(dtype).min: immutable */
+        PyObject *attr = PyObject_GetAttr(obj, name);
+        if (attr == NULL)
+            return NULL;
+        if (value_is_plain_constant(attr))
+            return new_const(t, attr);
+        Py_DECREF(attr);
+    }
     if (base->src < 0)
         return tracer_unsupported(t, false, "attribute '%U' of a computed %s", name,
                                   Py_TYPE(obj)->tp_name), NULL;

@@ -267,6 +267,12 @@ int tensorops_set_grad_mode(Tracer *t, int mode, bool add_node);
 /* Put torch's grad mode back to `mode` (tracing only; no node).  Cannot
    fail (an error is cleared). */
 void tensorops_restore_grad_mode(Tracer *t, int mode);
+/* Whether fn is a function of the math module (pure C on numbers). */
+bool tensorops_is_math_function(PyObject *fn);
+/* Whether fn is torch.finfo or torch.iinfo (or obj, with instance, an
+   object of one of them: immutable, its attributes constants). */
+bool tensorops_is_dtype_info(PyObject *fn);
+bool tensorops_is_dtype_info_object(PyObject *obj);
 /* Whether `fn` is a pure tensor function the graph may call. */
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */

@@ -32,6 +32,8 @@ import math
 import sys
 import warnings
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -909,7 +911,7 @@ def u_append_to_input_list(xs, x):
 
 
 def u_unknown_c_function(x):
-    return x * math.sqrt(x.shape[0])
+    return x * (zlib.adler32(b"dynscope") % 7)
 
 
 def u_rng_argument(x, rng):

@@ -516,3 +516,38 @@ def test_a_python_context_manager_is_inlined_into_one_graph():
     assert graph_count(be) == 1 and breaks() == []
     opt, _ = capture(uses_user_manager)
     np.testing.assert_array_equal(opt(np.ones(2), Scaler(5.0)), uses_user_manager(np.ones(2), Scaler(5.0)))
+
+
+import math  # noqa: E402
+
+
+class Registry:
+    """A mapping of the program's own: __contains__ and __getitem__ in Python."""
+
+    def __init__(self):
+        self._fns = {"double": 2.0, "half": 0.5}
+
+    def __contains__(self, key):
+        return key in self._fns
+
+    def __getitem__(self, key):
+        return self._fns[key]
+
+    def pick(self, key):
+        return self[key] if key in self else 1.0
+
+
+def uses_registry(x, reg, name):
+    pick = reg.pick                                   # a bound method held as a value
+    scale = reg[name] if name in reg and name.startswith("d") else 1.0
+    label = "-".join(["a", "b"]).upper()
+    return x * scale * pick("half") + math.sqrt(4.0) + math.log(1.0) + len(label)
+
+
+def test_mapping_protocol_bound_methods_and_pure_builtin_methods_make_one_graph():
+    be = run_twice(uses_registry, np.arange(3.0), Registry(), "double")
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(uses_registry)
+    reg = Registry()
+    reg._fns["double"] = 3.0                           # read through __getitem__: guarded
+    np.testing.assert_array_equal(opt(np.ones(2), reg, "double"), uses_registry(np.ones(2), reg, "double"))

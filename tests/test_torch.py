@@ -622,3 +622,15 @@ def test_set_grad_enabled_alone_is_not_modelled_and_runs_as_eagerly():
     got = dynscope.optimize("eager")(_set_grad_enabled_alone)(x, w)
     assert torch.equal(got, want) and got.requires_grad == want.requires_grad is False
     assert torch.is_grad_enabled()
+
+
+def _uses_finfo(x):
+    lo = torch.finfo(x.dtype).min
+    return torch.clamp(x, min=lo / 2) + torch.iinfo(torch.int8).max
+
+
+def test_finfo_and_iinfo_of_a_constant_dtype_are_constants():
+    x = torch.randn(3)
+    out = dynscope.explain(_uses_finfo)(x)
+    assert out.graph_count == 1 and out.graph_break_count == 0, out
+    assert torch.equal(dynscope.optimize("eager")(_uses_finfo)(x), _uses_finfo(x))
