@@ -358,7 +358,28 @@ static Value *fold_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObje
         PyErr_Clear();
         return tracer_break(t, STOP_CALL, "call to %S raises on these arguments", fn), NULL;
     }
-    return new_const(t, r);
+    if (r == NULL || value_is_plain_constant(r) || tensorops_is_dtype_info_object(r))
+        return new_const(t, r);
+    if (PyList_CheckExact(r)) {
+        /* "a.b".split("."): a new list each call, the frame's own -- never
+           one constant object a plan would hand out (and the program change) */
+        Value *l = value_new(t, V_LIST, NULL);
+        for (Py_ssize_t i = 0; l != NULL && i < PyList_GET_SIZE(r); i++) {
+            PyObject *item = PyList_GET_ITEM(r, i);
+            Value *c = value_is_plain_constant(item) ? value_new(t, V_CONST, item) : NULL;
+            if (c == NULL || value_append(t, l, c) < 0)
+                l = NULL;
+        }
+        Py_DECREF(r);
+        return l != NULL || PyErr_Occurred() ? l
+               : (tracer_unsupported(t, false, "%S returned a list of values that are not constants", fn), NULL);
+    }
+    PyObject *tn = PyType_GetName(Py_TYPE(r));
+    Py_DECREF(r);
+    Value *stop = (tracer_unsupported(t, false, "%S returned a %S (only immutable constants are folded)",
+                                      fn, tn ? tn : Py_None), NULL);
+    Py_XDECREF(tn);
+    return stop;
 }
 
 /* The __exit__ of a grad-mode `with` (gm: its V_GRADMODE exit): called

@@ -551,3 +551,17 @@ def test_mapping_protocol_bound_methods_and_pure_builtin_methods_make_one_graph(
     reg = Registry()
     reg._fns["double"] = 3.0                           # read through __getitem__: guarded
     np.testing.assert_array_equal(opt(np.ones(2), reg, "double"), uses_registry(np.ones(2), reg, "double"))
+
+
+def first_part(x, dotted):
+    parts = dotted.split(".")        # folded: a new list on every call
+    head = parts.pop(0)              # a break that mutates it
+    return x * len(head) + len(parts)
+
+
+def test_a_folded_method_returning_a_list_makes_a_new_list_each_call():
+    # regression: pkgutil.resolve_name under --capture-all once got the same
+    # list object on every call, emptied by the pops of earlier calls
+    opt, _ = capture(first_part)
+    for _ in range(3):
+        np.testing.assert_array_equal(opt(np.ones(2), "ab.c.d"), first_part(np.ones(2), "ab.c.d"))
