@@ -75,6 +75,7 @@ WORKLOAD = textwrap.dedent('''\
     def try_fn(x):
         try:
             y = x * 3
+            print(end="")            # a break inside the try: the frame is skipped
         except KeyError:
             y = None
         return y
