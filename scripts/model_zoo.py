@@ -139,7 +139,8 @@ def write_doc(results: list, path: str, command: str) -> None:
             if "error" in r:
                 lines.append(f"| {n} | {system} | error: {r['error'][:80]} | | | | | | | |")
                 continue
-            lines.append(f"| {n} | {system} | {r['graphs']} | {r['breaks']} | {r['ops']} | "
+            brk = r['breaks'] if r['breaks'] >= 0 else "n/a (frame not captured)"
+            lines.append(f"| {n} | {system} | {r['graphs']} | {brk} | {r['ops']} | "
                          f"{'yes' if r['equal'] else '**no**'} | {r['capture_ms']:.0f} | "
                          f"{r['eager_us']:.0f} | {r['captured_us']:.0f} | "
                          f"{r['captured_us'] / r['eager_us']:.2f} |")
