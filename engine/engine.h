@@ -147,6 +147,8 @@ typedef enum RebuildKind {
                       a real one                                         */
     RB_CELL,       /* a new cell holding items[0] (n == 0: empty): a cell
                       variable of the frame, carried to its resume frame   */
+    RB_NEWOBJ,     /* object.__new__(obj[0]) with __dict__ obj[1:] = items:
+                      an object of a program class made while tracing     */
 } RebuildKind;
 
 typedef struct Rebuild {

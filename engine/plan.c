@@ -317,6 +317,26 @@ static int rebuild_derived(const Rebuild *r, const RebuildEnv *env, PyObject **o
 
 /* Build the value r describes into *out (new reference; NULL is a valid
    value for RB_NULL and unbound RB_LOCAL).  0 / -1 with an exception. */
+/* RB_NEWOBJ: object.__new__(cls), then its attributes set in the order
+   the traced code set them (the class has no data descriptor of those
+   names: guarded when the entry was made).  0 / -1. */
+static int rebuild_new_object(const Rebuild *r, const RebuildEnv *env, PyObject **out)
+{
+    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(r->obj, 0);
+    PyObject *empty = PyTuple_New(0);
+    PyObject *o = empty ? PyBaseObject_Type.tp_new(cls, empty, NULL) : NULL;
+    Py_XDECREF(empty);
+    for (int i = 0; o != NULL && i < r->n; i++) {
+        PyObject *v = NULL;
+        if (rebuild(&r->items[i], env, &v) < 0 || v == NULL
+            || PyObject_GenericSetAttr(o, PyTuple_GET_ITEM(r->obj, i + 1), v) < 0)
+            Py_CLEAR(o);
+        Py_XDECREF(v);
+    }
+    *out = o;
+    return o ? 0 : -1;
+}
+
 static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
 {
     *out = NULL;
@@ -380,6 +400,8 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
         Py_XDECREF(content);
         return *out ? 0 : -1;
     }
+    case RB_NEWOBJ:
+        return rebuild_new_object(r, env, out);
     case RB_DICT: {
         PyObject *d = PyDict_New();
         for (int i = 0; d && i < r->n; i++) {
@@ -661,6 +683,23 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
             return -1;
         s = r->kind == RB_ROWS ? PyUnicode_FromFormat("[%d:])", r->index)
                                : PyUnicode_FromFormat(") after %d items", r->index);
+        break;
+    case RB_NEWOBJ:
+        if (append_str(parts, "new ") < 0)
+            return -1;
+        s = PyUnicode_FromFormat("%s(", ((PyTypeObject *)PyTuple_GET_ITEM(r->obj, 0))->tp_name);
+        if (s == NULL || PyList_Append(parts, s) < 0)
+            goto fail;
+        Py_CLEAR(s);
+        for (int i = 0; i < r->n; i++) {
+            s = PyUnicode_FromFormat(i ? ", %U=" : "%U=", PyTuple_GET_ITEM(r->obj, i + 1));
+            if (s == NULL || PyList_Append(parts, s) < 0)
+                goto fail;
+            Py_CLEAR(s);
+            if (render_rebuild(parts, &r->items[i], gs) < 0)
+                return -1;
+        }
+        s = PyUnicode_FromString(")");
         break;
     case RB_CELL:
         if (append_str(parts, "cell(") < 0 || (r->n > 0 && render_rebuild(parts, &r->items[0], gs) < 0))

@@ -172,6 +172,8 @@ static void decode_op(Instr *in)
 #endif
     case BINARY_SUBSCR: in->op = OP_BINARY_SUBSCR; break;
     case STORE_SUBSCR: in->op = OP_STORE_SUBSCR; break;
+    case STORE_ATTR: in->op = OP_STORE_ATTR; break;
+    case DELETE_ATTR: in->op = OP_DELETE_ATTR; break;
     case BUILD_TUPLE: in->op = OP_BUILD_TUPLE; break;
     case BUILD_LIST: in->op = OP_BUILD_LIST; break;
     case BUILD_SLICE: in->op = OP_BUILD_SLICE; break;

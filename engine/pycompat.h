@@ -216,6 +216,17 @@ static inline PyObject *type_dict_ref(PyTypeObject *tp)
 #endif
 }
 
+/* Whether instances of heap type tp have a __dict__ (3.12 may keep it
+   managed by the VM: no tp_dictoffset of its own). */
+static inline bool type_has_instance_dict(PyTypeObject *tp)
+{
+#if PY_311
+    return tp->tp_dictoffset != 0;
+#else
+    return tp->tp_dictoffset != 0 || (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+#endif
+}
+
 /* The frame's own slots: its fast locals, then its cell variables (what a
    frame's state is made of; its free variables are its function's). */
 static inline int code_nslots(PyCodeObject *co) { return co->co_nlocalsplus - co->co_nfreevars; }
@@ -285,6 +296,8 @@ typedef enum Op {
     OP_TO_BOOL,               /* 3.13 */
     OP_BINARY_SUBSCR,
     OP_STORE_SUBSCR,
+    OP_STORE_ATTR,            /* oparg: name index */
+    OP_DELETE_ATTR,           /* oparg: name index */
     OP_BUILD_TUPLE,
     OP_BUILD_LIST,
     OP_BUILD_SLICE,

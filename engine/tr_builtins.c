@@ -71,6 +71,7 @@ static PyObject *known_type(Value *v)
     case V_LIST: return (PyObject *)&PyList_Type;
     case V_DICT: return (PyObject *)&PyDict_Type;
     case V_SLICE: return (PyObject *)&PySlice_Type;
+    case V_NEWOBJ: return v->obj;
     default: return NULL;
     }
 }
@@ -194,6 +195,8 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     Tracer *t = f->t;
     const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
     bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
+    if (strcmp(name, "next") == 0 && nargs == 1 && nokw && args[0]->kind == V_GEN)
+        return tr_gen_next(f, args[0]);
     if (strcmp(name, "len") == 0 && nargs == 1 && nokw)
         return builtin_len(f, args[0]);
     if (strcmp(name, "isinstance") == 0 && nargs == 2 && nokw) {
@@ -393,6 +396,8 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
     if (tp == (PyObject *)&PyType_Type && nargs == 1 && known_type(args[0]) != NULL) {
         /* fixed by its guards; reached as type(<source>) when it has one */
         Value *v = args[0];
+        if (v->kind == V_NEWOBJ)
+            return v->items[1];      /* the class it was made from */
         if ((v->kind == V_OBJECT || v->kind == V_CONST) && v->src >= 0) {
             int acc = guardset_accessor(t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
             return acc < 0 ? NULL : value_from_source(t, acc, known_type(v));

@@ -169,6 +169,26 @@ static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwn
     return callee->made ? bind_made_defaults(callee) : bind_defaults(callee);
 }
 
+/* A generator function of the program called: a V_GEN whose frame is
+   bound to the arguments and not started (tr_generators.c).  NULL when
+   tracing stops. */
+static Value *make_generator(TFrame *f, PyObject *fn, int fn_src, PyCodeObject *co,
+                             Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    TFrame *g = tr_gen_frame_new(t);
+    if (g == NULL || tr_frame_setup(g, t, f, fn, fn_src, co) < 0)
+        return NULL;
+    g->suspends = true;
+    g->resume_at = -1;
+    if (bind_arguments(g, args, nargs, kwnames) < 0)
+        return NULL;
+    Value *gen = value_new(t, V_GEN, NULL);
+    if (gen != NULL)
+        gen->gen = g;
+    return gen;
+}
+
 /* Inline a call of user function fnv -- a V_CONST reached by an
    accessor, whose code is guarded, or a V_FUNC made while tracing, whose
    code is a constant of guarded code -- : bind the arguments, interpret
@@ -182,7 +202,7 @@ static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObje
     PyObject *fn = made ? fnv->fn_creator : fnv->obj;
     int fn_src = made ? fnv->fn_creator_src : fnv->src;
     PyCodeObject *co = made ? (PyCodeObject *)fnv->obj : (PyCodeObject *)PyFunction_GET_CODE(fn);
-    const char *why = tr_code_unsupported_reason(co, made);
+    const char *why = tr_code_unsupported_reason(co);
     if (why != NULL)
         return tracer_unsupported(t, false, "call to %U: %s", co->co_qualname, why), NULL;
     if (!made && fnv->src < 0)
@@ -191,6 +211,11 @@ static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObje
         return tracer_unsupported(t, false, "inlining deeper than %d calls (recursion?)", MAX_INLINE_DEPTH), NULL;
     if (!made && guardset_add(t->gs, GUARD_CODE_MATCH, fnv->src, (PyObject *)co, 0) < 0)
         return NULL;
+    if (!made && (co->co_flags & CO_GENERATOR))
+        return t->eager_generators
+               ? (tracer_break(t, STOP_CALL, "call to generator function %U, whose generator the "
+                               "program gets", co->co_qualname), NULL)
+               : make_generator(f, fn, fn_src, co, args, nargs, kwnames);
     TFrame callee;
     Value *result = NULL;
     if (tr_frame_setup(&callee, t, f, fn, fn_src, co) < 0)
@@ -396,18 +421,21 @@ static Value *grad_mode_exit(TFrame *f, Value *gm, Value **args, int nargs)
 }
 
 /* with mgr: for a context manager whose class defines __enter__ and
-   __exit__ in Python (mgr reached by an accessor): __enter__ inlined now,
+   __exit__ in Python (mgr reached by an accessor, or made while
+   tracing): __enter__ inlined now,
    __exit__ bound for the block's end.  1 when done, 0 when mgr is not
    such a manager, -1 when tracing stops. */
 static int enter_user_manager(TFrame *f, Value *mgr, Value **exit, Value **entered)
 {
-    if ((mgr->kind != V_OBJECT && mgr->kind != V_CONST) || mgr->src < 0
-        || !value_type_lookup_is_generic(Py_TYPE(mgr->obj)))
+    bool made = mgr->kind == V_NEWOBJ;      /* an object made while tracing: its class */
+    if (!made && ((mgr->kind != V_OBJECT && mgr->kind != V_CONST) || mgr->src < 0
+                  || !value_type_lookup_is_generic(Py_TYPE(mgr->obj))))
         return 0;
+    PyTypeObject *tp = made ? (PyTypeObject *)mgr->obj : Py_TYPE(mgr->obj);
     PyObject *enter_name = PyUnicode_FromString("__enter__");
     PyObject *exit_name = PyUnicode_FromString("__exit__");
-    PyObject *en = enter_name ? _PyType_Lookup(Py_TYPE(mgr->obj), enter_name) : NULL;
-    PyObject *ex = exit_name ? _PyType_Lookup(Py_TYPE(mgr->obj), exit_name) : NULL;
+    PyObject *en = enter_name ? _PyType_Lookup(tp, enter_name) : NULL;
+    PyObject *ex = exit_name ? _PyType_Lookup(tp, exit_name) : NULL;
     int rc = 0;
     if (en != NULL && ex != NULL && PyFunction_Check(en) && PyFunction_Check(ex)) {
         Value *enter = tr_generic_attr(f, mgr, enter_name);
@@ -433,7 +461,7 @@ int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered)
         return user > 0 ? 0 : -1;
     if (mgr->kind != V_GRADMODE || mgr->pos != 0)
         return tracer_unsupported(t, false, "a with block of a %s (torch's grad-mode managers and "
-                                  "Python context managers the program passes in are modelled)",
+                                  "Python context managers are modelled)",
                                   mgr->obj ? Py_TYPE(mgr->obj)->tp_name : "value");
     int prev = t->grad_mode_now >= 0 ? t->grad_mode_now : -1;
     if (prev < 0) {
@@ -543,8 +571,11 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     PyObject *known = tensorops_known_result(fn);
     if (known != NULL && nargs == 0)
         return value_new(t, V_CONST, known);
-    if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn))
-        return inline_call(f, callable, args, nargs, kwnames);
+    if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn)) {
+        bool handled;
+        Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);
+        return handled ? r : inline_call(f, callable, args, nargs, kwnames);
+    }
     if (tensorops_is_pure_function(fn)) {
         PyObject *name = PyObject_GetAttrString(fn, "__name__");
         if (name == NULL) {
@@ -581,6 +612,12 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         if (gm != NULL)
             gm->count = grad;
         return gm;
+    }
+    if (PyType_Check(fn)) {
+        bool handled;
+        Value *o = tr_new_object(f, callable, args, nargs, kwnames, &handled);
+        if (handled || o != NULL || PyErr_Occurred())
+            return o;
     }
     PyObject *r = PyObject_Repr(fn);
     if (r == NULL)

@@ -413,6 +413,22 @@ static int op_store_subscr(TFrame *f)
     return tr_store_subscript(f, container, idx, value);
 }
 
+/* STORE_ATTR: [value, owner] -> owner.name = value; DELETE_ATTR: [owner].
+   Into an object made while tracing; an object the program can see is
+   left to the interpreter (its writes are not replayed after a graph). */
+static int op_store_attr(TFrame *f, const Instr *in)
+{
+    Value *owner = pop(f);
+    Value *value = in->op == OP_STORE_ATTR ? pop(f) : NULL;
+    PyObject *name = PyTuple_GET_ITEM(f->code->co_names, in->oparg);
+    if (owner->kind == V_NEWOBJ)
+        return value ? tr_newobj_set_attr(f, owner, name, value) : tr_newobj_del_attr(f, owner, name);
+    return tracer_unsupported(f->t, false, "%s attribute '%U' of %s the program can see",
+                              value ? "setting" : "deleting", name,
+                              owner->obj && owner->kind != V_TENSOR ? Py_TYPE(owner->obj)->tp_name
+                              : owner->kind == V_TENSOR ? "a tensor" : "an object");
+}
+
 /* BUILD_TUPLE / BUILD_LIST of the top oparg values. */
 static int op_build_sequence(TFrame *f, const Instr *in)
 {
@@ -604,6 +620,16 @@ static int op_swap(TFrame *f, const Instr *in)
 static int op_for_iter(TFrame *f, const Instr *in, int *ip)
 {
     Value *it = peek(f, 1);
+    if (it->kind == V_GEN) {
+        /* a generator made while tracing: run to its next yield now */
+        Value *v;
+        int r = tr_gen_resume(f, it, &v);
+        if (r != 0)
+            return r > 0 ? push(f, v) : -1;
+        (void)pop(f);
+        *ip = instr_jump_target(in);
+        return 0;
+    }
     if (it->kind != V_ITER)
         return tracer_unsupported(f->t, false, "FOR_ITER on an iterator the translator does not model");
     if (it->pos < it->n)
@@ -964,10 +990,17 @@ int tr_run_frame(TFrame *f, int start)
             break;
         case OP_RETURN_GENERATOR:
             /* the generator's start: resumed with None by the first next() */
-            rc = f->yields ? push(f, value_new(t, V_CONST, Py_None))
+            rc = f->yields || f->suspends ? push(f, value_new(t, V_CONST, Py_None))
                            : tracer_unsupported(t, true, "a generator's start outside one being run");
             break;
         case OP_YIELD_VALUE:
+            if (f->suspends) {
+                /* a suspended generator: next() resumes it here, the value
+                   it sends pushed */
+                f->yielded = pop(f);
+                f->resume_at = ip;
+                return FRAME_YIELDED;
+            }
             rc = op_yield_value(f);
             break;
         case OP_LOAD_ATTR:
@@ -1021,6 +1054,10 @@ int tr_run_frame(TFrame *f, int start)
         case OP_STORE_SLICE:
             rc = op_store_slice(f);
             break;
+        case OP_STORE_ATTR:
+        case OP_DELETE_ATTR:
+            rc = op_store_attr(f, &in);
+            break;
         case OP_BUILD_TUPLE:
         case OP_BUILD_LIST:
             rc = op_build_sequence(f, &in);
@@ -1064,7 +1101,8 @@ int tr_run_frame(TFrame *f, int start)
             rc = op_swap(f, &in);
             break;
         case OP_GET_ITER:
-            rc = push(f, tr_make_iter(f, pop(f)));
+            /* iter(gen) is gen: a generator stays lazy in a for loop */
+            rc = peek(f, 1)->kind == V_GEN ? 0 : push(f, tr_make_iter(f, pop(f)));
             break;
         case OP_FOR_ITER:
             rc = op_for_iter(f, &in, &ip);

@@ -77,6 +77,8 @@ static Value *property_get(TFrame *f, Value *obj, PyObject *name, PyObject *desc
 Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name)
 {
     Tracer *t = f->t;
+    if (obj->kind == V_NEWOBJ)
+        return tr_newobj_attr(f, obj, name);
     if ((obj->kind != V_OBJECT && obj->kind != V_CONST) || obj->src < 0)
         return tracer_unsupported(t, false, "object.__getattribute__ of a value no accessor reaches"), NULL;
     PyTypeObject *tp = Py_TYPE(obj->obj);

@@ -188,6 +188,11 @@ int tr_truth(TFrame *f, Value *v, const char *what)
         return v->n > 0;
     case V_TENSOR:
         return tracer_break(f->t, STOP_BRANCH, "%s on a tensor value", what);
+    case V_NEWOBJ:
+        return tr_newobj_truth(f, v);
+    case V_GEN:
+    case V_FUNC:
+        return 1;
     default:
         break;
     }
@@ -205,6 +210,11 @@ int tr_is_same(TFrame *f, Value *a, Value *b)
         return 0;
     if (a == b)
         return 1;
+    if ((a->kind == V_NEWOBJ || a->kind == V_GEN) != (b->kind == V_NEWOBJ || b->kind == V_GEN)
+        && (a->kind == V_CONST || a->kind == V_OBJECT || b->kind == V_CONST || b->kind == V_OBJECT))
+        return 0;     /* an object made while tracing is no object that existed before */
+    if ((a->kind == V_NEWOBJ || a->kind == V_GEN) && (b->kind == V_NEWOBJ || b->kind == V_GEN))
+        return 0;     /* two Values made apart are two objects */
     return tracer_unsupported(f->t, false, "'is' between these values");
 }
 

@@ -181,6 +181,28 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
 
 /* A list, dict, tuple or iterator this frame made is one object however many slots hold it:
    built once per run into a memo slot (after the memo slots it contains). */
+/* rb = an object of class v->obj made while tracing (V_NEWOBJ):
+   RB_NEWOBJ, obj (class, name...) of its live attributes, items their
+   values.  0 / -1. */
+static int rebuild_new_object(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
+{
+    Value *attrs = v->items[0];
+    int live = 0;
+    for (int i = 0; i < attrs->n; i++)
+        live += attrs->items[i]->kind != V_NULL;
+    if (rebuild_start(rb, RB_NEWOBJ, 0, live) < 0 || (rb->obj = PyTuple_New(live + 1)) == NULL)
+        return -1;
+    PyTuple_SET_ITEM(rb->obj, 0, Py_NewRef(v->obj));
+    for (int i = 0, k = 0; i < attrs->n; i++) {
+        if (attrs->items[i]->kind == V_NULL)
+            continue;               /* deleted */
+        PyTuple_SET_ITEM(rb->obj, k + 1, Py_NewRef(PyList_GET_ITEM(attrs->obj, i)));
+        if (tr_make_rebuild(t, o, attrs->items[i], &rb->items[k++]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
 {
     for (int i = 0; i < o->nmemo; i++) {
@@ -211,6 +233,12 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
             }
         }
         else if (make_rebuild_iter(t, o, v, v->pos, true, &built.items[0]) < 0) {
+            rebuild_clear(&built);
+            return -1;
+        }
+    }
+    else if (v->kind == V_NEWOBJ) {
+        if (rebuild_new_object(t, o, v, &built) < 0) {
             rebuild_clear(&built);
             return -1;
         }
@@ -331,6 +359,15 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         rc = tracer_unsupported(t, false, "a function made while tracing (def, lambda) "
                                 "that the program gets");
         break;
+    case V_NEWOBJ:
+        /* one object wherever it goes */
+        rc = make_rebuild_memo(t, o, v, rb);
+        break;
+    case V_GEN:
+        t->gen_not_rebuilt = true;
+        rc = tracer_unsupported(t, false, "a generator made while tracing, which the program "
+                                "would get (a generator leaves the translation only run)");
+        break;
     case V_CELL:
         if (v->program_cell) {
             rc = tracer_unsupported(t, false, "a closure cell of an enclosing function");
@@ -411,6 +448,10 @@ void tr_mark_escapes(Value *v, int depth)
         return;
     if (v->kind == V_ITER) {
         v->escapes = true;
+        return;
+    }
+    if (v->kind == V_NEWOBJ) {
+        tr_mark_escapes(v->items[0], depth + 1);
         return;
     }
     if (v->kind == V_TUPLE || v->kind == V_LIST || v->kind == V_DICT || v->kind == V_SLICE

@@ -387,6 +387,8 @@ Value *tr_load_attr(TFrame *f, Value *base, PyObject *name)
         return load_object_attr(f, base, name);
     case V_SUPER:
         return tr_super_attr(f, base, name);
+    case V_NEWOBJ:
+        return tr_newobj_attr(f, base, name);
     default:
         return tracer_unsupported(f->t, false, "attribute '%U' of a container", name), NULL;
     }

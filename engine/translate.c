@@ -111,15 +111,13 @@ static bool reads_refcounts(PyCodeObject *co)
    nothing: an inlined call whose traced code raises stops there (its call
    runs eagerly, and its handlers run for real); a frame of its own stops
    at its protected instructions (a plan cannot enter a handler).  A
-   generator only when it was
-   made while tracing (a generator expression: run to its end when
-   called, what it yields collected). */
-const char *tr_code_unsupported_reason(PyCodeObject *co, bool made)
+   generator function called is a generator run lazily (tr_generators.c),
+   or, made while tracing (a generator expression), run to its end when
+   called, what it yields collected. */
+const char *tr_code_unsupported_reason(PyCodeObject *co)
 {
     if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
         return "coroutine or async generator";
-    if ((co->co_flags & CO_GENERATOR) && !made)
-        return "generator function";
     if (reads_refcounts(co))
         return "reads reference counts (sys.getrefcount), which capture would change";
     return NULL;
@@ -272,6 +270,7 @@ static void tracer_free(Tracer *t)
     PyMem_Free(t->input_acc);
     PyMem_Free(t->end.args);
     PyMem_Free(t->undo);
+    tr_gen_frames_free(t);
     Py_CLEAR(t->iter_objs);
     Py_CLEAR(t->graph);
     Py_CLEAR(t->example_inputs);
@@ -307,14 +306,23 @@ static int push_resume_stack(TFrame *f, const FrameView *fv)
     return 0;
 }
 
-/* One translation of the frame (translate_frame's contract); strict_try:
-   stop at the root frame's first protected instruction.  Sets
-   *stopped_in_try when tracing stopped inside a try range of the root
-   frame, where a plan cannot end: the caller translates again, strictly. */
+/* How an attempt runs, and why the caller should try again. */
+typedef struct Attempt {
+    bool strict_try;          /* stop at the root frame's first protected
+                                 instruction */
+    bool eager_generators;    /* generator function calls are breaks */
+    bool stopped_in_try;      /* out: tracing stopped inside a try range of
+                                 the root frame, where a plan cannot end */
+    bool gen_not_rebuilt;     /* out: the plan would hand the program a
+                                 generator the translator ran */
+} Attempt;
+
+/* One translation of the frame (translate_frame's contract), as `a` says;
+   its out fields say when the caller should translate again. */
 static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
                                          const CacheFrame *cf, PyObject *backend,
                                          CacheEntry *entry, PyObject **reason,
-                                         bool *permanent, bool strict_try, bool *stopped_in_try)
+                                         bool *permanent, Attempt *a)
 {
     Tracer t;
     memset(&t, 0, sizeof(t));
@@ -322,7 +330,8 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     t.fv = fv;
     t.cf = cf;
     t.backend = backend;
-    t.strict_try = strict_try;
+    t.strict_try = a->strict_try;
+    t.eager_generators = a->eager_generators;
     t.grad_mode_start = t.grad_mode_now = -1;
     t.graph = graph_new();
     t.example_inputs = PyList_New(0);
@@ -348,7 +357,8 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     st = TRANSLATE_OK;
     goto out;
 stopped:
-    *stopped_in_try = t.stopped_in_try;
+    a->stopped_in_try = t.stopped_in_try;
+    a->gen_not_rebuilt = t.gen_not_rebuilt;
     if (t.reason != NULL && !PyErr_Occurred()) {
         *reason = Py_NewRef(t.reason);
         *permanent = t.permanent;
@@ -366,7 +376,7 @@ out:
            guard covers, leaves no guards (and hook.c keeps no entry). */
         PyObject *where = Py_XNewRef(t.stop_stack);
         plan_clear(&entry->plan);
-        if (st == TRANSLATE_ERROR || t.stop_unguarded || *stopped_in_try) {
+        if (st == TRANSLATE_ERROR || t.stop_unguarded || a->stopped_in_try || a->gen_not_rebuilt) {
             guardset_clear(&entry->guards);
             guardset_init(&entry->guards);
         }
@@ -389,7 +399,8 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
         *permanent = true;
         return *reason ? TRANSLATE_UNSUPPORTED : TRANSLATE_ERROR;
     }
-    const char *why = tr_code_unsupported_reason(fv->code, false);
+    const char *why = fv->code->co_flags & CO_GENERATOR ? "generator function"
+                      : tr_code_unsupported_reason(fv->code);
     if (why != NULL) {
         *reason = PyUnicode_FromString(why);
         *permanent = true;
@@ -400,13 +411,23 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     /* First through try blocks as through any code (most raise nothing
        and break nowhere); when tracing stops inside one, again from the
        start, ending the frame where the try begins. */
-    bool stopped_in_try = false;
-    TranslateStatus st = translate_attempt(fv, func, cf, backend, entry, reason, permanent,
-                                           false, &stopped_in_try);
-    if (!stopped_in_try)
+    Attempt a = {0};
+    TranslateStatus st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, &a);
+    if (a.gen_not_rebuilt) {
+        /* A generator run while tracing would reach the program (held at
+           the frame's end): again, calling generator functions eagerly. */
+        PyErr_Clear();
+        Py_CLEAR(*reason);
+        *permanent = false;
+        a = (Attempt){.eager_generators = true};
+        st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, &a);
+    }
+    if (!a.stopped_in_try)
         return st;
     PyErr_Clear();             /* what stopped it is the retry's to meet again */
     Py_CLEAR(*reason);
     *permanent = false;
-    return translate_attempt(fv, func, cf, backend, entry, reason, permanent, true, &stopped_in_try);
+    a.strict_try = true;
+    a.stopped_in_try = false;
+    return translate_attempt(fv, func, cf, backend, entry, reason, permanent, &a);
 }

@@ -50,6 +50,11 @@ typedef enum VKind {
                     items = [defaults (V_TUPLE), kwdefaults (V_DICT), closure
                     (V_TUPLE of V_CELL)], each a V_NULL when absent; it is
                     inlined when called and cannot leave the translation */
+    V_NEWOBJ,    /* an object of a program class made while tracing: obj = the
+                    class; items[0] = its attributes (a V_DICT, a deleted one's
+                    item a V_NULL), items[1] = the class's value (tr_newobj.c) */
+    V_GEN,       /* a generator made while tracing, suspended: gen = its frame
+                    (tr_generators.c); it cannot leave the translation */
 } VKind;
 
 typedef struct Value {
@@ -90,6 +95,7 @@ typedef struct Value {
                                 it (its globals and builtins are the new
                                 function's); alive while the translation is */
     int fn_creator_src;      /* V_FUNC: fn_creator's accessor, -1 for the root's */
+    struct TFrame *gen;      /* V_GEN: its frame, the tracer's (Tracer.gens) */
 } Value;
 
 /* Why tracing stopped (the kinds of DESIGN.md 3.5). */
@@ -140,6 +146,11 @@ typedef struct Tracer {
     int grad_mode_now;       /* the grad mode tracing runs ops in, -1: unchanged */
     bool strict_try;         /* stop at the root frame's first protected
                                 instruction (translate.c: the second attempt) */
+    bool eager_generators;   /* a generator function called is a break (the
+                                retry after a generator the plan could not
+                                hand to the program: translate.c) */
+    bool gen_not_rebuilt;    /* a generator made while tracing was to leave
+                                the translation (tr_rebuild.c) */
     bool stopped_in_try;     /* tracing stopped inside a try range of the root
                                 frame, where its end cannot be (translate.c) */
     bool stop_unguarded;     /* tracing stopped on a value no guard covers: the
@@ -158,6 +169,9 @@ typedef struct Tracer {
     struct Undo *undo;       /* owned: mutations of frame-made containers, so a
                                 call that breaks after mutating can be undone */
     int nundo, undo_cap;
+    struct TFrame **gens;    /* owned: the frames of generators made while
+                                tracing (V_GEN), torn down with the tracer */
+    int ngens, gens_cap;
     PyObject *iter_objs;     /* strong: dict id(tuple) -> capsule-free int index into
                                 iter_vals: one V_ITER per incoming iterator object */
 } Tracer;

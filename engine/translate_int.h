@@ -76,6 +76,11 @@ typedef struct TFrame {
                                   function, func) */
     Value *yields;             /* a generator's frame: the V_ITER of what it
                                   yielded so far; else NULL */
+    bool suspends;             /* a generator's frame that stops at each yield
+                                  (V_GEN, tr_generators.c) */
+    int resume_at;             /* suspends: where its next run starts (-1: not
+                                  started, -2: it returned) */
+    Value *yielded;            /* suspends: what its last yield gave */
     Value *stack[MAX_STACK];
     int sp;
     PyObject *globals;         /* borrowed: func_globals */
@@ -91,6 +96,7 @@ typedef struct TFrame {
 #define FRAME_RETURNED 0       /* f->retval set */
 #define FRAME_ENDED 1          /* root frame only: t->end describes a break or deopt */
 #define FRAME_STOPPED (-1)     /* t->reason set, or an exception */
+#define FRAME_YIELDED 2        /* a suspending generator's frame: f->yielded set */
 
 /* ---- the value stack and small helpers ---- */
 
@@ -202,9 +208,8 @@ static inline void call_pair_split(Value *lower, Value *upper, Value **callable,
 int tr_frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int func_src,
                    PyCodeObject *code);
 void tr_frame_teardown(TFrame *f);
-/* Why the code object cannot be interpreted at all, or NULL; made: the
-   code of a function made while tracing. */
-const char *tr_code_unsupported_reason(PyCodeObject *co, bool made);
+/* Why the code object cannot be interpreted at all, or NULL. */
+const char *tr_code_unsupported_reason(PyCodeObject *co);
 /* The value of live slot k of a resume frame (accessor acc, object obj). */
 Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k);
 
@@ -262,6 +267,38 @@ Value *tr_make_super(TFrame *f, Value *cls, Value *obj);
 Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name);
 /* A V_BOUNDFN called: its function with its object first. */
 Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject *kwnames);
+
+/* ---- tr_newobj.c ---- */
+
+/* cls(*args) (cls a class value), when cls makes plain objects: a new
+   V_NEWOBJ, its __init__ inlined.  *handled false (NULL) for a class this
+   does not model; else the object, or NULL when tracing stops. */
+Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames, bool *handled);
+/* o.name, o.name = value, del o.name for a V_NEWOBJ o.  NULL / -1 when
+   tracing stops. */
+Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name);
+int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value);
+int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name);
+/* bool(o) of a V_NEWOBJ: 1, or -1 when tracing stops. */
+int tr_newobj_truth(TFrame *f, Value *o);
+
+/* ---- tr_generators.c ---- */
+
+/* A zeroed frame for a generator, the tracer's (freed by
+   tr_gen_frames_free with the tracer).  NULL on an error. */
+TFrame *tr_gen_frame_new(Tracer *t);
+void tr_gen_frames_free(Tracer *t);
+/* Run generator gen from where it stopped, called from frame f: 1 with
+   *yielded its next value, 0 when it returned (ended), -1 when tracing
+   stops. */
+int tr_gen_resume(TFrame *f, Value *gen, Value **yielded);
+/* next(gen).  NULL when tracing stops (an ended generator included). */
+Value *tr_gen_next(TFrame *f, Value *gen);
+/* fn(*args) for fn contextlib._GeneratorContextManager.__enter__ or
+   __exit__ (a block that raised nothing).  *handled false (NULL) for any
+   other fn; else the result, or NULL when tracing stops. */
+Value *tr_contextlib_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                          bool *handled);
 
 /* ---- tr_operators.c ---- */
 

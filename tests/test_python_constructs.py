@@ -565,3 +565,152 @@ def test_a_folded_method_returning_a_list_makes_a_new_list_each_call():
     opt, _ = capture(first_part)
     for _ in range(3):
         np.testing.assert_array_equal(opt(np.ones(2), "ab.c.d"), first_part(np.ones(2), "ab.c.d"))
+
+
+# ---------------------------------------------------------------------------
+# Objects of the program's classes made while tracing, generators run
+# lazily, contextlib.contextmanager and nullcontext.
+
+import contextlib  # noqa: E402
+import dataclasses  # noqa: E402
+
+
+class Point:
+    """A plain class: __init__ in Python, a method, a property."""
+
+    def __init__(self, x, scale=2.0):
+        self.x = x
+        self.scale = scale
+
+    def value(self):
+        return self.x * self.scale
+
+    @property
+    def doubled(self):
+        return self.x * 2
+
+
+@dataclasses.dataclass
+class Output:
+    logits: object
+    loss: object = None
+
+
+def uses_new_objects(a):
+    p = Point(a + 1.0)
+    p.extra = p.value() + p.doubled          # an attribute set after __init__
+    del p.scale
+    q = Point(a, scale=0.5)
+    return Output(logits=p.extra - q.value()), p, q, type(p) is Point, isinstance(q, Point)
+
+
+def test_objects_made_while_tracing_are_one_graph_and_reach_the_program_as_eager_made_them():
+    opt, be = capture(uses_new_objects)
+    a = np.arange(3.0)
+    for _ in range(2):
+        got, want = opt(a), uses_new_objects(a)
+        assert [type(g) for g in got] == [type(w) for w in want]
+        out, p, q = got[:3]
+        np.testing.assert_array_equal(out.logits, want[0].logits)
+        assert out.loss is None and got[3:] == want[3:] == (True, True)
+        # the same attributes, in the order eager sets them (del included)
+        assert list(vars(p)) == list(vars(want[1])) == ["x", "extra"]
+        assert list(vars(q)) == ["x", "scale"] and q.scale == 0.5
+        np.testing.assert_array_equal(p.extra, want[1].extra)
+    assert graph_count(be) == 1 and breaks() == []
+
+
+def test_a_class_changed_after_capture_recompiles():
+    opt, _ = capture(uses_new_objects)
+    a = np.arange(3.0)
+    opt(a)
+    compiles = _C.counters()["compiles"]
+    old = Point.value
+    Point.value = lambda self: self.x * 10.0
+    try:
+        got, want = opt(a), uses_new_objects(a)
+        np.testing.assert_array_equal(got[0].logits, want[0].logits)
+        assert _C.counters()["compiles"] == compiles + 1
+    finally:
+        Point.value = old
+
+
+class Slotted:
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+
+def uses_slotted(a):
+    return Slotted(a * 2.0).x + 1.0
+
+
+def test_a_class_with_slots_is_a_call_break_and_runs_eagerly():
+    opt, be = capture(uses_slotted)
+    np.testing.assert_array_equal(opt(np.ones(2)), uses_slotted(np.ones(2)))
+    assert any("Slotted" in b["reason"] for b in breaks())
+
+
+def gen_scaled(a, n):
+    for i in range(n):
+        yield a * i
+
+
+def uses_generators(a):
+    total = a * 0.0
+    for v in gen_scaled(a, 3):          # resumed at each iteration
+        total = total + v
+    g = gen_scaled(a, 2)
+    return total + next(g) + next(g)
+
+
+def test_a_generator_of_the_program_runs_lazily_into_one_graph():
+    be = run_twice(uses_generators, np.arange(3.0))
+    assert graph_count(be) == 1 and breaks() == []
+
+
+ORDER = []
+
+
+def noisy_gen(a):
+    ORDER.append("first")               # a side effect: the frame cannot hand over the generator
+    yield a
+
+
+def hands_over_a_generator(a):
+    g = noisy_gen(a)
+    print("made")
+    return next(g) * 2
+
+
+def test_a_generator_the_program_would_get_is_made_eagerly(capsys):
+    opt, _ = capture(hands_over_a_generator)
+    ORDER.clear()
+    got = opt(np.ones(2))
+    got_order, _ = list(ORDER), capsys.readouterr()
+    ORDER.clear()
+    want = hands_over_a_generator(np.ones(2))
+    np.testing.assert_array_equal(got, want)
+    assert got_order == ORDER == ["first"]
+
+
+@contextlib.contextmanager
+def scaled(k):
+    yield k * 2.0
+
+
+def uses_context_managers(a):
+    with scaled(2.0) as k:
+        y = a * k
+    with contextlib.nullcontext(y + 1.0) as z:
+        y = z * 3.0
+    with contextlib.nullcontext():
+        y = y - 1.0
+    return y
+
+
+def test_contextmanager_and_nullcontext_are_inlined_into_one_graph():
+    be = run_twice(uses_context_managers, np.arange(3.0))
+    assert graph_count(be) == 1 and breaks() == []
+    assert explain(uses_context_managers, np.arange(3.0)).skipped == []

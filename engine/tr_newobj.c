@@ -1,0 +1,396 @@
+/*
+ * tr_newobj.c -- objects of the program's classes made while translating
+ * (DESIGN.md 3.4; contract: translate_int.h).
+ *
+ * `C(*args)`, for a class whose instances are plain -- made by
+ * object.__new__ through type's own __call__, with an instance __dict__
+ * and no slots -- is a V_NEWOBJ: its __init__ is inlined with the new
+ * value as self, and its attributes are read and written as
+ * object.__getattribute__ and object.__setattr__ would, in a V_DICT the
+ * translator owns (items[0]).  Nothing is created while tracing: the
+ * program gets the object only when it leaves the translation, rebuilt
+ * after the graph ran as object.__new__(C) with its __dict__ filled in
+ * (tr_rebuild.c: one object however many places hold it).
+ *
+ * Invariants: the class (items[1]) is reached by an accessor and guarded
+ * by identity; what each lookup relies on in the class -- __new__,
+ * __init__, __setattr__, __getattribute__, a method or plain attribute,
+ * the absence of a name -- is guarded through C.<name> (ACC_ATTR on the
+ * class's accessor), so a class changed later recompiles.  Writes are
+ * recorded for undo (a call that breaks after setting attributes leaves
+ * the object as it was).
+ */
+#include "translate_int.h"
+
+/* Names looked up on every class, interned once. */
+static PyObject *s_new, *s_init, *s_setattr, *s_getattribute, *s_getattr, *s_slots,
+                *s_dict, *s_weakref, *s_class, *s_bool, *s_len, *s_fget, *s_fset;
+
+static int intern_names(void)
+{
+    if (s_fset != NULL)
+        return 0;
+    struct { PyObject **slot; const char *text; } names[] = {
+        {&s_new, "__new__"}, {&s_init, "__init__"}, {&s_setattr, "__setattr__"},
+        {&s_getattribute, "__getattribute__"}, {&s_getattr, "__getattr__"},
+        {&s_slots, "__slots__"}, {&s_dict, "__dict__"}, {&s_weakref, "__weakref__"},
+        {&s_class, "__class__"}, {&s_bool, "__bool__"}, {&s_len, "__len__"},
+        {&s_fget, "fget"}, {&s_fset, "fset"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return -1;
+    return 0;
+}
+
+/* Whether __slots__ of a class (borrowed, or NULL) declares no slot of
+   its own: absent, empty, or only __dict__ / __weakref__. */
+static int slots_are_empty(PyObject *slots)
+{
+    if (slots == NULL)
+        return 1;
+    if (PyUnicode_Check(slots))
+        return PyUnicode_Compare(slots, s_dict) == 0 || PyUnicode_Compare(slots, s_weakref) == 0;
+    PyObject *items = PySequence_Fast(slots, "__slots__");
+    if (items == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < PySequence_Fast_GET_SIZE(items); i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(items, i);
+        ok = PyUnicode_Check(s) && (PyUnicode_Compare(s, s_dict) == 0 || PyUnicode_Compare(s, s_weakref) == 0);
+    }
+    Py_DECREF(items);
+    return ok;
+}
+
+/* NULL when calling class tp makes a plain object (see the file's
+   comment), else why not. */
+static const char *class_not_plain(PyTypeObject *tp)
+{
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return "a builtin class";
+    if (Py_TYPE(tp)->tp_call != PyType_Type.tp_call)
+        return "its metaclass has its own __call__";
+    if (tp->tp_new != PyBaseObject_Type.tp_new)
+        return "its __new__ is not object.__new__";
+    if (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT)
+        return "it is abstract";
+    if (tp->tp_itemsize != 0 || !type_has_instance_dict(tp))
+        return "its instances have no __dict__";
+    PyObject *mro = tp->tp_mro;                                 /* borrowed */
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (base == &PyBaseObject_Type)
+            continue;
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            return "it derives from a builtin class";
+        PyObject *dict = type_dict_ref(base);
+        PyObject *slots = dict ? PyDict_GetItemWithError(dict, s_slots) : NULL;
+        int empty = PyErr_Occurred() ? 0 : slots_are_empty(slots);
+        Py_XDECREF(dict);
+        if (!empty)
+            return "it has __slots__";
+    }
+    return NULL;
+}
+
+/* The accessor of C.name, C being the class value of a new object. */
+static int class_attr_acc(Tracer *t, Value *cls, PyObject *name)
+{
+    return guardset_accessor(t->gs, ACC_ATTR, cls->src, 0, name, NULL);
+}
+
+/* Guard that C.name is `expected` (borrowed, the object C.name gives now).
+   0 / -1. */
+static int guard_class_attr_is(Tracer *t, Value *cls, PyObject *name, PyObject *expected)
+{
+    int acc = class_attr_acc(t, cls, name);
+    return acc < 0 ? -1 : guardset_add(t->gs, GUARD_ID_MATCH, acc, expected, 0);
+}
+
+/* Guard that C has no attribute `name`.  0 / -1. */
+static int guard_class_lacks(Tracer *t, Value *cls, PyObject *name)
+{
+    return guardset_add(t->gs, GUARD_HASATTR, cls->src, name, 0);
+}
+
+/* The value of C.name (what the class itself gives: a function, a
+   property object, a constant), guarded as its accessor's values are. */
+static Value *class_attr_value(Tracer *t, Value *cls, PyObject *name)
+{
+    int acc = class_attr_acc(t, cls, name);
+    if (acc < 0)
+        return NULL;
+    PyObject *got = PyObject_GetAttr(cls->obj, name);
+    if (got == NULL)
+        return NULL;
+    Value *v = value_from_source(t, acc, got);
+    Py_DECREF(got);
+    return v;
+}
+
+/* The attribute dict of new object o: items[0]. */
+static inline Value *attrs_of(Value *o)
+{
+    return o->items[0];
+}
+
+/* Index of the last entry of key name in the attribute dict d, or -1 (-2
+   on an error).  A deleted attribute keeps its entry, its item a V_NULL
+   (so that undo can put it back where it was); set again, it gets a new
+   entry at the end, as a dict would. */
+static int dict_index(Value *d, PyObject *name)
+{
+    for (int i = d->n - 1; i >= 0; i--) {
+        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, i), name, Py_EQ);
+        if (eq < 0)
+            return -2;
+        if (eq)
+            return i;
+    }
+    return -1;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames, bool *handled)
+{
+    Tracer *t = f->t;
+    *handled = false;
+    if (cls->kind != V_CONST || cls->src < 0 || !PyType_Check(cls->obj) || intern_names() < 0)
+        return NULL;
+    PyTypeObject *tp = (PyTypeObject *)cls->obj;
+    const char *why = class_not_plain(tp);
+    if (why != NULL)
+        return NULL;
+    *handled = true;
+    PyObject *new_fn = PyObject_GetAttr(cls->obj, s_new);
+    int rc = new_fn ? guard_class_attr_is(t, cls, s_new, new_fn) : -1;
+    Py_XDECREF(new_fn);
+    if (rc < 0)
+        return NULL;
+    Value *o = value_new(t, V_NEWOBJ, cls->obj);
+    Value *attrs = o ? value_new(t, V_DICT, NULL) : NULL;
+    if (attrs == NULL || (attrs->obj = PyList_New(0)) == NULL
+        || value_append(t, o, attrs) < 0 || value_append(t, o, cls) < 0)
+        return NULL;
+    PyObject *init = _PyType_Lookup(tp, s_init);                 /* borrowed */
+    if (init != NULL && PyFunction_Check(init)) {
+        Value *initv = class_attr_value(t, cls, s_init);
+        if (initv == NULL || nargs + 1 >= MAX_STACK)
+            return initv ? tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL : NULL;
+        Value *full[MAX_STACK];
+        full[0] = o;
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+        Value *r = tr_call_or_undo(f, initv, full, nargs + 1, kwnames);
+        if (r == NULL)
+            return NULL;
+        if (r->kind != V_CONST || r->obj != Py_None)
+            return tracer_unsupported(t, false, "%s.__init__ returned a value that is not None",
+                                      tp->tp_name), NULL;
+        return o;
+    }
+    if (init != _PyType_Lookup(&PyBaseObject_Type, s_init))
+        return tracer_unsupported(t, false, "%s() with an __init__ that is not Python", tp->tp_name), NULL;
+    if (nargs > 0)
+        return tracer_unsupported(t, false, "%s() takes no arguments", tp->tp_name), NULL;
+    if (guard_class_attr_is(t, cls, s_init, init) < 0)
+        return NULL;
+    return o;
+}
+
+/* A property of the class (data descriptor descr) read or written on o
+   through its Python fget / fset (which: s_fget or s_fset), inlined.
+   NULL when tracing stops. */
+static Value *property_call(TFrame *f, Value *o, PyObject *name, PyObject *which, Value *value)
+{
+    Tracer *t = f->t;
+    Value *prop = class_attr_value(t, o->items[1], name);
+    if (prop == NULL)
+        return NULL;
+    int pa = prop->src;
+    PyObject *accessor_fn = PyObject_GetAttr(prop->obj, which);
+    if (accessor_fn == NULL)
+        return NULL;
+    Value *r = NULL;
+    if (!PyFunction_Check(accessor_fn)) {
+        tracer_unsupported(t, false, "property '%U' of %s whose %U is not Python", name,
+                           ((PyTypeObject *)o->obj)->tp_name, which);
+    }
+    else {
+        int fa = pa < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, pa, 0, which, NULL);
+        Value *fv = fa < 0 ? NULL : value_from_source(t, fa, accessor_fn);
+        Value *args[2] = {o, value};
+        r = fv ? tr_call_or_undo(f, fv, args, value ? 2 : 1, NULL) : NULL;
+    }
+    Py_DECREF(accessor_fn);
+    return r;
+}
+
+/* The class's generic lookups are object's: no Python __getattribute__
+   (guarded by identity), and either no __getattr__ (guarded absent) or
+   one that is Python (returned, borrowed, for names found nowhere else).
+   0 / -1. */
+static int guard_generic_reads(Tracer *t, Value *o, PyObject **getattr_fn)
+{
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    Value *cls = o->items[1];
+    PyObject *ga = _PyType_Lookup(tp, s_getattribute);                  /* borrowed */
+    if (ga != _PyType_Lookup(&PyBaseObject_Type, s_getattribute))
+        return tracer_unsupported(t, false, "%s has its own __getattribute__", tp->tp_name);
+    if (guard_class_attr_is(t, cls, s_getattribute, ga) < 0)
+        return -1;
+    *getattr_fn = _PyType_Lookup(tp, s_getattr);
+    if (*getattr_fn == NULL)
+        return guard_class_lacks(t, cls, s_getattr);
+    if (!PyFunction_Check(*getattr_fn))
+        return tracer_unsupported(t, false, "%s.__getattr__ is not Python", tp->tp_name);
+    return class_attr_value(t, cls, s_getattr) ? 0 : -1;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
+{
+    Tracer *t = f->t;
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    Value *cls = o->items[1];
+    PyObject *getattr_fn = NULL;
+    if (intern_names() < 0 || guard_generic_reads(t, o, &getattr_fn) < 0)
+        return NULL;
+    PyObject *descr = _PyType_Lookup(tp, name);                         /* borrowed */
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        if (PyUnicode_Compare(name, s_class) == 0)
+            return cls;
+        if (Py_IS_TYPE(descr, &PyProperty_Type))
+            return property_call(f, o, name, s_fget, NULL);
+        return tracer_unsupported(t, false, "attribute '%U' of a new %s is a %s", name, tp->tp_name,
+                                  Py_TYPE(descr)->tp_name), NULL;
+    }
+    int i = dict_index(attrs_of(o), name);
+    if (i == -2)
+        return NULL;
+    if (i >= 0 && attrs_of(o)->items[i]->kind == V_NULL)
+        i = -1;
+    if (descr == NULL && guard_class_lacks(t, cls, name) < 0)
+        return NULL;
+    if (i >= 0 && attrs_of(o)->items[i]->kind != V_NULL)
+        return attrs_of(o)->items[i];
+    if (descr == NULL) {
+        if (getattr_fn == NULL)
+            return tracer_unsupported(t, false, "a new %s has no attribute '%U'", tp->tp_name, name), NULL;
+        Value *fn = class_attr_value(t, cls, s_getattr);
+        Value *key = value_new(t, V_CONST, name);
+        Value *args[2] = {o, key};
+        return fn && key ? tr_call_or_undo(f, fn, args, 2, NULL) : NULL;
+    }
+    Value *cv = class_attr_value(t, cls, name);
+    if (cv == NULL)
+        return NULL;
+    if (PyFunction_Check(descr)) {
+        Value *bound = value_new(t, V_BOUNDFN, NULL);
+        if (bound == NULL || value_append(t, bound, cv) < 0 || value_append(t, bound, o) < 0)
+            return NULL;
+        return bound;
+    }
+    if (Py_TYPE(descr)->tp_descr_get != NULL && !Py_IS_TYPE(descr, &PyStaticMethod_Type)
+        && !Py_IS_TYPE(descr, &PyClassMethod_Type))
+        return tracer_unsupported(t, false, "class attribute '%U' of %s (a %s)", name, tp->tp_name,
+                                  Py_TYPE(descr)->tp_name), NULL;
+    return cv;      /* a constant, a staticmethod's function, a classmethod bound to C */
+}
+
+/* The class lets o.name be written into o's __dict__: object.__setattr__
+   (guarded), and no data descriptor of that name (or absent: guarded).
+   1: into the dict; 0: a property's Python setter handles it (*prop);
+   -1 when tracing stops. */
+static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop)
+{
+    Tracer *t = f->t;
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    Value *cls = o->items[1];
+    *prop = false;
+    if (intern_names() < 0)
+        return -1;
+    PyObject *sa = _PyType_Lookup(tp, s_setattr);                       /* borrowed */
+    if (sa != _PyType_Lookup(&PyBaseObject_Type, s_setattr))
+        return tracer_unsupported(t, false, "setting attribute '%U' of a %s, which has its own "
+                                  "__setattr__", name, tp->tp_name);
+    if (guard_class_attr_is(t, cls, s_setattr, sa) < 0)
+        return -1;
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr == NULL)
+        return guard_class_lacks(t, cls, name) < 0 ? -1 : 1;
+    if (Py_TYPE(descr)->tp_descr_set == NULL)
+        return class_attr_value(t, cls, name) ? 1 : -1;   /* stays a non-data attribute */
+    if (Py_IS_TYPE(descr, &PyProperty_Type)) {
+        *prop = true;
+        return 0;
+    }
+    return tracer_unsupported(t, false, "setting attribute '%U' of a %s: a %s", name, tp->tp_name,
+                              Py_TYPE(descr)->tp_name);
+}
+
+/* (contract: translate_int.h) */
+int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value)
+{
+    Tracer *t = f->t;
+    bool prop;
+    int r = plain_store(f, o, name, &prop);
+    if (r < 0)
+        return -1;
+    if (prop) {
+        Value *res = property_call(f, o, name, s_fset, value);
+        return res ? 0 : -1;
+    }
+    Value *attrs = attrs_of(o);
+    int i = dict_index(attrs, name);
+    if (i >= 0 && attrs->items[i]->kind == V_NULL)
+        i = -1;                          /* deleted: a new entry */
+    if (i == -2 || tracer_note_mutation(t, attrs, i) < 0)
+        return -1;
+    if (i >= 0) {
+        attrs->items[i] = value;
+        return 0;
+    }
+    return PyList_Append(attrs->obj, name) < 0 ? -1 : value_append(t, attrs, value);
+}
+
+/* (contract: translate_int.h) */
+int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name)
+{
+    Tracer *t = f->t;
+    bool prop;
+    int r = plain_store(f, o, name, &prop);
+    if (r < 0)
+        return -1;
+    if (prop)
+        return tracer_unsupported(t, false, "deleting property '%U'", name);
+    Value *attrs = attrs_of(o);
+    int i = dict_index(attrs, name);
+    if (i == -2)
+        return -1;
+    if (i < 0 || attrs->items[i]->kind == V_NULL)
+        return tracer_unsupported(t, false, "deleting attribute '%U' a new %s lacks", name,
+                                  ((PyTypeObject *)o->obj)->tp_name);
+    Value *gone = value_new(t, V_NULL, NULL);
+    if (gone == NULL || tracer_note_mutation(t, attrs, i) < 0)
+        return -1;
+    attrs->items[i] = gone;
+    return 0;
+}
+
+/* (contract: translate_int.h) */
+int tr_newobj_truth(TFrame *f, Value *o)
+{
+    Tracer *t = f->t;
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    if (intern_names() < 0)
+        return -1;
+    if (_PyType_Lookup(tp, s_bool) != NULL || _PyType_Lookup(tp, s_len) != NULL)
+        return tracer_unsupported(t, false, "truth of a new %s, which defines __bool__ or __len__",
+                                  tp->tp_name);
+    if (guard_class_lacks(t, o->items[1], s_bool) < 0 || guard_class_lacks(t, o->items[1], s_len) < 0)
+        return -1;
+    return 1;
+}
