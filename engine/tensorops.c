@@ -75,6 +75,9 @@ static PyObject *torch_known_results;  /* dict fn -> its result while capturing 
 static PyObject *torch_grad_managers;  /* dict cls -> mode it sets (True/False), None:
                                           set_grad_enabled (its argument) */
 static PyObject *torch_set_grad_enabled; /* strong: torch._C._set_grad_enabled */
+static PyObject *torch_state_managers; /* dict cls -> (enter fn, exit fn, parameter names,
+                                          defaults: a tuple, NULL-free, None where
+                                          required is marked by required_marker) */
 static PyObject *torch_training_rule; /* dict fn -> (arg name, position, default): random
                                          unless that argument is False */
 
@@ -339,6 +342,70 @@ static int add_torch_methods(void)
     return 0;
 }
 
+/* torch's context managers that set global state other than grad mode,
+   kept in a graph as a pair of nodes, as TorchDynamo keeps them: enter(
+   *arguments) returns the entered mode, exit(mode) leaves it.  A
+   parameter without a default is required (NULL default). */
+static const struct {
+    const char *module, *cls, *enter, *exit;
+    const char *params[4];
+    const char *defaults[4];      /* Python source of the defaults, NULL: required */
+} state_manager_specs[] = {
+    {"torch.amp.autocast_mode", "autocast", "_enter_autocast", "_exit_autocast",
+     {"device_type", "dtype", "enabled", "cache_enabled"}, {NULL, "None", "True", "None"}},
+    {"torch.autograd.grad_mode", "inference_mode", "_enter_inference_mode", "_exit_inference_mode",
+     {"mode", NULL, NULL, NULL}, {"True", NULL, NULL, NULL}},
+    {NULL, NULL, NULL, NULL, {NULL}, {NULL}},
+};
+
+/* The constant a default's source names (None, True, False). */
+static PyObject *default_constant(const char *src)
+{
+    return src == NULL ? NULL : strcmp(src, "True") == 0 ? Py_True
+           : strcmp(src, "False") == 0 ? Py_False : Py_None;
+}
+
+/* torch_state_managers from state_manager_specs, those this torch has.
+   0 / -1. */
+static int load_state_managers(void)
+{
+    if ((torch_state_managers = PyDict_New()) == NULL)
+        return -1;
+    for (int i = 0; state_manager_specs[i].module; i++) {
+        PyObject *m = tensorlib_loaded_module_ref(state_manager_specs[i].module);
+        PyObject *cls = m ? PyObject_GetAttrString(m, state_manager_specs[i].cls) : NULL;
+        PyObject *enter = cls ? PyObject_GetAttrString(m, state_manager_specs[i].enter) : NULL;
+        PyObject *exit = enter ? PyObject_GetAttrString(m, state_manager_specs[i].exit) : NULL;
+        Py_XDECREF(m);
+        if (exit == NULL) {
+            PyErr_Clear();          /* not in this torch: left unmodelled */
+            Py_XDECREF(cls);
+            Py_XDECREF(enter);
+            continue;
+        }
+        int n = 0;
+        while (n < 4 && state_manager_specs[i].params[n])
+            n++;
+        PyObject *names = PyTuple_New(n), *defaults = PyTuple_New(n);
+        for (int k = 0; names && defaults && k < n; k++) {
+            PyObject *d = default_constant(state_manager_specs[i].defaults[k]);
+            PyTuple_SET_ITEM(names, k, PyUnicode_FromString(state_manager_specs[i].params[k]));
+            PyTuple_SET_ITEM(defaults, k, Py_NewRef(d ? d : Py_Ellipsis));  /* ...: required */
+        }
+        PyObject *spec = names && defaults ? PyTuple_Pack(4, enter, exit, names, defaults) : NULL;
+        int rc = spec ? PyDict_SetItem(torch_state_managers, cls, spec) : -1;
+        Py_XDECREF(spec);
+        Py_XDECREF(names);
+        Py_XDECREF(defaults);
+        Py_DECREF(cls);
+        Py_DECREF(enter);
+        Py_DECREF(exit);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Make torch's rules (torch: the torch module, borrowed; tensorlib has
    loaded its types).  0 / -1. */
 static int load_torch(PyObject *torch)
@@ -366,6 +433,8 @@ static int load_torch(PyObject *torch)
         if (rc < 0)
             return -1;
     }
+    if (load_state_managers() < 0)
+        return -1;
     PyObject *tc = PyObject_GetAttrString(torch, "_C");
     torch_set_grad_enabled = tc ? PyObject_GetAttrString(tc, "_set_grad_enabled") : NULL;
     Py_XDECREF(tc);
@@ -586,6 +655,50 @@ int tensorops_grad_manager_mode(PyObject *fn, Value **args, int nargs, PyObject 
     if (nargs != 1 || nkw > 1 || args[0]->kind != V_CONST || !PyBool_Check(args[0]->obj))
         return -2;
     return args[0]->obj == Py_True;
+}
+
+int tensorops_state_manager(PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                            PyObject **enter, PyObject **exit, PyObject **vals)
+{
+    *vals = NULL;
+    if (torch_state_managers == NULL || !PyType_Check(fn))
+        return 0;
+    PyObject *spec = PyDict_GetItemWithError(torch_state_managers, fn);   /* borrowed */
+    if (spec == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    *enter = PyTuple_GET_ITEM(spec, 0);
+    *exit = PyTuple_GET_ITEM(spec, 1);
+    PyObject *names = PyTuple_GET_ITEM(spec, 2), *defaults = PyTuple_GET_ITEM(spec, 3);
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    if (npos > n)
+        return -2;
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL)
+        return -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Value *v = k < npos ? args[k] : NULL;
+        for (Py_ssize_t j = 0; j < nkw && v == NULL; j++)
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, j), PyTuple_GET_ITEM(names, k)) == 0)
+                v = args[npos + j];
+        PyObject *c = v ? (v->kind == V_CONST ? v->obj : NULL) : PyTuple_GET_ITEM(defaults, k);
+        if (c == NULL || c == Py_Ellipsis) {
+            Py_DECREF(out);
+            return -2;              /* not a constant, or a required one missing */
+        }
+        PyTuple_SET_ITEM(out, k, Py_NewRef(c));
+    }
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        int known = 0;
+        for (Py_ssize_t k = 0; k < n && !known; k++)
+            known = PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, j), PyTuple_GET_ITEM(names, k)) == 0;
+        if (!known) {
+            Py_DECREF(out);
+            return -2;
+        }
+    }
+    *vals = out;
+    return 1;
 }
 
 int tensorops_set_grad_mode(Tracer *t, int mode, bool add_node)

@@ -420,6 +420,109 @@ static Value *grad_mode_exit(TFrame *f, Value *gm, Value **args, int nargs)
     return value_new(f->t, V_CONST, Py_None);
 }
 
+/* (contract: translate_int.h) */
+void tr_leave_state_modes(Tracer *t, Py_ssize_t mark)
+{
+    if (t->state_modes == NULL)
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    for (Py_ssize_t i = PyList_GET_SIZE(t->state_modes) - 1; i >= mark; i--) {
+        PyObject *pair = PyList_GET_ITEM(t->state_modes, i);
+        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    if (PyList_SetSlice(t->state_modes, mark, PyList_GET_SIZE(t->state_modes), NULL) < 0)
+        PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
+/* Entering a torch state manager (mgr, a V_STATECM): a node enter(*args)
+   whose value is the mode, entered now too (the ops that follow are
+   traced in it, and tr_leave_state_modes leaves it if tracing stops).
+   *exit: the V_STATECM that leaves it.  0 / -1. */
+static int enter_state_manager(TFrame *f, Value *mgr, Value **exit, Value **entered)
+{
+    Tracer *t = f->t;
+    PyObject *enter_fn = mgr->items[0]->obj, *exit_fn = mgr->items[1]->obj;
+    if (t->state_modes == NULL && (t->state_modes = PyList_New(0)) == NULL)
+        return -1;
+    if (tensorops_note_torch(t) < 0)
+        return -1;
+    if (t->grad_mode_start < 0) {
+        /* inference_mode turns grad mode off: what the frame was entered
+           in is what its GRAD_MODE guard checks, and what tracing ends in */
+        PyObject *fn = tensorlib_grad_enabled_fn();
+        PyObject *m = fn ? PyObject_CallNoArgs(fn) : NULL;
+        int now = m ? PyObject_IsTrue(m) : -1;
+        Py_XDECREF(m);
+        if (now < 0)
+            return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "grad mode without torch");
+        t->grad_mode_start = now;
+    }
+    PyObject *mode = PyObject_Call(enter_fn, mgr->obj, NULL);
+    if (mode == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        tracer_unsupported(t, false, "%S%R raised %S", enter_fn, mgr->obj, value ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    PyObject *pair = PyTuple_Pack(2, exit_fn, mode);
+    int rc = pair ? PyList_Append(t->state_modes, pair) : -1;
+    Py_XDECREF(pair);
+    if (rc < 0) {
+        PyObject *r = PyObject_CallOneArg(exit_fn, mode);
+        Py_XDECREF(r);
+        Py_DECREF(mode);
+        return -1;
+    }
+    NodeObject *n = graph_call(t->graph, NODE_CALL_FUNCTION, enter_fn, mgr->obj, NULL,
+                               PyUnicode_AsUTF8(((PyFunctionObject *)enter_fn)->func_name), mode);
+    Value *ex = n ? value_new(t, V_STATECM, mode) : NULL;
+    Py_DECREF(mode);
+    if (ex == NULL || value_append(t, ex, mgr->items[0]) < 0 || value_append(t, ex, mgr->items[1]) < 0)
+        return -1;
+    ex->pos = 1;
+    ex->node = n;
+    *exit = ex;
+    *entered = value_new(t, V_CONST, Py_None);     /* `as` is refused (tr_interp.c) */
+    return *entered ? 0 : -1;
+}
+
+/* The __exit__ of an entered torch state manager (sm, its V_STATECM exit):
+   at the block's normal end, a node exit(mode) and the mode left now.
+   None, or NULL when tracing stops. */
+static Value *state_manager_exit(TFrame *f, Value *sm, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    for (int i = 0; i < nargs; i++)
+        if (args[i]->kind != V_CONST || args[i]->obj != Py_None)
+            return tracer_unsupported(t, false, "leaving a torch.autocast/inference_mode block by "
+                                      "an exception"), NULL;
+    Py_ssize_t top = t->state_modes ? PyList_GET_SIZE(t->state_modes) - 1 : -1;
+    PyObject *mode = sm->obj;                                          /* borrowed */
+    if (top < 0 || PyTuple_GET_ITEM(PyList_GET_ITEM(t->state_modes, top), 1) != mode)
+        return tracer_unsupported(t, false, "torch state managers left in another order than "
+                                  "entered"), NULL;
+    PyObject *exit_fn = sm->items[1]->obj;
+    PyObject *gargs = PyTuple_Pack(1, (PyObject *)sm->node);
+    NodeObject *n = gargs ? graph_call(t->graph, NODE_CALL_FUNCTION, exit_fn, gargs, NULL,
+                                       PyUnicode_AsUTF8(((PyFunctionObject *)exit_fn)->func_name),
+                                       Py_None) : NULL;
+    Py_XDECREF(gargs);
+    if (n == NULL)
+        return NULL;
+    tr_leave_state_modes(t, top);
+    return value_new(t, V_CONST, Py_None);
+}
+
 /* with mgr: for a context manager whose class defines __enter__ and
    __exit__ in Python (mgr reached by an accessor, or made while
    tracing): __enter__ inlined now,
@@ -456,6 +559,8 @@ static int enter_user_manager(TFrame *f, Value *mgr, Value **exit, Value **enter
 int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered)
 {
     Tracer *t = f->t;
+    if (mgr->kind == V_STATECM && mgr->pos == 0)
+        return enter_state_manager(f, mgr, exit, entered);
     int user = enter_user_manager(f, mgr, exit, entered);
     if (user != 0)
         return user > 0 ? 0 : -1;
@@ -524,6 +629,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tr_call_bound(f, callable, args, nargs, kwnames);
     if (callable->kind == V_GRADMODE && callable->pos == 1)
         return grad_mode_exit(f, callable, args, nargs);
+    if (callable->kind == V_STATECM && callable->pos == 1)
+        return state_manager_exit(f, callable, args, nargs);
     if (callable->kind == V_BOUND && foldable(callable->items[0])
         && (PyUnicode_CheckExact(callable->items[0]->obj) || PyBytes_CheckExact(callable->items[0]->obj)
             || PyTuple_CheckExact(callable->items[0]->obj) || PyLong_CheckExact(callable->items[0]->obj)
@@ -613,6 +720,22 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
             gm->count = grad;
         return gm;
     }
+    PyObject *enter_fn, *exit_fn, *vals;
+    int sm = tensorops_state_manager(fn, args, nargs, kwnames, &enter_fn, &exit_fn, &vals);
+    if (sm == -1)
+        return NULL;
+    if (sm == -2)
+        return tracer_unsupported(t, false, "%s() with arguments that are not constants",
+                                  ((PyTypeObject *)fn)->tp_name), NULL;
+    if (sm == 1) {
+        Value *cm = value_new(t, V_STATECM, vals);
+        Py_DECREF(vals);
+        Value *en = cm ? value_new(t, V_CONST, enter_fn) : NULL;
+        Value *ex = en ? value_new(t, V_CONST, exit_fn) : NULL;
+        if (ex == NULL || value_append(t, cm, en) < 0 || value_append(t, cm, ex) < 0)
+            return NULL;
+        return cm;
+    }
     if (PyType_Check(fn)) {
         bool handled;
         Value *o = tr_new_object(f, callable, args, nargs, kwnames, &handled);
@@ -637,9 +760,11 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
     int undo_mark = t->nundo;
     int ops_mark = graph_op_count(t->graph);
     int grad_mode = t->grad_mode_now;
+    Py_ssize_t modes_mark = t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0;
     Value *r = call_value(f, callable, args, nargs, kwnames);
     if (r == NULL) {
         tracer_undo_to(t, undo_mark);
+        tr_leave_state_modes(t, modes_mark);
         tensorops_restore_grad_mode(t, grad_mode >= 0 ? grad_mode : t->grad_mode_start);
         if (f->parent == NULL && !PyErr_Occurred())
             graph_truncate(t->graph, ops_mark);

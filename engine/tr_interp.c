@@ -270,7 +270,7 @@ static int op_call(TFrame *f, const Instr *in)
     if (r->kind == V_ITER && r->from_generator && !generator_consumed_at_once(f, in, argc + 2))
         return tracer_unsupported(f->t, false, "a generator expression not passed straight to "
                                   "tuple(), list(), sum(), any(), all(), min(), max() or sorted()");
-    if (r->kind == V_GRADMODE && next_op(f, in) != OP_BEFORE_WITH)
+    if ((r->kind == V_GRADMODE || r->kind == V_STATECM) && next_op(f, in) != OP_BEFORE_WITH)
         return tracer_unsupported(f->t, false, "a grad-mode manager used other than by a with "
                                   "statement (torch.set_grad_enabled(b) alone sets the mode)");
     f->kwnames = NULL;
@@ -519,11 +519,14 @@ static int op_build_map(TFrame *f, const Instr *in)
 /* BEFORE_WITH: [mgr] -> [exit, entered].  Not in the root frame of a
    strict translation: a break inside the block put it there, and the
    frame ends at the with statement. */
-static int op_before_with(TFrame *f)
+static int op_before_with(TFrame *f, const Instr *in)
 {
     if (f->parent == NULL && f->t->strict_try)
         return tracer_unsupported(f->t, false, "a with block with a break inside it");
     Value *exit, *entered;
+    if (peek(f, 1)->kind == V_STATECM && next_op(f, in) != OP_POP_TOP)
+        return tracer_unsupported(f->t, false, "`with torch.autocast(...) as name` (the mode "
+                                  "object is the graph's)");
     if (tr_enter_with(f, pop(f), &exit, &entered) < 0)
         return -1;
     return push(f, exit) < 0 ? -1 : push(f, entered);
@@ -1077,7 +1080,7 @@ int tr_run_frame(TFrame *f, int start)
             rc = op_map_add(f, &in);
             break;
         case OP_BEFORE_WITH:
-            rc = op_before_with(f);
+            rc = op_before_with(f, &in);
             break;
         case OP_LOAD_SUPER_ATTR:
             rc = op_load_super_attr(f, &in);

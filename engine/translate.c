@@ -271,6 +271,7 @@ static void tracer_free(Tracer *t)
     PyMem_Free(t->end.args);
     PyMem_Free(t->undo);
     tr_gen_frames_free(t);
+    Py_CLEAR(t->state_modes);
     Py_CLEAR(t->iter_objs);
     Py_CLEAR(t->graph);
     Py_CLEAR(t->example_inputs);
@@ -366,6 +367,7 @@ stopped:
     }
 out:
     tr_frame_teardown(&root);
+    tr_leave_state_modes(&t, 0);
     tensorops_restore_grad_mode(&t, t.grad_mode_start);   /* as the frame found it */
     if (st != TRANSLATE_OK) {
         /* Leave the plan empty so its destructor has nothing half-built,

@@ -53,6 +53,10 @@ typedef enum VKind {
     V_NEWOBJ,    /* an object of a program class made while tracing: obj = the
                     class; items[0] = its attributes (a V_DICT, a deleted one's
                     item a V_NULL), items[1] = the class's value (tr_newobj.c) */
+    V_STATECM,   /* torch.autocast(...) / inference_mode(...) made for a `with`:
+                    obj = its arguments (a tuple), items = [enter, exit] (V_CONST);
+                    pos == 1: the __exit__ of one entered, obj = the mode
+                    entered while tracing, node = the enter node (tr_calls.c) */
     V_GEN,       /* a generator made while tracing, suspended: gen = its frame
                     (tr_generators.c); it cannot leave the translation */
 } VKind;
@@ -169,6 +173,9 @@ typedef struct Tracer {
     struct Undo *undo;       /* owned: mutations of frame-made containers, so a
                                 call that breaks after mutating can be undone */
     int nundo, undo_cap;
+    PyObject *state_modes;   /* strong list of (exit fn, mode): torch state
+                                managers (V_STATECM) entered while tracing
+                                and not left yet, innermost last */
     struct TFrame **gens;    /* owned: the frames of generators made while
                                 tracing (V_GEN), torn down with the tracer */
     int ngens, gens_cap;
@@ -275,6 +282,14 @@ PyObject *tensorops_known_result(PyObject *fn);
    enable_grad() 1, set_grad_enabled(mode) mode: 0 / 1; -1 when fn is
    none of them; -2 when set_grad_enabled's mode is not a constant. */
 int tensorops_grad_manager_mode(PyObject *fn, Value **args, int nargs, PyObject *kwnames);
+/* When fn is one of torch's context managers kept in a graph as a pair
+   of nodes (torch.autocast, torch.inference_mode): 1, with *vals its
+   arguments bound in order (a new tuple of constants) and *enter / *exit
+   (borrowed) what the nodes call: enter(*vals) -> mode, exit(mode).
+   0: fn is none of them; -2: an argument is not a constant, or missing;
+   -1: an error. */
+int tensorops_state_manager(PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                            PyObject **enter, PyObject **exit, PyObject **vals);
 /* Set torch's grad mode for the graph (a node torch._C._set_grad_enabled
    (mode)) and for tracing (the ops that follow run in it).  0 / -1. */
 int tensorops_set_grad_mode(Tracer *t, int mode, bool add_node);

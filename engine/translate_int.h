@@ -341,6 +341,9 @@ int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count);
 /* BEFORE_WITH of mgr: *exit, what the block's end calls, and *entered,
    what `as` binds.  0 / -1. */
 int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered);
+/* Leave the torch state modes entered while tracing past the first
+   `mark` (innermost first), as tracing found them.  Cannot fail. */
+void tr_leave_state_modes(Tracer *t, Py_ssize_t mark);
 /* The call of a CALL instruction; a call that stops is undone. */
 Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
 

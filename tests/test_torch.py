@@ -624,6 +624,82 @@ def test_set_grad_enabled_alone_is_not_modelled_and_runs_as_eagerly():
     assert torch.is_grad_enabled()
 
 
+# ---- torch.autocast / inference_mode: a pair of graph nodes (issue 18) ----
+
+_lin = nn.Linear(8, 8)
+
+
+def _autocast_blocks(x):
+    y = x * 2
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = _lin(y)
+        w = z @ z.t()
+    with torch.inference_mode():
+        q = w.float() + 1
+    return q.sum(), z.dtype, w.dtype
+
+
+def _calls_autocast_blocks(x):
+    return _autocast_blocks(x)
+
+
+STATES = []
+
+
+def _record_state(tag):
+    STATES.append((tag, torch.is_autocast_enabled("cpu")))
+
+
+def _autocast_with_a_break(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = _lin(x)
+        _record_state("inside")
+    return z.float() * 2
+
+
+def _autocast_of_a_variable_dtype(x, dt):
+    with torch.autocast("cpu", dtype=dt):
+        return _lin(x)
+
+
+@pytest.mark.parametrize("fn", [_autocast_blocks, _calls_autocast_blocks])
+def test_autocast_and_inference_mode_blocks_are_graph_state(fn):
+    x = torch.randn(4, 8)
+    want = fn(x)
+    out = dynscope.explain(fn)(x)
+    assert out.graph_count == 1 and out.graph_break_count == 0 and out.skipped == []
+    targets = [str(t) for t in out.ops_per_graph[0]]
+    for name in ("_enter_autocast", "_exit_autocast", "_enter_inference_mode", "_exit_inference_mode"):
+        assert sum(name in t for t in targets) == 1, targets
+    f = dynscope.optimize("eager")(fn)
+    for _ in range(2):
+        got = f(x)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:] == (torch.bfloat16, torch.bfloat16)
+        assert not torch.is_autocast_enabled("cpu") and not torch.is_inference_mode_enabled()
+        assert torch.is_grad_enabled()
+
+
+def test_a_break_inside_an_autocast_block_runs_the_block_eagerly_in_autocast():
+    x = torch.randn(4, 8)
+    STATES.clear()
+    want = _autocast_with_a_break(x)
+    f = dynscope.optimize("eager")(_autocast_with_a_break)
+    for _ in range(2):
+        got = f(x)
+        assert torch.equal(got, want) and got.dtype == torch.float32
+    assert STATES == [("inside", True)] * 3
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_autocast_of_a_dtype_that_is_not_a_constant_still_equals_eager():
+    x = torch.randn(4, 8)
+    f = dynscope.optimize("eager")(_autocast_of_a_variable_dtype)
+    for dt in (torch.bfloat16, torch.float16):
+        got, want = f(x, dt), _autocast_of_a_variable_dtype(x, dt)
+        assert torch.equal(got, want) and got.dtype == want.dtype == dt
+    assert not torch.is_autocast_enabled("cpu")
+
+
 def _uses_finfo(x):
     lo = torch.finfo(x.dtype).min
     return torch.clamp(x, min=lo / 2) + torch.iinfo(torch.int8).max
