@@ -589,6 +589,44 @@ int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered)
     return *entered ? 0 : -1;
 }
 
+/* fn(*args) for fn one of torch's context managers the translator keeps
+   as graph state: grad mode (V_GRADMODE), autocast and inference_mode
+   (V_STATECM), made for the `with` that follows.  *handled false (NULL)
+   for any other fn. */
+static Value *torch_manager(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                            bool *handled)
+{
+    Tracer *t = f->t;
+    *handled = true;
+    int grad = tensorops_grad_manager_mode(fn, args, nargs, kwnames);
+    if (grad == -2)
+        return tracer_unsupported(t, false, "set_grad_enabled() of a mode that is not a constant"), NULL;
+    if (grad >= 0) {
+        Value *gm = value_new(t, V_GRADMODE, NULL);
+        if (gm != NULL)
+            gm->count = grad;
+        return gm;
+    }
+    PyObject *enter_fn, *exit_fn, *vals;
+    int sm = tensorops_state_manager(fn, args, nargs, kwnames, &enter_fn, &exit_fn, &vals);
+    if (sm == -1)
+        return NULL;
+    if (sm == -2)
+        return tracer_unsupported(t, false, "%s() with arguments that are not constants",
+                                  ((PyTypeObject *)fn)->tp_name), NULL;
+    if (sm == 0) {
+        *handled = false;
+        return NULL;
+    }
+    Value *cm = value_new(t, V_STATECM, vals);
+    Py_DECREF(vals);
+    Value *en = cm ? value_new(t, V_CONST, enter_fn) : NULL;
+    Value *ex = en ? value_new(t, V_CONST, exit_fn) : NULL;
+    if (ex == NULL || value_append(t, cm, en) < 0 || value_append(t, cm, ex) < 0)
+        return NULL;
+    return cm;
+}
+
 /* callable(*args) (kwnames, borrowed, naming the last args): a tensor or
    container method, an nn.Module, a user function (inlined), a pure tensor
    function (a node), a builtin or builtin type; anything else is a break.
@@ -711,33 +749,11 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (PyType_Check(fn) && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return tr_call_type(f, fn, args, nargs, kwnames);
-    int grad = tensorops_grad_manager_mode(fn, args, nargs, kwnames);
-    if (grad == -2)
-        return tracer_unsupported(t, false, "set_grad_enabled() of a mode that is not a constant"), NULL;
-    if (grad >= 0) {
-        Value *gm = value_new(t, V_GRADMODE, NULL);
-        if (gm != NULL)
-            gm->count = grad;
-        return gm;
-    }
-    PyObject *enter_fn, *exit_fn, *vals;
-    int sm = tensorops_state_manager(fn, args, nargs, kwnames, &enter_fn, &exit_fn, &vals);
-    if (sm == -1)
-        return NULL;
-    if (sm == -2)
-        return tracer_unsupported(t, false, "%s() with arguments that are not constants",
-                                  ((PyTypeObject *)fn)->tp_name), NULL;
-    if (sm == 1) {
-        Value *cm = value_new(t, V_STATECM, vals);
-        Py_DECREF(vals);
-        Value *en = cm ? value_new(t, V_CONST, enter_fn) : NULL;
-        Value *ex = en ? value_new(t, V_CONST, exit_fn) : NULL;
-        if (ex == NULL || value_append(t, cm, en) < 0 || value_append(t, cm, ex) < 0)
-            return NULL;
-        return cm;
-    }
+    bool handled;
+    Value *mgr = torch_manager(f, fn, args, nargs, kwnames, &handled);
+    if (handled)
+        return mgr;
     if (PyType_Check(fn)) {
-        bool handled;
         Value *o = tr_new_object(f, callable, args, nargs, kwnames, &handled);
         if (handled || o != NULL || PyErr_Occurred())
             return o;

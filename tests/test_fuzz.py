@@ -618,7 +618,8 @@ class Gen:
         with defaults and nonlocal state, calls with *args / **kwargs,
         generator expressions fed to sum()/tuple()/any(), one kept and
         consumed after its source list changed (lazy, as eagerly), dict
-        comprehensions, imports inside the function, try in a helper."""
+        comprehensions, imports inside the function, try in a helper,
+        contextlib.nullcontext, a generator function looped over."""
         a = self.leaf_array(worlds)
         if a is None:
             return None
@@ -649,6 +650,18 @@ class Gen:
              f"        return count",
              f"    return u * (bump() + bump())",
              f"{name} = {g}({a.code})"],
+            [f"import contextlib as {g}",
+             f"with {g}.nullcontext({a.code} * {lit}) as {name}_in:",
+             f"    {name} = {name}_in + 1.0",
+             f"with {g}.nullcontext():",
+             f"    {name} = {name} * 2.0",
+             f"del {g}, {name}_in"],
+            [f"def {g}(u):",
+             f"    yield u * 2.0",
+             f"    yield u + {lit}",
+             f"{name} = {a.code} * 0.0",
+             f"for q in {g}({a.code}):",
+             f"    {name} = {name} + q"],
             [f"def {g}(u):",
              f"    try:",
              f"        return u / {lit}",
@@ -664,7 +677,7 @@ class Gen:
             return None
         for w in new:
             for k in list(w.env):
-                if k.startswith(g) or k == name + "_lazy":
+                if k.startswith(g) or k in (name + "_lazy", name + "_in", "q"):
                     w.env.pop(k, None)
         self.features["python"] += 1
         return lines, new
