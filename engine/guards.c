@@ -262,6 +262,13 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
     case ACC_DICT_ITEM:         /* (a module's _modules, _parameters, ...) */
         if (PyDict_CheckExact(base))
             return vals[i] = seen_in_dict(a, base, a->key);   /* already strong */
+        if (PyDict_Check(base)) {
+            /* a dict subclass read as dict.get reads it: its own storage,
+               no __getitem__ of the subclass */
+            v = PyDict_GetItemWithError(base, a->key);
+            if (v == NULL)
+                PyErr_Clear();
+        }
         break;
     case ACC_GLOBAL:
     case ACC_BUILTIN: {

@@ -151,6 +151,33 @@ static Value *builtin_any_all(TFrame *f, Value *iterable, bool is_any)
     return new_const(f->t, PyBool_FromLong(!is_any));
 }
 
+/* getattr(v, name, dflt) / hasattr(v, name) when v's lookup runs Python
+   (a class's own __getattribute__, a property): the lookup traced, an
+   AttributeError that reaches the call straight being a V_ABSENT
+   (tr_attr_missing).  NULL when tracing stops. */
+static Value *getattr_through_python(TFrame *f, Value *v, PyObject *name, Value *dflt)
+{
+    Tracer *t = f->t;
+    static PyObject *getattr_name;
+    if (getattr_name == NULL && (getattr_name = PyUnicode_InternFromString("__getattr__")) == NULL)
+        return NULL;
+    if (_PyType_Lookup(Py_TYPE(v->obj), getattr_name) != NULL)
+        return tracer_unsupported(t, false, "%s() of a %s, whose class has __getattr__",
+                                  dflt ? "getattr" : "hasattr", Py_TYPE(v->obj)->tp_name), NULL;
+    int ta = guardset_accessor(t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
+    if (ta < 0 || guardset_add(t->gs, GUARD_HASATTR, ta, getattr_name, 0) < 0)
+        return NULL;
+    TFrame *saved = t->absent_frame;
+    t->absent_frame = f;
+    Value *r = tr_load_attr(f, v, name);
+    t->absent_frame = saved;
+    if (r == NULL)
+        return NULL;
+    if (r->kind == V_ABSENT)
+        return dflt ? dflt : new_const(t, Py_NewRef(Py_False));
+    return dflt ? r : new_const(t, Py_NewRef(Py_True));
+}
+
 /* getattr(v, name, dflt) (dflt non-NULL) or hasattr(v, name) of an object
    an accessor reaches: whether it has the attribute is guarded (HASATTR),
    and a present one is read as v.name is.  NULL when tracing stops. */
@@ -170,8 +197,7 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
         return dflt ? tr_load_attr(f, v, name) : new_const(t, Py_NewRef(Py_True));
     }
     if (!tr_attr_read_is_pure(v->obj, name))
-        return tracer_unsupported(t, false, "%s() of an attribute whose lookup runs Python code",
-                                  dflt ? "getattr" : "hasattr"), NULL;
+        return getattr_through_python(f, v, name, dflt);
     PyObject *got = PyObject_GetAttr(v->obj, name);
     int has = got != NULL;
     Py_XDECREF(got);
@@ -242,6 +268,14 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     if ((strcmp(name, "any") == 0 || strcmp(name, "all") == 0) && nokw && nargs == 1
         && args[0]->kind != V_TENSOR)
         return builtin_any_all(f, args[0], name[1] == 'n');
+    if (strcmp(name, "hasattr") == 0 && nokw && nargs == 2 && args[0]->kind == V_TENSOR
+        && args[0]->node->op != NODE_PLACEHOLDER && args[1]->kind == V_CONST
+        && PyUnicode_CheckExact(args[1]->obj)) {
+        /* a tensor an op made has no attributes of its own: its type answers
+           (hasattr(x, "jax"), hasattr(t, "shape")) */
+        PyObject *found = _PyType_Lookup(Py_TYPE(args[0]->obj), args[1]->obj);
+        return new_const(t, Py_NewRef(found ? Py_True : Py_False));
+    }
     if (nargs >= 1 && args[0]->kind == V_TENSOR)
         return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
     if (strcmp(name, "getattr") == 0 && nokw && nargs == 2 && args[1]->kind == V_CONST

@@ -241,6 +241,30 @@ out:
     return result;
 }
 
+/* d.pop(key[, dflt]) of a dict this translation made (its keys known):
+   the item removed (undone with the call that breaks), or dflt.  NULL
+   when tracing stops (a missing key without a default: KeyError). */
+static Value *dict_pop(TFrame *f, Value *d, Value *key, Value *dflt)
+{
+    Tracer *t = f->t;
+    if (!foldable(key))
+        return tracer_unsupported(t, false, "dict.pop() of a key that is not a constant"), NULL;
+    for (int i = 0; i < d->n; i++) {
+        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, i), key->obj, Py_EQ);
+        if (eq < 0)
+            return NULL;
+        if (!eq)
+            continue;
+        Value *v = d->items[i];
+        if (tracer_note_snapshot(t, d) < 0 || PySequence_DelItem(d->obj, i) < 0)
+            return NULL;
+        memmove(d->items + i, d->items + i + 1, sizeof(Value *) * (size_t)(d->n - i - 1));
+        d->n--;
+        return v;
+    }
+    return dflt ? dflt : (tracer_unsupported(t, false, "dict.pop() of a missing key (KeyError)"), NULL);
+}
+
 /* Methods of lists and dicts made by this frame, and keys/values/items. */
 static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs, PyObject *kwnames)
 {
@@ -298,6 +322,9 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
         }
         return out;
     }
+    if (self->kind == V_DICT && self->src < 0 && PyUnicode_CompareWithASCIIString(name, "pop") == 0
+        && (nargs == 2 || nargs == 3))
+        return dict_pop(f, self, args[1], nargs == 3 ? args[2] : NULL);
     if (self->kind == V_DICT && PyUnicode_CompareWithASCIIString(name, "get") == 0
         && (nargs == 2 || nargs == 3)) {
         /* d.get(key[, default]): the keys are known (an input dict's are

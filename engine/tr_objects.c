@@ -116,12 +116,63 @@ Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name)
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
             return NULL;
         PyErr_Clear();
-        return tracer_unsupported(t, false, "%s has no attribute '%U'", tp->tp_name, name), NULL;
+        return tr_attr_missing(f, obj, name, true);
     }
     int acc = guardset_accessor(t->gs, ACC_OBJATTR, obj->src, 0, name, NULL);
     Value *v = acc < 0 ? NULL : value_from_source(t, acc, got);
     Py_DECREF(got);
     return v;
+}
+
+/* Whether an AttributeError raised in the innermost frame now would reach
+   the getattr()/hasattr() of t->absent_frame through returns alone: every
+   frame between is at a call or attribute read that RETURN_VALUE follows,
+   outside any try or with block. */
+static bool missing_reaches_getattr(Tracer *t)
+{
+    if (t->absent_frame == NULL)
+        return false;
+    for (TFrame *g = t->current; g != t->absent_frame; g = g->parent) {
+        if (g == NULL || code_instr_protected(g->code, g->cur_instr))
+            return false;
+        Instr in, next;
+        instr_decode(&g->bc, g->cur_instr, &in);
+        if (in.next >= g->bc.nunits)
+            return false;
+        instr_decode(&g->bc, in.next, &next);
+        if (next.op != OP_RETURN_VALUE)
+            return false;
+    }
+    return true;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic)
+{
+    Tracer *t = f->t;
+    const char *tname = Py_TYPE(obj->obj)->tp_name;
+    if (obj->src < 0 || !missing_reaches_getattr(t))
+        return tracer_unsupported(t, false, "%s has no attribute '%U'", tname, name), NULL;
+    if (!generic) {
+        if (guardset_add(t->gs, GUARD_HASATTR, obj->src, name, 0) < 0)
+            return NULL;
+    }
+    else {
+        /* what object.__getattribute__ looked at: the type (a class
+           attribute added later) and the instance dict */
+        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+        if (ta < 0 || guardset_add(t->gs, GUARD_HASATTR, ta, name, 0) < 0)
+            return NULL;
+        PyObject **dictptr = _PyObject_GetDictPtr(obj->obj);
+        if (dictptr != NULL) {
+            PyObject *dn = PyUnicode_FromString("__dict__");
+            int da = dn ? guardset_accessor(t->gs, ACC_OBJATTR, obj->src, 0, dn, NULL) : -1;
+            Py_XDECREF(dn);
+            if (da < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, da, name, 0) < 0)
+                return NULL;
+        }
+    }
+    return value_new(t, V_ABSENT, NULL);
 }
 
 /* (contract: translate_int.h) */
@@ -228,6 +279,18 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
         int fa = guardset_accessor(t->gs, ACC_ATTR, ka, 0, name, NULL);
         if (PyFunction_Check(attr))
             return bind_function(f, fa, attr, obj);
+        if (klass == (PyObject *)&PyDict_Type && Py_IS_TYPE(attr, &PyMethodDescr_Type)
+            && (PyUnicode_CompareWithASCIIString(name, "get") == 0
+                || PyUnicode_CompareWithASCIIString(name, "__getitem__") == 0
+                || PyUnicode_CompareWithASCIIString(name, "__contains__") == 0)) {
+            /* dict.get(self, key) of a dict subclass: its storage, read
+               through accessors (tr_call_bound) */
+            Value *g = value_new(t, V_BOUNDFN, NULL);
+            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
+            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
+                return NULL;
+            return g;
+        }
         bool handled;
         Value *r = property_get(f, obj, name, attr, &handled);
         if (handled || PyErr_Occurred())
@@ -237,6 +300,40 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
         return tracer_unsupported(t, false, "super().%U: a %s", name, Py_TYPE(attr)->tp_name), NULL;
     }
     return tracer_unsupported(t, false, "super() has no attribute '%U'", name), NULL;
+}
+
+/* dict.get / __getitem__ / __contains__ (meth, a method descriptor of
+   dict) of self, a dict subclass reached by an accessor, as super() gives
+   them: the item read as self[key] from its storage (ACC_DICT_ITEM), its
+   absence guarded (DICT_LACKS).  NULL when tracing stops. */
+static Value *dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value **args,
+                                      int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    const char *name = ((PyMethodDescrObject *)meth)->d_method->ml_name;
+    bool get = strcmp(name, "get") == 0;
+    if ((kwnames && PyTuple_GET_SIZE(kwnames) > 0) || nargs < 1 || nargs > (get ? 2 : 1)
+        || !foldable(args[0]) || self->src < 0 || !PyDict_Check(self->obj))
+        return tracer_unsupported(t, false, "dict.%s() of a dict subclass with these arguments",
+                                  name), NULL;
+    PyObject *key = args[0]->obj;
+    PyObject *item = PyDict_GetItemWithError(self->obj, key);              /* borrowed */
+    if (item == NULL && PyErr_Occurred())
+        return NULL;
+    if (item == NULL) {
+        if (guardset_add(t->gs, GUARD_DICT_LACKS, self->src, key, 0) < 0)
+            return NULL;
+        if (strcmp(name, "__contains__") == 0)
+            return new_const(t, Py_NewRef(Py_False));
+        if (!get)
+            return tracer_unsupported(t, false, "a missing key of a dict subclass (KeyError)"), NULL;
+        return nargs == 2 ? args[1] : value_new(t, V_CONST, Py_None);
+    }
+    int acc = guardset_accessor(t->gs, ACC_DICT_ITEM, self->src, 0, key, NULL);
+    Value *v = acc < 0 ? NULL : value_from_source(t, acc, item);   /* guards the item: present */
+    if (v == NULL || strcmp(name, "__contains__") != 0)
+        return v;
+    return new_const(t, Py_NewRef(Py_True));
 }
 
 /* (contract: translate_int.h) */
@@ -251,6 +348,8 @@ Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject 
             return tracer_unsupported(t, false, "object.__getattribute__ of a name that is not a constant"), NULL;
         return tr_generic_attr(f, self, args[0]->obj);
     }
+    if (fn->kind == V_CONST && Py_IS_TYPE(fn->obj, &PyMethodDescr_Type))
+        return dict_method_of_subclass(f, fn->obj, self, args, nargs, kwnames);
     if (nargs + 1 >= MAX_STACK)
         return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
     Value *full[MAX_STACK];

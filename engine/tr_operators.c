@@ -203,6 +203,8 @@ int tr_truth(TFrame *f, Value *v, const char *what)
    (tracing stops). */
 int tr_is_same(TFrame *f, Value *a, Value *b)
 {
+    if (a->kind == V_ABSENT || b->kind == V_ABSENT)
+        return tracer_unsupported(f->t, false, "'is' of a missing attribute");
     if (a->kind == V_CONST && b->kind == V_CONST)
         return a->obj == b->obj;
     if ((a->kind == V_CONST && a->obj == Py_None && b->kind != V_CONST && b->kind != V_OBJECT)

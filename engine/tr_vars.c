@@ -358,7 +358,7 @@ static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
             return NULL;
         PyErr_Clear();
-        return tracer_unsupported(t, false, "%s has no attribute '%U'", Py_TYPE(obj)->tp_name, name), NULL;
+        return tr_attr_missing(f, base, name, false);
     }
     if (PyMethod_Check(attr) || (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) != NULL
                                  && !PyModule_Check(PyCFunction_GET_SELF(attr)))) {

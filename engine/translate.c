@@ -269,6 +269,7 @@ static void tracer_free(Tracer *t)
     PyMem_Free(t->by_acc);
     PyMem_Free(t->input_acc);
     PyMem_Free(t->end.args);
+    tracer_undo_free(t);
     PyMem_Free(t->undo);
     tr_gen_frames_free(t);
     Py_CLEAR(t->state_modes);

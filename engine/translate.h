@@ -57,6 +57,10 @@ typedef enum VKind {
                     obj = its arguments (a tuple), items = [enter, exit] (V_CONST);
                     pos == 1: the __exit__ of one entered, obj = the mode
                     entered while tracing, node = the enter node (tr_calls.c) */
+    V_ABSENT,    /* an attribute found missing by a lookup that a getattr(o, n,
+                    d) / hasattr(o, n) being traced made through Python code,
+                    whose AttributeError would reach it straight: only ever
+                    returned to it (tr_objects.c) */
     V_GEN,       /* a generator made while tracing, suspended: gen = its frame
                     (tr_generators.c); it cannot leave the translation */
 } VKind;
@@ -176,6 +180,8 @@ typedef struct Tracer {
     PyObject *state_modes;   /* strong list of (exit fn, mode): torch state
                                 managers (V_STATECM) entered while tracing
                                 and not left yet, innermost last */
+    struct TFrame *absent_frame; /* the frame of the getattr()/hasattr() whose
+                                lookup is being traced, or NULL (V_ABSENT) */
     struct TFrame **gens;    /* owned: the frames of generators made while
                                 tracing (V_GEN), torn down with the tracer */
     int ngens, gens_cap;
@@ -190,6 +196,9 @@ typedef struct Undo {
     int index;               /* item replaced, or -1 */
     struct Value *old_item;
     Py_ssize_t old_keys;     /* V_DICT: key list length before */
+    struct Value **saved;    /* owned, or NULL: every item before (old_n), for a
+                                mutation that moves items (dict.pop) */
+    PyObject *saved_keys;    /* strong, or NULL: V_DICT: the key list before */
 } Undo;
 
 /* Record the state of `container` before a mutation (item `index`, or -1
@@ -198,8 +207,13 @@ int tracer_note_mutation(Tracer *t, Value *container, int index);
 /* Stop tracing (unsupported, -1) when a loop still running iterates over
    `container`, which is about to change; else 0.  (tr_iter.c) */
 int tracer_check_iterated(Tracer *t, Value *container);
+/* As tracer_note_mutation, for a mutation that may remove or reorder items:
+   the whole contents are saved.  0 / -1. */
+int tracer_note_snapshot(Tracer *t, Value *container);
 /* Undo every mutation recorded since mark (an nundo value). */
 void tracer_undo_to(Tracer *t, int mark);
+/* Free what undo records own (at the tracer's end).  Cannot fail. */
+void tracer_undo_free(Tracer *t);
 
 /* Stop tracing because of a construct the translator does not model: set
    tracer->reason from a printf-style format (%U, %S, %s, %d as in

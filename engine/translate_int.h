@@ -261,6 +261,12 @@ Value *tr_import_from(TFrame *f, Value *module, PyObject *name);
 Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled);
 /* object.__getattribute__(obj, name). */
 Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name);
+/* obj.name found missing, where `generic` says how: by object.__getattribute__
+   (the instance dict and the type lack it) or by obj's own lookup, which
+   runs no Python (hasattr(obj, name) is false).  A V_ABSENT when a getattr()
+   or hasattr() being traced made the lookup and the AttributeError would
+   reach it through returns only (t->absent_frame); else tracing stops. */
+Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic);
 /* super(cls, obj); cls NULL: the zero-argument form in frame f. */
 Value *tr_make_super(TFrame *f, Value *cls, Value *obj);
 /* super(...).name. */

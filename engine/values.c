@@ -83,7 +83,40 @@ int tracer_note_mutation(Tracer *t, Value *c, int index)
     u->index = index;
     u->old_item = index >= 0 ? c->items[index] : NULL;
     u->old_keys = c->kind == V_DICT && c->obj ? PyList_GET_SIZE(c->obj) : 0;
+    u->saved = NULL;
+    u->saved_keys = NULL;
     return 0;
+}
+
+int tracer_note_snapshot(Tracer *t, Value *c)
+{
+    if (tracer_note_mutation(t, c, -1) < 0)
+        return -1;
+    Undo *u = &t->undo[t->nundo - 1];
+    u->saved = PyMem_Malloc(sizeof(Value *) * ((size_t)c->n + 1));
+    if (u->saved == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->n > 0)
+        memcpy(u->saved, c->items, sizeof(Value *) * (size_t)c->n);
+    if (c->kind == V_DICT && c->obj && (u->saved_keys = PyList_GetSlice(c->obj, 0, PY_SSIZE_T_MAX)) == NULL)
+        return -1;
+    return 0;
+}
+
+/* Free what undo record u owns. */
+static void undo_release(Undo *u)
+{
+    PyMem_Free(u->saved);
+    u->saved = NULL;
+    Py_CLEAR(u->saved_keys);
+}
+
+void tracer_undo_free(Tracer *t)
+{
+    for (int i = 0; i < t->nundo; i++)
+        undo_release(&t->undo[i]);
 }
 
 void tracer_undo_to(Tracer *t, int mark)
@@ -91,11 +124,20 @@ void tracer_undo_to(Tracer *t, int mark)
     while (t->nundo > mark) {
         Undo *u = &t->undo[--t->nundo];
         Value *c = u->container;
+        if (u->saved != NULL) {
+            /* the items array never shrinks: old_n items fit */
+            if (u->old_n > 0)
+                memcpy(c->items, u->saved, sizeof(Value *) * (size_t)u->old_n);
+            if (u->saved_keys != NULL
+                && PyList_SetSlice(c->obj, 0, PyList_GET_SIZE(c->obj), u->saved_keys) < 0)
+                PyErr_Clear();
+        }
         if (u->index >= 0)
             c->items[u->index] = u->old_item;
         c->n = u->old_n;
         if (c->kind == V_DICT && c->obj && PyList_GET_SIZE(c->obj) > u->old_keys)
             PyList_SetSlice(c->obj, u->old_keys, PyList_GET_SIZE(c->obj), NULL);
+        undo_release(u);
     }
 }
 

@@ -714,3 +714,116 @@ def test_contextmanager_and_nullcontext_are_inlined_into_one_graph():
     be = run_twice(uses_context_managers, np.arange(3.0))
     assert graph_count(be) == 1 and breaks() == []
     assert explain(uses_context_managers, np.arange(3.0)).skipped == []
+
+
+# ---------------------------------------------------------------------------
+# Lookups that run Python and may find nothing (getattr with a default,
+# hasattr), dict subclasses read through super(), dict.pop of a made dict.
+
+class LookupConfig:
+    """transformers' configs: a __getattribute__ of its own that maps names."""
+    attribute_map = {"hidden": "hidden_size"}
+
+    def __init__(self):
+        self.hidden_size = 4
+        self.scale = 2.0
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class Forgiving:
+    """A lookup that catches the AttributeError itself: no absence to see."""
+
+    def __getattribute__(self, key):
+        try:
+            return object.__getattribute__(self, key)
+        except AttributeError:
+            return 5.0
+
+
+class Props:
+    def __init__(self):
+        self._v = 3.0
+
+    @property
+    def v(self):
+        return self._v
+
+    @property
+    def w(self):
+        return self._w
+
+
+class Registry2(dict):
+    def get(self, key):
+        return super().get(key) or {}
+
+
+CFG, FORGIVING, PROPS, REG = LookupConfig(), Forgiving(), Props(), Registry2(a={"k": 1.0})
+
+
+def lookups_that_may_miss(x):
+    s = getattr(CFG, "scale", 1.0) + getattr(CFG, "missing", 10.0) + getattr(CFG, "hidden", 0)
+    h = hasattr(CFG, "nope") + hasattr(CFG, "hidden") + hasattr(x * 2, "jax") + hasattr(x * 2, "shape")
+    u = getattr(PROPS, "v", 0.0) + getattr(PROPS, "w", 100.0)
+    r = len(REG.get("a")) + len(REG.get("b"))
+    return x * s + h + u + r
+
+
+def forgiving_lookup(x):
+    return x * getattr(FORGIVING, "zzz", 7.0)
+
+
+def pops_a_made_dict(x, **kw):
+    s = kw.pop("scale", 1.0)
+    b = kw.pop("bias", 0.0)
+    return x * s + b + len(kw), kw.pop("missing", None)
+
+
+def calls_pop(x):
+    return pops_a_made_dict(x, scale=2.0, other=1, bias=3.0)
+
+
+def test_getattr_and_hasattr_through_python_lookups_that_miss_make_one_graph():
+    be = run_twice(lookups_that_may_miss, np.arange(3.0))
+    assert graph_count(be) == 1 and breaks() == []
+
+
+def test_what_a_missing_lookup_saw_is_guarded():
+    opt, _ = capture(lookups_that_may_miss)
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(opt(x), lookups_that_may_miss(x))
+    try:
+        CFG.missing = 1000.0                       # the instance dict gains it
+        np.testing.assert_array_equal(opt(x), lookups_that_may_miss(x))
+        del CFG.missing
+        LookupConfig.nope = 1                      # the class gains it
+        PROPS._w = -1.0                            # the property's read succeeds
+        REG["b"] = {"k": 1, "j": 2}                # the dict subclass gains the key
+        np.testing.assert_array_equal(opt(x), lookups_that_may_miss(x))
+    finally:
+        vars(CFG).pop("missing", None)
+        if "nope" in vars(LookupConfig):
+            del LookupConfig.nope
+        vars(PROPS).pop("_w", None)
+        REG.pop("b", None)
+    np.testing.assert_array_equal(opt(x), lookups_that_may_miss(x))
+
+
+def test_an_attribute_error_a_lookup_catches_itself_is_not_an_absence():
+    opt, _ = capture(forgiving_lookup)
+    for _ in range(2):
+        np.testing.assert_array_equal(opt(np.ones(2)), forgiving_lookup(np.ones(2)))
+    np.testing.assert_array_equal(opt(np.ones(2)), np.full(2, 5.0))
+
+
+def test_dict_pop_of_a_dict_the_call_made_is_one_graph():
+    be = run_twice(lambda x: calls_pop(x)[0], np.arange(3.0))
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(calls_pop)
+    got, want = opt(np.ones(2)), calls_pop(np.ones(2))
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] is want[1] is None
