@@ -149,6 +149,8 @@ typedef enum RebuildKind {
                       variable of the frame, carried to its resume frame   */
     RB_NEWOBJ,     /* object.__new__(obj[0]) with __dict__ obj[1:] = items:
                       an object of a program class made while tracing     */
+    RB_SETATTR,    /* a plan's effect, not a value: items[0].<obj> = items[1]
+                      (n == 1: del items[0].<obj>)                         */
 } RebuildKind;
 
 typedef struct Rebuild {
@@ -209,6 +211,10 @@ typedef struct Plan {
     int nmemo;
     Rebuild *memo;            /* owned: objects built once per run, in order,
                                  before anything that refers to them (RB_MEMO) */
+    int neffects;
+    Rebuild *effects;         /* owned: RB_SETATTR writes to objects the program
+                                 sees, made after the graph ran, in order,
+                                 before the exit (tr_effects.c) */
     Rebuild result;           /* EXIT_RETURN: the frame's return value */
     LiveState live;           /* other exits */
     Rebuild callable;         /* EXIT_CALL */

@@ -303,6 +303,7 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
     case GUARD_DICT_EMPTY:
         return 0;
     case GUARD_SAME_AS:
+    case GUARD_NOT_SAME_AS:
         if (expected != NULL || length < 0 || length >= g->acc) {
             PyErr_Format(PyExc_ValueError, "SAME_AS: bad other accessor %zd", length);
             return -1;

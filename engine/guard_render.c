@@ -36,6 +36,7 @@ static const char *const guard_kind_names[GUARD__COUNT] = {
     [GUARD_GRAD_MODE] = "GRAD_MODE",
     [GUARD_BACKEND_MATCH] = "BACKEND_MATCH",
     [GUARD_SAME_AS] = "SAME_AS",
+    [GUARD_NOT_SAME_AS] = "NOT_SAME_AS",
 };
 
 const char *
@@ -333,9 +334,10 @@ render_guard_text(const GuardSet *gs, const Guard *g, PyObject *src)
 {
     PyObject *d, *res;
 
-    if (g->kind == GUARD_SAME_AS) {
+    if (g->kind == GUARD_SAME_AS || g->kind == GUARD_NOT_SAME_AS) {
         PyObject *other = guardset_render_source(gs, (int)g->length);
-        res = other ? PyUnicode_FromFormat("%U is %U", src, other) : NULL;
+        res = other ? PyUnicode_FromFormat(g->kind == GUARD_SAME_AS ? "%U is %U" : "%U is not %U",
+                                           src, other) : NULL;
         Py_XDECREF(other);
         return res;
     }
@@ -520,6 +522,8 @@ observed_ref(const Guard *g, PyObject *v)
         return PyUnicode_FromString("None");
     case GUARD_SAME_AS:
         return PyUnicode_FromString("another object");
+    case GUARD_NOT_SAME_AS:
+        return PyUnicode_FromString("the same object");
     case GUARD_DICT_LACKS:
         return PyUnicode_FromFormat("%R present", g->expected);
     case GUARD_DICT_EMPTY:

@@ -407,6 +407,8 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return v != Py_None;
     case GUARD_SAME_AS:
         return v == value_of(gs, (int)g->length, fv, vals);
+    case GUARD_NOT_SAME_AS:
+        return v != value_of(gs, (int)g->length, fv, vals);
     case GUARD_DICT_LACKS:
         return PyDict_Check(v) && PyDict_GetItemWithError(v, g->expected) == NULL
                && !PyErr_Occurred();

@@ -112,6 +112,9 @@ typedef enum GuardKind {
                              one): two slots hold one object               */
     GUARD_GRAD_MODE,      /* torch.is_grad_enabled() is expected (Py_True or
                              Py_False; accessor unused, -1) */
+    GUARD_NOT_SAME_AS,    /* v is not the value of accessor `length` (an earlier
+                             one): a plan writes an attribute of one object
+                             and reads the same name of the other */
     GUARD__COUNT
 } GuardKind;
 

@@ -36,6 +36,7 @@ void plan_clear(Plan *p)
     Py_CLEAR(p->compiled);
     PyMem_Free(p->input_acc);
     rebuild_array_clear(p->memo, p->nmemo);
+    rebuild_array_clear(p->effects, p->neffects);
     rebuild_clear(&p->result);
     rebuild_array_clear(p->live.locals, p->live.nlocals);
     rebuild_array_clear(p->live.stack, p->live.nstack);
@@ -402,6 +403,9 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
     }
     case RB_NEWOBJ:
         return rebuild_new_object(r, env, out);
+    case RB_SETATTR:
+        PyErr_SetString(PyExc_SystemError, "dynscope: a plan's effect used as a value");
+        return -1;
     case RB_DICT: {
         PyObject *d = PyDict_New();
         for (int i = 0; d && i < r->n; i++) {
@@ -534,7 +538,7 @@ static int build_eager_call(const Plan *p, const RebuildEnv *env, PlanOutcome *o
    outputs or a rebuild (the common hit, kept short). */
 static bool returns_one_output(const Plan *p)
 {
-    return p->exit == EXIT_RETURN && p->nmemo == 0 && p->result.kind == RB_OUTPUT
+    return p->exit == EXIT_RETURN && p->nmemo == 0 && p->neffects == 0 && p->result.kind == RB_OUTPUT
            && p->compiled != NULL && graph_is_forward(p->compiled);
 }
 
@@ -561,6 +565,24 @@ static void run_returning_output(const Plan *p, const GuardSet *gs, const FrameV
     }
     if (args != small)
         PyMem_Free(args);
+}
+
+/* The plan's effects: each attribute write, in order.  0 / -1. */
+static int run_effects(const Plan *p, const RebuildEnv *env)
+{
+    for (int i = 0; i < p->neffects; i++) {
+        const Rebuild *r = &p->effects[i];
+        PyObject *target = NULL, *value = NULL;
+        int rc = -1;
+        if (rebuild(&r->items[0], env, &target) == 0 && target != NULL
+            && (r->n < 2 || (rebuild(&r->items[1], env, &value) == 0 && value != NULL)))
+            rc = PyObject_SetAttr(target, r->obj, value);
+        Py_XDECREF(target);
+        Py_XDECREF(value);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
 }
 
 void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
@@ -595,6 +617,11 @@ void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
                 return;
             }
         }
+    }
+    if (run_effects(p, &env) < 0) {
+        release_array(env.memo, p->nmemo);
+        Py_XDECREF(outs);
+        return;
     }
     switch (p->exit) {
     case EXIT_RETURN:
@@ -683,6 +710,9 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
             return -1;
         s = r->kind == RB_ROWS ? PyUnicode_FromFormat("[%d:])", r->index)
                                : PyUnicode_FromFormat(") after %d items", r->index);
+        break;
+    case RB_SETATTR:
+        s = PyUnicode_FromString("<effect>");
         break;
     case RB_NEWOBJ:
         if (append_str(parts, "new ") < 0)
@@ -824,6 +854,14 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
                 goto fail;
         }
         if (append_fmt(parts, ")    # %d op%s\n", p->nops, p->nops == 1 ? "" : "s") < 0)
+            goto fail;
+    }
+    for (int i = 0; i < p->neffects; i++) {
+        const Rebuild *r = &p->effects[i];
+        if (append_fmt(parts, "%s", r->n < 2 ? "del " : "") < 0 || render_rebuild(parts, &r->items[0], gs) < 0
+            || append_fmt(parts, ".%U%s", r->obj, r->n < 2 ? "" : " = ") < 0
+            || (r->n >= 2 && render_rebuild(parts, &r->items[1], gs) < 0)
+            || append_fmt(parts, "    # a write the program sees\n") < 0)
             goto fail;
     }
     if (render_exit(parts, p, gs) < 0)

@@ -187,6 +187,14 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
     if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
         return tracer_unsupported(t, false, "%s() of a value no accessor reaches",
                                   dflt ? "getattr" : "hasattr"), NULL;
+    bool written;
+    Value *w = tr_written_attr(f, v, name, &written);
+    if (PyErr_Occurred())
+        return NULL;
+    if (written && w != NULL)
+        return dflt ? w : new_const(t, Py_NewRef(Py_True));
+    if (written)
+        return dflt ? dflt : new_const(t, Py_NewRef(Py_False));
     bool module;
     int mhas = value_module_has_attr(t, v, name, &module);
     if (module) {

@@ -804,9 +804,11 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
     int ops_mark = graph_op_count(t->graph);
     int grad_mode = t->grad_mode_now;
     Py_ssize_t modes_mark = t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0;
+    int writes_mark = t->nwrites;
     Value *r = call_value(f, callable, args, nargs, kwnames);
     if (r == NULL) {
         tracer_undo_to(t, undo_mark);
+        tr_writes_truncate(t, writes_mark);
         tr_leave_state_modes(t, modes_mark);
         tensorops_restore_grad_mode(t, grad_mode >= 0 ? grad_mode : t->grad_mode_start);
         if (f->parent == NULL && !PyErr_Occurred())

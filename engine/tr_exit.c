@@ -419,6 +419,36 @@ static int compile_graph(Tracer *t, Outputs *o, Plan *p)
 
 /* Close the graph over everything the plan needs, build the plan's exit,
    call the backend.  0 / -1. */
+/* The plan's effects from t->writes: RB_SETATTR each, in order.  0 / -1
+   (t->reason set when a value cannot be rebuilt). */
+static int plan_effects(Tracer *t, Outputs *o, Plan *p)
+{
+    if (t->nwrites == 0)
+        return 0;
+    p->effects = PyMem_Calloc((size_t)t->nwrites, sizeof(Rebuild));
+    if (p->effects == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < t->nwrites; i++) {
+        AttrWrite *w = &t->writes[i];
+        Rebuild *r = &p->effects[p->neffects++];
+        r->kind = RB_SETATTR;
+        r->obj = Py_NewRef(w->name);
+        r->n = w->value ? 2 : 1;
+        r->items = PyMem_Calloc(3, sizeof(Rebuild));
+        if (r->items == NULL) {
+            r->n = 0;
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (tr_make_rebuild(t, o, w->target, &r->items[0]) < 0
+            || (w->value && tr_make_rebuild(t, o, w->value, &r->items[1]) < 0))
+            return -1;
+    }
+    return 0;
+}
+
 int tr_finish(Tracer *t, TFrame *root, CacheEntry *entry)
 {
     Plan *p = &entry->plan;
@@ -426,6 +456,8 @@ int tr_finish(Tracer *t, TFrame *root, CacheEntry *entry)
     /* before any rebuild: an iterator a slot and the program share is one
        real iterator */
     tr_mark_escapes(e->kind == END_RETURN ? e->retval : NULL, 0);
+    for (int i = 0; i < t->nwrites; i++)
+        tr_mark_escapes(t->writes[i].value, 0);
     if (e->kind == END_CALL) {
         tr_mark_escapes(e->callable, 0);
         for (int i = 0; i < e->nargs; i++)
@@ -437,7 +469,7 @@ int tr_finish(Tracer *t, TFrame *root, CacheEntry *entry)
     if (o.nodes == NULL)
         return -1;
     int rc = -1;
-    if (plan_exit(t, root, &o, p) < 0)
+    if (plan_exit(t, root, &o, p) < 0 || plan_effects(t, &o, p) < 0)
         goto out;
     if (e->kind != END_RETURN && plan_break(t, p) < 0)
         goto out;

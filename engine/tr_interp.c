@@ -414,8 +414,8 @@ static int op_store_subscr(TFrame *f)
 }
 
 /* STORE_ATTR: [value, owner] -> owner.name = value; DELETE_ATTR: [owner].
-   Into an object made while tracing; an object the program can see is
-   left to the interpreter (its writes are not replayed after a graph). */
+   Into an object made while tracing, or recorded for the plan to replay
+   on an object the program can see (tr_effects.c). */
 static int op_store_attr(TFrame *f, const Instr *in)
 {
     Value *owner = pop(f);
@@ -423,10 +423,11 @@ static int op_store_attr(TFrame *f, const Instr *in)
     PyObject *name = PyTuple_GET_ITEM(f->code->co_names, in->oparg);
     if (owner->kind == V_NEWOBJ)
         return value ? tr_newobj_set_attr(f, owner, name, value) : tr_newobj_del_attr(f, owner, name);
+    if (owner->kind == V_OBJECT || owner->kind == V_CONST)
+        return tr_visible_set_attr(f, owner, name, value);
     return tracer_unsupported(f->t, false, "%s attribute '%U' of %s the program can see",
                               value ? "setting" : "deleting", name,
-                              owner->obj && owner->kind != V_TENSOR ? Py_TYPE(owner->obj)->tp_name
-                              : owner->kind == V_TENSOR ? "a tensor" : "an object");
+                              owner->kind == V_TENSOR ? "a tensor" : "a value");
 }
 
 /* BUILD_TUPLE / BUILD_LIST of the top oparg values. */

@@ -79,6 +79,10 @@ Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name)
     Tracer *t = f->t;
     if (obj->kind == V_NEWOBJ)
         return tr_newobj_attr(f, obj, name);
+    bool written;
+    Value *w = tr_written_attr(f, obj, name, &written);
+    if (written || PyErr_Occurred())
+        return w || PyErr_Occurred() ? w : tr_attr_missing(f, obj, name, true);
     if ((obj->kind != V_OBJECT && obj->kind != V_CONST) || obj->src < 0)
         return tracer_unsupported(t, false, "object.__getattribute__ of a value no accessor reaches"), NULL;
     PyTypeObject *tp = Py_TYPE(obj->obj);

@@ -383,8 +383,16 @@ Value *tr_load_attr(TFrame *f, Value *base, PyObject *name)
     case V_TENSOR:
         return load_tensor_attr(f, base, name);
     case V_CONST:
-    case V_OBJECT:
+    case V_OBJECT: {
+        bool written;
+        Value *w = tr_written_attr(f, base, name, &written);
+        if (written || PyErr_Occurred())
+            return w || PyErr_Occurred() ? w
+                   : (tracer_unsupported(f->t, false, "attribute '%U' deleted while tracing", name), NULL);
+        if (PyUnicode_CompareWithASCIIString(name, "__dict__") == 0 && tr_has_writes(f->t, base->obj))
+            return tracer_unsupported(f->t, false, "__dict__ of an object with writes to replay"), NULL;
         return load_object_attr(f, base, name);
+    }
     case V_SUPER:
         return tr_super_attr(f, base, name);
     case V_NEWOBJ:
@@ -404,7 +412,11 @@ int tr_load_method(TFrame *f, Value *base, PyObject *name)
             return -1;
         return push(f, m) < 0 ? -1 : push(f, base);
     }
-    if (base->kind == V_OBJECT && base->src >= 0) {
+    bool written = false;
+    if (base->kind == V_OBJECT && base->src >= 0 && tr_written_attr(f, base, name, &written) == NULL
+        && PyErr_Occurred())
+        return -1;
+    if (base->kind == V_OBJECT && base->src >= 0 && !written) {
         /* A method of a user class: the plain function from the class,
            reached as type(obj).name (ID_MATCH), called with self. */
         PyObject *cls_attr = _PyType_Lookup(Py_TYPE(base->obj), name);

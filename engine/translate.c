@@ -272,6 +272,7 @@ static void tracer_free(Tracer *t)
     tracer_undo_free(t);
     PyMem_Free(t->undo);
     tr_gen_frames_free(t);
+    tr_writes_free(t);
     Py_CLEAR(t->state_modes);
     Py_CLEAR(t->iter_objs);
     Py_CLEAR(t->graph);

@@ -180,6 +180,8 @@ typedef struct Tracer {
     PyObject *state_modes;   /* strong list of (exit fn, mode): torch state
                                 managers (V_STATECM) entered while tracing
                                 and not left yet, innermost last */
+    struct AttrWrite *writes; /* owned: attribute writes to replay, in order */
+    int nwrites, writes_cap;
     struct TFrame *absent_frame; /* the frame of the getattr()/hasattr() whose
                                 lookup is being traced, or NULL (V_ABSENT) */
     struct TFrame **gens;    /* owned: the frames of generators made while
@@ -188,6 +190,14 @@ typedef struct Tracer {
     PyObject *iter_objs;     /* strong: dict id(tuple) -> capsule-free int index into
                                 iter_vals: one V_ITER per incoming iterator object */
 } Tracer;
+
+/* An attribute write on an object the program can see, to replay after
+   the graph (tr_effects.c). */
+typedef struct AttrWrite {
+    struct Value *target;    /* V_OBJECT / V_CONST reached by an accessor */
+    PyObject *name;          /* strong */
+    struct Value *value;     /* NULL: del target.name */
+} AttrWrite;
 
 /* One mutation of a container value, to undo it (values.c). */
 typedef struct Undo {

@@ -306,6 +306,22 @@ Value *tr_gen_next(TFrame *f, Value *gen);
 Value *tr_contextlib_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
                           bool *handled);
 
+/* ---- tr_effects.c ---- */
+
+/* obj.name = value (value NULL: del obj.name) for obj an object the
+   program sees: recorded, replayed by the plan after the graph.  0 / -1
+   (a class that does not set attributes plainly stops tracing). */
+int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value);
+/* What the writes recorded so far make obj.name: *found true with the
+   value written (NULL: deleted), else *found false (NULL; NULL with an
+   exception on an error).  Guards the aliasing it relied on. */
+Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found);
+/* Whether a write to concrete object obj is recorded. */
+bool tr_has_writes(Tracer *t, PyObject *obj);
+/* Drop the writes recorded after the first `mark`; free them all. */
+void tr_writes_truncate(Tracer *t, int mark);
+void tr_writes_free(Tracer *t);
+
 /* ---- tr_operators.c ---- */
 
 /* operator.<name> of BINARY_OP's oparg 0..12 (the in-place ones, 13..25,

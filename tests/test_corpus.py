@@ -1046,6 +1046,7 @@ UNMODELLED = [
 # nested functions, 3.12's inlined ones), generator expressions fed
 # straight to sum(), calls with *args.  Kept here so the rows stay.
 CAPTURED_NOW = {u_list_comprehension, u_generator_expression, u_call_with_star_args,
+                u_property_with_side_effect, u_attribute_store,
                 u_try_except}
 
 

@@ -61,7 +61,7 @@ def test_code_replaced_by_the_running_function():
     # the resume frame)
     # (the swap itself, fn.__code__ = ..., is the break)
     breaks = [e for e in events("graph_break") if e["name"] == "_make_swapping.<locals>.f"]
-    assert len(breaks) == 1 and "setting attribute '__code__' of function" in breaks[0]["reason"], breaks
+    assert len(breaks) == 1 and "setting attribute '__code__' of a function" in breaks[0]["reason"], breaks
     resumes = [e for e in dynscope.cache_entries(code) if e.resume_offset > 0]
     assert resumes, "no resume entry: the frame did not go on after the swap"
 

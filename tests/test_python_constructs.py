@@ -827,3 +827,133 @@ def test_dict_pop_of_a_dict_the_call_made_is_one_graph():
     got, want = opt(np.ones(2)), calls_pop(np.ones(2))
     np.testing.assert_array_equal(got[0], want[0])
     assert got[1] is want[1] is None
+
+
+# ---------------------------------------------------------------------------
+# Attribute writes on objects the program can see: recorded while tracing,
+# replayed by the plan after the graph, in program order (issue 19).
+
+class Layer:
+    """transformers' cache layers: initialised lazily, then grown."""
+    is_init = False
+
+    def __init__(self):
+        self.keys = None
+
+    def update(self, k):
+        if not self.is_init:
+            self.device = "cpu"
+            self.keys = k * 0.0
+            self.is_init = True
+        self.keys = self.keys + k
+        return self.keys
+
+
+class Holder:
+    def __init__(self):
+        self.layers = [Layer(), Layer()]
+
+
+def updates_layers(x, holder):
+    a = holder.layers[0].update(x)
+    b = holder.layers[1].update(x * 2)
+    c = holder.layers[0].update(x)
+    return a + b + c
+
+
+def test_attribute_writes_on_visible_objects_are_replayed_after_the_graph():
+    opt, be = capture(updates_layers)
+    for _ in range(3):
+        mine, theirs = Holder(), Holder()
+        np.testing.assert_array_equal(opt(np.ones(2), mine), updates_layers(np.ones(2), theirs))
+        for got, want in zip(mine.layers, theirs.layers):
+            assert list(vars(got)) == list(vars(want)) == ["keys", "device", "is_init"]
+            np.testing.assert_array_equal(got.keys, want.keys)
+            assert got.is_init is True and got.device == "cpu"
+    assert graph_count(be) == 1 and breaks() == []
+    plan = "\n".join(explain(updates_layers, np.ones(2), Holder()).plans[0][1:])
+    assert plan.count("# a write the program sees") == 9, plan
+
+
+class Box:
+    pass
+
+
+def writes_one_reads_other(x, a, b):
+    a.v = x * 2
+    return b.v + 1.0 if hasattr(b, "v") else x
+
+
+def test_which_objects_are_one_is_guarded():
+    opt, _ = capture(writes_one_reads_other)
+    one = Box()
+    np.testing.assert_array_equal(opt(np.ones(2), one, one), np.full(2, 3.0))
+    a, b = Box(), Box()
+    b.v = np.zeros(2)
+    np.testing.assert_array_equal(opt(np.ones(2), a, b), np.full(2, 1.0))
+    assert not hasattr(b, "x") and np.array_equal(a.v, np.full(2, 2.0))
+    again = Box()
+    np.testing.assert_array_equal(opt(np.ones(2), again, again), np.full(2, 3.0))
+    kinds = {g.kind for e in dynscope.cache_entries(writes_one_reads_other) for g in e.guards}
+    assert {"SAME_AS", "NOT_SAME_AS"} <= kinds
+
+
+SEEN = []
+
+
+def look(box):
+    SEEN.append(getattr(box, "tag", None))
+
+
+def writes_then_breaks(x, box):
+    box.tag = "first"
+    look(box)                       # an eager step: it sees the write already made
+    box.tag = "second"
+    return x * 2
+
+
+def test_writes_are_made_before_the_eager_step_that_follows():
+    opt, _ = capture(writes_then_breaks)
+    for _ in range(2):
+        SEEN.clear()
+        box = Box()
+        np.testing.assert_array_equal(opt(np.ones(2), box), np.full(2, 2.0))
+        assert SEEN == ["first"] and box.tag == "second"
+
+
+def write_in_a_call_that_breaks(box, x):
+    box.count = getattr(box, "count", 0) + 1
+    print("step")                   # the call runs eagerly: its write is made once
+    return x
+
+
+def calls_a_writer(x, box):
+    return write_in_a_call_that_breaks(box, x) * 2
+
+
+class Guarded:
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value * 2)
+
+
+def writes_through_setattr(x, obj):
+    obj.v = 1
+    return x
+
+
+def test_a_call_that_breaks_after_writing_makes_its_writes_once(capsys):
+    opt, _ = capture(calls_a_writer)
+    box = Box()
+    for k in range(1, 4):
+        opt(np.ones(2), box)
+        assert box.count == k
+    capsys.readouterr()
+
+
+def test_a_class_with_its_own_setattr_is_left_to_the_interpreter():
+    opt, _ = capture(writes_through_setattr)
+    obj = Guarded()
+    opt(np.ones(2), obj)
+    assert obj.v == 2
+    stops = breaks() + events("frame_skip")
+    assert any("its own __setattr__" in (b.get("reason") or "") for b in stops), stops

@@ -1,0 +1,176 @@
+/*
+ * tr_effects.c -- attribute writes on objects the program can see,
+ * recorded while translating and replayed after the graph (DESIGN.md 3.4;
+ * contract: translate_int.h), as TorchDynamo's side-effect log does.
+ *
+ * `obj.name = value` (or `del obj.name`) on an object reached by an
+ * accessor whose class sets attributes as object.__setattr__ does (into
+ * the instance __dict__; no data descriptor of that name) is not done
+ * while tracing: it is appended to Tracer.writes, and later reads of that
+ * attribute of that object -- by any accessor -- see the value written.
+ * The plan performs the writes after the graph ran, in program order,
+ * before its exit (the return, the eager step, the branch, the deopt), so
+ * the program sees exactly what it would have eagerly.
+ *
+ * Invariants:
+ *   - What a write relied on is guarded: type(obj).__setattr__ is
+ *     object.__setattr__ and the class has no attribute of that name, or
+ *     the same non-data one (ACC_TYPE then ACC_ATTR).
+ *   - Objects are told apart by identity while tracing; a read that found
+ *     its object among the written ones guards that the two accessors
+ *     reach one object (SAME_AS), and a read of a written name on another
+ *     object guards that they stay two (NOT_SAME_AS), so the aliasing the
+ *     plan assumed holds on every call it serves.
+ *   - A call that stops (it will run eagerly) drops the writes it made
+ *     (tr_call_or_undo truncates Tracer.writes).
+ */
+#include "translate_int.h"
+
+/* Whether obj's class writes attributes generically; sets *why when not. */
+static bool sets_generically(PyObject *obj, const char **why)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (PyType_Check(obj) || PyModule_Check(obj)) {
+        *why = PyType_Check(obj) ? "a class" : "a module";
+        return false;
+    }
+    if (tp->tp_setattro != PyObject_GenericSetAttr) {
+        *why = "its class has its own __setattr__";
+        return false;
+    }
+    if (_PyObject_GetDictPtr(obj) == NULL) {
+        *why = "it has no __dict__";
+        return false;
+    }
+    return true;
+}
+
+/* Guard what writing obj.name into its __dict__ relies on: the class's
+   __setattr__, and no data descriptor of that name.  0 / -1. */
+static int guard_plain_write(Tracer *t, Value *obj, PyObject *name)
+{
+    static PyObject *setattr_name;
+    if (setattr_name == NULL && (setattr_name = PyUnicode_InternFromString("__setattr__")) == NULL)
+        return -1;
+    PyTypeObject *tp = Py_TYPE(obj->obj);
+    int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+    int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, setattr_name, NULL);
+    PyObject *setter = _PyType_Lookup(tp, setattr_name);                   /* borrowed */
+    if (sa < 0 || setter == NULL || guardset_add(t->gs, GUARD_ID_MATCH, sa, setter, 0) < 0)
+        return -1;
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr == NULL)
+        return guardset_add(t->gs, GUARD_HASATTR, ta, name, 0);
+    if (Py_TYPE(descr)->tp_descr_set != NULL)
+        return tracer_unsupported(t, false, "setting attribute '%U' of a %s: a %s", name,
+                                  tp->tp_name, Py_TYPE(descr)->tp_name);
+    int ca = guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
+    PyObject *now = ca < 0 ? NULL : PyObject_GetAttr((PyObject *)tp, name);
+    Value *v = now ? value_from_source(t, ca, now) : NULL;               /* stays what it is */
+    Py_XDECREF(now);
+    return v ? 0 : -1;
+}
+
+/* (contract: translate_int.h) */
+int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
+{
+    Tracer *t = f->t;
+    const char *why = NULL;
+    if ((obj->kind != V_OBJECT && obj->kind != V_CONST) || obj->src < 0)
+        return tracer_unsupported(t, false, "%s attribute '%U' of a value no accessor reaches",
+                                  value ? "setting" : "deleting", name);
+    if (!sets_generically(obj->obj, &why))
+        return tracer_unsupported(t, false, "%s attribute '%U' of %s the program can see: %s",
+                                  value ? "setting" : "deleting", name, Py_TYPE(obj->obj)->tp_name, why);
+    if (value == NULL) {
+        bool found;
+        Value *cur = tr_written_attr(f, obj, name, &found);
+        if (found ? cur == NULL : !PyObject_HasAttr(obj->obj, name))
+            return tracer_unsupported(t, false, "deleting attribute '%U' a %s lacks", name,
+                                      Py_TYPE(obj->obj)->tp_name);
+    }
+    if (guard_plain_write(t, obj, name) < 0)
+        return -1;
+    if (t->nwrites == t->writes_cap) {
+        int cap = t->writes_cap ? t->writes_cap * 2 : 8;
+        AttrWrite *w = PyMem_Realloc(t->writes, sizeof(AttrWrite) * (size_t)cap);
+        if (w == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->writes = w;
+        t->writes_cap = cap;
+    }
+    AttrWrite *w = &t->writes[t->nwrites++];
+    w->target = obj;
+    w->name = Py_NewRef(name);
+    w->value = value;
+    return 0;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found)
+{
+    Tracer *t = f->t;
+    *found = false;
+    if ((obj->kind != V_OBJECT && obj->kind != V_CONST) || t->nwrites == 0)
+        return NULL;
+    Value *hit = NULL;
+    int hit_i = -1;
+    for (int i = t->nwrites - 1; i >= 0; i--) {
+        AttrWrite *w = &t->writes[i];
+        int eq = PyUnicode_Compare(w->name, name);
+        if (eq == -1 && PyErr_Occurred())
+            return NULL;
+        if (eq != 0)
+            continue;
+        if (w->target->obj == obj->obj) {
+            if (hit_i < 0) {
+                hit_i = i;
+                hit = w->value;
+            }
+        }
+        else if (obj->src >= 0 && w->target->src != obj->src) {
+            int later = obj->src > w->target->src ? obj->src : w->target->src;
+            int earlier = obj->src > w->target->src ? w->target->src : obj->src;
+            if (guardset_add(t->gs, GUARD_NOT_SAME_AS, later, NULL, earlier) < 0)
+                return NULL;
+        }
+    }
+    if (hit_i < 0)
+        return NULL;
+    Value *target = t->writes[hit_i].target;
+    if (obj->src >= 0 && target->src != obj->src) {
+        int later = obj->src > target->src ? obj->src : target->src;
+        int earlier = obj->src > target->src ? target->src : obj->src;
+        if (guardset_add(t->gs, GUARD_SAME_AS, later, NULL, earlier) < 0)
+            return NULL;
+    }
+    *found = true;
+    return hit;       /* NULL: deleted */
+}
+
+/* (contract: translate_int.h) */
+bool tr_has_writes(Tracer *t, PyObject *obj)
+{
+    for (int i = 0; i < t->nwrites; i++)
+        if (t->writes[i].target->obj == obj)
+            return true;
+    return false;
+}
+
+/* (contract: translate_int.h) */
+void tr_writes_truncate(Tracer *t, int mark)
+{
+    while (t->nwrites > mark)
+        Py_CLEAR(t->writes[--t->nwrites].name);
+}
+
+/* (contract: translate_int.h) */
+void tr_writes_free(Tracer *t)
+{
+    tr_writes_truncate(t, 0);
+    PyMem_Free(t->writes);
+    t->writes = NULL;
+    t->writes_cap = 0;
+}
