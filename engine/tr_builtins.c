@@ -277,11 +277,23 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
         && args[0]->kind != V_TENSOR)
         return builtin_any_all(f, args[0], name[1] == 'n');
     if (strcmp(name, "hasattr") == 0 && nokw && nargs == 2 && args[0]->kind == V_TENSOR
-        && args[0]->node->op != NODE_PLACEHOLDER && args[1]->kind == V_CONST
-        && PyUnicode_CheckExact(args[1]->obj)) {
+        && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj)) {
         /* a tensor an op made has no attributes of its own: its type answers
-           (hasattr(x, "jax"), hasattr(t, "shape")) */
+           (hasattr(x, "jax"), hasattr(t, "shape")); an input's is guarded */
         PyObject *found = _PyType_Lookup(Py_TYPE(args[0]->obj), args[1]->obj);
+        if (args[0]->node->op == NODE_PLACEHOLDER && !found) {
+            if (args[0]->src < 0 || Py_TYPE(args[0]->obj)->tp_getattro != PyObject_GenericGetAttr)
+                return tracer_break(t, STOP_CALL, "call to builtin hasattr on a tensor value"), NULL;
+            PyObject *got = PyObject_GetAttr(args[0]->obj, args[1]->obj);
+            int has = got != NULL;
+            Py_XDECREF(got);
+            if (!has && !PyErr_ExceptionMatches(PyExc_AttributeError))
+                return NULL;
+            PyErr_Clear();
+            if (guardset_add(t->gs, GUARD_HASATTR, args[0]->src, args[1]->obj, has) < 0)
+                return NULL;
+            return new_const(t, Py_NewRef(has ? Py_True : Py_False));
+        }
         return new_const(t, Py_NewRef(found ? Py_True : Py_False));
     }
     if (nargs >= 1 && args[0]->kind == V_TENSOR)

@@ -241,6 +241,8 @@ out:
     return result;
 }
 
+static Value *fold_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
+
 /* d.pop(key[, dflt]) of a dict this translation made (its keys known):
    the item removed (undone with the call that breaks), or dflt.  NULL
    when tracing stops (a missing key without a default: KeyError). */
@@ -321,6 +323,20 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
                 return NULL;
         }
         return out;
+    }
+    if (self->kind == V_LIST && (PyUnicode_CompareWithASCIIString(name, "index") == 0
+                                 || PyUnicode_CompareWithASCIIString(name, "count") == 0) && nargs == 2) {
+        /* l.index(x) / l.count(x) over items and x that are constants (an
+           input list's items are guarded): computed on them */
+        PyObject *items = value_as_constant(t, self);
+        PyObject *meth = items && foldable(args[1]) ? PyObject_GetAttr(items, name) : NULL;
+        Py_XDECREF(items);
+        if (meth == NULL)
+            return PyErr_Occurred() ? NULL
+                   : (tracer_unsupported(t, false, "list.%U() of values that are not constants", name), NULL);
+        Value *r = fold_call(f, meth, args + 1, 1, NULL);
+        Py_DECREF(meth);
+        return r;
     }
     if (self->kind == V_DICT && self->src < 0 && PyUnicode_CompareWithASCIIString(name, "pop") == 0
         && (nargs == 2 || nargs == 3))

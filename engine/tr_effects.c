@@ -162,8 +162,10 @@ bool tr_has_writes(Tracer *t, PyObject *obj)
 /* (contract: translate_int.h) */
 void tr_writes_truncate(Tracer *t, int mark)
 {
-    while (t->nwrites > mark)
-        Py_CLEAR(t->writes[--t->nwrites].name);
+    while (t->nwrites > mark) {
+        t->nwrites--;
+        Py_CLEAR(t->writes[t->nwrites].name);     /* (Py_CLEAR names its argument twice) */
+    }
 }
 
 /* (contract: translate_int.h) */

@@ -39,6 +39,32 @@ static Value *resume_cell(TFrame *f, int acc, PyObject *obj)
 
 /* Local i: an input of the root frame is read (and guarded) on first use,
    so that only what the code uses is guarded.  NULL when tracing stops. */
+/* Whether slot i of the root frame is its **kwargs dict as the call made
+   it: a new dict no one else holds (CPython makes one per call), so what
+   the frame does to it is the frame's own -- until it has run code that
+   could hand it out (resume frames). */
+static bool is_own_kwargs(TFrame *f, int i)
+{
+    PyCodeObject *co = f->code;
+    if (f->parent != NULL || f->t->cf->resume_offset != 0 || !(co->co_flags & CO_VARKEYWORDS))
+        return false;
+    int k = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0);
+    return i == k && f->locals[i]->kind == V_DICT;
+}
+
+/* A dict value (reached by an accessor, its keys guarded) as one this
+   translation made: the same items, mutable, rebuilt as a new dict. */
+static Value *own_copy(Tracer *t, Value *d)
+{
+    Value *c = value_new(t, V_DICT, NULL);
+    if (c == NULL || (c->obj = PyList_GetSlice(d->obj, 0, PY_SSIZE_T_MAX)) == NULL)
+        return NULL;
+    for (int j = 0; j < d->n; j++)
+        if (value_append(t, c, d->items[j]) < 0)
+            return NULL;
+    return c;
+}
+
 Value *tr_load_local(TFrame *f, int i)
 {
     if (f->locals[i] != NULL && f->locals[i]->kind == V_NULL)
@@ -60,6 +86,8 @@ Value *tr_load_local(TFrame *f, int i)
             f->locals[i] = resume_cell(f, acc, obj);
         else
             f->locals[i] = tr_value_from_resume_slot(f, acc, obj, i);
+        if (f->locals[i] != NULL && is_own_kwargs(f, i))
+            f->locals[i] = own_copy(f->t, f->locals[i]);
         return f->locals[i];
     }
     return tracer_unsupported(f->t, false, "reads unbound local '%U'", local_name(f->code, i)), NULL;
