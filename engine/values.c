@@ -236,7 +236,7 @@ static bool is_identity_object(PyObject *obj)
 /* Past this many guards an entry would cost more to check than to run the
    frame (inputs such as a dict of thousands of items): the frame is not
    specialized on them. */
-#define MAX_GUARDS 1024
+#define MAX_GUARDS 8192
 
 static int guard(Tracer *t, GuardKind kind, int acc, PyObject *expected, Py_ssize_t length)
 {
