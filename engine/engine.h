@@ -151,6 +151,7 @@ typedef enum RebuildKind {
                       an object of a program class made while tracing     */
     RB_SETATTR,    /* a plan's effect, not a value: items[0].<obj> = items[1]
                       (n == 1: del items[0].<obj>)                         */
+    RB_SETITEM,    /* a plan's effect: items[0][obj] = items[1]            */
 } RebuildKind;
 
 typedef struct Rebuild {

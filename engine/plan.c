@@ -404,6 +404,7 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
     case RB_NEWOBJ:
         return rebuild_new_object(r, env, out);
     case RB_SETATTR:
+    case RB_SETITEM:
         PyErr_SetString(PyExc_SystemError, "dynscope: a plan's effect used as a value");
         return -1;
     case RB_DICT: {
@@ -576,7 +577,8 @@ static int run_effects(const Plan *p, const RebuildEnv *env)
         int rc = -1;
         if (rebuild(&r->items[0], env, &target) == 0 && target != NULL
             && (r->n < 2 || (rebuild(&r->items[1], env, &value) == 0 && value != NULL)))
-            rc = PyObject_SetAttr(target, r->obj, value);
+            rc = r->kind == RB_SETITEM ? PyObject_SetItem(target, r->obj, value)
+                                       : PyObject_SetAttr(target, r->obj, value);
         Py_XDECREF(target);
         Py_XDECREF(value);
         if (rc < 0)
@@ -712,6 +714,7 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
                                : PyUnicode_FromFormat(") after %d items", r->index);
         break;
     case RB_SETATTR:
+    case RB_SETITEM:
         s = PyUnicode_FromString("<effect>");
         break;
     case RB_NEWOBJ:
@@ -859,7 +862,8 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
     for (int i = 0; i < p->neffects; i++) {
         const Rebuild *r = &p->effects[i];
         if (append_fmt(parts, "%s", r->n < 2 ? "del " : "") < 0 || render_rebuild(parts, &r->items[0], gs) < 0
-            || append_fmt(parts, ".%U%s", r->obj, r->n < 2 ? "" : " = ") < 0
+            || (r->kind == RB_SETITEM ? append_fmt(parts, "[%R] = ", r->obj)
+                : append_fmt(parts, ".%U%s", r->obj, r->n < 2 ? "" : " = ")) < 0
             || (r->n >= 2 && render_rebuild(parts, &r->items[1], gs) < 0)
             || append_fmt(parts, "    # a write the program sees\n") < 0)
             goto fail;

@@ -3,6 +3,11 @@
  * recorded while translating and replayed after the graph (DESIGN.md 3.4;
  * contract: translate_int.h), as TorchDynamo's side-effect log does.
  *
+ * `d[key] = value` on a dict read from a source is recorded the same way,
+ * the dict's value updated for the reads that follow; dicts are told apart
+ * by identity, a dict reached two ways stops tracing, and dicts read
+ * besides one written are guarded to stay other objects (NOT_SAME_AS).
+ *
  * `obj.name = value` (or `del obj.name`) on an object reached by an
  * accessor whose class sets attributes as object.__setattr__ does (into
  * the instance __dict__; no data descriptor of that name) is not done
@@ -71,6 +76,28 @@ static int guard_plain_write(Tracer *t, Value *obj, PyObject *name)
     return v ? 0 : -1;
 }
 
+/* Record write w (target, name, value, item) at the end of t->writes.
+   0 / -1. */
+static int append_write(Tracer *t, Value *target, PyObject *name, Value *value, bool item)
+{
+    if (t->nwrites == t->writes_cap) {
+        int cap = t->writes_cap ? t->writes_cap * 2 : 8;
+        AttrWrite *w = PyMem_Realloc(t->writes, sizeof(AttrWrite) * (size_t)cap);
+        if (w == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->writes = w;
+        t->writes_cap = cap;
+    }
+    AttrWrite *w = &t->writes[t->nwrites++];
+    w->target = target;
+    w->name = Py_NewRef(name);
+    w->value = value;
+    w->item = item;
+    return 0;
+}
+
 /* (contract: translate_int.h) */
 int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
 {
@@ -91,20 +118,60 @@ int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
     }
     if (guard_plain_write(t, obj, name) < 0)
         return -1;
-    if (t->nwrites == t->writes_cap) {
-        int cap = t->writes_cap ? t->writes_cap * 2 : 8;
-        AttrWrite *w = PyMem_Realloc(t->writes, sizeof(AttrWrite) * (size_t)cap);
-        if (w == NULL) {
-            PyErr_NoMemory();
+    return append_write(t, obj, name, value, false);
+}
+
+/* Guard that the dicts accessors a and b reach stay two objects. */
+static int guard_apart(Tracer *t, int a, int b)
+{
+    return guardset_add(t->gs, GUARD_NOT_SAME_AS, a > b ? a : b, NULL, a > b ? b : a);
+}
+
+/* (contract: translate_int.h) */
+int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value)
+{
+    Tracer *t = f->t;
+    /* every other dict read so far is another object: guarded so */
+    for (int a = 0; a < t->by_acc_cap; a++) {
+        Value *o = t->by_acc[a];
+        if (o == NULL || o == d || o->kind != V_DICT || o->real == NULL)
+            continue;
+        if (o->real == d->real)
+            return tracer_unsupported(t, false, "item assignment into a dict the frame reaches "
+                                      "two ways");
+        if (guard_apart(t, a, d->src) < 0)
             return -1;
-        }
-        t->writes = w;
-        t->writes_cap = cap;
     }
-    AttrWrite *w = &t->writes[t->nwrites++];
-    w->target = obj;
-    w->name = Py_NewRef(name);
-    w->value = value;
+    int i = -1;
+    for (int j = 0; j < d->n && i < 0; j++) {
+        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
+        if (eq < 0)
+            return -1;
+        if (eq)
+            i = j;
+    }
+    if (tracer_note_mutation(t, d, i) < 0)
+        return -1;
+    if (i >= 0)
+        d->items[i] = value;
+    else if (PyList_Append(d->obj, key) < 0 || value_append(t, d, value) < 0)
+        return -1;
+    return append_write(t, d, key, value, true);
+}
+
+/* (contract: translate_int.h) */
+int tr_note_dict_read(Tracer *t, int acc, PyObject *obj)
+{
+    for (int i = 0; i < t->nwrites; i++) {
+        AttrWrite *w = &t->writes[i];
+        if (!w->item)
+            continue;
+        if (w->target->real == obj)
+            return tracer_unsupported(t, false, "a dict reached two ways after an item "
+                                      "assignment into it");
+        if (guard_apart(t, acc, w->target->src) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -119,6 +186,8 @@ Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found)
     int hit_i = -1;
     for (int i = t->nwrites - 1; i >= 0; i--) {
         AttrWrite *w = &t->writes[i];
+        if (w->item)
+            continue;
         int eq = PyUnicode_Compare(w->name, name);
         if (eq == -1 && PyErr_Occurred())
             return NULL;
@@ -154,7 +223,7 @@ Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found)
 bool tr_has_writes(Tracer *t, PyObject *obj)
 {
     for (int i = 0; i < t->nwrites; i++)
-        if (t->writes[i].target->obj == obj)
+        if (!t->writes[i].item && t->writes[i].target->obj == obj)
             return true;
     return false;
 }

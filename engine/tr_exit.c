@@ -433,7 +433,7 @@ static int plan_effects(Tracer *t, Outputs *o, Plan *p)
     for (int i = 0; i < t->nwrites; i++) {
         AttrWrite *w = &t->writes[i];
         Rebuild *r = &p->effects[p->neffects++];
-        r->kind = RB_SETATTR;
+        r->kind = w->item ? RB_SETITEM : RB_SETATTR;
         r->obj = Py_NewRef(w->name);
         r->n = w->value ? 2 : 1;
         r->items = PyMem_Calloc(3, sizeof(Rebuild));

@@ -130,6 +130,8 @@ int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value)
             return -1;
         return value_append(t, container, value);
     }
+    if (container->kind == V_DICT && container->src >= 0 && container->real != NULL && foldable(idx))
+        return tr_visible_set_item(f, container, idx->obj, value);
     return tracer_break(t, STOP_CALL, "item assignment into a %s the program can see",
                         container->kind == V_TENSOR ? "tensor" : "container or object");
 }

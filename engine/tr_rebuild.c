@@ -444,8 +444,9 @@ int tr_make_live(Tracer *t, TFrame *f, Outputs *o, int sp, LiveState *live)
    program gets. */
 void tr_mark_escapes(Value *v, int depth)
 {
-    if (v == NULL || depth > 64)
+    if (v == NULL || depth > 64 || v->escape_walked)
         return;
+    v->escape_walked = true;
     if (v->kind == V_ITER) {
         v->escapes = true;
         return;

@@ -99,11 +99,17 @@ typedef struct Value {
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
                                 so it is not fixed by the input guards */
     bool program_cell;       /* V_CELL: stands for a cell of a real function */
+    bool escape_walked;      /* tr_mark_escapes went through it already (it
+                                runs once tracing is over: a value shared by
+                                many containers is walked once) */
     PyObject *fn_creator;    /* V_FUNC: borrowed, the function whose frame made
                                 it (its globals and builtins are the new
                                 function's); alive while the translation is */
     int fn_creator_src;      /* V_FUNC: fn_creator's accessor, -1 for the root's */
     struct TFrame *gen;      /* V_GEN: its frame, the tracer's (Tracer.gens) */
+    PyObject *real;          /* borrowed: a V_DICT read from a source: the dict
+                                it stands for (alive while tracing: the inputs
+                                hold it), for telling dicts apart (tr_effects.c) */
 } Value;
 
 /* Why tracing stopped (the kinds of DESIGN.md 3.5). */
@@ -194,9 +200,11 @@ typedef struct Tracer {
 /* An attribute write on an object the program can see, to replay after
    the graph (tr_effects.c). */
 typedef struct AttrWrite {
-    struct Value *target;    /* V_OBJECT / V_CONST reached by an accessor */
-    PyObject *name;          /* strong */
+    struct Value *target;    /* V_OBJECT / V_CONST reached by an accessor, or
+                                a V_DICT read from a source (item) */
+    PyObject *name;          /* strong: the attribute name, or the item's key */
     struct Value *value;     /* NULL: del target.name */
+    bool item;               /* target[name] = value */
 } AttrWrite;
 
 /* One mutation of a container value, to undo it (values.c). */
@@ -236,6 +244,11 @@ int tracer_break(Tracer *t, StopKind kind, const char *fmt, ...);
 PyObject *tracer_user_stack(Tracer *t);
 /* Byte offset of the instruction being interpreted in the innermost frame. */
 int tracer_offset(Tracer *t);
+
+/* A dict `obj` is being read from accessor acc: stop if items were written
+   to it through another accessor; guard it apart from the dicts written.
+   0 / -1.  (tr_effects.c) */
+int tr_note_dict_read(Tracer *t, int acc, PyObject *obj);
 
 /* values.c */
 Value *value_new(Tracer *t, VKind kind, PyObject *obj);   /* obj borrowed */

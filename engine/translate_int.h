@@ -316,6 +316,9 @@ int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value);
    value written (NULL: deleted), else *found false (NULL; NULL with an
    exception on an error).  Guards the aliasing it relied on. */
 Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found);
+/* d[key] = value for d a dict read from a source (V_DICT, src >= 0), key
+   a constant: recorded and replayed as tr_visible_set_attr's writes.  0 / -1. */
+int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value);
 /* Whether a write to concrete object obj is recorded. */
 bool tr_has_writes(Tracer *t, PyObject *obj);
 /* Drop the writes recorded after the first `mark`; free them all. */

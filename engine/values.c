@@ -379,8 +379,14 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
         Py_DECREF(keys);
         return tracer_unsupported(t, false, "a dict of %zd items as input", n), NULL;
     }
+    if (tr_note_dict_read(t, acc, obj) < 0) {
+        Py_DECREF(keys);
+        return NULL;
+    }
     Value *v = remember(t, acc, value_new(t, V_DICT, keys));
     Py_DECREF(keys);
+    if (v != NULL)
+        v->real = obj;
     if (v == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {

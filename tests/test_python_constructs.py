@@ -957,3 +957,29 @@ def test_a_class_with_its_own_setattr_is_left_to_the_interpreter():
     assert obj.v == 2
     stops = breaks() + events("frame_skip")
     assert any("its own __setattr__" in (b.get("reason") or "") for b in stops), stops
+
+
+class Flags:
+    def __init__(self):
+        self.is_updated = {0: False, 1: False}
+
+
+def sets_flags(x, flags, other):
+    for i in range(2):
+        if not flags.is_updated[i]:
+            x = x + 1.0
+            flags.is_updated[i] = True
+    return x * other.get(0, 1.0)
+
+
+def test_item_writes_into_a_visible_dict_are_replayed_and_aliasing_is_guarded():
+    opt, be = capture(sets_flags)
+    for _ in range(2):
+        mine, theirs = Flags(), Flags()
+        np.testing.assert_array_equal(opt(np.ones(2), mine, {0: 2.0}), sets_flags(np.ones(2), theirs, {0: 2.0}))
+        assert mine.is_updated == theirs.is_updated == {0: True, 1: True}
+    assert graph_count(be) == 1 and breaks() == []
+    mine, theirs = Flags(), Flags()                # the dict read is the one written
+    np.testing.assert_array_equal(opt(np.ones(2), mine, mine.is_updated),
+                                  sets_flags(np.ones(2), theirs, theirs.is_updated))
+    assert mine.is_updated == theirs.is_updated

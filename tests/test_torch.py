@@ -700,6 +700,50 @@ def test_autocast_of_a_dtype_that_is_not_a_constant_still_equals_eager():
     assert not torch.is_autocast_enabled("cpu")
 
 
+# ---- in-place operators on tensors the graph made (issue 19) ----
+
+def _inplace_on_intermediates(x, y):
+    buckets = (x > 0).to(torch.long) * 4
+    buckets += torch.where(y > 0, 1, 2)          # a tensor this graph made
+    z = x * 2
+    z *= y
+    return buckets, z
+
+
+def _inplace_on_an_input(x, y):
+    x += y                                       # the program's tensor: a break
+    return x * 2
+
+
+def _inplace_on_a_view(x, y):
+    v = x.view(-1)                               # shares the input's storage
+    v += y.view(-1)
+    return x
+
+
+def test_inplace_ops_on_tensors_the_graph_made_stay_in_the_graph():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    want = _inplace_on_intermediates(x, y)
+    out = dynscope.explain(_inplace_on_intermediates)(x, y)
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert any("iadd" in str(t) for t in out.ops_per_graph[0])
+    f = dynscope.optimize("eager")(_inplace_on_intermediates)
+    for _ in range(2):
+        got = f(x, y)
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("fn", [_inplace_on_an_input, _inplace_on_a_view])
+def test_inplace_ops_on_what_the_program_holds_happen_once(fn):
+    y = torch.randn(3, 4)
+    mine, theirs = torch.randn(3, 4), None
+    theirs = mine.clone()
+    f = dynscope.optimize("eager")(fn)
+    for _ in range(3):
+        got, want = f(mine, y), fn(theirs, y)
+        assert torch.equal(got, want) and torch.equal(mine, theirs)
+
+
 def _uses_finfo(x):
     lo = torch.finfo(x.dtype).min
     return torch.clamp(x, min=lo / 2) + torch.iinfo(torch.int8).max
