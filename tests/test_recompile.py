@@ -158,11 +158,11 @@ def test_a_translation_that_fails_for_the_values_is_not_retried_for_them():
 
 
 def test_a_frame_needing_too_many_guards_is_not_specialized():
-    rows = [[i, i + 1, i + 2, i + 3] for i in range(256)]   # 1 + 256 * 5 guards
+    rows = [list(range(i, i + 40)) for i in range(256)]   # 1 + 256 * 41 guards
     g = dynscope.optimize("eager")(lambda xs: len(xs))
     assert g(rows) == 256
     (skip,) = events("frame_skip")
-    assert skip["reason"] == "inputs that need more than 1024 guards"
+    assert skip["reason"] == "inputs that need more than 8192 guards"
 
 
 def test_reset_clears_entries_and_compile_ids_restart():
