@@ -26,9 +26,18 @@
 /* ------------------------------------------------------------------ */
 /* Constants compared without calling Python code.                     */
 
+/* A torch.Size: a tuple of ints with no state of its own, compared as
+   the tuple of its items (its exact type checked apart). */
+static inline bool
+is_torch_size(PyObject *o)
+{
+    return PyTuple_Check(o) && !PyTuple_CheckExact(o) && tensorlib_is_torch_constant(o);
+}
+
 /*
  * Whether o is None, or an exact bool, int, float, complex, str or bytes, or
- * an exact tuple of these nested at most MAX_CONST_DEPTH deep.  These are
+ * an exact tuple of these (or a torch.Size) nested at most MAX_CONST_DEPTH
+ * deep.  These are
  * the values EQUALS_MATCH and dict-item accessors accept: their hash and
  * comparison are implemented in C by the interpreter.  Cannot fail.
  */
@@ -41,7 +50,7 @@ guard_const_is_simple(PyObject *o, int depth)
         || t == &PyFloat_Type || t == &PyComplex_Type
         || t == &PyUnicode_Type || t == &PyBytes_Type)
         return true;
-    if (t != &PyTuple_Type || depth >= MAX_CONST_DEPTH)
+    if ((t != &PyTuple_Type && !is_torch_size(o)) || depth >= MAX_CONST_DEPTH)
         return false;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
         if (!guard_const_is_simple(PyTuple_GET_ITEM(o, i), depth + 1))
@@ -88,7 +97,7 @@ guard_const_equal(PyObject *a, PyObject *b)
         }
         return r == 1;
     }
-    if (t == &PyTuple_Type) {
+    if (t == &PyTuple_Type || is_torch_size(b)) {
         Py_ssize_t n = PyTuple_GET_SIZE(b);
         if (PyTuple_GET_SIZE(a) != n)
             return false;

@@ -427,6 +427,12 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
             return NULL;
         return remember(t, acc, make_input_tensor(t, acc, obj));
     }
+    if (PyTuple_Check(obj) && !PyTuple_CheckExact(obj) && tensorlib_is_torch_constant(obj)) {
+        /* a torch.Size (of ints): a constant, by its value */
+        if (guard(t, GUARD_EQUALS_MATCH, acc, obj, 0) < 0)
+            return NULL;
+        return remember(t, acc, value_new(t, V_CONST, obj));
+    }
     if (PyTuple_CheckExact(obj))
         return sequence_from_source(t, acc, obj, V_TUPLE);
     if (PyList_CheckExact(obj))

@@ -754,3 +754,20 @@ def test_finfo_and_iinfo_of_a_constant_dtype_are_constants():
     out = dynscope.explain(_uses_finfo)(x)
     assert out.graph_count == 1 and out.graph_break_count == 0, out
     assert torch.equal(dynscope.optimize("eager")(_uses_finfo)(x), _uses_finfo(x))
+
+
+def _reshape_to(x, shape):
+    return x.reshape(shape[:-1] + (2, -1)) * 2
+
+
+def test_a_torch_size_argument_is_a_constant_guarded_by_value():
+    x = torch.randn(4, 6)
+    out = dynscope.explain(_reshape_to)(x, x.shape)
+    assert out.graph_count == 1 and out.graph_break_count == 0, out
+    assert "L['shape'] == torch.Size([4, 6])" in str(out)
+    f = dynscope.optimize("eager")(_reshape_to)
+    for shape in (torch.Size([4, 6]), torch.Size([4, 6]), torch.Size([2, 12])):
+        y = x.reshape(shape)
+        assert torch.equal(f(y, shape), _reshape_to(y, shape))
+    # a tuple equal to the Size is another type: not the same entry
+    assert torch.equal(f(x, (4, 6)), _reshape_to(x, (4, 6)))
