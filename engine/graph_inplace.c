@@ -33,6 +33,15 @@
  *     (a scalar's value can pick the result dtype under NumPy 1's rules).
  *   - Results of rank 0 are never reused: out= would return a 0-d array
  *     where eager returns a NumPy scalar.
+ *
+ * Constant scalars: NumPy 2 converts a Python scalar operand (`a + 1.0`)
+ * on every call, through its weak-scalar promotion, ~300 ns per op.  When
+ * every array operand has one descr D that the scalar converts to exactly
+ * (a float with float64; an int with int64, or with float64 up to 2**53),
+ * the ufunc's loop and result are those of D with the scalar as a 0-d array
+ * of D: the graph makes that read-only 0-d array once and passes it on runs
+ * whose array operands still have D (checked per run, with the descrs).
+ * Not for a power (ndarray.__pow__ looks at the exponent's type).
  */
 #include "graph_int.h"
 #include "tensorlib.h"
@@ -279,6 +288,88 @@ operator_ufunc_ref(const NodeObject *node, int nargs)
     return Py_XNewRef(numpy_ufunc(f->ufunc, nargs));
 }
 
+/* numpy.dtype(name): new reference or NULL (never an exception). */
+static PyObject *
+numpy_dtype(const char *name)
+{
+    PyObject *dtype_type = (PyObject *)tensorlib_dtype_type();    /* borrowed */
+    PyObject *d = dtype_type ? PyObject_CallFunction(dtype_type, "s", name) : NULL;
+
+    PyErr_Clear();
+    return d;
+}
+
+/* Whether descr is the native dtype `name`. */
+static bool
+descr_is(PyObject *descr, const char *name)
+{
+    PyObject *want = numpy_dtype(name);
+    int r = want ? PyObject_RichCompareBool(descr, want, Py_EQ) : 0;
+
+    Py_XDECREF(want);
+    if (r < 0)
+        PyErr_Clear();
+    return r == 1;
+}
+
+/* Whether NumPy converts the Python scalar c to descr exactly, so that c
+   as a 0-d array of descr runs the same loop on the same values. */
+static bool
+scalar_converts_exactly(PyObject *c, PyObject *descr)
+{
+    if (PyFloat_CheckExact(c))
+        return descr_is(descr, "float64");
+    if (!PyLong_CheckExact(c))
+        return false;               /* bools and other types: left alone */
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(c, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+    }
+    if (descr_is(descr, "int64"))
+        return true;
+    return descr_is(descr, "float64") && v >= -(1LL << 53) && v <= (1LL << 53);
+}
+
+/*
+ * The constant operands of a planned op as read-only 0-d arrays of the
+ * array operands' one descr (see the header), where that is exact; sets
+ * ip->const_array[j] and ip->has_const_array.  Never leaves an exception
+ * set (a failure leaves the constant as it is).
+ */
+static void
+plan_const_arrays(Inplace *ip, const NodeObject *node, const Arg *args, int nargs,
+                  PyObject *const *descrs)
+{
+    PyObject *descr = NULL;                                  /* borrowed */
+    const struct OperatorForms *f = operator_forms_of(node->target);
+
+    if (f != NULL && strcmp(f->name, "pow") == 0)
+        return;
+    for (int j = 0; j < nargs; j++) {
+        if (descrs[j] == NULL)
+            continue;
+        if (descr != NULL && descrs[j] != descr)
+            return;
+        descr = descrs[j];
+    }
+    for (int j = 0; descr != NULL && j < nargs; j++) {
+        if (descrs[j] != NULL || !scalar_converts_exactly(args[j].obj, descr))
+            continue;
+        PyObject *a = PyObject_CallMethod(tensorlib_numpy(), "array", "OO", args[j].obj, descr);
+        PyObject *r = a ? PyObject_CallMethod(a, "setflags", "(O)", Py_False) : NULL;
+        if (r == NULL) {
+            Py_XDECREF(a);
+            PyErr_Clear();
+            continue;
+        }
+        Py_DECREF(r);
+        ip->const_array[j] = a;
+        ip->has_const_array = true;
+    }
+}
+
 /* The operand a result may be written into: the first array operand made by
    the graph (not an input) that dies at instruction k and had the result's
    descr and shape at capture; -1 when none.  Also sets ip->min_elements and
@@ -365,6 +456,10 @@ inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *arg
     ip->ndarray = ndarray;
     for (int j = 0; ip->planned && j < nargs; j++)
         ip->arg_descr[j] = Py_XNewRef(descrs[j]);
+    if (ip->planned)
+        plan_const_arrays(ip, node, args, nargs, descrs);
+    if (ip->has_const_array && ip->direct == NULL && ip->exact_ufunc)
+        ip->direct = Py_NewRef(node->target);     /* the ufunc, run directly */
     return 0;
 }
 
@@ -374,8 +469,11 @@ inplace_clear(Inplace *ip, int nargs)
 {
     Py_CLEAR(ip->fn);
     Py_CLEAR(ip->direct);
-    for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++)
+    for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++) {
         Py_CLEAR(ip->arg_descr[j]);
+        Py_CLEAR(ip->const_array[j]);
+    }
+    ip->has_const_array = false;
     ip->donor = -1;
     ip->planned = false;
     ip->exact_ufunc = false;
@@ -387,8 +485,10 @@ inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg)
 {
     Py_VISIT(ip->fn);
     Py_VISIT(ip->direct);
-    for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++)
+    for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++) {
         Py_VISIT(ip->arg_descr[j]);
+        Py_VISIT(ip->const_array[j]);
+    }
     return 0;
 }
 
@@ -447,11 +547,29 @@ inplace_how(const Inplace *ip, PyObject *const *argv, int nargs)
     return ip->direct != NULL ? INPLACE_DIRECT : INPLACE_NONE;
 }
 
+/* Whether every array operand has its descr at capture (a donor run has
+   checked this already). */
+static bool
+descrs_unchanged(const Inplace *ip, PyObject *const *argv, int nargs)
+{
+    for (int j = 0; j < nargs; j++)
+        if (ip->arg_descr[j] != NULL
+            && (PyObject *)PyArray_DESCR((PyArrayObject *)argv[j]) != ip->arg_descr[j])
+            return false;
+    return true;
+}
+
 /* See graph_int.h. */
 PyObject *
 inplace_run(const Inplace *ip, InplaceHow how, PyObject **argv, int nargs)
 {
     size_t nargsf = (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
+
+    if (ip->has_const_array
+        && (how == INPLACE_DONOR || descrs_unchanged(ip, argv, nargs)))
+        for (int j = 0; j < nargs; j++)
+            if (ip->const_array[j] != NULL)
+                argv[j] = ip->const_array[j];               /* borrowed */
 
     if (how == INPLACE_DIRECT)                       /* np.add(a, b) for a + b */
         return PyObject_Vectorcall(ip->direct, argv, nargsf, NULL);

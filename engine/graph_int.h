@@ -155,6 +155,12 @@ typedef struct Inplace {
     PyObject *arg_descr[INPLACE_MAX_ARGS];   /* strong: each array operand's
                                                descr at capture; NULL for a
                                                constant */
+    PyObject *const_array[INPLACE_MAX_ARGS]; /* strong or NULL: a constant
+                                               Python scalar operand as the
+                                               read-only 0-d array of the
+                                               dtype NumPy would convert it
+                                               to (see graph_inplace.c) */
+    bool has_const_array;
 } Inplace;
 
 typedef enum InplaceHow { INPLACE_NONE, INPLACE_DIRECT, INPLACE_DONOR } InplaceHow;
@@ -182,7 +188,8 @@ InplaceHow inplace_how(const Inplace *ip, PyObject *const *argv, int nargs);
 PyObject *inplace_out_kwnames(void);
 
 /* Run the op as `how` (not INPLACE_NONE) says.  argv must have room for
-   nargs + 1 items and a writable argv[-1] (PY_VECTORCALL_ARGUMENTS_OFFSET).
+   nargs + 1 items and a writable argv[-1] (PY_VECTORCALL_ARGUMENTS_OFFSET);
+   its items are borrowed, and a constant may be replaced by its 0-d array.
    New reference (for a donor: the donor) or NULL with an exception. */
 PyObject *inplace_run(const Inplace *ip, InplaceHow how, PyObject **argv, int nargs);
 

@@ -310,3 +310,61 @@ def test_a_chain_that_fits_in_cache_runs_op_by_op(monkeypatch):
     a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
     opt = run_both(chain8, a, b)
     assert 2 * a.nbytes <= peak_bytes(opt, a, b) < 3 * a.nbytes
+
+
+# ---- constant scalars passed as 0-d arrays --------------------------------
+# `a + 1.0`: NumPy 2 converts the Python scalar on every call; the graph
+# passes it as a read-only 0-d array of the array's dtype where that
+# conversion is exact (float64; int64; ints up to 2**53 with float64).
+
+def scalar_consts(a):
+    return ((a + 1.0) * -0.0 - 2, a / 3.0 + 7, np.maximum(a, 0.5) - (2 ** 53 + 1),
+            a * float("nan"), np.minimum(a, float("inf")), a - 2 ** 62)
+
+
+def int_consts(a):
+    return a + 3, (a * 2 ** 62) // 5, a - 1.5, a ^ 0xFF, np.maximum(a, -(2 ** 63))
+
+
+@pytest.mark.parametrize("n", (0, 1, 7, 5_000))
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_float_scalar_constants_bit_identical(n, dtype):
+    a = np.random.default_rng(n).standard_normal(n).astype(dtype)
+    with np.errstate(all="ignore"):
+        run_both(scalar_consts, a)
+
+
+def small_int_consts(a):
+    return a + 3, a * 2 // 5, a - 1.5, a ^ 0x7F, np.maximum(a, 9)
+
+
+@pytest.mark.parametrize("n", (1, 7, 5_000))
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+def test_int_scalar_constants_bit_identical(n, dtype):
+    a = np.random.default_rng(n).integers(0, 100, n).astype(dtype)
+    with np.errstate(all="ignore"):
+        run_both(small_int_consts, a)
+        if dtype == "int64":
+            run_both(int_consts, a)
+        else:                       # a constant out of the dtype's range
+            with pytest.raises(OverflowError):
+                int_consts(a)
+            with pytest.raises(OverflowError):
+                dynscope.optimize("eager")(int_consts)(a)
+
+
+def test_scalar_constants_on_rank0_and_scalars_stay_scalars():
+    for x in (np.array(2.5), np.float64(2.5), np.array(3), np.int64(3)):
+        run_both(lambda a: a * 2.0 + 1, x)
+
+
+def test_a_constant_array_never_reaches_the_program():
+    def f(a):
+        return a + 1.0, np.add(a, 2.0)
+    opt = run_both(f, np.ones(4))
+    for _ in range(2):
+        x, y = opt(np.ones(4))
+        x += 10.0                       # writable, the program's own
+        y += 10.0
+        assert x.flags.writeable and x.shape == (4,)
+    assert np.array_equal(opt(np.ones(4))[0], np.full(4, 2.0))
