@@ -211,7 +211,22 @@ typedef struct Instr {
     Inplace inplace;       /* may write into a dying operand (graph_inplace.c) */
     int block_run;         /* index into Program.runs of the blocked run that
                               starts here (graph_blocks.c), or -1 */
+    PyObject *reduce;      /* strong or NULL: the ufunc's reduce a NumPy
+                              reduction runs (graph_reduce.c) */
 } Instr;
+
+/* ------------------------------------------------------------------ */
+/* NumPy reductions run as their ufunc's reduce (graph_reduce.c).      */
+
+/* Set in->reduce (compiled, otherwise complete) when the instruction is
+   np.sum / prod / max / min (or amax, amin) or the ndarray method of that
+   name, given the array and at most an axis.  Never fails: left NULL. */
+void reduce_plan(Instr *in);
+
+/* Run in->reduce (not NULL) on this run's operands argv (borrowed) when
+   argv[0] is an exact ndarray (*ran true): new reference, or NULL with an
+   exception.  *ran false: the instruction runs as its node says. */
+PyObject *reduce_run(const Instr *in, PyObject *const *argv, bool *ran);
 
 /* ------------------------------------------------------------------ */
 /* Blocked runs (graph_blocks.c).                                      */

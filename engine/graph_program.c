@@ -128,6 +128,7 @@ program_clear(Program *p)
     for (int i = 0; i < p->ninstr && p->instr != NULL; i++) {
         inplace_clear(&p->instr[i].inplace, p->instr[i].nargs);
         Py_CLEAR(p->instr[i].target);
+        Py_CLEAR(p->instr[i].reduce);
         Py_CLEAR(p->instr[i].kwnames);
         Py_CLEAR(p->instr[i].name);
         nargs_total += p->instr[i].nargs + p->instr[i].nkw;
@@ -153,6 +154,7 @@ program_traverse(Program *p, visitproc visit, void *arg)
         if (r != 0)
             return r;
         Py_VISIT(p->instr[i].target);
+        Py_VISIT(p->instr[i].reduce);
         Py_VISIT(p->instr[i].kwnames);
         Py_VISIT(p->instr[i].name);
         nargs_total += p->instr[i].nargs + p->instr[i].nkw;
@@ -193,6 +195,7 @@ instr_compile(Instr *in, NodeObject *node, Arg *args, int k, int *last_use)
     }
     for (j = 0; j < in->nargs + in->nkw; j++)
         in->nested |= args[j].kind == ARG_NESTED;
+    reduce_plan(in);
     return 0;
 }
 
@@ -363,6 +366,9 @@ instr_run(const Instr *in, PyObject **v)
         }
     }
     nargsf = (size_t)in->nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
+    bool reduced = false;
+    if (in->reduce != NULL && (res = reduce_run(in, argv, &reduced), reduced))
+        goto out;
     InplaceHow how = in->inplace.planned ? inplace_how(&in->inplace, argv, in->nargs)
                                          : INPLACE_NONE;
     if (how != INPLACE_NONE)
