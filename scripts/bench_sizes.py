@@ -206,7 +206,7 @@ def render(res, sizes, rss, rounds: int, budget: float) -> str:
         head, sep, *rows, *eager,
         "",
         "Why a graph can beat eager here (engine/graph_inplace.c, "
-        "engine/graph_blocks.c): a graph frees each intermediate at its last use, "
+        "engine/graph_blocks.c, engine/graph_reduce.c): a graph frees each intermediate at its last use, "
         "as eager does; an exactly rounded elementwise op whose array operand dies "
         "with it writes into that operand's buffer (`ufunc(..., out=)` or the "
         "in-place operator) -- what NumPy's own temporary elision does for eager "
@@ -218,9 +218,16 @@ def render(res, sizes, rss, rounds: int, budget: float) -> str:
         "eager already elides every temporary of an operator chain and the arrays "
         "sit in cache (the chain of 4 at 1M: 24 MB in a 32 MB L3) there is "
         "nothing left to save without changing the arithmetic, and the graph "
-        "runs at about parity (0.92-1.00 over our runs).  Small sizes measure the call overhead of a hit (the "
-        "cache-hit section): a single op on 10k elements (~2 us) still pays "
-        "~100 ns of it.",
+        "runs at about parity (0.92-1.00 over our runs).  Two per-call costs "
+        "of eager NumPy a graph does not pay: a constant Python scalar operand "
+        "(`a + 1.0`) is converted by NumPy 2 on every call (~300 ns), the graph "
+        "passes it as a 0-d array of the array's dtype made once, where that "
+        "conversion is exact; and np.sum / prod / max / min (and the ndarray "
+        "methods) wrap the ufunc reduce they run in ~1 us of Python, which the "
+        "graph calls directly (`np.add.reduce(a, axis)`) on an exact ndarray.  "
+        "Small sizes otherwise measure the call overhead of a hit (the "
+        "cache-hit section, ~50-100 ns); `.mean()` still pays NumPy's "
+        "Python wrapping, as eager does.",
     ]
     if rss:
         lines += ["", "Peak memory of the arrays (MB, tracemalloc, a fresh process "
