@@ -76,8 +76,9 @@ def toy_example(a, b):
 SKIP_ARG = np.ones(1)
 
 
-def skipped(x=SKIP_ARG):   # code in a try block: the engine marks the code skip
-    try:
+def skipped(x=SKIP_ARG):   # a break (id()) inside a try at the start: the
+    try:                   # engine marks the code skip
+        id(x)
         return x
     except TypeError:
         return 0
