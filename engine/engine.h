@@ -152,6 +152,7 @@ typedef enum RebuildKind {
     RB_SETATTR,    /* a plan's effect, not a value: items[0].<obj> = items[1]
                       (n == 1: del items[0].<obj>)                         */
     RB_SETITEM,    /* a plan's effect: items[0][obj] = items[1]            */
+    RB_SET,        /* new set: items added in order                      */
 } RebuildKind;
 
 typedef struct Rebuild {

@@ -318,16 +318,31 @@ static int rebuild_derived(const Rebuild *r, const RebuildEnv *env, PyObject **o
 
 /* Build the value r describes into *out (new reference; NULL is a valid
    value for RB_NULL and unbound RB_LOCAL).  0 / -1 with an exception. */
-/* RB_NEWOBJ: object.__new__(cls), then its attributes set in the order
-   the traced code set them (the class has no data descriptor of those
-   names: guarded when the entry was made).  0 / -1. */
+/* RB_NEWOBJ: object.__new__(cls) -- dict.__new__(cls) for a dict
+   subclass, its r->index items then stored by the builtin's own store
+   (PyDict_SetItem, PyODict_SetItem: never the class's __setitem__) --
+   then its attributes set in the order the traced code set them (the
+   class has no data descriptor of those names: guarded when the entry was
+   made).  0 / -1. */
 static int rebuild_new_object(const Rebuild *r, const RebuildEnv *env, PyObject **out)
 {
     PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(r->obj, 0);
+    bool mapping = PyType_IsSubtype(cls, &PyDict_Type);
+    bool ordered = PyType_IsSubtype(cls, &PyODict_Type);
+    int nattrs = r->n - r->index;
     PyObject *empty = PyTuple_New(0);
-    PyObject *o = empty ? PyBaseObject_Type.tp_new(cls, empty, NULL) : NULL;
+    PyObject *o = empty == NULL ? NULL
+                  : mapping ? PyDict_Type.tp_new(cls, empty, NULL)
+                  : PyBaseObject_Type.tp_new(cls, empty, NULL);
     Py_XDECREF(empty);
-    for (int i = 0; o != NULL && i < r->n; i++) {
+    for (int i = nattrs; o != NULL && i < r->n; i++) {
+        PyObject *v = NULL, *key = PyTuple_GET_ITEM(r->obj, i + 1);
+        if (rebuild(&r->items[i], env, &v) < 0 || v == NULL
+            || (ordered ? PyODict_SetItem(o, key, v) : PyDict_SetItem(o, key, v)) < 0)
+            Py_CLEAR(o);
+        Py_XDECREF(v);
+    }
+    for (int i = 0; o != NULL && i < nattrs; i++) {
         PyObject *v = NULL;
         if (rebuild(&r->items[i], env, &v) < 0 || v == NULL
             || PyObject_GenericSetAttr(o, PyTuple_GET_ITEM(r->obj, i + 1), v) < 0)
@@ -380,6 +395,17 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
         }
         *out = c;
         return 0;
+    }
+    case RB_SET: {
+        PyObject *c = PySet_New(NULL);
+        for (int i = 0; c != NULL && i < r->n; i++) {
+            PyObject *item = NULL;
+            if (rebuild(&r->items[i], env, &item) < 0 || item == NULL || PySet_Add(c, item) < 0)
+                Py_CLEAR(c);
+            Py_XDECREF(item);
+        }
+        *out = c;
+        return c ? 0 : -1;
     }
     case RB_ROWS:
     case RB_LIVE_ITER:
@@ -725,7 +751,9 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
             goto fail;
         Py_CLEAR(s);
         for (int i = 0; i < r->n; i++) {
-            s = PyUnicode_FromFormat(i ? ", %U=" : "%U=", PyTuple_GET_ITEM(r->obj, i + 1));
+            bool key = i >= r->n - r->index;            /* an item of a dict subclass */
+            s = key ? PyUnicode_FromFormat(i ? ", [%R]=" : "[%R]=", PyTuple_GET_ITEM(r->obj, i + 1))
+                    : PyUnicode_FromFormat(i ? ", %U=" : "%U=", PyTuple_GET_ITEM(r->obj, i + 1));
             if (s == NULL || PyList_Append(parts, s) < 0)
                 goto fail;
             Py_CLEAR(s);
@@ -755,10 +783,11 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
     case RB_TUPLE:
     case RB_LIST:
     case RB_DICT:
+    case RB_SET:
     case RB_SLICE: {
         bool iter = r->kind == RB_ITER || r->kind == RB_LIST_ITER || r->kind == RB_SLOT_ITER;
-        const char *open = iter ? "iter((" : r->kind == RB_TUPLE ? "(" : r->kind == RB_LIST ? "[" : r->kind == RB_DICT ? "{" : "slice(";
-        const char *close = iter ? "))" : r->kind == RB_TUPLE ? (r->n == 1 ? ",)" : ")") : r->kind == RB_LIST ? "]" : r->kind == RB_DICT ? "}" : ")";
+        const char *open = iter ? "iter((" : r->kind == RB_TUPLE ? "(" : r->kind == RB_LIST ? "[" : r->kind == RB_DICT ? "{" : r->kind == RB_SET ? "set([" : "slice(";
+        const char *close = iter ? "))" : r->kind == RB_TUPLE ? (r->n == 1 ? ",)" : ")") : r->kind == RB_LIST ? "]" : r->kind == RB_DICT ? "}" : r->kind == RB_SET ? "])" : ")";
         s = PyUnicode_FromString(open);
         if (s == NULL || PyList_Append(parts, s) < 0)
             goto fail;

@@ -79,6 +79,9 @@ static void decode_calls_and_scopes(Instr *in)
     case SET_FUNCTION_ATTRIBUTE: in->op = OP_SET_FUNCTION_ATTRIBUTE; break;
 #endif
     case MAP_ADD: in->op = OP_MAP_ADD; break;
+    case BUILD_SET: in->op = OP_BUILD_SET; break;
+    case SET_ADD: in->op = OP_SET_ADD; break;
+    case SET_UPDATE: in->op = OP_SET_UPDATE; break;
     case BEFORE_WITH: in->op = OP_BEFORE_WITH; break;
 #if !PY_311
     case LOAD_SUPER_ATTR: in->op = OP_LOAD_SUPER_ATTR; in->oparg = oparg >> 2; in->flag = oparg & 1; break;

@@ -337,6 +337,9 @@ typedef enum Op {
                                  3.13: 0, set by OP_SET_FUNCTION_ATTRIBUTE) */
     OP_SET_FUNCTION_ATTRIBUTE,/* 3.13: oparg one MAKE_FUNCTION flag */
     OP_MAP_ADD,               /* {k: v for ...}: oparg = depth of the dict */
+    OP_BUILD_SET,
+    OP_SET_ADD,               /* {x for ...}: oparg = depth of the set */
+    OP_SET_UPDATE,
     OP_BEFORE_WITH,           /* with mgr: pushes mgr.__exit__, mgr.__enter__() */
     OP_LOAD_SUPER_ATTR,       /* 3.12+: [super, cls, self] -> super(cls, self).name;
                                  oparg: name index; flag: a method (a call pair) */

@@ -36,6 +36,7 @@ static Value *builtin_len(TFrame *f, Value *v)
     case V_TUPLE:
     case V_LIST:
     case V_DICT:
+    case V_SET:
         return new_const(f->t, PyLong_FromLong(v->n));
     case V_TENSOR: {
         if (v->dynshape)
@@ -51,6 +52,13 @@ static Value *builtin_len(TFrame *f, Value *v)
             tracer_unsupported(f->t, false, "len() of a 0-d array");
         Py_DECREF(shape);
         return r;
+    }
+    case V_NEWOBJ: {
+        Value *r = tr_newobj_protocol(f, v, "__len__", NULL, 0);
+        if (r == NULL || (r->kind == V_CONST && PyLong_CheckExact(r->obj)))
+            return r;
+        return tracer_unsupported(f->t, false, "len() of a new %s: its __len__ gives no int",
+                                  ((PyTypeObject *)v->obj)->tp_name), NULL;
     }
     default:
         if (foldable(v))
@@ -70,6 +78,7 @@ static PyObject *known_type(Value *v)
     case V_TUPLE: return (PyObject *)&PyTuple_Type;
     case V_LIST: return (PyObject *)&PyList_Type;
     case V_DICT: return (PyObject *)&PyDict_Type;
+    case V_SET: return (PyObject *)&PySet_Type;
     case V_SLICE: return (PyObject *)&PySlice_Type;
     case V_NEWOBJ: return v->obj;
     default: return NULL;
@@ -221,8 +230,55 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
     return tr_load_attr(f, v, name);
 }
 
+/* sorted(iterable[, reverse=b]) of constants: the real sorted() of them,
+   as a new list this frame owns.  NULL when tracing stops. */
+static Value *builtin_sorted(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs - nkw != 1 || nkw > 1
+        || (nkw == 1 && (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "reverse") != 0
+                         || !foldable(args[1]))))
+        return tracer_unsupported(t, false, "sorted() with a key or these arguments"), NULL;
+    Value *it = tr_make_iter(f, args[0]);
+    if (it == NULL)
+        return NULL;
+    PyObject *items = PyList_New(0);
+    for (int i = it->pos; items != NULL && i < it->n; i++) {
+        if (!foldable(it->items[i])) {
+            Py_DECREF(items);
+            return tracer_unsupported(t, false, "sorted() of values that are not constants"), NULL;
+        }
+        if (PyList_Append(items, it->items[i]->obj) < 0)
+            Py_CLEAR(items);
+    }
+    if (items == NULL)
+        return NULL;
+    it->pos = it->n;                                    /* consumed */
+    PyObject *pos = PyTuple_Pack(1, items);
+    PyObject *kw = nkw ? Py_BuildValue("{sO}", "reverse", args[1]->obj) : NULL;
+    PyObject *r = pos && (!nkw || kw) ? PyObject_Call(fn, pos, kw) : NULL;
+    Py_DECREF(items);
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    if (r == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL;
+        PyErr_Clear();
+        return tracer_break(t, STOP_CALL, "sorted() raises on these values"), NULL;
+    }
+    Value *out = value_new(t, V_LIST, NULL);
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(r); i++) {
+        Value *c = value_new(t, V_CONST, PyList_GET_ITEM(r, i));
+        if (c == NULL || value_append(t, out, c) < 0)
+            out = NULL;
+    }
+    Py_DECREF(r);
+    return out;
+}
+
 /* Calls of functions of the builtins module: len, isinstance, min, max,
-   abs, getattr, sum, any, all are modelled; any other call, or one on a tensor, is a
+   abs, getattr, sorted, sum, any, all are modelled; any other call, or one on a tensor, is a
    break.  NULL when tracing stops. */
 Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
 {
@@ -271,6 +327,8 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
         Py_DECREF(cargs);
         return new_const(t, r);
     }
+    if (strcmp(name, "sorted") == 0 && nargs >= 1 && args[0]->kind != V_TENSOR)
+        return builtin_sorted(f, fn, args, nargs, kwnames);
     if (strcmp(name, "sum") == 0 && nokw && (nargs == 1 || nargs == 2) && args[0]->kind != V_TENSOR)
         return builtin_sum(f, args, nargs);
     if ((strcmp(name, "any") == 0 || strcmp(name, "all") == 0) && nokw && nargs == 1
@@ -321,6 +379,11 @@ static Value *call_scalar_type(TFrame *f, PyObject *tp, Value **args, int nargs)
         if (nargs == 1 && args[0]->kind == V_TENSOR)
             return tracer_break(t, STOP_ESCAPE, "data escape: %s() of a tensor value",
                                 ((PyTypeObject *)tp)->tp_name), NULL;
+        if (nargs == 1 && tp == (PyObject *)&PyBool_Type) {
+            /* bool(container or object made while tracing): its truth */
+            int truth = tr_truth(f, args[0], "bool()");
+            return truth < 0 ? NULL : value_new(t, V_CONST, truth ? Py_True : Py_False);
+        }
         return tracer_unsupported(t, false, "%s() of a value that is not a constant",
                                   ((PyTypeObject *)tp)->tp_name), NULL;
     }
@@ -411,8 +474,67 @@ static Value *call_zip(TFrame *f, Value **args, int nargs)
     return out;
 }
 
+/* dict(), dict(mapping or iterable of pairs, **kw) and set(), set(iterable):
+   a new dict or set this frame owns, of what the arguments hold (keys and
+   members constants).  NULL when tracing stops. */
+static Value *call_dict_or_set(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    bool is_dict = tp == (PyObject *)&PyDict_Type;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    Value *out = is_dict ? value_new(t, V_DICT, NULL) : tr_new_set(t);
+    if (out == NULL || (is_dict && (out->obj = PyList_New(0)) == NULL))
+        return NULL;
+    if (npos > 1 || (!is_dict && nkw > 0))
+        return tracer_unsupported(t, false, "%s() with these arguments", ((PyTypeObject *)tp)->tp_name), NULL;
+    if (npos == 1 && is_dict && args[0]->kind == V_DICT) {
+        for (int i = 0; i < args[0]->n; i++)
+            if (tr_dict_set_item(t, out, PyList_GET_ITEM(args[0]->obj, i), args[0]->items[i]) < 0)
+                return NULL;
+    }
+    else if (npos == 1 && !is_dict) {
+        bool handled;
+        if (tr_set_merge(f, out, args[0], &handled) < 0)
+            return NULL;
+        if (!handled) {
+            Value *it = tr_make_iter(f, args[0]);
+            if (it == NULL)
+                return NULL;
+            for (int i = it->pos; i < it->n; i++)
+                if (tr_set_add(t, out, it->items[i]) < 0)
+                    return NULL;
+            it->pos = it->n;
+        }
+    }
+    else if (npos == 1) {
+        Value *it = tr_make_iter(f, args[0]);
+        if (it == NULL)
+            return NULL;
+        for (int i = it->pos; i < it->n; i++) {
+            Value *item = it->items[i];
+            if (item->kind == V_CONST && PyTuple_CheckExact(item->obj) && PyTuple_GET_SIZE(item->obj) == 2) {
+                Value *v = value_new(t, V_CONST, PyTuple_GET_ITEM(item->obj, 1));
+                if (v == NULL || tr_dict_set_item(t, out, PyTuple_GET_ITEM(item->obj, 0), v) < 0)
+                    return NULL;
+                continue;
+            }
+            if (item->kind != V_TUPLE || item->n != 2 || !foldable(item->items[0]))
+                return tracer_unsupported(t, false, "dict() of items that are not (constant key, "
+                                          "value) pairs"), NULL;
+            if (tr_dict_set_item(t, out, item->items[0]->obj, item->items[1]) < 0)
+                return NULL;
+        }
+        it->pos = it->n;
+    }
+    for (int k = 0; k < nkw; k++)
+        if (tr_dict_set_item(t, out, PyTuple_GET_ITEM(kwnames, k), args[npos + k]) < 0)
+            return NULL;
+    return out;
+}
+
 /* Calls of builtin types: range, int, float, bool, slice, str, tuple,
-   list, enumerate, zip; any other is a break.  NULL when tracing stops. */
+   list, dict, set, enumerate, zip; any other is a break.  NULL when
+   tracing stops. */
 Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -434,6 +556,8 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         }
         return call_zip(f, args, nargs - 1);
     }
+    if (tp == (PyObject *)&PyDict_Type || tp == (PyObject *)&PySet_Type)
+        return call_dict_or_set(f, tp, args, nargs, kwnames);
     if (!nokw)
         return tracer_unsupported(t, false, "keyword arguments to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
     if (tp == (PyObject *)&PyRange_Type || tp == (PyObject *)&PyLong_Type

@@ -465,6 +465,10 @@ static int op_build_slice(TFrame *f, const Instr *in)
    constant.  0 / -1. */
 int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val)
 {
+    if (PyObject_Hash(key) == -1) {
+        PyErr_Clear();
+        return tracer_break(t, STOP_CALL, "an unhashable dict key (TypeError)");
+    }
     for (int j = 0; j < d->n; j++) {
         int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
         if (eq < 0)
@@ -563,6 +567,112 @@ static int op_map_add(TFrame *f, const Instr *in)
     return tr_dict_set_item(f->t, d, key->obj, value);
 }
 
+/* (contract: translate_int.h) */
+int tr_set_add(Tracer *t, Value *s, Value *v)
+{
+    if (!foldable(v))
+        return tracer_unsupported(t, false, "a set member that is not a constant");
+    if (PyObject_Hash(v->obj) == -1) {
+        PyErr_Clear();
+        return tracer_break(t, STOP_CALL, "an unhashable set member (TypeError)");
+    }
+    int had = PySet_Contains(s->obj, v->obj);
+    if (had != 0)
+        return had < 0 ? -1 : 0;
+    return PySet_Add(s->obj, v->obj) < 0 ? -1 : value_append(t, s, v);
+}
+
+/* (contract: translate_int.h) */
+Value *tr_new_set(Tracer *t)
+{
+    Value *s = value_new(t, V_SET, NULL);
+    if (s != NULL && (s->obj = PySet_New(NULL)) == NULL)
+        return NULL;
+    return s;
+}
+
+#define set_add_member tr_set_add
+
+/* (contract: translate_int.h) */
+int tr_set_merge(TFrame *f, Value *s, Value *other, bool *handled)
+{
+    PyObject *real = NULL;                                  /* strong */
+    *handled = true;
+    if (other->kind == V_CONST && PyAnySet_Check(other->obj))
+        real = Py_NewRef(other->obj);
+    else if (other->kind == V_DICT) {
+        /* a dict's keys, in a dict of the same keys in the same order:
+           set.update sizes its table by the dict's length */
+        real = PyDict_New();
+        for (int i = 0; real != NULL && i < other->n; i++)
+            if (PyDict_SetItem(real, PyList_GET_ITEM(other->obj, i), Py_None) < 0)
+                Py_CLEAR(real);
+        if (real == NULL)
+            return -1;
+    }
+    else {
+        *handled = false;
+        return 0;
+    }
+    /* set.update copies a set's table and pre-sizes for a dict: the real
+       set is updated the same way, so it has the program's layout */
+    PyObject *r = PyObject_CallMethod(s->obj, "update", "O", real);
+    PyObject *members = r ? PySequence_List(real) : NULL;
+    Py_XDECREF(r);
+    Py_DECREF(real);
+    s->merged = true;
+    int rc = members ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(members); i++) {
+        PyObject *m = PyList_GET_ITEM(members, i);                 /* borrowed */
+        int dup = 0;
+        for (int k = 0; k < s->n && dup == 0; k++)
+            dup = PyObject_RichCompareBool(s->items[k]->obj, m, Py_EQ);
+        if (dup < 0)
+            rc = -1;
+        else if (dup == 0) {
+            Value *c = value_new(f->t, V_CONST, m);
+            rc = c == NULL || value_append(f->t, s, c) < 0 ? -1 : 0;
+        }
+    }
+    Py_XDECREF(members);
+    return rc;
+}
+
+/* BUILD_SET: a set of the oparg values on the stack. */
+static int op_build_set(TFrame *f, const Instr *in)
+{
+    Value *s = tr_new_set(f->t);
+    if (s == NULL)
+        return -1;
+    for (int i = in->oparg; i >= 1; i--)              /* the first pushed first */
+        if (set_add_member(f->t, s, peek(f, i)) < 0)
+            return -1;
+    f->sp -= in->oparg;
+    return push(f, s);
+}
+
+/* SET_ADD / SET_UPDATE into the set oparg below the top. */
+static int op_set_add(TFrame *f, const Instr *in)
+{
+    Value *item = pop(f);
+    Value *s = peek(f, in->oparg);
+    if (s->kind != V_SET)
+        return tracer_unsupported(f->t, true, "adding to a set the program can see");
+    if (in->op == OP_SET_ADD)
+        return set_add_member(f->t, s, item);
+    bool handled;
+    int rc = tr_set_merge(f, s, item, &handled);
+    if (handled || rc < 0)
+        return rc;
+    Value *it = tr_make_iter(f, item);
+    if (it == NULL)
+        return -1;
+    for (int i = it->pos; i < it->n; i++)
+        if (set_add_member(f->t, s, it->items[i]) < 0)
+            return -1;
+    return 0;
+}
+
 /* LIST_APPEND / LIST_EXTEND into the list oparg below the top. */
 static int op_list_extend(TFrame *f, const Instr *in)
 {
@@ -621,6 +731,18 @@ static int op_swap(TFrame *f, const Instr *in)
 }
 
 /* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
+/* GET_ITER of an object made while tracing: its __iter__ (a Python
+   generator function gives a V_GEN, run lazily by FOR_ITER).  NULL when
+   tracing stops. */
+static Value *iter_of_new_object(TFrame *f, Value *o)
+{
+    Value *r = tr_newobj_protocol(f, o, "__iter__", NULL, 0);
+    if (r == NULL || r->kind == V_ITER || r->kind == V_GEN)
+        return r;
+    return tracer_unsupported(f->t, false, "iter() of a new %s: its __iter__ gives no iterator",
+                              ((PyTypeObject *)o->obj)->tp_name), NULL;
+}
+
 static int op_for_iter(TFrame *f, const Instr *in, int *ip)
 {
     Value *it = peek(f, 1);
@@ -1080,6 +1202,13 @@ int tr_run_frame(TFrame *f, int start)
         case OP_MAP_ADD:
             rc = op_map_add(f, &in);
             break;
+        case OP_BUILD_SET:
+            rc = op_build_set(f, &in);
+            break;
+        case OP_SET_ADD:
+        case OP_SET_UPDATE:
+            rc = op_set_add(f, &in);
+            break;
         case OP_BEFORE_WITH:
             rc = op_before_with(f, &in);
             break;
@@ -1106,7 +1235,9 @@ int tr_run_frame(TFrame *f, int start)
             break;
         case OP_GET_ITER:
             /* iter(gen) is gen: a generator stays lazy in a for loop */
-            rc = peek(f, 1)->kind == V_GEN ? 0 : push(f, tr_make_iter(f, pop(f)));
+            rc = peek(f, 1)->kind == V_GEN ? 0
+                 : peek(f, 1)->kind == V_NEWOBJ ? push(f, iter_of_new_object(f, pop(f)))
+                 : push(f, tr_make_iter(f, pop(f)));
             break;
         case OP_FOR_ITER:
             rc = op_for_iter(f, &in, &ip);

@@ -25,6 +25,10 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
         Value *args[2] = {base, index};
         return tensorops_call(t, NODE_CALL_FUNCTION, tensorops_operator("getitem"), "getitem", args, 2, NULL);
     }
+    if (base->kind == V_NEWOBJ) {
+        Value *args[1] = {index};
+        return tr_newobj_protocol(f, base, "__getitem__", args, 1);
+    }
     if (base->kind == V_OBJECT) {
         bool handled;
         Value *mi = value_module_getitem(t, base, index, &handled);
@@ -102,6 +106,10 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
 int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value)
 {
     Tracer *t = f->t;
+    if (container->kind == V_NEWOBJ) {
+        Value *args[2] = {idx, value};
+        return tr_newobj_protocol(f, container, "__setitem__", args, 2) ? 0 : -1;
+    }
     if (container->kind == V_LIST && container->src < 0 && idx->kind == V_CONST
         && PyLong_CheckExact(idx->obj)) {
         Py_ssize_t i = PyLong_AsSsize_t(idx->obj);
@@ -294,11 +302,22 @@ Value *tr_make_iter(TFrame *f, Value *v)
         return it;
     case V_CONST:
         if (PyRange_Check(v->obj) || PyTuple_CheckExact(v->obj) || PyUnicode_CheckExact(v->obj)
+            || PyFrozenSet_CheckExact(v->obj)   /* `for x in {"a", "b"}`: a constant's order */
             || (PyTuple_Check(v->obj) && value_is_plain_constant(v->obj)))   /* torch.Size */
             return iter_constant(t, it, v->obj);
         break;
     case V_TENSOR:
         return iter_rows(f, it, v);
+    case V_SET:
+        return iter_constant(t, it, v->obj);    /* the real set's order */
+    case V_NEWOBJ: {
+        Value *r = tr_newobj_protocol(f, v, "__iter__", NULL, 0);
+        if (r == NULL || r->kind == V_ITER)
+            return r;
+        return tracer_unsupported(t, false, "iterating a new %s here: its __iter__ gives a %s",
+                                  ((PyTypeObject *)v->obj)->tp_name,
+                                  r->kind == V_GEN ? "generator" : "value that is no iterator"), NULL;
+    }
     case V_OBJECT: {
         bool handled;
         Value *mi = value_module_iter(t, v, &handled);

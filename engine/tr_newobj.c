@@ -12,6 +12,16 @@
  * after the graph ran as object.__new__(C) with its __dict__ filled in
  * (tr_rebuild.c: one object however many places hold it).
  *
+ * A class deriving from dict or OrderedDict (a dataclass over one, as
+ * transformers' ModelOutput) is modelled too: its mapping is a second
+ * V_DICT (items[2]), reached by the dict methods found through the class
+ * or super() (__setitem__, __getitem__, keys, items, get...) and by
+ * subscripts, `in`, len() and iteration when the class leaves those to
+ * dict; a Python __setattr__, __getitem__, __setitem__ or __contains__ of
+ * the class is inlined, super().__setattr__ stores as object.__setattr__.
+ * Rebuilt as dict.__new__(C) with its items set by the builtin's own
+ * store (never the class's __setitem__), then its __dict__.
+ *
  * Invariants: the class (items[1]) is reached by an accessor and guarded
  * by identity; what each lookup relies on in the class -- __new__,
  * __init__, __setattr__, __getattribute__, a method or plain attribute,
@@ -24,18 +34,19 @@
 
 /* Names looked up on every class, interned once. */
 static PyObject *s_new, *s_init, *s_setattr, *s_getattribute, *s_getattr, *s_slots,
-                *s_dict, *s_weakref, *s_class, *s_bool, *s_len, *s_fget, *s_fset;
+                *s_dict, *s_weakref, *s_class, *s_bool, *s_len, *s_fget, *s_fset,
+                *s_delattr;
 
 static int intern_names(void)
 {
-    if (s_fset != NULL)
+    if (s_delattr != NULL)
         return 0;
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_new, "__new__"}, {&s_init, "__init__"}, {&s_setattr, "__setattr__"},
         {&s_getattribute, "__getattribute__"}, {&s_getattr, "__getattr__"},
         {&s_slots, "__slots__"}, {&s_dict, "__dict__"}, {&s_weakref, "__weakref__"},
         {&s_class, "__class__"}, {&s_bool, "__bool__"}, {&s_len, "__len__"},
-        {&s_fget, "fget"}, {&s_fset, "fset"},
+        {&s_fget, "fget"}, {&s_fset, "fset"}, {&s_delattr, "__delattr__"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
@@ -65,16 +76,39 @@ static int slots_are_empty(PyObject *slots)
     return ok;
 }
 
+/* The builtin mapping class whose instances tp's are (OrderedDict or
+   dict: the first builtin class of its MRO), or NULL: none, or another
+   builtin. */
+static PyTypeObject *mapping_base(PyTypeObject *tp)
+{
+    PyObject *mro = tp->tp_mro;                                 /* borrowed */
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            return base == &PyODict_Type || base == &PyDict_Type ? base : NULL;
+    }
+    return NULL;
+}
+
+/* Whether builtin class base may be in the MRO of a class whose mapping
+   base is mb (NULL: a plain class): object, and mb's own bases. */
+static bool builtin_base_allowed(PyTypeObject *base, PyTypeObject *mb)
+{
+    return base == &PyBaseObject_Type
+           || (mb != NULL && (base == mb || base == &PyDict_Type));
+}
+
 /* NULL when calling class tp makes a plain object (see the file's
    comment), else why not. */
 static const char *class_not_plain(PyTypeObject *tp)
 {
+    PyTypeObject *mb = mapping_base(tp);
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return "a builtin class";
     if (Py_TYPE(tp)->tp_call != PyType_Type.tp_call)
         return "its metaclass has its own __call__";
-    if (tp->tp_new != PyBaseObject_Type.tp_new)
-        return "its __new__ is not object.__new__";
+    if (tp->tp_new != (mb ? PyDict_Type.tp_new : PyBaseObject_Type.tp_new))
+        return "its __new__ is not object.__new__ (or dict.__new__)";
     if (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT)
         return "it is abstract";
     if (tp->tp_itemsize != 0 || !type_has_instance_dict(tp))
@@ -82,10 +116,11 @@ static const char *class_not_plain(PyTypeObject *tp)
     PyObject *mro = tp->tp_mro;                                 /* borrowed */
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-        if (base == &PyBaseObject_Type)
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+            if (!builtin_base_allowed(base, mb))
+                return "it derives from a builtin class";
             continue;
-        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE))
-            return "it derives from a builtin class";
+        }
         PyObject *dict = type_dict_ref(base);
         PyObject *slots = dict ? PyDict_GetItemWithError(dict, s_slots) : NULL;
         int empty = PyErr_Occurred() ? 0 : slots_are_empty(slots);
@@ -137,6 +172,22 @@ static inline Value *attrs_of(Value *o)
     return o->items[0];
 }
 
+/* The mapping of new object o whose class derives from dict: items[2];
+   NULL for a plain object. */
+static inline Value *mapping_of(Value *o)
+{
+    return o->n > 2 ? o->items[2] : NULL;
+}
+
+/* A new, empty V_DICT the translator owns.  NULL on an error. */
+static Value *empty_dict(Tracer *t)
+{
+    Value *d = value_new(t, V_DICT, NULL);
+    if (d != NULL && (d->obj = PyList_New(0)) == NULL)
+        return NULL;
+    return d;
+}
+
 /* Index of the last entry of key name in the attribute dict d, or -1 (-2
    on an error).  A deleted attribute keeps its entry, its item a V_NULL
    (so that undo can put it back where it was); set again, it gets a new
@@ -151,6 +202,118 @@ static int dict_index(Value *d, PyObject *name)
             return i;
     }
     return -1;
+}
+
+/* Whether descr (borrowed, found on o's class) is a method of the
+   builtin mapping class of o (dict's, or OrderedDict's). */
+static bool is_mapping_method(Value *o, PyObject *descr)
+{
+    if (mapping_of(o) == NULL
+        || !(Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type)))
+        return false;
+    PyTypeObject *owner = PyDescr_TYPE(descr);
+    return owner == &PyDict_Type || owner == mapping_base((PyTypeObject *)o->obj);
+}
+
+/* descr (a builtin method of object or of dict) bound to new object o: a
+   V_BOUNDFN that tr_call_bound hands to tr_newobj_call_builtin.  NULL on
+   an error. */
+static Value *bound_builtin(Tracer *t, PyObject *descr, Value *o)
+{
+    Value *g = value_new(t, V_BOUNDFN, NULL);
+    Value *marker = g ? value_new(t, V_CONST, descr) : NULL;
+    if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, o) < 0)
+        return NULL;
+    return g;
+}
+
+/* The dict method `name` of o's mapping called with args[0..nargs) (no
+   self): as the same call on a dict this frame made.  NULL when tracing
+   stops. */
+static Value *mapping_call(TFrame *f, Value *o, PyObject *name, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    Value *m = mapping_of(o);
+    const char *n = PyUnicode_AsUTF8(name);
+    if (n == NULL)
+        return NULL;
+    if (strcmp(n, "__getitem__") == 0 && nargs == 1)
+        return tr_subscript(f, m, args[0]);
+    if (strcmp(n, "__setitem__") == 0 && nargs == 2)
+        return tr_store_subscript(f, m, args[0], args[1]) < 0 ? NULL
+               : value_new(t, V_CONST, Py_None);
+    if (strcmp(n, "__contains__") == 0 && nargs == 1) {
+        int r = tr_contains(f, args[0], m);
+        return r < 0 ? NULL : value_new(t, V_CONST, r ? Py_True : Py_False);
+    }
+    if (strcmp(n, "__len__") == 0 && nargs == 0)
+        return new_const(t, PyLong_FromLong(m->n));
+    if (strcmp(n, "__iter__") == 0 && nargs == 0)
+        return tr_make_iter(f, m);
+    if (strcmp(n, "keys") == 0 || strcmp(n, "values") == 0 || strcmp(n, "items") == 0
+        || strcmp(n, "get") == 0 || strcmp(n, "pop") == 0) {
+        Value *meth = value_new(t, V_METHOD, name);
+        if (meth == NULL || value_append(t, meth, m) < 0)
+            return NULL;
+        meth->pos = 1;          /* the receiver is put first by the call */
+        return tr_call_or_undo(f, meth, args, nargs, NULL);
+    }
+    return tracer_unsupported(t, false, "dict method .%s() of a new %s", n,
+                              ((PyTypeObject *)o->obj)->tp_name), NULL;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_newobj_call_builtin(TFrame *f, Value *o, PyObject *descr, Value **args, int nargs,
+                              PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    PyObject *name = PyDescr_NAME(descr);
+    if (intern_names() < 0)
+        return NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        return tracer_unsupported(t, false, "keyword arguments to %U() of a new %s", name,
+                                  ((PyTypeObject *)o->obj)->tp_name), NULL;
+    if (PyDescr_TYPE(descr) == &PyBaseObject_Type) {
+        bool named = nargs >= 1 && args[0]->kind == V_CONST && PyUnicode_CheckExact(args[0]->obj);
+        if (named && nargs == 2 && PyUnicode_Compare(name, s_setattr) == 0)
+            return tr_newobj_object_setattr(f, o, args[0]->obj, args[1]) < 0 ? NULL
+                   : value_new(t, V_CONST, Py_None);
+        if (named && nargs == 1 && PyUnicode_Compare(name, s_getattribute) == 0)
+            return tr_newobj_attr(f, o, args[0]->obj);
+        return tracer_unsupported(t, false, "object.%U() of a new %s with these arguments", name,
+                                  ((PyTypeObject *)o->obj)->tp_name), NULL;
+    }
+    if (!is_mapping_method(o, descr))
+        return tracer_unsupported(t, false, "%U() of a new %s", name,
+                                  ((PyTypeObject *)o->obj)->tp_name), NULL;
+    return mapping_call(f, o, name, args, nargs);
+}
+
+/* (contract: translate_int.h) */
+Value *tr_newobj_protocol(TFrame *f, Value *o, const char *dunder, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    Value *cls = o->items[1];
+    PyObject *name = PyUnicode_InternFromString(dunder);
+    if (name == NULL)
+        return NULL;
+    PyObject *descr = _PyType_Lookup((PyTypeObject *)o->obj, name);     /* borrowed */
+    Value *r = NULL;
+    if (descr != NULL && PyFunction_Check(descr) && nargs + 1 < MAX_STACK) {
+        /* the class's own, in Python: inlined */
+        Value *fn = class_attr_value(t, cls, name), *full[MAX_STACK];
+        full[0] = o;
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+        r = fn ? tr_call_or_undo(f, fn, full, nargs + 1, NULL) : NULL;
+    }
+    else if (descr != NULL && is_mapping_method(o, descr)) {
+        r = guard_class_attr_is(t, cls, name, descr) < 0 ? NULL : mapping_call(f, o, name, args, nargs);
+    }
+    else {
+        tracer_unsupported(t, false, "%s of a new %s", dunder, ((PyTypeObject *)o->obj)->tp_name);
+    }
+    Py_DECREF(name);
+    return r;
 }
 
 /* (contract: translate_int.h) */
@@ -170,10 +333,14 @@ Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *k
     Py_XDECREF(new_fn);
     if (rc < 0)
         return NULL;
+    PyTypeObject *mb = mapping_base(tp);
     Value *o = value_new(t, V_NEWOBJ, cls->obj);
-    Value *attrs = o ? value_new(t, V_DICT, NULL) : NULL;
-    if (attrs == NULL || (attrs->obj = PyList_New(0)) == NULL
-        || value_append(t, o, attrs) < 0 || value_append(t, o, cls) < 0)
+    Value *attrs = o ? empty_dict(t) : NULL;
+    if (attrs == NULL || value_append(t, o, attrs) < 0 || value_append(t, o, cls) < 0)
+        return NULL;
+    attrs->attrs_of_newobj = true;
+    Value *mapping = mb ? empty_dict(t) : NULL;
+    if (mb != NULL && (mapping == NULL || value_append(t, o, mapping) < 0))
         return NULL;
     PyObject *init = _PyType_Lookup(tp, s_init);                 /* borrowed */
     if (init != NULL && PyFunction_Check(init)) {
@@ -191,7 +358,7 @@ Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *k
                                       tp->tp_name), NULL;
         return o;
     }
-    if (init != _PyType_Lookup(&PyBaseObject_Type, s_init))
+    if (init != _PyType_Lookup(mb ? mb : &PyBaseObject_Type, s_init))
         return tracer_unsupported(t, false, "%s() with an __init__ that is not Python", tp->tp_name), NULL;
     if (nargs > 0)
         return tracer_unsupported(t, false, "%s() takes no arguments", tp->tp_name), NULL;
@@ -237,7 +404,8 @@ static int guard_generic_reads(Tracer *t, Value *o, PyObject **getattr_fn)
     PyTypeObject *tp = (PyTypeObject *)o->obj;
     Value *cls = o->items[1];
     PyObject *ga = _PyType_Lookup(tp, s_getattribute);                  /* borrowed */
-    if (ga != _PyType_Lookup(&PyBaseObject_Type, s_getattribute))
+    bool dicts = ga != NULL && is_mapping_method(o, ga) && tp->tp_getattro == PyObject_GenericGetAttr;
+    if (ga != _PyType_Lookup(&PyBaseObject_Type, s_getattribute) && !dicts)
         return tracer_unsupported(t, false, "%s has its own __getattribute__", tp->tp_name);
     if (guard_class_attr_is(t, cls, s_getattribute, ga) < 0)
         return -1;
@@ -259,9 +427,17 @@ Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
     if (intern_names() < 0 || guard_generic_reads(t, o, &getattr_fn) < 0)
         return NULL;
     PyObject *descr = _PyType_Lookup(tp, name);                         /* borrowed */
+    if (descr != NULL && is_mapping_method(o, descr)) {
+        /* o.keys, o.get, ...: dict's own, bound to o's mapping */
+        if (guard_class_attr_is(t, cls, name, descr) < 0)
+            return NULL;
+        return bound_builtin(t, descr, o);
+    }
     if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
         if (PyUnicode_Compare(name, s_class) == 0)
             return cls;
+        if (PyUnicode_Compare(name, s_dict) == 0 && Py_IS_TYPE(descr, &PyGetSetDescr_Type))
+            return attrs_of(o);     /* its __dict__: the translator's dict */
         if (Py_IS_TYPE(descr, &PyProperty_Type))
             return property_call(f, o, name, s_fget, NULL);
         return tracer_unsupported(t, false, "attribute '%U' of a new %s is a %s", name, tp->tp_name,
@@ -304,7 +480,7 @@ Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
    (guarded), and no data descriptor of that name (or absent: guarded).
    1: into the dict; 0: a property's Python setter handles it (*prop);
    -1 when tracing stops. */
-static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop)
+static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop, bool check_setattr)
 {
     Tracer *t = f->t;
     PyTypeObject *tp = (PyTypeObject *)o->obj;
@@ -313,10 +489,10 @@ static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop)
     if (intern_names() < 0)
         return -1;
     PyObject *sa = _PyType_Lookup(tp, s_setattr);                       /* borrowed */
-    if (sa != _PyType_Lookup(&PyBaseObject_Type, s_setattr))
+    if (check_setattr && sa != _PyType_Lookup(&PyBaseObject_Type, s_setattr))
         return tracer_unsupported(t, false, "setting attribute '%U' of a %s, which has its own "
                                   "__setattr__", name, tp->tp_name);
-    if (guard_class_attr_is(t, cls, s_setattr, sa) < 0)
+    if (check_setattr && guard_class_attr_is(t, cls, s_setattr, sa) < 0)
         return -1;
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr == NULL)
@@ -331,12 +507,13 @@ static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop)
                               Py_TYPE(descr)->tp_name);
 }
 
-/* (contract: translate_int.h) */
-int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value)
+/* o.name = value as object.__setattr__ does it (check_setattr: only when
+   the class's __setattr__ is object's, guarded).  0 / -1. */
+static int object_store(TFrame *f, Value *o, PyObject *name, Value *value, bool check_setattr)
 {
     Tracer *t = f->t;
     bool prop;
-    int r = plain_store(f, o, name, &prop);
+    int r = plain_store(f, o, name, &prop, check_setattr);
     if (r < 0)
         return -1;
     if (prop) {
@@ -357,11 +534,33 @@ int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value)
 }
 
 /* (contract: translate_int.h) */
+int tr_newobj_object_setattr(TFrame *f, Value *o, PyObject *name, Value *value)
+{
+    return object_store(f, o, name, value, false);
+}
+
+/* (contract: translate_int.h) */
+int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value)
+{
+    Tracer *t = f->t;
+    if (intern_names() < 0)
+        return -1;
+    PyObject *sa = _PyType_Lookup((PyTypeObject *)o->obj, s_setattr);   /* borrowed */
+    if (sa == NULL || !PyFunction_Check(sa))
+        return object_store(f, o, name, value, true);
+    /* the class's __setattr__, in Python: inlined */
+    Value *fn = class_attr_value(t, o->items[1], s_setattr);
+    Value *key = fn ? value_new(t, V_CONST, name) : NULL;
+    Value *args[3] = {o, key, value};
+    return key && tr_call_or_undo(f, fn, args, 3, NULL) ? 0 : -1;
+}
+
+/* (contract: translate_int.h) */
 int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name)
 {
     Tracer *t = f->t;
     bool prop;
-    int r = plain_store(f, o, name, &prop);
+    int r = plain_store(f, o, name, &prop, true);
     if (r < 0)
         return -1;
     if (prop)
@@ -387,7 +586,15 @@ int tr_newobj_truth(TFrame *f, Value *o)
     PyTypeObject *tp = (PyTypeObject *)o->obj;
     if (intern_names() < 0)
         return -1;
-    if (_PyType_Lookup(tp, s_bool) != NULL || _PyType_Lookup(tp, s_len) != NULL)
+    PyObject *len = _PyType_Lookup(tp, s_len);                         /* borrowed */
+    if (_PyType_Lookup(tp, s_bool) == NULL && len != NULL && is_mapping_method(o, len)) {
+        /* a dict's truth: whether it has items */
+        if (guard_class_lacks(t, o->items[1], s_bool) < 0
+            || guard_class_attr_is(t, o->items[1], s_len, len) < 0)
+            return -1;
+        return mapping_of(o)->n > 0;
+    }
+    if (_PyType_Lookup(tp, s_bool) != NULL || len != NULL)
         return tracer_unsupported(t, false, "truth of a new %s, which defines __bool__ or __len__",
                                   tp->tp_name);
     if (guard_class_lacks(t, o->items[1], s_bool) < 0 || guard_class_lacks(t, o->items[1], s_len) < 0)

@@ -229,10 +229,15 @@ Value *tr_make_super(TFrame *f, Value *cls, Value *obj)
         if (cls == NULL || obj == NULL)
             return NULL;
     }
-    if (cls->kind != V_CONST || !PyType_Check(cls->obj) || (obj->kind != V_OBJECT && obj->kind != V_CONST)
+    if (obj->kind == V_NEWOBJ && cls->kind == V_CONST && PyType_Check(cls->obj)) {
+        /* an object made while tracing: its class is obj->obj */
+        if (!PyType_IsSubtype((PyTypeObject *)obj->obj, (PyTypeObject *)cls->obj))
+            return tracer_unsupported(t, false, "super(type, obj): obj is not an instance of type"), NULL;
+    }
+    else if (cls->kind != V_CONST || !PyType_Check(cls->obj) || (obj->kind != V_OBJECT && obj->kind != V_CONST)
         || obj->src < 0 || PyType_Check(obj->obj))
         return tracer_unsupported(t, false, "super() of these values"), NULL;
-    if (!PyObject_TypeCheck(obj->obj, (PyTypeObject *)cls->obj))
+    else if (!PyObject_TypeCheck(obj->obj, (PyTypeObject *)cls->obj))
         return tracer_unsupported(t, false, "super(type, obj): obj is not an instance of type"), NULL;
     Value *s = value_new(t, V_SUPER, NULL);
     if (s == NULL || value_append(t, s, cls) < 0 || value_append(t, s, obj) < 0)
@@ -248,7 +253,8 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
 {
     Tracer *t = f->t;
     Value *obj = sup->items[1];
-    PyObject *mro = Py_TYPE(obj->obj)->tp_mro;                     /* borrowed */
+    bool made = obj->kind == V_NEWOBJ;     /* made while tracing: obj->obj is its class */
+    PyObject *mro = (made ? (PyTypeObject *)obj->obj : Py_TYPE(obj->obj))->tp_mro;   /* borrowed */
     Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0, i = 0;
     while (i < n && PyTuple_GET_ITEM(mro, i) != sup->items[0]->obj)
         i++;
@@ -261,6 +267,31 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
             if (PyErr_Occurred())
                 return NULL;
             continue;
+        }
+        if (made && !(((PyTypeObject *)klass)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+            && (Py_IS_TYPE(attr, &PyWrapperDescr_Type) || Py_IS_TYPE(attr, &PyMethodDescr_Type))) {
+            /* object.__setattr__, dict.__setitem__, ... of an object made
+               while tracing (tr_newobj_call_builtin); its class is guarded
+               by identity, and with it its MRO */
+            Value *g = value_new(t, V_BOUNDFN, NULL);
+            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
+            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
+                return NULL;
+            return g;
+        }
+        if (made) {
+            /* a Python function of a class in the MRO: C.__mro__[i].name */
+            if (!PyFunction_Check(attr))
+                return tracer_unsupported(t, false, "super().%U of a new %s: a %s", name,
+                                          ((PyTypeObject *)obj->obj)->tp_name, Py_TYPE(attr)->tp_name), NULL;
+            PyObject *mro_name = PyUnicode_FromString("__mro__");
+            int ma = mro_name == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, obj->items[1]->src, 0,
+                                                               mro_name, NULL);
+            Py_XDECREF(mro_name);
+            int ka = ma < 0 ? -1 : guardset_accessor(t->gs, ACC_ITEM, ma, i, NULL, NULL);
+            if (ka < 0 || guardset_add(t->gs, GUARD_ID_MATCH, ka, klass, 0) < 0)
+                return NULL;
+            return bind_function(f, guardset_accessor(t->gs, ACC_ATTR, ka, 0, name, NULL), attr, obj);
         }
         if (klass == (PyObject *)&PyBaseObject_Type
             && PyUnicode_CompareWithASCIIString(name, "__getattribute__") == 0) {
@@ -345,6 +376,9 @@ Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject 
 {
     Tracer *t = f->t;
     Value *fn = bound->items[0], *self = bound->items[1];
+    if (self->kind == V_NEWOBJ && fn->kind == V_CONST
+        && (Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type) || Py_IS_TYPE(fn->obj, &PyMethodDescr_Type)))
+        return tr_newobj_call_builtin(f, self, fn->obj, args, nargs, kwnames);
     if (fn->kind == V_CONST && Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type)) {
         /* object.__getattribute__ bound by super(): the generic lookup */
         if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0) || args[0]->kind != V_CONST

@@ -237,6 +237,7 @@ int tr_truth(TFrame *f, Value *v, const char *what)
     case V_TUPLE:
     case V_LIST:
     case V_DICT:
+    case V_SET:
         return v->n > 0;
     case V_TENSOR:
         return tracer_break(f->t, STOP_BRANCH, "%s on a tensor value", what);
@@ -264,11 +265,25 @@ int tr_is_same(TFrame *f, Value *a, Value *b)
         return 0;
     if (a == b)
         return 1;
+    if ((a->kind == V_CONST && a->obj == Py_None && b->kind == V_OBJECT && b->src >= 0)
+        || (b->kind == V_CONST && b->obj == Py_None && a->kind == V_OBJECT && a->src >= 0))
+        return 0;     /* a V_OBJECT's type is guarded, and it is not NoneType */
     if ((a->kind == V_NEWOBJ || a->kind == V_GEN) != (b->kind == V_NEWOBJ || b->kind == V_GEN)
         && (a->kind == V_CONST || a->kind == V_OBJECT || b->kind == V_CONST || b->kind == V_OBJECT))
         return 0;     /* an object made while tracing is no object that existed before */
     if ((a->kind == V_NEWOBJ || a->kind == V_GEN) && (b->kind == V_NEWOBJ || b->kind == V_GEN))
         return 0;     /* two Values made apart are two objects */
+    if ((a->kind == V_OBJECT || a->kind == V_CONST) && (b->kind == V_OBJECT || b->kind == V_CONST)
+        && a->src >= 0 && b->src >= 0 && a->obj != NULL && b->obj != NULL) {
+        /* two objects read through accessors (f._field_type is _FIELD):
+           their identity now, guarded as a relation of the two accessors */
+        int later = a->src > b->src ? a->src : b->src, earlier = a->src > b->src ? b->src : a->src;
+        bool same = a->obj == b->obj;
+        if (later != earlier
+            && guardset_add(f->t->gs, same ? GUARD_SAME_AS : GUARD_NOT_SAME_AS, later, NULL, earlier) < 0)
+            return -1;
+        return same;
+    }
     return tracer_unsupported(f->t, false, "'is' between these values");
 }
 
@@ -309,7 +324,13 @@ int tr_contains(TFrame *f, Value *a, Value *b)
         if (PyErr_Occurred() || f->t->reason != NULL)
             return -1;
     }
-    if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST))
+    if (b->kind == V_NEWOBJ) {
+        Value *args[1] = {a};
+        Value *r = tr_newobj_protocol(f, b, "__contains__", args, 1);
+        return r ? tr_truth(f, r, "'in'") : -1;
+    }
+    if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST
+                          || b->kind == V_SET))
         return tracer_unsupported(f->t, false, "'in' on these values");
     int r = 0;
     for (int i = 0; i < b->n && r == 0; i++) {

@@ -182,22 +182,30 @@ static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool li
 /* A list, dict, tuple or iterator this frame made is one object however many slots hold it:
    built once per run into a memo slot (after the memo slots it contains). */
 /* rb = an object of class v->obj made while tracing (V_NEWOBJ):
-   RB_NEWOBJ, obj (class, name...) of its live attributes, items their
-   values.  0 / -1. */
+   RB_NEWOBJ, obj (class, name..., key...) of its live attributes and
+   (a dict subclass) its mapping's keys, items their values in that
+   order, index the number of keys.  0 / -1. */
 static int rebuild_new_object(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
 {
-    Value *attrs = v->items[0];
-    int live = 0;
+    Value *attrs = v->items[0], *mapping = v->n > 2 ? v->items[2] : NULL;
+    int live = 0, nkeys = mapping ? mapping->n : 0;
     for (int i = 0; i < attrs->n; i++)
         live += attrs->items[i]->kind != V_NULL;
-    if (rebuild_start(rb, RB_NEWOBJ, 0, live) < 0 || (rb->obj = PyTuple_New(live + 1)) == NULL)
+    if (rebuild_start(rb, RB_NEWOBJ, nkeys, live + nkeys) < 0
+        || (rb->obj = PyTuple_New(live + nkeys + 1)) == NULL)
         return -1;
     PyTuple_SET_ITEM(rb->obj, 0, Py_NewRef(v->obj));
-    for (int i = 0, k = 0; i < attrs->n; i++) {
+    int k = 0;
+    for (int i = 0; i < attrs->n; i++) {
         if (attrs->items[i]->kind == V_NULL)
             continue;               /* deleted */
         PyTuple_SET_ITEM(rb->obj, k + 1, Py_NewRef(PyList_GET_ITEM(attrs->obj, i)));
         if (tr_make_rebuild(t, o, attrs->items[i], &rb->items[k++]) < 0)
+            return -1;
+    }
+    for (int i = 0; i < nkeys; i++) {
+        PyTuple_SET_ITEM(rb->obj, k + 1, Py_NewRef(PyList_GET_ITEM(mapping->obj, i)));
+        if (tr_make_rebuild(t, o, mapping->items[i], &rb->items[k++]) < 0)
             return -1;
     }
     return 0;
@@ -249,9 +257,13 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
             return -1;
         }
     }
+    else if (v->kind == V_DICT && v->attrs_of_newobj) {
+        return tracer_unsupported(t, false, "the __dict__ of an object made while tracing, which "
+                                  "the program would get apart from the object");
+    }
     else {
         built.kind = v->kind == V_LIST ? RB_LIST : v->kind == V_TUPLE ? RB_TUPLE
-                     : v->kind == V_CELL ? RB_CELL : RB_DICT;
+                     : v->kind == V_CELL ? RB_CELL : v->kind == V_SET ? RB_SET : RB_DICT;
         if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
             return -1;
         if (make_rebuild_items(t, o, v, 0, &built) < 0) {
@@ -363,6 +375,11 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         /* one object wherever it goes */
         rc = make_rebuild_memo(t, o, v, rb);
         break;
+    case V_SET:
+        rc = v->merged ? tracer_unsupported(t, false, "a set made while tracing from another set "
+                                            "(whose order a rebuilt set may not keep)")
+                       : make_rebuild_memo(t, o, v, rb);
+        break;
     case V_GEN:
         t->gen_not_rebuilt = true;
         rc = tracer_unsupported(t, false, "a generator made while tracing, which the program "
@@ -453,6 +470,8 @@ void tr_mark_escapes(Value *v, int depth)
     }
     if (v->kind == V_NEWOBJ) {
         tr_mark_escapes(v->items[0], depth + 1);
+        if (v->n > 2)
+            tr_mark_escapes(v->items[2], depth + 1);     /* its mapping */
         return;
     }
     if (v->kind == V_TUPLE || v->kind == V_LIST || v->kind == V_DICT || v->kind == V_SLICE

@@ -52,7 +52,8 @@ typedef enum VKind {
                     inlined when called and cannot leave the translation */
     V_NEWOBJ,    /* an object of a program class made while tracing: obj = the
                     class; items[0] = its attributes (a V_DICT, a deleted one's
-                    item a V_NULL), items[1] = the class's value (tr_newobj.c) */
+                    item a V_NULL), items[1] = the class's value, items[2] (a
+                    class deriving from dict) its mapping (tr_newobj.c) */
     V_STATECM,   /* torch.autocast(...) / inference_mode(...) made for a `with`:
                     obj = its arguments (a tuple), items = [enter, exit] (V_CONST);
                     pos == 1: the __exit__ of one entered, obj = the mode
@@ -63,6 +64,11 @@ typedef enum VKind {
                     returned to it (tr_objects.c) */
     V_GEN,       /* a generator made while tracing, suspended: gen = its frame
                     (tr_generators.c); it cannot leave the translation */
+    V_SET,       /* a set made while tracing ({a, b}, a set comprehension):
+                    items = its members, constants, in insertion order; obj =
+                    the real set of them, changed as the program changes it
+                    (so it iterates in the program's order); rebuilt by adding
+                    the members in order unless `merged` */
 } VKind;
 
 typedef struct Value {
@@ -99,6 +105,12 @@ typedef struct Value {
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
                                 so it is not fixed by the input guards */
     bool program_cell;       /* V_CELL: stands for a cell of a real function */
+    bool merged;             /* V_SET: updated from a set or frozenset, whose
+                                table a set copies: its layout (and order) is
+                                not that of adding its members, so it is not
+                                rebuilt */
+    bool attrs_of_newobj;    /* V_DICT: the __dict__ of a V_NEWOBJ, rebuilt
+                                only as part of it (never a dict of its own) */
     bool escape_walked;      /* tr_mark_escapes went through it already (it
                                 runs once tracing is over: a value shared by
                                 many containers is walked once) */

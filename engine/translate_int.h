@@ -221,6 +221,15 @@ int tr_run_frame(TFrame *f, int start);
 /* d[key] = val in dict value d (made by this frame), key a constant.
    0 / -1. */
 int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val);
+/* set.update(other) into V_SET s when other is a set constant or a dict
+   (which set.update merges as a table: s becomes `merged`): *handled false
+   for other iterables (added one by one).  0 / -1. */
+int tr_set_merge(TFrame *f, Value *s, Value *other, bool *handled);
+/* A new, empty V_SET (its real set made).  NULL on an error. */
+Value *tr_new_set(Tracer *t);
+/* Add v to V_SET s as set.add does: a hashable constant, once (the real
+   set too).  0 / -1 when tracing stops. */
+int tr_set_add(Tracer *t, Value *s, Value *v);
 /* The items of CALL_FUNCTION_EX's callargs (and kwargs dict, or NULL)
    appended to args[*nargs...], *kwnames the keyword names (a tuple the
    tracer holds) or NULL.  0 / -1. */
@@ -285,8 +294,22 @@ Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *k
 Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name);
 int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value);
 int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name);
-/* bool(o) of a V_NEWOBJ: 1, or -1 when tracing stops. */
+/* bool(o) of a V_NEWOBJ: 1 or 0, or -1 when tracing stops. */
 int tr_newobj_truth(TFrame *f, Value *o);
+/* object.__setattr__(o, name, value) (what super().__setattr__ reaches):
+   the class's own __setattr__ not consulted.  0 / -1. */
+int tr_newobj_object_setattr(TFrame *f, Value *o, PyObject *name, Value *value);
+/* descr (a method or slot wrapper of object, dict or OrderedDict) called
+   on V_NEWOBJ o with args (no self): object's __setattr__ and
+   __getattribute__, the dict methods on o's mapping.  NULL when tracing
+   stops. */
+Value *tr_newobj_call_builtin(TFrame *f, Value *o, PyObject *descr, Value **args, int nargs,
+                              PyObject *kwnames);
+/* The protocol method `dunder` (__getitem__, __setitem__, __contains__,
+   __len__, __iter__) of V_NEWOBJ o called with args (no self): the
+   class's own in Python inlined, or dict's on o's mapping.  NULL when
+   tracing stops. */
+Value *tr_newobj_protocol(TFrame *f, Value *o, const char *dunder, Value **args, int nargs);
 
 /* ---- tr_generators.c ---- */
 

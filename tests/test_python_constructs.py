@@ -983,3 +983,158 @@ def test_item_writes_into_a_visible_dict_are_replayed_and_aliasing_is_guarded():
     np.testing.assert_array_equal(opt(np.ones(2), mine, mine.is_updated),
                                   sets_flags(np.ones(2), theirs, theirs.is_updated))
     assert mine.is_updated == theirs.is_updated
+
+
+# ---------------------------------------------------------------------------
+# Objects made while tracing whose class derives from dict or OrderedDict (a
+# dataclass over an OrderedDict with its own __setattr__, __setitem__ and
+# __getitem__, as transformers' ModelOutput), sets and dict()/set().
+
+from collections import OrderedDict  # noqa: E402
+from dataclasses import dataclass, fields  # noqa: E402
+
+
+class OutputBase(OrderedDict):
+    def __post_init__(self):
+        class_fields = fields(self)
+        first = getattr(self, class_fields[0].name)
+        others_none = all(self.__dict__.get(f.name) is None for f in class_fields[1:])
+        if others_none and first is None:
+            raise ValueError("no outputs")
+        for field in class_fields:
+            v = self.__dict__.get(field.name)
+            if v is not None:
+                self[field.name] = v
+
+    def __setattr__(self, name, value):
+        names = {field.name for field in fields(self)}
+        if name in names and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclass
+class LayerOutput(OutputBase):
+    last: object = None
+    hidden: object = None
+    extra: object = None
+
+
+def makes_an_output(x):
+    return LayerOutput(last=x * 2, hidden=x + 1)
+
+
+def reads_an_output(x):
+    o = makes_an_output(x)
+    total = o[0] + o.hidden + o["last"] + len(o) + ("extra" in o) + bool(o)
+    return total, o
+
+
+def test_a_dict_subclass_dataclass_made_in_the_frame_is_one_graph():
+    out = explain(reads_an_output, np.ones(3))
+    assert out.graph_count == 1 and out.graph_break_count == 0, out
+    opt, be = capture(reads_an_output)
+    for _ in range(2):
+        (got, o), (want, w) = opt(np.ones(3)), reads_an_output(np.ones(3))
+        np.testing.assert_array_equal(got, want)
+        assert type(o) is LayerOutput and [k for k in o] == [k for k in w]
+        assert list(o.keys()) == list(w.keys()) == ["last", "hidden"]
+        assert list(o.__dict__) == list(w.__dict__) and o.extra is None
+        np.testing.assert_array_equal(o["hidden"], w["hidden"])
+        o["extra"] = 5                 # a real object: its own __setitem__ runs
+        assert o.extra == 5 and list(o.keys()) == ["last", "hidden", "extra"]
+    assert graph_count(be) == 1 and breaks() == []
+
+
+def raises_in_post_init(x):
+    return LayerOutput(last=None), x
+
+
+def test_an_exception_a_new_dict_object_raises_is_raised_as_eagerly(capsys):
+    opt, _ = capture(raises_in_post_init)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="no outputs"):
+            opt(np.ones(2))
+    capsys.readouterr()
+
+
+def uses_sets(x, names):
+    seen = {n.upper() for n in names}
+    more = set(names)
+    picked = [n for n in sorted(seen) if n in seen]
+    k = len(seen) + len(more) + ("A" in seen) + bool(seen)
+    for n in {"a", "b", "c"}:
+        k += len(n)
+    return x * k, picked, dict(a=1, **{"b": 2}), dict([("c", 3)])
+
+
+def test_sets_and_dict_constructors_of_constants():
+    be = run_twice_items(uses_sets, np.ones(2), ("a", "b", "a"))
+    assert graph_count(be) == 1
+
+
+def run_twice_items(fn, *args):
+    opt, be = capture(fn)
+    want = fn(*args)
+    for _ in range(2):
+        got = opt(*args)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+    return be
+
+
+class Sentinel:
+    pass
+
+
+MARK, OTHER = Sentinel(), Sentinel()
+
+
+class KindHolder:
+    def __init__(self, kind):
+        self.kind = kind
+
+
+def checks_identity(x, h):
+    if h.kind is MARK:
+        return x + 1
+    return x - 1
+
+
+def test_is_between_objects_read_through_accessors_is_guarded():
+    opt, be = capture(checks_identity)
+    for kind, sign in ((MARK, 1), (OTHER, -1), (MARK, 1)):
+        np.testing.assert_array_equal(opt(np.zeros(2), KindHolder(kind)), np.full(2, sign))
+    assert breaks() == []
+    assert graph_count(be) == 2         # MARK, then OTHER: the relation recompiles
+
+
+def sets_the_program_gets(x, a, b):
+    pair = {a, b}                          # BUILD_SET of values
+    pair.add if False else None
+    names = set(["p", "q"]) if a else set()
+    for n in {"x", "y", "z"} | set():      # an operator on sets: eager
+        pass
+    return x + len(pair), pair, names
+
+
+def test_sets_made_in_the_frame_reach_the_program_as_sets(capsys):
+    opt, _ = capture(sets_the_program_gets)
+    for _ in range(2):
+        got, want = opt(np.ones(2), "a", "b"), sets_the_program_gets(np.ones(2), "a", "b")
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:] and type(got[1]) is set
+        assert list(got[1]) == list(want[1])       # the same order
+    capsys.readouterr()
