@@ -88,6 +88,11 @@ static void decode_calls_and_scopes(Instr *in)
 #endif
     case RETURN_GENERATOR: in->op = OP_RETURN_GENERATOR; break;
     case YIELD_VALUE: in->op = OP_YIELD_VALUE; break;
+    case RAISE_VARARGS: in->op = OP_RAISE_VARARGS; break;
+    case PUSH_EXC_INFO: in->op = OP_PUSH_EXC_INFO; break;
+    case CHECK_EXC_MATCH: in->op = OP_CHECK_EXC_MATCH; break;
+    case POP_EXCEPT: in->op = OP_POP_EXCEPT; break;
+    case RERAISE: in->op = OP_RERAISE; break;
     default: break;
     }
 }
@@ -306,6 +311,27 @@ static bool handler_only_reraises(PyCodeObject *co, int at)
     }
     bytecode_close(&bc);
     return reraises;
+}
+
+bool code_handler_at(PyCodeObject *co, int instr, int *target, int *depth, bool *lasti)
+{
+    PyObject *table = co->co_exceptiontable;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(table);
+    const unsigned char *end = p + PyBytes_GET_SIZE(table);
+    while (p < end) {
+        int start, size, to, dl;
+        p = exctable_varint(p, &start);
+        p = exctable_varint(p, &size);
+        p = exctable_varint(p, &to);
+        p = exctable_varint(p, &dl);
+        if (instr >= start && instr < start + size) {
+            *target = to;
+            *depth = dl >> 1;
+            *lasti = dl & 1;
+            return true;
+        }
+    }
+    return false;
 }
 
 bool code_instr_protected(PyCodeObject *co, int instr)

@@ -345,6 +345,11 @@ typedef enum Op {
                                  oparg: name index; flag: a method (a call pair) */
     OP_RETURN_GENERATOR,      /* a generator's start: resumed with None */
     OP_YIELD_VALUE,           /* yield the top value, resumed with None */
+    OP_RAISE_VARARGS,         /* oparg: 0 (bare raise), 1, 2 (raise ... from) */
+    OP_PUSH_EXC_INFO,         /* an except handler's start */
+    OP_CHECK_EXC_MATCH,       /* `except E`: is the exception an E? */
+    OP_POP_EXCEPT,            /* leaving a handler */
+    OP_RERAISE,               /* a handler that did not match, or finally */
 } Op;
 
 /* A code object's de-specialized bytecode (co_code, never the live
@@ -424,6 +429,11 @@ static inline int code_first_free(PyCodeObject *co)
    comprehensions) does not count: the exception leaves the frame as it
    would without it.  pycompat.c. */
 bool code_instr_protected(PyCodeObject *co, int instr);
+/* The handler of the exception table entry covering code unit instr, as
+   the interpreter unwinds to it: the code unit it starts at, the stack
+   depth it expects, and whether it wants the raising instruction's offset
+   pushed (lasti).  false when no entry covers instr. */
+bool code_handler_at(PyCodeObject *co, int instr, int *target, int *depth, bool *lasti);
 
 /* ---- the captured frame on the stack during an eager step ---- */
 

@@ -193,6 +193,13 @@ static Value *getattr_through_python(TFrame *f, Value *v, PyObject *name, Value 
 static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Value *dflt)
 {
     Tracer *t = f->t;
+    if (v->kind == V_NEWOBJ) {
+        bool absent;
+        Value *r = tr_newobj_lookup(f, v, name, &absent);
+        if (!absent)
+            return r == NULL || dflt ? r : new_const(t, Py_NewRef(Py_True));
+        return dflt ? dflt : new_const(t, Py_NewRef(Py_False));
+    }
     if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
         return tracer_unsupported(t, false, "%s() of a value no accessor reaches",
                                   dflt ? "getattr" : "hasattr"), NULL;
@@ -361,7 +368,12 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
         return tr_load_attr(f, args[0], args[1]->obj);
     if (((strcmp(name, "getattr") == 0 && nargs == 3) || (strcmp(name, "hasattr") == 0 && nargs == 2))
         && nokw && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj))
-        return builtin_getattr_or_hasattr(f, args[0], args[1]->obj, name[0] == 'h' ? NULL : args[2]);
+    {
+        Value *r = builtin_getattr_or_hasattr(f, args[0], args[1]->obj, name[0] == 'h' ? NULL : args[2]);
+        if (r == NULL)
+            t->raised = NULL;   /* getattr(o, n, d) / hasattr catch AttributeError: not modelled */
+        return r;
+    }
     return tracer_break(t, STOP_CALL, "call to builtin %s", name), NULL;
 }
 
@@ -445,12 +457,31 @@ static Value *call_zip(TFrame *f, Value **args, int nargs)
 {
     Tracer *t = f->t;
     Value *its[8];
+    bool lazy = false;
     if (nargs > 8)
         return tracer_unsupported(t, false, "zip() of more than 8 iterables"), NULL;
     for (int k = 0; k < nargs; k++) {
-        its[k] = tr_make_iter(f, args[k]);
+        Value *a = args[k];
+        if (a->kind == V_NEWOBJ) {
+            /* its __iter__: a generator stays one (pulled lazily) */
+            Value *r = tr_newobj_protocol(f, a, "__iter__", NULL, 0);
+            if (r == NULL)
+                return NULL;
+            a = r;
+        }
+        its[k] = a->kind == V_GEN ? a : tr_make_iter(f, a);
         if (its[k] == NULL)
             return NULL;
+        lazy |= its[k]->kind == V_GEN;
+    }
+    if (lazy) {
+        /* a generator runs when the loop asks for the next tuple, as zip
+           pulls it: V_ZIP (tr_interp.c FOR_ITER) */
+        Value *z = value_new(t, V_ZIP, NULL);
+        for (int k = 0; z != NULL && k < nargs; k++)
+            if (value_append(t, z, its[k]) < 0)
+                return NULL;
+        return z;
     }
     Value *out = value_new(t, V_ITER, NULL);
     if (out == NULL || tr_derive_iter(t, out, its, nargs, -1) < 0)
@@ -532,6 +563,20 @@ static Value *call_dict_or_set(TFrame *f, PyObject *tp, Value **args, int nargs,
     return out;
 }
 
+/* (contract: translate_int.h) */
+Value *tr_make_exception(TFrame *f, PyObject *cls, Value **args, int nargs)
+{
+    PyObject *cargs = const_args(args, nargs);
+    if (cargs == NULL)
+        return PyErr_Occurred() ? NULL
+               : (tracer_unsupported(f->t, false, "an exception made of values that are not constants"), NULL);
+    Value *e = new_const(f->t, PyObject_Call(cls, cargs, NULL));
+    Py_DECREF(cargs);
+    if (e != NULL)
+        e->kind = V_EXC;
+    return e;
+}
+
 /* Calls of builtin types: range, int, float, bool, slice, str, tuple,
    list, dict, set, enumerate, zip; any other is a break.  NULL when
    tracing stops. */
@@ -558,6 +603,8 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
     }
     if (tp == (PyObject *)&PyDict_Type || tp == (PyObject *)&PySet_Type)
         return call_dict_or_set(f, tp, args, nargs, kwnames);
+    if (tr_exception_class_is_plain(tp) && nokw)
+        return tr_make_exception(f, tp, args, nargs);
     if (!nokw)
         return tracer_unsupported(t, false, "keyword arguments to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
     if (tp == (PyObject *)&PyRange_Type || tp == (PyObject *)&PyLong_Type

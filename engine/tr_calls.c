@@ -792,6 +792,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (PyType_Check(fn) && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return tr_call_type(f, fn, args, nargs, kwnames);
+    if (tr_exception_class_is_plain(fn) && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        return tr_make_exception(f, fn, args, nargs);     /* class MyError(ValueError): pass */
     bool handled;
     Value *mgr = torch_manager(f, fn, args, nargs, kwnames, &handled);
     if (handled)
@@ -822,7 +824,10 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
     Py_ssize_t modes_mark = t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0;
     int writes_mark = t->nwrites;
     Value *r = call_value(f, callable, args, nargs, kwnames);
+    if (r == NULL && t->raised != NULL && f->parent != NULL && !PyErr_Occurred())
+        return NULL;     /* an exception unwinding: a frame that catches it keeps what ran */
     if (r == NULL) {
+        t->raised = NULL;    /* at the root frame's call: a plain stop, the call runs eagerly */
         tracer_undo_to(t, undo_mark);
         tr_writes_truncate(t, writes_mark);
         tr_leave_state_modes(t, modes_mark);

@@ -91,6 +91,8 @@ int tr_gen_resume(TFrame *f, Value *gen, Value **yielded)
         g->resume_at = -2;
         return 0;
     }
+    t->raised = NULL;   /* an exception leaving a generator: a plain stop (the
+                           generator would be finished, its Value is not) */
     return -1;
 }
 

@@ -201,6 +201,123 @@ static int op_set_function_attribute(TFrame *f, const Instr *in)
 
 /* YIELD_VALUE in a generator run to its end: what it yields is collected;
    it is resumed with None, as next() resumes it. */
+/* ---- exceptions the traced code raises and catches ----
+ *
+ * `raise E(...)` of a builtin exception made on constants is a stop whose
+ * reason says so, with Tracer.raised set: the inlined frames unwind (each
+ * frame's stop path looks up its exception table at the instruction that
+ * stopped) to the first handler, which runs as any code -- PUSH_EXC_INFO,
+ * CHECK_EXC_MATCH against the class, POP_EXCEPT, RERAISE when it does not
+ * match.  What the frames between did stays done, as eagerly.  The root
+ * frame never catches: an exception that reaches it is a plain stop, and
+ * its call runs eagerly (tr_call_or_undo undoes what tracing it did). */
+
+/* Raise V_EXC exc.  Returns -1 (a stop, see above). */
+static int raise_value(TFrame *f, Value *exc)
+{
+    Tracer *t = f->t;
+    if (t->reason != NULL)
+        return -1;
+    PyObject *msg = PyObject_Str(exc->obj);
+    if (msg == NULL)
+        return -1;
+    tracer_unsupported(t, false, "raises %s: %U", Py_TYPE(exc->obj)->tp_name, msg);
+    Py_DECREF(msg);
+    if (t->reason != NULL)
+        t->raised = exc;
+    return -1;
+}
+
+/* (contract: translate_int.h) */
+bool tr_exception_class_is_plain(PyObject *cls)
+{
+    if (!PyExceptionClass_Check(cls))
+        return false;
+    PyTypeObject *tp = (PyTypeObject *)cls, *solid = tp;
+    while (solid != NULL && (solid->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        solid = solid->tp_base;
+    return solid != NULL && tp->tp_init == solid->tp_init && tp->tp_new == solid->tp_new
+           && Py_TYPE(tp)->tp_call == PyType_Type.tp_call;
+}
+
+/* RAISE_VARARGS 1: raise an exception made while tracing, or a plain
+   exception class (instantiated with no arguments, as raise does). */
+static int op_raise(TFrame *f, const Instr *in)
+{
+    Tracer *t = f->t;
+    if (in->oparg != 1)
+        return tracer_unsupported(t, true, in->oparg == 0 ? "a bare raise" : "raise ... from ...");
+    Value *v = pop(f);
+    if (v->kind == V_CONST && tr_exception_class_is_plain(v->obj)) {
+        v = new_const(t, PyObject_CallNoArgs(v->obj));
+        if (v == NULL)
+            return -1;
+        v->kind = V_EXC;
+    }
+    if (v->kind != V_EXC)
+        return tracer_unsupported(t, false, "raising a value the translator did not make");
+    return raise_value(f, v);
+}
+
+/* PUSH_EXC_INFO: [exc] -> [previous exception info, exc]. */
+static int op_push_exc_info(TFrame *f)
+{
+    Value *exc = pop(f);
+    return push(f, value_new(f->t, V_CONST, Py_None)) < 0 ? -1 : push(f, exc);
+}
+
+/* CHECK_EXC_MATCH: [exc, cls] -> [exc, isinstance(exc, cls)]. */
+static int op_check_exc_match(TFrame *f)
+{
+    Tracer *t = f->t;
+    Value *cls = pop(f), *exc = peek(f, 1);
+    PyObject *c = cls->kind == V_CONST ? Py_NewRef(cls->obj)
+                  : cls->kind == V_TUPLE ? value_as_constant(t, cls) : NULL;
+    if (c == NULL || exc->kind != V_EXC) {
+        Py_XDECREF(c);
+        return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "an except clause on these values");
+    }
+    int match = PyErr_GivenExceptionMatches(exc->obj, c);
+    Py_DECREF(c);
+    return push(f, value_new(t, V_CONST, match ? Py_True : Py_False));
+}
+
+/* RERAISE: raise the exception on top again. */
+static int op_reraise(TFrame *f)
+{
+    Value *exc = pop(f);
+    if (exc->kind != V_EXC)
+        return tracer_unsupported(f->t, false, "re-raising an exception the program raised");
+    return raise_value(f, exc);
+}
+
+/* The raised exception (Tracer.raised) stopped inlined frame f at code
+   unit `offset`: when a handler of f covers it, the stack is cut to the
+   handler's depth, the exception pushed (after the offset, if the handler
+   wants it), the stop cleared, and *ip set to the handler.  Whether it
+   was caught. */
+static bool catch_raised(TFrame *f, int offset, int *ip)
+{
+    Tracer *t = f->t;
+    int target, depth;
+    bool lasti;
+    if (f->parent == NULL || t->raised == NULL || PyErr_Occurred()
+        || !code_handler_at(f->code, offset, &target, &depth, &lasti) || depth > f->sp)
+        return false;
+    Value *exc = t->raised;
+    f->sp = depth;
+    if ((lasti && push(f, new_const(t, PyLong_FromLong(offset))) < 0) || push(f, exc) < 0)
+        return false;
+    t->raised = NULL;
+    Py_CLEAR(t->reason);
+    Py_CLEAR(t->stop_stack);
+    t->permanent = false;
+    t->stop_kind = STOP_NONE;
+    t->current = f;
+    *ip = target;
+    return true;
+}
+
 static int op_yield_value(TFrame *f)
 {
     Value *v = pop(f);
@@ -756,6 +873,33 @@ static int op_for_iter(TFrame *f, const Instr *in, int *ip)
         *ip = instr_jump_target(in);
         return 0;
     }
+    if (it->kind == V_ZIP) {
+        /* zip: the next item of each iterator in order; the first that
+           has none ends the loop (items taken this round are lost) */
+        Value *tup = value_new(f->t, V_TUPLE, NULL);
+        if (tup == NULL)
+            return -1;
+        for (int k = 0; k < it->n; k++) {
+            Value *src = it->items[k], *v = NULL;
+            int r = 1;
+            if (src->kind == V_GEN)
+                r = tr_gen_resume(f, src, &v);
+            else if (src->pos < src->n)
+                v = src->items[src->pos++];
+            else
+                r = 0;
+            if (r < 0)
+                return -1;
+            if (r == 0) {
+                (void)pop(f);
+                *ip = instr_jump_target(in);
+                return 0;
+            }
+            if (value_append(f->t, tup, v) < 0)
+                return -1;
+        }
+        return push(f, tup);
+    }
     if (it->kind != V_ITER)
         return tracer_unsupported(f->t, false, "FOR_ITER on an iterator the translator does not model");
     if (it->pos < it->n)
@@ -1056,6 +1200,7 @@ int tr_run_frame(TFrame *f, int start)
     int ip = start;
     int sp_before = 0;    /* stack depth before the instruction `in` */
     t->current = f;
+resume:
     while (ip < f->bc.nunits) {
         instr_decode(&f->bc, ip, &in);
         sp_before = f->sp;
@@ -1202,6 +1347,21 @@ int tr_run_frame(TFrame *f, int start)
         case OP_MAP_ADD:
             rc = op_map_add(f, &in);
             break;
+        case OP_RAISE_VARARGS:
+            rc = op_raise(f, &in);
+            break;
+        case OP_PUSH_EXC_INFO:
+            rc = op_push_exc_info(f);
+            break;
+        case OP_CHECK_EXC_MATCH:
+            rc = op_check_exc_match(f);
+            break;
+        case OP_POP_EXCEPT:
+            pop(f);
+            break;
+        case OP_RERAISE:
+            rc = op_reraise(f);
+            break;
         case OP_BUILD_SET:
             rc = op_build_set(f, &in);
             break;
@@ -1235,7 +1395,7 @@ int tr_run_frame(TFrame *f, int start)
             break;
         case OP_GET_ITER:
             /* iter(gen) is gen: a generator stays lazy in a for loop */
-            rc = peek(f, 1)->kind == V_GEN ? 0
+            rc = peek(f, 1)->kind == V_GEN || peek(f, 1)->kind == V_ZIP ? 0
                  : peek(f, 1)->kind == V_NEWOBJ ? push(f, iter_of_new_object(f, pop(f)))
                  : push(f, tr_make_iter(f, pop(f)));
             break;
@@ -1294,6 +1454,10 @@ int tr_run_frame(TFrame *f, int start)
     }
     tracer_unsupported(t, true, "ran past the end of the bytecode");
 fail:
+    if (catch_raised(f, in.offset, &ip))
+        goto resume;            /* a handler of this frame runs next */
+    if (f->parent == NULL)
+        t->raised = NULL;       /* the root frame does not catch: a plain stop */
     if (f->parent != NULL && PyErr_Occurred())
         exception_to_stop(f);
     if (f->parent == NULL && !t->strict_try && code_instr_protected(f->code, f->cur_instr)) {

@@ -476,6 +476,27 @@ Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
     return cv;      /* a constant, a staticmethod's function, a classmethod bound to C */
 }
 
+/* (contract: translate_int.h) */
+Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent)
+{
+    Tracer *t = f->t;
+    PyObject *getattr_fn = NULL;
+    *absent = false;
+    if (intern_names() < 0 || guard_generic_reads(t, o, &getattr_fn) < 0)
+        return NULL;
+    int i = dict_index(attrs_of(o), name);
+    if (i == -2)
+        return NULL;
+    if ((i >= 0 && attrs_of(o)->items[i]->kind != V_NULL)
+        || _PyType_Lookup((PyTypeObject *)o->obj, name) != NULL || getattr_fn != NULL)
+        return tr_newobj_attr(f, o, name);
+    /* in neither its __dict__ nor its class (guarded): AttributeError */
+    if (guard_class_lacks(t, o->items[1], name) < 0)
+        return NULL;
+    *absent = true;
+    return NULL;
+}
+
 /* The class lets o.name be written into o's __dict__: object.__setattr__
    (guarded), and no data descriptor of that name (or absent: guarded).
    1: into the dict; 0: a property's Python setter handles it (*prop);

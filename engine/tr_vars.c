@@ -404,8 +404,21 @@ static Value *load_object_attr(TFrame *f, Value *base, PyObject *name)
     return v;
 }
 
-/* base.name.  NULL when tracing stops. */
+static Value *load_attr(TFrame *f, Value *base, PyObject *name);
+
+/* base.name.  NULL when tracing stops.  An AttributeError the traced code
+   raises in a lookup is a plain stop: a class's __getattr__ would take it
+   over, which the unwinding does not model. */
 Value *tr_load_attr(TFrame *f, Value *base, PyObject *name)
+{
+    Value *r = load_attr(f, base, name);
+    if (r == NULL && f->t->raised != NULL
+        && PyErr_GivenExceptionMatches(f->t->raised->obj, PyExc_AttributeError))
+        f->t->raised = NULL;
+    return r;
+}
+
+static Value *load_attr(TFrame *f, Value *base, PyObject *name)
 {
     switch (base->kind) {
     case V_TENSOR:

@@ -64,6 +64,14 @@ typedef enum VKind {
                     returned to it (tr_objects.c) */
     V_GEN,       /* a generator made while tracing, suspended: gen = its frame
                     (tr_generators.c); it cannot leave the translation */
+    V_ZIP,       /* zip() over iterators one of which at least is a generator
+                    made while tracing: items = those iterators (V_ITER or
+                    V_GEN), pulled in order each time the loop asks, as zip
+                    does (tr_interp.c); it cannot leave the translation */
+    V_EXC,       /* an exception instance made while tracing (obj; made by
+                    calling a builtin exception class on constants), only
+                    raised and caught by the traced code: it cannot leave
+                    the translation */
     V_SET,       /* a set made while tracing ({a, b}, a set comprehension):
                     items = its members, constants, in insertion order; obj =
                     the real set of them, changed as the program changes it
@@ -185,6 +193,11 @@ typedef struct Tracer {
     int depth;               /* inlining depth */
     PyObject *backend;       /* borrowed */
     const CacheFrame *cf;    /* borrowed: the (code, resume offset, masks) translated */
+    struct Value *raised;    /* a V_EXC the traced code raised and no handler
+                                caught yet: the stop (reason "raises ...")
+                                unwinds the inlined frames to the first that
+                                catches it (tr_interp.c), or reaches the root
+                                frame's call, which runs eagerly */
     StopKind stop_kind;      /* with reason: why tracing stopped */
     PyObject *stop_stack;    /* strong: user stack where it stopped, or NULL */
     struct TFrame *current;  /* the innermost frame being interpreted */

@@ -225,6 +225,13 @@ int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val);
    (which set.update merges as a table: s becomes `merged`): *handled false
    for other iterables (added one by one).  0 / -1. */
 int tr_set_merge(TFrame *f, Value *s, Value *other, bool *handled);
+/* Whether calling exception class cls runs no Python code: a builtin
+   exception class, or a subclass that keeps its __init__ and __new__ and
+   has a plain metaclass (tr_interp.c). */
+bool tr_exception_class_is_plain(PyObject *cls);
+/* cls(*args) for such a class and constant args: a V_EXC.  NULL when
+   tracing stops. */
+Value *tr_make_exception(TFrame *f, PyObject *cls, Value **args, int nargs);
 /* A new, empty V_SET (its real set made).  NULL on an error. */
 Value *tr_new_set(Tracer *t);
 /* Add v to V_SET s as set.add does: a hashable constant, once (the real
@@ -294,6 +301,10 @@ Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *k
 Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name);
 int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value);
 int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name);
+/* o.name of V_NEWOBJ o when it has it; NULL with *absent true when it
+   has not (the class's lack guarded: getattr's default, hasattr False).
+   NULL when tracing stops. */
+Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent);
 /* bool(o) of a V_NEWOBJ: 1 or 0, or -1 when tracing stops. */
 int tr_newobj_truth(TFrame *f, Value *o);
 /* object.__setattr__(o, name, value) (what super().__setattr__ reaches):

@@ -1138,3 +1138,119 @@ def test_sets_made_in_the_frame_reach_the_program_as_sets(capsys):
         assert got[1:] == want[1:] and type(got[1]) is set
         assert list(got[1]) == list(want[1])       # the same order
     capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------
+# Exceptions the traced code raises and catches itself (in inlined frames),
+# zip() over generators, getattr/hasattr of objects made while tracing.
+
+from collections.abc import Sequence  # noqa: E402
+
+
+class LayerView(Sequence):
+    """Iterated by Sequence.__iter__: self[i] until IndexError."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i < 0 or i >= len(self):
+            raise IndexError("list index out of range")
+        return i * 10
+
+
+class TooBig(ValueError):
+    pass
+
+
+def checked(v):
+    if v > 5:
+        raise TooBig("big")
+    return v
+
+
+def catches(v):
+    try:
+        return checked(v)
+    except (KeyError, TooBig):
+        return -1
+
+
+def catches_or_reraises(v):
+    try:
+        return checked(v)
+    except KeyError:
+        return -2
+
+
+def raises_and_catches(x, n):
+    total = sum(c for c in LayerView(n))
+    for kind, c in zip(["a", "b", "c"], LayerView(n)):
+        total += c + len(kind)
+    return x + total + catches(3) + catches(7)
+
+
+def test_exceptions_raised_and_caught_in_inlined_frames_are_one_graph():
+    out = explain(raises_and_catches, np.ones(2), 3)
+    assert out.graph_count == 1 and out.graph_break_count == 0, out
+    opt, be = capture(raises_and_catches)
+    for n in (3, 3, 2, 4):
+        np.testing.assert_array_equal(opt(np.ones(2), n), raises_and_catches(np.ones(2), n))
+    assert breaks() == []
+
+
+def lets_it_escape(x, v):
+    return x + catches_or_reraises(v)
+
+
+def test_an_exception_no_traced_handler_catches_is_raised_by_the_call(capsys):
+    opt, _ = capture(lets_it_escape)
+    np.testing.assert_array_equal(opt(np.ones(2), 1), np.full(2, 2.0))
+    for _ in range(2):
+        with pytest.raises(TooBig, match="big"):
+            opt(np.ones(2), 9)
+    capsys.readouterr()
+
+
+class Lazy:
+    def __init__(self):
+        self.ready = True
+
+    def __getattr__(self, name):
+        if name == "fallback":
+            return 5
+        raise AttributeError(name)
+
+    @property
+    def fallback(self):
+        raise AttributeError("not there")    # Python then asks __getattr__
+
+
+def getattr_of_new_objects(x):
+    o = Lazy()
+    return x + getattr(o, "ready", 0) + getattr(o, "missing", 2) + hasattr(o, "ready") + o.fallback
+
+
+def test_getattr_of_new_objects_and_attribute_errors_in_lookups():
+    want = getattr_of_new_objects(np.ones(2))
+    opt, _ = capture(getattr_of_new_objects)
+    for _ in range(2):
+        np.testing.assert_array_equal(opt(np.ones(2)), want)
+
+
+class Plain:
+    def __init__(self):
+        self.a = 1
+
+
+def hasattr_of_plain(x):
+    o = Plain()
+    return x + getattr(o, "a", 0) + getattr(o, "b", 3) + hasattr(o, "b")
+
+
+def test_getattr_default_of_a_new_plain_object_is_one_graph():
+    be = run_twice(hasattr_of_plain, np.ones(2))
+    assert graph_count(be) == 1 and breaks() == []
