@@ -75,7 +75,7 @@ static PyObject *known_type(Value *v)
     case V_CONST:
     case V_OBJECT:
         return (PyObject *)Py_TYPE(v->obj);
-    case V_TUPLE: return (PyObject *)&PyTuple_Type;
+    case V_TUPLE: return v->stands_for_module ? NULL : (PyObject *)&PyTuple_Type;
     case V_LIST: return (PyObject *)&PyList_Type;
     case V_DICT: return (PyObject *)&PyDict_Type;
     case V_SET: return (PyObject *)&PySet_Type;
@@ -612,7 +612,8 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         || tp == (PyObject *)&PySlice_Type || tp == (PyObject *)&PyUnicode_Type)
         return call_scalar_type(f, tp, args, nargs);
     if (tp == (PyObject *)&PyTuple_Type && nargs == 1
-        && (args[0]->kind == V_TUPLE || (args[0]->kind == V_CONST && PyTuple_CheckExact(args[0]->obj))))
+        && ((args[0]->kind == V_TUPLE && !args[0]->stands_for_module)
+            || (args[0]->kind == V_CONST && PyTuple_CheckExact(args[0]->obj))))
         return args[0];   /* tuple(t) is t itself, as eagerly */
     if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1)
         return call_sequence_type(f, tp, args, nargs);

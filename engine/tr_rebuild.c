@@ -339,6 +339,10 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         }
         break;
     case V_TUPLE:
+        if (v->stands_for_module) {
+            rc = tracer_unsupported(t, false, "a slice of a ModuleList the program would get");
+            break;
+        }
         if (v->src >= 0) {
             rb->kind = RB_INPUT;
             rb->index = v->src;

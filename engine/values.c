@@ -834,6 +834,33 @@ Value *value_module_iter(Tracer *t, Value *m, bool *handled)
     return iter;
 }
 
+/* ModuleList m[slice] (dv: its _modules): the modules of those positions
+   as a tuple standing for the new ModuleList eager makes -- iterated,
+   indexed and measured as it is, never handed to the program (tr_rebuild.c
+   refuses it) nor asked its type.  NULL when tracing stops. */
+static Value *module_list_slice(Tracer *t, Value *m, Value *dv, Value *index)
+{
+    PyObject *s = value_as_constant(t, index);
+    if (s == NULL)
+        return PyErr_Occurred() ? NULL
+               : (tracer_unsupported(t, false, "slicing a %s with values that are not constants",
+                                     Py_TYPE(m->obj)->tp_name), NULL);
+    Py_ssize_t start, stop, step;
+    int r = PySlice_Unpack(s, &start, &stop, &step);
+    Py_DECREF(s);
+    if (r < 0)
+        return NULL;
+    Py_ssize_t len = PySlice_AdjustIndices(dv->n, &start, &stop, step);
+    Value *out = value_new(t, V_TUPLE, NULL);
+    if (out == NULL)
+        return NULL;
+    out->stands_for_module = true;
+    for (Py_ssize_t k = 0; k < len; k++)
+        if (value_append(t, out, dv->items[start + k * step]) < 0)
+            return NULL;
+    return out;
+}
+
 Value *value_module_getitem(Tracer *t, Value *m, Value *index, bool *handled)
 {
     *handled = false;
@@ -847,7 +874,8 @@ Value *value_module_getitem(Tracer *t, Value *m, Value *index, bool *handled)
     if (PyErr_Occurred() || (!is_seq && !is_lst))
         return NULL;
     *handled = true;
-    if (index->kind != V_CONST || !PyLong_CheckExact(index->obj))
+    bool slice = index->kind == V_SLICE && is_lst;
+    if ((index->kind != V_CONST || !PyLong_CheckExact(index->obj)) && !slice)
         return tracer_unsupported(t, false, "indexing a %s with this kind of value", Py_TYPE(m->obj)->tp_name), NULL;
     PyObject *mods = PyDict_GetItemString(instance_dict(m->obj), "_modules");
     if (mods == NULL || !PyDict_CheckExact(mods))
@@ -856,6 +884,8 @@ Value *value_module_getitem(Tracer *t, Value *m, Value *index, bool *handled)
     Value *dv = ma < 0 ? NULL : value_from_source(t, ma, mods);    /* its keys are guarded */
     if (dv == NULL)
         return NULL;
+    if (slice)
+        return module_list_slice(t, m, dv, index);
     Py_ssize_t i = PyLong_AsSsize_t(index->obj);
     if (i == -1 && PyErr_Occurred())
         return NULL;

@@ -771,3 +771,30 @@ def test_a_torch_size_argument_is_a_constant_guarded_by_value():
         assert torch.equal(f(y, shape), _reshape_to(y, shape))
     # a tuple equal to the Size is another type: not the same entry
     assert torch.equal(f(x, (4, 6)), _reshape_to(x, (4, 6)))
+
+
+class _Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(4))
+        self.n = 3
+
+    def forward(self, x):
+        for layer in self.layers[: self.n]:
+            x = layer(x)
+        for layer in self.layers[::2]:
+            x = x + layer(x)
+        return x, len(self.layers[1:])
+
+
+def test_slicing_a_module_list_is_one_graph():
+    m = _Stack().eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        out = dynscope.explain(m)(x)
+        assert out.graph_count == 1 and out.graph_break_count == 0, out
+        want = m(x)
+        f = dynscope.optimize("eager")(m)
+        for _ in range(2):
+            got = f(x)
+            assert torch.equal(got[0], want[0]) and got[1] == want[1] == 3
