@@ -25,6 +25,10 @@
 
 #include <string.h>
 
+/* A METH_FASTCALL | METH_KEYWORDS C function (CPython's
+   _PyCFunctionFastWithKeywords, spelled without its underscore from 3.13). */
+typedef PyObject *(*FastCallKeywords)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
 /* The reductions: numpy's function names (and their aliases), the method
    name, the ufunc. */
 static const struct ReduceForm {
@@ -110,6 +114,15 @@ reduce_run(const Instr *in, PyObject *const *argv, bool *ran)
         return NULL;
     args[1] = argv[0];
     args[2] = in->nargs + in->nkw == 2 ? argv[1] : Py_None;     /* the axis */
+    if (PyCFunction_Check(in->reduce)
+        && (PyCFunction_GET_FLAGS(in->reduce) & (METH_FASTCALL | METH_KEYWORDS | METH_METHOD))
+           == (METH_FASTCALL | METH_KEYWORDS)) {
+        /* The C function itself, as the interpreter's specialized CALL runs
+           a.sum()'s: a vectorcall of the bound method would count one more
+           level toward the recursion limit than eager code does. */
+        FastCallKeywords fn = (FastCallKeywords)(void (*)(void))PyCFunction_GET_FUNCTION(in->reduce);
+        return fn(PyCFunction_GET_SELF(in->reduce), args + 1, 2, NULL);
+    }
     return PyObject_Vectorcall(in->reduce, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                NULL);
 }

@@ -75,9 +75,9 @@ static PyObject *known_type(Value *v)
     case V_CONST:
     case V_OBJECT:
         return (PyObject *)Py_TYPE(v->obj);
-    case V_TUPLE: return v->stands_for_module ? NULL : (PyObject *)&PyTuple_Type;
+    case V_TUPLE: return v->stands_for ? NULL : (PyObject *)&PyTuple_Type;
     case V_LIST: return (PyObject *)&PyList_Type;
-    case V_DICT: return (PyObject *)&PyDict_Type;
+    case V_DICT: return v->stands_for ? NULL : (PyObject *)&PyDict_Type;
     case V_SET: return (PyObject *)&PySet_Type;
     case V_SLICE: return (PyObject *)&PySlice_Type;
     case V_NEWOBJ: return v->obj;
@@ -577,6 +577,131 @@ Value *tr_make_exception(TFrame *f, PyObject *cls, Value **args, int nargs)
     return e;
 }
 
+/* ---- inspect.signature ---- */
+
+/* inspect's attribute `name` if inspect is imported: borrowed (the module
+   holds it) or NULL without an exception. */
+static PyObject *inspect_attr(const char *name)
+{
+    PyObject *m = tensorlib_loaded_module_ref("inspect");
+    PyObject *a = m ? PyObject_GetAttrString(m, name) : NULL;
+    Py_XDECREF(m);
+    if (a == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(a);               /* the module keeps it */
+    return a;
+}
+
+/* (contract: translate_int.h) */
+bool tr_is_inspect_signature(PyObject *fn)
+{
+    return PyFunction_Check(fn) && fn == inspect_attr("signature");
+}
+
+/* (contract: translate_int.h) */
+bool tr_is_signature_object(PyObject *obj)
+{
+    PyObject *s = inspect_attr("Signature"), *p = inspect_attr("Parameter");
+    return (s != NULL && Py_IS_TYPE(obj, (PyTypeObject *)s))
+           || (p != NULL && Py_IS_TYPE(obj, (PyTypeObject *)p));
+}
+
+/* Guard what inspect.signature reads of function fnv (reached by an
+   accessor): its identity, code, defaults and annotations, and that it has
+   no __wrapped__ or __signature__.  0 / -1. */
+static int guard_signature_inputs(Tracer *t, Value *fnv)
+{
+    static const char *const by_identity[] = {"__defaults__", "__kwdefaults__", "__annotations__"};
+    if (guardset_add(t->gs, GUARD_ID_MATCH, fnv->src, fnv->obj, 0) < 0
+        || guardset_add(t->gs, GUARD_CODE_MATCH, fnv->src, PyFunction_GET_CODE(fnv->obj), 0) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof by_identity / sizeof by_identity[0]; i++) {
+        PyObject *name = PyUnicode_FromString(by_identity[i]);
+        PyObject *v = name ? PyObject_GetAttr(fnv->obj, name) : NULL;
+        int acc = v ? guardset_accessor(t->gs, ACC_ATTR, fnv->src, 0, name, NULL) : -1;
+        int rc = acc < 0 ? -1 : guardset_add(t->gs, GUARD_ID_MATCH, acc, v, 0);
+        Py_XDECREF(v);
+        Py_XDECREF(name);
+        if (rc < 0)
+            return -1;
+    }
+    static const char *const absent[] = {"__wrapped__", "__signature__"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+        PyObject *name = PyUnicode_FromString(absent[i]);
+        int has = name ? PyObject_HasAttr(fnv->obj, name) : -1;
+        int rc = has != 0 ? -1 : guardset_add(t->gs, GUARD_HASATTR, fnv->src, name, 0);
+        Py_XDECREF(name);
+        if (has > 0)
+            return tracer_unsupported(t, false, "inspect.signature() of a function with %s", absent[i]);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_inspect_signature(TFrame *f, PyObject *fn, Value *v)
+{
+    Tracer *t = f->t;
+    if ((v->kind == V_OBJECT || v->kind == V_CONST) && v->src >= 0 && PyMethod_Check(v->obj)
+        && (v = tr_split_method_object(t, v)) == NULL)
+        return NULL;
+    bool bound = v->kind == V_BOUNDFN;
+    Value *fnv = bound ? v->items[0] : v;
+    if (fnv->kind != V_CONST || fnv->src < 0 || !PyFunction_Check(fnv->obj))
+        return tracer_unsupported(t, false, "inspect.signature() of this kind of value"), NULL;
+    if (guard_signature_inputs(t, fnv) < 0)
+        return NULL;
+    /* a bound method's signature does not depend on what it is bound to */
+    PyObject *callable = bound ? PyMethod_New(fnv->obj, Py_None) : Py_NewRef(fnv->obj);
+    PyObject *sig = callable ? PyObject_CallOneArg(fn, callable) : NULL;
+    Py_XDECREF(callable);
+    if (sig == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return tracer_break(t, STOP_CALL, "inspect.signature() raises on this function"), NULL;
+    }
+    return new_const(t, sig);      /* immutable: read by tr_signature_attr */
+}
+
+/* (contract: translate_int.h) */
+Value *tr_signature_attr(TFrame *f, Value *base, PyObject *name)
+{
+    Tracer *t = f->t;
+    PyObject *r = PyObject_GetAttr(base->obj, name);
+    if (r == NULL)
+        return NULL;
+    if (Py_IS_TYPE(r, &PyDictProxy_Type)) {
+        /* Signature.parameters: a read-only mapping of names to Parameters */
+        PyObject *items = PyMapping_Items(r);
+        Py_DECREF(r);
+        Value *d = items ? value_new(t, V_DICT, NULL) : NULL;
+        if (d == NULL || (d->obj = PyList_New(0)) == NULL) {
+            Py_XDECREF(items);
+            return NULL;
+        }
+        d->stands_for = "mappingproxy";
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            Value *pv = value_new(t, V_CONST, PyTuple_GET_ITEM(kv, 1));
+            if (pv == NULL || tr_dict_set_item(t, d, PyTuple_GET_ITEM(kv, 0), pv) < 0) {
+                Py_DECREF(items);
+                return NULL;
+            }
+        }
+        Py_DECREF(items);
+        return d;
+    }
+    if (value_is_plain_constant(r) || tr_is_signature_object(r) || Py_IsNone(r))
+        return new_const(t, r);
+    PyObject *tn = PyType_GetName(Py_TYPE(r));
+    Py_DECREF(r);
+    tracer_unsupported(t, false, "attribute '%U' of a signature: a %S", name, tn ? tn : Py_None);
+    Py_XDECREF(tn);
+    return NULL;
+}
+
 /* Calls of builtin types: range, int, float, bool, slice, str, tuple,
    list, dict, set, enumerate, zip; any other is a break.  NULL when
    tracing stops. */
@@ -612,7 +737,7 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         || tp == (PyObject *)&PySlice_Type || tp == (PyObject *)&PyUnicode_Type)
         return call_scalar_type(f, tp, args, nargs);
     if (tp == (PyObject *)&PyTuple_Type && nargs == 1
-        && ((args[0]->kind == V_TUPLE && !args[0]->stands_for_module)
+        && ((args[0]->kind == V_TUPLE && args[0]->stands_for == NULL)
             || (args[0]->kind == V_CONST && PyTuple_CheckExact(args[0]->obj))))
         return args[0];   /* tuple(t) is t itself, as eagerly */
     if ((tp == (PyObject *)&PyTuple_Type || tp == (PyObject *)&PyList_Type) && nargs <= 1)

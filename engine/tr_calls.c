@@ -361,12 +361,9 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
                         self->src >= 0 ? " the program can see" : ""), NULL;
 }
 
-/* A bound method object the program holds (m = obj.method, then m()):
-   its function and object read through it (m.__func__, m.__self__) and
-   the call inlined.  NULL when tracing stops. */
-static Value *call_method_object(TFrame *f, Value *m, Value **args, int nargs, PyObject *kwnames)
+/* (contract: translate_int.h) */
+Value *tr_split_method_object(Tracer *t, Value *m)
 {
-    Tracer *t = f->t;
     PyObject *fname = PyUnicode_FromString("__func__");
     PyObject *sname = PyUnicode_FromString("__self__");
     int fa = fname ? guardset_accessor(t->gs, ACC_ATTR, m->src, 0, fname, NULL) : -1;
@@ -378,7 +375,16 @@ static Value *call_method_object(TFrame *f, Value *m, Value **args, int nargs, P
     Value *bound = self ? value_new(t, V_BOUNDFN, NULL) : NULL;
     if (bound == NULL || value_append(t, bound, fn) < 0 || value_append(t, bound, self) < 0)
         return NULL;
-    return tr_call_bound(f, bound, args, nargs, kwnames);
+    return bound;
+}
+
+/* A bound method object the program holds (m = obj.method, then m()):
+   its function and object read through it (m.__func__, m.__self__) and
+   the call inlined.  NULL when tracing stops. */
+static Value *call_method_object(TFrame *f, Value *m, Value **args, int nargs, PyObject *kwnames)
+{
+    Value *bound = tr_split_method_object(f->t, m);
+    return bound ? tr_call_bound(f, bound, args, nargs, kwnames) : NULL;
 }
 
 /* fn(*args) folded while tracing -- fn pure C code (a math function, a
@@ -739,6 +745,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                             callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
+    if ((callable->kind == V_OBJECT || callable->kind == V_CONST) && callable->src >= 0
+        && PyMethod_Check(callable->obj) && PyFunction_Check(PyMethod_GET_FUNCTION(callable->obj)))
+        return call_method_object(f, callable, args, nargs, kwnames);
     if (callable->kind == V_OBJECT && nargs < MAX_STACK) {
         /* an nn.Module: inline type(m).forward(m, *args) */
         bool handled;
@@ -754,11 +763,11 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
     PyObject *fn = callable->obj;
-    if (PyMethod_Check(fn) && callable->src >= 0 && PyFunction_Check(PyMethod_GET_FUNCTION(fn)))
-        return call_method_object(f, callable, args, nargs, kwnames);
     PyObject *known = tensorops_known_result(fn);
     if (known != NULL && nargs == 0)
         return value_new(t, V_CONST, known);
+    if (tr_is_inspect_signature(fn) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        return tr_inspect_signature(f, fn, args[0]);
     if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn)) {
         bool handled;
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);

@@ -330,6 +330,10 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         break;
     case V_LIST:
     case V_DICT:
+        if (v->stands_for != NULL) {
+            rc = tracer_unsupported(t, false, "a %s the program would get", v->stands_for);
+            break;
+        }
         if (v->src >= 0) {
             rb->kind = RB_INPUT;   /* the caller's own object, unchanged */
             rb->index = v->src;
@@ -339,8 +343,8 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         }
         break;
     case V_TUPLE:
-        if (v->stands_for_module) {
-            rc = tracer_unsupported(t, false, "a slice of a ModuleList the program would get");
+        if (v->stands_for != NULL) {
+            rc = tracer_unsupported(t, false, "a %s the program would get", v->stands_for);
             break;
         }
         if (v->src >= 0) {

@@ -424,6 +424,9 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
     case V_TENSOR:
         return load_tensor_attr(f, base, name);
     case V_CONST:
+        if (base->src < 0 && tr_is_signature_object(base->obj))
+            return tr_signature_attr(f, base, name);
+        /* fall through */
     case V_OBJECT: {
         bool written;
         Value *w = tr_written_attr(f, base, name, &written);

@@ -117,9 +117,11 @@ typedef struct Value {
                                 table a set copies: its layout (and order) is
                                 not that of adding its members, so it is not
                                 rebuilt */
-    bool stands_for_module;  /* V_TUPLE: the modules of a ModuleList slice,
-                                standing for the new ModuleList (values.c):
-                                never rebuilt, its type unknown */
+    const char *stands_for;  /* V_TUPLE / V_DICT standing for an object of
+                                another type, named here: a ModuleList slice
+                                (values.c), a signature's parameters
+                                (mappingproxy, tr_builtins.c); never rebuilt,
+                                its type unknown, or NULL */
     bool attrs_of_newobj;    /* V_DICT: the __dict__ of a V_NEWOBJ, rebuilt
                                 only as part of it (never a dict of its own) */
     bool escape_walked;      /* tr_mark_escapes went through it already (it

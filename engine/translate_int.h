@@ -225,6 +225,20 @@ int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val);
    (which set.update merges as a table: s becomes `merged`): *handled false
    for other iterables (added one by one).  0 / -1. */
 int tr_set_merge(TFrame *f, Value *s, Value *other, bool *handled);
+/* inspect.signature (tr_builtins.c): whether fn is it; the call on a
+   function or bound method reached by an accessor, folded (what it reads
+   of the function guarded) into the immutable Signature, a V_CONST; an
+   attribute of a Signature or Parameter so made (parameters: a V_DICT
+   standing for the mappingproxy).  NULL when tracing stops. */
+bool tr_is_inspect_signature(PyObject *fn);
+/* A bound method object m read by an accessor (m->src >= 0) as the
+   V_BOUNDFN of its function and object, each read through m (__func__,
+   __self__) and guarded as any input (tr_calls.c).  NULL when tracing
+   stops. */
+Value *tr_split_method_object(Tracer *t, Value *m);
+bool tr_is_signature_object(PyObject *obj);
+Value *tr_inspect_signature(TFrame *f, PyObject *fn, Value *v);
+Value *tr_signature_attr(TFrame *f, Value *base, PyObject *name);
 /* Whether calling exception class cls runs no Python code: a builtin
    exception class, or a subclass that keeps its __init__ and __new__ and
    has a plain metaclass (tr_interp.c). */

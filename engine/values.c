@@ -441,6 +441,13 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
         return dict_from_source(t, acc, obj);
     if (tensorlib_is_numpy_scalar(obj))
         return value_unspecialized(t, acc, obj);
+    if (PyMethod_Check(obj)) {
+        /* obj.method makes a new bound method at each read: guarded by
+           type, what it binds read through it when it is called */
+        if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
+            return NULL;
+        return remember(t, acc, value_new(t, V_OBJECT, obj));
+    }
     if (is_identity_object(obj)) {
         if (guard(t, GUARD_ID_MATCH, acc, obj, 0) < 0)
             return NULL;
@@ -854,7 +861,7 @@ static Value *module_list_slice(Tracer *t, Value *m, Value *dv, Value *index)
     Value *out = value_new(t, V_TUPLE, NULL);
     if (out == NULL)
         return NULL;
-    out->stands_for_module = true;
+    out->stands_for = "slice of a ModuleList";
     for (Py_ssize_t k = 0; k < len; k++)
         if (value_append(t, out, dv->items[start + k * step]) < 0)
             return NULL;

@@ -1254,3 +1254,41 @@ def hasattr_of_plain(x):
 def test_getattr_default_of_a_new_plain_object_is_one_graph():
     be = run_twice(hasattr_of_plain, np.ones(2))
     assert graph_count(be) == 1 and breaks() == []
+
+
+# ---------------------------------------------------------------------------
+# inspect.signature of a function or bound method: folded, what it read of
+# the function guarded.
+
+import inspect  # noqa: E402
+
+
+class Chunked:
+    def __init__(self):
+        self.scale = 2.0
+
+    def forward_chunk(self, a, b=1.0):
+        return a * self.scale + b
+
+
+def counts_parameters(x, fn):
+    n = len(inspect.signature(fn).parameters)
+    names = [p.name for p in inspect.signature(fn).parameters.values()]
+    if n != 2:
+        raise ValueError("expected two")
+    return fn(x, x) + n, names
+
+
+def test_inspect_signature_is_folded_and_its_function_guarded():
+    obj = Chunked()
+    opt, be = capture(counts_parameters)
+    for _ in range(2):
+        got, want = opt(np.ones(2), obj.forward_chunk), counts_parameters(np.ones(2), obj.forward_chunk)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1] == ["a", "b"]
+    assert graph_count(be) == 1 and breaks() == []
+
+    def three(a, b, c=0):
+        return a + b
+    with pytest.raises(ValueError, match="expected two"):
+        opt(np.ones(2), three)
