@@ -648,6 +648,8 @@ Value *tr_inspect_signature(TFrame *f, PyObject *fn, Value *v)
     if ((v->kind == V_OBJECT || v->kind == V_CONST) && v->src >= 0 && PyMethod_Check(v->obj)
         && (v = tr_split_method_object(t, v)) == NULL)
         return NULL;
+    if (v->kind == V_BOUND && (v = tr_bound_as_function(f, v)) == NULL)
+        return NULL;
     bool bound = v->kind == V_BOUNDFN;
     Value *fnv = bound ? v->items[0] : v;
     if (fnv->kind != V_CONST || fnv->src < 0 || !PyFunction_Check(fnv->obj))

@@ -361,6 +361,27 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
                         self->src >= 0 ? " the program can see" : ""), NULL;
 }
 
+/* Whether V_BOUND b is a Python function of its receiver's class, found
+   by the generic lookup, on a receiver read by an accessor. */
+static bool bound_is_python_method(Value *b)
+{
+    Value *recv = b->items[0];
+    PyObject *fn = (recv->kind == V_OBJECT || recv->kind == V_CONST) && recv->src >= 0
+                   && !PyType_Check(recv->obj) && !PyModule_Check(recv->obj)
+                   && value_type_lookup_is_generic(Py_TYPE(recv->obj))
+                   ? _PyType_Lookup(Py_TYPE(recv->obj), b->obj) : NULL;   /* borrowed */
+    return fn != NULL && PyFunction_Check(fn);
+}
+
+/* (contract: translate_int.h) */
+Value *tr_bound_as_function(TFrame *f, Value *b)
+{
+    if (!bound_is_python_method(b))
+        return tracer_unsupported(f->t, false, "method .%U() of a %s held as a value", b->obj,
+                                  b->items[0]->obj ? Py_TYPE(b->items[0]->obj)->tp_name : "value"), NULL;
+    return tr_generic_attr(f, b->items[0], b->obj);
+}
+
 /* (contract: translate_int.h) */
 Value *tr_split_method_object(Tracer *t, Value *m)
 {
@@ -729,18 +750,11 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Py_XDECREF(meth);
         return r;
     }
-    if (callable->kind == V_BOUND) {
+    if (callable->kind == V_BOUND && bound_is_python_method(callable)) {
         /* obj.method held as a value: a Python function of obj's class is
            bound and inlined as any method call */
-        Value *recv = callable->items[0];
-        PyObject *fn = (recv->kind == V_OBJECT || recv->kind == V_CONST) && recv->src >= 0
-                       && !PyType_Check(recv->obj) && !PyModule_Check(recv->obj)
-                       && value_type_lookup_is_generic(Py_TYPE(recv->obj))
-                       ? _PyType_Lookup(Py_TYPE(recv->obj), callable->obj) : NULL;
-        if (fn != NULL && PyFunction_Check(fn)) {
-            Value *bound = tr_generic_attr(f, recv, callable->obj);
-            return bound ? call_value(f, bound, args, nargs, kwnames) : NULL;
-        }
+        Value *bound = tr_generic_attr(f, callable->items[0], callable->obj);
+        return bound ? call_value(f, bound, args, nargs, kwnames) : NULL;
     }
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,

@@ -236,6 +236,10 @@ bool tr_is_inspect_signature(PyObject *fn);
    __self__) and guarded as any input (tr_calls.c).  NULL when tracing
    stops. */
 Value *tr_split_method_object(Tracer *t, Value *m);
+/* obj.method held as a value (a V_BOUND) whose method is a Python function
+   of obj's class: the V_BOUNDFN of the generic lookup; else a stop
+   (tr_calls.c).  NULL when tracing stops. */
+Value *tr_bound_as_function(TFrame *f, Value *b);
 bool tr_is_signature_object(PyObject *obj);
 Value *tr_inspect_signature(TFrame *f, PyObject *fn, Value *v);
 Value *tr_signature_attr(TFrame *f, Value *base, PyObject *name);

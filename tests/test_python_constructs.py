@@ -1292,3 +1292,36 @@ def test_inspect_signature_is_folded_and_its_function_guarded():
         return a + b
     with pytest.raises(ValueError, match="expected two"):
         opt(np.ones(2), three)
+
+
+class Chunker:
+    def __init__(self):
+        self.scale = 3.0
+
+    def chunk(self, a):
+        return a * self.scale
+
+    def apply(self, x):
+        # transformers' apply_chunking_to_forward(self.chunk, ...) asks this
+        if len(inspect.signature(self.chunk).parameters) != 1:
+            raise ValueError("one argument expected")
+        return self.chunk(x)
+
+
+def apply_chunker(c, x):
+    return c.apply(x) + 1
+
+
+def test_inspect_signature_of_a_method_read_from_self_is_one_graph():
+    c = Chunker()
+    be = run_twice(apply_chunker, c, np.ones(3))
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(apply_chunker)
+    np.testing.assert_array_equal(opt(c, np.ones(3)), np.full(3, 4.0))
+    original = Chunker.chunk
+    Chunker.chunk = lambda self, a, b=0: a      # a new method: the guard on it fails
+    try:
+        with pytest.raises(ValueError, match="one argument"):
+            opt(c, np.ones(3))
+    finally:
+        Chunker.chunk = original
