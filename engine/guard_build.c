@@ -320,7 +320,9 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         }
         break;
     case GUARD_DICT_LACKS:
-        if (expected == NULL || !PyUnicode_CheckExact(expected))
+        /* a name, or a class whose metaclass is type (hashed and compared
+           by identity, in C): copyreg.dispatch_table's keys */
+        if (expected == NULL || !(PyUnicode_CheckExact(expected) || Py_IS_TYPE(expected, &PyType_Type)))
             goto out_type;
         break;
     case GUARD__COUNT:

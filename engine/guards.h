@@ -104,8 +104,10 @@ typedef enum GuardKind {
     GUARD_CODE_MATCH,     /* v.__code__ is expected (v a function)               */
     GUARD_NOT_NONE,       /* v is not None                                       */
     GUARD_BACKEND_MATCH,  /* the active backend is expected (accessor unused, -1) */
-    GUARD_DICT_LACKS,     /* v is a dict without key `expected` (an instance
-                             __dict__ must not shadow a class method) */
+    GUARD_DICT_LACKS,     /* v is a dict without key `expected`, a str or a
+                             class of metaclass type (an instance __dict__
+                             must not shadow a class method; copyreg's
+                             table has no copier for a class) */
     GUARD_DICT_EMPTY,     /* v is a dict or dict subclass (OrderedDict) with no
                              items (nn.Module hook dicts) */
     GUARD_SAME_AS,        /* v is the value of accessor `length` (an earlier

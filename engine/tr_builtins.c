@@ -363,6 +363,10 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     }
     if (nargs >= 1 && args[0]->kind == V_TENSOR)
         return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
+    if (((strcmp(name, "setattr") == 0 && nargs == 3) || (strcmp(name, "delattr") == 0 && nargs == 2))
+        && nokw && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj))
+        return tr_store_attr(f, args[0], args[1]->obj, nargs == 3 ? args[2] : NULL) < 0 ? NULL
+               : new_const(t, Py_NewRef(Py_None));
     if (strcmp(name, "getattr") == 0 && nokw && nargs == 2 && args[1]->kind == V_CONST
         && PyUnicode_CheckExact(args[1]->obj))
         return tr_load_attr(f, args[0], args[1]->obj);

@@ -782,6 +782,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return value_new(t, V_CONST, known);
     if (tr_is_inspect_signature(fn) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
         return tr_inspect_signature(f, fn, args[0]);
+    bool deep;
+    if (tr_is_copy_function(fn, &deep) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        return tr_copy(f, args[0], deep);
     if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn)) {
         bool handled;
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);

@@ -537,7 +537,12 @@ static int op_store_attr(TFrame *f, const Instr *in)
 {
     Value *owner = pop(f);
     Value *value = in->op == OP_STORE_ATTR ? pop(f) : NULL;
-    PyObject *name = PyTuple_GET_ITEM(f->code->co_names, in->oparg);
+    return tr_store_attr(f, owner, PyTuple_GET_ITEM(f->code->co_names, in->oparg), value);
+}
+
+/* (contract: translate_int.h) */
+int tr_store_attr(TFrame *f, Value *owner, PyObject *name, Value *value)
+{
     if (owner->kind == V_NEWOBJ)
         return value ? tr_newobj_set_attr(f, owner, name, value) : tr_newobj_del_attr(f, owner, name);
     if (owner->kind == V_OBJECT || owner->kind == V_CONST)

@@ -189,17 +189,39 @@ static bool iter_reads(Value *v, Value *container)
     return false;
 }
 
+/* Whether iterator v reads container but never sees its item `index`
+   replaced (no change of size): over a dict's keys, which stay; or past
+   that item already, when v holds every item of container in order (a
+   loop that writes back the entry it was given: `for k, v in d.items():
+   d[k] = f(v)`). */
+static bool replacement_unseen(Value *v, Value *container, int index)
+{
+    if (index < 0 || v == NULL || v->kind != V_ITER || v->seq != container || v->came_in_slot)
+        return false;
+    char view = v->view ? v->view : v->seq_view;
+    if (container->kind == V_DICT && (view == 0 || view == 'k'))
+        return true;
+    return v->n == container->n && v->pos > index;
+}
+
+/* Whether value v, held by a frame, is an iterator that would see the
+   change of container (item `index` replaced, or -1: any change). */
+static bool sees_change(Value *v, Value *container, int index)
+{
+    return iter_reads(v, container) && !replacement_unseen(v, container, index);
+}
+
 /* A list or dict is about to change: refuse when an iterator the frames
    still hold reads it (a loop not yet finished would have to see the
    change -- even one past its last item, as a list iterator is). */
-int tracer_check_iterated(Tracer *t, Value *container)
+int tracer_check_iterated(Tracer *t, Value *container, int index)
 {
     for (TFrame *f = t->current; f != NULL; f = f->parent) {
         bool reads = false;
         for (int i = 0; i < f->sp && !reads; i++)
-            reads = iter_reads(f->stack[i], container);
+            reads = sees_change(f->stack[i], container, index);
         for (int i = 0; i < f->nlocals && !reads; i++)
-            reads = iter_reads(f->locals[i], container);
+            reads = sees_change(f->locals[i], container, index);
         if (reads)
             return tracer_unsupported(t, false, "a %s changed while a loop iterates over it",
                                       container->kind == V_DICT ? "dict" : "list");

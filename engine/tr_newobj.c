@@ -37,6 +37,8 @@ static PyObject *s_new, *s_init, *s_setattr, *s_getattribute, *s_getattr, *s_slo
                 *s_dict, *s_weakref, *s_class, *s_bool, *s_len, *s_fget, *s_fset,
                 *s_delattr;
 
+static Value *generic_attr(TFrame *f, Value *o, PyObject *name, PyObject *getattr_fn);
+
 static int intern_names(void)
 {
     if (s_delattr != NULL)
@@ -279,7 +281,7 @@ Value *tr_newobj_call_builtin(TFrame *f, Value *o, PyObject *descr, Value **args
             return tr_newobj_object_setattr(f, o, args[0]->obj, args[1]) < 0 ? NULL
                    : value_new(t, V_CONST, Py_None);
         if (named && nargs == 1 && PyUnicode_Compare(name, s_getattribute) == 0)
-            return tr_newobj_attr(f, o, args[0]->obj);
+            return generic_attr(f, o, args[0]->obj, NULL);   /* never __getattr__ */
         return tracer_unsupported(t, false, "object.%U() of a new %s with these arguments", name,
                                   ((PyTypeObject *)o->obj)->tp_name), NULL;
     }
@@ -367,6 +369,30 @@ Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *k
     return o;
 }
 
+/* (contract: translate_int.h) */
+Value *tr_newobj_blank(Tracer *t, Value *cls)
+{
+    if (intern_names() < 0)
+        return NULL;
+    if (cls->kind != V_CONST || cls->src < 0 || !PyType_Check(cls->obj))
+        return tracer_unsupported(t, false, "a new object of a class no accessor reaches"), NULL;
+    PyTypeObject *tp = (PyTypeObject *)cls->obj;
+    const char *why = class_not_plain(tp);
+    if (why == NULL && mapping_base(tp) != NULL)
+        why = "it derives from dict";
+    if (why != NULL)
+        return tracer_unsupported(t, false, "a new %s made without __init__: %s", tp->tp_name, why), NULL;
+    PyObject *new_fn = PyObject_GetAttr(cls->obj, s_new);
+    int rc = new_fn ? guard_class_attr_is(t, cls, s_new, new_fn) : -1;
+    Py_XDECREF(new_fn);
+    Value *o = rc < 0 ? NULL : value_new(t, V_NEWOBJ, cls->obj);
+    Value *attrs = o ? empty_dict(t) : NULL;
+    if (attrs == NULL || value_append(t, o, attrs) < 0 || value_append(t, o, cls) < 0)
+        return NULL;
+    attrs->attrs_of_newobj = true;
+    return o;
+}
+
 /* A property of the class (data descriptor descr) read or written on o
    through its Python fget / fset (which: s_fget or s_fset), inlined.
    NULL when tracing stops. */
@@ -417,15 +443,14 @@ static int guard_generic_reads(Tracer *t, Value *o, PyObject **getattr_fn)
     return class_attr_value(t, cls, s_getattr) ? 0 : -1;
 }
 
-/* (contract: translate_int.h) */
-Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
+/* o.name as object.__getattribute__ finds it, then (getattr_fn, the
+   class's Python __getattr__, or NULL) as __getattr__ does for a name
+   found nowhere.  NULL when tracing stops. */
+static Value *generic_attr(TFrame *f, Value *o, PyObject *name, PyObject *getattr_fn)
 {
     Tracer *t = f->t;
     PyTypeObject *tp = (PyTypeObject *)o->obj;
     Value *cls = o->items[1];
-    PyObject *getattr_fn = NULL;
-    if (intern_names() < 0 || guard_generic_reads(t, o, &getattr_fn) < 0)
-        return NULL;
     PyObject *descr = _PyType_Lookup(tp, name);                         /* borrowed */
     if (descr != NULL && is_mapping_method(o, descr)) {
         /* o.keys, o.get, ...: dict's own, bound to o's mapping */
@@ -453,6 +478,8 @@ Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
     if (i >= 0 && attrs_of(o)->items[i]->kind != V_NULL)
         return attrs_of(o)->items[i];
     if (descr == NULL) {
+        if (getattr_fn == NULL && tr_missing_reaches_getattr(t))
+            return value_new(t, V_ABSENT, NULL);    /* getattr(o, n, d) / hasattr(o, n) */
         if (getattr_fn == NULL)
             return tracer_unsupported(t, false, "a new %s has no attribute '%U'", tp->tp_name, name), NULL;
         Value *fn = class_attr_value(t, cls, s_getattr);
@@ -477,12 +504,53 @@ Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
 }
 
 /* (contract: translate_int.h) */
+Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name)
+{
+    Tracer *t = f->t;
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    Value *cls = o->items[1];
+    PyObject *getattr_fn = NULL;
+    if (intern_names() < 0)
+        return NULL;
+    PyObject *ga = _PyType_Lookup(tp, s_getattribute);                  /* borrowed */
+    if (ga != NULL && PyFunction_Check(ga)) {
+        /* the class's own __getattribute__, in Python (a config mapping
+           old names to new): inlined, its object.__getattribute__ calls
+           the generic lookup; a __getattr__ beside it is not modelled */
+        if (_PyType_Lookup(tp, s_getattr) != NULL)
+            return tracer_unsupported(t, false, "%s has both __getattribute__ and __getattr__",
+                                      tp->tp_name), NULL;
+        Value *fn = guard_class_lacks(t, cls, s_getattr) < 0 ? NULL
+                    : class_attr_value(t, cls, s_getattribute);
+        Value *key = fn ? value_new(t, V_CONST, name) : NULL;
+        Value *args[2] = {o, key};
+        return key ? tr_call_or_undo(f, fn, args, 2, NULL) : NULL;
+    }
+    if (guard_generic_reads(t, o, &getattr_fn) < 0)
+        return NULL;
+    return generic_attr(f, o, name, getattr_fn);
+}
+
+/* (contract: translate_int.h) */
 Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent)
 {
     Tracer *t = f->t;
     PyObject *getattr_fn = NULL;
     *absent = false;
-    if (intern_names() < 0 || guard_generic_reads(t, o, &getattr_fn) < 0)
+    if (intern_names() < 0)
+        return NULL;
+    PyObject *ga = _PyType_Lookup((PyTypeObject *)o->obj, s_getattribute);   /* borrowed */
+    if (ga != NULL && PyFunction_Check(ga)) {
+        /* the class's Python __getattribute__, traced: an AttributeError
+           of its generic lookup that returns straight to here is absence */
+        TFrame *saved = t->absent_frame;
+        t->absent_frame = f;
+        Value *r = tr_newobj_attr(f, o, name);
+        t->absent_frame = saved;
+        *absent = r != NULL && r->kind == V_ABSENT;
+        return *absent ? NULL : r;
+    }
+    if (guard_generic_reads(t, o, &getattr_fn) < 0)
         return NULL;
     int i = dict_index(attrs_of(o), name);
     if (i == -2)
@@ -497,11 +565,12 @@ Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent)
     return NULL;
 }
 
-/* The class lets o.name be written into o's __dict__: object.__setattr__
-   (guarded), and no data descriptor of that name (or absent: guarded).
+/* The class lets o.name be written into (or deleted from) o's __dict__:
+   object.__setattr__ (__delattr__) when hook names one to check (guarded),
+   and no data descriptor of that name (or absent: guarded).
    1: into the dict; 0: a property's Python setter handles it (*prop);
    -1 when tracing stops. */
-static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop, bool check_setattr)
+static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop, PyObject *hook)
 {
     Tracer *t = f->t;
     PyTypeObject *tp = (PyTypeObject *)o->obj;
@@ -509,11 +578,11 @@ static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop, bool che
     *prop = false;
     if (intern_names() < 0)
         return -1;
-    PyObject *sa = _PyType_Lookup(tp, s_setattr);                       /* borrowed */
-    if (check_setattr && sa != _PyType_Lookup(&PyBaseObject_Type, s_setattr))
-        return tracer_unsupported(t, false, "setting attribute '%U' of a %s, which has its own "
-                                  "__setattr__", name, tp->tp_name);
-    if (check_setattr && guard_class_attr_is(t, cls, s_setattr, sa) < 0)
+    PyObject *sa = hook ? _PyType_Lookup(tp, hook) : NULL;               /* borrowed */
+    if (hook && sa != _PyType_Lookup(&PyBaseObject_Type, hook))
+        return tracer_unsupported(t, false, "%s attribute '%U' of a %s, which has its own %U",
+                                  hook == s_setattr ? "setting" : "deleting", name, tp->tp_name, hook);
+    if (hook && guard_class_attr_is(t, cls, hook, sa) < 0)
         return -1;
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr == NULL)
@@ -534,7 +603,7 @@ static int object_store(TFrame *f, Value *o, PyObject *name, Value *value, bool 
 {
     Tracer *t = f->t;
     bool prop;
-    int r = plain_store(f, o, name, &prop, check_setattr);
+    int r = plain_store(f, o, name, &prop, check_setattr ? s_setattr : NULL);
     if (r < 0)
         return -1;
     if (prop) {
@@ -581,7 +650,17 @@ int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name)
 {
     Tracer *t = f->t;
     bool prop;
-    int r = plain_store(f, o, name, &prop, true);
+    if (intern_names() < 0)
+        return -1;
+    PyObject *da = _PyType_Lookup((PyTypeObject *)o->obj, s_delattr);   /* borrowed */
+    if (da != NULL && PyFunction_Check(da)) {
+        /* the class's __delattr__, in Python: inlined */
+        Value *fn = class_attr_value(t, o->items[1], s_delattr);
+        Value *key = fn ? value_new(t, V_CONST, name) : NULL;
+        Value *args[2] = {o, key};
+        return key && tr_call_or_undo(f, fn, args, 2, NULL) ? 0 : -1;
+    }
+    int r = plain_store(f, o, name, &prop, s_delattr);
     if (r < 0)
         return -1;
     if (prop)
@@ -594,7 +673,8 @@ int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name)
         return tracer_unsupported(t, false, "deleting attribute '%U' a new %s lacks", name,
                                   ((PyTypeObject *)o->obj)->tp_name);
     Value *gone = value_new(t, V_NULL, NULL);
-    if (gone == NULL || tracer_note_mutation(t, attrs, i) < 0)
+    if (gone == NULL || tracer_check_iterated(t, attrs, -1) < 0     /* a deletion, not a replacement */
+        || tracer_note_mutation(t, attrs, i) < 0)
         return -1;
     attrs->items[i] = gone;
     return 0;

@@ -128,11 +128,8 @@ Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name)
     return v;
 }
 
-/* Whether an AttributeError raised in the innermost frame now would reach
-   the getattr()/hasattr() of t->absent_frame through returns alone: every
-   frame between is at a call or attribute read that RETURN_VALUE follows,
-   outside any try or with block. */
-static bool missing_reaches_getattr(Tracer *t)
+/* (contract: translate_int.h) */
+bool tr_missing_reaches_getattr(Tracer *t)
 {
     if (t->absent_frame == NULL)
         return false;
@@ -155,7 +152,7 @@ Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic)
 {
     Tracer *t = f->t;
     const char *tname = Py_TYPE(obj->obj)->tp_name;
-    if (obj->src < 0 || !missing_reaches_getattr(t))
+    if (obj->src < 0 || !tr_missing_reaches_getattr(t))
         return tracer_unsupported(t, false, "%s has no attribute '%U'", tname, name), NULL;
     if (!generic) {
         if (guardset_add(t->gs, GUARD_HASATTR, obj->src, name, 0) < 0)

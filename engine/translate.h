@@ -253,8 +253,10 @@ typedef struct Undo {
    for a length change).  0 / -1. */
 int tracer_note_mutation(Tracer *t, Value *container, int index);
 /* Stop tracing (unsupported, -1) when a loop still running iterates over
-   `container`, which is about to change; else 0.  (tr_iter.c) */
-int tracer_check_iterated(Tracer *t, Value *container);
+   `container`, which is about to change, and would see the change (item
+   `index` replaced, the size kept; -1: any other change); else 0.
+   (tr_iter.c) */
+int tracer_check_iterated(Tracer *t, Value *container, int index);
 /* As tracer_note_mutation, for a mutation that may remove or reorder items:
    the whole contents are saved.  0 / -1. */
 int tracer_note_snapshot(Tracer *t, Value *container);

@@ -221,6 +221,9 @@ int tr_run_frame(TFrame *f, int start);
 /* d[key] = val in dict value d (made by this frame), key a constant.
    0 / -1. */
 int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val);
+/* owner.name = value (value NULL: del owner.name), as STORE_ATTR /
+   DELETE_ATTR and setattr() / delattr() do (tr_interp.c).  0 / -1. */
+int tr_store_attr(TFrame *f, Value *owner, PyObject *name, Value *value);
 /* set.update(other) into V_SET s when other is a set constant or a dict
    (which set.update merges as a table: s becomes `merged`): *handled false
    for other iterables (added one by one).  0 / -1. */
@@ -240,6 +243,11 @@ Value *tr_split_method_object(Tracer *t, Value *m);
    of obj's class: the V_BOUNDFN of the generic lookup; else a stop
    (tr_calls.c).  NULL when tracing stops. */
 Value *tr_bound_as_function(TFrame *f, Value *b);
+/* copy.deepcopy(x) / copy.copy(x) (tr_copy.c): whether fn is one of them
+   (*deep says which); the call on one value, modelled.  NULL when tracing
+   stops. */
+bool tr_is_copy_function(PyObject *fn, bool *deep);
+Value *tr_copy(TFrame *f, Value *x, bool deep);
 bool tr_is_signature_object(PyObject *obj);
 Value *tr_inspect_signature(TFrame *f, PyObject *fn, Value *v);
 Value *tr_signature_attr(TFrame *f, Value *base, PyObject *name);
@@ -295,6 +303,11 @@ Value *tr_import_from(TFrame *f, Value *module, PyObject *name);
 Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled);
 /* object.__getattribute__(obj, name). */
 Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name);
+/* Whether an AttributeError raised in the innermost frame now would reach
+   the getattr()/hasattr() of t->absent_frame through returns alone: every
+   frame between is at a call or attribute read that RETURN_VALUE follows,
+   outside any try or with block (tr_objects.c). */
+bool tr_missing_reaches_getattr(Tracer *t);
 /* obj.name found missing, where `generic` says how: by object.__getattribute__
    (the instance dict and the type lack it) or by obj's own lookup, which
    runs no Python (hasattr(obj, name) is false).  A V_ABSENT when a getattr()
@@ -325,6 +338,12 @@ int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name);
 Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent);
 /* bool(o) of a V_NEWOBJ: 1 or 0, or -1 when tracing stops. */
 int tr_newobj_truth(TFrame *f, Value *o);
+/* A new object of class cls (a V_CONST reached by an accessor) as
+   cls.__new__(cls) makes it, without __init__, its __dict__ empty (the
+   caller fills items[0]): copy's reconstruction.  The class must be plain
+   (not deriving from dict); its __new__ is guarded.  NULL when tracing
+   stops. */
+Value *tr_newobj_blank(Tracer *t, Value *cls);
 /* object.__setattr__(o, name, value) (what super().__setattr__ reaches):
    the class's own __setattr__ not consulted.  0 / -1. */
 int tr_newobj_object_setattr(TFrame *f, Value *o, PyObject *name, Value *value);

@@ -65,7 +65,7 @@ int tracer_break(Tracer *t, StopKind kind, const char *fmt, ...)
 
 int tracer_note_mutation(Tracer *t, Value *c, int index)
 {
-    if (tracer_check_iterated(t, c) < 0)
+    if (tracer_check_iterated(t, c, index) < 0)
         return -1;
     if (t->nundo == t->undo_cap) {
         int cap = t->undo_cap ? t->undo_cap * 2 : 16;

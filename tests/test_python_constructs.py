@@ -1325,3 +1325,116 @@ def test_inspect_signature_of_a_method_read_from_self_is_one_graph():
             opt(c, np.ones(3))
     finally:
         Chunker.chunk = original
+
+
+# ---------------------------------------------------------------------------
+# copy.deepcopy / copy.copy of plain data and plain objects, modelled (the
+# copy module's id() and memo never run while tracing); attributes of a
+# new object through its class's Python __getattribute__, hasattr() of it,
+# setattr() / delattr(), and a dict's entries rewritten while its items()
+# are iterated.
+
+import copy  # noqa: E402
+
+
+class Settings:
+    attribute_map = {"width": "d_model"}
+
+    def __init__(self):
+        self.d_model = 4
+        self.names = ["a", "b"]
+        self.sub = {"k": 1.5}
+        self.decoder_layers = 2
+
+    def __getattribute__(self, key):
+        # transformers' configs map old names to new ones
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def as_dict(self):
+        out = copy.deepcopy(self.__dict__)
+        for key, value in out.items():
+            if isinstance(value, list):
+                value = tuple(value)
+            out[key] = value              # rewrites the entry the loop is on
+        return out
+
+    def decoder_half(self):
+        c = copy.deepcopy(self)
+        for key in c.as_dict():
+            if key.startswith("decoder_"):
+                value = getattr(c, key)
+                delattr(c, key)
+                setattr(c, "num_" + key[len("decoder_"):], value)
+        c.names.append("c")                 # the copy's list, not the original's
+        return c
+
+
+def use_decoder_half(x, s):
+    c = s.decoder_half()
+    extra = 1.0 if hasattr(c, "quantization") else 0.0
+    return x * c.width + c.num_layers + len(c.names) + c.sub["k"] + extra, c
+
+
+def test_deepcopy_of_a_config_object_is_one_graph_and_leaves_the_original_alone():
+    s = Settings()
+    opt, be = capture(use_decoder_half)
+    for _ in range(2):
+        got, c = opt(np.ones(2), s)
+        want, wc = use_decoder_half(np.ones(2), s)
+        np.testing.assert_array_equal(got, want)
+        assert type(c) is Settings and c is not s
+        assert c.__dict__ == wc.__dict__ == {"d_model": 4, "names": ["a", "b", "c"],
+                                              "sub": {"k": 1.5}, "num_layers": 2}
+        assert c.names is not s.names and c.sub is not s.sub
+        assert s.names == ["a", "b"] and s.decoder_layers == 2    # the original unchanged
+    assert graph_count(be) == 1 and breaks() == []
+    s.d_model = 5                                  # what the copy read is guarded
+    np.testing.assert_array_equal(opt(np.ones(2), s)[0], use_decoder_half(np.ones(2), s)[0])
+    s.quantization = None
+    np.testing.assert_array_equal(opt(np.ones(2), s)[0], np.full(2, 5 * 1.0 + 2 + 3 + 1.5 + 1.0))
+
+
+def deepcopy_shares_and_cycles(x, data):
+    c = copy.deepcopy(data)
+    c["loop"].append(c)                         # sharing and a cycle, as deepcopy keeps them
+    return x + len(c["a"]), c
+
+
+def test_deepcopy_keeps_sharing_and_shallow_copy_shares_items():
+    shared = [1, 2]
+    data = {"a": shared, "b": shared, "loop": []}
+    opt, be = capture(deepcopy_shares_and_cycles)
+    got, c = opt(np.ones(2), data)
+    np.testing.assert_array_equal(got, np.full(2, 3.0))
+    assert c["a"] is c["b"] and c["a"] is not shared and c["loop"][0] is c
+    assert data["loop"] == []
+
+    def shallow(x, data):
+        c = copy.copy(data)
+        c["new"] = 1
+        return x + len(c), c
+    opt2, _ = capture(shallow)
+    got, c = opt2(np.ones(2), data)
+    assert c is not data and c["a"] is shared and "new" not in data
+    np.testing.assert_array_equal(got, np.full(2, 5.0))
+
+
+class OwnCopy:
+    def __init__(self):
+        self.v = 2.0
+
+    def __deepcopy__(self, memo):
+        raise RuntimeError("its own deepcopy ran")
+
+
+def deepcopy_own(x, o):
+    return x * copy.deepcopy(o).v
+
+
+def test_deepcopy_of_a_class_with_its_own_hook_stops_and_runs_it():
+    opt, _ = capture(deepcopy_own)
+    with pytest.raises(RuntimeError, match="its own deepcopy ran"):
+        opt(np.ones(2), OwnCopy())
+    assert any("__deepcopy__" in b["reason"] for b in breaks())
