@@ -289,6 +289,9 @@ guardset_render_source(const GuardSet *gs, int acc)
     case ACC_CELL:
         res = PyUnicode_FromFormat("%U.cell_contents", base);
         break;
+    case ACC_WEAKREF:
+        res = PyUnicode_FromFormat("%U()", base);
+        break;
     }
     Py_XDECREF(base);
     return res;
@@ -460,6 +463,10 @@ unreachable_reason(const GuardSet *gs, int acc, const FrameView *fv, PyObject **
         if (!PyCell_Check(base))
             return PyUnicode_FromFormat("<not a cell: %s>", Py_TYPE(base)->tp_name);
         return PyUnicode_FromString("<empty cell>");
+    case ACC_WEAKREF:
+        if (!PyWeakref_CheckRefExact(base))
+            return PyUnicode_FromFormat("<not a weakref.ref: %s>", Py_TYPE(base)->tp_name);
+        return PyUnicode_FromString("<dead weak reference>");
     default:
         return PyUnicode_FromString("<missing>");
     }

@@ -265,6 +265,10 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
         if (PyCell_Check(base))
             v = PyCell_GET(base);
         break;
+    case ACC_WEAKREF:
+        if (!PyWeakref_CheckRefExact(base))
+            return vals[i] = NULL;
+        return vals[i] = weakref_referent_ref(base);   /* already strong */
     case ACC_ITEM:
         v = sequence_item(base, a->index);
         break;

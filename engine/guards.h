@@ -65,6 +65,8 @@ typedef enum AccessorKind {
     ACC_MODULE,     /* sys.modules['name'] key = module name (str): what an
                                             import statement inside the code
                                             finds; never imports            */
+    ACC_WEAKREF,    /* <base>()            base a weakref.ref: what it points
+                                            to (a dead one reads as missing) */
 } AccessorKind;
 
 typedef struct Accessor {

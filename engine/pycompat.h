@@ -141,6 +141,23 @@ static inline bool weakref_points_to(PyObject *weak, PyObject *obj)
 #endif
 }
 
+/* What weak reference `weak` points to: a new reference, or NULL (no
+   exception) when it is dead.  PyWeakref_GetRef from 3.13. */
+static inline PyObject *weakref_referent_ref(PyObject *weak)
+{
+#if PY_313
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(weak, &obj) < 0)
+        PyErr_Clear();
+    return obj;
+#else
+    PyObject *obj = PyWeakref_GetObject(weak);       /* borrowed, Py_None when dead */
+    if (obj == NULL)
+        PyErr_Clear();
+    return obj == NULL || obj == Py_None ? NULL : Py_NewRef(obj);
+#endif
+}
+
 /* Whether os.fork() counts the process's threads (to warn that it forks
    while multi-threaded) after the parent's after-fork hooks (3.13) rather
    than before them (3.12): a thread those hooks start again is counted. */

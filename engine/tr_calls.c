@@ -382,6 +382,21 @@ Value *tr_bound_as_function(TFrame *f, Value *b)
     return tr_generic_attr(f, b->items[0], b->obj);
 }
 
+/* w() of a weakref.ref the program holds (torch's LSTM keeps its flat
+   weights so): what it points to, read through it (ACC_WEAKREF) and
+   guarded as any input; a dead one (None) is a stop.  NULL when tracing
+   stops. */
+static Value *call_weakref(Tracer *t, Value *w)
+{
+    PyObject *obj = weakref_referent_ref(w->obj);
+    if (obj == NULL)
+        return tracer_unsupported(t, false, "a call of a dead weak reference"), NULL;
+    int acc = guardset_accessor(t->gs, ACC_WEAKREF, w->src, 0, NULL, NULL);
+    Value *v = acc < 0 ? NULL : value_from_source(t, acc, obj);
+    Py_DECREF(obj);
+    return v;
+}
+
 /* (contract: translate_int.h) */
 Value *tr_split_method_object(Tracer *t, Value *m)
 {
@@ -759,6 +774,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                             callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
+    if (callable->kind == V_OBJECT && callable->src >= 0 && PyWeakref_CheckRefExact(callable->obj)
+        && nargs == 0 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        return call_weakref(t, callable);
     if ((callable->kind == V_OBJECT || callable->kind == V_CONST) && callable->src >= 0
         && PyMethod_Check(callable->obj) && PyFunction_Check(PyMethod_GET_FUNCTION(callable->obj)))
         return call_method_object(f, callable, args, nargs, kwnames);

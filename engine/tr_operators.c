@@ -252,6 +252,15 @@ int tr_truth(TFrame *f, Value *v, const char *what)
     return tracer_unsupported(f->t, false, "%s on a value whose truth is not known while tracing", what);
 }
 
+/* Whether v is the object an accessor reads, itself: an object, a
+   constant, or an input tensor (a placeholder). */
+static bool read_as_itself(Value *v)
+{
+    return (v->kind == V_OBJECT || v->kind == V_CONST
+            || (v->kind == V_TENSOR && v->node != NULL && v->node->op == NODE_PLACEHOLDER))
+           && v->src >= 0 && v->obj != NULL;
+}
+
 /* `a is b` for values whose identity is known while tracing: 1, 0, or -1
    (tracing stops). */
 int tr_is_same(TFrame *f, Value *a, Value *b)
@@ -273,10 +282,10 @@ int tr_is_same(TFrame *f, Value *a, Value *b)
         return 0;     /* an object made while tracing is no object that existed before */
     if ((a->kind == V_NEWOBJ || a->kind == V_GEN) && (b->kind == V_NEWOBJ || b->kind == V_GEN))
         return 0;     /* two Values made apart are two objects */
-    if ((a->kind == V_OBJECT || a->kind == V_CONST) && (b->kind == V_OBJECT || b->kind == V_CONST)
-        && a->src >= 0 && b->src >= 0 && a->obj != NULL && b->obj != NULL) {
-        /* two objects read through accessors (f._field_type is _FIELD):
-           their identity now, guarded as a relation of the two accessors */
+    if (read_as_itself(a) && read_as_itself(b)) {
+        /* two objects read through accessors (f._field_type is _FIELD,
+           ref() is weight): their identity now, guarded as a relation of
+           the two accessors */
         int later = a->src > b->src ? a->src : b->src, earlier = a->src > b->src ? b->src : a->src;
         bool same = a->obj == b->obj;
         if (later != earlier

@@ -1438,3 +1438,40 @@ def test_deepcopy_of_a_class_with_its_own_hook_stops_and_runs_it():
     with pytest.raises(RuntimeError, match="its own deepcopy ran"):
         opt(np.ones(2), OwnCopy())
     assert any("__deepcopy__" in b["reason"] for b in breaks())
+
+
+# ---------------------------------------------------------------------------
+# A weak reference the program holds, called: what it points to, read
+# through it and guarded; `is` between it and another input array.
+
+import weakref  # noqa: E402
+
+
+class Holder:
+    def __init__(self, a):
+        self.a = a
+        self.ref = weakref.ref(a)
+
+
+def through_weakref(x, h):
+    r = h.ref()
+    if r is not h.a:               # torch's RNNs ask this of their flat weights
+        return x - 1
+    return x + r
+
+
+def test_calling_a_weak_reference_reads_its_referent_guarded():
+    a = np.arange(3.0)
+    h = Holder(a)
+    be = run_twice(through_weakref, np.ones(3), h)
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(through_weakref)
+    np.testing.assert_array_equal(opt(np.ones(3), h), np.ones(3) + a)
+    h.a = np.full(3, 7.0)          # the referent is no longer h.a: the relation guard fails
+    np.testing.assert_array_equal(opt(np.ones(3), h), np.zeros(3))
+    h.ref = weakref.ref(h.a)
+    np.testing.assert_array_equal(opt(np.ones(3), h), np.full(3, 8.0))
+    b = np.ones(3)
+    h.ref = weakref.ref(b)
+    del b                          # dead: the call runs eagerly, as it would (None is not h.a)
+    np.testing.assert_array_equal(opt(np.ones(3), h), np.zeros(3))
