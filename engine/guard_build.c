@@ -146,10 +146,12 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
         PyErr_SetString(PyExc_TypeError, "accessor key must be a str");
         return -1;
     }
-    if (kind == ACC_DICT_ITEM && (key == NULL || !guard_const_is_simple(key, 0))) {
+    if (kind == ACC_DICT_ITEM && (key == NULL || !(guard_const_is_simple(key, 0)
+                                                   || guard_key_is_identity(key)))) {
         PyErr_SetString(PyExc_TypeError,
                         "dict item key must be a str, int, float, bool, bytes, "
-                        "complex, None or a tuple of these");
+                        "complex, None or a tuple of these, or an object compared "
+                        "by identity");
         return -1;
     }
     if (name != NULL && name != Py_None && !PyUnicode_Check(name)) {

@@ -210,6 +210,12 @@ void guardset_clear(GuardSet *gs);              /* releases everything; gs is th
 int guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
                       Py_ssize_t index, PyObject *key, PyObject *name);
 
+/* Whether dict key o is hashed and compared as object does it, by
+   identity, in C (a class of a plain metaclass, typing.Union): a guard may
+   hold it as a dict key (DICT_KEYS, ACC_DICT_ITEM) beside str, int and
+   bytes. */
+bool guard_key_is_identity(PyObject *o);
+
 /* Add a guard; returns its index or -1 with an exception set.  Adding a guard
    identical to an existing one returns the existing index.  `expected` is
    borrowed.  For TENSOR_MATCH pass the example array as `expected`: the

@@ -187,6 +187,57 @@ static Value *getattr_through_python(TFrame *f, Value *v, PyObject *name, Value 
     return dflt ? r : new_const(t, Py_NewRef(Py_True));
 }
 
+/* callable(v): known for what the translator made, and for an object
+   read through an accessor from its class -- whose __call__ is guarded
+   present or absent (a class may gain one).  NULL when tracing stops. */
+static Value *builtin_callable(TFrame *f, Value *v)
+{
+    Tracer *t = f->t;
+    static PyObject *call_name;
+    if (call_name == NULL && (call_name = PyUnicode_InternFromString("__call__")) == NULL)
+        return NULL;
+    int yes;
+    switch (v->kind) {
+    case V_FUNC: case V_BOUNDFN: case V_BOUND: case V_METHOD:
+        yes = 1;
+        break;
+    case V_TUPLE: case V_LIST: case V_DICT: case V_SET: case V_SLICE: case V_ITER: case V_ZIP:
+        yes = 0;
+        break;
+    case V_TENSOR:
+        yes = Py_TYPE(v->obj)->tp_call != NULL;
+        break;
+    case V_NEWOBJ: {
+        Value *cls = v->items[1];
+        yes = _PyType_Lookup((PyTypeObject *)v->obj, call_name) != NULL;
+        if (cls->src < 0 || guardset_add(t->gs, GUARD_HASATTR, cls->src, call_name, yes) < 0)
+            return cls->src < 0 ? tracer_unsupported(t, false, "callable() of a new object"), NULL : NULL;
+        break;
+    }
+    case V_CONST:
+    case V_OBJECT: {
+        /* a builtin class's tp_call is fixed, and the value's class is
+           guarded (TYPE_MATCH or ID_MATCH); a Python class's __call__ is
+           guarded by identity, and one without may gain it unnoticed (its
+           lookup on the class would find type.__call__): not answered */
+        PyTypeObject *tp = Py_TYPE(v->obj);
+        yes = PyCallable_Check(v->obj);
+        if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+            PyObject *call = _PyType_Lookup(tp, call_name);             /* borrowed */
+            int ta = v->src < 0 || call == NULL ? -1 : guardset_accessor(t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
+            int ca = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, call_name, NULL);
+            if (ca < 0 || guardset_add(t->gs, GUARD_ID_MATCH, ca, call, 0) < 0)
+                return PyErr_Occurred() ? NULL
+                       : (tracer_unsupported(t, false, "callable() of a %s", tp->tp_name), NULL);
+        }
+        break;
+    }
+    default:
+        return tracer_unsupported(t, false, "callable() of this kind of value"), NULL;
+    }
+    return new_const(t, Py_NewRef(yes ? Py_True : Py_False));
+}
+
 /* getattr(v, name, dflt) (dflt non-NULL) or hasattr(v, name) of an object
    an accessor reaches: whether it has the attribute is guarded (HASATTR),
    and a present one is read as v.name is.  NULL when tracing stops. */
@@ -363,6 +414,8 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     }
     if (nargs >= 1 && args[0]->kind == V_TENSOR)
         return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
+    if (strcmp(name, "callable") == 0 && nokw && nargs == 1)
+        return builtin_callable(f, args[0]);
     if (((strcmp(name, "setattr") == 0 && nargs == 3) || (strcmp(name, "delattr") == 0 && nargs == 2))
         && nokw && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj))
         return tr_store_attr(f, args[0], args[1]->obj, nargs == 3 ? args[2] : NULL) < 0 ? NULL

@@ -240,13 +240,14 @@ bool tr_exception_class_is_plain(PyObject *cls)
            && Py_TYPE(tp)->tp_call == PyType_Type.tp_call;
 }
 
-/* RAISE_VARARGS 1: raise an exception made while tracing, or a plain
+/* RAISE_VARARGS 1 (2: with `from`): raise an exception made while tracing, or a plain
    exception class (instantiated with no arguments, as raise does). */
 static int op_raise(TFrame *f, const Instr *in)
 {
     Tracer *t = f->t;
-    if (in->oparg != 1)
-        return tracer_unsupported(t, true, in->oparg == 0 ? "a bare raise" : "raise ... from ...");
+    if (in->oparg == 0)
+        return tracer_unsupported(t, true, "a bare raise");
+    Value *cause = in->oparg == 2 ? pop(f) : NULL;
     Value *v = pop(f);
     if (v->kind == V_CONST && tr_exception_class_is_plain(v->obj)) {
         v = new_const(t, PyObject_CallNoArgs(v->obj));
@@ -256,7 +257,20 @@ static int op_raise(TFrame *f, const Instr *in)
     }
     if (v->kind != V_EXC)
         return tracer_unsupported(t, false, "raising a value the translator did not make");
+    if (cause != NULL) {
+        /* raise E from None / from another exception made while tracing */
+        if (!(cause->kind == V_EXC || (cause->kind == V_CONST && cause->obj == Py_None)))
+            return tracer_unsupported(t, false, "raise ... from a value the translator did not make");
+        PyException_SetCause(v->obj, Py_IsNone(cause->obj) ? NULL : Py_NewRef(cause->obj));
+        ((PyBaseExceptionObject *)v->obj)->suppress_context = 1;
+    }
     return raise_value(f, v);
+}
+
+/* (contract: translate_int.h) */
+int tr_raise(TFrame *f, Value *exc)
+{
+    return raise_value(f, exc);
 }
 
 /* PUSH_EXC_INFO: [exc] -> [previous exception info, exc]. */

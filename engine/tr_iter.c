@@ -85,10 +85,15 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
             int eq = PyObject_RichCompareBool(PyList_GET_ITEM(base->obj, i), index->obj, Py_EQ);
             if (eq < 0)
                 return NULL;
-            if (eq)
+            if (eq && base->items[i]->kind != V_NULL)   /* V_NULL: a deleted attribute */
                 return base->items[i];
         }
-        return tracer_unsupported(t, false, "missing dict key %R", index->obj), NULL;
+        /* every key is known (a dict read from a source has its keys
+           guarded): a KeyError, which a handler of the traced code may catch */
+        Value *exc = tr_make_exception(f, PyExc_KeyError, &index, 1);
+        if (exc != NULL)
+            tr_raise(f, exc);
+        return NULL;
     }
     if (foldable(base) && (foldable(index) || index->kind == V_SLICE)) {
         PyObject *key = value_as_constant(t, index);

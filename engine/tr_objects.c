@@ -147,6 +147,24 @@ bool tr_missing_reaches_getattr(Tracer *t)
     return true;
 }
 
+/* Guard what object.__getattribute__ looked at to find obj.name missing:
+   the type (a class attribute added later) and the instance dict.  0 / -1. */
+static int guard_generic_absence(Tracer *t, Value *obj, PyObject *name)
+{
+    int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+    if (ta < 0 || guardset_add(t->gs, GUARD_HASATTR, ta, name, 0) < 0)
+        return -1;
+    PyObject **dictptr = _PyObject_GetDictPtr(obj->obj);
+    if (dictptr != NULL) {
+        PyObject *dn = PyUnicode_FromString("__dict__");
+        int da = dn ? guardset_accessor(t->gs, ACC_OBJATTR, obj->src, 0, dn, NULL) : -1;
+        Py_XDECREF(dn);
+        if (da < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, da, name, 0) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* (contract: translate_int.h) */
 Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic)
 {
@@ -158,20 +176,8 @@ Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic)
         if (guardset_add(t->gs, GUARD_HASATTR, obj->src, name, 0) < 0)
             return NULL;
     }
-    else {
-        /* what object.__getattribute__ looked at: the type (a class
-           attribute added later) and the instance dict */
-        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
-        if (ta < 0 || guardset_add(t->gs, GUARD_HASATTR, ta, name, 0) < 0)
-            return NULL;
-        PyObject **dictptr = _PyObject_GetDictPtr(obj->obj);
-        if (dictptr != NULL) {
-            PyObject *dn = PyUnicode_FromString("__dict__");
-            int da = dn ? guardset_accessor(t->gs, ACC_OBJATTR, obj->src, 0, dn, NULL) : -1;
-            Py_XDECREF(dn);
-            if (da < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, da, name, 0) < 0)
-                return NULL;
-        }
+    else if (guard_generic_absence(t, obj, name) < 0) {
+        return NULL;
     }
     return value_new(t, V_ABSENT, NULL);
 }
@@ -194,6 +200,28 @@ Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
         Value *key = value_new(f->t, V_CONST, name);
         Value *args[2] = {base, key};
         return key ? call_with(f, class_attr_accessor(f->t, base->src, getattribute_name), ga, args, 2) : NULL;
+    }
+    static PyObject *getattr_name;
+    if (getattr_name == NULL && (getattr_name = PyUnicode_InternFromString("__getattr__")) == NULL)
+        return NULL;
+    PyObject *gattr = _PyType_Lookup(tp, getattr_name);              /* borrowed */
+    if (gattr != NULL && PyFunction_Check(gattr) && ga == _PyType_Lookup(&PyBaseObject_Type, getattribute_name)) {
+        /* a Python __getattr__ (typing's generic aliases forward to their
+           origin): the generic lookup, and __getattr__ inlined for a name
+           it does not find -- absent from the class and the instance dict,
+           both guarded */
+        *handled = true;
+        PyObject **dictptr = _PyObject_GetDictPtr(base->obj);
+        int in_dict = dictptr && *dictptr ? PyDict_Contains(*dictptr, name) : 0;
+        if (in_dict < 0)
+            return NULL;
+        if (in_dict || _PyType_Lookup(tp, name) != NULL)
+            return tr_generic_attr(f, base, name);
+        if (guard_generic_absence(f->t, base, name) < 0)
+            return NULL;
+        Value *key = value_new(f->t, V_CONST, name);
+        Value *args[2] = {base, key};
+        return key ? call_with(f, class_attr_accessor(f->t, base->src, getattr_name), gattr, args, 2) : NULL;
     }
     if (tp->tp_getattro != PyObject_GenericGetAttr)
         return NULL;

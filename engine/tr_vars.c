@@ -266,11 +266,28 @@ Value *tr_load_global(TFrame *f, PyObject *name)
 /* Whether reading `name` from obj runs no Python code: generic getattr, and
    the class attribute (if any) is not a data descriptor other than a C
    getter (function.__name__, code.co_varnames: value_descr_is_c_getter). */
+/* types.UnionType (`int | None`), whose C getattro forwards a few names
+   to its class and reads the rest generically; not exported by CPython,
+   so taken from an instance once.  Borrowed (a static type), or NULL. */
+static PyTypeObject *union_type(void)
+{
+    static PyTypeObject *tp;
+    if (tp == NULL) {
+        PyObject *u = PyNumber_Or((PyObject *)&PyLong_Type, Py_None);
+        if (u == NULL)
+            PyErr_Clear();
+        else
+            tp = Py_TYPE(u);          /* static: outlives the instance */
+        Py_XDECREF(u);
+    }
+    return tp;
+}
+
 bool tr_attr_read_is_pure(PyObject *obj, PyObject *name)
 {
     PyTypeObject *tp = Py_TYPE(obj);
     if (tp->tp_getattro != PyObject_GenericGetAttr)
-        return PyModule_Check(obj) || PyType_Check(obj);
+        return PyModule_Check(obj) || PyType_Check(obj) || (tp == union_type() && tp != NULL);
     PyObject *cls_attr = _PyType_Lookup(tp, name);   /* borrowed */
     if (cls_attr != NULL) {
         descrsetfunc set = Py_TYPE(cls_attr)->tp_descr_set;

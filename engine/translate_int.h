@@ -258,6 +258,9 @@ bool tr_exception_class_is_plain(PyObject *cls);
 /* cls(*args) for such a class and constant args: a V_EXC.  NULL when
    tracing stops. */
 Value *tr_make_exception(TFrame *f, PyObject *cls, Value **args, int nargs);
+/* Raise V_EXC exc in frame f as `raise exc` does: the inlined frames unwind
+   to a handler (tr_interp.c).  -1 (a stop until a handler catches it). */
+int tr_raise(TFrame *f, Value *exc);
 /* A new, empty V_SET (its real set made).  NULL on an error. */
 Value *tr_new_set(Tracer *t);
 /* Add v to V_SET s as set.add does: a hashable constant, once (the real

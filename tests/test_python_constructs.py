@@ -359,13 +359,18 @@ def test_try_in_an_inlined_call_is_traced_when_nothing_raises():
     assert breaks() == []
 
 
-def test_an_exception_raised_by_traced_code_breaks_and_is_caught_for_real():
+def test_a_key_error_of_a_lookup_is_caught_by_the_traced_handler():
+    # LIMITS["high"] raises KeyError (the dict's keys are guarded), which
+    # lookup_or_default's own handler catches while tracing: one graph
     x = np.arange(3.0)
-    opt, be = capture(uses_try_that_catches)
-    np.testing.assert_array_equal(opt(x), uses_try_that_catches(x))
-    (brk,) = breaks()
-    assert brk["kind"] == "call" and "missing dict key 'high'" in brk["reason"]
-    np.testing.assert_array_equal(opt(x), uses_try_that_catches(x))
+    be = run_twice(uses_try_that_catches, x)
+    assert graph_count(be) == 1 and breaks() == []
+    LIMITS["high"] = 2.0                  # a new key: the keys guard fails
+    try:
+        opt, _ = capture(uses_try_that_catches)
+        np.testing.assert_array_equal(opt(x), x / 2.0 + x * 2.0)
+    finally:
+        del LIMITS["high"]
 
 
 # ---------------------------------------------------------------------------
@@ -1337,7 +1342,7 @@ def test_inspect_signature_of_a_method_read_from_self_is_one_graph():
 import copy  # noqa: E402
 
 
-class Settings:
+class CopiedConfig:
     attribute_map = {"width": "d_model"}
 
     def __init__(self):
@@ -1378,13 +1383,13 @@ def use_decoder_half(x, s):
 
 
 def test_deepcopy_of_a_config_object_is_one_graph_and_leaves_the_original_alone():
-    s = Settings()
+    s = CopiedConfig()
     opt, be = capture(use_decoder_half)
     for _ in range(2):
         got, c = opt(np.ones(2), s)
         want, wc = use_decoder_half(np.ones(2), s)
         np.testing.assert_array_equal(got, want)
-        assert type(c) is Settings and c is not s
+        assert type(c) is CopiedConfig and c is not s
         assert c.__dict__ == wc.__dict__ == {"d_model": 4, "names": ["a", "b", "c"],
                                               "sub": {"k": 1.5}, "num_layers": 2}
         assert c.names is not s.names and c.sub is not s.sub
@@ -1447,7 +1452,7 @@ def test_deepcopy_of_a_class_with_its_own_hook_stops_and_runs_it():
 import weakref  # noqa: E402
 
 
-class Holder:
+class RefHolder:
     def __init__(self, a):
         self.a = a
         self.ref = weakref.ref(a)
@@ -1462,7 +1467,7 @@ def through_weakref(x, h):
 
 def test_calling_a_weak_reference_reads_its_referent_guarded():
     a = np.arange(3.0)
-    h = Holder(a)
+    h = RefHolder(a)
     be = run_twice(through_weakref, np.ones(3), h)
     assert graph_count(be) == 1 and breaks() == []
     opt, _ = capture(through_weakref)
@@ -1475,3 +1480,66 @@ def test_calling_a_weak_reference_reads_its_referent_guarded():
     h.ref = weakref.ref(b)
     del b                          # dead: the call runs eagerly, as it would (None is not h.a)
     np.testing.assert_array_equal(opt(np.ones(3), h), np.zeros(3))
+
+
+# ---------------------------------------------------------------------------
+# What validation and configuration code reads: callable(), a missing dict
+# key as a KeyError the traced code catches (os.environ.get goes through
+# Mapping.get and _Environ.__getitem__'s `raise KeyError(key) from None`),
+# dicts keyed by classes and typing forms, typing.get_args of `int | None`.
+
+import os  # noqa: E402
+import typing  # noqa: E402
+
+VALIDATORS = {typing.Union: "union", list: "list", int: "int"}
+
+
+def validate(x, kind, scale):
+    if not callable(scale):
+        raise TypeError("scale must be callable")
+    origin = typing.get_origin(kind) or kind
+    if VALIDATORS.get(origin) == "union":
+        kinds = typing.get_args(kind)
+    else:
+        kinds = (kind,)
+    flag = os.environ.get("DYNSCOPE_TEST_UNSET_FLAG", "0") == "1"
+    return scale(x) * len(kinds) + (1.0 if flag else 0.0) + (10.0 if callable(kind) else 0.0)
+
+
+def halve(a):
+    return a / 2
+
+
+def test_validation_code_is_one_graph():
+    assert "DYNSCOPE_TEST_UNSET_FLAG" not in os.environ
+    for kind in (int | None, typing.Optional[int], list):
+        be = run_twice(validate, np.ones(2), kind, halve)
+        assert graph_count(be) == 1 and breaks() == [], (kind, breaks())
+    opt, _ = capture(validate)
+    kind = typing.Union[int, str, None]
+    np.testing.assert_array_equal(opt(np.ones(2), kind, halve), np.full(2, 0.5 * 3 + 10.0))
+    os.environ["DYNSCOPE_TEST_UNSET_FLAG"] = "1"      # the environment read is guarded
+    try:
+        np.testing.assert_array_equal(opt(np.ones(2), kind, halve), np.full(2, 0.5 * 3 + 10.0 + 1.0))
+    finally:
+        del os.environ["DYNSCOPE_TEST_UNSET_FLAG"]
+    with pytest.raises(TypeError, match="scale must be callable"):
+        opt(np.ones(2), int, 3.0)
+
+
+def item_or_default(d, key):
+    try:
+        return d[key]
+    except KeyError:
+        return -1.0
+
+
+def keyed_or_default(x, d, key):
+    return x + item_or_default(d, key)     # the handler is in an inlined call
+
+
+def test_a_missing_key_raises_key_error_the_traced_code_catches():
+    be = run_twice(keyed_or_default, np.ones(2), {"a": 2.0}, "b")
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(keyed_or_default)
+    np.testing.assert_array_equal(opt(np.ones(2), {"a": 2.0}, "a"), np.full(2, 3.0))
