@@ -737,6 +737,9 @@ static int run_eager_call(EvalFrame *f, PlanOutcome *out)
     return 0;
 }
 
+/* How many chain links run between two releases of the GIL. */
+#define CHAIN_GIL_PERIOD 64
+
 /*
  * Run a captured frame to its end: the entry whose guards pass (or a new
  * one), its graph, its exit -- and on through resume frames until a plan
@@ -758,6 +761,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     bool have_state = false;      /* state holds something to clear (a resume frame) */
     PyObject *result = NULL;
     bool evaluated = false;       /* the evaluator ran f (and from 3.12 cleared it) */
+    unsigned links = 0;           /* resume frames entered so far */
     /* A frame answered by plans is a Python call the interpreter never
        enters: count it toward the recursion limit as it would (the eager
        paths below count themselves, so the count is dropped before them). */
@@ -828,6 +832,20 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             UNCOUNT();
             result = deopt(ts, f, &out, out.offset, &evaluated);
             plan_outcome_clear(&out);
+            break;
+        }
+        /* A loop whose every step a plan answers never reaches the
+           interpreter's eval breaker, which a backward jump would: check
+           signals on each link (Ctrl-C stops it), and every
+           CHAIN_GIL_PERIOD links let other threads have the GIL (a
+           thread waiting for it has asked for a switch). */
+        if (++links % CHAIN_GIL_PERIOD == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            Py_END_ALLOW_THREADS
+        }
+        if (PyErr_CheckSignals() < 0) {
+            plan_outcome_clear(&out);
+            result = NULL;
             break;
         }
         CacheFrame *next = cache_frame(cc, out.offset, out.unspec, out.iters);

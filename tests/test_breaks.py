@@ -1245,16 +1245,31 @@ def calls_a_function_whose_try_catches(x):
     return z * 3
 
 
-def test_callee_whose_traced_code_raises_runs_eagerly_and_catches_for_real(capsys):
+def scaled_by_text_or_unchanged(a, text):
+    try:
+        return a * float(text)          # float("n/a") raises in C: a break
+    except ValueError:
+        return a
+
+
+def calls_a_function_whose_c_call_raises(x):
+    return scaled_by_text_or_unchanged(x + 1, "n/a") * 3
+
+
+def test_callee_whose_lookup_raises_key_error_catches_it_while_tracing(capsys):
+    # SCALES has no "missing" (its keys are guarded): the KeyError unwinds to
+    # the callee's handler while tracing, and the whole function is one graph
     opt, be = capture(calls_a_function_whose_try_catches)
     same_as_eager(capsys, opt, calls_a_function_whose_try_catches, np.ones(3))
-    assert graph_ops(be) == [["add"], ["mul"]]
-    (brk,) = breaks()
-    assert brk["kind"] == "call" and "missing" in brk["reason"]
-    # where tracing stopped: the lookup inside the callee
-    assert brk["lineno"] == lineno_of(scaled_or_unchanged, "SCALES[key]")
-    assert len(dynscope.cache_entries(calls_a_function_whose_try_catches)) == 2
+    assert graph_ops(be) == [["add", "mul"]]
+    assert breaks() == []
+    assert len(dynscope.cache_entries(calls_a_function_whose_try_catches)) == 1
     assert_second_call_compiles_nothing(capsys, opt, calls_a_function_whose_try_catches, np.ones(3))
+    SCALES["missing"] = 5.0                # the key now exists: the guard fails, scaled
+    try:
+        np.testing.assert_array_equal(opt(np.ones(3)), calls_a_function_whose_try_catches(np.ones(3)))
+    finally:
+        del SCALES["missing"]
 
 
 # ===========================================================================
@@ -1430,7 +1445,7 @@ def test_generator_body_runs_in_the_interpreter_and_its_callee_is_captured(capsy
     (double_until_large, (np.ones(2),)),
     (in_place_add_on_input, (np.ones(2),)),
     (to_list, (np.arange(3.0),)),
-    (calls_a_function_whose_try_catches, (np.ones(2),)),
+    (calls_a_function_whose_c_call_raises, (np.ones(2),)),
     (break_then_with, (np.ones(2),)),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_second_call_of_a_broken_function_compiles_nothing_and_hits_every_entry(capsys, fn, args):

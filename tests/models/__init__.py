@@ -5,7 +5,8 @@ measures (docs/models.md) and tests/test_models.py holds to a break budget.
 Each builder takes nothing and returns (model, args, kwargs): the model in
 eval mode, its inputs (batch 2, sequence 16, width 64, 2 layers),
 deterministic under torch.manual_seed(0).  Five transformers architectures
-and two torch.nn models of our own (a CNN, an LSTM).
+(and two more: BART, Mistral) and two torch.nn models of our own (a CNN,
+an LSTM).
 """
 import os
 
@@ -64,6 +65,27 @@ def vit():
     return transformers.ViTModel(cfg), (torch.randn(BATCH, 3, 32, 32),), {}
 
 
+def bart():
+    # an encoder-decoder whose cache build copies and rewrites its config
+    # (copy.deepcopy, strict dataclass validation through typing)
+    import transformers
+    cfg = transformers.BartConfig(encoder_layers=LAYERS, decoder_layers=LAYERS, d_model=WIDTH,
+                                  encoder_attention_heads=2, decoder_attention_heads=2,
+                                  encoder_ffn_dim=2 * WIDTH, decoder_ffn_dim=2 * WIDTH,
+                                  vocab_size=VOCAB, max_position_embeddings=64, **IDS)
+    ids = _tokens()
+    return transformers.BartForConditionalGeneration(cfg), (ids,), {"decoder_input_ids": ids}
+
+
+def mistral():
+    # sliding-window masks made of closures, an environment read in sdpa
+    import transformers
+    cfg = transformers.MistralConfig(num_hidden_layers=LAYERS, hidden_size=WIDTH, num_attention_heads=2,
+                                     num_key_value_heads=1, intermediate_size=2 * WIDTH,
+                                     vocab_size=VOCAB, max_position_embeddings=64, **IDS)
+    return transformers.MistralForCausalLM(cfg), (_tokens(),), {}
+
+
 class SmallCNN(nn.Module):
     def __init__(self):
         super().__init__()
@@ -99,8 +121,9 @@ def lstm():
     return SmallLSTM(), (_tokens(),), {}
 
 
-BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "t5": t5, "vit": vit, "cnn": cnn, "lstm": lstm}
-NEEDS_TRANSFORMERS = {"gpt2", "bert", "llama", "t5", "vit"}
+BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "t5": t5, "vit": vit, "bart": bart,
+            "mistral": mistral, "cnn": cnn, "lstm": lstm}
+NEEDS_TRANSFORMERS = {"gpt2", "bert", "llama", "t5", "vit", "bart", "mistral"}
 
 
 def build(name, seed=0):
