@@ -183,6 +183,15 @@ static Value *object_from_attrs(CopyCall *c, Value *from, Value *cls, Value *d, 
 {
     if (guard_copy_protocol(c, cls) < 0)
         return NULL;
+    for (int i = 0; c->deep && i < d->n; i++) {
+        /* deepcopy asks the instance itself for __deepcopy__ (getattr(x,
+           ...)): the dict's keys are guarded, or known */
+        PyObject *key = PyList_GET_ITEM(d->obj, i);
+        if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "__deepcopy__") == 0
+            && d->items[i]->kind != V_NULL)
+            return tracer_unsupported(c->t, false, "deep copy of an object with its own __deepcopy__ "
+                                      "attribute"), NULL;
+    }
     Value *o = tr_newobj_blank(c->t, cls);
     if (o == NULL || memo_put(c, from, o) < 0)
         return NULL;

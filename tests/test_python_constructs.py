@@ -1543,3 +1543,13 @@ def test_a_missing_key_raises_key_error_the_traced_code_catches():
     assert graph_count(be) == 1 and breaks() == []
     opt, _ = capture(keyed_or_default)
     np.testing.assert_array_equal(opt(np.ones(2), {"a": 2.0}, "a"), np.full(2, 3.0))
+
+
+def test_deepcopy_of_an_object_carrying_its_own_deepcopy_attribute_runs_it():
+    o = CopiedConfig()
+    o.__deepcopy__ = lambda memo: "copied by the instance's hook"
+
+    def deep(x, o):
+        return x, copy.deepcopy(o)
+    opt, _ = capture(deep)
+    assert opt(np.ones(2), o)[1] == "copied by the instance's hook"
