@@ -217,8 +217,10 @@ static Value *copy_object(CopyCall *c, Value *v, int depth)
     if (cls == NULL)
         return NULL;
     PyObject *name = PyUnicode_FromString("__dict__");
-    PyObject *dict = name ? PyObject_GetAttr(v->obj, name) : NULL;
-    int da = dict ? guardset_accessor(t->gs, ACC_ATTR, v->src, 0, name, NULL) : -1;
+    /* the instance dict as object.__getstate__ takes it: never through the
+       class's own __getattribute__ */
+    PyObject *dict = name ? PyObject_GenericGetAttr(v->obj, name) : NULL;
+    int da = dict ? guardset_accessor(t->gs, ACC_OBJATTR, v->src, 0, name, NULL) : -1;
     Py_XDECREF(name);
     if (dict == NULL || !PyDict_CheckExact(dict)) {
         Py_XDECREF(dict);
