@@ -14,7 +14,8 @@
  *   - random ops (rand*, normal, bernoulli, multinomial, poisson, binomial,
  *     gumbel_softmax, fractional_max_pool*, *_lowrank, lobpcg; the dropout
  *     family and rrelu unless their training/train argument is a constant
- *     False; any call passing generator=): their results differ per run, and
+ *     False; attention unless its dropout_p is a constant 0; any call
+ *     passing generator=): their results differ per run, and
  *     running them while tracing would advance the global RNG;
  *   - global state (manual_seed, seed, get_* / set_* / is_* / are_*, use_*,
  *     compile, vmap, cond, while_loop, typename, sym_*): they read or change
@@ -181,13 +182,18 @@ torch_known_calls[] = {
 };
 
 /* Random unless their training argument is False: name, argument, position
-   in a builtin's signature, default (-1: none). */
+   in a builtin's signature, default (-1: none); or (DROPOUT_P) unless their
+   probability argument is a constant 0 (its default): attention with
+   dropout_p draws a mask. */
+#define DROPOUT_P (-2)
 static const struct { const char *name, *arg; int pos, dflt; } torch_training_fns[] = {
     {"dropout", "train", 2, -1}, {"alpha_dropout", "train", 2, -1},
     {"feature_dropout", "train", 2, -1}, {"feature_alpha_dropout", "train", 2, -1},
     {"native_dropout", "train", 2, -1}, {"rrelu", "training", 3, 0},
     {"dropout1d", "training", 2, 1}, {"dropout2d", "training", 2, 1},
     {"dropout3d", "training", 2, 1},
+    {"scaled_dot_product_attention", "dropout_p", 4, DROPOUT_P},
+    {"multi_head_attention_forward", "dropout_p", 10, DROPOUT_P},
     {NULL, NULL, 0, 0},
 };
 
@@ -1063,6 +1069,17 @@ static int torch_call_rules(Tracer *t, PyObject *target, const char *hint,
         return -1;
     pos = (int)PyLong_AsLong(PyTuple_GET_ITEM(rule, 1));
     dflt = (int)PyLong_AsLong(PyTuple_GET_ITEM(rule, 2));
+    if (dflt == DROPOUT_P) {
+        int ignored;
+        if (PyFunction_Check(target))
+            pos = function_param(target, arg, &ignored);
+        v = call_arg(args, nargs, kwnames, arg, pos);
+        bool zero = v == NULL || (v->kind == V_CONST && (PyFloat_CheckExact(v->obj) || PyLong_CheckExact(v->obj))
+                                  && PyObject_IsTrue(v->obj) == 0);
+        if (!zero)
+            return tracer_break(t, STOP_CALL, "%s with %s > 0 draws random numbers", hint, arg);
+        return 0;
+    }
     if (PyFunction_Check(target)) {
         arg = "training";
         pos = function_param(target, arg, &dflt);

@@ -59,3 +59,30 @@ def test_zoo_outputs_are_compared_tensor_by_tensor():
     assert not models.same_output(a, (torch.ones(2), [torch.ones(1), None]))
     assert not models.same_output(a, (torch.ones(2),))
     assert not models.same_output((), ())                # nothing to compare is not "equal"
+
+
+def test_gpt2_training_steps_with_dropout_match_eager_bit_for_bit():
+    needs("gpt2")
+
+    def train(capture):
+        model, args, _ = models.build("gpt2")
+        model.train()                              # dropout on
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(ids):
+            out = model(ids, labels=ids)
+            out.loss.backward()                    # inside the captured function
+            return out.loss
+
+        run = dynscope.optimize("eager")(step) if capture else step
+        torch.manual_seed(1)
+        losses = []
+        for _ in range(3):
+            sgd.zero_grad()
+            losses.append(run(args[0]).detach().clone())
+            sgd.step()
+        return losses, [p.detach().clone() for p in model.parameters()]
+
+    (le, pe), (lc, pc) = train(False), train(True)
+    assert all(torch.equal(a, b) for a, b in zip(le, lc)), (le, lc)
+    assert len(pe) == len(pc) and all(torch.equal(a, b) for a, b in zip(pe, pc))

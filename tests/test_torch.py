@@ -798,3 +798,25 @@ def test_slicing_a_module_list_is_one_graph():
         for _ in range(2):
             got = f(x)
             assert torch.equal(got[0], want[0]) and got[1] == want[1] == 3
+
+
+# ---------------------------------------------------------------------------
+# Attention with dropout_p > 0 draws a mask: never run while tracing (it
+# would advance the RNG) -- an eager step, so seeded runs agree bit for bit.
+
+def attend(q, k, v, p):
+    return F.scaled_dot_product_attention(q * 1.0, k, v, dropout_p=p) + 1
+
+
+def test_attention_with_dropout_draws_as_eager_and_without_is_a_graph_op():
+    q, k, v = (torch.randn(2, 2, 4, 8) for _ in range(3))
+    torch.manual_seed(3)
+    want = [attend(q, k, v, 0.5) for _ in range(2)]
+    opt = dynscope.optimize("eager")(attend)
+    torch.manual_seed(3)
+    got = [opt(q, k, v, 0.5) for _ in range(2)]
+    assert all(torch.equal(a, b) for a, b in zip(want, got))
+    e = dynscope.explain(attend)(q, k, v, 0.5)
+    assert any("dropout_p > 0 draws random numbers" in str(b.reason) for b in e.break_reasons)
+    e0 = dynscope.explain(attend)(q, k, v, 0.0)
+    assert e0.graph_count == 1 and e0.graph_break_count == 0
