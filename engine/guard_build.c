@@ -17,6 +17,8 @@ void
 guardset_init(GuardSet *gs)
 {
     memset(gs, 0, sizeof *gs);
+    gs->last_root = -1;
+    gs->last_unrooted = -1;
 }
 
 /*
@@ -146,12 +148,10 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
         PyErr_SetString(PyExc_TypeError, "accessor key must be a str");
         return -1;
     }
-    if (kind == ACC_DICT_ITEM && (key == NULL || !(guard_const_is_simple(key, 0)
-                                                   || guard_key_is_identity(key)))) {
+    if (kind == ACC_DICT_ITEM && (key == NULL || !guard_const_is_simple(key, 0))) {
         PyErr_SetString(PyExc_TypeError,
                         "dict item key must be a str, int, float, bool, bytes, "
-                        "complex, None or a tuple of these, or an object compared "
-                        "by identity");
+                        "complex, None or a tuple of these");
         return -1;
     }
     if (name != NULL && name != Py_None && !PyUnicode_Check(name)) {
@@ -177,7 +177,8 @@ guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
     if ((kind != ACC_LOCAL && kind != ACC_CLOSURE) || name == Py_None)
         name = NULL;
 
-    for (int i = 0; i < gs->nacc; i++) {
+    for (int i = base < 0 ? gs->last_root : gs->acc[base].last_child; i >= 0;
+         i = gs->acc[i].prev_sibling) {
         a = &gs->acc[i];
         if (a->kind != kind || a->base != base || a->index != index)
             continue;
@@ -198,6 +199,16 @@ guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
     a->name = Py_XNewRef(name);
     a->seen_version = 0;
     a->seen_value = NULL;
+    a->last_child = -1;
+    a->last_guard = -1;
+    if (base < 0) {
+        a->prev_sibling = gs->last_root;
+        gs->last_root = gs->nacc;
+    }
+    else {
+        a->prev_sibling = gs->acc[base].last_child;
+        gs->acc[base].last_child = gs->nacc;
+    }
     return gs->nacc++;
 }
 
@@ -225,20 +236,15 @@ kind_is_global(GuardKind k)
 static int
 nearest_requirement(const GuardSet *gs, int acc)
 {
-    for (int a = gs->acc[acc].base; a >= 0; a = gs->acc[a].base)
-        for (int g = 0; g < gs->n; g++)
-            if (gs->guards[g].acc == a && kind_is_structural(gs->guards[g].kind))
-                return g;
+    for (int a = gs->acc[acc].base; a >= 0; a = gs->acc[a].base) {
+        int first = -1;          /* the oldest structural guard on a */
+        for (int g = gs->acc[a].last_guard; g >= 0; g = gs->guards[g].prev_on_acc)
+            if (kind_is_structural(gs->guards[g].kind))
+                first = g;
+        if (first >= 0)
+            return first;
+    }
     return -1;
-}
-
-static bool
-acc_is_strict_descendant(const GuardSet *gs, int acc, int ancestor)
-{
-    for (int a = gs->acc[acc].base; a >= 0; a = gs->acc[a].base)
-        if (a == ancestor)
-            return true;
-    return false;
 }
 
 /*
@@ -323,7 +329,7 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         break;
     case GUARD_DICT_LACKS:
         /* a name, or a class whose metaclass is type (hashed and compared
-           by identity, in C): copyreg.dispatch_table's keys */
+           by identity, in C; held weakly): copyreg.dispatch_table's keys */
         if (expected == NULL || !(PyUnicode_CheckExact(expected) || Py_IS_TYPE(expected, &PyType_Type)))
             goto out_type;
         break;
@@ -363,43 +369,44 @@ guard_same(const Guard *e, const Guard *g, const TensorMeta *tm)
  * on descendant accessors that now find it nearest require it.  Returns the
  * order position gi must take: before the first of them, else at the end.
  */
+static void
+adopt_in_subtree(GuardSet *gs, int gi, int acc, int *pos)
+{
+    for (int c = gs->acc[acc].last_child; c >= 0; c = gs->acc[c].prev_sibling) {
+        bool adopts = gs->acc[c].last_guard >= 0 && nearest_requirement(gs, c) == gi;
+        for (int h = gs->acc[c].last_guard; adopts && h >= 0; h = gs->guards[h].prev_on_acc) {
+            if (h >= gi)
+                continue;
+            gs->guards[h].requires = gi;
+            int p = guard_order_position(gs, h, gi);
+            if (p >= 0 && p < *pos)
+                *pos = p;
+        }
+        adopt_in_subtree(gs, gi, c, pos);
+    }
+}
+
+/* (the descendants walked through the accessors built on acc, so that the
+   cost is the subtree's, not the set's) */
 static int
 adopt_dependents(GuardSet *gs, int gi)
 {
-    int acc = gs->guards[gi].acc, pos = gi, p;
+    int pos = gi;
 
-    for (int h = 0; h < gi; h++) {
-        Guard *gh = &gs->guards[h];
-        if (gh->acc < 0 || !acc_is_strict_descendant(gs, gh->acc, acc))
-            continue;
-        if (nearest_requirement(gs, gh->acc) != gi)
-            continue;
-        gh->requires = gi;
-        p = guard_order_position(gs, h, gi);
-        if (p >= 0 && p < pos)
-            pos = p;
-    }
+    adopt_in_subtree(gs, gi, gs->guards[gi].acc, &pos);
     return pos;
 }
 
-int
-guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
-             Py_ssize_t length)
+/* Store guard *gp (validated, not a duplicate) with its tensor metadata
+   tm (taken); expected_owned: gp->expected is a reference of ours to hand
+   over (else one is taken, or a weak one).  Its index, or -1. */
+static int
+add_guard(GuardSet *gs, Guard *gp, TensorMeta *tm, bool expected_owned)
 {
-    Guard g = {.kind = kind, .acc = acc, .requires = -1};
-    TensorMeta *tm = NULL;
-    int gi, pos, cap;
+    Guard g = *gp;
+    GuardKind kind = g.kind;
+    int acc = g.acc, gi, pos, cap;
     bool first_structural;
-
-    if (guard_validate(gs, &g, expected, length) < 0)
-        return -1;
-    if (kind == GUARD_TENSOR_MATCH && (tm = guard_tensor_meta_new(expected)) == NULL)
-        return -1;
-    for (int i = 0; i < gs->n; i++)
-        if (guard_same(&gs->guards[i], &g, tm)) {
-            guard_tensor_meta_free(tm);
-            return i;
-        }
 
     cap = gs->cap;
     if (grow((void **)&gs->guards, &cap, gs->n, sizeof(Guard)) < 0)
@@ -415,22 +422,33 @@ guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
     }
 
     first_structural = kind_is_structural(kind);
-    for (int i = 0; i < gs->n && first_structural; i++)
-        if (gs->guards[i].acc == acc && kind_is_structural(gs->guards[i].kind))
+    for (int i = acc >= 0 ? gs->acc[acc].last_guard : -1; i >= 0 && first_structural;
+         i = gs->guards[i].prev_on_acc)
+        if (kind_is_structural(gs->guards[i].kind))
             first_structural = false;
 
     g.weak = NULL;
-    if ((kind == GUARD_TYPE_MATCH || kind == GUARD_ID_MATCH)
+    if ((kind == GUARD_TYPE_MATCH || kind == GUARD_ID_MATCH
+         || (kind == GUARD_DICT_LACKS && !PyUnicode_CheckExact(g.expected)))
         && PyType_SUPPORTS_WEAKREFS(Py_TYPE(g.expected))) {
         if ((g.weak = PyWeakref_NewRef(g.expected, NULL)) == NULL)
             goto out_free_meta;
     }
-    else {
+    else if (!expected_owned) {
         g.expected = Py_XNewRef(g.expected);
     }
+    expected_owned = false;      /* g holds it now */
     g.tensor = tm;
     g.requires = acc >= 0 ? nearest_requirement(gs, acc) : -1;
     gi = gs->n++;
+    if (acc >= 0) {
+        g.prev_on_acc = gs->acc[acc].last_guard;
+        gs->acc[acc].last_guard = gi;
+    }
+    else {
+        g.prev_on_acc = gs->last_unrooted;
+        gs->last_unrooted = gi;
+    }
     gs->guards[gi] = g;
 
     pos = first_structural && acc >= 0 ? adopt_dependents(gs, gi) : gi;
@@ -442,5 +460,28 @@ guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
 
 out_free_meta:
     guard_tensor_meta_free(tm);
+    if (expected_owned)
+        Py_DECREF(g.expected);
     return -1;
+}
+
+int
+guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
+             Py_ssize_t length)
+{
+    Guard g = {.kind = kind, .acc = acc, .requires = -1};
+    TensorMeta *tm = NULL;
+
+    if (guard_validate(gs, &g, expected, length) < 0)
+        return -1;
+    if (kind == GUARD_TENSOR_MATCH && (tm = guard_tensor_meta_new(expected)) == NULL)
+        return -1;
+    for (int i = acc >= 0 ? gs->acc[acc].last_guard : gs->last_unrooted; i >= 0;
+         i = gs->guards[i].prev_on_acc)
+        if (guard_same(&gs->guards[i], &g, tm)) {
+            guard_tensor_meta_free(tm);
+            return i;
+        }
+
+    return add_guard(gs, &g, tm, false);
 }

@@ -58,16 +58,6 @@ guard_const_is_simple(PyObject *o, int depth)
     return true;
 }
 
-/* See guards.h. */
-bool
-guard_key_is_identity(PyObject *o)
-{
-    PyTypeObject *t = Py_TYPE(o);
-
-    return t->tp_hash == PyBaseObject_Type.tp_hash
-        && t->tp_richcompare == PyBaseObject_Type.tp_richcompare;
-}
-
 /* Floats are the same value when equal with the same sign, or both NaN:
    a capture specialized on 0.0 may differ for -0.0 (1/x, copysign). */
 static inline bool
@@ -433,6 +423,8 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
     case GUARD_NOT_SAME_AS:
         return v != value_of(gs, (int)g->length, fv, vals);
     case GUARD_DICT_LACKS:
+        if (g->weak != NULL && !weakref_points_to(g->weak, g->expected))
+            return PyDict_Check(v);       /* a class gone is in no dict */
         return PyDict_Check(v) && PyDict_GetItemWithError(v, g->expected) == NULL
                && !PyErr_Occurred();
     case GUARD_DICT_EMPTY:

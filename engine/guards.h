@@ -82,6 +82,11 @@ typedef struct Accessor {
        set a check writes (under the GIL). */
     uint64_t seen_version;
     PyObject *seen_value;
+    /* Construction indexes (guard_build.c), so that finding an existing
+       accessor or guard scans its few siblings rather than the whole set:
+       the newest accessor built on this one, the previous one built on the
+       same base, the newest guard on this one; -1 for none. */
+    int last_child, prev_sibling, last_guard;
 } Accessor;
 
 /* ------------------------------------------------------------------ */
@@ -159,6 +164,8 @@ typedef struct Guard {
                               a cache entry never keeps a class or function of
                               the program alive (the program could tell); the
                               guard fails once the object is gone */
+    int prev_on_acc;       /* the previous guard on the same accessor, or -1
+                              (guard_build.c's index) */
     Py_ssize_t length;     /* LIST_LENGTH / TUPLE_LENGTH; HASATTR: 1 = must have */
     TensorMeta *tensor;    /* owned: TENSOR_MATCH only */
     uint64_t fails;        /* how often this guard was the first to fail */
@@ -173,6 +180,9 @@ typedef struct Guard {
 typedef struct GuardSet {
     int nacc, acc_cap;
     Accessor *acc;         /* owned */
+    int last_root;         /* the newest root accessor (base -1), or -1; the
+                              roots chain through prev_sibling */
+    int last_unrooted;     /* the newest guard with no accessor, or -1 */
     int n, cap;
     Guard *guards;         /* owned */
     int *order;            /* owned: n indexes into guards */
@@ -209,12 +219,6 @@ void guardset_clear(GuardSet *gs);              /* releases everything; gs is th
    `key` and `name` are borrowed (the table takes its own references). */
 int guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
                       Py_ssize_t index, PyObject *key, PyObject *name);
-
-/* Whether dict key o is hashed and compared as object does it, by
-   identity, in C (a class of a plain metaclass, typing.Union): a guard may
-   hold it as a dict key (DICT_KEYS, ACC_DICT_ITEM) beside str, int and
-   bytes. */
-bool guard_key_is_identity(PyObject *o);
 
 /* Add a guard; returns its index or -1 with an exception set.  Adding a guard
    identical to an existing one returns the existing index.  `expected` is

@@ -388,10 +388,28 @@ Value *tr_bound_as_function(TFrame *f, Value *b)
    stops. */
 static Value *call_weakref(Tracer *t, Value *w)
 {
+    /* The referent is read when the guards run, at the frame's start; the
+       call comes later, and is that object only if nothing the frame ran
+       before it dropped a reference that kept it alive: no object changed,
+       no variable the frame started with rebound or deleted, and no value
+       on a resume frame's incoming stack (popped by now) the referent --
+       guarded apart. */
+    if (t->nwrites > 0 || t->root_rebound)
+        return tracer_unsupported(t, false, "a weak reference called after the frame %s",
+                                  t->nwrites > 0 ? "changed an object" : "rebound a variable"), NULL;
     PyObject *obj = weakref_referent_ref(w->obj);
     if (obj == NULL)
         return tracer_unsupported(t, false, "a call of a dead weak reference"), NULL;
     int acc = guardset_accessor(t->gs, ACC_WEAKREF, w->src, 0, NULL, NULL);
+    for (int k = 0; acc >= 0 && t->fv != NULL && k < t->fv->nstack; k++) {
+        if (t->fv->stack[k] == obj) {
+            Py_DECREF(obj);
+            return tracer_unsupported(t, false, "a weak reference to a value on the frame's stack"), NULL;
+        }
+        int sa = guardset_accessor(t->gs, ACC_STACK, -1, k, NULL, NULL);
+        if (sa < 0 || guardset_add(t->gs, GUARD_NOT_SAME_AS, sa > acc ? sa : acc, NULL, sa > acc ? acc : sa) < 0)
+            acc = -1;
+    }
     Value *v = acc < 0 ? NULL : value_from_source(t, acc, obj);
     Py_DECREF(obj);
     return v;

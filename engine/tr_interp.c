@@ -48,11 +48,20 @@ static const char *truth_use(TFrame *f, const Instr *in)
 }
 
 
+/* The root frame drops what its local i held at the frame's start (a
+   weak reference's referent may die with it: tr_calls.c call_weakref). */
+static void note_rebound(TFrame *f, int i)
+{
+    if (f->parent == NULL && f->t->fv != NULL && i < f->t->fv->nlocals && f->t->fv->locals[i] != NULL)
+        f->t->root_rebound = true;
+}
+
 /* STORE_FAST i: locals[i] = pop() (a cell variable stops). */
 static int op_store_fast(TFrame *f, const Instr *in)
 {
     if (in->oparg >= f->nlocals)
         return tracer_unsupported(f->t, true, "stores into a cell");
+    note_rebound(f, in->oparg);
     f->locals[in->oparg] = pop(f);
     return 0;
 }
@@ -63,8 +72,10 @@ static int op_store_fast_pair(TFrame *f, const Instr *in)
 {
     if (in->oparg >= f->nlocals || (in->op == OP_STORE_FAST_STORE_FAST && in->arg2 >= f->nlocals))
         return tracer_unsupported(f->t, true, "stores into a cell");
+    note_rebound(f, in->oparg);
     f->locals[in->oparg] = pop(f);
     if (in->op == OP_STORE_FAST_STORE_FAST) {
+        note_rebound(f, in->arg2);
         f->locals[in->arg2] = pop(f);
         return 0;
     }
@@ -77,6 +88,7 @@ static int op_delete_fast(TFrame *f, const Instr *in)
     Value *gone = value_new(f->t, V_NULL, NULL);
     if (gone == NULL)
         return -1;
+    note_rebound(f, in->oparg);
     f->locals[in->oparg] = gone;
     return 0;
 }

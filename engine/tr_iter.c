@@ -194,14 +194,19 @@ static bool iter_reads(Value *v, Value *container)
     return false;
 }
 
-/* Whether iterator v reads container but never sees its item `index`
-   replaced (no change of size): over a dict's keys, which stay; or past
+/* Whether iterator v reads container -- one made while tracing -- but
+   never sees its item `index` replaced (no change of size): over a dict's
+   keys, which stay; or past
    that item already, when v holds every item of container in order (a
    loop that writes back the entry it was given: `for k, v in d.items():
    d[k] = f(v)`). */
 static bool replacement_unseen(Value *v, Value *container, int index)
 {
-    if (index < 0 || v == NULL || v->kind != V_ITER || v->seq != container || v->came_in_slot)
+    /* a container the program can see changes when the plan replays the
+       write, after the graph: the value replaced is dropped then, not
+       where the loop is (a __del__ that empties the dict would run late) */
+    if (index < 0 || v == NULL || v->kind != V_ITER || v->seq != container || v->came_in_slot
+        || container->src >= 0)
         return false;
     char view = v->view ? v->view : v->seq_view;
     if (container->kind == V_DICT && (view == 0 || view == 'k'))

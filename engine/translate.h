@@ -218,6 +218,8 @@ typedef struct Tracer {
                                 and not left yet, innermost last */
     struct AttrWrite *writes; /* owned: attribute writes to replay, in order */
     int nwrites, writes_cap;
+    bool root_rebound;       /* the root frame stored into or deleted a local
+                                bound at its start (tr_interp.c) */
     struct TFrame *absent_frame; /* the frame of the getattr()/hasattr() whose
                                 lookup is being traced, or NULL (V_ABSENT) */
     struct TFrame **gens;    /* owned: the frames of generators made while

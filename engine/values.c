@@ -358,10 +358,10 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
     Py_ssize_t n = PyList_GET_SIZE(keys);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *k = PyList_GET_ITEM(keys, i);
-        if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !PyBytes_CheckExact(k)
-            && !guard_key_is_identity(k)) {
+        if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !PyBytes_CheckExact(k)) {
             Py_DECREF(keys);
-            /* no guard may hold key objects compared by their own code */
+            /* no guard may hold the program's key objects (one could keep
+               an object alive that the program expects gone) */
             t->stop_unguarded = true;
             return tracer_unsupported(t, false, "a dict input with a key of type %s",
                                       Py_TYPE(k)->tp_name), NULL;

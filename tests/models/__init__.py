@@ -67,7 +67,9 @@ def vit():
 
 def bart():
     # an encoder-decoder whose cache build copies and rewrites its config
-    # (copy.deepcopy, strict dataclass validation through typing)
+    # (copy.deepcopy, strict dataclass validation through typing; its table
+    # of validators keyed by typing forms still breaks: a guard may not hold
+    # the program's key objects)
     import transformers
     cfg = transformers.BartConfig(encoder_layers=LAYERS, decoder_layers=LAYERS, d_model=WIDTH,
                                   encoder_attention_heads=2, decoder_attention_heads=2,
