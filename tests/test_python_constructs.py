@@ -1552,3 +1552,23 @@ def test_deepcopy_of_an_object_carrying_its_own_deepcopy_attribute_runs_it():
         return x, copy.deepcopy(o)
     opt, _ = capture(deep)
     assert opt(np.ones(2), o)[1] == "copied by the instance's hook"
+
+
+class Droppable:
+    pass
+
+
+def call_after_del(x, objs):
+    f = objs.pop()                 # the last reference but f's
+    wr = weakref.ref(f)
+    same = wr() is f
+    del f                          # the referent dies here, eagerly
+    return x + same, wr()
+
+
+def test_a_weak_reference_called_after_its_referent_was_dropped_gives_none():
+    opt, _ = capture(call_after_del)
+    for _ in range(3):
+        got, ref = opt(np.ones(2), [Droppable()])
+        np.testing.assert_array_equal(got, np.full(2, 2.0))
+        assert ref is None
