@@ -111,6 +111,20 @@ static bool instancecheck_is_by_type(PyObject *cls)
     return r;
 }
 
+/* Whether instances of type tp report tp as their __class__ (object's
+   descriptor, not a property of the class: a Mock made with a spec says it
+   is of the spec's class, and isinstance() believes it). */
+static bool class_is_own_type(PyObject *tp)
+{
+    static PyObject *class_name;
+    if (class_name == NULL && (class_name = PyUnicode_InternFromString("__class__")) == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    return !PyType_Check(tp)
+           || _PyType_Lookup((PyTypeObject *)tp, class_name) == _PyType_Lookup(&PyBaseObject_Type, class_name);
+}
+
 /* Whether isinstance() against cls runs no program code: cls is a class
    whose instance check goes by type (instancecheck_is_by_type), or a tuple
    of such (nested). */
@@ -354,7 +368,7 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
             cls = Py_NewRef(args[1]->obj);
         else if (args[1]->kind == V_TUPLE && (cls = value_as_constant(t, args[1])) == NULL)
             return NULL;
-        if (tp == NULL || cls == NULL || !plain_type_or_tuple(cls)) {
+        if (tp == NULL || cls == NULL || !plain_type_or_tuple(cls) || !class_is_own_type(tp)) {
             Py_XDECREF(cls);
             return tracer_unsupported(t, false, "isinstance() on these values"), NULL;
         }

@@ -1572,3 +1572,21 @@ def test_a_weak_reference_called_after_its_referent_was_dropped_gives_none():
         got, ref = opt(np.ones(2), [Droppable()])
         np.testing.assert_array_equal(got, np.full(2, 2.0))
         assert ref is None
+
+
+class Pretender:
+    # as unittest.mock's spec'd mocks do: isinstance() believes __class__
+    @property
+    def __class__(self):
+        return list
+
+
+def isinstance_of_pretender(x, p):
+    return x + 1, isinstance(p, list), isinstance(p, Sequence)
+
+
+def test_isinstance_believes_a_class_property_as_eager_does():
+    opt, _ = capture(isinstance_of_pretender)
+    for _ in range(2):
+        got = opt(np.ones(2), Pretender())
+        assert got[1:] == (True, True) == isinstance_of_pretender(np.ones(2), Pretender())[1:]
