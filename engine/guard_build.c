@@ -201,6 +201,9 @@ guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
     a->seen_value = NULL;
     a->last_child = -1;
     a->last_guard = -1;
+    a->uncached = kind == ACC_DICT_ITEM
+                  && (gs->acc[base].kind == ACC_ATTR || gs->acc[base].kind == ACC_OBJATTR)
+                  && PyUnicode_CompareWithASCIIString(gs->acc[base].key, "__dict__") == 0;
     if (base < 0) {
         a->prev_sibling = gs->last_root;
         gs->last_root = gs->nacc;

@@ -273,8 +273,14 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
         v = sequence_item(base, a->index);
         break;
     case ACC_DICT_ITEM:         /* (a module's _modules, _parameters, ...) */
-        if (PyDict_CheckExact(base))
+        if (PyDict_CheckExact(base) && !a->uncached)
             return vals[i] = seen_in_dict(a, base, a->key);   /* already strong */
+        if (PyDict_CheckExact(base)) {
+            v = PyDict_GetItemWithError(base, a->key);
+            if (v == NULL)
+                PyErr_Clear();
+            break;
+        }
         if (PyDict_Check(base)) {
             /* a dict subclass read as dict.get reads it: its own storage,
                no __getitem__ of the subclass */

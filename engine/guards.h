@@ -87,6 +87,11 @@ typedef struct Accessor {
        the newest accessor built on this one, the previous one built on the
        same base, the newest guard on this one; -1 for none. */
     int last_child, prev_sibling, last_guard;
+    /* DICT_ITEM of an object's __dict__: read every time, never from the
+       version cache -- from 3.13 an instance dict may share the object's
+       inline values, which a plain attribute store changes without a new
+       dict version. */
+    bool uncached;
 } Accessor;
 
 /* ------------------------------------------------------------------ */

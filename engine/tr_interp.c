@@ -224,8 +224,9 @@ static int op_set_function_attribute(TFrame *f, const Instr *in)
  * frame never catches: an exception that reaches it is a plain stop, and
  * its call runs eagerly (tr_call_or_undo undoes what tracing it did). */
 
-/* Raise V_EXC exc.  Returns -1 (a stop, see above). */
-static int raise_value(TFrame *f, Value *exc)
+/* Raise V_EXC exc.  Returns -1 (a stop, see above; contract:
+   translate_int.h). */
+int tr_raise(TFrame *f, Value *exc)
 {
     Tracer *t = f->t;
     if (t->reason != NULL)
@@ -276,14 +277,9 @@ static int op_raise(TFrame *f, const Instr *in)
         PyException_SetCause(v->obj, Py_IsNone(cause->obj) ? NULL : Py_NewRef(cause->obj));
         ((PyBaseExceptionObject *)v->obj)->suppress_context = 1;
     }
-    return raise_value(f, v);
+    return tr_raise(f, v);
 }
 
-/* (contract: translate_int.h) */
-int tr_raise(TFrame *f, Value *exc)
-{
-    return raise_value(f, exc);
-}
 
 /* PUSH_EXC_INFO: [exc] -> [previous exception info, exc]. */
 static int op_push_exc_info(TFrame *f)
@@ -314,7 +310,7 @@ static int op_reraise(TFrame *f)
     Value *exc = pop(f);
     if (exc->kind != V_EXC)
         return tracer_unsupported(f->t, false, "re-raising an exception the program raised");
-    return raise_value(f, exc);
+    return tr_raise(f, exc);
 }
 
 /* The raised exception (Tracer.raised) stopped inlined frame f at code

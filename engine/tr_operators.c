@@ -226,6 +226,32 @@ Value *tr_apply_unary(TFrame *f, const char *opname, Value *a)
     return tracer_unsupported(t, false, "unary %s on this value", opname), NULL;
 }
 
+/* Whether object v (read by an accessor) is true as object is: its class
+   has neither __bool__ nor __len__ -- guarded absent on type(v).  False
+   (maybe with an exception) otherwise. */
+static bool truth_is_by_default(Tracer *t, Value *v)
+{
+    static const char *const hooks[] = {"__bool__", "__len__"};
+    PyTypeObject *tp = Py_TYPE(v->obj);
+    if (tp->tp_as_number && tp->tp_as_number->nb_bool)
+        return false;
+    if ((tp->tp_as_mapping && tp->tp_as_mapping->mp_length)
+        || (tp->tp_as_sequence && tp->tp_as_sequence->sq_length))
+        return false;
+    int ta = guardset_accessor(t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
+    for (size_t i = 0; ta >= 0 && i < sizeof hooks / sizeof hooks[0]; i++) {
+        PyObject *name = PyUnicode_FromString(hooks[i]);
+        /* (hasattr of the class looks in its metaclass too) */
+        bool absent = name != NULL && _PyType_Lookup(tp, name) == NULL
+                      && _PyType_Lookup(Py_TYPE(tp), name) == NULL
+                      && guardset_add(t->gs, GUARD_HASATTR, ta, name, 0) >= 0;
+        Py_XDECREF(name);
+        if (!absent)
+            return false;
+    }
+    return ta >= 0;
+}
+
 /* Truth value of a value known at trace time: 1, 0, or -1 (stops). */
 int tr_truth(TFrame *f, Value *v, const char *what)
 {
@@ -246,6 +272,12 @@ int tr_truth(TFrame *f, Value *v, const char *what)
     case V_GEN:
     case V_FUNC:
         return 1;
+    case V_OBJECT:
+        if (v->src >= 0 && truth_is_by_default(f->t, v))
+            return 1;     /* no __bool__, no __len__ (guarded absent): true */
+        if (PyErr_Occurred())
+            return -1;
+        break;
     default:
         break;
     }

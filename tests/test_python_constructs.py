@@ -1590,3 +1590,23 @@ def test_isinstance_believes_a_class_property_as_eager_does():
     for _ in range(2):
         got = opt(np.ones(2), Pretender())
         assert got[1:] == (True, True) == isinstance_of_pretender(np.ones(2), Pretender())[1:]
+
+
+class Unsized:
+    pass
+
+
+def truth_of_plain_object(x, o):
+    return x + (1.0 if o else 2.0)
+
+
+def test_truth_of_an_object_without_bool_or_len_is_true_and_guarded():
+    be = run_twice(truth_of_plain_object, np.ones(2), Unsized())
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(truth_of_plain_object)
+    np.testing.assert_array_equal(opt(np.ones(2), Unsized()), np.full(2, 2.0))
+    Unsized.__len__ = lambda self: 0          # the class changes: the guard fails
+    try:
+        np.testing.assert_array_equal(opt(np.ones(2), Unsized()), np.full(2, 3.0))
+    finally:
+        del Unsized.__len__
