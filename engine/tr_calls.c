@@ -742,7 +742,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
             return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
         Value *full[MAX_STACK];
         full[0] = callable->items[0];
-        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+        if (nargs > 0)
+            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
         Value *plain = value_new(t, V_METHOD, callable->obj);
         if (plain == NULL || value_append(t, plain, callable->items[0]) < 0)
             return NULL;
@@ -805,7 +806,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         if (handled) {
             Value *full[MAX_STACK + 1];
             full[0] = callable;
-            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+            if (nargs > 0)
+                memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
             return fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
         }
     }

@@ -305,7 +305,8 @@ Value *tr_newobj_protocol(TFrame *f, Value *o, const char *dunder, Value **args,
         /* the class's own, in Python: inlined */
         Value *fn = class_attr_value(t, cls, name), *full[MAX_STACK];
         full[0] = o;
-        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+        if (nargs > 0)
+            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
         r = fn ? tr_call_or_undo(f, fn, full, nargs + 1, NULL) : NULL;
     }
     else if (descr != NULL && is_mapping_method(o, descr)) {
@@ -351,7 +352,8 @@ Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *k
             return initv ? tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL : NULL;
         Value *full[MAX_STACK];
         full[0] = o;
-        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+        if (nargs > 0)
+            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
         Value *r = tr_call_or_undo(f, initv, full, nargs + 1, kwnames);
         if (r == NULL)
             return NULL;
