@@ -50,6 +50,21 @@ static TensorLib state;
 /* ------------------------------------------------------------------ */
 /* Discovery.                                                          */
 
+/* See tensorlib.h. */
+PyObject *
+tensorlib_loaded_module_attr(const char *module, const char *name)
+{
+    PyObject *m = tensorlib_loaded_module_ref(module);
+    PyObject *a = m ? PyObject_GetAttrString(m, name) : NULL;
+    Py_XDECREF(m);
+    if (a == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(a);               /* the module keeps it */
+    return a;
+}
+
 PyObject *
 tensorlib_loaded_module_ref(const char *name)
 {

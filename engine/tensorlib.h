@@ -50,6 +50,11 @@ int tensorlib_torch_imported(void);
 /* sys.modules[name] (e.g. "torch.linalg"): new reference, or NULL -- without
    an exception when it is not imported.  Never imports. */
 PyObject *tensorlib_loaded_module_ref(const char *name);
+/* sys.modules[module].name: borrowed (the module holds it), or NULL
+   without an exception when the module is not imported or lacks it.  For
+   functions and classes a module defines once (copy.deepcopy,
+   inspect.Signature), compared by identity. */
+PyObject *tensorlib_loaded_module_attr(const char *module, const char *name);
 
 /* ---- what is loaded (borrowed, NULL until found) ---- */
 

@@ -650,31 +650,25 @@ Value *tr_make_exception(TFrame *f, PyObject *cls, Value **args, int nargs)
 
 /* ---- inspect.signature ---- */
 
-/* inspect's attribute `name` if inspect is imported: borrowed (the module
-   holds it) or NULL without an exception. */
-static PyObject *inspect_attr(const char *name)
-{
-    PyObject *m = tensorlib_loaded_module_ref("inspect");
-    PyObject *a = m ? PyObject_GetAttrString(m, name) : NULL;
-    Py_XDECREF(m);
-    if (a == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_DECREF(a);               /* the module keeps it */
-    return a;
-}
-
 /* (contract: translate_int.h) */
 bool tr_is_inspect_signature(PyObject *fn)
 {
-    return PyFunction_Check(fn) && fn == inspect_attr("signature");
+    /* the code's name first: a module lookup on every traced call costs */
+    return PyFunction_Check(fn)
+           && PyUnicode_CompareWithASCIIString(((PyCodeObject *)PyFunction_GET_CODE(fn))->co_name,
+                                               "signature") == 0
+           && fn == tensorlib_loaded_module_attr("inspect", "signature");
 }
 
 /* (contract: translate_int.h) */
 bool tr_is_signature_object(PyObject *obj)
 {
-    PyObject *s = inspect_attr("Signature"), *p = inspect_attr("Parameter");
+    /* the type's name first: this is asked of every constant's attribute */
+    const char *tn = Py_TYPE(obj)->tp_name;
+    if (strcmp(tn, "Signature") != 0 && strcmp(tn, "Parameter") != 0)
+        return false;
+    PyObject *s = tensorlib_loaded_module_attr("inspect", "Signature");
+    PyObject *p = tensorlib_loaded_module_attr("inspect", "Parameter");
     return (s != NULL && Py_IS_TYPE(obj, (PyTypeObject *)s))
            || (p != NULL && Py_IS_TYPE(obj, (PyTypeObject *)p));
 }

@@ -47,28 +47,17 @@ typedef struct CopyCall {
 
 static Value *copy_value(CopyCall *c, Value *v, int depth);
 
-/* copy's module attribute `name` if copy is imported: borrowed (the
-   module holds it) or NULL without an exception. */
-static PyObject *copy_attr(const char *name)
-{
-    PyObject *m = tensorlib_loaded_module_ref("copy");
-    PyObject *a = m ? PyObject_GetAttrString(m, name) : NULL;
-    Py_XDECREF(m);
-    if (a == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_DECREF(a);               /* the module keeps it */
-    return a;
-}
-
 /* (contract: translate_int.h) */
 bool tr_is_copy_function(PyObject *fn, bool *deep)
 {
     if (!PyFunction_Check(fn))
         return false;
-    *deep = fn == copy_attr("deepcopy");
-    return *deep || fn == copy_attr("copy");
+    /* the code's name first: a module lookup on every traced call costs */
+    PyObject *name = ((PyCodeObject *)PyFunction_GET_CODE(fn))->co_name;
+    *deep = PyUnicode_CompareWithASCIIString(name, "deepcopy") == 0;
+    if (!*deep && PyUnicode_CompareWithASCIIString(name, "copy") != 0)
+        return false;
+    return fn == tensorlib_loaded_module_attr("copy", *deep ? "deepcopy" : "copy");
 }
 
 static int memo_put(CopyCall *c, Value *from, Value *to)
