@@ -11,12 +11,14 @@
  * builtin or a Python function found in the module's own dict, so that no
  * lazy submodule is imported) and any public torch.Tensor method, except:
  *   - in-place ops (the name ends with '_', e.g. add_, relu_);
- *   - random ops (rand*, normal, bernoulli, multinomial, poisson, binomial,
- *     gumbel_softmax, fractional_max_pool*, *_lowrank, lobpcg; the dropout
- *     family and rrelu unless their training/train argument is a constant
- *     False; attention unless its dropout_p is a constant 0; any call
- *     passing generator=): their results differ per run, and
- *     running them while tracing would advance the global RNG;
+ *   - calls passing generator= (tracing saves only the default
+ *     generators' states).  Random ops (rand*, normal, bernoulli,
+ *     multinomial, poisson, binomial, gumbel_softmax, fractional_max_pool*;
+ *     the dropout family and rrelu unless their training/train argument is
+ *     a constant False; attention unless its dropout_p is a constant 0) are
+ *     graph ops that draw: tracing runs them under saved generator states
+ *     (tr_random.c), and so do NumPy's drawing methods of a RandomState or
+ *     Generator (np.random.rand, rng.normal);
  *   - global state (manual_seed, seed, get_* / set_* / is_* / are_*, use_*,
  *     compile, vmap, cond, while_loop, typename, sym_*): they read or change
  *     state a graph cannot see, or trace functions of their own;
@@ -81,6 +83,11 @@ static PyObject *torch_state_managers; /* dict cls -> (enter fn, exit fn, parame
                                           required is marked by required_marker) */
 static PyObject *torch_training_rule; /* dict fn -> (arg name, position, default): random
                                          unless that argument is False */
+static PyObject *torch_random_functions; /* set: torch functions that always draw */
+static PyObject *torch_random_methods; /* set of torch.Tensor method names that draw */
+static PyObject *torch_inplace_methods; /* set of in-place torch.Tensor method names
+                                          (tr_inplace_method_allowed) */
+static PyObject *inplace_operators;   /* strong: set of operator.iadd, ... */
 
 static const char *const numpy_function_names[] = {
     "sum", "mean", "std", "var", "max", "min", "amax", "amin", "prod", "cumsum",
@@ -144,8 +151,7 @@ static const char *const torch_fold_function_names[] = {
 
 /* Public names that are not graph ops, beyond the prefix rules. */
 static const char *const torch_denied_function_names[] = {
-    /* random */
-    "normal", "bernoulli", "multinomial", "poisson", "binomial", "gumbel_softmax",
+    /* random inside Python code of torch's own (not one op) */
     "lobpcg", "pca_lowrank", "svd_lowrank",
     /* state, transforms */
     "manual_seed", "seed", "initial_seed", "compile", "vmap", "cond", "while_loop",
@@ -156,8 +162,25 @@ static const char *const torch_denied_function_names[] = {
     NULL,
 };
 static const char *const torch_denied_function_prefixes[] = {
-    "rand", "set_", "get_", "is_", "are_", "use_", "sym_", "fractional_max_pool",
-    "profiler_", NULL,
+    "set_", "get_", "is_", "are_", "use_", "sym_", "profiler_", NULL,
+};
+
+/* Functions and methods that draw random numbers: graph ops, under saved
+   generator states (tr_random.c). */
+static const char *const torch_random_function_names[] = {
+    "normal", "bernoulli", "multinomial", "poisson", "binomial", "gumbel_softmax",
+    "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+    "fractional_max_pool3d_with_indices", NULL,
+};
+static const char *const torch_random_function_prefixes[] = {"rand", NULL};
+static const char *const torch_random_method_names[] = {
+    "bernoulli", "multinomial", "bernoulli_", "uniform_", "normal_", "random_",
+    "exponential_", "geometric_", "cauchy_", "log_normal_", NULL,
+};
+/* operator's in-place functions (x += y), graph ops on torch tensors. */
+static const char *const inplace_operator_names[] = {
+    "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand",
+    "ior", "ixor", "ilshift", "irshift", "setitem", NULL,
 };
 
 /*
@@ -201,7 +224,7 @@ static const char *const torch_denied_method_names[] = {
     "backward", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
     "record_stream", "pin_memory", "is_pinned", "is_shared", "storage", "untyped_storage",
     "storage_offset", "storage_type", "data_ptr", "const_data_ptr", "type", "new",
-    "tolist", "item", "numpy", "module_load", "dim_order", "bernoulli", "multinomial",
+    "tolist", "item", "numpy", "module_load", "dim_order",
     "resize", "resize_as", "as_subclass", "reinforce", "hash_tensor", "is_set_to",
     "is_inference", "is_conj", "is_neg", "is_coalesced", "is_distributed", "is_nonzero",
     NULL,
@@ -315,6 +338,10 @@ static int add_torch_namespace(PyObject *mod)
             if (PySet_Add(pure_functions, value) < 0 || PySet_Add(torch_functions, value) < 0)
                 return -1;
         }
+        if ((in_names(name, torch_random_function_names)
+             || has_prefix(name, torch_random_function_prefixes)) && torch_name_allowed(name)
+            && PySet_Add(torch_random_functions, value) < 0)
+            return -1;
     }
     return 0;
 }
@@ -336,6 +363,11 @@ static int add_torch_methods(void)
                 continue;
             }
             size_t n = strlen(name);
+            if (tr_inplace_method_allowed(name) && PyCallable_Check(value) && !PyType_Check(value)) {
+                if (PySet_Add(torch_inplace_methods, key) < 0 || PySet_Add(all_methods, key) < 0)
+                    return -1;
+                continue;
+            }
             if (n == 0 || name[0] == '_' || name[n - 1] == '_' || PyType_Check(value)
                 || !PyCallable_Check(value) || in_names(name, torch_denied_method_names))
                 continue;
@@ -424,6 +456,9 @@ static int load_torch(PyObject *torch)
     torch_fold_attrs = name_set(torch_fold_attr_names);
     torch_fold_functions = PySet_New(NULL);
     torch_training_rule = PyDict_New();
+    torch_random_functions = PySet_New(NULL);
+    torch_random_methods = name_set(torch_random_method_names);
+    torch_inplace_methods = PySet_New(NULL);
     torch_known_results = PyDict_New();
     torch_grad_managers = PyDict_New();
     if (!torch_known_results || !torch_grad_managers)
@@ -460,7 +495,8 @@ static int load_torch(PyObject *torch)
             return -1;
     }
     if (!torch_methods || !torch_functions || !torch_fold_methods || !torch_fold_attrs
-        || !torch_fold_functions || !torch_training_rule)
+        || !torch_fold_functions || !torch_training_rule || !torch_random_functions
+        || !torch_random_methods || !torch_inplace_methods)
         return -1;
     if (pure_functions == NULL && (pure_functions = PySet_New(NULL)) == NULL)
         return -1;
@@ -488,6 +524,11 @@ int tensorops_init(void)
         node_attributes = name_set(node_attribute_names);
         builtin_getattr = PyDict_GetItemString(PyEval_GetBuiltins(), "getattr");
         Py_XINCREF(builtin_getattr);
+        inplace_operators = PySet_New(NULL);
+        if (inplace_operators == NULL || add_functions(inplace_operators, operator_module
+                                                       ? operator_module : Py_None,
+                                                       inplace_operator_names) < 0)
+            return -1;
         if (!operator_module || !pure_methods || !all_methods || !node_attributes
             || !builtin_getattr)
             return -1;
@@ -1047,21 +1088,23 @@ static int function_param(PyObject *fn, const char *name, int *dflt)
     return pos;
 }
 
-/* The rules of the file comment for a call of torch function `target`:
-   0 when it is a graph op, -1 (a call break) when it is not. */
-static int torch_call_rules(Tracer *t, PyObject *target, const char *hint,
+/* The rules of the file comment for a call of torch function (or method
+   name) `target`: 0 when it is a graph op, 1 when it is one that draws
+   random numbers, -1 (a call break) when it is not. */
+static int torch_call_rules(Tracer *t, NodeOp op, PyObject *target, const char *hint,
                             Value **args, int nargs, PyObject *kwnames)
 {
-    Value *v = call_arg(args, nargs, kwnames, "generator", -1);
-    if (v != NULL && !(v->kind == V_CONST && v->obj == Py_None))
-        return tracer_break(t, STOP_CALL, "%s with generator= draws random numbers", hint);
     int dflt;
     int pos = function_param(target, "inplace", &dflt);
-    v = call_arg(args, nargs, kwnames, "inplace", pos);
+    Value *v = call_arg(args, nargs, kwnames, "inplace", pos);
     if (v != NULL && !value_is_false(v))
         return tracer_break(t, STOP_CALL, "%s with inplace=True (writes into a tensor the "
                             "program can see)", hint);
-    PyObject *rule = PyDict_GetItemWithError(torch_training_rule, target);
+    PyObject *always = op == NODE_CALL_METHOD ? torch_random_methods : torch_random_functions;
+    int r = PySet_Contains(always, target);
+    if (r != 0)
+        return r;
+    PyObject *rule = op == NODE_CALL_METHOD ? NULL : PyDict_GetItemWithError(torch_training_rule, target);
     if (rule == NULL)
         return PyErr_Occurred() ? -1 : 0;
     const char *arg = PyUnicode_AsUTF8(PyTuple_GET_ITEM(rule, 0));
@@ -1076,18 +1119,38 @@ static int torch_call_rules(Tracer *t, PyObject *target, const char *hint,
         v = call_arg(args, nargs, kwnames, arg, pos);
         bool zero = v == NULL || (v->kind == V_CONST && (PyFloat_CheckExact(v->obj) || PyLong_CheckExact(v->obj))
                                   && PyObject_IsTrue(v->obj) == 0);
-        if (!zero)
-            return tracer_break(t, STOP_CALL, "%s with %s > 0 draws random numbers", hint, arg);
-        return 0;
+        return zero ? 0 : 1;
     }
     if (PyFunction_Check(target)) {
         arg = "training";
         pos = function_param(target, arg, &dflt);
     }
     v = call_arg(args, nargs, kwnames, arg, pos);
-    if (v != NULL ? !value_is_false(v) : dflt != 0)
-        return tracer_break(t, STOP_CALL, "%s with %s=True draws random numbers", hint, arg);
-    return 0;
+    return (v != NULL ? !value_is_false(v) : dflt != 0) ? 1 : 0;
+}
+
+/* A random op is about to run on the examples (eargs, ekw): 0 when every
+   tensor it is given is on a device whose generator tr_random.c saves, and
+   that generator's state is saved; -1 (a call break) when not. */
+static int note_random(Tracer *t, const char *hint, PyObject *eargs, PyObject *ekw)
+{
+    PyObject *items[2] = {eargs, ekw ? PyDict_Values(ekw) : NULL};
+    if (ekw != NULL && items[1] == NULL)
+        return -1;
+    int ok = 1;
+    for (int k = 0; k < 2 && ok == 1; k++)
+        for (Py_ssize_t i = 0; items[k] && ok == 1 && i < PySequence_Fast_GET_SIZE(items[k]); i++) {
+            PyObject *a = PySequence_Fast_GET_ITEM(items[k], i);
+            if (is_torch_like(a))
+                ok = tr_random_torch_device_ok(a);
+        }
+    Py_XDECREF(items[1]);
+    if (ok < 0)
+        return -1;
+    if (ok == 0)
+        return tracer_break(t, STOP_CALL, "%s draws random numbers on a device other than "
+                            "the CPU or CUDA", hint);
+    return tr_random_note_torch(t);
 }
 
 /* ---- folding metadata into constants ---- */
@@ -1212,8 +1275,19 @@ static int check_method(Tracer *t, PyObject *self, PyObject *name)
     PyObject *set = is_torch_like(self) ? torch_methods : pure_methods;
     if (set != NULL && PySet_Contains(set, name) == 1)
         return 0;
+    if (is_torch_like(self) && torch_inplace_methods && PySet_Contains(torch_inplace_methods, name) == 1)
+        return 0;
     return tracer_break(t, STOP_CALL, "call to .%U() of a %s, not a pure tensor method",
                         name, Py_TYPE(self)->tp_name);
+}
+
+/* Whether the call writes into its first argument: an in-place method or
+   operator (x.add_(y), x += y). */
+static bool is_inplace_op(NodeOp op, PyObject *target)
+{
+    if (op == NODE_CALL_METHOD)
+        return PySet_Contains(torch_inplace_methods, target) == 1;
+    return op == NODE_CALL_FUNCTION && PySet_Contains(inplace_operators, target) == 1;
 }
 
 /* Whether the call is a torch function or a method of a torch tensor. */
@@ -1246,11 +1320,19 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
             if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "out") == 0)
                 return tracer_break(t, STOP_CALL, "%s with out= (writes into an array the program can see)", name_hint), NULL;
+            Value *g = args[nargs - PyTuple_GET_SIZE(kwnames) + i];
+            if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "generator") == 0
+                && !(g->kind == V_CONST && g->obj == Py_None))
+                return tracer_break(t, STOP_CALL, "%s with generator= (a generator whose state "
+                                    "tracing does not save)", name_hint), NULL;
         }
     }
     PyObject *gargs = NULL, *gkw = NULL, *eargs = NULL, *ekw = NULL, *result = NULL;
     Value *v = NULL, not_metadata;
     bool torch_call;
+    int random, inplace;
+    bool writes;
+    PyObject *rng;                  /* borrowed: the NumPy generator drawn from */
     if (convert_call(t, args, nargs, kwnames, 0, &gargs, &gkw) < 0
         || convert_call(t, args, nargs, kwnames, 1, &eargs, &ekw) < 0)
         goto out;
@@ -1261,8 +1343,19 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
     v = NULL;
     torch_call = is_torch_call(op, target, eargs);
-    if (torch_call && torch_call_rules(t, target, name_hint, args, nargs, kwnames) < 0)
+    random = torch_call ? torch_call_rules(t, op, target, name_hint, args, nargs, kwnames) : 0;
+    if (random < 0 || (random && note_random(t, name_hint, eargs, ekw) < 0))
         goto out;
+    writes = nargs > 0 && args[0]->kind == V_TENSOR && is_torch_like(args[0]->obj)
+             && is_inplace_op(op, target);
+    inplace = writes ? tr_inplace_prepare(t, args[0], name_hint, eargs) : 0;
+    if (inplace < 0)
+        goto out;
+    if (!torch_call && (rng = tr_random_numpy_owner(target)) != NULL) {
+        random = 1;
+        if (tr_random_note_numpy(t, rng) < 0)
+            goto out;
+    }
 
     /* Run the op once on the example values. */
     result = call_on_examples(op, target, eargs, ekw);
@@ -1279,9 +1372,20 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         Py_XDECREF(tb);
         goto out;
     }
+    if (writes && result == Py_None) {
+        /* t[idx] = v: a node of its own that nothing reads (a graph output,
+           so it runs); later reads of t keep reading t's node, after it */
+        NodeObject *node = graph_call(t->graph, op, target, gargs, gkw, name_hint, result);
+        if (node != NULL && mark_used(t, args, nargs) == 0)
+            v = args[0];
+        goto out;
+    }
     bool sequence = !is_tensor_result(result) && is_tensor_sequence(result);
     if (!is_tensor_result(result) && !sequence) {
-        if (PyTuple_Check(result) && !PyTuple_CheckExact(result))
+        if (random)   /* a number drawn: the draw runs eagerly (the state is put back) */
+            tracer_break(t, STOP_CALL, "%s returns a %s, not an array", name_hint,
+                         Py_TYPE(result)->tp_name);
+        else if (PyTuple_Check(result) && !PyTuple_CheckExact(result))
             tracer_break(t, STOP_CALL, "%s returns a %s (a named tuple), which graphs do not "
                          "model", name_hint, Py_TYPE(result)->tp_name);
         else
@@ -1298,6 +1402,13 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
     if (sequence) {
         v = sequence_result(t, node, result, dynshape);
+        goto out;
+    }
+    if (inplace == 1) {
+        /* the program's tensor, changed by this node from here on: its one
+           Value reads the node (its example keeps the old contents) */
+        v = args[0];
+        v->node = node;
         goto out;
     }
     v = value_new(t, V_TENSOR, result);

@@ -12,10 +12,12 @@
  * happens twice when it runs eagerly.
  */
 #include "translate_int.h"
+#include "tensorlib.h"
 
 #include <string.h>
 
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
+static Value *call_numpy_draw(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames);
 
 /* Bind the arguments a call gives (positional, *args, keywords, **kwargs)
    into the callee's locals.  0 / -1. */
@@ -790,6 +792,13 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Value *bound = tr_generic_attr(f, callable->items[0], callable->obj);
         return bound ? call_value(f, bound, args, nargs, kwnames) : NULL;
     }
+    if (callable->kind == V_BOUND && callable->items[0]->src >= 0 && callable->items[0]->obj) {
+        /* rng.normal(...) of a NumPy Generator or RandomState the program
+           holds: a random graph op on that very object (tr_random.c) */
+        Value *r = call_numpy_draw(f, callable, args, nargs, kwnames);
+        if (r != NULL || PyErr_Occurred() || t->reason != NULL)
+            return r;
+    }
     if (callable->kind == V_BOUND)
         return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                             callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
@@ -828,7 +837,7 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);
         return handled ? r : inline_call(f, callable, args, nargs, kwnames);
     }
-    if (tensorops_is_pure_function(fn)) {
+    if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL) {
         PyObject *name = PyObject_GetAttrString(fn, "__name__");
         if (name == NULL) {
             PyErr_Clear();
@@ -873,6 +882,46 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     Value *stop = (tracer_break(t, STOP_CALL, "call to %U", r), NULL);
     Py_DECREF(r);
     return stop;
+}
+
+/* V_BOUND b(...) when b is a drawing method of a NumPy Generator or
+   RandomState reached by an accessor (a global, an attribute; not an
+   argument): a random graph op whose target is the bound method, the
+   receiver guarded to be that object.  NULL with nothing set when b is
+   something else. */
+static Value *call_numpy_draw(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *self = b->items[0];
+    if (!PyUnicode_Check(b->obj) || tensorlib_kind(self->obj) != TENSORLIB_NONE)
+        return NULL;
+    PyObject *meth = PyObject_GetAttr(self->obj, b->obj);
+    if (meth == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* the receiver itself (rng.normal), or a module holding a drawing
+       method (np.random.rand: the global RandomState's) */
+    PyObject *owner = tr_random_numpy_owner(meth);
+    int acc = self->src;
+    AccessorKind root = t->gs->acc[acc].kind;
+    if (owner == self->obj && (root == ACC_LOCAL || root == ACC_STACK)) {
+        /* a generator passed in: its identity guarded would recompile for
+           each new one (the draw stays an eager step) */
+        owner = NULL;
+    }
+    if (owner != NULL && owner != self->obj && PyModule_Check(self->obj))
+        acc = guardset_accessor(t->gs, ACC_ATTR, self->src, 0, b->obj, NULL);
+    else if (owner != self->obj)
+        owner = NULL;
+    Value *r = NULL;
+    if (owner != NULL && acc >= 0
+        && guardset_add(t->gs, GUARD_ID_MATCH, acc, acc == self->src ? self->obj : meth, 0) >= 0) {
+        const char *hint = PyUnicode_AsUTF8(b->obj);
+        r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, meth, hint, args, nargs, kwnames) : NULL;
+    }
+    Py_DECREF(meth);
+    return r;
 }
 
 /* The call of a CALL instruction.  When it stops (it will run eagerly),

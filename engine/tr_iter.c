@@ -145,6 +145,14 @@ int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value)
     }
     if (container->kind == V_DICT && container->src >= 0 && container->real != NULL && foldable(idx))
         return tr_visible_set_item(f, container, idx->obj, value);
+    if (container->kind == V_TENSOR && tensor_is_torch(container->obj)) {
+        /* t[idx] = v: an in-place graph op (tr_inplace.c), on a clone of a
+           tensor the program holds while tracing */
+        PyObject *setitem = tensorops_operator("setitem");
+        Value *args[3] = {container, idx, value};
+        return setitem && tensorops_call(t, NODE_CALL_FUNCTION, setitem, "setitem", args, 3, NULL)
+               ? 0 : -1;
+    }
     return tracer_break(t, STOP_CALL, "item assignment into a %s the program can see",
                         container->kind == V_TENSOR ? "tensor" : "container or object");
 }

@@ -86,47 +86,6 @@ static Value *compare_enum_members(Tracer *t, PyObject *op, const char *opname, 
     return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
 }
 
-/* The address of a torch tensor's storage, or 0 (an error cleared). */
-static uintptr_t storage_address(PyObject *tensor)
-{
-    PyObject *st = PyObject_CallMethod(tensor, "untyped_storage", NULL);
-    PyObject *ptr = st ? PyObject_CallMethod(st, "data_ptr", NULL) : NULL;
-    uintptr_t addr = ptr ? (uintptr_t)PyLong_AsVoidPtr(ptr) : 0;
-    Py_XDECREF(ptr);
-    Py_XDECREF(st);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return addr;
-}
-
-/* Whether an in-place op may run on tensor value a inside the graph: a
-   torch tensor an op of this graph made -- no input, no view, no storage
-   shared with an input -- so that doing it while tracing touches nothing
-   the program holds.  False with an exception only on a real error. */
-static bool own_torch_tensor(Tracer *t, Value *a)
-{
-    if (a->node == NULL || a->node->op == NODE_PLACEHOLDER || !tensor_is_torch(a->obj))
-        return false;
-    PyObject *isv = PyObject_CallMethod(a->obj, "_is_view", NULL);
-    int view = isv ? PyObject_IsTrue(isv) : -1;
-    Py_XDECREF(isv);
-    if (view != 0) {
-        PyErr_Clear();
-        return false;
-    }
-    uintptr_t addr = storage_address(a->obj);
-    if (addr == 0)
-        return false;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(t->example_inputs); i++) {
-        PyObject *in = PyList_GET_ITEM(t->example_inputs, i);
-        if (in == a->obj || (tensor_is_torch(in) && storage_address(in) == addr))
-            return false;
-    }
-    return true;
-}
-
 /* Apply operator.<opname> to a and b: fold constants, add a node for
    tensors, combine tuples/lists.  NULL when tracing stops. */
 Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
@@ -138,12 +97,10 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
         return NULL;
     if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
         if (inplace && a->kind == V_TENSOR) {
-            if (!own_torch_tensor(t, a))
-                return PyErr_Occurred() ? NULL
-                       : (tracer_break(t, STOP_CALL, "in-place operator %s= on a tensor the program "
-                                       "can see", hint), NULL);
-            /* a tensor this graph made: the graph does the in-place op, and
-               tracing does it on the example, as eager code would */
+            if (!tensor_is_torch(a->obj))
+                return tracer_break(t, STOP_CALL, "in-place operator %s= on an array", hint), NULL;
+            /* the graph does the in-place op (tr_inplace.c: tracing does it
+               on the example, or on a clone of one the program holds) */
             char iname[24];
             snprintf(iname, sizeof(iname), "i%.*s", (int)strcspn(opname, "_"), opname);
             op = tensorops_operator(iname);

@@ -371,6 +371,7 @@ out:
     tr_frame_teardown(&root);
     tr_leave_state_modes(&t, 0);
     tensorops_restore_grad_mode(&t, t.grad_mode_start);   /* as the frame found it */
+    tr_random_restore(&t);          /* the examples' draws, before the plan's */
     if (st != TRANSLATE_OK) {
         /* Leave the plan empty so its destructor has nothing half-built,
            but keep where tracing stopped (fullgraph messages).  When

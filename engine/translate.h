@@ -227,6 +227,9 @@ typedef struct Tracer {
     int ngens, gens_cap;
     PyObject *iter_objs;     /* strong: dict id(tuple) -> capsule-free int index into
                                 iter_vals: one V_ITER per incoming iterator object */
+    PyObject *rng_saved;     /* strong list of (generator, restore fn, state), or
+                                NULL: the generator states to put back when
+                                the translation ends (tr_random.c) */
 } Tracer;
 
 /* An attribute write on an object the program can see, to replay after
@@ -336,6 +339,39 @@ bool value_type_lookup_is_generic(PyTypeObject *tp);
    e.g. for constant folding.  New reference, or NULL with t->reason set
    (no exception) when v holds tensors or opaque objects. */
 PyObject *value_as_constant(Tracer *t, Value *v);
+
+/* tr_random.c: random ops inside graphs (see the file comment). */
+/* A torch random op is about to run on the examples: save the default
+   generators' states (once per translation).  0 / -1. */
+int tr_random_note_torch(Tracer *t);
+/* Whether a torch random op on `example` (a tensor) draws from a generator
+   tr_random_note_torch saves: 1 / 0, -1 with an exception. */
+int tr_random_torch_device_ok(PyObject *example);
+/* The RandomState or Generator that builtin method fn draws from, when fn
+   is one of their drawing methods (rng.normal, np.random.rand); else NULL.
+   Borrowed. */
+PyObject *tr_random_numpy_owner(PyObject *fn);
+/* A NumPy draw from rng is about to run on the examples: save rng's state
+   (once per translation).  0 / -1. */
+int tr_random_note_numpy(Tracer *t, PyObject *rng);
+/* Put every saved generator state back, newest first (at the translation's
+   end; an exception pending is kept).  Cannot fail: a state that cannot be
+   restored is reported as unraisable. */
+void tr_random_restore(Tracer *t);
+
+/* tr_inplace.c: in-place torch ops inside graphs (see the file comment). */
+/* Whether torch.Tensor method `name` is an in-place op that changes only
+   the contents (add_, masked_fill_; not resize_, t_, requires_grad_). */
+bool tr_inplace_method_allowed(const char *name);
+/* Whether an in-place op may run on tensor value a's example itself: a
+   torch tensor an op of this graph made -- no input, no view, no storage
+   shared with an input.  False with an exception only on a real error. */
+bool tr_tensor_is_own(Tracer *t, Value *a);
+/* An in-place op on `receiver` (its example eargs[0], eargs a new tuple
+   of the caller's) is about to run on the examples: 0 when it may run on
+   the example itself, 1 when eargs[0] was replaced by a clone (the
+   receiver is the program's), -1 when tracing stops. */
+int tr_inplace_prepare(Tracer *t, Value *receiver, const char *hint, PyObject *eargs);
 
 /* tensorops.c */
 /* Find NumPy and torch if they are imported (tensorlib) and build the

@@ -635,6 +635,10 @@ Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
     PyObject *obj = base->obj;
     PyTypeObject *tp = Py_TYPE(obj);
     PyObject *cls_attr = _PyType_Lookup(tp, name);      /* borrowed */
+    if (cls_attr != NULL && Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
+        *handled = false;     /* a property: its getter inlined (tr_objects.c) */
+        return NULL;
+    }
     if (cls_attr != NULL && Py_TYPE(cls_attr)->tp_descr_set != NULL) {
         if (!value_descr_is_c_getter(cls_attr))
             return tracer_unsupported(t, false, "attribute '%U' of %s is a property or other "

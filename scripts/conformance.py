@@ -165,6 +165,9 @@ SUITES = {
     "networkx simple_paths": ("pyargs", "networkx.algorithms.tests.test_simple_paths"),
     "networkx graph": ("pyargs", "networkx.classes.tests.test_graph"),
     "networkx cycles": ("pyargs", "networkx.algorithms.tests.test_cycles"),
+    # NumPy's generators drawn from by captured code (tr_random.c).
+    "numpy random": ("pyargs", "numpy.random.tests.test_random"),
+    "numpy generator": ("pyargs", "numpy.random.tests.test_generator_mt19937"),
 }
 # What `make test` runs (tests/test_conformance.py): about two minutes of CI,
 # stdlib and NumPy both; the rest (test_statistics, test_math, ...) in

@@ -331,14 +331,65 @@ def test_np_random_inside_draws_the_same_numbers_as_eager(capsys):
         np.testing.assert_array_equal(got_state, np.random.get_state()[1])
 
 
-def test_np_random_call_is_a_call_break_between_two_graphs(capsys):
+def test_np_random_call_is_a_graph_op_under_a_saved_state(capsys):
+    # the draw is in the graph; tracing drew on the examples, and put the
+    # global RandomState back before the graph drew for real
     opt, be = capture(uses_global_rng)
     np.random.seed(0)
-    opt(np.ones(3))
-    assert events("frame_skip") == [], "the frame was skipped"
-    (brk,) = breaks()
-    assert brk["kind"] == "call" and "standard_normal" in brk["reason"]
-    assert graph_ops(be) == [["add"], ["mul"]]
+    got = opt(np.ones(3))
+    after = np.random.get_state()
+    np.random.seed(0)
+    want = uses_global_rng(np.ones(3))
+    assert_same(got, want)
+    np.testing.assert_array_equal(after[1], np.random.get_state()[1])
+    assert after[2:] == np.random.get_state()[2:]      # position and cached Gaussian
+    assert breaks() == []
+    assert graph_ops(be) == [["add", "standard_normal", "mul"]]
+
+
+rng_held = np.random.default_rng(0)
+
+
+def draws_from_a_generator(x):
+    noise = rng_held.normal(0.0, 1.0, size=x.shape)
+    pick = rng_held.integers(0, 10, size=x.shape)
+    return x * noise + pick
+
+
+def test_generator_draws_in_the_graph_match_eager_call_after_call(capsys):
+    global rng_held
+    opt, be = capture(draws_from_a_generator)
+    rng_held = np.random.default_rng(42)
+    got = [opt(np.ones(4)) for _ in range(3)]
+    state = rng_held.bit_generator.state
+    rng_held = np.random.default_rng(42)    # a new object: the entry's identity guard fails
+    want = [draws_from_a_generator(np.ones(4)) for _ in range(3)]
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    assert state == rng_held.bit_generator.state
+    assert breaks() == []
+    assert graph_ops(be)[0] == ["normal", "integers", "mul", "add"]
+
+
+def branches_on_a_draw(x):
+    if np.random.random() < 0.5:
+        return x + 1
+    return x - 1
+
+
+def test_a_branch_on_a_drawn_number_breaks_after_the_draw_ran_once(capsys):
+    opt, be = capture(branches_on_a_draw)
+    np.random.seed(1)
+    got = [opt(np.ones(2)) for _ in range(6)]
+    after = np.random.get_state()[1].copy()
+    np.random.seed(1)
+    want = [branches_on_a_draw(np.ones(2)) for _ in range(6)]
+    assert sorted({g[0] for g in want}) == [0.0, 2.0]          # both ways taken
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    np.testing.assert_array_equal(after, np.random.get_state()[1])
+    assert [b["kind"] for b in breaks()] == ["data_dependent_branch"]
+    assert graph_ops(be)[0] == ["random", "lt"]
 
 
 def impure_numpy_copyto(x, dst):
