@@ -148,10 +148,11 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
         PyErr_SetString(PyExc_TypeError, "accessor key must be a str");
         return -1;
     }
-    if (kind == ACC_DICT_ITEM && (key == NULL || !guard_const_is_simple(key, 0))) {
+    if (kind == ACC_DICT_ITEM && (key == NULL || !(guard_const_is_simple(key, 0)
+                                                   || guard_key_is_identity(key)))) {
         PyErr_SetString(PyExc_TypeError,
                         "dict item key must be a str, int, float, bool, bytes, "
-                        "complex, None or a tuple of these");
+                        "complex, None, a tuple of these, or an object compared by identity");
         return -1;
     }
     if (name != NULL && name != Py_None && !PyUnicode_Check(name)) {
@@ -331,9 +332,10 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         }
         break;
     case GUARD_DICT_LACKS:
-        /* a name, or a class whose metaclass is type (hashed and compared
-           by identity, in C; held weakly): copyreg.dispatch_table's keys */
-        if (expected == NULL || !(PyUnicode_CheckExact(expected) || Py_IS_TYPE(expected, &PyType_Type)))
+        /* a simple constant (a name), or a key hashed and compared by
+           identity, in C (held weakly when it can be): copyreg's
+           dispatch_table's classes, typing forms */
+        if (expected == NULL || !(guard_const_is_simple(expected, 0) || guard_key_is_identity(expected)))
             goto out_type;
         break;
     case GUARD__COUNT:

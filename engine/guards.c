@@ -58,6 +58,15 @@ guard_const_is_simple(PyObject *o, int depth)
     return true;
 }
 
+bool
+guard_key_is_identity(PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+
+    return t->tp_hash == PyBaseObject_Type.tp_hash
+           && (PyType_Check(o) || t->tp_richcompare == PyBaseObject_Type.tp_richcompare);
+}
+
 /* Floats are the same value when equal with the same sign, or both NaN:
    a capture specialized on 0.0 may differ for -0.0 (1/x, copysign). */
 static inline bool

@@ -17,7 +17,6 @@
 #include <string.h>
 
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
-static Value *call_numpy_draw(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames);
 
 /* Bind the arguments a call gives (positional, *args, keywords, **kwargs)
    into the callee's locals.  0 / -1. */
@@ -736,6 +735,56 @@ static Value *torch_manager(TFrame *f, PyObject *fn, Value **args, int nargs, Py
    container method, an nn.Module, a user function (inlined), a pure tensor
    function (a node), a builtin or builtin type; anything else is a break.
    NULL when tracing stops. */
+/* Whether V_BOUND b, called with these arguments, is d.get(key[, default])
+   of a dict input read as an opaque object (value_keyed_dict_lookup). */
+static bool is_keyed_dict_get(Value *b, int nargs, PyObject *kwnames)
+{
+    Value *d = b->items[0];
+    return d->kind == V_OBJECT && d->src >= 0 && PyDict_CheckExact(d->obj) && PyUnicode_Check(b->obj)
+           && PyUnicode_CompareWithASCIIString(b->obj, "get") == 0 && (nargs == 1 || nargs == 2)
+           && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0);
+}
+
+/* V_BOUND b(...) when b is a drawing method of a NumPy Generator or
+   RandomState reached by an accessor (a global, an attribute; not an
+   argument): a random graph op whose target is the bound method, the
+   receiver guarded to be that object.  NULL with nothing set when b is
+   something else. */
+static Value *call_numpy_draw(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *self = b->items[0];
+    if (!PyUnicode_Check(b->obj) || tensorlib_kind(self->obj) != TENSORLIB_NONE)
+        return NULL;
+    PyObject *meth = PyObject_GetAttr(self->obj, b->obj);
+    if (meth == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* the receiver itself (rng.normal), or a module holding a drawing
+       method (np.random.rand: the global RandomState's) */
+    PyObject *owner = tr_random_numpy_owner(meth);
+    int acc = self->src;
+    AccessorKind root = t->gs->acc[acc].kind;
+    if (owner == self->obj && (root == ACC_LOCAL || root == ACC_STACK)) {
+        /* a generator passed in: its identity guarded would recompile for
+           each new one (the draw stays an eager step) */
+        owner = NULL;
+    }
+    if (owner != NULL && owner != self->obj && PyModule_Check(self->obj))
+        acc = guardset_accessor(t->gs, ACC_ATTR, self->src, 0, b->obj, NULL);
+    else if (owner != self->obj)
+        owner = NULL;
+    Value *r = NULL;
+    if (owner != NULL && acc >= 0
+        && guardset_add(t->gs, GUARD_ID_MATCH, acc, acc == self->src ? self->obj : meth, 0) >= 0) {
+        const char *hint = PyUnicode_AsUTF8(b->obj);
+        r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, meth, hint, args, nargs, kwnames) : NULL;
+    }
+    Py_DECREF(meth);
+    return r;
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -792,10 +841,14 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Value *bound = tr_generic_attr(f, callable->items[0], callable->obj);
         return bound ? call_value(f, bound, args, nargs, kwnames) : NULL;
     }
+    if (callable->kind == V_BOUND && is_keyed_dict_get(callable, nargs, kwnames)) {
+        /* d.get(key[, default]) of a dict input with keys of several types */
+        bool found;
+        Value *r = value_keyed_dict_lookup(t, callable->items[0], args[0], &found);
+        return r == NULL || found || nargs == 1 ? r : args[1];
+    }
     if (callable->kind == V_BOUND && callable->items[0]->src >= 0 && callable->items[0]->obj) {
-        /* rng.normal(...) of a NumPy Generator or RandomState the program
-           holds: a random graph op on that very object (tr_random.c) */
-        Value *r = call_numpy_draw(f, callable, args, nargs, kwnames);
+        Value *r = call_numpy_draw(f, callable, args, nargs, kwnames);     /* rng.normal(...) */
         if (r != NULL || PyErr_Occurred() || t->reason != NULL)
             return r;
     }
@@ -882,46 +935,6 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     Value *stop = (tracer_break(t, STOP_CALL, "call to %U", r), NULL);
     Py_DECREF(r);
     return stop;
-}
-
-/* V_BOUND b(...) when b is a drawing method of a NumPy Generator or
-   RandomState reached by an accessor (a global, an attribute; not an
-   argument): a random graph op whose target is the bound method, the
-   receiver guarded to be that object.  NULL with nothing set when b is
-   something else. */
-static Value *call_numpy_draw(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames)
-{
-    Tracer *t = f->t;
-    Value *self = b->items[0];
-    if (!PyUnicode_Check(b->obj) || tensorlib_kind(self->obj) != TENSORLIB_NONE)
-        return NULL;
-    PyObject *meth = PyObject_GetAttr(self->obj, b->obj);
-    if (meth == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    /* the receiver itself (rng.normal), or a module holding a drawing
-       method (np.random.rand: the global RandomState's) */
-    PyObject *owner = tr_random_numpy_owner(meth);
-    int acc = self->src;
-    AccessorKind root = t->gs->acc[acc].kind;
-    if (owner == self->obj && (root == ACC_LOCAL || root == ACC_STACK)) {
-        /* a generator passed in: its identity guarded would recompile for
-           each new one (the draw stays an eager step) */
-        owner = NULL;
-    }
-    if (owner != NULL && owner != self->obj && PyModule_Check(self->obj))
-        acc = guardset_accessor(t->gs, ACC_ATTR, self->src, 0, b->obj, NULL);
-    else if (owner != self->obj)
-        owner = NULL;
-    Value *r = NULL;
-    if (owner != NULL && acc >= 0
-        && guardset_add(t->gs, GUARD_ID_MATCH, acc, acc == self->src ? self->obj : meth, 0) >= 0) {
-        const char *hint = PyUnicode_AsUTF8(b->obj);
-        r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, meth, hint, args, nargs, kwnames) : NULL;
-    }
-    Py_DECREF(meth);
-    return r;
 }
 
 /* The call of a CALL instruction.  When it stops (it will run eagerly),

@@ -29,6 +29,13 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
         Value *args[1] = {index};
         return tr_newobj_protocol(f, base, "__getitem__", args, 1);
     }
+    if (base->kind == V_OBJECT && base->src >= 0 && PyDict_CheckExact(base->obj)) {
+        /* d[key] of a dict input with keys of several types */
+        bool found;
+        Value *r = value_keyed_dict_lookup(t, base, index, &found);
+        return r == NULL || found ? r
+               : (tracer_unsupported(t, false, "a missing key of a dict input"), NULL);
+    }
     if (base->kind == V_OBJECT) {
         bool handled;
         Value *mi = value_module_getitem(t, base, index, &handled);

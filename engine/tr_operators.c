@@ -307,6 +307,11 @@ int tr_contains(TFrame *f, Value *a, Value *b)
         }
         return r;
     }
+    if (b->kind == V_OBJECT && b->src >= 0 && PyDict_CheckExact(b->obj)) {
+        /* key in d, a dict input with keys of several types */
+        bool found;
+        return value_keyed_dict_lookup(f->t, b, a, &found) ? found : -1;
+    }
     if ((b->kind == V_OBJECT || b->kind == V_CONST) && b->src >= 0 && !PyType_Check(b->obj)
         && !PyModule_Check(b->obj) && value_type_lookup_is_generic(Py_TYPE(b->obj))) {
         /* a in obj, obj's class defining __contains__ in Python: inlined */

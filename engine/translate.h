@@ -298,6 +298,12 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj);
    by an eager step, a NumPy scalar): TYPE_MATCH only, and a graph input.
    NULL when tracing stops. */
 Value *value_unspecialized(Tracer *t, int acc, PyObject *obj);
+/* key in d, d a dict input read as an opaque V_OBJECT (it has keys of
+   types no guard holds): the value of d[key] (*found), guarded through
+   that one key, or (absent, DICT_LACKS guarded) a V_CONST None.  The key
+   is a str/int/bytes constant, or a class or typing form (held by an
+   ID_MATCH guard).  NULL when tracing stops. */
+Value *value_keyed_dict_lookup(Tracer *t, Value *d, Value *key, bool *found);
 /* Whether obj is a constant the graph may embed (numbers, str, bytes, None,
    Ellipsis, slices and tuples of these, numpy dtypes and scalar types). */
 bool value_is_plain_constant(PyObject *obj);

@@ -360,11 +360,12 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
         PyObject *k = PyList_GET_ITEM(keys, i);
         if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !PyBytes_CheckExact(k)) {
             Py_DECREF(keys);
-            /* no guard may hold the program's key objects (one could keep
-               an object alive that the program expects gone) */
-            t->stop_unguarded = true;
-            return tracer_unsupported(t, false, "a dict input with a key of type %s",
-                                      Py_TYPE(k)->tp_name), NULL;
+            /* No guard may hold all the program's key objects (one could
+               keep an object alive that the program expects gone): an
+               opaque dict, read key by key (value_keyed_dict_lookup). */
+            if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
+                return NULL;
+            return remember(t, acc, value_new(t, V_OBJECT, obj));
         }
     }
     /* The keys are guarded before the size check: a translation it stops
@@ -403,6 +404,47 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
             return NULL;
     }
     return v;
+}
+
+/* Whether obj may be a key the guards hold: a class, or an object of
+   typing's own classes (Union, Optional, Literal: module-level singletons),
+   hashed and compared by identity in C. */
+static bool is_held_key(PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp->tp_hash != PyBaseObject_Type.tp_hash)
+        return false;
+    if (PyType_Check(obj))
+        return true;
+    if (tp->tp_richcompare != PyBaseObject_Type.tp_richcompare)
+        return false;
+    PyObject *mod = (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && tp->tp_dict
+                    ? PyDict_GetItemString(tp->tp_dict, "__module__") : NULL;  /* borrowed */
+    return mod != NULL && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "typing") == 0;
+}
+
+Value *value_keyed_dict_lookup(Tracer *t, Value *d, Value *key, bool *found)
+{
+    *found = false;
+    bool plain = key->kind == V_CONST && (PyUnicode_CheckExact(key->obj) || PyLong_CheckExact(key->obj)
+                                          || PyBytes_CheckExact(key->obj) || key->obj == Py_None
+                                          || PyBool_Check(key->obj) || PyFloat_CheckExact(key->obj));
+    if (!plain && !((key->kind == V_CONST || key->kind == V_OBJECT) && key->src >= 0
+                    && is_held_key(key->obj)))
+        return tracer_unsupported(t, false, "a lookup in a dict input with keys of several "
+                                  "types, by a %s", key->obj ? Py_TYPE(key->obj)->tp_name
+                                  : "computed value"), NULL;
+    if (!plain && guard(t, GUARD_ID_MATCH, key->src, key->obj, 0) < 0)
+        return NULL;
+    PyObject *item = PyDict_GetItemWithError(d->obj, key->obj);          /* borrowed */
+    if (item == NULL) {
+        if (PyErr_Occurred() || guard(t, GUARD_DICT_LACKS, d->src, key->obj, 0) < 0)
+            return NULL;
+        return value_new(t, V_CONST, Py_None);      /* absent: the caller's default */
+    }
+    *found = true;
+    int ia = guardset_accessor(t->gs, ACC_DICT_ITEM, d->src, 0, key->obj, NULL);
+    return ia < 0 ? NULL : value_from_source(t, ia, item);
 }
 
 Value *value_from_source(Tracer *t, int acc, PyObject *obj)

@@ -76,7 +76,35 @@ FUZZ_SETTINGS = settings(
 # Module-level constants of every generated program (read as globals).
 SCALE = 1.5
 OFFSETS = (0.5, -1.0)
-MODULE_HEADER = f"import numpy as np\n\nSCALE = {SCALE!r}\nOFFSETS = {OFFSETS!r}\n"
+MODULE_HEADER = f"import numpy as np\n\nSCALE = {SCALE!r}\nOFFSETS = {OFFSETS!r}\n" + """
+# Objects and generators the program can see (st_object): the harness puts
+# them back in their first state before every call (reset_module_state) and
+# compares what the call left in them (module_state).
+class State:
+    def __init__(self):
+        self.count = 0
+        self.scale = 1.5
+        self.table = {}
+
+    @property
+    def double(self):
+        return self.scale * 2.0
+
+
+class Box:
+    def __init__(self, v, k=1.0):
+        self.v = v
+        self.k = k
+
+    def get(self):
+        return self.v * self.k
+
+
+STATE = State()
+RS = np.random.RandomState(0)
+"""
+_HEADER_NS: dict = {}
+exec(compile(MODULE_HEADER, "<fuzz header>", "exec"), _HEADER_NS)
 
 
 def _noop_print(*args, **kwargs):
@@ -205,6 +233,7 @@ class Gen:
         self.draw = draw
         self.int_ok = True
         self.ns = {"np": np, "print": _noop_print, "SCALE": SCALE, "OFFSETS": OFFSETS}
+        self.ns.update({k: _HEADER_NS[k] for k in ("State", "Box", "STATE", "RS")})
         self.helpers = []
         self.nvars = 0
         self.nhelpers = 0
@@ -431,6 +460,7 @@ class Gen:
             (10, self.st_assign), (3, self.st_copy), (4, self.st_inplace), (3, self.st_escape),
             (3, self.st_print), (2, self.st_list), (2, self.st_append), (1, self.st_closure),
             (1, self.st_rng), (1, self.st_swap), (1, self.st_num_update), (2, self.st_python),
+            (3, self.st_object),
         ]
         if depth < 2:
             options += [(3, self.st_value_if), (2, self.st_shape_if), (3, self.st_for),
@@ -699,6 +729,40 @@ class Gen:
             w.env.pop(rng, None)
         self.owned.add(out)
         self.features["rng"] += 1
+        return lines, new
+
+    def st_object(self, worlds, depth, ctx):
+        """Objects and side effects (issue 19): attributes and a property of
+        a module-level object, writes to it and to its dict, getattr /
+        setattr / hasattr, objects made here (one escaping into the visible
+        object), draws from the global RandomState and np.random."""
+        a = self.leaf_array(worlds)
+        if a is None:
+            return None
+        name, b = self.fresh_name(), self.fresh_name("b")
+        lit = self.pick(LITERALS[:7])
+        forms = [
+            ("count", ["STATE.count += 1", f"{name} = {a.code} * STATE.count"]),
+            ("table", [f"STATE.table['t{self.stmts}'] = {a.code}.sum()",
+                       f"{name} = {a.code} + STATE.table.get('t{self.stmts}', 0.0)"]),
+            ("attrs", [f"{name} = {a.code} * STATE.scale + STATE.double"]),
+            ("rebind", ["STATE.scale = STATE.scale * 0.5", f"{name} = {a.code} * STATE.scale"]),
+            ("newobj", [f"{b} = Box({a.code}, {lit})", f"{name} = {b}.get() + {b}.v", f"del {b}"]),
+            ("escape_obj", [f"STATE.box = Box({a.code} * 2.0)", f"{name} = STATE.box.get() - 1.0"]),
+            ("reflect", [f"setattr(STATE, 'extra', {a.code}.mean())",
+                         f"{name} = {a.code} * (2.0 if hasattr(STATE, 'extra') else 1.0)"
+                         f" + getattr(STATE, 'missing', {lit})"]),
+            ("draw", [f"{name} = {a.code} + " + self.pick([
+                f"RS.standard_normal({a.code}.shape)", f"RS.uniform(-1, 1, size={a.code}.shape)",
+                f"np.random.standard_normal({a.code}.shape)", f"RS.randint(0, 4, size={a.code}.shape)"])]),
+        ]
+        what, lines = self.pick(forms)
+        new = self.execute(worlds, "\n".join(lines))
+        if new is None:
+            return None
+        self.owned.add(name)
+        self.features["object"] += 1
+        self.features["object_" + what] += 1
         return lines, new
 
     def st_swap(self, worlds, depth, ctx):
@@ -1150,6 +1214,7 @@ def programs(draw):
 
 
 def _program(draw):
+    reset_module_state(_HEADER_NS, 0)       # generation runs statements on them
     g = Gen(draw)
     # configurations: the shapes a call can use
     nconf = g.n(2, 3)
@@ -1298,6 +1363,28 @@ def reset_engine():
     dynscope.reset()
 
 
+def reset_module_state(mod, seed):
+    """STATE, RS and np.random's global state as before any call, in place
+    (the program's guards see the same objects every call).  mod: a
+    program's module, or the header's namespace (a dict)."""
+    ns = mod if isinstance(mod, dict) else vars(mod)
+    vars(ns["STATE"]).clear()
+    ns["STATE"].__init__()
+    ns["RS"].seed(seed % 2 ** 32)
+    np.random.seed((seed + 1) % 2 ** 32)
+
+
+def module_state(mod):
+    """What a call left in the objects it can see, comparable by assert_same."""
+    def plain(v):
+        if isinstance(v, mod.Box):
+            return ("Box", plain(vars(v)))
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return copy.deepcopy(v)
+    return plain(vars(mod.STATE)), mod.RS.get_state(), np.random.get_state()
+
+
 def check_program(prog, directory, stats):
     reset_engine()
     mod, path = load_program(prog.source, directory)
@@ -1309,9 +1396,14 @@ def check_program(prog, directory, stats):
             args, kwargs = build_args(prog, call)
             w_args, w_kwargs = copy.deepcopy((args, kwargs))
             g_args, g_kwargs = copy.deepcopy((args, kwargs))
+            reset_module_state(mod, call.seed)
             want, w_out, w_warn = run_once(eager, w_args, w_kwargs)
+            w_state = module_state(mod)
+            reset_module_state(mod, call.seed)
             got, g_out, g_warn = run_once(captured, g_args, g_kwargs)
+            g_state = module_state(mod)
             where = f"call {k} {call!r} (program in {path})"
+            assert_same(g_state, w_state, f"{where}: objects and generators after the call")
             if want[0] == "raised":
                 raised += 1
                 if got[0] != "raised":
@@ -1398,7 +1490,7 @@ def test_generator_covers_its_constructs():
     source compiles."""
     seen = collections.Counter()
 
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None,
               suppress_health_check=FUZZ_SETTINGS.suppress_health_check)
     @given(prog=programs())
     def run(prog):
@@ -1409,7 +1501,9 @@ def test_generator_covers_its_constructs():
     run()
     for f in ("assign", "copy", "inplace", "escape", "print", "list", "append", "value_if",
               "shape_if", "for_range", "for_iter", "helper_call", "helper_kwargs", "raise",
-              "unmodelled", "while", "closure", "rng", "swap", "num_update", "python"):
+              "unmodelled", "while", "closure", "rng", "swap", "num_update", "python",
+              "object_count", "object_table", "object_attrs", "object_rebind", "object_newobj",
+              "object_escape_obj", "object_reflect", "object_draw"):
         assert seen[f] > 0, (f, seen)
 
 

@@ -1610,3 +1610,37 @@ def test_truth_of_an_object_without_bool_or_len_is_true_and_guarded():
         np.testing.assert_array_equal(opt(np.ones(2), Unsized()), np.full(2, 3.0))
     finally:
         del Unsized.__len__
+
+
+# A table keyed by classes and typing forms (huggingface_hub's strict
+# dataclass validation reads one): looked up key by key, each key held
+# by its identity, never the whole key set.
+import typing  # noqa: E402
+
+VALIDATORS = {typing.Union: "union", list: "list", None: "none", "name": "str"}
+
+
+def validate_by_origin(x, kind):
+    v = VALIDATORS.get(typing.get_origin(kind))
+    tag = VALIDATORS[list] if list in VALIDATORS else "?"
+    return x * (2.0 if v == "union" else 3.0), v, tag
+
+
+def test_dict_keyed_by_classes_and_typing_forms_is_read_key_by_key():
+    be = run_twice(lambda x, kind: validate_by_origin(x, kind)[0], np.ones(2), typing.Optional[int])
+    assert graph_count(be) == 1 and breaks() == []
+    opt, _ = capture(validate_by_origin)
+    for kind in (typing.Optional[int], int, typing.Union[int, str]):
+        got, want = opt(np.ones(2), kind), validate_by_origin(np.ones(2), kind)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+    VALIDATORS[int] = "int"                      # another key: still read right
+    VALIDATORS[typing.Union] = "other"           # a key's value changes: its guard fails
+    try:
+        got = opt(np.ones(2), typing.Optional[int])
+        assert got[1] == "other" and np.array_equal(got[0], np.full(2, 3.0))
+        del VALIDATORS[list]                     # a key read goes: the guard fails
+        assert opt(np.ones(2), int)[2] == "?"
+    finally:
+        VALIDATORS.update({typing.Union: "union", list: "list"})
+        del VALIDATORS[int]
