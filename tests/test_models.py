@@ -61,7 +61,10 @@ def test_zoo_outputs_are_compared_tensor_by_tensor():
     assert not models.same_output((), ())                # nothing to compare is not "equal"
 
 
-def test_gpt2_training_steps_with_dropout_match_eager_bit_for_bit():
+@pytest.mark.parametrize("backward", ["inside", "outside"])
+def test_gpt2_training_steps_with_dropout_match_eager_bit_for_bit(backward):
+    # train mode: dropout and attention dropout are graph ops (tr_random.c),
+    # drawing from torch's generator in eager's order
     needs("gpt2")
 
     def train(capture):
@@ -71,18 +74,37 @@ def test_gpt2_training_steps_with_dropout_match_eager_bit_for_bit():
 
         def step(ids):
             out = model(ids, labels=ids)
-            out.loss.backward()                    # inside the captured function
+            if backward == "inside":
+                out.loss.backward()                # inside the captured function
             return out.loss
 
         run = dynscope.optimize("eager")(step) if capture else step
         torch.manual_seed(1)
-        losses = []
+        losses, grads = [], []
         for _ in range(3):
             sgd.zero_grad()
-            losses.append(run(args[0]).detach().clone())
+            loss = run(args[0])
+            if backward == "outside":
+                loss.backward()
+            losses.append(loss.detach().clone())
+            grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
             sgd.step()
-        return losses, [p.detach().clone() for p in model.parameters()]
+        return losses, grads, [p.detach().clone() for p in model.parameters()], torch.get_rng_state()
 
-    (le, pe), (lc, pc) = train(False), train(True)
+    (le, ge, pe, se), (lc, gc, pc, sc) = train(False), train(True)
     assert all(torch.equal(a, b) for a, b in zip(le, lc)), (le, lc)
+    assert len(le) == len(lc) == 3 and le[0] != le[1]        # dropout differs step to step
+    for a, b in zip(ge, gc):
+        assert len(a) == len(b) > 0 and all(torch.equal(x, y) for x, y in zip(a, b))
     assert len(pe) == len(pc) and all(torch.equal(a, b) for a, b in zip(pe, pc))
+    assert torch.equal(se, sc)                                # the generator ends where eager's does
+
+
+def test_gpt2_forward_in_train_mode_keeps_dropout_in_its_graph():
+    needs("gpt2")
+    model, args, _ = models.build("gpt2")
+    model.train()
+    out = dynscope.explain(lambda ids: model(ids).logits)(args[0])
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    names = [getattr(op, "__name__", str(op)) for ops in out.ops_per_graph for op in ops]
+    assert "dropout" in names and "scaled_dot_product_attention" in names
