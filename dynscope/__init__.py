@@ -62,12 +62,21 @@ def optimize(backend="eager", *, fullgraph=False, dynamic=None):
     name of a registered backend ("eager").  Use the result as a decorator
     (``optimize(b)(fn)`` or ``@optimize(b)``) or as a context manager
     (``with optimize(b): fn(x)``).  Functions called from a captured function
-    are captured too.  `dynamic` is accepted for TorchDynamo compatibility;
-    only static shapes are supported (a new shape recompiles).
+    are captured too.
+
+    `dynamic`, as torch.compile's: None (the default) is automatic dynamic --
+    an entry is specialized on the ints it reads first, and when a recompile
+    is caused by an int argument's value changing, that argument becomes a
+    graph input of the frame's next entries, which then serve every value;
+    floats are graph inputs from the start.  A number the code needs as a
+    constant (a branch on it, range(n)) stays specialized.  True: every int
+    and float is a graph input from the start; False: always specialized
+    (each new value recompiles).  Tensor shapes are static for now: a new
+    shape recompiles.
     """
-    if dynamic not in (None, False):
-        raise NotImplementedError("dynscope: dynamic shapes are not supported yet (use dynamic=None)")
-    return _C.OptimizeContext(backend, fullgraph=fullgraph)
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynscope: dynamic must be None, True or False, not {dynamic!r}")
+    return _C.OptimizeContext(backend, fullgraph=fullgraph, dynamic=dynamic)
 
 
 class _StanceContext:

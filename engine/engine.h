@@ -341,6 +341,11 @@ typedef struct CacheFrame {
                                  is not translated again on every call */
     bool limit_warned;
     PyObject *last_failure;   /* strong: str "expr (observed ...)" or NULL */
+    /* Automatic dynamic (not part of the key): slots whose int or float a
+       recompile found changed -- the next translations take it as a graph
+       input (unspecialized) -- and slots a translation with them so needed
+       as constants (a branch on one): those stay specialized. */
+    uint64_t dynamic, static_only;
 } CacheFrame;
 
 typedef struct CodeCache {
@@ -403,7 +408,7 @@ typedef enum TranslateStatus {
  * str and *permanent says whether no input could ever succeed.
  */
 TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
-                                const CacheFrame *cf, PyObject *backend,
+                                CacheFrame *cf, PyObject *backend,
                                 CacheEntry *entry, PyObject **reason,
                                 bool *permanent);
 
@@ -417,6 +422,11 @@ int translate_deopt_plan(const FrameView *fv, const CacheFrame *cf, CacheEntry *
 typedef struct CaptureConfig {
     PyObject *backend;        /* borrowed from the active OptimizeContext */
     bool fullgraph;
+    int dynamic;              /* optimize(dynamic=): -1 None (automatic: static
+                                 first, numbers made graph inputs after a
+                                 recompile on their value; floats from the
+                                 start), 0 False (always static), 1 True
+                                 (every number a graph input from the start) */
     PyObject *root_code;      /* borrowed or NULL: the code of the function the
                                  region wraps (optimize(fn), explain(fn)), which
                                  is captured even with no tensor in reach; NULL

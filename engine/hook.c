@@ -296,12 +296,39 @@ static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
 }
 
 /*
+ * Automatic dynamic: when entry e failed on the value of an int or float
+ * the frame starts with (EQUALS_MATCH on a local or a resume frame's stack
+ * slot), that slot's number becomes a graph input in the frame's next
+ * translations (CacheFrame.dynamic) -- unless a translation found it must
+ * stay a constant (static_only).  Returns the slot's source when it was
+ * newly marked (new str), else NULL.
+ */
+static PyObject *mark_dynamic(CodeCache *cc, CacheFrame *cf, CacheEntry *e, int guard)
+{
+    const Guard *g = &e->guards.guards[guard];
+    if (g->kind != GUARD_EQUALS_MATCH || g->acc < 0 || g->expected == NULL
+        || !(PyLong_CheckExact(g->expected) || PyFloat_CheckExact(g->expected)))
+        return NULL;
+    const Accessor *a = &e->guards.acc[g->acc];
+    if (a->base >= 0 || (a->kind != ACC_LOCAL && a->kind != ACC_STACK))
+        return NULL;
+    Py_ssize_t slot = a->kind == ACC_LOCAL ? a->index : code_nslots(cc->code) + a->index;
+    if (slot < 0 || slot >= LIVE_MAX_SLOTS)
+        return NULL;
+    uint64_t bit = (uint64_t)1 << slot;
+    if ((cf->dynamic & bit) || (cf->static_only & bit))
+        return NULL;
+    cf->dynamic |= bit;
+    return guardset_render_source(&e->guards, g->acc);
+}
+
+/*
  * For every entry of cf, the first failing guard (what a recompile report
  * shows).  Returns a new list of (entry compile id, kind, expr, observed)
  * tuples, or NULL on error.
  */
-static PyObject *collect_failures(CacheFrame *cf, const FrameView *fv,
-                                  ThreadCapture *tc)
+static PyObject *collect_failures(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
+                                  ThreadCapture *tc, PyObject **now_dynamic)
 {
     PyObject *out = PyList_New(0);
     if (out == NULL)
@@ -317,6 +344,8 @@ static PyObject *collect_failures(CacheFrame *cf, const FrameView *fv,
             PyMem_Free(vals);
         }
         int rc = 0;
+        if (r == 0 && fail.guard >= 0 && tc->config.dynamic < 0 && *now_dynamic == NULL)
+            *now_dynamic = mark_dynamic(cc, cf, e, fail.guard);
         if (r == 0 && fail.guard >= 0) {
             PyObject *item = Py_BuildValue(
                 "(NsOO)",
@@ -419,8 +448,9 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
     if (cf->limit_warned && attempts >= engine.config.cache_size_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
     if (nentries > 0) {
+        PyObject *now_dynamic = NULL;
         tc->in_engine++;
-        *failures = collect_failures(cf, fv, tc);
+        *failures = collect_failures(cc, cf, fv, tc, &now_dynamic);
         tc->in_engine--;
         if (*failures == NULL) {
             events_internal_error("collecting guard failures");
@@ -432,6 +462,14 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
         PyObject *desc = describe_failure(*failures);
         if (desc == NULL)
             PyErr_Clear();
+        if (desc != NULL && now_dynamic != NULL) {
+            /* what the recompile report and the SQL history show */
+            Py_SETREF(desc, PyUnicode_FromFormat("%U; %U is now dynamic (a graph input)",
+                                                 desc, now_dynamic));
+            if (desc == NULL)
+                PyErr_Clear();
+        }
+        Py_XDECREF(now_dynamic);
         Py_XSETREF(cf->last_failure, desc);
     }
     MissOutcome out = MISS_COMPILE;

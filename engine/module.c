@@ -86,6 +86,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *backend;        /* strong: resolved backend callable */
     bool fullgraph;
+    int dynamic;              /* CaptureConfig.dynamic */
 } OptimizeContext;
 
 /* The wrapper optimize(...)(fn) returns: calls fn inside a capture region. */
@@ -105,18 +106,24 @@ static PyTypeObject *OptimizedFunctionType;
 /* Enter ctx's region; fn (or NULL) is the function it wraps. */
 static int region_enter(OptimizeContext *ctx, PyObject *fn)
 {
-    CaptureConfig cfg = {ctx->backend, ctx->fullgraph, fn ? capture_root_code(fn) : NULL};
+    CaptureConfig cfg = {ctx->backend, ctx->fullgraph, ctx->dynamic,
+                         fn ? capture_root_code(fn) : NULL};
     return capture_enter(&cfg);
 }
 
 static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"backend", "fullgraph", NULL};
-    PyObject *backend = NULL;
+    static char *kwlist[] = {"backend", "fullgraph", "dynamic", NULL};
+    PyObject *backend = NULL, *dynamic = Py_None;
     int fullgraph = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$p:OptimizeContext", kwlist,
-                                     &backend, &fullgraph))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$pO:OptimizeContext", kwlist,
+                                     &backend, &fullgraph, &dynamic))
         return NULL;
+    if (dynamic != Py_None && !PyBool_Check(dynamic)) {
+        PyErr_Format(PyExc_TypeError, "dynamic must be None, True or False, not %.100s",
+                     Py_TYPE(dynamic)->tp_name);
+        return NULL;
+    }
     PyObject *resolved = backend_resolve(backend);
     if (resolved == NULL)
         return NULL;
@@ -127,6 +134,7 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
     }
     ctx->backend = resolved;
     ctx->fullgraph = fullgraph != 0;
+    ctx->dynamic = dynamic == Py_None ? -1 : dynamic == Py_True;
     return (PyObject *)ctx;
 }
 
@@ -216,6 +224,12 @@ static PyObject *ctx_get_fullgraph(OptimizeContext *ctx, void *c)
     return PyBool_FromLong(ctx->fullgraph);
 }
 
+static PyObject *ctx_get_dynamic(OptimizeContext *ctx, void *c)
+{
+    (void)c;
+    return Py_NewRef(ctx->dynamic < 0 ? Py_None : ctx->dynamic ? Py_True : Py_False);
+}
+
 static PyMethodDef ctx_methods[] = {
     {"__enter__", (PyCFunction)ctx_enter, METH_NOARGS, "Start capturing on this thread."},
     {"__exit__", (PyCFunction)(void (*)(void))ctx_exit, METH_FASTCALL, "Stop capturing on this thread."},
@@ -225,6 +239,9 @@ static PyMethodDef ctx_methods[] = {
 static PyGetSetDef ctx_getset[] = {
     {"backend", (getter)ctx_get_backend, NULL, "the backend graphs are compiled with", NULL},
     {"fullgraph", (getter)ctx_get_fullgraph, NULL, "whether a graph break raises", NULL},
+    {"dynamic", (getter)ctx_get_dynamic, NULL,
+     "None: automatic dynamic (numbers become graph inputs after a recompile on "
+     "their value); True: from the start; False: always static", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -236,7 +253,7 @@ static PyType_Slot ctx_slots[] = {
     {Py_tp_call, ctx_call},
     {Py_tp_methods, ctx_methods},
     {Py_tp_getset, ctx_getset},
-    {Py_tp_doc, "OptimizeContext(backend, *, fullgraph=False)\n--\n\n"
+    {Py_tp_doc, "OptimizeContext(backend, *, fullgraph=False, dynamic=None)\n--\n\n"
                 "A capture region: use as a decorator or a context manager."},
     {0, NULL},
 };

@@ -229,6 +229,12 @@ static int end_at_instr(TFrame *f, const Instr *in, int sp_before)
         t->end.sp = sp_before - 1;
         return FRAME_ENDED;
     }
+    case OP_FORMAT_VALUE:
+        /* format(v[, spec]) eagerly: no conversion (that is PyObject_Format) */
+        if ((in->oparg & 0x03) != 0)
+            return NOT_ENDED;
+        return end_eager_op(f, PyDict_GetItemString(PyEval_GetBuiltins(), "format"),
+                            (in->oparg & 0x04) ? 2 : 1, sp_before, in->next, true);
     case OP_STORE_SUBSCR: {
         /* stack: value, container, index -> setitem(container, index, value) */
         Value *value = f->stack[sp_before - 3];

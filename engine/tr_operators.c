@@ -96,7 +96,8 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
     if (op == NULL)
         return NULL;
     if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
-        if (inplace && a->kind == V_TENSOR) {
+        if (inplace && a->kind == V_TENSOR && tensorlib_is_tensor(a->obj)) {
+            /* (a number that is a graph input is immutable: n += 1 is n + 1) */
             if (!tensor_is_torch(a->obj))
                 return tracer_break(t, STOP_CALL, "in-place operator %s= on an array", hint), NULL;
             /* the graph does the in-place op (tr_inplace.c: tracing does it
@@ -351,6 +352,11 @@ int tr_contains(TFrame *f, Value *a, Value *b)
    (str), 2 (repr) or 3 (ascii).  NULL when tracing stops. */
 Value *tr_format_value(TFrame *f, Value *v, Value *spec, int conv_kind)
 {
+    if (v->kind == V_TENSOR && (spec == NULL || foldable(spec)) && conv_kind == 0 && !f->t->reason) {
+        f->t->stop_formats = true;      /* a value shown, not one the code's shape needs */
+        return tracer_break(f->t, STOP_ESCAPE, "data escape: f-string of a %s value",
+                            tensorlib_is_tensor(v->obj) ? "tensor" : "dynamic number"), NULL;
+    }
     if (!foldable(v) || (spec && !foldable(spec)))
         return tracer_unsupported(f->t, false, "f-string of a value that is not a constant"), NULL;
     PyObject *conv = NULL;

@@ -410,14 +410,19 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
 
 /* ---- the live state ---- */
 
-/* Live slot k holds a Python number computed from tensors, or a loop
-   iterator: the masks of the resume frame's key. */
+/* Live slot k holds a Python number computed from tensors (or other data
+   an eager step made), or a loop iterator: the masks of the resume
+   frame's key. */
 static void note_slot(Value *v, int k, uint64_t *unspec, uint64_t *iters, bool *too_many)
 {
     bool is_iter = v != NULL && v->kind == V_ITER && !v->view;
     bool is_num = v != NULL && v->kind == V_TENSOR
                   && (PyFloat_CheckExact(v->obj) || PyLong_CheckExact(v->obj)
                       || PyComplex_CheckExact(v->obj));
+    /* data an eager step made, passed on unguarded (tr_value_from_resume_slot:
+       a str or a list read as an opaque object) */
+    is_num |= v != NULL && v->kind == V_OBJECT && v->obj != NULL
+              && (PyUnicode_CheckExact(v->obj) || PyList_CheckExact(v->obj));
     if (k >= LIVE_MAX_SLOTS) {
         if (is_iter)
             *too_many = true;

@@ -240,8 +240,18 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
     if ((t->cf->unspec & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)
                                   || PyComplex_CheckExact(obj)))
         return value_unspecialized(t, acc, obj);
-    if ((t->cf->unspec & bit) && is_list_of_numbers(obj)) {
-        /* data that escaped (.tolist()): its values must not be guarded */
+    if (k < LIVE_MAX_SLOTS && !(t->cf->static_only & bit)
+        && (((t->dyn & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)))
+            || (t->dyn_floats && PyFloat_CheckExact(obj)))) {
+        /* automatic dynamic: a graph input, TYPE_MATCH only */
+        t->dyn_used |= bit;
+        if (PyLong_CheckExact(obj))
+            t->dyn_used_ints |= bit;
+        return value_unspecialized(t, acc, obj);
+    }
+    if ((t->cf->unspec & bit) && (is_list_of_numbers(obj) || PyUnicode_CheckExact(obj))) {
+        /* data that escaped (.tolist(), an f-string of a number): its values
+           must not be guarded */
         if (guardset_add(t->gs, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
             return NULL;
         Value *v = value_new(t, V_OBJECT, obj);
@@ -318,6 +328,15 @@ typedef struct Attempt {
                                  the root frame, where a plan cannot end */
     bool gen_not_rebuilt;     /* out: the plan would hand the program a
                                  generator the translator ran */
+    bool all_static;          /* no number a graph input (CacheFrame.dynamic off) */
+    bool probe;               /* stop before the backend when dynamic ints meet
+                                 a branch or an escape other than an f-string
+                                 (stop_kind/offset say where): the static
+                                 translation may do better */
+    const char *stop_kind;    /* out, probe: the break's kind (static str) */
+    int stop_offset;          /* out, probe: the break's offset */
+    uint64_t dyn_used;        /* out: slots read as dynamic numbers */
+    uint64_t dyn_used_ints;   /* out: of those, the ints */
 } Attempt;
 
 /* One translation of the frame (translate_frame's contract), as `a` says;
@@ -335,6 +354,11 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     t.backend = backend;
     t.strict_try = a->strict_try;
     t.eager_generators = a->eager_generators;
+    int dynamic = capture_state()->config.dynamic;
+    if (!a->all_static && dynamic != 0) {
+        t.dyn = dynamic > 0 ? ~(uint64_t)0 : cf->dynamic;
+        t.dyn_floats = true;
+    }
     t.grad_mode_start = t.grad_mode_now = -1;
     t.graph = graph_new();
     t.example_inputs = PyList_New(0);
@@ -352,14 +376,31 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     int r = tr_run_frame(&root, cf->resume_offset);
     if (r == FRAME_STOPPED)
         goto stopped;
+    if (a->probe && t.dyn_used_ints != 0
+        && (t.end.kind == END_BRANCH || t.stop_kind == STOP_BRANCH
+            || (t.stop_kind == STOP_ESCAPE && !t.stop_formats))) {
+        a->stop_kind = t.end.kind_name != NULL ? t.end.kind_name : "stop";
+        a->stop_offset = t.end.offset;
+        a->dyn_used = t.dyn_used;
+        a->dyn_used_ints = t.dyn_used_ints;
+        st = TRANSLATE_UNSUPPORTED;
+        *reason = PyUnicode_FromString("a dynamic number met a branch or an escape");
+        if (*reason == NULL)
+            st = TRANSLATE_ERROR;
+        goto out;
+    }
     /* The reason (if any) now belongs to the break; a new stop in tr_finish()
        is a reason of its own. */
     if (tr_finish(&t, &root, entry) < 0)
         goto stopped;
     entry->backend_ns = t.backend_ns;
+    a->dyn_used = t.dyn_used;
+    a->dyn_used_ints = t.dyn_used_ints;
     st = TRANSLATE_OK;
     goto out;
 stopped:
+    a->dyn_used = t.dyn_used;
+    a->dyn_used_ints = t.dyn_used_ints;
     a->stopped_in_try = t.stopped_in_try;
     a->gen_not_rebuilt = t.gen_not_rebuilt;
     if (t.reason != NULL && !PyErr_Occurred()) {
@@ -391,9 +432,50 @@ out:
     return st;
 }
 
+/* translate_attempt, again as its out fields ask: calling generator
+   functions eagerly, then ending the frame where a try begins.  `a` sets
+   how (all_static, probe) and gets the outcome's out fields. */
+static TranslateStatus translate_retrying(const FrameView *fv, PyObject *func, CacheFrame *cf,
+                                          PyObject *backend, CacheEntry *entry,
+                                          PyObject **reason, bool *permanent, Attempt *a)
+{
+    /* First through try blocks as through any code (most raise nothing
+       and break nowhere); when tracing stops inside one, again from the
+       start, ending the frame where the try begins. */
+    Attempt how = *a;
+    TranslateStatus st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, a);
+    if (a->gen_not_rebuilt) {
+        /* A generator run while tracing would reach the program (held at
+           the frame's end): again, calling generator functions eagerly. */
+        PyErr_Clear();
+        Py_CLEAR(*reason);
+        *permanent = false;
+        *a = how;
+        a->eager_generators = true;
+        st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, a);
+    }
+    if (a->stopped_in_try) {
+        PyErr_Clear();             /* what stopped it is the retry's to meet again */
+        Py_CLEAR(*reason);
+        *permanent = false;
+        a->strict_try = true;
+        a->stopped_in_try = false;
+        st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, a);
+    }
+    return st;
+}
+
+/* Forget a translation that made no plan, to make another. */
+static void discard_translation(PyObject **reason, bool *permanent)
+{
+    PyErr_Clear();
+    Py_CLEAR(*reason);
+    *permanent = false;
+}
+
 /* (contract: engine.h) */
 TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
-                                const CacheFrame *cf, PyObject *backend,
+                                CacheFrame *cf, PyObject *backend,
                                 CacheEntry *entry, PyObject **reason,
                                 bool *permanent)
 {
@@ -413,26 +495,35 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     }
     if (tensorops_init() < 0)
         return TRANSLATE_ERROR;
-    /* First through try blocks as through any code (most raise nothing
-       and break nowhere); when tracing stops inside one, again from the
-       start, ending the frame where the try begins. */
-    Attempt a = {0};
-    TranslateStatus st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, &a);
-    if (a.gen_not_rebuilt) {
-        /* A generator run while tracing would reach the program (held at
-           the frame's end): again, calling generator functions eagerly. */
-        PyErr_Clear();
-        Py_CLEAR(*reason);
-        *permanent = false;
-        a = (Attempt){.eager_generators = true};
-        st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, &a);
-    }
-    if (!a.stopped_in_try)
+    /* Automatic dynamic: when numbers taken as graph inputs stop tracing,
+       or ints so taken meet a branch or an escape (on one of them, most
+       likely: a loop counter, range(n)), the probe stops before the
+       backend, and the static translation is made instead --
+       kept unless it stops just where the probe did (then the ints were
+       not the cause: the dynamic one again); the slots so stay static for
+       this frame. */
+    Attempt a = {.probe = true};
+    TranslateStatus st = translate_retrying(fv, func, cf, backend, entry, reason, permanent, &a);
+    bool unsupported = st == TRANSLATE_UNSUPPORTED && a.stop_kind == NULL && a.dyn_used != 0;
+    if ((a.stop_kind == NULL && !unsupported) || st == TRANSLATE_ERROR)
         return st;
-    PyErr_Clear();             /* what stopped it is the retry's to meet again */
-    Py_CLEAR(*reason);
-    *permanent = false;
-    a.strict_try = true;
-    a.stopped_in_try = false;
-    return translate_attempt(fv, func, cf, backend, entry, reason, permanent, &a);
+    const char *dyn_kind = a.stop_kind;
+    int dyn_offset = a.stop_offset;
+    uint64_t used = unsupported ? a.dyn_used : a.dyn_used_ints;
+    discard_translation(reason, permanent);
+    a = (Attempt){.all_static = true};
+    st = translate_retrying(fv, func, cf, backend, entry, reason, permanent, &a);
+    bool same_stop = dyn_kind != NULL && st == TRANSLATE_OK && entry->plan.exit != EXIT_RETURN
+                     && entry->plan.brk.kind != NULL && strcmp(entry->plan.brk.kind, dyn_kind) == 0
+                     && entry->plan.brk.offset == dyn_offset;
+    if (!same_stop) {
+        cf->static_only |= used;
+        cf->dynamic &= ~used;
+        return st;
+    }
+    plan_clear(&entry->plan);
+    guardset_clear(&entry->guards);
+    guardset_init(&entry->guards);
+    a = (Attempt){0};
+    return translate_retrying(fv, func, cf, backend, entry, reason, permanent, &a);
 }

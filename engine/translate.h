@@ -227,6 +227,13 @@ typedef struct Tracer {
     int ngens, gens_cap;
     PyObject *iter_objs;     /* strong: dict id(tuple) -> capsule-free int index into
                                 iter_vals: one V_ITER per incoming iterator object */
+    uint64_t dyn;            /* slots whose int/float is a graph input in this
+                                attempt (automatic dynamic, CacheFrame.dynamic) */
+    bool dyn_floats;         /* every float slot too (dynamic=None; not the
+                                CacheFrame's static_only ones) */
+    uint64_t dyn_used;       /* out: the slots read so, unspecialized */
+    uint64_t dyn_used_ints;  /* out: of those, the ones holding ints */
+    bool stop_formats;       /* the stop is an f-string formatting a value */
     PyObject *rng_saved;     /* strong list of (generator, restore fn, state), or
                                 NULL: the generator states to put back when
                                 the translation ends (tr_random.c) */

@@ -778,7 +778,7 @@ static PyObject *explainer_call(Explainer *x, PyObject *args, PyObject *kwds)
     }
     ThreadCapture *tc = capture_state();
     CaptureSession *saved = tc->session;
-    CaptureConfig cfg = {x->backend, false, capture_root_code(x->fn)};
+    CaptureConfig cfg = {x->backend, false, -1, capture_root_code(x->fn)};
     PyObject *result = NULL;
     tc->session = &session;
     if (capture_enter(&cfg) == 0) {

@@ -660,7 +660,7 @@ CORPUS = [
          Call(rand(10, dtype=np.float32), rand(10, seed=1, dtype=np.float32))),
     Case(arithmetic_mix, Call(A34, B34), Call(B34, A34), Call(rand(5, 4), rand(5, 4, seed=1))),
     Case(powers_and_negation, Call(rand(6)), Call(rand(6, seed=1)), Call(rand(6, dtype=np.float32))),
-    Case(array_and_python_scalar, Call(rand(5), 2.0), Call(rand(5, seed=1), 2.0), Call(rand(5), 3.0)),
+    Case(array_and_python_scalar, Call(rand(5), 2.0), Call(rand(5, seed=1), 3.0), Call(rand(6), 3.0)),
     Case(integer_operators, Call(ints(8)), Call(ints(8, seed=1)), Call(ints(8, dtype=np.int32))),
     Case(comparisons, Call(rand(7), rand(7, seed=1)), Call(rand(7, seed=2), rand(7, seed=3)),
          Call(rand(2, 7), rand(2, 7, seed=1))),

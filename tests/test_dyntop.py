@@ -57,7 +57,7 @@ WORKLOAD = textwrap.dedent('''\
         return y + 1.0
 
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def limited_fn(x, k):              # a new constant each call: hits the cache limit
         return x * k
 

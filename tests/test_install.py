@@ -17,7 +17,7 @@ PROGRAM = textwrap.dedent("""
     import numpy as np
     import dynscope
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def f(a, k):
         return a * k + 1
 

@@ -1,5 +1,7 @@
 """Recompiles: each kind of input change adds a cache entry, and the
-recorded first failing guard names the right source and observed value."""
+recorded first failing guard names the right source and observed value.
+(Static specialization, dynamic=False: automatic dynamic would make a
+changing number a graph input after one recompile -- tests/test_dynamic.py.)"""
 import warnings
 
 import numpy as np
@@ -29,7 +31,7 @@ def only_failure(compile_id):
 
 
 def test_dtype_change_recompiles_and_names_dtype():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     a32 = np.ones((3, 4), np.float32)
     a64 = np.ones((3, 4), np.float64)
     np.testing.assert_array_equal(f(a32, 2), scale(a32, 2))
@@ -45,7 +47,7 @@ def test_dtype_change_recompiles_and_names_dtype():
 
 
 def test_shape_change_recompiles_and_names_shape():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     f(np.zeros((3, 4)), 2)
     f(np.zeros((5, 4)), 2)
     ev = only_failure("0/1")
@@ -56,7 +58,7 @@ def test_shape_change_recompiles_and_names_shape():
 
 
 def test_constant_argument_change_recompiles_and_names_value():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     x = np.arange(4.0)
     np.testing.assert_array_equal(f(x, 2), scale(x, 2))
     np.testing.assert_array_equal(f(x, 3), scale(x, 3))
@@ -71,7 +73,7 @@ def test_constant_argument_change_recompiles_and_names_value():
 
 
 def test_list_length_change_recompiles_and_names_length():
-    f = dynscope.optimize("eager")(total)
+    f = dynscope.optimize("eager", dynamic=False)(total)
     xs2 = [np.ones(3), np.ones(3) * 2]
     xs3 = xs2 + [np.ones(3) * 3]
     np.testing.assert_array_equal(f(xs2), total(xs2))
@@ -84,7 +86,7 @@ def test_list_length_change_recompiles_and_names_length():
 
 
 def test_every_older_entry_reports_its_first_failing_guard():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     x = np.arange(3.0)
     for n in (1, 2, 3):
         f(x, n)
@@ -96,7 +98,7 @@ def test_every_older_entry_reports_its_first_failing_guard():
 
 def test_ninth_specialization_hits_cache_limit_with_one_warning():
     assert dynscope.config.cache_size_limit == 8
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     x = np.arange(5.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -117,7 +119,7 @@ def test_ninth_specialization_hits_cache_limit_with_one_warning():
 
 def test_cache_limit_warning_turned_into_error_does_not_break_the_program():
     dynscope.config.cache_size_limit = 1
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     x = np.arange(3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -137,7 +139,7 @@ def test_a_translation_that_fails_for_the_values_is_not_retried_for_them():
     # stays as an entry guarded by the dict's keys, so the same inputs run
     # without capture instead of being translated again on every call, and
     # other dicts are translated (and captured)
-    f = dynscope.optimize("eager")(sum_of_first)
+    f = dynscope.optimize("eager", dynamic=False)(sum_of_first)
     big = {i: i for i in range(300)}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -159,14 +161,14 @@ def test_a_translation_that_fails_for_the_values_is_not_retried_for_them():
 
 def test_a_frame_needing_too_many_guards_is_not_specialized():
     rows = [list(range(i, i + 40)) for i in range(256)]   # 1 + 256 * 41 guards
-    g = dynscope.optimize("eager")(lambda xs: len(xs))
+    g = dynscope.optimize("eager", dynamic=False)(lambda xs: len(xs))
     assert g(rows) == 256
     (skip,) = events("frame_skip")
     assert skip["reason"] == "inputs that need more than 8192 guards"
 
 
 def test_reset_clears_entries_and_compile_ids_restart():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     f(np.ones(2), 1)
     f(np.ones(2), 2)
     assert len(dynscope.cache_entries(scale)) == 2
@@ -191,7 +193,7 @@ def length_of(xs):
 def test_a_global_that_shadows_a_builtin_after_compiling_is_seen():
     # len resolves to the builtin at compile time; a module global named len
     # defined later must win, as it does eagerly (guard: 'len' not in G)
-    f = dynscope.optimize("eager")(length_of)
+    f = dynscope.optimize("eager", dynamic=False)(length_of)
     assert f([1, 2]) == 2
     globals()["len"] = lambda xs: 99
     try:
@@ -219,7 +221,7 @@ def area_of(s):
 
 
 def test_method_guards_read_the_type_not_a_class_property():
-    f = dynscope.optimize("eager")(area_of)
+    f = dynscope.optimize("eager", dynamic=False)(area_of)
     assert f(Shape()) == 6 and f(Shape()) == 6
     (entry,) = dynscope.cache_entries(area_of)
     assert entry.hits == 1                  # the entry's own guards pass on its inputs

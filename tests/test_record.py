@@ -41,7 +41,7 @@ WORKLOAD = textwrap.dedent('''
     if MODE == "record":
         RUN_ID = dynscope.record(os.environ["WL_DB"])
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)   # each constant specializes
     def scale(x, k):
         return x * k + 1
 
@@ -559,7 +559,7 @@ def test_queue_overflow_drops_and_counts(tmp_path):
         holder = subprocess.Popen([sys.executable, "-c", {LOCK_HOLDER!r}, {str(db)!r}],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "locked"
-        @dynscope.optimize("eager")
+        @dynscope.optimize("eager", dynamic=False)   # each k specializes
         def f(x, k):
             return x * k
         x = np.ones(2)

@@ -34,7 +34,7 @@ def test_recording_is_flushed_whatever_way_the_process_ends(tmp_path, ending):
         import numpy as np
         import dynscope
 
-        @dynscope.optimize("eager")
+        @dynscope.optimize("eager", dynamic=False)   # each n specializes
         def f(x, n):
             return x * n
 

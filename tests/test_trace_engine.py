@@ -95,7 +95,7 @@ WORKLOAD = textwrap.dedent('''\
 
     def call(f, *args):
         calls[f.__name__] += 1
-        return dynscope.optimize("eager")(f)(*args)
+        return dynscope.optimize("eager", dynamic=False)(f)(*args)   # constants specialize
 
 
     x32, x64 = np.ones((3, 4), np.float32), np.ones((3, 4), np.float64)
