@@ -218,6 +218,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(_format_table(["function", "where", "recompiles", "last failing guard"], rows)
               if rows else "  (none)")
         print()
+        print("Automatic dynamic (a recompile on a number's value)")
+        rows = con.execute("SELECT name, filename || ':' || firstlineno, compile_id, reason"
+                           " FROM recompiles WHERE reason LIKE '%is now dynamic%'"
+                           " OR reason LIKE '%stays static (the code needs%'"
+                           " ORDER BY started_at LIMIT ?", (args.limit,)).fetchall()
+        print(_format_table(["function", "where", "compile", "recompile reason"], rows)
+              if rows else "  (none)")
+        print()
         print("Top graph-break reasons")
         rows = con.execute("SELECT kind, reason, filename || ':' || lineno, count FROM break_sites"
                            " ORDER BY count DESC, kind, reason, filename, lineno LIMIT ?",

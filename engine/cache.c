@@ -182,6 +182,7 @@ void cache_reset_all(void)
             cf->misses = 0;
             cf->limit_warned = false;
             cf->failed = 0;
+            cf->dynamic = cf->static_only = cf->just_marked = 0;   /* learnt again */
             if (cf->last_failure) {
                 if (graveyard == NULL || PyList_Append(graveyard, cf->last_failure) < 0)
                     PyErr_Clear();

@@ -346,6 +346,7 @@ typedef struct CacheFrame {
        input (unspecialized) -- and slots a translation with them so needed
        as constants (a branch on one): those stay specialized. */
     uint64_t dynamic, static_only;
+    uint64_t just_marked;     /* the slot this miss made dynamic, until it compiled */
 } CacheFrame;
 
 typedef struct CodeCache {

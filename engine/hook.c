@@ -319,7 +319,24 @@ static PyObject *mark_dynamic(CodeCache *cc, CacheFrame *cf, CacheEntry *e, int 
     if ((cf->dynamic & bit) || (cf->static_only & bit))
         return NULL;
     cf->dynamic |= bit;
+    cf->just_marked = bit;
     return guardset_render_source(&e->guards, g->acc);
+}
+
+/* The number just made dynamic stayed static (the translation needed its
+   value): the recompile's reason says so.  Cannot fail. */
+static void note_kept_static(CacheFrame *cf)
+{
+    PyObject *from = PyUnicode_FromString(" is now dynamic (a graph input)");
+    PyObject *to = PyUnicode_FromString(" stays static (the code needs its value: a branch, "
+                                        "a loop count)");
+    PyObject *r = from && to ? PyUnicode_Replace(cf->last_failure, from, to, -1) : NULL;
+    Py_XDECREF(from);
+    Py_XDECREF(to);
+    if (r == NULL)
+        PyErr_Clear();
+    else
+        Py_SETREF(cf->last_failure, r);
 }
 
 /*
@@ -659,6 +676,9 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
                                          &reason, &permanent);
     tc->in_engine--;
     e->compile_ns = engine_now_ns() - t0;
+    if ((cf->just_marked & cf->static_only) && cf->last_failure != NULL)
+        note_kept_static(cf);
+    cf->just_marked = 0;
 
     if (st == TRANSLATE_ERROR && !PyErr_ExceptionMatches(PyExc_Exception)) {
         /* Exceptions that are not ours to swallow reach the program. */

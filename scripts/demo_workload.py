@@ -1,6 +1,8 @@
 """A small NumPy "model" loop with what makes capture engines recompile and
-break: a data-dependent branch, a print, shape changes, and a function whose
-constant argument changes every step until it hits its cache limit.
+break: a data-dependent branch, a print, shape changes, numbers that change
+every step (automatic dynamic makes them graph inputs after one recompile),
+and a function whose argument sets a loop count, which recompiles every
+step until it hits its cache limit.
 
 Run it under dynscope:   python -m dynscope run --db dynscope.db scripts/demo_workload.py
 or import and call main(): scripts/demo.py does.
@@ -41,7 +43,14 @@ def log_step(step, value):
 
 @dynscope.optimize("eager")
 def scale(x, factor):
-    return x * factor          # factor changes each call: recompiles until the limit
+    return x * factor          # factor changes each call: one recompile, then a graph input
+
+
+@dynscope.optimize("eager")
+def smooth(x, n):
+    for _ in range(n):         # n sets the loop count: each new n recompiles, until the limit
+        x = 0.5 * (x + x.mean())
+    return x.sum()
 
 
 def main(steps=40, verbose=True):
@@ -55,6 +64,7 @@ def main(steps=40, verbose=True):
         if verbose and step % 10 == 0:
             log_step(step, value)
         total += float(scale(np.array([value]), step % 12).sum())
+        total += float(smooth(x, 1 + step % 12))
     return total
 
 

@@ -59,7 +59,7 @@ PROGRAM = textwrap.dedent("""
         return x * k + 1
 
     def pick(n, xs):
-        return n + 1          # specialized on n: a new entry per value
+        return sum(range(n)) + 1   # range(n) needs n: a new entry per value
 
     def label(n):
         return str(n)         # no array in reach: runs without capture
@@ -82,7 +82,7 @@ def test_capture_all_captures_the_program_and_leaves_its_behaviour(tmp_path):
     cap = subprocess.run([sys.executable, "-m", "dynscope", "run", "--capture-all", "--db", str(db),
                           str(script)], capture_output=True, text=True)
     assert plain.returncode == cap.returncode == 3
-    assert plain.stdout == cap.stdout == "total 45.0 picked 465 warnings 0\n"
+    assert plain.stdout == cap.stdout == "total 45.0 picked 4090 warnings 0\n"
     # the cache limit is reported by the CLI at exit, not warned inside the program
     assert "reached cache_size_limit (8)" in cap.stderr and "CacheLimitWarning" not in cap.stderr
     con = sqlite3.connect(db)

@@ -81,6 +81,24 @@ def test_a_branch_on_the_number_keeps_it_specialized_and_correct():
 def test_range_of_the_number_stays_a_static_loop():
     assert run_all(loops_over, [2, 3, 2, 3, 4]) == 3
     assert all(len(e.graph.graph.nodes) > 2 for e in dynscope.cache_entries(loops_over))
+    first, second = events("recompile")
+    assert "L['n'] stays static (the code needs its value" in first["reason"]
+    assert "dynamic" not in second["reason"]                 # not marked again
+
+
+def log_line(step, value):
+    print(f"step {step:3d}  loss {value:.4f}")
+    return value * 2
+
+
+def test_numbers_only_printed_stay_dynamic_no_recompile_per_value(capsys):
+    opt = dynscope.optimize("eager")(log_line)
+    got = [opt(s, 1.5 + s) for s in range(0, 40, 10)]
+    assert got == [log_line(s, 1.5 + s) for s in range(0, 40, 10)]
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == out[4:] and out[1] == "step  10  loss 11.5000"
+    (rec,) = events("recompile")                             # step: once, value: never
+    assert "L['step'] is now dynamic" in rec["reason"]
 
 
 def test_optimize_rejects_a_bad_dynamic_value():

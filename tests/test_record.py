@@ -350,6 +350,10 @@ def report_expectations(dump):
             [(n, where[n], str(k), last[n]) for n, k in sorted(recompiles.items(), key=lambda kv: -kv[1])],
         "Top graph-break reasons":
             [(*site, str(n)) for site, n in sorted(sites.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "Automatic dynamic (a recompile on a number's value)":
+            [(e["name"], where[e["name"]], e["compile_id"], e["reason"]) for e in evs
+             if e["event"] == "recompile" and e["reason"]
+             and ("is now dynamic" in e["reason"] or "stays static (the code needs" in e["reason"])],
         "Cache-limit hits":
             [(e["name"], where[e["name"]], e["last_failure"]) for e in evs if e["event"] == "cache_limit"],
     }
