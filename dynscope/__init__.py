@@ -18,6 +18,8 @@ import os
 import sys
 import sysconfig
 
+import weakref
+
 from . import _C
 from ._C import CacheLimitWarning, RecompileError, Unsupported  # noqa: F401
 from ._C import ExplainBackend, ExplainOutput, BreakReason, StackFrame  # noqa: F401
@@ -25,6 +27,8 @@ from .config import config
 
 __all__ = [
     "optimize",
+    "mark_dynamic",
+    "mark_static",
     "cache_entries",
     "reset",
     "config",
@@ -53,6 +57,65 @@ def explain(fn, *, backend="eager"):
     report so far as its ``explain_output`` attribute.
     """
     return _C.Explainer(fn, backend=backend)
+
+
+# mark_dynamic / mark_static of NumPy arrays: id -> (weakref, dynamic dims,
+# static dims); torch tensors carry TorchDynamo's own attributes instead.
+_marks: dict = {}
+
+
+def _dims(t, dim, what):
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    ndim = getattr(t, "ndim", None)
+    if ndim is None or not all(isinstance(d, int) for d in dims):
+        raise TypeError(f"dynscope.{what}: needs an array or tensor and int dimensions")
+    for d in dims:
+        if not -ndim <= d < ndim:
+            raise IndexError(f"dynscope.{what}: dimension {d} out of range for {ndim} dimensions")
+    return {d % ndim for d in dims}
+
+
+def _mark(t, dims, dynamic):
+    if type(t).__module__.startswith("torch"):
+        mine, other = (("_dynamo_dynamic_indices", "_dynamo_static_indices") if dynamic
+                       else ("_dynamo_static_indices", "_dynamo_dynamic_indices"))
+        setattr(t, mine, set(getattr(t, mine, set())) | dims)
+        setattr(t, other, set(getattr(t, other, set())) - dims)
+        return
+    key = id(t)
+    entry = _marks.get(key)
+    if entry is None or entry[0]() is not t:
+        entry = (weakref.ref(t, lambda _r, key=key: _marks.pop(key, None)), set(), set())
+        _marks[key] = entry
+    entry[1 if dynamic else 2].update(dims)
+    entry[2 if dynamic else 1].difference_update(dims)
+
+
+def mark_dynamic(t, dim):
+    """Make dimension `dim` (an int or several) of array or tensor `t` dynamic
+    from the first compile that reads `t` as an argument, as
+    torch._dynamo.mark_dynamic does (and that function's marks are honoured
+    on torch tensors too): its size is a graph value and any size from 2 on
+    hits the same entry.  A size the code needs as a constant (a branch, a
+    loop count) stays specialized."""
+    _mark(t, _dims(t, dim, "mark_dynamic"), True)
+
+
+def mark_static(t, dim):
+    """Keep dimension `dim` of `t` specialized: automatic dynamic leaves it
+    alone, as torch._dynamo.mark_static."""
+    _mark(t, _dims(t, dim, "mark_static"), False)
+
+
+def _marked_dims(t):
+    """(dynamic, static) bit masks of t's marked dimensions (the engine's
+    question, at translation)."""
+    if type(t).__module__.startswith("torch"):
+        dyn, sta = getattr(t, "_dynamo_dynamic_indices", ()), getattr(t, "_dynamo_static_indices", ())
+    else:
+        entry = _marks.get(id(t))
+        dyn, sta = (entry[1], entry[2]) if entry is not None and entry[0]() is t else ((), ())
+    return (sum(1 << d for d in dyn if 0 <= d < 32), sum(1 << d for d in sta if 0 <= d < 32))
 
 
 def optimize(backend="eager", *, fullgraph=False, dynamic=None):

@@ -218,7 +218,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(_format_table(["function", "where", "recompiles", "last failing guard"], rows)
               if rows else "  (none)")
         print()
-        print("Automatic dynamic (a recompile on a number's value)")
+        print("Automatic dynamic (a recompile on a number's value or a size)")
         rows = con.execute("SELECT name, filename || ':' || firstlineno, compile_id, reason"
                            " FROM recompiles WHERE reason LIKE '%is now dynamic%'"
                            " OR reason LIKE '%stays static (the code needs%'"

@@ -479,7 +479,8 @@ guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
 
     if (guard_validate(gs, &g, expected, length) < 0)
         return -1;
-    if (kind == GUARD_TENSOR_MATCH && (tm = guard_tensor_meta_new(expected)) == NULL)
+    if (kind == GUARD_TENSOR_MATCH
+        && (tm = guard_tensor_meta_new_dynamic(expected, (uint32_t)length)) == NULL)
         return -1;
     for (int i = acc >= 0 ? gs->acc[acc].last_guard : gs->last_unrooted; i >= 0;
          i = gs->guards[i].prev_on_acc)

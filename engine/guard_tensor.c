@@ -178,13 +178,14 @@ numpy_builtin_descr(PyObject *descr)
 /* ------------------------------------------------------------------ */
 /* Capture.                                                            */
 
-/* A list of n ints.  New reference or NULL. */
+/* A list of n ints, None for -1 (a dynamic size or stride, as
+   TensorGuards takes it).  New reference or NULL. */
 static PyObject *
 int_list(const Py_ssize_t *a, int n)
 {
     PyObject *l = PyList_New(n);
     for (int i = 0; l != NULL && i < n; i++) {
-        PyObject *x = PyLong_FromSsize_t(a[i]);
+        PyObject *x = a[i] < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(a[i]);
         if (x == NULL)
             Py_CLEAR(l);
         else
@@ -266,13 +267,6 @@ out:
     return check;
 }
 
-/* torch_check_of one example, as read into tv. */
-static PyObject *
-torch_check_new(PyObject *example, const TensorView *tv)
-{
-    return torch_check_of(&example, &tv->shape, &tv->strides, &tv->ndim, 1);
-}
-
 /* See guards_int.h. */
 PyObject *
 guard_tensor_group_new(const TensorMeta *const *tms, PyObject *const *values, int n)
@@ -314,6 +308,13 @@ guard_tensor_meta_free(TensorMeta *tm)
 TensorMeta *
 guard_tensor_meta_new(PyObject *example)
 {
+    return guard_tensor_meta_new_dynamic(example, 0);
+}
+
+/* See guards_int.h. */
+TensorMeta *
+guard_tensor_meta_new_dynamic(PyObject *example, uint32_t dynamic)
+{
     TensorMeta *tm;
     TensorView tv;
     size_t nbytes;
@@ -344,14 +345,21 @@ guard_tensor_meta_new(PyObject *example)
             goto out_free_meta;
         memcpy(tm->shape, tv.shape, nbytes);
         memcpy(tm->strides, tv.strides, nbytes);
+        for (int d = 0; dynamic != 0 && d < tv.ndim; d++) {
+            if (d < 32 && (dynamic & (1u << d)))
+                tm->shape[d] = -1;
+            tm->strides[d] = -1;
+        }
     }
     tm->type = (PyTypeObject *)Py_NewRef(Py_TYPE(example));
     tm->dtype_borrowed = numpy_builtin_descr(tv.dtype);
     tm->dtype = tm->dtype_borrowed ? tv.dtype : Py_NewRef(tv.dtype);
     tm->device = Py_XNewRef(tv.device);
     tm->requires_grad = tv.requires_grad;
-    if (is_torch)
-        tm->torch_check = torch_check_new(example, &tv);
+    if (is_torch) {
+        const Py_ssize_t *shape = tm->shape, *strides = tm->strides;
+        tm->torch_check = torch_check_of(&example, &shape, &strides, &tm->ndim, 1);
+    }
     tensor_view_done(&tv);
     return tm;
 
@@ -400,6 +408,28 @@ ssize_equal(const Py_ssize_t *a, const Py_ssize_t *b, int n)
     return true;
 }
 
+/* Sizes a against the expected b, where -1 is a dynamic dimension: any
+   size from 2 on (0 and 1 stay specialized, as broadcasting treats them
+   apart). */
+static inline bool
+sizes_match(const Py_ssize_t *a, const Py_ssize_t *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i] && !(b[i] == -1 && a[i] >= 2))
+            return false;
+    return true;
+}
+
+/* Strides a against the expected b (-1: not compared). */
+static inline bool
+strides_match(const Py_ssize_t *a, const Py_ssize_t *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i] && b[i] != -1)
+            return false;
+    return true;
+}
+
 /* torch_view, part by part, stopping at the first part of tm that v does
    not match (a lookup that fails several entries reads only what it
    compares).  On any result but TM_TYPE tv holds what was read. */
@@ -429,14 +459,14 @@ torch_mismatch(const TensorMeta *tm, PyObject *v, TensorView *tv)
     if (n < 0)
         goto fail;
     tv->ndim = n;
-    if (n != tm->ndim || !ssize_equal(tv->shape, tm->shape, n))
+    if (n != tm->ndim || !sizes_match(tv->shape, tm->shape, n))
         return TM_SHAPE;
     stride = PyObject_CallMethodNoArgs(v, torch_attr.stride);
     m = read_sizes(stride, tv->buf + TORCH_MAX_DIMS);
     Py_XDECREF(stride);
     if (m != n)
         goto fail;
-    if (!ssize_equal(tv->strides, tm->strides, n))
+    if (!strides_match(tv->strides, tm->strides, n))
         return TM_STRIDES;
     if ((rg = PyObject_GetAttr(v, torch_attr.requires_grad)) == NULL)
         goto fail;
@@ -466,9 +496,9 @@ tensor_mismatch(const TensorMeta *tm, PyObject *v, TensorView *tv)
         return TM_DTYPE;
     if (tm->device != NULL && !dtype_equal(tv->device, tm->device))
         return TM_DEVICE;
-    if (tv->ndim != tm->ndim || !ssize_equal(tv->shape, tm->shape, tm->ndim))
+    if (tv->ndim != tm->ndim || !sizes_match(tv->shape, tm->shape, tm->ndim))
         return TM_SHAPE;
-    if (!ssize_equal(tv->strides, tm->strides, tm->ndim))
+    if (!strides_match(tv->strides, tm->strides, tm->ndim))
         return TM_STRIDES;
     if (tv->requires_grad != tm->requires_grad)
         return TM_REQUIRES_GRAD;
@@ -484,8 +514,8 @@ guard_tensor_matches(const TensorMeta *tm, PyObject *v)
     if (tm->device == NULL && Py_TYPE(v) == tm->type) {     /* NumPy, the short way */
         PyArrayObject *a = (PyArrayObject *)v;
         if ((PyObject *)PyArray_DESCR(a) == tm->dtype && PyArray_NDIM(a) == tm->ndim)
-            return ssize_equal((const Py_ssize_t *)PyArray_DIMS(a), tm->shape, tm->ndim)
-                   && ssize_equal((const Py_ssize_t *)PyArray_STRIDES(a), tm->strides, tm->ndim);
+            return sizes_match((const Py_ssize_t *)PyArray_DIMS(a), tm->shape, tm->ndim)
+                   && strides_match((const Py_ssize_t *)PyArray_STRIDES(a), tm->strides, tm->ndim);
         /* another descr object may still be an equal dtype: the full way */
     }
     if (tm->torch_check != NULL) {
@@ -528,7 +558,7 @@ sizes_repr(const Py_ssize_t *a, int n)
     if (t == NULL)
         return NULL;
     for (int i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromSsize_t(a[i]);
+        PyObject *x = a[i] < 0 ? PyUnicode_FromString("?") : PyLong_FromSsize_t(a[i]);
         if (x == NULL) {
             Py_DECREF(t);
             return NULL;
@@ -536,6 +566,13 @@ sizes_repr(const Py_ssize_t *a, int n)
         PyTuple_SET_ITEM(t, i, x);
     }
     res = PyObject_Repr(t);
+    if (res != NULL) {          /* ('?', 16) -> (?, 16): a dynamic size */
+        PyObject *from = PyUnicode_FromString("'?'"), *to = PyUnicode_FromString("?");
+        PyObject *r2 = from && to ? PyUnicode_Replace(res, from, to, -1) : NULL;
+        Py_XDECREF(from);
+        Py_XDECREF(to);
+        Py_SETREF(res, r2);
+    }
     Py_DECREF(t);
     return res;
 }

@@ -144,9 +144,12 @@ typedef struct TensorMeta {
                               and NumPy's own tests read) as they were */
     bool dtype_borrowed;
     int ndim;
-    Py_ssize_t *shape;     /* owned (PyMem): ndim items */
+    Py_ssize_t *shape;     /* owned (PyMem): ndim items; -1 for a dynamic
+                              dimension (any size from 2 on) */
     Py_ssize_t *strides;   /* owned (PyMem): ndim items, in bytes (NumPy) or
-                              elements (torch) */
+                              elements (torch); all -1 (not compared) when a
+                              dimension is dynamic: the strides follow the
+                              sizes */
     PyObject *device;      /* strong: torch.device; NULL for NumPy */
     int requires_grad;     /* torch: 0 / 1; NumPy: -1 */
     PyObject *torch_check; /* strong or NULL: torch's own C++ check of this

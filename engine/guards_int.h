@@ -58,6 +58,10 @@ bool guardset_invariants(const GuardSet *gs);
 /* New metadata read from an example array or torch tensor, or NULL with
    TypeError (neither, or unreadable) or MemoryError. */
 TensorMeta *guard_tensor_meta_new(PyObject *example);
+/* As guard_tensor_meta_new, with the dimensions in `dynamic` (a bit per
+   dimension, below 32) of any size from 2 on, and strides not compared.
+   (TENSOR_MATCH's `length` argument to guardset_add.) */
+TensorMeta *guard_tensor_meta_new_dynamic(PyObject *example, uint32_t dynamic);
 /* Free tm and its references; NULL is a no-op.  Cannot fail. */
 void guard_tensor_meta_free(TensorMeta *tm);
 /* Whether a and b describe the same tensors.  Cannot fail. */

@@ -303,11 +303,14 @@ static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
  * stay a constant (static_only).  Returns the slot's source when it was
  * newly marked (new str), else NULL.
  */
-static PyObject *mark_dynamic(CodeCache *cc, CacheFrame *cf, CacheEntry *e, int guard)
+static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g, PyObject *seen,
+                                   uint64_t bit, Py_ssize_t slot);
+
+static PyObject *mark_dynamic(CodeCache *cc, CacheFrame *cf, CacheEntry *e, int guard,
+                              const FrameView *fv)
 {
     const Guard *g = &e->guards.guards[guard];
-    if (g->kind != GUARD_EQUALS_MATCH || g->acc < 0 || g->expected == NULL
-        || !(PyLong_CheckExact(g->expected) || PyFloat_CheckExact(g->expected)))
+    if (g->acc < 0)
         return NULL;
     const Accessor *a = &e->guards.acc[g->acc];
     if (a->base >= 0 || (a->kind != ACC_LOCAL && a->kind != ACC_STACK))
@@ -316,11 +319,58 @@ static PyObject *mark_dynamic(CodeCache *cc, CacheFrame *cf, CacheEntry *e, int 
     if (slot < 0 || slot >= LIVE_MAX_SLOTS)
         return NULL;
     uint64_t bit = (uint64_t)1 << slot;
+    if (g->kind == GUARD_TENSOR_MATCH) {
+        PyObject *seen = a->kind == ACC_LOCAL ? (a->index < fv->nlocals ? fv->locals[a->index] : NULL)
+                         : (a->index < fv->nstack ? fv->stack[a->index] : NULL);      /* borrowed */
+        return mark_dynamic_dims(cf, e, g, seen, bit, slot);
+    }
+    if (g->kind != GUARD_EQUALS_MATCH || g->expected == NULL
+        || !(PyLong_CheckExact(g->expected) || PyFloat_CheckExact(g->expected)))
+        return NULL;
     if ((cf->dynamic & bit) || (cf->static_only & bit))
         return NULL;
     cf->dynamic |= bit;
     cf->just_marked = bit;
     return guardset_render_source(&e->guards, g->acc);
+}
+
+/* mark_dynamic for a TENSOR_MATCH that `seen` (the value, borrowed, or
+   NULL) failed: the dimensions whose size changed -- same type, dtype and
+   rank; sizes from 2 on, as 0 and 1 broadcast apart -- become dynamic for
+   slot `slot` (CacheFrame.dyn_dims).  Returns "L['x'].size(0)" (new str)
+   when a dimension was newly marked, else NULL. */
+static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g, PyObject *seen,
+                                   uint64_t bit, Py_ssize_t slot)
+{
+    const TensorMeta *tm = g->tensor;
+    if (seen == NULL || tm == NULL || Py_TYPE(seen) != tm->type || (cf->shape_static & bit))
+        return NULL;
+    PyObject *shape = PyObject_GetAttrString(seen, "shape");
+    PyObject *dtype = shape ? PyObject_GetAttrString(seen, "dtype") : NULL;
+    int same_dtype = dtype ? PyObject_RichCompareBool(dtype, tm->dtype, Py_EQ) : -1;
+    uint32_t dims = 0;
+    if (same_dtype == 1 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == tm->ndim) {
+        for (int d = 0; d < tm->ndim && d < 32; d++) {
+            Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+            if (now >= 2 && tm->shape[d] >= 2 && now != tm->shape[d])
+                dims |= 1u << d;
+        }
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    PyErr_Clear();
+    dims &= ~cf->dyn_dims[slot];
+    if (dims == 0)
+        return NULL;
+    cf->dyn_dims[slot] |= dims;
+    cf->just_marked_dims = bit;
+    PyObject *src = guardset_render_source(&e->guards, g->acc);
+    int first = 0;
+    while (!(dims & (1u << first)))
+        first++;
+    PyObject *r = src ? PyUnicode_FromFormat("%U.size(%d)", src, first) : NULL;
+    Py_XDECREF(src);
+    return r;
 }
 
 /* The number just made dynamic stayed static (the translation needed its
@@ -356,13 +406,13 @@ static PyObject *collect_failures(CodeCache *cc, CacheFrame *cf, const FrameView
         PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
         GuardFailure fail = {-1, NULL, NULL};
         int r = vals ? guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) : -1;
+        if (r == 0 && fail.guard >= 0 && tc->config.dynamic < 0 && *now_dynamic == NULL)
+            *now_dynamic = mark_dynamic(cc, cf, e, fail.guard, fv);
         if (vals) {
             guardset_release_values(&e->guards, vals);
             PyMem_Free(vals);
         }
         int rc = 0;
-        if (r == 0 && fail.guard >= 0 && tc->config.dynamic < 0 && *now_dynamic == NULL)
-            *now_dynamic = mark_dynamic(cc, cf, e, fail.guard);
         if (r == 0 && fail.guard >= 0) {
             PyObject *item = Py_BuildValue(
                 "(NsOO)",
@@ -676,9 +726,10 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
                                          &reason, &permanent);
     tc->in_engine--;
     e->compile_ns = engine_now_ns() - t0;
-    if ((cf->just_marked & cf->static_only) && cf->last_failure != NULL)
+    if (((cf->just_marked & cf->static_only) || (cf->just_marked_dims & cf->shape_static))
+        && cf->last_failure != NULL)
         note_kept_static(cf);
-    cf->just_marked = 0;
+    cf->just_marked = cf->just_marked_dims = 0;
 
     if (st == TRANSLATE_ERROR && !PyErr_ExceptionMatches(PyExc_Exception)) {
         /* Exceptions that are not ours to swallow reach the program. */

@@ -1160,11 +1160,19 @@ static bool name_in_set(PyObject *set, PyObject *name)
     return set != NULL && PyUnicode_Check(name) && PySet_Contains(set, name) == 1;
 }
 
+/* Whether a value (a tuple or list of them too, as np.zeros((n, 4)) takes)
+   is known only when the graph runs in a way a result's shape may follow:
+   a tensor whose shape is, a number that is a graph input or computed from
+   one. */
 static bool any_dynshape(Value **args, int nargs)
 {
-    for (int i = 0; i < nargs; i++)
-        if (args[i]->kind == V_TENSOR && args[i]->dynshape)
+    for (int i = 0; i < nargs; i++) {
+        Value *a = args[i];
+        if (a->kind == V_TENSOR && a->dynshape)
             return true;
+        if ((a->kind == V_TUPLE || a->kind == V_LIST) && a->n > 0 && any_dynshape(a->items, a->n))
+            return true;
+    }
     return false;
 }
 
@@ -1195,9 +1203,17 @@ static Value *fold_metadata(Tracer *t, NodeOp op, PyObject *target, const char *
     else {
         return not_metadata;
     }
-    if (shape_read && any_dynshape(args, nargs))
+    if (shape_read && any_dynshape(args, nargs)) {
+        /* sizes known when the graph runs: size(d), numel() are graph ops,
+           size() their tuple; strides and contiguity escape */
+        if (op == NODE_CALL_METHOD && strcmp(hint, "size") == 0 && nargs == 1)
+            return tensorops_shape(t, args[0]);
+        if (op == NODE_CALL_METHOD && (strcmp(hint, "size") == 0 || strcmp(hint, "numel") == 0
+                                       || strcmp(hint, "nelement") == 0))
+            return not_metadata;
         return tracer_break(t, STOP_ESCAPE, "data escape: %s of a tensor whose shape depends "
                             "on its values", hint), NULL;
+    }
     PyObject *r = call_on_examples(op, target, eargs, ekw);
     if (r == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception))

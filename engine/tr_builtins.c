@@ -40,8 +40,7 @@ static Value *builtin_len(TFrame *f, Value *v)
         return new_const(f->t, PyLong_FromLong(v->n));
     case V_TENSOR: {
         if (v->dynshape)
-            return tracer_break(f->t, STOP_ESCAPE, "data escape: len() of a tensor whose shape "
-                                "depends on its values"), NULL;
+            return tensorops_dim(f->t, v, 0);        /* known when the graph runs */
         PyObject *shape = PyObject_GetAttrString(v->obj, "shape");
         if (shape == NULL)
             return NULL;

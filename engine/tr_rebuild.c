@@ -343,6 +343,12 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         }
         break;
     case V_TUPLE:
+        if (v->stands_for != NULL && v->node != NULL) {
+            rb->kind = RB_OUTPUT;     /* a torch.Size of dynamic sizes: the graph reads it */
+            rb->index = tr_output_index(o, v->node);
+            rc = rb->index < 0 ? -1 : 0;
+            break;
+        }
         if (v->stands_for != NULL) {
             rc = tracer_unsupported(t, false, "a %s the program would get", v->stands_for);
             break;

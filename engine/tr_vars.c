@@ -310,6 +310,15 @@ static Value *load_tensor_attr(TFrame *f, Value *base, PyObject *name)
         || PyUnicode_CompareWithASCIIString(name, "size") == 0
         || PyUnicode_CompareWithASCIIString(name, "itemsize") == 0
         || PyUnicode_CompareWithASCIIString(name, "nbytes") == 0) {
+        if (base->dynshape && PyUnicode_CompareWithASCIIString(name, "shape") == 0)
+            return tensorops_shape(t, base);          /* sizes known when the graph runs */
+        if (base->dynshape && (PyUnicode_CompareWithASCIIString(name, "size") == 0
+                               || PyUnicode_CompareWithASCIIString(name, "nbytes") == 0)) {
+            Value *args[2] = {base, value_new(t, V_CONST, name)};
+            return args[1] ? tensorops_call(t, NODE_CALL_FUNCTION,
+                                            PyDict_GetItemString(PyEval_GetBuiltins(), "getattr"),
+                                            "getattr", args, 2, NULL) : NULL;
+        }
         if (base->dynshape && PyUnicode_CompareWithASCIIString(name, "dtype") != 0
             && PyUnicode_CompareWithASCIIString(name, "ndim") != 0
             && PyUnicode_CompareWithASCIIString(name, "itemsize") != 0)

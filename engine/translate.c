@@ -233,6 +233,34 @@ static Value *resume_slot_iter(TFrame *f, int acc, PyObject *obj, int k)
 /* The value of live slot k (locals first, then stack) of a resume frame:
    numbers an eager step produced stay unspecialized, and a for-loop
    iterator arrives as the tuple of its remaining items. */
+/* The dimensions of tensor obj in slot k whose size this attempt takes as
+   dynamic: CacheFrame.dyn_dims (every one under dynamic=True), those of
+   size 2 or more.  0 for anything else. */
+static uint32_t dynamic_dims(Tracer *t, int k, PyObject *obj)
+{
+    if (!t->dyn_shapes || (!tensor_is_array(obj) && !tensor_is_torch(obj)))
+        return 0;
+    uint32_t want = capture_state()->config.dynamic > 0 ? ~(uint32_t)0 : t->cf->dyn_dims[k];
+    /* dynscope.mark_dynamic / mark_static (and torch._dynamo's, on tensors) */
+    PyObject *marked = tensorlib_loaded_module_attr("dynscope", "_marked_dims");   /* borrowed */
+    PyObject *masks = marked ? PyObject_CallOneArg(marked, obj) : NULL;
+    unsigned long dyn_mark = 0, static_mark = 0;
+    if (masks == NULL || !PyArg_ParseTuple(masks, "kk", &dyn_mark, &static_mark))
+        PyErr_Clear();
+    Py_XDECREF(masks);
+    want = (want | (uint32_t)dyn_mark) & ~(uint32_t)static_mark;
+    if (want == 0)
+        return 0;
+    PyObject *shape = PyObject_GetAttrString(obj, "shape");
+    uint32_t dims = 0;
+    for (Py_ssize_t d = 0; shape && PyTuple_Check(shape) && d < PyTuple_GET_SIZE(shape) && d < 32; d++)
+        if ((want & (1u << d)) && PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d)) >= 2)
+            dims |= 1u << d;
+    Py_XDECREF(shape);
+    PyErr_Clear();
+    return dims;
+}
+
 Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
 {
     Tracer *t = f->t;
@@ -261,6 +289,13 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
     }
     if ((t->cf->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj)))
         return resume_slot_iter(f, acc, obj, k);
+    uint32_t dims = k < LIVE_MAX_SLOTS && !(t->cf->shape_static & bit) ? dynamic_dims(t, k, obj) : 0;
+    if (dims != 0) {
+        /* automatic dynamic: these sizes are graph values */
+        t->dyn_used |= bit;
+        t->dyn_used_ints |= bit;          /* a branch on a size: the static translation */
+        return value_dynamic_tensor(t, acc, obj, dims);
+    }
     return value_from_source(t, acc, obj);
 }
 
@@ -329,10 +364,10 @@ typedef struct Attempt {
     bool gen_not_rebuilt;     /* out: the plan would hand the program a
                                  generator the translator ran */
     bool all_static;          /* no number a graph input (CacheFrame.dynamic off) */
-    bool probe;               /* stop before the backend when dynamic ints meet
-                                 a branch or an escape other than an f-string
-                                 (stop_kind/offset say where): the static
-                                 translation may do better */
+    bool probe;               /* stop before the backend when, with dynamic ints
+                                 or sizes, tracing stops anywhere but at an
+                                 f-string (stop_kind/offset say where): the
+                                 static translation may do better */
     const char *stop_kind;    /* out, probe: the break's kind (static str) */
     int stop_offset;          /* out, probe: the break's offset */
     uint64_t dyn_used;        /* out: slots read as dynamic numbers */
@@ -358,6 +393,7 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     if (!a->all_static && dynamic != 0) {
         t.dyn = dynamic > 0 ? ~(uint64_t)0 : cf->dynamic;
         t.dyn_floats = true;
+        t.dyn_shapes = true;
     }
     t.grad_mode_start = t.grad_mode_now = -1;
     t.graph = graph_new();
@@ -376,9 +412,7 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     int r = tr_run_frame(&root, cf->resume_offset);
     if (r == FRAME_STOPPED)
         goto stopped;
-    if (a->probe && t.dyn_used_ints != 0
-        && (t.end.kind == END_BRANCH || t.stop_kind == STOP_BRANCH
-            || (t.stop_kind == STOP_ESCAPE && !t.stop_formats))) {
+    if (a->probe && t.dyn_used_ints != 0 && t.end.kind != END_RETURN && !t.stop_formats) {
         a->stop_kind = t.end.kind_name != NULL ? t.end.kind_name : "stop";
         a->stop_offset = t.end.offset;
         a->dyn_used = t.dyn_used;
@@ -496,9 +530,9 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     if (tensorops_init() < 0)
         return TRANSLATE_ERROR;
     /* Automatic dynamic: when numbers taken as graph inputs stop tracing,
-       or ints so taken meet a branch or an escape (on one of them, most
-       likely: a loop counter, range(n)), the probe stops before the
-       backend, and the static translation is made instead --
+       or with ints or sizes so taken the frame ends at a break (on one of
+       them, maybe: a loop counter, range(n), min(x.shape)), the probe stops
+       before the backend, and the static translation is made instead --
        kept unless it stops just where the probe did (then the ints were
        not the cause: the dynamic one again); the slots so stay static for
        this frame. */
@@ -519,6 +553,7 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     if (!same_stop) {
         cf->static_only |= used;
         cf->dynamic &= ~used;
+        cf->shape_static |= used;
         return st;
     }
     plan_clear(&entry->plan);

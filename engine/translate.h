@@ -110,6 +110,8 @@ typedef struct Value {
     bool from_generator;     /* V_ITER: what a generator expression yields, all
                                 of it computed when it was made: it must be
                                 consumed there and then (tr_interp.c) */
+    uint32_t dyn_dims;       /* V_TENSOR, an input: the dimensions whose size is
+                                dynamic (automatic dynamic: a graph value) */
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
                                 so it is not fixed by the input guards */
     bool program_cell;       /* V_CELL: stands for a cell of a real function */
@@ -231,6 +233,7 @@ typedef struct Tracer {
                                 attempt (automatic dynamic, CacheFrame.dynamic) */
     bool dyn_floats;         /* every float slot too (dynamic=None; not the
                                 CacheFrame's static_only ones) */
+    bool dyn_shapes;         /* tensor sizes as CacheFrame.dyn_dims says */
     uint64_t dyn_used;       /* out: the slots read so, unspecialized */
     uint64_t dyn_used_ints;  /* out: of those, the ones holding ints */
     bool stop_formats;       /* the stop is an f-string formatting a value */
@@ -301,6 +304,10 @@ int value_append(Tracer *t, Value *container, Value *item);
    with the guards that specialize the entry on it.  Same Value for the same
    accessor.  NULL when tracing stops. */
 Value *value_from_source(Tracer *t, int acc, PyObject *obj);
+/* A tensor input whose dimensions `dims` have a dynamic size
+   (TENSOR_MATCH any size from 2 on there, strides not compared): its
+   shape reads are graph values (tensorops_dim).  NULL when tracing stops. */
+Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims);
 /* An input the entry must not specialize on its value (a number produced
    by an eager step, a NumPy scalar): TYPE_MATCH only, and a graph input.
    NULL when tracing stops. */
@@ -385,6 +392,15 @@ bool tr_tensor_is_own(Tracer *t, Value *a);
    the example itself, 1 when eargs[0] was replaced by a clone (the
    receiver is the program's), -1 when tracing stops. */
 int tr_inplace_prepare(Tracer *t, Value *receiver, const char *hint, PyObject *eargs);
+
+/* tr_sizes.c */
+/* x.shape[d] of tensor value x: a constant when fixed (an input's static
+   dimension, or a tensor of static shape), else a graph value (a sym_size
+   node).  NULL when tracing stops. */
+Value *tensorops_dim(Tracer *t, Value *x, int d);
+/* x.shape of tensor value x: a V_TUPLE of tensorops_dim (standing for a
+   torch.Size for a torch tensor).  NULL when tracing stops. */
+Value *tensorops_shape(Tracer *t, Value *x);
 
 /* tensorops.c */
 /* Find NumPy and torch if they are imported (tensorlib) and build the

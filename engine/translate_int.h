@@ -18,6 +18,8 @@
  *                   container methods, nn.Module calls, undoing a call that
  *                   breaks
  *   tr_builtins.c   calls of builtin functions and of builtin types
+ *   tr_sizes.c      sizes known only when the graph runs: shape reads as
+ *                   sym_size nodes
  *   tr_random.c     random ops in graphs: the generator states saved before
  *                   tracing draws, restored when the translation ends
  *   tr_rebuild.c    materialization: how values are rebuilt after a graph

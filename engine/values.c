@@ -503,13 +503,31 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
     return remember(t, acc, value_new(t, V_OBJECT, obj));
 }
 
+Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims)
+{
+    if (acc < t->by_acc_cap && t->by_acc[acc] != NULL)
+        return t->by_acc[acc];
+    if (guard(t, GUARD_TENSOR_MATCH, acc, obj, (Py_ssize_t)dims) < 0
+        || (tensor_is_torch(obj) && tensorops_note_torch(t) < 0))
+        return NULL;
+    Value *v = remember(t, acc, make_input_tensor(t, acc, obj));
+    if (v != NULL) {
+        v->dyn_dims = dims;
+        v->dynshape = true;       /* what it computes has sizes known only at run time */
+    }
+    return v;
+}
+
 Value *value_unspecialized(Tracer *t, int acc, PyObject *obj)
 {
     if (acc < t->by_acc_cap && t->by_acc[acc] != NULL)
         return t->by_acc[acc];
     if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
         return NULL;
-    return remember(t, acc, make_input_tensor(t, acc, obj));
+    Value *v = remember(t, acc, make_input_tensor(t, acc, obj));
+    if (v != NULL)
+        v->dynshape = true;   /* np.zeros(n): a shape that follows it is known at run time only */
+    return v;
 }
 
 PyObject *value_as_constant(Tracer *t, Value *v)

@@ -1,6 +1,6 @@
 """A small NumPy "model" loop with what makes capture engines recompile and
-break: a data-dependent branch, a print, shape changes, numbers that change
-every step (automatic dynamic makes them graph inputs after one recompile),
+break: a data-dependent branch, a print, a batch size and numbers that
+change (automatic dynamic makes them graph inputs after one recompile),
 and a function whose argument sets a loop count, which recompiles every
 step until it hits its cache limit.
 
@@ -56,7 +56,7 @@ def smooth(x, n):
 def main(steps=40, verbose=True):
     total = 0.0
     for step in range(steps):
-        batch = 8 if step < steps // 2 else 12          # a shape change: recompile
+        batch = 8 if step < steps // 2 else 12          # a size change: one recompile, then dynamic
         x = rng.standard_normal((batch, 16)).astype(np.float32)
         t = rng.standard_normal((batch, 4)).astype(np.float32)
         y = forward(x)

@@ -642,14 +642,13 @@ def length_of_masked(x):
     return x + len(x[x > 0])
 
 
-def test_len_of_a_value_dependent_shape_is_a_data_escape(capsys):
+def test_len_of_a_value_dependent_shape_is_read_by_the_graph(capsys):
+    # a size that depends on the values is a graph value (sym_size): no break
     opt, be = capture(length_of_masked)
     for x in (np.arange(-2.0, 3.0), np.arange(-4.0, 1.0), np.ones(5)):
         same_as_eager(capsys, opt, length_of_masked, x)
-    assert graph_ops(be) == [["gt", "getitem"], ["add"]]
-    (brk,) = breaks()
-    assert brk["kind"] == "data_escape" and "len()" in brk["reason"]
-    assert brk["lineno"] == lineno_of(length_of_masked, "len(x[x > 0])")
+    assert graph_ops(be) == [["gt", "getitem", "sym_size", "add"]]
+    assert breaks() == []
 
 
 def count_of_masked(x):
@@ -663,14 +662,26 @@ def test_shape_of_a_value_dependent_shape_gives_eager_results(capsys):
         same_as_eager(capsys, opt, count_of_masked, x)
 
 
-def test_shape_of_a_value_dependent_shape_is_a_data_escape(capsys):
+def test_shape_of_a_value_dependent_shape_is_read_by_the_graph(capsys):
     opt, be = capture(count_of_masked)
     same_as_eager(capsys, opt, count_of_masked, np.arange(-2.0, 3.0))
     assert events("frame_skip") == [], "the frame was skipped"
-    (brk,) = breaks()
-    assert brk["kind"] == "data_escape"
-    assert brk["lineno"] == lineno_of(count_of_masked, ".shape[0]")
-    assert graph_ops(be) == [["gt", "getitem"], ["mul"]]
+    assert breaks() == []
+    assert graph_ops(be) == [["gt", "getitem", "sym_size", "mul"]]
+
+
+def rows_of_masked(x):
+    for r in x[x > 0]:                 # iterating needs the size as a constant
+        x = x + r
+    return x
+
+
+def test_iterating_a_value_dependent_shape_runs_without_capture(capsys):
+    opt, be = capture(rows_of_masked)
+    for x in (np.arange(-2.0, 3.0), np.arange(-4.0, 1.0)):
+        same_as_eager(capsys, opt, rows_of_masked, x)
+    (skip,) = events("frame_skip")
+    assert "iterating a tensor whose shape depends on its values" in skip["reason"]
 
 
 # ===========================================================================

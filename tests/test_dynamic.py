@@ -119,3 +119,125 @@ def test_numbers_of_a_torch_program_are_graph_inputs_too():
     for k in range(10):
         assert torch.equal(opt(x, k, k / 3), attenuate(x, k, k / 3))
     assert compiles() == 2
+
+
+# ---------------------------------------------------------------------------
+# Tensor sizes: a recompile caused by a dimension's size changing makes that
+# dimension dynamic -- TENSOR_MATCH takes any size from 2 on there, strides
+# are not compared, and the code's reads of it (x.shape, len(x), x.size(d))
+# are graph values (sym_size nodes).
+
+W = np.random.default_rng(0).standard_normal((16, 4))
+
+
+def mlp_rows(x):
+    h = np.maximum(x @ W, 0)
+    n = x.shape[0]
+    return h.sum(axis=1) / n, h.reshape(n, -1).mean(0), len(x)
+
+
+BATCHES = (8, 12, 3, 5, 9, 20, 2, 7, 11, 4)
+
+
+def test_ten_batch_sizes_compile_twice_and_equal_eager():
+    opt = dynscope.optimize("eager")(mlp_rows)
+    for b in BATCHES:
+        x = np.arange(b * 16.0).reshape(b, 16) / 7
+        got, want = opt(x), mlp_rows(x)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert got[2] == want[2] and type(got[2]) is int
+    assert compiles() == 2
+    (rec,) = events("recompile")
+    assert "L['x'].size(0) is now dynamic" in rec["reason"]
+    general = [e for e in dynscope.cache_entries(mlp_rows) if e.compile_id == "0/1"][0]
+    (tm,) = [g.expr for g in general.guards if g.source == "L['x']"]
+    assert "L['x'].shape == (?, 16)" in tm
+    assert any(getattr(n.target, "__name__", "") == "sym_size" for n in general.graph.graph.nodes)
+
+
+def test_sizes_0_and_1_stay_specialized():
+    opt = dynscope.optimize("eager")(mlp_rows)
+    for b in (4, 5, 1, 6, 1):
+        x = np.ones((b, 16))
+        np.testing.assert_array_equal(opt(x)[0], mlp_rows(x)[0])
+    assert compiles() == 3                   # 4, then general (from 2 on), then 1
+
+
+def branches_on_batch(x):
+    if x.shape[0] > 6:
+        return x.sum(0)
+    return x.mean(0)
+
+
+def test_a_branch_on_a_size_keeps_it_static():
+    opt = dynscope.optimize("eager")(branches_on_batch)
+    for b in (4, 5, 8, 9):
+        x = np.ones((b, 3)) * b
+        np.testing.assert_array_equal(opt(x), branches_on_batch(x))
+    assert compiles() == 4
+    assert "stays static" in events("recompile")[0]["reason"]
+
+
+def test_dynamic_true_compiles_once_for_every_batch():
+    opt = dynscope.optimize("eager", dynamic=True)(mlp_rows)
+    for b in BATCHES:
+        x = np.ones((b, 16))
+        np.testing.assert_array_equal(opt(x)[1], mlp_rows(x)[1])
+    assert compiles() == 1
+
+
+def test_torch_batches_compile_twice_and_size_is_a_torch_size():
+    torch = pytest.importorskip("torch", exc_type=ImportError)
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+    def f(x):
+        y = m(x)
+        b, d = y.shape
+        return y.reshape(b * d).softmax(0).view(b, d) + x.size(0), x.size()
+
+    opt = dynscope.optimize("eager")(f)
+    with torch.no_grad():
+        for b in BATCHES:
+            x = torch.arange(b * 16.0).reshape(b, 16) / 9
+            got, want = opt(x), f(x)
+            assert torch.equal(got[0], want[0])
+            assert got[1] == want[1] and type(got[1]) is torch.Size
+    assert compiles() == 2
+
+
+def row_scaled(x):
+    return x.sum(0) * x.shape[0]
+
+
+def test_mark_dynamic_makes_a_dimension_dynamic_from_the_first_compile():
+    opt = dynscope.optimize("eager")(row_scaled)
+    for b in (3, 4, 5):
+        x = np.ones((b, 2)) * b
+        dynscope.mark_dynamic(x, 0)
+        np.testing.assert_array_equal(opt(x), row_scaled(x))
+    assert compiles() == 1
+    with pytest.raises(IndexError, match="out of range"):
+        dynscope.mark_dynamic(np.ones(3), 1)
+    with pytest.raises(TypeError):
+        dynscope.mark_dynamic([1, 2], 0)
+
+
+def test_mark_static_keeps_automatic_dynamic_away():
+    opt = dynscope.optimize("eager")(row_scaled)
+    for b in (3, 4, 5, 6):
+        x = np.ones((b, 2))
+        dynscope.mark_static(x, 0)
+        np.testing.assert_array_equal(opt(x), row_scaled(x))
+    assert compiles() == 4
+
+
+def test_torch_dynamos_own_mark_dynamic_is_honoured():
+    torch = pytest.importorskip("torch", exc_type=ImportError)
+    opt = dynscope.optimize("eager")(lambda x: x * x.size(0))
+    for b in (3, 4, 5):
+        t = torch.ones(b, 2)
+        torch._dynamo.mark_dynamic(t, 0)
+        assert torch.equal(opt(t), t * b)
+    assert compiles() == 1

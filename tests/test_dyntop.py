@@ -3,6 +3,9 @@ real: a workload with known functions is recorded with `python -m dynscope run`,
 then build/dyntop runs in a tmux pane (a private tmux server per test) and the
 screen is read back with capture-pane; batch mode (-b) is compared with SQL
 queries on the same file.
+
+Captures here are static (dynamic=False): these tests count the recompiles
+a new shape or value makes; automatic dynamic is tests/test_dynamic.py's.
 """
 from __future__ import annotations
 
@@ -32,24 +35,24 @@ WORKLOAD = textwrap.dedent('''\
     import dynscope
 
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def steady_fn(x):                  # one entry, many hits
         return x * 2.0 + 1.0
 
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def shapes_fn(x):                  # a new shape each round: recompiles
         return (x * 3.0).sum()
 
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def chatty_fn(x):                  # print: a graph break
         y = x + 1.0
         print("chatty", y.shape)
         return y * 2.0
 
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def branchy_fn(x):                 # a branch on a tensor value: a graph break
         y = x * 2.0
         if y.sum() > 0:
@@ -87,7 +90,7 @@ LIVE = textwrap.dedent('''\
     dynscope.config.cache_size_limit = 1000
 
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def live_fn(x):                    # a new shape every call: recompiles all along
         return x * 2.0
 

@@ -5,6 +5,9 @@ Every recorded program here runs in a subprocess (recording is per process and
 writes at exit).  The workload dumps the engine's own view at its end --
 counters, cache entries per function (compile ids, hits, guards) and the
 in-memory event log -- and the tests assert that the rows equal that view.
+
+Captures here are static (dynamic=False): these tests count the recompiles
+a new shape or value makes; automatic dynamic is tests/test_dynamic.py's.
 """
 import hashlib
 import json
@@ -45,7 +48,7 @@ WORKLOAD = textwrap.dedent('''
     def scale(x, k):
         return x * k + 1
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def breaky(x):
         y = x + 1
         print("breaky")
@@ -54,14 +57,14 @@ WORKLOAD = textwrap.dedent('''
         v = y.sum().item()
         return y - v
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def limited(x):
         return x * 2
 
     def leaf(x):
         return x * 3
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def guarded(x):
         try:
             y = leaf(x)
@@ -350,7 +353,7 @@ def report_expectations(dump):
             [(n, where[n], str(k), last[n]) for n, k in sorted(recompiles.items(), key=lambda kv: -kv[1])],
         "Top graph-break reasons":
             [(*site, str(n)) for site, n in sorted(sites.items(), key=lambda kv: (-kv[1], kv[0]))],
-        "Automatic dynamic (a recompile on a number's value)":
+        "Automatic dynamic (a recompile on a number's value or a size)":
             [(e["name"], where[e["name"]], e["compile_id"], e["reason"]) for e in evs
              if e["event"] == "recompile" and e["reason"]
              and ("is now dynamic" in e["reason"] or "stays static (the code needs" in e["reason"])],
@@ -526,7 +529,7 @@ def test_locked_database_drops_and_counts(workdir, tmp_path):
         holder = subprocess.Popen([sys.executable, "-c", {LOCK_HOLDER!r}, {str(db)!r}],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "locked"
-        @dynscope.optimize("eager")
+        @dynscope.optimize("eager", dynamic=False)
         def f(x, k):
             return x * k
         total = sum(float(f(np.ones(3), k).sum()) for k in range(20))
@@ -597,7 +600,7 @@ def test_pool_of_four_forked_workers_each_get_a_run(tmp_path):
         import dynscope
         from dynscope import _C
 
-        @dynscope.optimize("eager")
+        @dynscope.optimize("eager", dynamic=False)
         def f(x):
             return x * 2 + 1
 
@@ -650,7 +653,7 @@ def test_threads_record_into_one_file(tmp_path):
             def fn(x):
                 return x + i
             fn.__code__ = fn.__code__.replace(co_name=f"fn{{i}}", co_qualname=f"fn{{i}}")
-            return dynscope.optimize("eager")(fn)
+            return dynscope.optimize("eager", dynamic=False)(fn)
 
         fns = [make(i) for i in range(4)]
         def body(i):

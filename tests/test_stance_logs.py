@@ -1,5 +1,9 @@
 """The switches torch.compile users reach for: dynscope.set_stance (as
-torch.compiler.set_stance) and DYNSCOPE_LOGS (as TORCH_LOGS)."""
+torch.compiler.set_stance) and DYNSCOPE_LOGS (as TORCH_LOGS).
+
+Captures here are static (dynamic=False): these tests count the recompiles
+a new shape or value makes; automatic dynamic is tests/test_dynamic.py's.
+"""
 import os
 import subprocess
 import sys
@@ -21,7 +25,7 @@ def scale(x, n):
 
 
 def test_fail_on_recompile_names_the_frame_and_its_failing_guard():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     f(np.ones(3), 1)                                   # first compile: allowed
     with dynscope.set_stance("fail_on_recompile"):
         assert (f(np.ones(3), 1) == 2).all()           # a hit: allowed
@@ -38,16 +42,16 @@ def test_fail_on_recompile_names_the_frame_and_its_failing_guard():
 def test_fail_on_recompile_ignores_first_compiles_and_skipped_frames():
     def gen_user(x):
         yield sum(v for v in x)                        # a generator's frame: never captured
-    f = dynscope.optimize("eager")(gen_user)
+    f = dynscope.optimize("eager", dynamic=False)(gen_user)
     with dynscope.set_stance("fail_on_recompile"):
         for n in range(3):
             assert next(f([1, 2, n])) == 3 + n
-        g = dynscope.optimize("eager")(scale)
+        g = dynscope.optimize("eager", dynamic=False)(scale)
         g(np.ones(2), 4)                               # a first compile
 
 
 def test_eager_on_recompile_runs_eagerly_and_keeps_the_cache():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     f(np.ones(3), 1)
     compiles = len(events("compile_end"))
     with dynscope.set_stance("eager_on_recompile"):
@@ -60,7 +64,7 @@ def test_eager_on_recompile_runs_eagerly_and_keeps_the_cache():
 
 
 def test_force_eager_captures_nothing():
-    f = dynscope.optimize("eager")(scale)
+    f = dynscope.optimize("eager", dynamic=False)(scale)
     dynscope.set_stance("force_eager")
     try:
         assert (f(np.ones(3), 3) == 4).all()
@@ -81,7 +85,7 @@ def test_bad_stance_is_a_clear_error():
 PROGRAM = textwrap.dedent("""
     import numpy as np, dynscope
 
-    @dynscope.optimize("eager")
+    @dynscope.optimize("eager", dynamic=False)
     def step(x, n):
         y = x * n
         print("step", n)
@@ -136,7 +140,7 @@ def two_frames(x, n):
 
 def test_one_cache_limit_warning_per_function_however_many_frames_reach_it():
     import warnings
-    f = dynscope.optimize("eager")(two_frames)
+    f = dynscope.optimize("eager", dynamic=False)(two_frames)
     dynscope.config.cache_size_limit = 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

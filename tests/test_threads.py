@@ -1,7 +1,11 @@
 """Threads: one captured function called from several threads gives eager's
 results bit for bit, every call is accounted for (a hit on exactly one entry,
 or the call that compiled an entry), capture is a per-thread state, and the
-frame hook leaves with the last capturing thread."""
+frame hook leaves with the last capturing thread.
+
+Captures here are static (dynamic=False): these tests count the recompiles
+a new shape or value makes; automatic dynamic is tests/test_dynamic.py's.
+"""
 import sys
 import threading
 
@@ -108,7 +112,7 @@ def assert_all_calls_accounted(fn, ncalls_total):
 
 
 def test_four_threads_same_shape_match_eager_and_every_call_is_counted(fast_switching):
-    f = dynscope.optimize("eager")(toy_example)
+    f = dynscope.optimize("eager", dynamic=False)(toy_example)
     mismatches = []
     run_threads([caller(f, [inputs(seed, (10,))], mismatches) for seed in range(NTHREADS)])
 
@@ -123,7 +127,7 @@ def test_four_threads_same_shape_match_eager_and_every_call_is_counted(fast_swit
 
 
 def test_threads_with_different_shapes_count_hits_per_shape(fast_switching):
-    f = dynscope.optimize("eager")(toy_example)
+    f = dynscope.optimize("eager", dynamic=False)(toy_example)
     mismatches = []
     run_threads([caller(f, [inputs(seed, shape)], mismatches)
                  for seed, shape in enumerate(SHAPES)])
@@ -144,7 +148,7 @@ def test_threads_sharing_shapes_reorder_entries_without_losing_calls(fast_switch
     # Thread i alternates between shapes i and i+1: entries move to the front
     # (MRU) from several threads at once, and every call must still find its
     # entry -- a skipped entry would show up as an extra compile.
-    f = dynscope.optimize("eager")(toy_example)
+    f = dynscope.optimize("eager", dynamic=False)(toy_example)
     mismatches = []
     bodies = []
     for i in range(NTHREADS):
@@ -173,7 +177,7 @@ def test_capture_is_per_thread():
 
     def thread_a():
         try:
-            with dynscope.optimize("eager"):
+            with dynscope.optimize("eager", dynamic=False):
                 for _ in range(5):
                     a_results.append(toy_example(a, b))
                 a_inside.set()
@@ -226,7 +230,7 @@ def test_hook_stays_until_the_last_capturing_thread_leaves():
 
     def region(me, entered, may_leave, left):
         try:
-            with dynscope.optimize("eager"):
+            with dynscope.optimize("eager", dynamic=False):
                 step[entered].set()
                 if not step[may_leave].wait(TIMEOUT):
                     raise TimeoutError(may_leave)
@@ -266,7 +270,7 @@ def test_hook_stays_until_the_last_capturing_thread_leaves():
 def test_hook_uninstalled_after_many_threads_enter_and_leave(fast_switching):
     # 4 threads x 2000 decorated calls: each call enters and leaves a region,
     # so the hook is installed and removed many times from many threads.
-    f = dynscope.optimize("eager")(toy_example)
+    f = dynscope.optimize("eager", dynamic=False)(toy_example)
     mismatches = []
     run_threads([caller(f, [inputs(seed, (5,))], mismatches, ncalls=2000)
                  for seed in range(NTHREADS)])

@@ -14,6 +14,9 @@ scripts/check_no_recompiles.py on workloads that do and do not recompile
 after warm-up.
 
 Skips only where LTTng cannot run (the fixtures of test_trace_provider.py).
+
+Captures here are static (dynamic=False): these tests count the recompiles
+a new shape or value makes; automatic dynamic is tests/test_dynamic.py's.
 """
 from __future__ import annotations
 
@@ -128,7 +131,7 @@ WORKLOAD = textwrap.dedent('''\
 
     for _ in range(6):
         call(try_fn, np.ones(2))             # skipped: frame_skip, then skips
-    with dynscope.optimize("eager"):
+    with dynscope.optimize("eager", dynamic=False):
         list(gen(np.ones(2)))                # generator: passed through untraced
     m = np.random.default_rng(0).random((200, 200))
     for _ in range(4):
@@ -567,7 +570,7 @@ JSON_IN_THE_HOOK = textwrap.dedent('''\
         return y * 2
 
 
-    dynscope.optimize("eager")(with_print)(np.ones(3))
+    dynscope.optimize("eager", dynamic=False)(with_print)(np.ones(3))
     print("done")
 ''')
 
@@ -595,7 +598,7 @@ MODEL = textwrap.dedent('''\
         def __init__(self):
             self.w = np.full((4, 4), 0.5)
 
-        @dynscope.optimize("eager")
+        @dynscope.optimize("eager", dynamic=False)
         def forward(self, x):
             return np.tanh(x @ self.w)
 
@@ -607,7 +610,7 @@ MODEL = textwrap.dedent('''\
     model = Model()
     batches = [int(b) for b in sys.argv[1].split(",")]
     for b in batches:
-        dynscope.optimize("eager")(loss)(model.forward(np.ones((b, 4))))
+        dynscope.optimize("eager", dynamic=False)(loss)(model.forward(np.ones((b, 4))))
 ''')
 # 8 and 16 during warm-up (calls 1-5), then only those: no recompile after 5.
 STEADY = ",".join(map(str, [8, 8, 16, 8, 16] + [8, 16] * 10))
