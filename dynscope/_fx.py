@@ -46,7 +46,9 @@ def to_fx(gm):
     """A ``torch.fx.GraphModule`` with the nodes of dynscope GraphModule
     `gm`: same names, opcodes, targets, args and kwargs (node references
     mapped, also inside tuples, lists, dicts and slices); each node's
-    ``meta["example_value"]`` is the value it had while tracing.  The result
+    ``meta["example_value"]`` is the value it had while tracing, and a
+    placeholder's ``meta["dynamic_dims"]`` the tuple of its dimensions whose
+    size is dynamic (automatic dynamic, mark_dynamic).  The result
     returns the tuple of `gm`'s outputs, as `gm.forward` does."""
     import torch
     import torch.fx as fx
@@ -82,9 +84,9 @@ def to_fx(gm):
         if new.name != node.name:
             raise RuntimeError(f"dynscope._fx: node {node.name!r} was renamed {new.name!r}")
         env[node.name] = new
-        ex = node.meta.get("example_value")
-        if ex is not None:
-            new.meta["example_value"] = ex
+        for key in ("example_value", "dynamic_dims"):
+            if node.meta.get(key) is not None:
+                new.meta[key] = node.meta[key]
     out = fx.GraphModule(torch.nn.Module(), graph)
     out.meta["dynscope_gm"] = gm
     return out

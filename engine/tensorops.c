@@ -48,7 +48,7 @@
  * imports them) and owns their types; this file builds the allowlists above
  * from them, once each library is found.
  */
-#include "translate.h"
+#include "translate_int.h"   /* TFrame: try blocks of the frames being traced */
 #include "tensorlib.h"
 
 #include <numpy/ndarraytypes.h>    /* struct layouts only: no import_array */
@@ -1297,6 +1297,33 @@ static int check_method(Tracer *t, PyObject *self, PyObject *name)
                         name, Py_TYPE(self)->tp_name);
 }
 
+/* Python numbers raise where arrays warn: 1 / 0.0, 2 ** 5000.0, 1 << -1.
+   When such an op on numbers that are graph inputs (or computed from
+   them) is inside a try block of a frame being traced, the graph would
+   raise outside it: tracing stops (the op runs eagerly, in the block).
+   Returns true when it stopped. */
+static bool numbers_may_raise_in_try(Tracer *t, PyObject *target, const char *hint, PyObject *eargs)
+{
+    static const char *const raising[] = {
+        "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "itruediv", "ifloordiv",
+        "imod", "ipow", "ilshift", "irshift", NULL,
+    };
+    if (!PyCFunction_Check(target) || PyTuple_GET_SIZE(eargs) != 2 || !in_names(hint, raising))
+        return false;
+    for (Py_ssize_t i = 0; i < 2; i++) {
+        PyObject *a = PyTuple_GET_ITEM(eargs, i);
+        if (!PyLong_Check(a) && !PyFloat_Check(a) && !PyComplex_Check(a))
+            return false;
+    }
+    for (TFrame *f = t->current; f != NULL; f = f->parent)
+        if (code_instr_protected(f->code, f->cur_instr)) {
+            tracer_unsupported(t, false, "%s of numbers known only when the graph runs, inside "
+                               "a try block (it may raise there)", hint);
+            return true;
+        }
+    return false;
+}
+
 /* Whether the call writes into its first argument: an in-place method or
    operator (x.add_(y), x += y). */
 static bool is_inplace_op(NodeOp op, PyObject *target)
@@ -1361,6 +1388,8 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
     torch_call = is_torch_call(op, target, eargs);
     random = torch_call ? torch_call_rules(t, op, target, name_hint, args, nargs, kwnames) : 0;
     if (random < 0 || (random && note_random(t, name_hint, eargs, ekw) < 0))
+        goto out;
+    if (numbers_may_raise_in_try(t, target, name_hint, eargs))
         goto out;
     writes = nargs > 0 && args[0]->kind == V_TENSOR && is_torch_like(args[0]->obj)
              && is_inplace_op(op, target);

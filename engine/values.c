@@ -511,11 +511,23 @@ Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims)
         || (tensor_is_torch(obj) && tensorops_note_torch(t) < 0))
         return NULL;
     Value *v = remember(t, acc, make_input_tensor(t, acc, obj));
-    if (v != NULL) {
-        v->dyn_dims = dims;
-        v->dynshape = true;       /* what it computes has sizes known only at run time */
+    if (v == NULL)
+        return NULL;
+    v->dyn_dims = dims;
+    v->dynshape = true;           /* what it computes has sizes known only at run time */
+    /* for backends: the placeholder's dynamic dimensions (node.meta) */
+    PyObject *list = PyList_New(0);
+    for (int d = 0; list != NULL && d < 32; d++) {
+        PyObject *n = (dims & (1u << d)) ? PyLong_FromLong(d) : NULL;
+        if (n != NULL && PyList_Append(list, n) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(n);
     }
-    return v;
+    PyObject *tup = list ? PyList_AsTuple(list) : NULL;
+    Py_XDECREF(list);
+    int rc = tup && PyDict_Check(v->node->meta) ? PyDict_SetItemString(v->node->meta, "dynamic_dims", tup) : -1;
+    Py_XDECREF(tup);
+    return rc < 0 ? NULL : v;
 }
 
 Value *value_unspecialized(Tracer *t, int acc, PyObject *obj)

@@ -241,3 +241,20 @@ def test_torch_dynamos_own_mark_dynamic_is_honoured():
         torch._dynamo.mark_dynamic(t, 0)
         assert torch.equal(opt(t), t * b)
     assert compiles() == 1
+
+
+def ratio_or_low(x, low, high, mode):
+    try:
+        c = (mode - low) / (high - low)        # 0 / 0 when high == low
+    except ZeroDivisionError:
+        return x * low
+    return x * c
+
+
+def test_a_float_division_inside_try_raises_where_eager_does():
+    # floats are graph inputs; an op on them that may raise, inside a try
+    # block, runs where the block can catch it (not in the graph)
+    opt = dynscope.optimize("eager")(ratio_or_low)
+    x = np.ones(2)
+    for lo, hi, mo in ((1.0, 3.0, 2.0), (2.0, 5.0, 3.0), (10.0, 10.0, 10.0), (1.0, 1.0, 4.0)):
+        np.testing.assert_array_equal(opt(x, lo, hi, mo), ratio_or_low(x, lo, hi, mo))
