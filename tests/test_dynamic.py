@@ -258,3 +258,18 @@ def test_a_float_division_inside_try_raises_where_eager_does():
     x = np.ones(2)
     for lo, hi, mo in ((1.0, 3.0, 2.0), (2.0, 5.0, 3.0), (10.0, 10.0, 10.0), (1.0, 1.0, 4.0)):
         np.testing.assert_array_equal(opt(x, lo, hi, mo), ratio_or_low(x, lo, hi, mo))
+
+
+def test_fx_backends_see_each_placeholders_dynamic_dims():
+    torch = pytest.importorskip("torch", exc_type=ImportError)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append({n.name: n.meta.get("dynamic_dims") for n in gm.graph.nodes if n.op == "placeholder"})
+        return gm.forward
+
+    opt = dynscope.optimize(backend)(lambda x, y: x * x.size(0) + y)
+    for b in (3, 4, 5):
+        assert torch.equal(opt(torch.ones(b, 2), torch.ones(2)), torch.ones(b, 2) * b + 1)
+    assert isinstance(seen[0], dict) and list(seen[0].values()) == [None, None]
+    assert sorted(v for v in seen[1].values() if v is not None) == [(0,)]
