@@ -232,6 +232,12 @@ int guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
    identical to an existing one returns the existing index.  `expected` is
    borrowed.  For TENSOR_MATCH pass the example array as `expected`: the
    metadata is read from it. */
+/* Whether o, as a dict key, is hashed and compared by identity in C (a
+   class; an object whose class keeps object's __hash__ and __eq__), so a
+   dict-item accessor may look it up: its identity is the key.  Cannot
+   fail. */
+bool guard_key_is_identity(PyObject *o);
+
 int guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
                  Py_ssize_t length);
 

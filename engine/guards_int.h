@@ -17,11 +17,7 @@
    these nested at most `depth` levels short of MAX_CONST_DEPTH.  Cannot
    fail. */
 bool guard_const_is_simple(PyObject *o, int depth);
-/* Whether o, as a dict key, is hashed and compared by identity in C (a
-   class; an object whose class keeps object's __hash__ and __eq__), so a
-   dict-item accessor may look it up: its identity is the key.  Cannot
-   fail. */
-bool guard_key_is_identity(PyObject *o);
+
 /* Whether a and b are the same constant (equal, of the same exact simple
    type; other objects by identity).  Never calls Python code, never leaves
    an exception set. */

@@ -58,13 +58,13 @@ static bool already_saved(Tracer *t, PyObject *owner)
     return false;
 }
 
-/* Append (owner, restore, state): restore(state) puts owner back.  Steals
+/* Append (owner, restore, args): restore(*args) puts owner back.  Steals
    nothing.  0 / -1. */
-static int push_saved(Tracer *t, PyObject *owner, PyObject *restore, PyObject *state)
+static int push_saved(Tracer *t, PyObject *owner, PyObject *restore, PyObject *args)
 {
     if (t->rng_saved == NULL && (t->rng_saved = PyList_New(0)) == NULL)
         return -1;
-    PyObject *rec = PyTuple_Pack(3, owner, restore, state);
+    PyObject *rec = PyTuple_Pack(3, owner, restore, args);
     int rc = rec ? PyList_Append(t->rng_saved, rec) : -1;
     Py_XDECREF(rec);
     return rc;
@@ -77,9 +77,11 @@ static int save_with(Tracer *t, PyObject *owner, const char *getter, const char 
         return 0;
     PyObject *state = PyObject_CallMethod(owner, getter, NULL);
     PyObject *restore = state ? PyObject_GetAttrString(owner, setter) : NULL;
-    int rc = restore ? push_saved(t, owner, restore, state) : -1;
+    PyObject *args = restore ? PyTuple_Pack(1, state) : NULL;
+    int rc = args ? push_saved(t, owner, restore, args) : -1;
     Py_XDECREF(state);
     Py_XDECREF(restore);
+    Py_XDECREF(args);
     return rc;
 }
 
@@ -182,11 +184,8 @@ void tr_random_restore(Tracer *t)
     PyErr_Fetch(&type, &value, &tb);                   /* the translation's own, kept */
     for (Py_ssize_t i = PyList_GET_SIZE(t->rng_saved) - 1; i >= 0; i--) {
         PyObject *rec = PyList_GET_ITEM(t->rng_saved, i);
-        PyObject *restore = PyTuple_GET_ITEM(rec, 1), *state = PyTuple_GET_ITEM(rec, 2);
-        PyObject *r = PyTuple_CheckExact(state) && PyTuple_GET_SIZE(state) == 2
-                      && PyUnicode_Check(PyTuple_GET_ITEM(state, 0))
-                      ? PyObject_Call(restore, state, NULL)          /* setattr(bits, "state", s) */
-                      : PyObject_CallOneArg(restore, state);
+        PyObject *restore = PyTuple_GET_ITEM(rec, 1);
+        PyObject *r = PyObject_Call(restore, PyTuple_GET_ITEM(rec, 2), NULL);
         if (r == NULL)
             PyErr_WriteUnraisable(restore);   /* the program's generator could not be put back */
         Py_XDECREF(r);

@@ -237,7 +237,7 @@ typedef struct Tracer {
     uint64_t dyn_used;       /* out: the slots read so, unspecialized */
     uint64_t dyn_used_ints;  /* out: of those, the ones holding ints */
     bool stop_formats;       /* the stop is an f-string formatting a value */
-    PyObject *rng_saved;     /* strong list of (generator, restore fn, state), or
+    PyObject *rng_saved;     /* strong list of (generator, restore fn, args), or
                                 NULL: the generator states to put back when
                                 the translation ends (tr_random.c) */
 } Tracer;

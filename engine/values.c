@@ -411,13 +411,11 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
    hashed and compared by identity in C. */
 static bool is_held_key(PyObject *obj)
 {
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (tp->tp_hash != PyBaseObject_Type.tp_hash)
+    if (!guard_key_is_identity(obj))
         return false;
     if (PyType_Check(obj))
         return true;
-    if (tp->tp_richcompare != PyBaseObject_Type.tp_richcompare)
-        return false;
+    PyTypeObject *tp = Py_TYPE(obj);
     PyObject *mod = (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && tp->tp_dict
                     ? PyDict_GetItemString(tp->tp_dict, "__module__") : NULL;  /* borrowed */
     return mod != NULL && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "typing") == 0;
