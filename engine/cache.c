@@ -183,7 +183,6 @@ void cache_reset_all(void)
             cf->limit_warned = false;
             cf->failed = 0;
             cf->dynamic = cf->static_only = cf->just_marked = 0;   /* learnt again */
-            cf->shape_static = cf->just_marked_dims = 0;
             memset(cf->dyn_dims, 0, sizeof(cf->dyn_dims));
             if (cf->last_failure) {
                 if (graveyard == NULL || PyList_Append(graveyard, cf->last_failure) < 0)

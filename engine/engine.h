@@ -345,13 +345,11 @@ typedef struct CacheFrame {
        recompile found changed -- the next translations take it as a graph
        input (unspecialized) -- and slots a translation with them so needed
        as constants (a branch on one): those stay specialized. */
-    uint64_t dynamic, static_only;
+    uint64_t dynamic, static_only;   /* static_only: numbers and tensor sizes both */
     uint64_t just_marked;     /* the slot this miss made dynamic, until it compiled */
-    /* The same for tensor sizes: per slot, the dimensions whose size a
-       recompile found changed (a bit per dimension); the slots whose
-       tensor a translation needed static; the slot just marked. */
+    /* Tensor sizes: per slot, the dimensions whose size a recompile found
+       changed (a bit per dimension). */
     uint32_t dyn_dims[LIVE_MAX_SLOTS];
-    uint64_t shape_static, just_marked_dims;
 } CacheFrame;
 
 typedef struct CodeCache {

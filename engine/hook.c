@@ -295,17 +295,54 @@ static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
     return r;
 }
 
+/* mark_dynamic for a TENSOR_MATCH that `seen` (the value, borrowed, or
+   NULL) failed: the dimensions whose size changed -- same type, dtype and
+   rank; sizes from 2 on, as 0 and 1 broadcast apart -- become dynamic for
+   slot `slot` (CacheFrame.dyn_dims).  Returns "L['x'].size(0)" (new str)
+   when a dimension was newly marked, else NULL. */
+static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g, PyObject *seen,
+                                   uint64_t bit, Py_ssize_t slot)
+{
+    const TensorMeta *tm = g->tensor;
+    if (seen == NULL || tm == NULL || Py_TYPE(seen) != tm->type || (cf->static_only & bit))
+        return NULL;
+    PyObject *shape = PyObject_GetAttrString(seen, "shape");
+    PyObject *dtype = shape ? PyObject_GetAttrString(seen, "dtype") : NULL;
+    int same_dtype = dtype ? PyObject_RichCompareBool(dtype, tm->dtype, Py_EQ) : -1;
+    uint32_t dims = 0;
+    if (same_dtype == 1 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == tm->ndim) {
+        for (int d = 0; d < tm->ndim && d < 32; d++) {
+            Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+            if (now >= 2 && tm->shape[d] >= 2 && now != tm->shape[d])
+                dims |= 1u << d;
+        }
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    PyErr_Clear();
+    dims &= ~cf->dyn_dims[slot];
+    if (dims == 0)
+        return NULL;
+    cf->dyn_dims[slot] |= dims;
+    cf->just_marked = bit;
+    PyObject *src = guardset_render_source(&e->guards, g->acc);
+    int first = 0;
+    while (!(dims & (1u << first)))
+        first++;
+    PyObject *r = src ? PyUnicode_FromFormat("%U.size(%d)", src, first) : NULL;
+    Py_XDECREF(src);
+    return r;
+}
+
 /*
  * Automatic dynamic: when entry e failed on the value of an int or float
  * the frame starts with (EQUALS_MATCH on a local or a resume frame's stack
  * slot), that slot's number becomes a graph input in the frame's next
- * translations (CacheFrame.dynamic) -- unless a translation found it must
- * stay a constant (static_only).  Returns the slot's source when it was
- * newly marked (new str), else NULL.
+ * translations (CacheFrame.dynamic); on a tensor's sizes, mark_dynamic_dims
+ * -- unless a translation found the slot must stay a constant
+ * (static_only).  Returns what was newly marked ("L['n']",
+ * "L['x'].size(0)"; new str), else NULL.
  */
-static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g, PyObject *seen,
-                                   uint64_t bit, Py_ssize_t slot);
-
 static PyObject *mark_dynamic(CodeCache *cc, CacheFrame *cf, CacheEntry *e, int guard,
                               const FrameView *fv)
 {
@@ -332,45 +369,6 @@ static PyObject *mark_dynamic(CodeCache *cc, CacheFrame *cf, CacheEntry *e, int 
     cf->dynamic |= bit;
     cf->just_marked = bit;
     return guardset_render_source(&e->guards, g->acc);
-}
-
-/* mark_dynamic for a TENSOR_MATCH that `seen` (the value, borrowed, or
-   NULL) failed: the dimensions whose size changed -- same type, dtype and
-   rank; sizes from 2 on, as 0 and 1 broadcast apart -- become dynamic for
-   slot `slot` (CacheFrame.dyn_dims).  Returns "L['x'].size(0)" (new str)
-   when a dimension was newly marked, else NULL. */
-static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g, PyObject *seen,
-                                   uint64_t bit, Py_ssize_t slot)
-{
-    const TensorMeta *tm = g->tensor;
-    if (seen == NULL || tm == NULL || Py_TYPE(seen) != tm->type || (cf->shape_static & bit))
-        return NULL;
-    PyObject *shape = PyObject_GetAttrString(seen, "shape");
-    PyObject *dtype = shape ? PyObject_GetAttrString(seen, "dtype") : NULL;
-    int same_dtype = dtype ? PyObject_RichCompareBool(dtype, tm->dtype, Py_EQ) : -1;
-    uint32_t dims = 0;
-    if (same_dtype == 1 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == tm->ndim) {
-        for (int d = 0; d < tm->ndim && d < 32; d++) {
-            Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
-            if (now >= 2 && tm->shape[d] >= 2 && now != tm->shape[d])
-                dims |= 1u << d;
-        }
-    }
-    Py_XDECREF(shape);
-    Py_XDECREF(dtype);
-    PyErr_Clear();
-    dims &= ~cf->dyn_dims[slot];
-    if (dims == 0)
-        return NULL;
-    cf->dyn_dims[slot] |= dims;
-    cf->just_marked_dims = bit;
-    PyObject *src = guardset_render_source(&e->guards, g->acc);
-    int first = 0;
-    while (!(dims & (1u << first)))
-        first++;
-    PyObject *r = src ? PyUnicode_FromFormat("%U.size(%d)", src, first) : NULL;
-    Py_XDECREF(src);
-    return r;
 }
 
 /* The number just made dynamic stayed static (the translation needed its
@@ -726,10 +724,9 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
                                          &reason, &permanent);
     tc->in_engine--;
     e->compile_ns = engine_now_ns() - t0;
-    if (((cf->just_marked & cf->static_only) || (cf->just_marked_dims & cf->shape_static))
-        && cf->last_failure != NULL)
+    if ((cf->just_marked & cf->static_only) && cf->last_failure != NULL)
         note_kept_static(cf);
-    cf->just_marked = cf->just_marked_dims = 0;
+    cf->just_marked = 0;
 
     if (st == TRANSLATE_ERROR && !PyErr_ExceptionMatches(PyExc_Exception)) {
         /* Exceptions that are not ours to swallow reach the program. */

@@ -274,7 +274,7 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
         /* automatic dynamic: a graph input, TYPE_MATCH only */
         t->dyn_used |= bit;
         if (PyLong_CheckExact(obj))
-            t->dyn_used_ints |= bit;
+            t->dyn_used_exact |= bit;
         return value_unspecialized(t, acc, obj);
     }
     if ((t->cf->unspec & bit) && (is_list_of_numbers(obj) || PyUnicode_CheckExact(obj))) {
@@ -289,11 +289,11 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
     }
     if ((t->cf->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj)))
         return resume_slot_iter(f, acc, obj, k);
-    uint32_t dims = k < LIVE_MAX_SLOTS && !(t->cf->shape_static & bit) ? dynamic_dims(t, k, obj) : 0;
+    uint32_t dims = k < LIVE_MAX_SLOTS && !(t->cf->static_only & bit) ? dynamic_dims(t, k, obj) : 0;
     if (dims != 0) {
         /* automatic dynamic: these sizes are graph values */
         t->dyn_used |= bit;
-        t->dyn_used_ints |= bit;          /* a branch on a size: the static translation */
+        t->dyn_used_exact |= bit;          /* a branch on a size: the static translation */
         return value_dynamic_tensor(t, acc, obj, dims);
     }
     return value_from_source(t, acc, obj);
@@ -371,7 +371,8 @@ typedef struct Attempt {
     const char *stop_kind;    /* out, probe: the break's kind (static str) */
     int stop_offset;          /* out, probe: the break's offset */
     uint64_t dyn_used;        /* out: slots read as dynamic numbers */
-    uint64_t dyn_used_ints;   /* out: of those, the ints */
+    uint64_t dyn_used_exact;  /* out: of those, ints and tensor sizes (what a
+                                 branch or a loop count may need exactly) */
 } Attempt;
 
 /* One translation of the frame (translate_frame's contract), as `a` says;
@@ -412,13 +413,11 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     int r = tr_run_frame(&root, cf->resume_offset);
     if (r == FRAME_STOPPED)
         goto stopped;
-    if (a->probe && t.dyn_used_ints != 0 && t.end.kind != END_RETURN && !t.stop_formats) {
+    if (a->probe && t.dyn_used_exact != 0 && t.end.kind != END_RETURN && !t.stop_formats) {
         a->stop_kind = t.end.kind_name != NULL ? t.end.kind_name : "stop";
         a->stop_offset = t.end.offset;
-        a->dyn_used = t.dyn_used;
-        a->dyn_used_ints = t.dyn_used_ints;
         st = TRANSLATE_UNSUPPORTED;
-        *reason = PyUnicode_FromString("a dynamic number met a branch or an escape");
+        *reason = PyUnicode_FromString("a dynamic int or size met a stop (probe)");
         if (*reason == NULL)
             st = TRANSLATE_ERROR;
         goto out;
@@ -428,13 +427,9 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     if (tr_finish(&t, &root, entry) < 0)
         goto stopped;
     entry->backend_ns = t.backend_ns;
-    a->dyn_used = t.dyn_used;
-    a->dyn_used_ints = t.dyn_used_ints;
     st = TRANSLATE_OK;
     goto out;
 stopped:
-    a->dyn_used = t.dyn_used;
-    a->dyn_used_ints = t.dyn_used_ints;
     a->stopped_in_try = t.stopped_in_try;
     a->gen_not_rebuilt = t.gen_not_rebuilt;
     if (t.reason != NULL && !PyErr_Occurred()) {
@@ -443,6 +438,8 @@ stopped:
         st = TRANSLATE_UNSUPPORTED;
     }
 out:
+    a->dyn_used = t.dyn_used;
+    a->dyn_used_exact = t.dyn_used_exact;
     tr_frame_teardown(&root);
     tr_leave_state_modes(&t, 0);
     tensorops_restore_grad_mode(&t, t.grad_mode_start);   /* as the frame found it */
@@ -543,7 +540,7 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
         return st;
     const char *dyn_kind = a.stop_kind;
     int dyn_offset = a.stop_offset;
-    uint64_t used = unsupported ? a.dyn_used : a.dyn_used_ints;
+    uint64_t used = unsupported ? a.dyn_used : a.dyn_used_exact;
     discard_translation(reason, permanent);
     a = (Attempt){.all_static = true};
     st = translate_retrying(fv, func, cf, backend, entry, reason, permanent, &a);
@@ -553,7 +550,6 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     if (!same_stop) {
         cf->static_only |= used;
         cf->dynamic &= ~used;
-        cf->shape_static |= used;
         return st;
     }
     plan_clear(&entry->plan);

@@ -235,7 +235,8 @@ typedef struct Tracer {
                                 CacheFrame's static_only ones) */
     bool dyn_shapes;         /* tensor sizes as CacheFrame.dyn_dims says */
     uint64_t dyn_used;       /* out: the slots read so, unspecialized */
-    uint64_t dyn_used_ints;  /* out: of those, the ones holding ints */
+    uint64_t dyn_used_exact; /* out: of those, the ints and the tensors with
+                                dynamic sizes (what a branch may need exactly) */
     bool stop_formats;       /* the stop is an f-string formatting a value */
     PyObject *rng_saved;     /* strong list of (generator, restore fn, args), or
                                 NULL: the generator states to put back when
