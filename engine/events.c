@@ -93,6 +93,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     r->qualname = r->filename = r->compile_id = r->outcome = r->guards_text = r->reason = "";
     r->entry_compile_id = r->guard_kind = r->expr = r->observed = r->break_kind = "";
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
+    r->guard_sites_json = r->guard_file = r->nearest_json = "";
     ev->cc = cc;
     ev->entry = e;
     if (cc != NULL) {
@@ -206,6 +207,28 @@ static PyObject *to_json(PyObject *obj)
     return s;
 }
 
+/* JSON of where e's guards came from (event.h guard_sites_json): new str
+   or NULL. */
+static PyObject *guard_sites_json(CacheEntry *e)
+{
+    const GuardSet *gs = &e->guards;
+    PyObject *idx = PyList_New(gs->n);
+    for (int g = 0; idx != NULL && g < gs->n; g++) {
+        PyObject *i = PyLong_FromLong(guardset_site(gs, g) ? gs->guards[g].site : -1);
+        if (i == NULL)
+            Py_CLEAR(idx);
+        else
+            PyList_SET_ITEM(idx, g, i);
+    }
+    PyObject *sites = gs->sites ? Py_NewRef(gs->sites) : PyList_New(0);
+    PyObject *d = idx && sites ? Py_BuildValue("{s:O,s:O}", "sites", sites, "guards", idx) : NULL;
+    PyObject *json = d ? to_json(d) : NULL;
+    Py_XDECREF(idx);
+    Py_XDECREF(sites);
+    Py_XDECREF(d);
+    return json;
+}
+
 const EventRecord *event_record(Event *ev, unsigned fields)
 {
     unsigned todo = fields & ~ev->filled;
@@ -220,6 +243,10 @@ const EventRecord *event_record(Event *ev, unsigned fields)
         r->backend = keep_text(ev, backend_name(e->backend));
         r->ops = keep_text(ev, graph_ops(e->plan.gm));
     }
+    if ((todo & EVF_GUARD_SITES) && r->kind == EV_COMPILE_END && e != NULL)
+        r->guard_sites_json = keep_text(ev, guard_sites_json(e));
+    if ((todo & EVF_NEAREST) && r->kind == EV_RECOMPILE && ev->nearest != NULL)
+        r->nearest_json = keep_text(ev, to_json(ev->nearest));
     if ((todo & EVF_USER_STACK) && r->kind == EV_GRAPH_BREAK && e && e->plan.brk.user_stack) {
         const char *json = keep_text(ev, to_json(e->plan.brk.user_stack));
         r->user_stack_json = *json ? json : "[]";
@@ -281,6 +308,7 @@ static void dict_items(Event *ev, PyObject *d)
     case EV_RECOMPILE:
         set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
         set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
+        set_item(d, "nearest", Py_NewRef(ev->nearest ? ev->nearest : Py_None));
         break;
     case EV_CACHE_LIMIT:
         set_item(d, "limit", PyLong_FromLong(engine.config.cache_size_limit));
@@ -416,7 +444,7 @@ void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
 }
 
 /* One EV_GUARD_FAIL per older entry's first failing guard; failures is a
-   list of (entry compile id, kind, expr, observed). */
+   list of GuardFailureInfo (entry compile id, kind, expr, observed). */
 static void guard_failures(CodeCache *cc, CacheEntry *e, PyObject *failures)
 {
     if (failures == NULL || !anyone_takes(EV_GUARD_FAIL))
@@ -431,25 +459,35 @@ static void guard_failures(CodeCache *cc, CacheEntry *e, PyObject *failures)
         ev.rec.guard_kind = utf8(PyTuple_GET_ITEM(t, 1));
         ev.rec.expr = utf8(PyTuple_GET_ITEM(t, 2));
         ev.rec.observed = utf8(PyTuple_GET_ITEM(t, 3));
+        PyObject *file, *line;
+        if (guard_failure_info_site(t, &file, &line) && file != Py_None && PyLong_Check(line)) {
+            ev.rec.guard_file = utf8(file);
+            ev.rec.guard_line = PyLong_AsLong(line);
+            if (ev.rec.guard_line == -1)
+                PyErr_Clear();
+        }
         dispatch(&ev);
     }
 }
 
-static void emit_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
+static void emit_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
+                           PyObject *nearest)
 {
     Event ev;
     event_start(&ev, EV_RECOMPILE, cc, e);
     ev.reason = reason;
     ev.failures = failures;
+    ev.nearest = nearest;
     ev.rec.reason = utf8(reason);
     dispatch(&ev);
     guard_failures(cc, e, failures);
 }
 
-void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures)
+void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
+                      PyObject *nearest)
 {
     PendingError p = pending_take();
-    emit_recompile(cc, e, reason, failures);
+    emit_recompile(cc, e, reason, failures, nearest);
     pending_restore(p);
 }
 

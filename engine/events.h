@@ -28,8 +28,11 @@ void events_compile_start(CodeCache *cc, CacheEntry *e);
 /* outcome: "ok", "skipped", "error". */
 void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome);
 /* reason: "expr (observed v)" of the newest entry (borrowed, may be NULL);
-   failures: list of (entry compile id, kind, expr, observed) (borrowed). */
-void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures);
+   failures: list of GuardFailureInfo (entry compile id, kind, expr,
+   observed, and by name filename, lineno) (borrowed); nearest: the nearest-entry diff, a dict as
+   docs/events.md's recompile "nearest" (borrowed, may be NULL). */
+void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
+                      PyObject *nearest);
 /* Issued once per frame; also warns the user once (CacheLimitWarning). */
 void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures);
 void events_frame_skip(CodeCache *cc, PyObject *reason);
@@ -49,6 +52,7 @@ typedef struct Event {
     CacheFrame *frame;        /* borrowed or NULL (EV_CACHE_LIMIT) */
     PyObject *reason;         /* borrowed or NULL (recompile, skip, limit) */
     PyObject *failures;       /* borrowed list or NULL (recompile, limit) */
+    PyObject *nearest;        /* borrowed dict or NULL (recompile) */
     PyObject *backend;        /* borrowed: the backend of the capture region */
     bool private_capture;     /* raised inside a CaptureSession (explain) */
     PyObject *dict;           /* strong or NULL: made by event_dict() */

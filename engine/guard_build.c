@@ -47,6 +47,7 @@ guardset_clear(GuardSet *gs)
     PyMem_Free(old.order);
     PyMem_Free(old.group);
     Py_XDECREF(old.group_check);
+    Py_XDECREF(old.sites);
 }
 
 /* Room for one more item in an array of *cap items of `size` bytes.
@@ -445,6 +446,8 @@ add_guard(GuardSet *gs, Guard *gp, TensorMeta *tm, bool expected_owned)
     expected_owned = false;      /* g holds it now */
     g.tensor = tm;
     g.requires = acc >= 0 ? nearest_requirement(gs, acc) : -1;
+    g.site = gs->current_site != NULL && kind != GUARD_BACKEND_MATCH   /* the engine's own */
+             ? gs->current_site(gs, gs->site_ctx) : -1;
     gi = gs->n++;
     if (acc >= 0) {
         g.prev_on_acc = gs->acc[acc].last_guard;

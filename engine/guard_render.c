@@ -608,6 +608,57 @@ out:
     return 0;
 }
 
+PyObject *
+guardset_site(const GuardSet *gs, int guard)
+{
+    int site = gs->guards[guard].site;
+    if (gs->sites == NULL || site < 0 || site >= PyList_GET_SIZE(gs->sites))
+        return NULL;
+    PyObject *stack = PyList_GET_ITEM(gs->sites, site);
+    return PyList_Check(stack) ? stack : NULL;
+}
+
+/* One failing guard of guardset_diff: a new dict or NULL. */
+static PyObject *
+diff_item(const GuardSet *gs, int gi, const FrameView *fv, PyObject **vals, PyObject *backend)
+{
+    PyObject *expr, *observed;
+    if (guard_failure_render(gs, gi, fv, vals, backend, &expr, &observed) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError))
+            return NULL;
+        PyErr_Clear();
+        expr = PyUnicode_FromString(guard_kind_name(gs->guards[gi].kind));
+        observed = PyUnicode_FromString("<unrenderable>");
+    }
+    PyObject *stack = guardset_site(gs, gi);
+    PyObject *d = expr && observed
+        ? Py_BuildValue("{s:i,s:s,s:O,s:O,s:O}", "idx", gi, "kind",
+                        guard_kind_name(gs->guards[gi].kind), "expr", expr,
+                        "observed", observed, "user_stack", stack ? stack : Py_None)
+        : NULL;
+    Py_XDECREF(expr);
+    Py_XDECREF(observed);
+    return d;
+}
+
+PyObject *
+guardset_diff(const GuardSet *gs, const FrameView *fv, PyObject **vals, PyObject *backend,
+              int *nfailing)
+{
+    int idx[GUARD_DIFF_MAX];
+    int n = guardset_failing(gs, fv, vals, backend, idx, GUARD_DIFF_MAX);
+    PyObject *list = PyList_New(0);
+
+    *nfailing = n;
+    for (int k = 0; list != NULL && k < n && k < GUARD_DIFF_MAX; k++) {
+        PyObject *d = diff_item(gs, idx[k], fv, vals, backend);
+        if (d == NULL || PyList_Append(list, d) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    return list;
+}
+
 /* ------------------------------------------------------------------ */
 /* GuardInfo.                                                          */
 
@@ -615,12 +666,17 @@ static PyStructSequence_Field guard_info_fields[] = {
     {"kind", "guard kind, e.g. 'TENSOR_MATCH'"},
     {"expr", "the guard as a Python-like expression"},
     {"source", "the value it checks, e.g. \"L['x']\" ('backend' for BACKEND_MATCH)"},
+    {"filename", "file of the user code whose access made the guard, or None"},
+    {"lineno", "its line, or None"},
+    {"user_stack", "the user stack there, through inlined calls: a tuple of "
+                   "(filename, lineno, qualname, source line), outermost first; () when unknown"},
     {NULL, NULL},
 };
 
 static PyStructSequence_Desc guard_info_desc = {
     "dynscope._C.GuardInfo",
-    "One guard of a cache entry: its kind, expression and source.",
+    "One guard of a cache entry: its kind, expression and source, and (by "
+    "name) the user code that made it.",
     guard_info_fields,
     3,
 };
@@ -646,6 +702,14 @@ guard_info_new(const GuardSet *gs, int g)
     if ((item = guard_source_ref(gs, &gs->guards[g])) == NULL)
         goto out_free_info;
     PyStructSequence_SET_ITEM(info, 2, item);
+    PyObject *stack = guardset_site(gs, g);
+    PyObject *last = stack != NULL && PyList_GET_SIZE(stack) > 0
+                     ? PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1) : NULL;
+    PyStructSequence_SET_ITEM(info, 3, Py_NewRef(last ? PyTuple_GET_ITEM(last, 0) : Py_None));
+    PyStructSequence_SET_ITEM(info, 4, Py_NewRef(last ? PyTuple_GET_ITEM(last, 1) : Py_None));
+    if ((item = stack ? PyList_AsTuple(stack) : PyTuple_New(0)) == NULL)
+        goto out_free_info;
+    PyStructSequence_SET_ITEM(info, 5, item);
     return info;
 
 out_free_info:
@@ -653,13 +717,62 @@ out_free_info:
     return NULL;
 }
 
-/* Create the GuardInfo type unless it exists.  0, or -1 with an exception. */
+static PyStructSequence_Field failure_info_fields[] = {
+    {"entry", "the older entry, 'frame/compile'"},
+    {"kind", "guard kind, e.g. 'TENSOR_MATCH'"},
+    {"expr", "the guard that failed, as a Python-like expression"},
+    {"observed", "what the new inputs had instead"},
+    {"filename", "file of the user code whose access made the guard, or None"},
+    {"lineno", "its line, or None"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc failure_info_desc = {
+    "dynscope._C.GuardFailureInfo",
+    "An older entry's first failing guard on a miss: (entry, kind, expr, "
+    "observed), and by name where the guard came from.",
+    failure_info_fields,
+    4,
+};
+
+/* Strong; created with guard_info_type. */
+static PyTypeObject *failure_info_type;
+
+PyObject *
+guard_failure_info_new(PyObject *entry_id, const char *kind, PyObject *expr,
+                       PyObject *observed, PyObject *filename, PyObject *lineno)
+{
+    PyObject *k = PyUnicode_FromString(kind);
+    PyObject *info = k ? PyStructSequence_New(failure_info_type) : NULL;
+    if (info == NULL) {
+        Py_XDECREF(k);
+        return NULL;
+    }
+    PyObject *items[6] = {entry_id, k, expr, observed, filename, lineno};
+    for (int i = 0; i < 6; i++)
+        PyStructSequence_SET_ITEM(info, i, Py_NewRef(items[i] ? items[i] : Py_None));
+    Py_DECREF(k);
+    return info;
+}
+
+bool
+guard_failure_info_site(PyObject *item, PyObject **filename, PyObject **lineno)
+{
+    if (failure_info_type == NULL || !Py_IS_TYPE(item, failure_info_type))
+        return false;
+    *filename = PyStructSequence_GET_ITEM(item, 4);
+    *lineno = PyStructSequence_GET_ITEM(item, 5);
+    return true;
+}
+
+/* Create the GuardInfo types unless they exist.  0, or -1 with an exception. */
 static int
 guard_info_type_ready(void)
 {
     if (guard_info_type != NULL)
         return 0;
-    guard_info_type = PyStructSequence_NewType(&guard_info_desc);
+    failure_info_type = PyStructSequence_NewType(&failure_info_desc);
+    guard_info_type = failure_info_type ? PyStructSequence_NewType(&guard_info_desc) : NULL;
     if (guard_info_type == NULL) {
         if (!PyErr_Occurred())      /* 3.11 loses the MemoryError of some paths */
             PyErr_NoMemory();
@@ -672,6 +785,8 @@ int
 guards_types_init(PyObject *module)
 {
     if (guard_info_type_ready() < 0)
+        return -1;
+    if (PyModule_AddObjectRef(module, "GuardFailureInfo", (PyObject *)failure_info_type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "GuardInfo", (PyObject *)guard_info_type);
 }

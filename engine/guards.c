@@ -704,6 +704,43 @@ guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
     return rc;
 }
 
+/* (contract: guards.h)  Walks `order`, so a guard's requirement is seen
+   before it; `skipped` marks the guards not evaluated. */
+int
+guardset_failing(const GuardSet *gs, const FrameView *fv, PyObject **vals,
+                 PyObject *backend, int *out, int max)
+{
+    bool skipped_stack[ORDER_ON_STACK], *skipped = skipped_stack;
+    int nfail = 0, k = 0;
+
+    if (gs->n > ORDER_ON_STACK && (skipped = PyMem_Calloc((size_t)gs->n, sizeof(bool))) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (skipped == skipped_stack)
+        memset(skipped, 0, sizeof skipped_stack);
+    for (int i = 0; i < gs->n; i++) {
+        int gi = gs->order[i];
+        const Guard *g = &gs->guards[gi];
+        if (g->requires >= 0 && skipped[g->requires]) {
+            skipped[gi] = true;
+            continue;
+        }
+        if (!guard_passes(gs, g, fv, vals, backend)) {
+            PyErr_Clear();
+            skipped[gi] = true;
+            nfail++;
+        }
+    }
+    /* out in index order: the order the translator added them */
+    for (int gi = 0; gi < gs->n && k < max; gi++)
+        if (skipped[gi] && (gs->guards[gi].requires < 0 || !skipped[gs->guards[gi].requires]))
+            out[k++] = gi;
+    if (skipped != skipped_stack)
+        PyMem_Free(skipped);
+    return nfail;
+}
+
 void
 guardfailure_clear(GuardFailure *fail)
 {

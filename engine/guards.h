@@ -178,6 +178,10 @@ typedef struct Guard {
     TensorMeta *tensor;    /* owned: TENSOR_MATCH only */
     uint64_t fails;        /* how often this guard was the first to fail */
     bool in_group;         /* a torch TENSOR_MATCH of the set's tensor group */
+    int site;              /* provenance: index into the set's `sites` of the
+                              user source whose access made the translator
+                              add this guard, or -1 (unknown; the guards the
+                              engine adds for itself: backend, grad mode) */
 } Guard;
 
 /*
@@ -208,6 +212,16 @@ typedef struct GuardSet {
     int ngroup;
     int *group;            /* owned: ngroup guard indexes */
     PyObject *group_check; /* strong: torch's check over those tensors */
+    /* Provenance (guard.site): the user stacks guards were added at, each a
+       list of (filename, lineno, qualname, source line) tuples, outermost
+       first -- what tracer_user_stack() makes.  Strong list or NULL. */
+    PyObject *sites;
+    /* While a translator builds the set: the index in `sites` of the user
+       source being translated now (appended when new), or -1; never leaves
+       an exception set.  NULL outside a translation (the set outlives its
+       translator). */
+    int (*current_site)(struct GuardSet *gs, void *ctx);
+    void *site_ctx;
 } GuardSet;
 
 /* Why a guard set did not match: the first failing guard and what was seen. */
@@ -286,10 +300,44 @@ PyObject *guardset_render_guard(const GuardSet *gs, int guard);
 /* "TENSOR_MATCH" etc.  Static string, cannot fail. */
 const char *guard_kind_name(GuardKind kind);
 
-/* GuardInfo: a read-only Python object with .kind, .expr, .source for one guard
+/* The user stack guard g was added at (guard.site): a borrowed list of
+   (filename, lineno, qualname, source) tuples, outermost first, or NULL
+   when unknown.  Cannot fail. */
+PyObject *guardset_site(const GuardSet *gs, int guard);
+
+/* Every guard of gs that fails on fv, without the fail-fast walk's side
+   effects (no counters, no reordering): guards whose requirement failed are
+   not evaluated (they fail by consequence).  Writes up to `max` failing
+   guard indexes into out, in index order, and returns how many failed.
+   Cannot fail (an exception a value raised is cleared). */
+int guardset_failing(const GuardSet *gs, const FrameView *fv, PyObject **vals,
+                     PyObject *backend, int *out, int max);
+
+/* The guards of gs that fail on fv (guardset_failing), at most
+   GUARD_DIFF_MAX of them, rendered: a new list of dicts {"idx", "kind",
+   "expr", "observed", "user_stack" (the guard's site, or None)}, and in
+   *nfailing how many fail in all.  NULL with an exception on error (memory);
+   a guard that cannot be rendered shows its kind and "<unrenderable>". */
+#define GUARD_DIFF_MAX 32
+PyObject *guardset_diff(const GuardSet *gs, const FrameView *fv, PyObject **vals,
+                        PyObject *backend, int *nfailing);
+
+/* GuardInfo: a read-only Python object with .kind, .expr, .source for one
+   guard, and by name .filename, .lineno, .user_stack: where it came from
    (what cache_entries() and explain expose).  New reference or NULL. */
 PyObject *guardset_info_list(const GuardSet *gs);
-/* Create the GuardInfo type and add it to `module` as "GuardInfo".  0 / -1. */
+/* One older entry's first failing guard, as recompile and cache_limit
+   reports list them: a GuardFailureInfo, the tuple (entry compile id, kind,
+   expr, observed) with .filename and .lineno by name (the guard's site, or
+   None).  Arguments borrowed (NULL reads as None).  New reference or NULL. */
+PyObject *guard_failure_info_new(PyObject *entry_id, const char *kind, PyObject *expr,
+                                 PyObject *observed, PyObject *filename, PyObject *lineno);
+/* The filename and lineno of a GuardFailureInfo (borrowed; None unknown),
+   or false when item is not one.  Cannot fail. */
+bool guard_failure_info_site(PyObject *item, PyObject **filename, PyObject **lineno);
+
+/* Create the GuardInfo and GuardFailureInfo types and add them to `module`.
+   0 / -1. */
 int guards_types_init(PyObject *module);
 
 #endif /* DYNSCOPE_GUARDS_H */

@@ -24,6 +24,7 @@
 #include "tensorlib.h"
 #include "../trace/trace.h"
 
+#include <limits.h>
 #include <string.h>
 
 static _Thread_local ThreadCapture thread_capture;
@@ -388,52 +389,103 @@ static void note_kept_static(CacheFrame *cf)
 }
 
 /*
- * For every entry of cf, the first failing guard (what a recompile report
- * shows).  Returns a new list of (entry compile id, kind, expr, observed)
- * tuples, or NULL on error.
+ * What a miss learns about the frame's older entries, for the recompile
+ * report: the first failing guard of each entry, and the entry nearest to
+ * the new inputs with every guard of it that fails.  Strong or NULL.
  */
-static PyObject *collect_failures(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
-                                  ThreadCapture *tc, PyObject **now_dynamic)
+typedef struct MissReport {
+    PyObject *failures;  /* list of GuardFailureInfo (guards.h) */
+    PyObject *nearest;   /* dict {"entry", "failing", "guards", "capture_ns"}
+                            (docs/events.md, recompile) or NULL */
+} MissReport;
+
+static void miss_report_clear(MissReport *mr)
 {
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
+    Py_CLEAR(mr->failures);
+    Py_CLEAR(mr->nearest);
+}
+
+/* Entry e's first failing guard as a GuardFailureInfo.  New or NULL. */
+static PyObject *failure_item(CacheEntry *e, const GuardFailure *fail)
+{
+    PyObject *stack = guardset_site(&e->guards, fail->guard);
+    PyObject *last = stack != NULL && PyList_GET_SIZE(stack) > 0
+                     ? PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1) : NULL;
+    PyObject *id = PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
+    PyObject *item = id ? guard_failure_info_new(id, guard_kind_name(e->guards.guards[fail->guard].kind),
+                                                 fail->expr, fail->observed,
+                                                 last ? PyTuple_GET_ITEM(last, 0) : NULL,
+                                                 last ? PyTuple_GET_ITEM(last, 1) : NULL)
+                        : NULL;
+    Py_XDECREF(id);
+    return item;
+}
+
+/* The nearest-entry diff of entry e (the one whose guards fail fewest on
+   fv): a new dict, or NULL with an exception. */
+static PyObject *nearest_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc)
+{
+    PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
+    if (vals == NULL)
+        return PyErr_NoMemory();
+    int nfailing = 0;
+    PyObject *guards = guardset_diff(&e->guards, fv, vals, tc->config.backend, &nfailing);
+    guardset_release_values(&e->guards, vals);
+    PyMem_Free(vals);
+    if (guards == NULL)
         return NULL;
+    return Py_BuildValue("{s:N,s:i,s:N}", "entry",
+                         PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id),
+                         "failing", nfailing, "guards", guards);
+}
+
+/*
+ * Fill mr for a miss on cf: each entry's first failing guard, and the
+ * nearest entry.  0, or -1 with an exception (mr is then cleared).
+ * Marks what automatic dynamic learns from the failures (*now_dynamic).
+ */
+static int collect_failures(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
+                            ThreadCapture *tc, MissReport *mr, PyObject **now_dynamic)
+{
+    if ((mr->failures = PyList_New(0)) == NULL)
+        return -1;
     PyObject *entries = Py_NewRef(cf->entries);  /* reset() may swap cf->entries */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
-        CacheEntry *e = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(entries, i));
+    CacheEntry *nearest = NULL;                  /* borrowed from entries */
+    int nearest_failing = INT_MAX;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(entries); i++) {
+        CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(entries, i);
         PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
         GuardFailure fail = {-1, NULL, NULL};
         int r = vals ? guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) : -1;
         if (r == 0 && fail.guard >= 0 && tc->config.dynamic < 0 && *now_dynamic == NULL)
             *now_dynamic = mark_dynamic(cc, cf, e, fail.guard, fv);
-        if (vals) {
-            guardset_release_values(&e->guards, vals);
-            PyMem_Free(vals);
-        }
-        int rc = 0;
         if (r == 0 && fail.guard >= 0) {
-            PyObject *item = Py_BuildValue(
-                "(NsOO)",
-                PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id),
-                guard_kind_name(e->guards.guards[fail.guard].kind),
-                fail.expr ? fail.expr : Py_None,
-                fail.observed ? fail.observed : Py_None);
-            rc = item != NULL && PyList_Append(out, item) == 0 ? 0 : -1;
+            /* the newest of the entries with the fewest failing guards */
+            int n = guardset_failing(&e->guards, fv, vals, tc->config.backend, NULL, 0);
+            if (n < nearest_failing) {
+                nearest = e;
+                nearest_failing = n;
+            }
+            PyObject *item = failure_item(e, &fail);
+            rc = item != NULL && PyList_Append(mr->failures, item) == 0 ? 0 : -1;
             Py_XDECREF(item);
         }
         else if (r < 0) {
             rc = -1;
         }
-        guardfailure_clear(&fail);
-        Py_DECREF(e);
-        if (rc < 0) {
-            Py_DECREF(out);
-            Py_DECREF(entries);
-            return NULL;
+        if (vals) {
+            guardset_release_values(&e->guards, vals);
+            PyMem_Free(vals);
         }
+        guardfailure_clear(&fail);
     }
+    if (rc == 0 && nearest != NULL && (mr->nearest = nearest_entry(nearest, fv, tc)) == NULL)
+        rc = -1;
     Py_DECREF(entries);
-    return out;
+    if (rc < 0)
+        miss_report_clear(mr);
+    return rc;
 }
 
 /* Render "expr (observed VALUE)" for the newest entry's failure.  New str or NULL. */
@@ -498,33 +550,32 @@ static bool frame_worth_compiling(CodeCache *cc, CacheFrame *cf, const FrameView
 }
 
 /*
- * Before compiling on a miss: note why the older entries failed (into
- * *failures, a new list or NULL, and cf->last_failure) and decide from the
- * stance and the cache limit whether to compile at all.  MISS_COMPILE: go
- * on (the caller owns *failures); MISS_EAGER / MISS_ERROR as handle_miss
- * (*failures is NULL).
+ * Before compiling on a miss: note why the older entries failed (into *mr
+ * and cf->last_failure) and decide from the stance and the cache limit
+ * whether to compile at all.  MISS_COMPILE: go on (the caller clears *mr);
+ * MISS_EAGER / MISS_ERROR as handle_miss (*mr is empty).
  */
 static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
-                               ThreadCapture *tc, PyObject **failures)
+                               ThreadCapture *tc, MissReport *mr)
 {
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
     Py_ssize_t attempts = nentries + cf->failed;   /* toward the limit */
-    *failures = NULL;
+    *mr = (MissReport){NULL, NULL};
     if (cf->limit_warned && attempts >= engine.config.cache_size_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
     if (nentries > 0) {
         PyObject *now_dynamic = NULL;
         tc->in_engine++;
-        *failures = collect_failures(cc, cf, fv, tc, &now_dynamic);
+        int rc = collect_failures(cc, cf, fv, tc, mr, &now_dynamic);
         tc->in_engine--;
-        if (*failures == NULL) {
+        if (rc < 0) {
             events_internal_error("collecting guard failures");
-            if ((*failures = PyList_New(0)) == NULL) {
+            if ((mr->failures = PyList_New(0)) == NULL) {
                 PyErr_Clear();
                 return MISS_EAGER;
             }
         }
-        PyObject *desc = describe_failure(*failures);
+        PyObject *desc = describe_failure(mr->failures);
         if (desc == NULL)
             PyErr_Clear();
         if (desc != NULL && now_dynamic != NULL) {
@@ -553,12 +604,12 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
         if (!cf->limit_warned) {
             cf->limit_warned = true;
             capture_counters(tc)->cache_limits++;
-            events_cache_limit(cc, cf, *failures);
+            events_cache_limit(cc, cf, mr->failures);
         }
         out = MISS_EAGER;
     }
     if (out != MISS_COMPILE)
-        Py_CLEAR(*failures);
+        miss_report_clear(mr);
     return out;
 }
 
@@ -658,7 +709,7 @@ static void report_self_mismatch(CodeCache *cc, CacheEntry *e, const FrameView *
  * the frame meanwhile: then it runs this once) and run it.  Steals e.
  */
 static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
-                                 ThreadCapture *tc, CacheEntry *e, PyObject *failures,
+                                 ThreadCapture *tc, CacheEntry *e, MissReport *mr,
                                  PlanOutcome *result)
 {
     if (tc->config.fullgraph && e->plan.exit != EXIT_RETURN) {
@@ -670,7 +721,13 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
     capture_counters(tc)->compiles++;
     if (e->frame_compile_id > 0) {
         capture_counters(tc)->recompiles++;
-        events_recompile(cc, e, cf->last_failure, failures);
+        if (mr->nearest != NULL) {     /* the miss's cost, known now */
+            PyObject *ns = PyLong_FromUnsignedLongLong(e->compile_ns);
+            if (ns == NULL || PyDict_SetItemString(mr->nearest, "capture_ns", ns) < 0)
+                PyErr_Clear();
+            Py_XDECREF(ns);
+        }
+        events_recompile(cc, e, cf->last_failure, mr->failures, mr->nearest);
     }
     events_compile_end(cc, e, "ok");
     if (e->plan.exit != EXIT_RETURN)
@@ -706,13 +763,13 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     cf->misses++;
     capture_counters(tc)->misses++;
     bool first = PyList_GET_SIZE(cf->entries) == 0;
-    PyObject *failures;
-    MissOutcome out = miss_decide(cc, cf, fv, tc, &failures);
+    MissReport mr;
+    MissOutcome out = miss_decide(cc, cf, fv, tc, &mr);
     if (out != MISS_COMPILE)
         return out;
     CacheEntry *e = miss_new_entry(cc, cf, tc);
     if (e == NULL) {
-        Py_XDECREF(failures);
+        miss_report_clear(&mr);
         return MISS_EAGER;
     }
     events_compile_start(cc, e);
@@ -732,7 +789,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         /* Exceptions that are not ours to swallow reach the program. */
         events_compile_end(cc, e, "error");
         Py_DECREF(e);
-        Py_XDECREF(failures);
+        miss_report_clear(&mr);
         return MISS_ERROR;
     }
     if (st == TRANSLATE_ERROR) {
@@ -743,8 +800,8 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     if (st == TRANSLATE_UNSUPPORTED)
         out = miss_unsupported(cc, cf, tc, e, reason, permanent, first);
     else
-        out = miss_compiled(cc, cf, fv, tc, e, failures, result);
-    Py_XDECREF(failures);
+        out = miss_compiled(cc, cf, fv, tc, e, &mr, result);
+    miss_report_clear(&mr);
     return out;
 }
 

@@ -85,6 +85,49 @@ PyObject *tracer_user_stack(Tracer *t)
     return stack;
 }
 
+/* GuardSet.current_site while t translates (ctx is t): the user stack
+   being translated now, as an index into gs->sites.  Guards added at the
+   same (code, instruction) chain as the last one reuse its index; a new
+   chain builds the stack, and reuses the index when the stack reads the
+   same (another instruction of the same line).  -1 when unknown; never
+   leaves an exception set. */
+static int tracer_current_site(GuardSet *gs, void *ctx)
+{
+    Tracer *t = ctx;
+    if (t->current == NULL)
+        return -1;
+    int depth = 0;
+    bool same = t->site_depth >= 0;
+    for (TFrame *f = t->current; f != NULL && same; f = f->parent, depth++)
+        same = depth < t->site_depth && t->site_key[depth].code == f->code
+               && t->site_key[depth].instr == f->cur_instr;
+    if (same && depth == t->site_depth)
+        return t->site_index;
+    PyObject *stack = tracer_user_stack(t);
+    if (stack == NULL || (gs->sites == NULL && (gs->sites = PyList_New(0)) == NULL)) {
+        Py_XDECREF(stack);
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(gs->sites);
+    int index = t->site_index;
+    if (index < 0 || index >= n
+        || PyObject_RichCompareBool(PyList_GET_ITEM(gs->sites, index), stack, Py_EQ) != 1) {
+        index = PyList_Append(gs->sites, stack) == 0 ? (int)n : -1;
+    }
+    Py_DECREF(stack);
+    PyErr_Clear();
+    depth = 0;
+    for (TFrame *f = t->current; f != NULL; f = f->parent, depth++)
+        if (depth < TRACER_SITE_DEPTH) {
+            t->site_key[depth].code = f->code;
+            t->site_key[depth].instr = f->cur_instr;
+        }
+    t->site_depth = index >= 0 && depth <= TRACER_SITE_DEPTH ? depth : -1;
+    t->site_index = index;
+    return index;
+}
+
 /* (contract: translate.h) */
 int tracer_offset(Tracer *t)
 {
@@ -385,6 +428,9 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     Tracer t;
     memset(&t, 0, sizeof(t));
     t.gs = &entry->guards;
+    t.site_depth = t.site_index = -1;
+    entry->guards.current_site = tracer_current_site;
+    entry->guards.site_ctx = &t;
     t.fv = fv;
     t.cf = cf;
     t.backend = backend;
@@ -408,6 +454,7 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     if (tr_frame_setup(&root, &t, NULL, func, -1, fv->code) < 0)
         goto out;
     t.current = &root;
+    root.cur_instr = cf->resume_offset;   /* the stack's guards: made where it resumes */
     if (cf->resume_offset != 0 && push_resume_stack(&root, fv) < 0)
         goto stopped;
     int r = tr_run_frame(&root, cf->resume_offset);
@@ -438,6 +485,8 @@ stopped:
         st = TRANSLATE_UNSUPPORTED;
     }
 out:
+    entry->guards.current_site = NULL;      /* the set outlives t */
+    entry->guards.site_ctx = NULL;
     a->dyn_used = t.dyn_used;
     a->dyn_used_exact = t.dyn_used_exact;
     tr_frame_teardown(&root);

@@ -169,6 +169,8 @@ typedef struct FrameEnd {
     int offset;              /* byte offset of the innermost instruction that broke */
 } FrameEnd;
 
+#define TRACER_SITE_DEPTH 16  /* inlining depth whose guard sites are cached */
+
 typedef struct Tracer {
     GuardSet *gs;            /* borrowed: the entry's guard set */
     const FrameView *fv;     /* borrowed: the concrete frame */
@@ -241,6 +243,13 @@ typedef struct Tracer {
     PyObject *rng_saved;     /* strong list of (generator, restore fn, args), or
                                 NULL: the generator states to put back when
                                 the translation ends (tr_random.c) */
+    /* Guard provenance (GuardSet.current_site): the (code, instruction)
+       chain, innermost first, of the last site handed out and its index in
+       the set's sites, so the guards one instruction adds share one stack,
+       built once.  site_depth -1: none (or a chain too deep to keep). */
+    struct { PyCodeObject *code; int instr; } site_key[TRACER_SITE_DEPTH];
+    int site_depth;
+    int site_index;
 } Tracer;
 
 /* An attribute write on an object the program can see, to replay after

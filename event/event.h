@@ -49,6 +49,10 @@ typedef struct EventRecord {
     uint64_t duration_ns;
     int graphs, nodes, guards;
     const char *guards_text;   /* the entry's guards, one expression per line */
+    const char *guard_sites_json;  /* where each guard came from:
+                                  {"sites": [user stack, ...], "guards":
+                                  [site index or -1, ...]}, a user stack as
+                                  user_stack_json */
     /* EV_RECOMPILE, EV_FRAME_SKIP, EV_CACHE_LIMIT, EV_GRAPH_BREAK */
     const char *reason;
     /* EV_GUARD_FAIL */
@@ -56,6 +60,12 @@ typedef struct EventRecord {
     const char *guard_kind;        /* "TENSOR_MATCH", ... */
     const char *expr;              /* "L['x'].shape == (3, 4)" */
     const char *observed;          /* "(5, 4)" */
+    const char *guard_file;        /* the user code that made the guard, "" unknown */
+    int guard_line;                /* its line, 0 unknown */
+    /* EV_RECOMPILE: the older entry nearest to the new inputs and every
+       guard of it that failed: {"entry", "failing", "guards": [{"idx",
+       "kind", "expr", "observed", "user_stack"}], "capture_ns"}; "" none */
+    const char *nearest_json;
     /* EV_GRAPH_BREAK */
     const char *break_kind;    /* "call", "data_dependent_branch", "data_escape", "unsupported" */
     const char *break_file;
@@ -83,7 +93,9 @@ enum {
     EVF_GRAPH_CODE = 1u << 1,    /* graph_code (EV_GRAPH_COMPILED)        */
     EVF_OPS = 1u << 2,           /* ops, backend (EV_GRAPH_COMPILED)      */
     EVF_USER_STACK = 1u << 3,    /* user_stack_json (EV_GRAPH_BREAK)      */
-    EVF_ALL = 0xfu,
+    EVF_GUARD_SITES = 1u << 4,   /* guard_sites_json (EV_COMPILE_END)     */
+    EVF_NEAREST = 1u << 5,       /* nearest_json (EV_RECOMPILE)           */
+    EVF_ALL = 0x3fu,
 };
 
 /* The name of a kind as in docs/events.md ("compile_start", ...); "?" for

@@ -18,6 +18,7 @@
 static PyTypeObject *StackFrameType;
 static PyTypeObject *BreakReasonType;
 static PyTypeObject *CompileTimeType;
+static PyTypeObject *RecompileType;
 
 static PyStructSequence_Field stack_frame_fields[] = {
     {"filename", "file of the frame"},
@@ -53,6 +54,22 @@ static PyStructSequence_Desc compile_time_desc = {
     "dynscope.CompileTime", "Time spent compiling one entry.", compile_time_fields, 4,
 };
 
+static PyStructSequence_Field recompile_fields[] = {
+    {"function", "qualified name"},
+    {"compile_id", "the new entry, 'frame/compile'"},
+    {"reason", "the newest older entry's failing guard, 'expr (observed v)'"},
+    {"nearest_entry", "the older entry nearest to the new inputs (fewest failing guards), "
+                      "'frame/compile', or None"},
+    {"failing", "how many of its guards fail"},
+    {"guards", "its failing guards: dicts with idx, kind, expr, observed, user_stack "
+               "(where the guard came from)"},
+    {"capture_ms", "the miss's cost: translating the new entry, milliseconds"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc recompile_desc = {
+    "dynscope.Recompile", "One recompile, with the nearest-entry diff.", recompile_fields, 7,
+};
+
 /* ---- ExplainOutput ---- */
 
 typedef struct {
@@ -68,6 +85,7 @@ typedef struct {
     PyObject *cache_limits;    /* strong: list of (function, last failing guard) */
     PyObject *entries;         /* strong: list of CacheEntry, compile order */
     PyObject *skipped_by_rule; /* strong: list of (rule, functions, calls), most calls first */
+    PyObject *recompiles;      /* strong: list of Recompile, as they happened */
 } ExplainOutput;
 
 static PyTypeObject *ExplainOutputType;
@@ -86,6 +104,7 @@ static int output_traverse(ExplainOutput *o, visitproc visit, void *arg)
     Py_VISIT(o->cache_limits);
     Py_VISIT(o->entries);
     Py_VISIT(o->skipped_by_rule);
+    Py_VISIT(o->recompiles);
     return 0;
 }
 
@@ -102,6 +121,7 @@ static int output_clear(ExplainOutput *o)
     Py_CLEAR(o->cache_limits);
     Py_CLEAR(o->entries);
     Py_CLEAR(o->skipped_by_rule);
+    Py_CLEAR(o->recompiles);
     return 0;
 }
 
@@ -196,6 +216,37 @@ static PyObject *entry_label(CacheEntry *e)
                                 e->frame_compile_id, e->resume_line);
 }
 
+/* A Recompile from a recompile event dict.  New reference or NULL. */
+static PyObject *make_recompile(PyObject *ev)
+{
+    PyObject *r = PyStructSequence_New(RecompileType);
+    if (r == NULL)
+        return NULL;
+    PyObject *nearest = ev_get(ev, "nearest");
+    bool has = PyDict_Check(nearest);
+    PyObject *guards = has ? PyDict_GetItemString(nearest, "guards") : NULL;
+    PyObject *failing = has ? PyDict_GetItemString(nearest, "failing") : NULL;
+    PyObject *ns = has ? PyDict_GetItemString(nearest, "capture_ns") : NULL;
+    double ms = ns ? PyFloat_AsDouble(ns) / 1e6 : 0.0;
+    if (ms < 0)
+        ms = 0.0;
+    PyErr_Clear();
+    PyStructSequence_SET_ITEM(r, 0, Py_NewRef(ev_get(ev, "name")));
+    PyStructSequence_SET_ITEM(r, 1, Py_NewRef(ev_get(ev, "compile_id")));
+    PyStructSequence_SET_ITEM(r, 2, Py_NewRef(ev_get(ev, "reason")));
+    PyStructSequence_SET_ITEM(r, 3, Py_NewRef(has ? ev_get(nearest, "entry") : Py_None));
+    PyStructSequence_SET_ITEM(r, 4, failing ? Py_NewRef(failing) : PyLong_FromLong(0));
+    PyStructSequence_SET_ITEM(r, 5, guards && PyList_Check(guards) ? PySequence_List(guards)
+                                                                   : PyList_New(0));
+    PyStructSequence_SET_ITEM(r, 6, PyFloat_FromDouble(ms));
+    for (int k = 4; k < 7; k++)
+        if (PyStructSequence_GET_ITEM(r, k) == NULL) {
+            Py_DECREF(r);
+            return NULL;
+        }
+    return r;
+}
+
 /* The report's data from an event log and the entries made. */
 static PyObject *output_build(PyObject *function, PyObject *events, PyObject *entries)
 {
@@ -213,10 +264,11 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
     o->cache_limits = PyList_New(0);
     o->entries = PySequence_List(entries);
     o->skipped_by_rule = PyList_New(0);
+    o->recompiles = PyList_New(0);
     PyObject_GC_Track(o);
     if (!o->graphs || !o->break_reasons || !o->ops_per_graph || !o->out_guards
         || !o->compile_times || !o->plans || !o->skipped || !o->cache_limits || !o->entries
-        || !o->skipped_by_rule)
+        || !o->skipped_by_rule || !o->recompiles)
         goto fail;
 
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->entries); i++) {
@@ -293,6 +345,10 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
             if (append_steal(o->skipped, t) < 0)
                 goto fail;
         }
+        else if (ev_is(ev, "recompile")) {
+            if (append_steal(o->recompiles, make_recompile(ev)) < 0)
+                goto fail;
+        }
         else if (ev_is(ev, "cache_limit")) {
             PyObject *t = PyTuple_Pack(2, ev_get(ev, "name"), ev_get(ev, "last_failure"));
             if (append_steal(o->cache_limits, t) < 0)
@@ -340,6 +396,90 @@ static int line(PyObject *out, const char *fmt, ...)
     va_end(va);
     int rc = append_steal(out, s);
     return rc;
+}
+
+/* "file.py:12 in f" per frame of a user stack (a list of (filename,
+   lineno, qualname, source) tuples, outermost first), joined by " > ";
+   file names without their directory.  New str, "" for none; NULL on
+   error. */
+static PyObject *site_text(PyObject *stack)
+{
+    PyObject *parts = PyList_New(0);
+    for (Py_ssize_t i = 0; parts && stack && PyList_Check(stack) && i < PyList_GET_SIZE(stack); i++) {
+        PyObject *t = PyList_GET_ITEM(stack, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 3 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0)))
+            continue;
+        PyObject *file = PyTuple_GET_ITEM(t, 0);
+        Py_ssize_t slash = PyUnicode_FindChar(file, '/', 0, PyUnicode_GET_LENGTH(file), -1);
+        PyObject *base = slash >= 0 ? PyUnicode_Substring(file, slash + 1, PyUnicode_GET_LENGTH(file))
+                                    : Py_NewRef(file);
+        PyObject *part = base ? PyUnicode_FromFormat("%U:%S in %S", base, PyTuple_GET_ITEM(t, 1),
+                                                     PyTuple_GET_ITEM(t, 2)) : NULL;
+        Py_XDECREF(base);
+        if (append_steal(parts, part) < 0)
+            Py_CLEAR(parts);
+    }
+    PyObject *sep = parts ? PyUnicode_FromString(" > ") : NULL;
+    PyObject *text = sep ? PyUnicode_Join(sep, parts) : NULL;
+    Py_XDECREF(sep);
+    Py_XDECREF(parts);
+    return text;
+}
+
+/* "    # file.py:12 in f" for a guard made at `stack`, "" when unknown.  New
+   str or NULL. */
+static PyObject *site_suffix(PyObject *stack)
+{
+    PyObject *text = site_text(stack);
+    if (text == NULL || PyUnicode_GET_LENGTH(text) == 0)
+        return text;
+    Py_SETREF(text, PyUnicode_FromFormat("    # %U", text));
+    return text;
+}
+
+/* The Recompiles section: each recompile, why, and the nearest older entry
+   with every guard of it that failed (what to change for a hit). */
+static int recompiles_section(ExplainOutput *o, PyObject *out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(o->recompiles);
+    if (n > 0 && line(out, "\nRecompiles (the older entry nearest to the new inputs, and its failing guards)") < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(o->recompiles, i);
+        PyObject *nearest = PyStructSequence_GET_ITEM(r, 3);
+        PyObject *guards = PyStructSequence_GET_ITEM(r, 5);
+        char ms[32];
+        PyOS_snprintf(ms, sizeof ms, "%.1f", PyFloat_AsDouble(PyStructSequence_GET_ITEM(r, 6)));
+        if (line(out, "  %zd. %S [%S]: capture took %s ms", i + 1, PyStructSequence_GET_ITEM(r, 0),
+                 PyStructSequence_GET_ITEM(r, 1), ms) < 0
+            || line(out, "       newest entry failed: %S", PyStructSequence_GET_ITEM(r, 2)) < 0)
+            return -1;
+        if (nearest == Py_None)
+            continue;
+        long failing = PyLong_AsLong(PyStructSequence_GET_ITEM(r, 4));
+        if (line(out, "       nearest entry [%S]: %ld guard%s fail%s", nearest, failing,
+                 failing == 1 ? "" : "s", failing == 1 ? "s" : "") < 0)
+            return -1;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(guards); k++) {
+            PyObject *g = PyList_GET_ITEM(guards, k);
+            if (!PyDict_Check(g))
+                continue;
+            PyObject *where = site_suffix(ev_get(g, "user_stack"));
+            char kind[24];
+            PyOS_snprintf(kind, sizeof kind, "%-14s", PyUnicode_Check(ev_get(g, "kind"))
+                          ? PyUnicode_AsUTF8(ev_get(g, "kind")) : "?");
+            int rc = where ? line(out, "         %s %S  (observed %S)%U", kind, ev_get(g, "expr"),
+                                  ev_get(g, "observed"), where) : -1;
+            Py_XDECREF(where);
+            if (rc < 0)
+                return -1;
+        }
+        if (failing > PyList_GET_SIZE(guards)
+            && line(out, "         (%ld more not shown)", failing - (long)PyList_GET_SIZE(guards)) < 0)
+            return -1;
+    }
+    PyErr_Clear();
+    return 0;
 }
 
 /* Append each line of `text` indented by `indent` spaces. */
@@ -438,6 +578,9 @@ static PyObject *output_str(ExplainOutput *o)
             goto fail;
     }
 
+    if (recompiles_section(o, out) < 0)
+        goto fail;
+
     Py_ssize_t gi = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->entries); i++) {
         CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(o->entries, i);
@@ -481,10 +624,12 @@ static PyObject *output_str(ExplainOutput *o)
             if (e->guards.guards[g].kind == GUARD_BACKEND_MATCH)
                 continue;
             PyObject *expr = guardset_render_guard(&e->guards, g);
+            PyObject *where = expr ? site_suffix(guardset_site(&e->guards, g)) : NULL;
             char kind[24];
             PyOS_snprintf(kind, sizeof(kind), "%-14s", guard_kind_name(e->guards.guards[g].kind));
-            int rc = expr ? line(out, "    %s %U", kind, expr) : -1;
+            int rc = where ? line(out, "    %s %U%U", kind, expr, where) : -1;
             Py_XDECREF(expr);
+            Py_XDECREF(where);
             if (rc < 0)
                 goto fail;
         }
@@ -531,6 +676,9 @@ static PyMemberDef output_members[] = {
      "frames not captured because of a rule (config.skip_prefixes, generators ...): "
      "(rule, functions, calls), most calls first"},
     {"entries", T_OBJECT, offsetof(ExplainOutput, entries), READONLY, "the cache entries made, in compile order"},
+    {"recompiles", T_OBJECT, offsetof(ExplainOutput, recompiles), READONLY,
+     "list of Recompile: each recompile with its reason, the nearest older entry "
+     "and every guard of it that failed"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1008,7 +1156,8 @@ int explain_init(PyObject *module)
     StackFrameType = PyStructSequence_NewType(&stack_frame_desc);
     BreakReasonType = PyStructSequence_NewType(&break_reason_desc);
     CompileTimeType = PyStructSequence_NewType(&compile_time_desc);
-    if (!StackFrameType || !BreakReasonType || !CompileTimeType) {
+    RecompileType = PyStructSequence_NewType(&recompile_desc);
+    if (!StackFrameType || !BreakReasonType || !CompileTimeType || !RecompileType) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         return -1;
@@ -1021,6 +1170,7 @@ int explain_init(PyObject *module)
     if (PyModule_AddObjectRef(module, "StackFrame", (PyObject *)StackFrameType) < 0
         || PyModule_AddObjectRef(module, "BreakReason", (PyObject *)BreakReasonType) < 0
         || PyModule_AddObjectRef(module, "CompileTime", (PyObject *)CompileTimeType) < 0
+        || PyModule_AddObjectRef(module, "Recompile", (PyObject *)RecompileType) < 0
         || PyModule_AddObjectRef(module, "ExplainOutput", (PyObject *)ExplainOutputType) < 0
         || PyModule_AddObjectRef(module, "Explainer", (PyObject *)ExplainerType) < 0
         || PyModule_AddObjectRef(module, "ExplainBackend", (PyObject *)ExplainBackendType) < 0)

@@ -35,7 +35,7 @@
 #include <stddef.h>
 
 /* The schema version this build writes; PRAGMA user_version of the file. */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 /* The oldest version a reader reads (v2's tables are v3's: the views v3
    added become TEMP views of the reader). */
 #define STORE_READ_MIN_VERSION 2

@@ -440,6 +440,40 @@ static const char migration_3[] =
     CREATE_VIEW("break_sites", VIEW_BREAK_SITES)
     CREATE_VIEW("cache_limit_hits", VIEW_CACHE_LIMIT_HITS);
 
+/* ---- version 4 ----
+ * Adds guard provenance -- the user source whose access made the
+ * translator add a guard (guards, guard_failures: filename, lineno; guards:
+ * the stack through inlined calls) -- and recompile_diffs: on each
+ * recompile, the older entry nearest to the new inputs and every guard of
+ * it that failed.  Older rows keep NULL there. */
+
+static const char migration_4[] =
+    "ALTER TABLE guards ADD COLUMN filename TEXT;\n"
+    "ALTER TABLE guards ADD COLUMN lineno INTEGER;\n"
+    "ALTER TABLE guards ADD COLUMN user_stack TEXT;\n"
+    "ALTER TABLE guard_failures ADD COLUMN filename TEXT;\n"
+    "ALTER TABLE guard_failures ADD COLUMN lineno INTEGER;\n"
+    "CREATE TABLE recompile_diffs (\n"
+    "    run_id           INTEGER NOT NULL,\n"
+    "    code_id          INTEGER NOT NULL,\n"
+    "    epoch            INTEGER NOT NULL DEFAULT 0,\n"
+    "    compile_id       TEXT,\n"
+    "    compile_row      INTEGER,\n"
+    "    entry_compile_id TEXT,\n"
+    "    failing          INTEGER,\n"
+    "    idx              INTEGER,\n"
+    "    kind             TEXT,\n"
+    "    expr             TEXT,\n"
+    "    observed         TEXT,\n"
+    "    filename         TEXT,\n"
+    "    lineno           INTEGER,\n"
+    "    user_stack       TEXT,\n"
+    "    capture_ns       INTEGER,\n"
+    "    at               INTEGER\n"
+    ");\n"
+    "CREATE INDEX recompile_diffs_by_compile ON recompile_diffs (compile_row);\n"
+    "CREATE INDEX recompile_diffs_by_code ON recompile_diffs (run_id, code_id);\n";
+
 /* Every view, with the version whose migration creates it. */
 static const struct {
     const char *name;
@@ -460,6 +494,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION + 1] = {
     migration_1,
     migration_2,
     migration_3,
+    migration_4,
 };
 
 const char *store_schema_migration_sql(int v)

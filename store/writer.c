@@ -48,7 +48,9 @@ enum {
     ST_ENTRY_FROM_COMPILE,
     ST_GUARDS_DELETE,
     ST_GUARD_INSERT,
+    ST_GUARD_SITES,
     ST_GUARD_FAIL,
+    ST_RECOMPILE_DIFF,
     ST_BREAK,
     ST_GRAPH,
     ST_CACHE_LIMIT,
@@ -100,10 +102,33 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_GUARD_INSERT] =
         "INSERT INTO guards (run_id, code_id, epoch, compile_id, idx, kind, expr)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    /* ?5: EventRecord.guard_sites_json; a guard's site is the last frame of
+       its stack */
+    [ST_GUARD_SITES] =
+        "UPDATE guards SET user_stack = json_extract(?5, '$.sites[' || g.value || ']'),"
+        " filename = json_extract(?5, '$.sites[' || g.value || '][#-1][0]'),"
+        " lineno = json_extract(?5, '$.sites[' || g.value || '][#-1][1]')"
+        " FROM json_each(?5, '$.guards') AS g"
+        " WHERE json_valid(?5) AND guards.run_id = ?1 AND guards.code_id = ?2"
+        " AND guards.epoch = ?3 AND guards.compile_id = ?4 AND guards.idx = g.key"
+        " AND g.value >= 0",
     [ST_GUARD_FAIL] =
         "INSERT INTO guard_failures (run_id, code_id, epoch, compile_id, compile_row,"
-        " entry_compile_id, kind, expr, observed, at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        " entry_compile_id, kind, expr, observed, at, filename, lineno)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    /* ?6: EventRecord.nearest_json, one row per failing guard listed */
+    [ST_RECOMPILE_DIFF] =
+        "INSERT INTO recompile_diffs (run_id, code_id, epoch, compile_id, compile_row,"
+        " entry_compile_id, failing, idx, kind, expr, observed, filename, lineno,"
+        " user_stack, capture_ns, at)"
+        " SELECT ?1, ?2, ?3, ?4, ?5, json_extract(?6, '$.entry'),"
+        " json_extract(?6, '$.failing'), json_extract(g.value, '$.idx'),"
+        " json_extract(g.value, '$.kind'), json_extract(g.value, '$.expr'),"
+        " json_extract(g.value, '$.observed'),"
+        " json_extract(g.value, '$.user_stack[#-1][0]'),"
+        " json_extract(g.value, '$.user_stack[#-1][1]'),"
+        " json_extract(g.value, '$.user_stack'), json_extract(?6, '$.capture_ns'), ?7"
+        " FROM json_each(?6, '$.guards') AS g WHERE json_valid(?6)",
     [ST_BREAK] =
         "INSERT INTO graph_breaks (run_id, code_id, epoch, compile_id, compile_row, kind,"
         " reason, filename, lineno, offset, user_stack, at)"
@@ -370,6 +395,15 @@ static int write_recompile(Store *s, const StoreEvent *e)
     sqlite3_stmt *st = s->w->st[ST_COMPILE_REASON];
     sqlite3_bind_int64(st, 1, row);
     bind_opt(st, 2, e->rec.reason);
+    rc = run(st);
+    if (rc != SQLITE_OK || e->rec.nearest_json[0] == '\0')
+        return rc;
+    st = s->w->st[ST_RECOMPILE_DIFF];
+    bind_head(s, st, e);
+    bind_key(st, 4, e->rec.compile_id);
+    bind_row(st, 5, row);
+    sqlite3_bind_text(st, 6, e->rec.nearest_json, -1, SQLITE_STATIC);
+    bind_u64(st, 7, e->rec.wall_ns);
     return run(st);
 }
 
@@ -409,7 +443,13 @@ static int write_guards(Store *s, const StoreEvent *e)
             rc = write_guard_line(s, e, idx++, p, n);
         p += len + (end != NULL);
     }
-    return rc;
+    if (rc != SQLITE_OK || e->rec.guard_sites_json[0] == '\0')
+        return rc;
+    st = w->st[ST_GUARD_SITES];
+    bind_head(s, st, e);
+    bind_key(st, 4, e->rec.compile_id);
+    sqlite3_bind_text(st, 5, e->rec.guard_sites_json, -1, SQLITE_STATIC);
+    return run(st);
 }
 
 static int write_compile_end(Store *s, const StoreEvent *e)
@@ -459,6 +499,11 @@ static int write_guard_fail(Store *s, const StoreEvent *e)
     bind_opt(st, 8, r->expr);
     bind_opt(st, 9, r->observed);
     bind_u64(st, 10, r->wall_ns);
+    bind_opt(st, 11, r->guard_file);
+    if (r->guard_line > 0)
+        sqlite3_bind_int(st, 12, r->guard_line);
+    else
+        sqlite3_bind_null(st, 12);
     return run(st);
 }
 

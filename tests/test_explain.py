@@ -18,6 +18,7 @@ from dynscope import _C
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "data"))
 import three_graphs  # noqa: E402
+import nearest_entry  # noqa: E402
 
 
 def lineno_of(fn, needle):
@@ -202,13 +203,12 @@ def _normalized_report(text):
     # what print() calls into depends on how pytest captures stdout: the
     # frames it runs by rule are checked in test_frames_not_captured_by_rule
     text = re.sub(r"\nFrames not captured by rule [^\n]*\n(  [^\n]*\n)*", "", text)
-    return re.sub(r"\(\d+\.\d ms\)", "(<t> ms)", text)
+    return re.sub(r"\d+\.\d ms", "<t> ms", text)
 
 
-def test_report_text_of_the_three_graph_case_matches_the_golden_file():
-    out = dynscope.explain(three_graphs.f)(np.arange(-2.0, 3.0))
+def _check_golden(out, name):
     got = _normalized_report(str(out)) + "\n"
-    golden_path = os.path.join(HERE, "golden", "explain_three_graphs.txt")
+    golden_path = os.path.join(HERE, "golden", name)
     if os.environ.get("DYNSCOPE_UPDATE_GOLDEN"):
         with open(golden_path, "w") as fh:
             fh.write(got)
@@ -221,6 +221,29 @@ def test_report_text_of_the_three_graph_case_matches_the_golden_file():
             return re.sub(r"offset \d+", "offset <n>", text)
         got, want = no_offsets(got), no_offsets(want)
     assert got == want
+
+
+def test_report_text_of_the_three_graph_case_matches_the_golden_file():
+    _check_golden(dynscope.explain(three_graphs.f)(np.arange(-2.0, 3.0)), "explain_three_graphs.txt")
+
+
+def test_report_of_recompiles_shows_guard_sources_and_the_nearest_entry():
+    # normalize recompiles twice in one call; its third inputs differ from
+    # the newest entry in two guards (dtype and mode) but from the first in
+    # one (mode): that entry is the nearest, and its one failing guard is
+    # shown with the line that made it
+    out = dynscope.explain(nearest_entry.f)(np.arange(5.0))
+    assert [(r.function, r.compile_id, r.nearest_entry, r.failing) for r in out.recompiles] == [
+        ("normalize", "2/1", "2/0", 1), ("normalize", "2/2", "2/0", 1)]
+    last = out.recompiles[1]
+    assert "L['mode'] == 'mean'" in last.reason and last.capture_ms > 0
+    [g] = last.guards
+    assert (g["kind"], g["expr"], g["observed"]) == ("EQUALS_MATCH", "L['mode'] == 'mean'", "'max'")
+    assert g["user_stack"][-1][:3] == (nearest_entry.__file__, 9, "normalize")
+    mode_guard = [gi for gi in out.out_guards if gi.expr == "L['mode'] == 'max'"]
+    assert [(gi.filename, gi.lineno) for gi in mode_guard] == [(nearest_entry.__file__, 9)]
+    assert mode_guard[0].user_stack[-1][3] == 'if mode == "mean":'
+    _check_golden(out, "explain_nearest_entry.txt")
 
 
 def test_command_line_explain_runs_a_reproducer_and_prints_the_report():

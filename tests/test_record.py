@@ -25,7 +25,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 DYNTOP = os.environ.get("DYNTOP_BIN", os.path.join(ROOT, "build", "dyntop"))
-SCHEMA_VERSION = 3      # store/read.h STORE_SCHEMA_VERSION: what a new file gets
+SCHEMA_VERSION = 4      # store/read.h STORE_SCHEMA_VERSION: what a new file gets
 
 # ---------------------------------------------------------------------------
 # The workload: known recompiles (dtype, shape, constant), breaks (print,
@@ -378,13 +378,17 @@ def test_report_sections_equal_the_engine_view(recorded):
 
 
 def downgrade_to_v2(src, dst):
-    """A copy of a recorded file as schema v2 wrote it: v2's tables are v3's,
-    v3 added only views."""
+    """A copy of a recorded file as schema v2 wrote it: v3 added only views,
+    v4 the guard-provenance columns and recompile_diffs."""
     with open(src, "rb") as fh, open(dst, "wb") as out:
         out.write(fh.read())
     con = sqlite3.connect(dst)
     for view in ("run_summary", "break_sites", "cache_limit_hits"):
         con.execute(f"DROP VIEW {view}")
+    con.execute("DROP TABLE recompile_diffs")
+    for table, column in (("guards", "filename"), ("guards", "lineno"), ("guards", "user_stack"),
+                          ("guard_failures", "filename"), ("guard_failures", "lineno")):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("PRAGMA user_version = 2")
     con.commit()
     con.close()
@@ -717,6 +721,13 @@ def recipe_expectations(db, dump):
         "Cache-limit hits with the last failing guard":
             [("limited", 2, "L['x'].shape == (2,) (observed (3,))", "L['x'].shape == (2,)", "(3,)")],
         "Slowest compiles": None,
+        # the engine's own nearest-entry diffs, row for row
+        "Why each recompile missed: the nearest entry's failing guards":
+            [(e["name"], e["compile_id"], e["nearest"]["entry"], e["nearest"]["failing"],
+              g["expr"], g["observed"],
+              f"{os.path.basename(g['user_stack'][-1][0])}:{g['user_stack'][-1][1]}",
+              e["nearest"]["capture_ns"])
+             for e in rec for g in e["nearest"]["guards"]],
     }, len(rec)
 
 
@@ -725,6 +736,7 @@ def test_recipes_run_on_the_recorded_workload(recorded):
     found = recipes()
     want, nrec = recipe_expectations(db, dump)
     assert len(found) >= 8
+    assert len(want["Why each recompile missed: the nearest entry's failing guards"]) >= 3
     assert set(found) == set(want), sorted(found)
     con = connect(db)
     try:

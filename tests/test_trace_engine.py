@@ -265,10 +265,8 @@ def expected_cold(view):
             exp[kind].append({**c, **split_cid(e["compile_id"]),
                               "resume_offset": resume[(e["code_id"], e["compile_id"])],
                               "reason": e["reason"]})
-            for entry_cid, gkind, expr, observed in e["failures"]:
-                exp["guard_fail"].append({**c, "compile_id": e["compile_id"],
-                                          "entry_compile_id": entry_cid, "guard_kind": gkind,
-                                          "expr": expr, "observed": observed})
+            for f in e["failures"]:
+                exp["guard_fail"].append({**c, "compile_id": e["compile_id"], **guard_fail(f)})
         elif kind == "graph_break":
             exp[kind].append({**c, "compile_id": e["compile_id"], "break_kind": e["kind"],
                               "reason": e["reason"], "break_file": e["filename"],
@@ -277,15 +275,21 @@ def expected_cold(view):
         elif kind == "cache_limit":
             exp[kind].append({**c, "frame_id": frame_of[e["code_id"]], "resume_offset": 0,
                               "reason": e["last_failure"]})
-            for entry_cid, gkind, expr, observed in e["failures"]:
-                exp["guard_fail"].append({**c, "compile_id": "-",
-                                          "entry_compile_id": entry_cid, "guard_kind": gkind,
-                                          "expr": expr, "observed": observed})
+            for f in e["failures"]:
+                exp["guard_fail"].append({**c, "compile_id": "-", **guard_fail(f)})
         elif kind == "frame_skip":
             exp[kind].append({**c, "resume_offset": 0, "reason": e["reason"]})
         else:
             raise AssertionError(f"an in-memory event this test does not know: {kind}")
     return exp
+
+
+def guard_fail(failure):
+    """The guard_fail fields of one in-memory failure (entry, kind, expr,
+    observed); where its guard came from is checked in traced_cold."""
+    entry_cid, gkind, expr, observed = failure
+    return {"entry_compile_id": entry_cid, "guard_kind": gkind, "expr": expr,
+            "observed": observed}
 
 
 def traced_cold(events):
@@ -295,6 +299,11 @@ def traced_cold(events):
         got[kind] = of_kind(events, kind)
     for g in got["graph_break"]:
         g["user_stack"] = json.loads(g.pop("user_stack_json"))
+    for g in got["guard_fail"]:
+        # the guard's source: a line of the code it guards, or none (the
+        # engine's own guards); the in-memory failures carry it by name only
+        where = (g.pop("guard_file"), g.pop("guard_line"))
+        assert where == ("", 0) or (where[0] == g["filename"] and where[1] >= g["firstlineno"]), where
     for g in got["graph_compiled"]:
         assert g.pop("backend_ns") >= 0
     return got
@@ -529,6 +538,9 @@ def comparable(view, code_ids=False):
                                          for e in fn["entries"]]}
                       for name, fn in view["functions"].items()}
     v["events"] = [{k: x for k, x in e.items() if k not in drop} for e in view["events"]]
+    for e in v["events"]:
+        if e.get("nearest"):   # the recompile's cost is a time
+            e["nearest"] = {k: x for k, x in e["nearest"].items() if k != "capture_ns"}
     return v
 
 

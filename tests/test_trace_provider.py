@@ -252,7 +252,7 @@ EXPECTED_COLD = {
                   "reason": "L['x'].shape == (3, 4) (observed (5, 4))"},
     "guard_fail": {**CODE, "compile_id": "0/1", "entry_compile_id": "0/0",
                    "guard_kind": "TENSOR_MATCH", "expr": "L['x'].shape == (3, 4)",
-                   "observed": "(5, 4)"},
+                   "observed": "(5, 4)", "guard_file": "/src/model.py", "guard_line": 12},
     "graph_break": {**CODE, "compile_id": "0/1", "break_kind": "call",
                     "reason": "call to print", "break_file": "/src/model.py",
                     "break_line": 15, "break_offset": 24,

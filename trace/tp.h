@@ -108,6 +108,8 @@ LTTNG_UST_TRACEPOINT_EVENT(dynscope, guard_fail,
         lttng_ust_field_string(guard_kind, TP_STR(ev->guard_kind))
         lttng_ust_field_string(expr, TP_STR(ev->expr))
         lttng_ust_field_string(observed, TP_STR(ev->observed))
+        lttng_ust_field_string(guard_file, TP_STR(ev->guard_file))
+        lttng_ust_field_integer(int32_t, guard_line, ev->guard_line)
     )
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(dynscope, guard_fail, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)

@@ -156,6 +156,7 @@ static EventRecord ev_make(EventKind kind, long long code_id, const char *compil
     e.outcome = e.guards_text = e.reason = e.entry_compile_id = "";
     e.guard_kind = e.expr = e.observed = e.break_kind = e.break_file = "";
     e.user_stack_json = e.backend = e.graph_code = e.ops = "";
+    e.guard_sites_json = e.guard_file = e.nearest_json = "";
     if (compile_id[0] != '\0')
         sscanf(compile_id, "%d/%d", &e.frame_id, &e.frame_compile_id);
     return e;
@@ -277,12 +278,17 @@ static void submit_story(Store *s)
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_RECOMPILE, 7, "0/1");
     e.reason = "L['x'].shape == (3, 4) (observed (5, 4))";
+    e.nearest_json = "{\"entry\": \"0/0\", \"failing\": 1, \"capture_ns\": 6000, \"guards\":"
+                     " [{\"idx\": 0, \"kind\": \"TENSOR_MATCH\", \"expr\": \"L['x'].shape == (3, 4)\","
+                     " \"observed\": \"(5, 4)\", \"user_stack\": [[\"/src/model.py\", 11, \"f\", \"y = x\"]]}]}";
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_GUARD_FAIL, 7, "0/1");
     e.entry_compile_id = "0/0";
     e.guard_kind = "TENSOR_MATCH";
     e.expr = "L['x'].shape == (3, 4)";
     e.observed = "(5, 4)";
+    e.guard_file = "/src/model.py";
+    e.guard_line = 11;
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_COMPILE_END, 7, "0/1");
     e.outcome = "ok";
@@ -291,6 +297,7 @@ static void submit_story(Store *s)
     e.nodes = 5;
     e.guards = 1;
     e.guards_text = "L['x'].shape == (5, 4)";
+    e.guard_sites_json = "{\"sites\": [[[\"/src/model.py\", 11, \"f\", \"y = x\"]]], \"guards\": [0]}";
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_GRAPH_BREAK, 7, "0/1");
     e.break_kind = "call";
@@ -374,6 +381,15 @@ static void test_events_written_and_read_back_exactly(void)
               "0/1|0/0|TENSOR_MATCH|L['x'].shape == (3, 4)|(5, 4)");
     CHECK_EQ(q1(db, "SELECT g.compile_row = c.compile_row FROM guard_failures g, compiles c"
                     " WHERE c.compile_id = '0/1'"), 1);
+    CHECK_STR(qs(db, "SELECT filename || ':' || lineno FROM guard_failures"), "/src/model.py:11");
+    /* provenance of the entry's guard, and the recompile's nearest entry */
+    CHECK_STR(qs(db, "SELECT filename || ':' || lineno || ' ' || json_extract(user_stack, '$[0][3]')"
+                     " FROM guards WHERE compile_id = '0/1'"), "/src/model.py:11 y = x");
+    CHECK_STR(qs(db, "SELECT d.entry_compile_id || '|' || d.failing || '|' || d.idx || '|' || d.kind"
+                     " || '|' || d.observed || '|' || d.filename || ':' || d.lineno || '|' ||"
+                     " d.capture_ns || '|' || (d.compile_row = c.compile_row)"
+                     " FROM recompile_diffs d, compiles c WHERE c.compile_id = '0/1'"),
+              "0/0|1|0|TENSOR_MATCH|(5, 4)|/src/model.py:11|6000|1");
 
     CHECK_EQ(q1(db, "SELECT count(*) FROM graph_breaks"), 1);
     CHECK_STR(qs(db, "SELECT kind || '|' || reason || '|' || filename || '|' || lineno ||"

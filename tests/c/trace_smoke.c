@@ -111,6 +111,8 @@ static void emit_cold(void)
     ev.guard_kind = "TENSOR_MATCH";
     ev.expr = "L['x'].shape == (3, 4)";
     ev.observed = "(5, 4)";
+    ev.guard_file = "/src/model.py";
+    ev.guard_line = 12;
     trace_emit(&ev);
 
     ev = code_event(EV_GRAPH_BREAK);
