@@ -28,7 +28,10 @@
 #include <unistd.h>
 
 static Store *the_store;          /* GIL; NULL when not recording */
-static PyObject *store_path;      /* strong: the path being recorded to */
+static PyObject *store_path;      /* strong: the path as given: a template (%h %p
+                                     %r), expanded at each open (a fork child's
+                                     %p is its own pid) */
+static PyObject *store_file;      /* strong: the file being recorded to */
 static PyObject *store_argv;      /* strong: list of str, for a child's runs row */
 static PyObject *store_python;    /* strong: str */
 static StoreStats last_stats;     /* of the last store closed */
@@ -104,7 +107,8 @@ static EventSink sqlite_sink = {
     .emit = sqlite_emit,
 };
 
-/* Open a Store on path with argv (list of str) and python (str).  0, or -1
+/* Open a Store on the file path (a template) names for this process, with
+   argv (list of str) and python (str); store_file is that file.  0, or -1
    with an exception naming the reason. */
 static int open_store(PyObject *path, PyObject *argv, PyObject *python)
 {
@@ -121,13 +125,27 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
             return -1;
         }
     }
-    const char *cpath = PyUnicode_AsUTF8(path);
+    const char *tmpl = PyUnicode_AsUTF8(path);
     const char *cpy = PyUnicode_AsUTF8(python);
-    if (cpath == NULL || cpy == NULL) {
+    if (tmpl == NULL || cpy == NULL) {
+        PyMem_Free(cargv);
+        return -1;
+    }
+    char *err = NULL;
+    char *cpath = store_expand_path(tmpl, &err);
+    PyObject *file = cpath ? PyUnicode_DecodeFSDefault(cpath) : NULL;
+    if (file == NULL) {
+        if (cpath == NULL)
+            PyErr_Format(PyExc_OSError, "dynscope: cannot record to %U: %s", path,
+                         err ? err : "out of memory");
+        free(err);
+        free(cpath);
         PyMem_Free(cargv);
         return -1;
     }
     if (snapshot_pipes() < 0) {
+        free(cpath);
+        Py_DECREF(file);
         PyMem_Free(cargv);
         return -1;
     }
@@ -136,7 +154,6 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
     opts.argv = cargv;
     opts.argc = (int)n;
     opts.python = cpy;
-    char *err = NULL;
     Store *s;
     /* SIGTERM waits (in this thread) from before the runs row exists until
        the handler knows the Store: a SIGTERM in between would leave a run
@@ -151,14 +168,17 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
     s = store_open(cpath, &opts, &err);
     Py_END_ALLOW_THREADS
     PyMem_Free(cargv);
+    free(cpath);
     if (s == NULL) {
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        PyErr_Format(PyExc_OSError, "dynscope: cannot record to %U: %s", path,
+        PyErr_Format(PyExc_OSError, "dynscope: cannot record to %U: %s", file,
                      err ? err : "unknown error");
         free(err);
+        Py_DECREF(file);
         return -1;
     }
     the_store = s;
+    Py_XSETREF(store_file, file);
     store_sigterm_watch(s, snap_wake[1], snap_ack[0], gil_not_held_here);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);    /* a pending SIGTERM lands now */
     return 0;
@@ -179,7 +199,7 @@ static PyObject *py_record_start(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "UO!U:record_start", &path, &PyList_Type, &argv, &python))
         return NULL;
     if (the_store != NULL) {
-        PyErr_Format(PyExc_RuntimeError, "dynscope: already recording to %U", store_path);
+        PyErr_Format(PyExc_RuntimeError, "dynscope: already recording to %U", store_file);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(argv); i++) {
@@ -251,7 +271,7 @@ static PyObject *py_record_path(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    return Py_NewRef(the_store && store_path ? store_path : Py_None);
+    return Py_NewRef(the_store && store_file ? store_file : Py_None);
 }
 
 /* ---- entry counters: periodic snapshots ---- */

@@ -441,13 +441,18 @@ static const char migration_3[] =
     CREATE_VIEW("cache_limit_hits", VIEW_CACHE_LIMIT_HITS);
 
 /* ---- version 4 ----
- * Adds guard provenance -- the user source whose access made the
+ * Adds who recorded a run (runs: hostname, rank, local_rank, world_size,
+ * from torchrun's environment; NULL when unset), guard provenance -- the user source whose access made the
  * translator add a guard (guards, guard_failures: filename, lineno; guards:
  * the stack through inlined calls) -- and recompile_diffs: on each
  * recompile, the older entry nearest to the new inputs and every guard of
  * it that failed.  Older rows keep NULL there. */
 
 static const char migration_4[] =
+    "ALTER TABLE runs ADD COLUMN hostname TEXT;\n"
+    "ALTER TABLE runs ADD COLUMN rank INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN local_rank INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN world_size INTEGER;\n"
     "ALTER TABLE guards ADD COLUMN filename TEXT;\n"
     "ALTER TABLE guards ADD COLUMN lineno INTEGER;\n"
     "ALTER TABLE guards ADD COLUMN user_stack TEXT;\n"

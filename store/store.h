@@ -84,10 +84,28 @@ typedef struct StoreStats {
     long long run_id;        /* runs.run_id of this Store */
 } StoreStats;
 
+/* Who records (ident.c): the runs row's host, pid and, from torchrun's
+   environment, rank, local rank and world size (-1: not set). */
+typedef struct StoreIdentity {
+    char host[256];
+    long long pid;
+    int rank, local_rank, world_size;
+} StoreIdentity;
+/* This process's identity now.  Cannot fail ("?" for an unknown host). */
+void store_identity(StoreIdentity *id);
+
+/*
+ * A database path template expanded for this process: %h its host name, %p
+ * its pid, %r its rank ($RANK; 0 when unset), %% a %.  A malloc'd string,
+ * or NULL with *errmsg set (an unknown %x; out of memory).
+ */
+char *store_expand_path(const char *tmpl, char **errmsg);
+
 /*
  * Open (creating if absent, mode 0600) the database at `path`, bring its
  * schema to STORE_SCHEMA_VERSION, insert this process's `runs` row (pid,
- * opts->argv, opts->python, started_at) and start the writer thread.
+ * host, rank, local rank, world size, opts->argv, opts->python, started_at)
+ * and start the writer thread.  `path` is a file name, not a template.
  *
  * Fails, returning NULL and setting *errmsg, when: the file cannot be created
  * or opened read-write; it is not an SQLite database; it is an SQLite database

@@ -11,6 +11,7 @@
  *   schema.c    schema SQL, PRAGMA user_version, migrations
  *   read.c      the read model: every query of a reader (read.h)
  *   sigterm.c   the SIGTERM handler that lets the writer flush before death
+ *   ident.c     who records (host, pid, ranks) and path templates (%h %p %r)
  *   util.c      error messages, clocks
  *
  * Data flow: producer threads --store_submit--> EventQueue --writer thread-->

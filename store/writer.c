@@ -898,10 +898,18 @@ static int insert_run(Store *s, const StoreOptions *o, char **errmsg)
     sqlite3_stmt *st = NULL;
     int rc = argv_json(s->db, o, &argv);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db, "INSERT INTO runs (pid, argv, python, started_at)"
-                                " VALUES (?1, ?2, ?3, ?4)", -1, &st, NULL);
+        rc = sqlite3_prepare_v2(s->db, "INSERT INTO runs (pid, argv, python, started_at,"
+                                " hostname, rank, local_rank, world_size)"
+                                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", -1, &st, NULL);
     if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)getpid());
+        StoreIdentity id;
+        store_identity(&id);
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)id.pid);
+        sqlite3_bind_text(st, 5, id.host, -1, SQLITE_TRANSIENT);
+        int ranks[3] = {id.rank, id.local_rank, id.world_size};
+        for (int i = 0; i < 3; i++)
+            if (ranks[i] >= 0)
+                sqlite3_bind_int(st, 6 + i, ranks[i]);
         if (argv != NULL)
             bind_key(st, 2, argv);
         if (o != NULL && o->python != NULL)

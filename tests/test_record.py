@@ -760,3 +760,60 @@ def test_recipes_run_through_the_sql_command(recorded):
     for name, sql in recipes().items():
         p = run(["-m", "dynscope", "sql", "--csv", db, sql])
         assert p.returncode == 0, (name, p.stderr)
+
+
+# ---------------------------------------------------------------------------
+# Path templates: a file per process, rank or host (docs/recording.md).
+
+RANK_PROGRAM = """
+import os, sys
+import numpy as np
+import dynscope
+
+@dynscope.optimize("eager", dynamic=False)
+def step(x):
+    return x * 2 + 1
+
+for n in range(2, 4 + int(os.environ["RANK"] == "2")):   # rank 2 runs one shape more
+    step(np.ones(n))
+print(dynscope.recording_path())
+if os.fork() == 0:                                        # a child: its own %p
+    step(np.ones(9))
+    print(dynscope.recording_path())
+    dynscope.stop_recording()
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_a_path_template_gives_each_rank_and_process_its_own_file(tmp_path):
+    import socket
+    host = socket.gethostname()
+    env = {"DYNSCOPE_DB": str(tmp_path / "run-%h-r%r-%p.db"), "WORLD_SIZE": "4"}
+    procs = [subprocess.Popen([PY, "-c", RANK_PROGRAM], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                              env={**os.environ, **env, "PYTHONPATH": ROOT,
+                                   "RANK": str(r), "LOCAL_RANK": str(r % 2)})
+             for r in range(4)]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    files = sorted(os.listdir(tmp_path))
+    assert len(files) == 8 and sorted(os.path.basename(f) for o in outs for f in o) == files
+    for r, (parent, child) in enumerate(outs):
+        for path, compiles in ((parent, 3 if r == 2 else 2), (child, 1)):
+            assert os.path.basename(path).startswith(f"run-{host}-r{r}-")
+            pid = int(path.rsplit("-", 1)[1].split(".")[0])
+            assert rows(path, "SELECT pid, hostname, rank, local_rank, world_size FROM runs") == [
+                (pid, host, r, r % 2, 4)]
+            assert rows(path, "SELECT count(*) FROM compiles")[0][0] == compiles
+
+
+def test_an_unknown_template_escape_is_refused(tmp_path):
+    p = run(["-c", f"import dynscope; dynscope.record({str(tmp_path / 'x%q.db')!r})"])
+    assert p.returncode == 1 and "unknown %q in the path" in p.stderr, p.stderr
+    assert os.listdir(tmp_path) == []
+    # without torchrun's variables the rank is 0 and the columns NULL
+    p = run(["-c", f"import dynscope; dynscope.record({str(tmp_path / 'r%r.db')!r})"],
+            env={"RANK": "", "LOCAL_RANK": "", "WORLD_SIZE": ""})
+    assert p.returncode == 0, p.stderr
+    assert rows(str(tmp_path / "r0.db"), "SELECT rank, local_rank, world_size FROM runs") == [
+        (None, None, None)]
