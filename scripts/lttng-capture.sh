@@ -3,7 +3,7 @@
 # command: session daemon, session, events, run, stop, CTF + babeltrace2 text.
 # Design: ../shared/DESIGN.md 4.2 and 6; events and fields: docs/events.md.
 #
-#   scripts/lttng-capture.sh [-o DIR] [-e EVENTS] [-l LEVEL] [-p] -- CMD [ARGS...]
+#   scripts/lttng-capture.sh [-o DIR] [-e EVENTS] [-l LEVEL] [-p] [--relayd URL] -- CMD [ARGS...]
 #
 #   -o DIR     where the trace goes (created if missing; default: a new temp
 #              dir, printed): DIR/ctf/ the CTF trace, DIR/trace.txt its
@@ -13,6 +13,12 @@
 #   -l LEVEL   only events at LEVEL or more severe, e.g. INFO: every event
 #              but the hot frame_eval (DEBUG).
 #   -p         also print trace.txt to stdout when done.
+#   --relayd URL, -r URL
+#              stream the session to an lttng-relayd (LTTng's daemon that
+#              collects the traces of many hosts) instead of writing DIR/ctf:
+#              net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH]; the trace lands on
+#              the relay's host in OUTPUT/<this host>/PATH (OUTPUT: the
+#              relayd's -o).  DIR then only gets the capture's notes.
 #
 # The command runs with DYNSCOPE_TRACE_PROVIDER (the tracepoint provider the
 # engine loads: $DYNSCOPE_TRACE_PROVIDER if already set, else
@@ -42,7 +48,7 @@ unset LD_PRELOAD
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 die() { log "error: $*"; exit 125; }
 usage() {
-    sed -n '5,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '5,22s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
     exit 125
 }
 
@@ -53,8 +59,22 @@ outdir=""
 events="dynscope:*"
 loglevel=""
 print_text=0
-while getopts ":o:e:l:ph" opt; do
+relayd=""
+# getopts has no long options: --relayd URL / --relayd=URL become -r URL
+args=()
+while (($# > 0)); do
+    case $1 in
+    --relayd) (($# > 1)) || { log "option --relayd needs an argument"; usage; }
+              args+=(-r "$2"); shift 2 ;;
+    --relayd=*) args+=(-r "${1#--relayd=}"); shift ;;
+    --) args+=("$@"); break ;;
+    *) args+=("$1"); shift ;;
+    esac
+done
+set -- "${args[@]}"
+while getopts ":o:e:l:r:ph" opt; do
     case $opt in
+    r) relayd=$OPTARG ;;
     o) outdir=$OPTARG ;;
     e) events=$OPTARG ;;
     l) loglevel=$OPTARG ;;
@@ -77,6 +97,9 @@ for n in "${names[@]}"; do
     qualified+=("$n")
 done
 ((${#qualified[@]} > 0)) || die "-e: no event names in '$events'"
+if [[ -n "$relayd" && ! "$relayd" =~ ^(net|net6|tcp|tcp6):// ]]; then
+    die "--relayd: '$relayd' is not a relayd URL (net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH])"
+fi
 events=$(IFS=,; echo "${qualified[*]}")
 
 # ---------------------------------------------------------------------------
@@ -233,7 +256,13 @@ lttng_q() {
     fi
 }
 
-lttng_q create "$session" --output="$outdir/ctf"
+if [[ -n "$relayd" ]]; then
+    # The consumer daemon streams to the relay; a relay that is not there
+    # fails here, before the command runs.
+    lttng_q create "$session" --set-url="$relayd"
+else
+    lttng_q create "$session" --output="$outdir/ctf"
+fi
 session_created=1
 lttng_q enable-channel --userspace --session="$session" \
     --subbuf-size=1M --num-subbuf=4 dynscope
@@ -270,7 +299,14 @@ fi
 
 # babeltrace2 warns once per gap of discarded events: into a file, not the
 # terminal.
-if [[ -d "$outdir/ctf" ]]; then
+if [[ -n "$relayd" ]]; then
+    rest=${relayd#*://}
+    if [[ "$rest" == */* ]]; then where=${rest#*/}; else where="$session-DATE-TIME"; fi
+    log "trace streamed to $relayd (on the relay's host: OUTPUT/$(hostname)/$where)"
+    printf '%s\n' "$relayd" >"$outdir/relayd-url"
+    ((print_text == 0)) || log "-p: the text is on the relay's host (babeltrace2 there)"
+    exit "$status"
+elif [[ -d "$outdir/ctf" ]]; then
     if ! babeltrace2 "$outdir/ctf" >"$outdir/trace.txt" 2>"$outdir/babeltrace2.log"; then
         head -n 5 "$outdir/babeltrace2.log" >&2
         log "error: babeltrace2 could not read $outdir/ctf (all of its messages: $outdir/babeltrace2.log)"

@@ -722,3 +722,84 @@ def test_check_no_recompiles_reads_hand_written_lines(tmp_path):
     assert "at call 5 (> 4): compile_id 0/1, reason: L['x'].shape == (3,) (observed (4,))" \
         in r.stdout
     assert run_check(trace, "--function", "orward", "--after-warmup", "0").returncode == 2
+
+
+# ---------------------------------------------------------------------------
+# Many hosts: the session streamed to an lttng-relayd (here on loopback).
+
+def free_ports(n):
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def relayed(lttng, workload, tmp_path_factory):
+    """The workload captured through a relayd on loopback: (engine view, its
+    events as the relay wrote them, capture stderr)."""
+    import shutil
+    import signal
+    import socket
+    if shutil.which("lttng-relayd") is None:
+        pytest.skip("lttng-relayd is not installed (lttng-tools)")
+    base = tmp_path_factory.mktemp("relayd")
+    ctrl, data, live = free_ports(3)
+    relay_out = base / "relay"
+    relay = subprocess.Popen(["lttng-relayd", "-C", f"tcp://127.0.0.1:{ctrl}",
+                              "-D", f"tcp://127.0.0.1:{data}", "-L", f"tcp://127.0.0.1:{live}",
+                              "-o", str(relay_out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(100):        # listening once the control port answers
+            try:
+                socket.create_connection(("127.0.0.1", ctrl), timeout=0.1).close()
+                break
+            except OSError:
+                if relay.poll() is not None:
+                    pytest.skip("lttng-relayd did not start:\n" + relay.stdout.read())
+                import time
+                time.sleep(0.05)
+        notes = base / "notes"
+        out_json = base / "engine.json"
+        r = subprocess.run(["bash", str(ROOT / "scripts" / "lttng-capture.sh"), "-o", str(notes),
+                            "--relayd", f"net://127.0.0.1:{ctrl}:{data}/run1", "--",
+                            sys.executable, workload, str(out_json)],
+                           capture_output=True, text=True, timeout=180,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        if r.returncode == 125 and "lttng-sessiond failed" in r.stderr:
+            pytest.skip("LTTng cannot run here:\n" + r.stderr)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        relay.send_signal(signal.SIGTERM)   # it finishes writing what it received
+        relay.wait(timeout=30)
+    trace_dir = relay_out / socket.gethostname() / "run1"
+    assert trace_dir.is_dir(), list(relay_out.rglob("*"))[:20]
+    text = subprocess.run(["babeltrace2", str(trace_dir)], capture_output=True, text=True,
+                          timeout=120)
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    (base / "trace.txt").write_text(text.stdout)
+    view = json.loads(out_json.read_text())
+    return view, read_trace(base, view["pid"]), r.stderr
+
+
+def test_a_session_streamed_to_a_relayd_loses_no_event(relayed, traced):
+    view, events, stderr = relayed
+    assert "discarded" not in stderr and "trace streamed to net://127.0.0.1" in stderr, stderr
+    c = view["counters"]
+    n = collections.Counter(name.split(":", 1)[1] for name, _ in events)
+    assert n["compile_end"] == len(mem(view, "compile_end")) > 0
+    assert n["recompile"] == c["recompiles"] > 0 and n["graph_break"] == c["graph_breaks"] > 0
+    evals = collections.Counter(f["result"] for f in frame_evals(events))
+    assert evals["hit"] == c["hits"] and evals["miss"] == c["misses"]
+    # the same events, field for field, as the engine logged them
+    for kind in ("compile_start", "compile_end", "recompile", "guard_fail", "graph_break",
+                 "frame_skip"):
+        assert traced_cold(events)[kind] == expected_cold(view)[kind], kind
+    # and as many of each as the local capture of the same workload
+    local = collections.Counter(name for name, _ in traced[1])
+    assert collections.Counter(name for name, _ in events) == local
