@@ -6,8 +6,13 @@ Commands:
   sql FILE "SELECT ..."  query a dynscope database read-only (--csv, --json)
   report FILE            summary: top recompiling functions, break reasons,
                          cache-limit hits
+  report --html DIR FILE the same recording as a static HTML site in DIR
+                         (index.html, one page per compile: docs/report.md)
   explain FILE.py:FUNC   run FUNC (no arguments) from FILE.py under
                          dynscope.explain and print the report
+  export --chrome-trace OUT.json FILE
+                         the recording as a Chrome trace (Perfetto,
+                         chrome://tracing); OUT - is stdout
   top FILE [options]     dyntop, the live TUI over a dynscope database (runs
                          build/dyntop; its options: top --help, docs/dyntop.md)
 """
@@ -188,10 +193,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
     says what dyntop and `dynscope sql` users see."""
     import sqlite3
 
+    if os.path.isdir(args.db):   # SQLite would say "disk I/O error"
+        print(f"dynscope report: {args.db} is a directory", file=sys.stderr)
+        return 2
     try:
         con = _open_ro(args.db)
     except (FileNotFoundError, ValueError) as exc:
         print(f"dynscope report: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as exc:   # raised by connect: no permission, an unreadable file
+        print(f"dynscope report: cannot open {args.db}: {exc}", file=sys.stderr)
         return 2
     try:
         version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -205,6 +216,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
             except (ValueError, sqlite3.Error) as exc:
                 print(f"dynscope report: {args.db}: {exc}", file=sys.stderr)
                 return 2
+        if args.html is not None:
+            return _report_html(con, args)
         runs = con.execute("SELECT count(*), coalesce(sum(dropped_events), 0)"
                            " FROM run_summary").fetchone()
         print(f"dynscope report: {args.db}")
@@ -239,6 +252,50 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except sqlite3.Error as exc:
         print(f"dynscope report: {exc}", file=sys.stderr)
         return 1
+    finally:
+        con.close()
+    return 0
+
+
+def _report_html(con, args: argparse.Namespace) -> int:
+    """report --html DIR: the site is dynscope/html_report.py's; a database
+    it cannot read or a DIR it cannot write is one line and exit 2."""
+    import sqlite3
+    from dynscope import html_report
+    try:
+        pages = html_report.write_site(con, args.html, args.db)
+    except sqlite3.Error as exc:
+        print(f"dynscope report: {args.db}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"dynscope report: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"dynscope report: {len(pages)} pages in {os.path.join(args.html, 'index.html')}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    """The logic is dynscope/export.py's; every bad input or output is one
+    line on stderr and status 2."""
+    import sqlite3
+    from dynscope import export
+
+    if os.path.isdir(args.db):   # SQLite would say "disk I/O error"
+        print(f"dynscope export: {args.db} is a directory", file=sys.stderr)
+        return 2
+    try:
+        con = _open_ro(args.db)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"dynscope export: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as exc:   # raised by connect: no permission, an unreadable file
+        print(f"dynscope export: cannot open {args.db}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        export.write_chrome_trace(con, args.db, args.chrome_trace)
+    except export.ExportError as exc:
+        print(f"dynscope export: {exc}", file=sys.stderr)
+        return 2
     finally:
         con.close()
     return 0
@@ -337,10 +394,18 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="summary of a dynscope database")
     p.add_argument("db", metavar="FILE")
     p.add_argument("--limit", type=int, default=10, help="rows per section (default 10)")
+    p.add_argument("--html", metavar="DIR",
+                   help="write a static HTML report (index.html, a page per compile) into DIR")
     p.set_defaults(func=_cmd_report)
     p = sub.add_parser("explain", help="explain one call of a function that takes no arguments")
     p.add_argument("target", metavar="FILE.py:FUNC")
     p.set_defaults(func=_cmd_explain)
+    p = sub.add_parser("export", help="write a dynscope database as a Chrome trace"
+                                      " (Perfetto, chrome://tracing)")
+    p.add_argument("--chrome-trace", metavar="OUT.json", required=True,
+                   help="the Trace Event Format JSON file to write (- for stdout)")
+    p.add_argument("db", metavar="FILE")
+    p.set_defaults(func=_cmd_export)
     sub.add_parser("top", add_help=False,
                    help="dyntop: the live TUI over a dynscope database (top FILE [options];"
                         " top --help lists them)")

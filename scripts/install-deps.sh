@@ -29,6 +29,7 @@ die() { log "error: $*"; exit 1; }
 #   liblttng-ust-dev  trace/ tracepoint provider (LTTng-UST 2.13)
 #   lttng-tools       lttng + lttng-sessiond for scripts/lttng-capture.sh
 #   babeltrace2       the CLI that turns a CTF trace into text (no python3-bt2)
+#   chromium          headless browser for the HTML report tests (tests/test_html_report.py)
 APT_PACKAGES=(
     build-essential
     pkg-config
@@ -39,6 +40,7 @@ APT_PACKAGES=(
     liblttng-ust-dev
     lttng-tools
     babeltrace2
+    chromium
 )
 
 apt_installed() {
