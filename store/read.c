@@ -10,7 +10,10 @@
  * (only its TEMP schema, for the views an older file lacks); each query is
  * prepared once, on first use, in the variant its run filter needs, and is
  * reset before it is handed out and after its rows are read, so no
- * statement holds the read snapshot between calls.
+ * statement holds the read snapshot between calls.  A query that reads
+ * columns or tables a later schema version added has a variant for older
+ * files, picked by the file's version (for_version): the reader never names
+ * what the file lacks.
  */
 #include "store_int.h"
 
@@ -45,21 +48,57 @@ enum {
     Q_STATS_NEW,
     Q_CODE_ENTRIES,
     Q_ENTRY_GUARDS,
+    Q_ENTRY_GUARDS_V3,           /* _V3: the same before STORE_PROVENANCE_VERSION */
     Q_TOP_FAILING,
+    Q_TOP_FAILING_V3,
     Q_CODE_BREAKS,
     Q_BREAK_STACK,
     Q_CODE_RECOMPILES,
     Q_COMPILE_FAILURES,
+    Q_COMPILE_FAILURES_V3,
+    Q_RECOMPILE_DIFF,
     Q_CODE_LIMITS,
     Q_CODE_SKIPS,
     Q_BREAK_SITES,
     Q_RECOMPILE_LOG,
+    Q_RECOMPILE_LOG_V3,
     Q_SUMMARY,
     Q_CODE_SUMMARY,
     Q__COUNT
 };
 
 #define NEW_ROWS "+run_id = ?2", "(?2 IS NULL OR 1)"
+
+/* The queries that read guard provenance or recompile_diffs (schema v4),
+   each with the columns (and join) v4 added as a parameter: the _V3 variant
+   reads NULL there, so a file before v4 is never asked for what it lacks. */
+#define ENTRY_GUARDS(source) \
+    "SELECT kind, expr, " source " FROM guards WHERE run_id = ?1 AND code_id = ?2" \
+    " AND epoch = ?3 AND compile_id = ?4 ORDER BY idx"
+#define TOP_FAILING(source) \
+    "SELECT t.kind, t.expr, t.n, g.observed, " source \
+    " FROM (SELECT kind, expr, count(*) AS n, max(failure_id) AS last_id FROM guard_failures" \
+    "       WHERE run_id = ?1 AND code_id = ?2 GROUP BY kind, expr) AS t" \
+    " JOIN guard_failures AS g ON g.failure_id = t.last_id" \
+    " ORDER BY t.n DESC, t.last_id DESC LIMIT ?3"
+#define COMPILE_FAILURES(source) \
+    "SELECT entry_compile_id, kind, expr, observed, " source " FROM guard_failures" \
+    " WHERE compile_row = ?1 ORDER BY failure_id LIMIT ?2"
+/* The nearest entry: the row of its first failing guard (lowest idx). */
+#define RECOMPILE_LOG(nearest, nearest_join) \
+    "SELECT c.run_id, c.code_id, coalesce(co.name, '?'), c.compile_id, c.started_at," \
+    " r.started_at," \
+    " (SELECT count(*) FROM guard_failures AS g WHERE g.compile_row = c.compile_row)," \
+    " f.kind IS NOT NULL AND f.expr IS NOT NULL, f.kind, f.expr, coalesce(f.observed, '?'), " \
+    nearest \
+    " FROM compiles AS c" \
+    " LEFT JOIN code_objects AS co ON co.run_id = c.run_id AND co.code_id = c.code_id" \
+    " LEFT JOIN runs AS r ON r.run_id = c.run_id" \
+    " LEFT JOIN guard_failures AS f ON f.failure_id =" \
+    "   (SELECT min(g.failure_id) FROM guard_failures AS g WHERE g.compile_row = c.compile_row)" \
+    nearest_join \
+    " WHERE c.frame_compile_id > 0 AND %s" \
+    " ORDER BY c.compile_row DESC LIMIT ?2"
 
 static const struct {
     const char *sql;
@@ -114,13 +153,10 @@ static const struct {
         " coalesce(stats_at, created_at, 0), stats_at IS NOT NULL"
         " FROM cache_entries AS e WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3"
         " ORDER BY resume_offset, frame_id, coalesce(stats_at, created_at, 0) DESC"},
-    [Q_ENTRY_GUARDS] = {"SELECT kind, expr FROM guards WHERE run_id = ?1 AND code_id = ?2"
-                        " AND epoch = ?3 AND compile_id = ?4 ORDER BY idx"},
-    [Q_TOP_FAILING] = {
-        "SELECT kind, expr, n, (SELECT observed FROM guard_failures WHERE failure_id = last_id)"
-        " FROM (SELECT kind, expr, count(*) AS n, max(failure_id) AS last_id FROM guard_failures"
-        "       WHERE run_id = ?1 AND code_id = ?2 GROUP BY kind, expr)"
-        " ORDER BY n DESC, last_id DESC LIMIT ?3"},
+    [Q_ENTRY_GUARDS] = {ENTRY_GUARDS("filename, lineno")},
+    [Q_ENTRY_GUARDS_V3] = {ENTRY_GUARDS("NULL, NULL")},
+    [Q_TOP_FAILING] = {TOP_FAILING("g.filename, g.lineno")},
+    [Q_TOP_FAILING_V3] = {TOP_FAILING("NULL, NULL")},
     [Q_CODE_BREAKS] = {
         "SELECT kind, reason, filename, lineno, count(*), max(break_id)"
         " FROM graph_breaks WHERE run_id = ?1 AND code_id = ?2"
@@ -134,9 +170,14 @@ static const struct {
         "SELECT compile_row, compile_id, started_at, duration_ns, coalesce(outcome, 'running'),"
         " reason, resume_offset FROM recompiles WHERE run_id = ?1 AND code_id = ?2"
         " ORDER BY compile_row DESC LIMIT ?3"},
-    [Q_COMPILE_FAILURES] = {
-        "SELECT entry_compile_id, kind, expr, observed FROM guard_failures"
-        " WHERE compile_row = ?1 ORDER BY failure_id LIMIT ?2"},
+    [Q_COMPILE_FAILURES] = {COMPILE_FAILURES("filename, lineno")},
+    [Q_COMPILE_FAILURES_V3] = {COMPILE_FAILURES("NULL, NULL")},
+    /* A user stack that is not valid JSON reads as no source line (json_extract
+       would fail the query). */
+    [Q_RECOMPILE_DIFF] = {
+        "SELECT entry_compile_id, failing, capture_ns, idx, kind, expr, observed, filename,"
+        " lineno, CASE WHEN json_valid(user_stack) THEN json_extract(user_stack, '$[#-1][3]') END"
+        " FROM recompile_diffs WHERE compile_row = ?1 ORDER BY idx LIMIT ?2"},
     [Q_CODE_LIMITS] = {
         "SELECT at, epoch, frame_id, resume_offset, reason FROM cache_limits"
         " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"},
@@ -155,17 +196,14 @@ static const struct {
         " GROUP BY b.kind, b.reason, b.filename, b.lineno"
         " ORDER BY n DESC, b.filename, b.lineno LIMIT ?2", "b.run_id = ?1", "(?1 IS NOT NULL)"},
     [Q_RECOMPILE_LOG] = {
-        "SELECT c.run_id, c.code_id, coalesce(co.name, '?'), c.compile_id, c.started_at,"
-        " r.started_at,"
-        " (SELECT count(*) FROM guard_failures AS g WHERE g.compile_row = c.compile_row),"
-        " f.kind IS NOT NULL AND f.expr IS NOT NULL, f.kind, f.expr, coalesce(f.observed, '?')"
-        " FROM compiles AS c"
-        " LEFT JOIN code_objects AS co ON co.run_id = c.run_id AND co.code_id = c.code_id"
-        " LEFT JOIN runs AS r ON r.run_id = c.run_id"
-        " LEFT JOIN guard_failures AS f ON f.failure_id ="
-        "   (SELECT min(g.failure_id) FROM guard_failures AS g WHERE g.compile_row = c.compile_row)"
-        " WHERE c.frame_compile_id > 0 AND %s"
-        " ORDER BY c.compile_row DESC LIMIT ?2", "+c.run_id = ?1", "(?1 IS NOT NULL)"},
+        RECOMPILE_LOG("d.entry_compile_id IS NOT NULL, d.entry_compile_id, d.failing,"
+                      " d.filename, d.lineno",
+                      " LEFT JOIN recompile_diffs AS d ON d.rowid ="
+                      "   (SELECT x.rowid FROM recompile_diffs AS x"
+                      "    WHERE x.compile_row = c.compile_row ORDER BY x.idx LIMIT 1)"),
+        "+c.run_id = ?1", "(?1 IS NOT NULL)"},
+    [Q_RECOMPILE_LOG_V3] = {RECOMPILE_LOG("0, NULL, NULL, NULL, NULL", ""),
+                            "+c.run_id = ?1", "(?1 IS NOT NULL)"},
     [Q_SUMMARY] = {
         "SELECT count(*), coalesce(max(run_id), 0), total(dropped_events), total(code_objects),"
         " total(compiles), total(recompiles), total(guard_failures), total(graph_breaks),"
@@ -355,6 +393,12 @@ static sqlite3_stmt *query(StoreReader *r, int q, long long run_id)
     sqlite3_reset(*slot);
     sqlite3_clear_bindings(*slot);
     return *slot;
+}
+
+/* q, or its variant q_v3 on a file older than STORE_PROVENANCE_VERSION. */
+static int for_version(const StoreReader *r, int q, int q_v3)
+{
+    return r->version >= STORE_PROVENANCE_VERSION ? q : q_v3;
 }
 
 /* Bind ?i = v if the statement has a parameter i (the every-run variant of
@@ -702,13 +746,14 @@ int store_read_entry_guards(StoreReader *r, long long run_id, long long code_id,
                             long long epoch, const char *compile_id,
                             void (*fn)(void *ctx, const StoreGuardRow *row), void *ctx)
 {
-    sqlite3_stmt *st = of_code(r, Q_ENTRY_GUARDS, run_id, code_id, epoch);
+    sqlite3_stmt *st = of_code(r, for_version(r, Q_ENTRY_GUARDS, Q_ENTRY_GUARDS_V3), run_id,
+                               code_id, epoch);
     int rc;
     if (st == NULL)
         return -1;
     sqlite3_bind_text(st, 4, compile_id, -1, SQLITE_TRANSIENT);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        StoreGuardRow row = {text(st, 0), text(st, 1)};
+        StoreGuardRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -719,12 +764,14 @@ int store_read_top_failing_guards(StoreReader *r, long long run_id, long long co
                                   void (*fn)(void *ctx, const StoreGuardCountRow *row),
                                   void *ctx)
 {
-    sqlite3_stmt *st = of_code(r, Q_TOP_FAILING, run_id, code_id, limit);
+    sqlite3_stmt *st = of_code(r, for_version(r, Q_TOP_FAILING, Q_TOP_FAILING_V3), run_id,
+                               code_id, limit);
     int rc;
     if (st == NULL)
         return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        StoreGuardCountRow row = {text(st, 0), text(st, 1), I64(2), text(st, 3)};
+        StoreGuardCountRow row = {text(st, 0), text(st, 1), I64(2), text(st, 3), text(st, 4),
+                                  INT(5)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -781,14 +828,36 @@ int store_read_compile_failures(StoreReader *r, long long compile_row, int limit
                                 void (*fn)(void *ctx, const StoreCompileFailureRow *row),
                                 void *ctx)
 {
-    sqlite3_stmt *st = query(r, Q_COMPILE_FAILURES, 0);
+    sqlite3_stmt *st = query(r, for_version(r, Q_COMPILE_FAILURES, Q_COMPILE_FAILURES_V3), 0);
     int rc;
     if (st == NULL)
         return -1;
     bind(st, 1, compile_row);
     bind(st, 2, limit);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        StoreCompileFailureRow row = {text(st, 0), text(st, 1), text(st, 2), text(st, 3)};
+        StoreCompileFailureRow row = {text(st, 0), text(st, 1), text(st, 2), text(st, 3),
+                                      text(st, 4), INT(5)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_recompile_diff(StoreReader *r, long long compile_row, int limit,
+                              void (*fn)(void *ctx, const StoreRecompileDiffRow *row),
+                              void *ctx)
+{
+    if (r->version < STORE_PROVENANCE_VERSION)
+        return 0;                /* no recompile_diffs table: nothing recorded */
+    sqlite3_stmt *st = query(r, Q_RECOMPILE_DIFF, 0);
+    int rc;
+    if (st == NULL)
+        return -1;
+    bind(st, 1, compile_row);
+    bind(st, 2, limit);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreRecompileDiffRow row = {text(st, 0), I64(1), I64(2), INT(3), text(st, 4),
+                                     text(st, 5), text(st, 6), text(st, 7), INT(8),
+                                     text(st, 9)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -846,7 +915,7 @@ int store_read_recompile_log(StoreReader *r, long long run_id, int limit,
                              void (*fn)(void *ctx, const StoreRecompileLogRow *row),
                              void *ctx)
 {
-    sqlite3_stmt *st = query(r, Q_RECOMPILE_LOG, run_id);
+    sqlite3_stmt *st = query(r, for_version(r, Q_RECOMPILE_LOG, Q_RECOMPILE_LOG_V3), run_id);
     int rc;
     if (st == NULL)
         return -1;
@@ -855,7 +924,8 @@ int store_read_recompile_log(StoreReader *r, long long run_id, int limit,
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreRecompileLogRow row = {I64(0), I64(1), text(st, 2), text(st, 3), I64(4),
                                     I64(5), I64(6), INT(7) != 0, text(st, 8), text(st, 9),
-                                    text(st, 10)};
+                                    text(st, 10), INT(11) != 0, text(st, 12), I64(13),
+                                    text(st, 14), INT(15)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);

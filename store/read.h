@@ -39,6 +39,11 @@
 /* The oldest version a reader reads (v2's tables are v3's: the views v3
    added become TEMP views of the reader). */
 #define STORE_READ_MIN_VERSION 2
+/* The first version with guard provenance (guards and guard_failures:
+   filename, lineno) and recompile_diffs.  On an older file the reader does
+   not query them: the fields below that come from them read as "" and 0,
+   and store_read_recompile_diff() hands over no rows. */
+#define STORE_PROVENANCE_VERSION 4
 
 /* The SQL that gives a connection to a file of schema `version` the views
    that file lacks, as TEMP views of that connection (the file is not
@@ -249,6 +254,9 @@ int store_read_code_entries(StoreReader *r, long long run_id, long long code_id,
 typedef struct StoreGuardRow {
     const char *kind;            /* "" when the guard had none */
     const char *expr;
+    const char *filename;        /* the user source whose access made the guard, */
+    int lineno;                  /* "" and 0 for a guard the engine adds itself
+                                    (BACKEND_MATCH) or a file before v4 */
 } StoreGuardRow;
 
 /* The guards of one entry, in order (idx). */
@@ -260,6 +268,8 @@ typedef struct StoreGuardCountRow {
     const char *kind, *expr;
     long long n;                 /* failures of this guard */
     const char *last_observed;   /* the value seen by the newest one */
+    const char *filename;        /* the source of the guard the newest one failed, */
+    int lineno;                  /* "" and 0 when unknown (or before v4) */
 } StoreGuardCountRow;
 
 /* The `limit` guards of (run_id, code_id) that failed most, most first
@@ -317,12 +327,41 @@ int store_read_code_recompiles(StoreReader *r, long long run_id, long long code_
 typedef struct StoreCompileFailureRow {
     const char *entry_compile_id;
     const char *kind, *expr, *observed;
+    const char *filename;        /* the failed guard's source, "" and 0 when */
+    int lineno;                  /* unknown (or before v4) */
 } StoreCompileFailureRow;
 
 /* The first `limit` guard failures recorded for compile `compile_row`. */
 int store_read_compile_failures(StoreReader *r, long long compile_row, int limit,
                                 void (*fn)(void *ctx, const StoreCompileFailureRow *row),
                                 void *ctx);
+
+/* One failing guard of the entry nearest to a recompile's inputs (table
+   recompile_diffs).  entry_compile_id, failing and capture_ns are the same
+   on every row of one recompile. */
+typedef struct StoreRecompileDiffRow {
+    const char *entry_compile_id; /* the older entry of the frame nearest to the
+                                     new inputs: the fewest failing guards */
+    long long failing;           /* how many of its guards failed (the file
+                                    lists at most 32 of them) */
+    long long capture_ns;        /* the cost of the miss: the new compile's
+                                    translation time */
+    int idx;                     /* the guard's place in the entry (guards.idx) */
+    const char *kind, *expr;
+    const char *observed;        /* the value the new inputs had */
+    const char *filename;        /* the guard's source, "" and 0 when unknown */
+    int lineno;
+    const char *source;          /* that line as recorded (the innermost frame
+                                    of its user stack), "" if none */
+} StoreRecompileDiffRow;
+
+/* The nearest entry of recompile `compile_row`: its first `limit` failing
+   guards, by idx.  No rows when the recompile has none recorded (no older
+   entry, or every guard of it was the engine's) or the file is older than
+   STORE_PROVENANCE_VERSION. */
+int store_read_recompile_diff(StoreReader *r, long long compile_row, int limit,
+                              void (*fn)(void *ctx, const StoreRecompileDiffRow *row),
+                              void *ctx);
 
 typedef struct StoreLimitRow {
     long long at;                /* wall ns */
@@ -363,6 +402,11 @@ typedef struct StoreRecompileLogRow {
     long long failures;          /* guard failures recorded for it */
     bool has_failure;            /* the first of them, when there is one: */
     const char *kind, *expr, *observed;   /* observed "?" when not recorded */
+    bool has_nearest;            /* its nearest entry (recompile_diffs), when recorded: */
+    const char *nearest_entry;   /* its compile id */
+    long long nearest_failing;   /* how many of its guards failed */
+    const char *nearest_filename;  /* the source of its first failing guard (by */
+    int nearest_lineno;            /* idx), "" and 0 when unknown */
 } StoreRecompileLogRow;
 
 /* The `limit` newest recompiles of the run(s), newest first. */

@@ -102,6 +102,21 @@ LIVE = textwrap.dedent('''\
 
 FUNCTIONS = ["steady_fn", "shapes_fn", "chatty_fn", "branchy_fn", "limited_fn"]
 
+# tests/data/nearest_entry.py's normalize(x, mode), captured on its own: the
+# third call differs from the first entry only in mode, from the second (the
+# most recently used) in mode and dtype, so its nearest entry is the first.
+NEAREST = textwrap.dedent('''\
+    import numpy as np
+    import dynscope
+    from nearest_entry import normalize
+
+    norm = dynscope.optimize("eager", dynamic=False)(normalize)
+    x = np.arange(5.0)
+    norm(x, "mean")
+    norm(x.astype(np.float32), "mean")
+    norm(x, "max")
+    ''')
+
 
 def record(tmp, script_text, name="workload.py", db="w.db", args=()):
     """Write the script into tmp and record it; returns the database path."""
@@ -118,6 +133,48 @@ def record(tmp, script_text, name="workload.py", db="w.db", args=()):
 @pytest.fixture(scope="module")
 def workload_db(tmp_path_factory):
     return record(str(tmp_path_factory.mktemp("dyntop")), WORKLOAD)
+
+
+@pytest.fixture(scope="module")
+def nearest_db(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("nearest"))
+    shutil.copy(os.path.join(ROOT, "tests", "data", "nearest_entry.py"), tmp)
+    return record(tmp, NEAREST, name="run_nearest.py", db="n.db")
+
+
+def nearest_facts(db):
+    """The third compile of normalize's resume frame, its most recently used
+    entry (tried first) and its nearest one, from SQL."""
+    (compile_id, compile_row, capture_ns), = sql(
+        db, "SELECT compile_id, compile_row, duration_ns FROM compiles"
+        " WHERE frame_compile_id = 2")
+    newest = sql(db, "SELECT entry_compile_id FROM guard_failures WHERE compile_row = ?"
+                 " ORDER BY failure_id LIMIT 1", compile_row)[0][0]
+    nearest = sql(db, "SELECT DISTINCT entry_compile_id, failing, capture_ns FROM recompile_diffs"
+                  " WHERE compile_row = ?", compile_row)
+    assert len(nearest) == 1, nearest
+    return dict(compile_id=compile_id, newest=newest, nearest=nearest[0][0],
+                failing=nearest[0][1], capture_ns=nearest[0][2], duration_ns=capture_ns)
+
+
+def fmt_ms(ns):
+    """tui/fmt.c fmt_ms: milliseconds as dyntop prints them."""
+    ms = ns / 1e6
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
+
+
+def downgrade_to_v3(src, dst):
+    """A copy of a recorded file as schema v3 wrote it: v4 added the guard
+    provenance columns and recompile_diffs."""
+    shutil.copy(src, dst)
+    con = sqlite3.connect(dst)
+    con.execute("DROP TABLE recompile_diffs")
+    for table, column in (("guards", "filename"), ("guards", "lineno"), ("guards", "user_stack"),
+                          ("guard_failures", "filename"), ("guard_failures", "lineno")):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.execute("PRAGMA user_version = 3")
+    con.commit()
+    con.close()
 
 
 def sql(db, query, *args):
@@ -443,6 +500,109 @@ def test_recompile_log_lists_recompiles_newest_first_with_the_failing_guard(pane
 
 
 @needs_tmux
+def test_detail_view_shows_where_each_guard_came_from_and_each_recompiles_nearest_entry(
+        pane, nearest_db):
+    f = nearest_facts(nearest_db)
+    # the workload is what this test is about: the nearest entry is not the
+    # one tried first, and it fails on mode alone
+    assert f["nearest"] != f["newest"] and f["failing"] == 1, f
+    assert f["capture_ns"] == f["duration_ns"]
+    p = pane(nearest_db, height=100)
+    p.wait(lambda s: names(s) == ["normalize"])
+    p.send("Enter")
+    screen = p.wait(lambda s: "Recompiles newest first" in s and "return x - x.mean()" in s,
+                    what="the whole detail")
+    assert "query failed" not in screen
+    lines = screen.splitlines()
+    # each guard of an entry with the user line whose access made it, flush right
+    guards = [l for l in lines if re.match(r"\s+EQUALS_MATCH\s+L\['mode'\] == 'mean'\s", l)]
+    assert guards and all(l.endswith("  nearest_entry.py:9") for l in guards), guards
+    assert any(re.match(r"\s+EQUALS_MATCH\s+L\['mode'\] == 'max'\s+nearest_entry\.py:9$", l)
+               for l in lines)
+    assert any(re.match(r"\s+DICT_LACKS\s+'print' not in G\s+nearest_entry\.py:8$", l)
+               for l in lines)
+    # the engine's own guard has no source
+    assert any(re.match(r"\s+BACKEND_MATCH\s+backend is eager$", l) for l in lines)
+    # the guards that fail most, with their source
+    assert any(re.match(r"\s+2 x\s+EQUALS_MATCH\s+L\['mode'\] == 'mean'\s+\(last observed "
+                        r"'max'\)\s+nearest_entry\.py:9$", l) for l in lines), screen
+    # the recompile: every entry tried with the guard that failed and its
+    # source, then the nearest entry and its failing guard, value and line
+    at = next(i for i, l in enumerate(lines) if l.startswith(f"  [{f['compile_id']}]"))
+    block = lines[at:at + 7]
+    assert re.match(rf"\s+entry \[{re.escape(f['newest'])}\] failed EQUALS_MATCH\s+"
+                    r"L\['mode'\] == 'mean'\s+observed 'max'\s+nearest_entry\.py:9$",
+                    block[1]), block
+    assert re.match(rf"\s+entry \[{re.escape(f['nearest'])}\] failed EQUALS_MATCH", block[2]), block
+    assert block[3].strip() == (f"nearest entry [{f['nearest']}]: 1 guard fails, "
+                                f"capture {fmt_ms(f['capture_ns'])} ms"), block
+    assert re.match(r"\s+EQUALS_MATCH\s+L\['mode'\] == 'mean'\s+observed 'max'\s+"
+                    r"nearest_entry\.py:9$", block[4]), block
+    assert re.match(r"\s+9 \| if mode == \"mean\":$", block[5]), block
+    # the dtype recompile before it: its nearest entry fails on the dtype, line 10
+    assert re.search(r"nearest entry \[\S+\]: 1 guard fails", "\n".join(lines[at + 6:]))
+    assert re.search(r"TENSOR_MATCH\s+L\['x'\]\.dtype == float64\s+observed float32\s+"
+                     r"nearest_entry\.py:10\n\s+10 \| return x - x\.mean\(\)", screen), screen
+
+
+@needs_tmux
+def test_detail_view_fits_80_columns_with_the_sources_flush_right(pane, nearest_db):
+    f = nearest_facts(nearest_db)
+    p = pane(nearest_db, width=80, height=120)
+    p.wait(lambda s: "RECOMP" in s and "normalize" in s)   # no FILE:LINE column at 80
+    p.send("Enter")
+    screen = p.wait(lambda s: "return x - x.mean()" in s, what="the whole detail")
+    lines = screen.splitlines()
+    assert all(len(l) <= 80 for l in lines)
+    assert f"nearest entry [{f['nearest']}]: 1 guard fails" in screen
+    # a source that does not fit beside its line goes below it, flush right
+    sources = [l for l in lines if l.rstrip().endswith(("nearest_entry.py:9", "nearest_entry.py:10"))]
+    assert len(sources) >= 8 and all(len(l) == 80 for l in sources), sources
+
+
+@needs_tmux
+def test_recompile_log_shows_the_nearest_entry_where_there_is_room(pane, nearest_db):
+    f = nearest_facts(nearest_db)
+    p = pane(nearest_db, width=150)
+    p.wait(table_shown)
+    p.send("r")
+    screen = p.wait(lambda s: "Recompile log" in s and f"[{f['compile_id']}]" in s)
+    line = next(l for l in screen.splitlines() if f"[{f['compile_id']}]" in l)
+    assert re.search(r"EQUALS_MATCH L\['mode'\] == 'mean'  observed 'max'  \+1 more\s+"
+                     rf"nearest \[{re.escape(f['nearest'])}\] 1 failing  nearest_entry\.py:9$",
+                     line), line
+    # narrower: the failing guard and its value keep the room, the nearest
+    # entry is left out
+    for width in (120, 80):
+        p.resize(width, 40)
+        screen = p.wait(lambda s: "Recompile log" in s and "nearest [" not in s)
+        line = next(l for l in screen.splitlines() if f"[{f['compile_id']}]" in l)
+        assert "EQUALS_MATCH L['mode'] == 'mean'" in line and len(line) <= width
+
+
+@needs_tmux
+def test_a_v3_file_opens_in_the_detail_view_and_the_recompile_log(pane, nearest_db, tmp_path):
+    db = str(tmp_path / "v3.db")
+    downgrade_to_v3(nearest_db, db)
+    f = nearest_facts(nearest_db)
+    p = pane(db, height=100)
+    p.wait(lambda s: names(s) == ["normalize"])
+    p.send("Enter")
+    screen = p.wait(lambda s: "Recompiles newest first" in s and "observed float32" in s,
+                    what="the whole detail")
+    assert "query failed" not in screen and "cannot read" not in screen
+    # the guards and failures as before v4: no sources, no nearest entry
+    assert "nearest_entry.py:9" not in screen and "nearest entry" not in screen
+    assert re.search(r"^\s+EQUALS_MATCH\s+L\['mode'\] == 'mean'$", screen, re.M), screen
+    assert re.search(rf"entry \[{re.escape(f['newest'])}\] failed EQUALS_MATCH\s+"
+                     r"L\['mode'\] == 'mean'\s+observed 'max'$", screen, re.M), screen
+    p.send("r")
+    screen = p.wait(lambda s: "Recompile log" in s and f"[{f['compile_id']}]" in s)
+    assert "query failed" not in screen and "nearest [" not in screen
+    assert "observed 'max'" in screen
+
+
+@needs_tmux
 def test_help_lists_every_key_and_the_manual_documents_them(pane, workload_db):
     p = pane(workload_db, height=80)
     p.wait(table_shown)
@@ -620,6 +780,17 @@ def test_batch_width_fits_every_line(workload_db):
     table = out.split("\n\n", 1)[1]
     assert all(len(line) <= 80 for line in table.splitlines())
     assert "LAST FAILING GUARD" not in table and "RECOMP" in table
+
+
+def test_a_v3_file_opens_in_batch_mode(nearest_db, tmp_path):
+    db = str(tmp_path / "v3.db")
+    downgrade_to_v3(nearest_db, db)
+    r = batch(db)
+    assert r.stderr == ""
+    rows = parse_rows(r.stdout)
+    assert [row["name"] for row in rows] == ["normalize"]
+    assert rows[0]["recompiles"] == 2 and rows[0]["last"] == "L['mode'] == 'mean' (observed 'max')"
+    assert parse_rows(batch(nearest_db).stdout) == rows   # v4 adds nothing the table shows
 
 
 def test_python_m_dynscope_top_runs_dyntop(workload_db):

@@ -1,11 +1,12 @@
 /*
  * detail.c -- the detail view of one code object (Enter on a row): its cache
- * entries frame by frame in lookup order with their hits and guards, the
- * guards that fail most, its graph breaks with the user's source lines, the
- * recompile history with the guards that failed and the values observed,
- * cache-limit hits and skips.  Reads one code object through the read
- * model (store/read.h: the per-code indexes), in one read transaction, each
- * refresh.  Tables: docs/sql.md; what the lines mean: docs/dyntop.md.
+ * entries frame by frame in lookup order with their hits and guards (and
+ * the user source that made each guard), the guards that fail most, its
+ * graph breaks with the user's source lines, the recompile history with the
+ * guards that failed, the values observed and the entry nearest to the new
+ * inputs, cache-limit hits and skips.  Reads one code object through the
+ * read model (store/read.h: the per-code indexes), in one read transaction,
+ * each refresh.  Tables: docs/sql.md; what the lines mean: docs/dyntop.md.
  */
 #include "tui.h"
 
@@ -18,10 +19,24 @@
 /* The detail shows at most this many recompiles (newest first). */
 #define DETAIL_RECOMPILES 100
 #define DETAIL_FAILS_PER_RECOMPILE 8
+/* ... the failing guards of a recompile's nearest entry. */
+#define DETAIL_NEAREST_GUARDS 8
+/* A guard's source (file:line, the right-hand column) is cut to this. */
+#define DETAIL_SOURCE_COLS 32
+/* Source lines remembered during one load: the recompile history names the
+   same few lines again and again, and each read scans a file. */
+#define DETAIL_SOURCE_MEMO 16
 /* ... the guards that fail most, cache-limit hits and skips (newest). */
 #define DETAIL_TOP_FAILING 5
 #define DETAIL_LIMITS 10
 #define DETAIL_SKIPS 10
+
+/* A source line read during this load (line NULL: not readable). */
+typedef struct SourceMemo {
+    char *filename;
+    int lineno;
+    char *line;
+} SourceMemo;
 
 typedef struct Ctx {
     Pager *p;
@@ -31,6 +46,8 @@ typedef struct Ctx {
     long long run_started;
     int limit;                   /* the run's cache limit, 0 unknown */
     int n;                       /* rows the running section has added */
+    SourceMemo memo[DETAIL_SOURCE_MEMO];   /* owned strings */
+    int nmemo;                   /* slots used; then reused round-robin */
 } Ctx;
 
 /* ---- small helpers ---- */
@@ -118,6 +135,44 @@ static char *source_line(const Model *m, const char *filename, int lineno)
     return line ? trim(line) : NULL;
 }
 
+/* source_line() through the load's memo: a borrowed line (valid until
+   the next call), or NULL. */
+static const char *memo_source_line(Ctx *c, const char *filename, int lineno)
+{
+    int used = c->nmemo < DETAIL_SOURCE_MEMO ? c->nmemo : DETAIL_SOURCE_MEMO;
+    for (int i = 0; i < used; i++)
+        if (c->memo[i].lineno == lineno && strcmp(c->memo[i].filename, filename) == 0)
+            return c->memo[i].line;
+    SourceMemo *slot = &c->memo[c->nmemo++ % DETAIL_SOURCE_MEMO];
+    free(slot->filename);
+    free(slot->line);
+    slot->filename = xstrdup(filename);
+    slot->lineno = lineno;
+    slot->line = source_line(c->m, filename, lineno);
+    return slot->line;
+}
+
+static void memo_free(Ctx *c)
+{
+    for (int i = 0; i < DETAIL_SOURCE_MEMO; i++) {
+        free(c->memo[i].filename);
+        free(c->memo[i].line);
+    }
+}
+
+/*
+ * The right-hand column of the line added last: where its guard came from,
+ * "file.py:12" (fmt_where).  Nothing when unknown (a guard the engine adds
+ * itself, or a file older than v4).
+ */
+static void source_tail(Ctx *c, const char *filename, int lineno)
+{
+    char where[4 * DETAIL_SOURCE_COLS + 8];
+    fmt_where(where, sizeof where, filename, lineno, DETAIL_SOURCE_COLS);
+    if (where[0] != '\0')
+        pager_set_tail(c->p, 0, "%s%s", S(AC_DIM), where);
+}
+
 /* ---- sections ---- */
 
 static void summary(Ctx *c)
@@ -154,15 +209,17 @@ static void summary(Ctx *c)
     pager_add(c->p, -1, -1, "%s", "");
 }
 
-static void guard_line(Ctx *c, const char *kind, const char *expr)
+static void guard_line(Ctx *c, const char *kind, const char *expr, const char *filename,
+                       int lineno)
 {
     pager_add_indent(c->p, 26, "        %s%-16.63s%s  %s", S(AC_KIND), kind, S(AC_NORMAL), expr);
+    source_tail(c, filename, lineno);
 }
 
 static void guard_seen(void *ctx, const StoreGuardRow *row)
 {
     Ctx *c = ctx;
-    guard_line(c, row->kind, row->expr);
+    guard_line(c, row->kind, row->expr, row->filename, row->lineno);
     c->n++;
 }
 
@@ -181,7 +238,7 @@ static void guards_of(Ctx *c, const char *cid, const char *guards_text)
     const char *expr;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         split_guard(line, kind, sizeof kind, &expr);
-        guard_line(c, kind, expr);
+        guard_line(c, kind, expr, "", 0);
     }
     free(copy);
 }
@@ -307,6 +364,7 @@ static void failing_seen(void *ctx, const StoreGuardCountRow *row)
     pager_add_indent(c->p, 26, "  %s%6lld x%s  %s%-16s%s  %s%s  %s(last observed %s)",
                      S(AC_BAD), row->n, S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL),
                      row->expr, S(AC_DIM), S(AC_DIM), row->last_observed);
+    source_tail(c, row->filename, row->lineno);
     c->n++;
 }
 
@@ -391,6 +449,64 @@ static void compile_failure_seen(void *ctx, const StoreCompileFailureRow *row)
     pager_add_indent(c->p, 30, "        entry [%s] failed %s%-16s%s  %s%s  %sobserved %s%s",
                      row->entry_compile_id, S(AC_KIND), row->kind, S(AC_NORMAL), row->expr,
                      S(AC_DIM), S(AC_BAD), row->observed, S(AC_NORMAL));
+    source_tail(c, row->filename, row->lineno);
+}
+
+/* The nearest entry of one recompile, being listed. */
+typedef struct Nearest {
+    Ctx *c;
+    int n;                       /* failing guards listed */
+    long long failing;           /* of how many */
+} Nearest;
+
+static void nearest_seen(void *ctx, const StoreRecompileDiffRow *row)
+{
+    Nearest *nr = ctx;
+    Ctx *c = nr->c;
+    if (nr->n++ == 0) {
+        char ms[32];
+        fmt_ms(ms, sizeof ms, row->capture_ns, 0);
+        char *entry = fmt_sanitize(row->entry_compile_id);
+        nr->failing = row->failing;
+        pager_add(c->p, -1, -1, "        %snearest entry%s %s[%s]%s: %lld guard%s fail%s%s, "
+                  "capture %s ms", S(AC_SECTION), S(AC_NORMAL), S(AC_HEADER_VALUE), entry,
+                  S(AC_NORMAL), row->failing, row->failing == 1 ? "" : "s",
+                  row->failing == 1 ? "s" : "", S(AC_DIM), ms);
+        free(entry);
+    }
+    char *kind = fmt_sanitize(row->kind), *expr = fmt_sanitize(row->expr);
+    char *observed = fmt_sanitize(row->observed);
+    pager_add_indent(c->p, 30, "          %s%-16s%s  %s%s  %sobserved %s%s", S(AC_KIND), kind,
+                     S(AC_NORMAL), expr, S(AC_DIM), S(AC_BAD), observed, S(AC_NORMAL));
+    source_tail(c, row->filename, row->lineno);
+    free(kind);
+    free(expr);
+    free(observed);
+    if (row->lineno <= 0)
+        return;
+    /* the user's line that made the guard: as the file reads now, else as
+       recorded (like a break's stack) */
+    const char *src = memo_source_line(c, row->filename, row->lineno);
+    char *recorded = src == NULL ? trim(fmt_sanitize(row->source)) : NULL;
+    if (src != NULL || recorded[0] != '\0')
+        pager_add_indent(c->p, 20, "          %s%5d | %s", S(AC_SOURCE), row->lineno,
+                         src != NULL ? src : recorded);
+    free(recorded);
+}
+
+/* The older entry nearest to the recompile's inputs and its failing guards
+   (files of schema v4 on; nothing before). */
+static void recompile_nearest(Ctx *c, long long compile_row)
+{
+    Nearest nr = {c, 0, 0};
+    if (store_read_recompile_diff(c->r, compile_row, DETAIL_NEAREST_GUARDS, nearest_seen,
+                                  &nr) < 0) {
+        read_failed(c);
+        return;
+    }
+    if (nr.n > 0 && nr.failing > nr.n)
+        pager_add(c->p, -1, -1, "          %s(%lld more failing guard%s not shown)", S(AC_DIM),
+                  nr.failing - nr.n, nr.failing - nr.n == 1 ? "" : "s");
 }
 
 static void recompile_failures(Ctx *c, long long compile_row)
@@ -414,6 +530,7 @@ static void recompile_seen(void *ctx, const StoreRecompileRow *row)
                      row->compile_id, S(AC_NORMAL), at, ms, row->outcome,
                      row->reason[0] ? "  " : "", S(AC_DIM), row->reason);
     recompile_failures(c, row->compile_row);
+    recompile_nearest(c, row->compile_row);
     sec->n++;
 }
 
@@ -479,7 +596,7 @@ static void limits_and_skips(Ctx *c)
 int detail_load(Pager *p, Model *m, long long run_id, long long code_id)
 {
     Ctx c = {p, m, model_reader(m), run_id, code_id, model_epoch(m, run_id), 0,
-             model_cache_limit(m, run_id), 0};
+             model_cache_limit(m, run_id), 0, {{NULL, 0, NULL}}, 0};
     const RunInfo *run = model_run(m, run_id);
     c.run_started = run ? run->started_at : 0;
     long i = model_find(m, run_id, code_id);
@@ -501,6 +618,7 @@ int detail_load(Pager *p, Model *m, long long run_id, long long code_id)
     recompiles(&c);
     limits_and_skips(&c);
     model_end(m);
+    memo_free(&c);
     pager_finish(p);
     return 0;
 }

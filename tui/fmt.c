@@ -306,6 +306,19 @@ void fmt_since(char *dst, size_t cap, long long ns)
         snprintf(dst, cap, "+%.3f s", s);
 }
 
+void fmt_where(char *dst, size_t cap, const char *filename, int lineno, int width)
+{
+    char where[600];
+    if (filename[0] == '\0' || lineno <= 0) {
+        if (cap > 0)
+            dst[0] = '\0';
+        return;
+    }
+    const char *base = strrchr(filename, '/');
+    snprintf(where, sizeof where, "%s:%d", base != NULL && base[1] ? base + 1 : filename, lineno);
+    fmt_fit(dst, cap, where, width, FMT_TRUNC_START | FMT_NOPAD);
+}
+
 void fmt_clock(char *dst, size_t cap, long long wall_ns)
 {
     time_t t = (time_t)(wall_ns / 1000000000LL), now = time(NULL);

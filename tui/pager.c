@@ -4,7 +4,9 @@
  * the sort menu are all pagers with different content.  Two modes: plain
  * (scrolls; long lines wrap at word boundaries, continuation lines
  * indented) and selectable (a cursor line, long lines cut; Enter on a line
- * that names a code object opens it).  Contract: tui.h.
+ * that names a code object opens it).  A line may have a tail, drawn flush
+ * right, placed when the width is known (at draw time), so a resize moves
+ * it without reloading the content.  Contract: tui.h.
  */
 #include "tui.h"
 
@@ -26,6 +28,8 @@ static void add_line(Pager *p, long long run_id, long long code_id, int indent, 
     l->run_id = run_id;
     l->code_id = code_id;
     l->wrap_indent = indent;
+    l->tail = NULL;
+    l->tail_keep = 0;
     p->vis_width = -1;
 }
 
@@ -62,10 +66,28 @@ void pager_add_indent(Pager *p, int indent, const char *fmt, ...)
     add_line(p, -1, -1, indent, s);
 }
 
+void pager_set_tail(Pager *p, int keep, const char *fmt, ...)
+{
+    TUI_ASSERT(p->nlines > 0);
+    if (p->nlines == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vformat(fmt, ap);
+    va_end(ap);
+    PagerLine *l = &p->lines[p->nlines - 1];
+    free(l->tail);
+    l->tail = s;
+    l->tail_keep = keep;
+    p->vis_width = -1;
+}
+
 void pager_clear(Pager *p)
 {
-    for (size_t i = 0; i < p->nlines; i++)
+    for (size_t i = 0; i < p->nlines; i++) {
         free(p->lines[i].text);
+        free(p->lines[i].tail);
+    }
     p->nlines = 0;
     p->vis_width = -1;
     p->super.dirty = true;
@@ -85,16 +107,26 @@ const PagerLine *pager_selected(const Pager *p)
     return &p->lines[p->cursor];
 }
 
+/* Styled text without its markup. */
+static void print_plain(const char *s, FILE *out)
+{
+    for (const char *c = s; *c; c++) {
+        if (*c == '\x01') {
+            if (c[1])
+                c++;
+            continue;
+        }
+        fputc(*c, out);
+    }
+}
+
 void pager_print(const Pager *p, FILE *out)
 {
     for (size_t i = 0; i < p->nlines; i++) {
-        for (const char *c = p->lines[i].text; *c; c++) {
-            if (*c == '\x01') {
-                if (c[1])
-                    c++;
-                continue;
-            }
-            fputc(*c, out);
+        print_plain(p->lines[i].text, out);
+        if (p->lines[i].tail != NULL) {
+            fputs("  ", out);
+            print_plain(p->lines[i].tail, out);
         }
         fputc('\n', out);
     }
@@ -102,22 +134,25 @@ void pager_print(const Pager *p, FILE *out)
 
 /* ---- visual lines ---- */
 
-static void add_vis(Pager *p, size_t line, int skip, int take)
+static void add_vis(Pager *p, size_t line, int skip, int take, bool tail)
 {
     if (p->nvis == p->capvis) {
         p->capvis = p->capvis ? 2 * p->capvis : 128;
         p->vis_line = xrealloc(p->vis_line, p->capvis * sizeof *p->vis_line);
         p->vis_skip = xrealloc(p->vis_skip, p->capvis * sizeof *p->vis_skip);
         p->vis_take = xrealloc(p->vis_take, p->capvis * sizeof *p->vis_take);
+        p->vis_tail = xrealloc(p->vis_tail, p->capvis * sizeof *p->vis_tail);
     }
     p->vis_line[p->nvis] = line;
     p->vis_skip[p->nvis] = skip;
     p->vis_take[p->nvis] = take;
+    p->vis_tail[p->nvis] = tail;
     p->nvis++;
 }
 
 /* Split one logical line into pieces of at most `width` columns (the first)
-   and width - indent (the others), at a space when one is near the end. */
+   and width - indent (the others), at a space when one is near the end.
+   Its tail goes beside the last piece if it fits there, else below it. */
 static void wrap_line(Pager *p, size_t li, int width)
 {
     FmtCell *cells = NULL;
@@ -126,13 +161,17 @@ static void wrap_line(Pager *p, size_t li, int width)
     int indent = p->lines[li].wrap_indent;
     if (indent > width / 2)
         indent = width / 2;
+    const char *tail = p->lines[li].tail;
+    int tw = tail != NULL ? fmt_width_styled(tail) : 0;
+    bool tail_placed = tail == NULL;
     size_t i = 0;
     int col = 0;
     bool first = true;
     while (first || i < n) {
         int avail = first ? width : width - indent;
         if (total - col <= avail) {
-            add_vis(p, li, col, -1);
+            tail_placed = tail_placed || total - col + 2 + tw <= avail;
+            add_vis(p, li, col, -1, tail != NULL && tail_placed);
             break;
         }
         size_t end = i, brk = 0;
@@ -153,7 +192,7 @@ static void wrap_line(Pager *p, size_t li, int width)
             used = cells[i].w;
             end = i + 1;
         }
-        add_vis(p, li, col, used);
+        add_vis(p, li, col, used, false);
         col += used;
         i = end;
         /* continuation lines do not start with the spaces of the break */
@@ -163,6 +202,8 @@ static void wrap_line(Pager *p, size_t li, int width)
         }
         first = false;
     }
+    if (!tail_placed)            /* a screen line of its own */
+        add_vis(p, li, total, 0, true);
     free(cells);
 }
 
@@ -173,7 +214,7 @@ static void compute_vis(Pager *p, int width)
         if (p->wrap && width > 8)
             wrap_line(p, i, width);
         else
-            add_vis(p, i, 0, -1);
+            add_vis(p, i, 0, -1, p->lines[i].tail != NULL);
     }
     p->vis_width = width;
 }
@@ -252,8 +293,35 @@ static void pager_draw(Widget *w)
         AttrClass base = sel ? AC_CURSOR : AC_NORMAL;
         if (indent > 0)
             tui_put(y + r, w->x, indent, "", FMT_LEFT, colors_attr(base));
-        tui_put_styled(y + r, w->x + indent, w->w - indent, p->lines[li].text, base, sel, skip,
-                       p->vis_take[v]);
+        int text_w = w->w - indent, tw = 0;
+        const char *tail = p->vis_tail[v] ? p->lines[li].tail : NULL;
+        if (tail != NULL) {
+            tw = fmt_width_styled(tail);
+            if (tw > text_w)
+                tw = text_w;
+            /* the rest of a line (take < 0) gives up columns to make room,
+               but keeps tail_keep of them (all of a shorter text), else the
+               tail is left out */
+            if (p->vis_take[v] < 0) {
+                int keep = fmt_width_styled(p->lines[li].text) - skip;
+                if (keep > p->lines[li].tail_keep)
+                    keep = p->lines[li].tail_keep;
+                if (text_w - tw - 2 < (keep > 1 ? keep : 1))
+                    tail = NULL;
+            }
+        }
+        if (tail == NULL) {
+            tui_put_styled(y + r, w->x + indent, text_w, p->lines[li].text, base, sel, skip,
+                           p->vis_take[v]);
+            continue;
+        }
+        int head_w = text_w - tw - 2 > 0 ? text_w - tw - 2 : 0;
+        if (head_w > 0)
+            tui_put_styled(y + r, w->x + indent, head_w, p->lines[li].text, base, sel, skip,
+                           p->vis_take[v]);
+        tui_put(y + r, w->x + indent + head_w, text_w - tw - head_w, "", FMT_LEFT,
+                colors_attr(base));
+        tui_put_styled(y + r, w->x + w->w - tw, tw, tail, base, sel, 0, -1);
     }
 }
 
@@ -301,10 +369,12 @@ static void pager_class_done(Widget *w)
     free(p->vis_line);
     free(p->vis_skip);
     free(p->vis_take);
+    free(p->vis_tail);
     p->lines = NULL;
     p->title = NULL;
     p->vis_line = NULL;
     p->vis_skip = p->vis_take = NULL;
+    p->vis_tail = NULL;
     p->caplines = p->capvis = p->nvis = 0;
 }
 

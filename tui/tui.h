@@ -139,6 +139,11 @@ void fmt_duration(char *dst, size_t cap, long long ns);
 void fmt_ns(char *dst, size_t cap, long long ns);
 /* Time since a run started: "+105.9 ms" under 10 s, else "+12.345 s". */
 void fmt_since(char *dst, size_t cap, long long ns);
+/* A source location for a narrow column: "file.py:12", the file's last
+   component (the full path is for the lines that have room), cut at the
+   start to `width` columns (cap >= 4 * width + 1).  "" when unknown (no
+   file or line 0). */
+void fmt_where(char *dst, size_t cap, const char *filename, int lineno, int width);
 /* Wall-clock ns as local "HH:MM:SS" (with the date if not today). */
 void fmt_clock(char *dst, size_t cap, long long wall_ns);
 /* Case-insensitive substring test (ASCII case folding). */
@@ -530,6 +535,9 @@ typedef struct PagerLine {
     long long run_id;         /* what Enter opens (detail), or -1 */
     long long code_id;        /* (the sort menu keeps its ColumnId here) */
     int wrap_indent;          /* continuation lines start at this column */
+    char *tail;               /* owned or NULL: styled text at the right edge */
+    int tail_keep;            /* cut lines: the columns the text keeps before the
+                                 tail is left out instead */
 } PagerLine;
 
 typedef struct Pager {
@@ -545,6 +553,7 @@ typedef struct Pager {
     size_t *vis_line;         /* owned, logical line of each visual line */
     int *vis_skip;            /* owned, columns of the logical line before it */
     int *vis_take;            /* owned, columns it shows (-1: the rest, cut) */
+    bool *vis_tail;           /* owned, it ends with its line's tail */
     size_t nvis, capvis;
     int vis_width;            /* width they were computed for, -1 = stale */
 } Pager;
@@ -561,6 +570,16 @@ void pager_add(Pager *p, long long run_id, long long code_id, const char *fmt, .
     __attribute__((format(printf, 4, 5)));
 /* Like pager_add, with continuation lines indented by `indent` columns. */
 void pager_add_indent(Pager *p, int indent, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/*
+ * Give the line added last a tail: styled text drawn flush with the right
+ * edge (a column of sources beside guards, say).  A wrapped line shows it
+ * on its last screen line when it fits there with two spaces to spare,
+ * else on a screen line of its own.  A cut line (selectable pager) gives up
+ * columns of its text to make room for it but keeps `keep` of them (all of
+ * a shorter text): when it cannot, the tail is left out.
+ */
+void pager_set_tail(Pager *p, int keep, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* After adding: clamp cursor and top, mark dirty. */
 void pager_finish(Pager *p);

@@ -1,9 +1,10 @@
 /*
  * views.c -- the two whole-run views: graph-break reasons grouped by site
  * (`b`: kind, reason, file:line, how often, in which functions) and the
- * recompile log (`r`: newest first, with the guard that failed and the
- * value observed).  Both are selectable pagers; Enter on a line opens the
- * detail of its code object.  Read through store/read.h; tables:
+ * recompile log (`r`: newest first, with the guard that failed, the value
+ * observed and, where there is room, the entry nearest to the new inputs).
+ * Both are selectable pagers; Enter on a line opens the detail of its code
+ * object.  Read through store/read.h; tables:
  * docs/sql.md; manual: docs/dyntop.md.
  */
 #include "tui.h"
@@ -14,6 +15,12 @@
 
 #define S(c) TUI_STYLE(c)
 #define BREAK_SITES_LIMIT 1000
+/* A recompile line keeps this many columns (when, function, compile id: 46;
+   the failing guard and the value observed: the rest) before its nearest
+   entry is left out: why it recompiled comes first. */
+#define RECOMPILE_KEEP 100
+/* The nearest entry's source (file:line) is cut to this. */
+#define RECOMPILE_SOURCE_COLS 28
 
 /* fmt_fit into a static-size buffer. */
 static const char *fit(char *buf, size_t cap, const char *s, int width, int flags)
@@ -97,6 +104,18 @@ static void recompile_seen(void *ctx, const StoreRecompileLogRow *row)
               " %s%11s%s  %s  %s%-8s%s  %s%s", S(AC_DIM), at, S(AC_NORMAL),
               fit(name, sizeof name, row->name, 20, FMT_LEFT), S(AC_HEADER_VALUE),
               cid, S(AC_NORMAL), guard, more);
+    if (row->has_nearest) {
+        /* The older entry nearest to the new inputs, how many of its guards
+           failed, where the first of them came from: the pager puts it flush
+           right and cuts the guard for it, or leaves it out when narrow. */
+        char entry[64], src[4 * RECOMPILE_SOURCE_COLS + 8];
+        fit(entry, sizeof entry, row->nearest_entry, 12, FMT_NOPAD);
+        fmt_where(src, sizeof src, row->nearest_filename, row->nearest_lineno,
+                  RECOMPILE_SOURCE_COLS);
+        pager_set_tail(l->p, RECOMPILE_KEEP, "%snearest %s[%s]%s %lld failing%s%s%s",
+                       S(AC_DIM), S(AC_HEADER_VALUE), entry, S(AC_NORMAL),
+                       row->nearest_failing, S(AC_DIM), src[0] ? "  " : "", src);
+    }
     l->rows++;
 }
 
@@ -117,7 +136,8 @@ int views_load_recompiles(Pager *p, Model *m)
     long long shown = l.rows;
     long long total = m->totals.recompiles;
     char *title = xasprintf(" Recompile log, newest first: %lld recompile%s%s   "
-                            "WHEN  FUNCTION  [COMPILE]  FIRST FAILING GUARD  OBSERVED", total,
+                            "WHEN  FUNCTION  [COMPILE]  FIRST FAILING GUARD  OBSERVED  "
+                            "NEAREST ENTRY", total,
                             total == 1 ? "" : "s",
                             total > shown ? " (showing the newest " TUI_STR(VIEWS_RECOMPILE_LIMIT) ")"
                                           : "");

@@ -597,6 +597,41 @@ static void on_log(void *ctx, const StoreRecompileLogRow *r)
              r->failures, r->has_failure, r->kind, r->expr, r->observed);
 }
 
+/* Guard provenance and the nearest entry (schema v4): "@ file:line". */
+static void on_guard_source(void *ctx, const StoreGuardRow *r)
+{
+    (void)ctx;
+    got_line("%s @ %s:%d", r->expr, r->filename, r->lineno);
+}
+
+static void on_guard_count_source(void *ctx, const StoreGuardCountRow *r)
+{
+    (void)ctx;
+    got_line("%lld x %s @ %s:%d", r->n, r->expr, r->filename, r->lineno);
+}
+
+static void on_compile_failure_source(void *ctx, const StoreCompileFailureRow *r)
+{
+    (void)ctx;
+    got_line("entry [%s] %s @ %s:%d", r->entry_compile_id, r->expr, r->filename, r->lineno);
+}
+
+static void on_diff(void *ctx, const StoreRecompileDiffRow *r)
+{
+    (void)ctx;
+    got_line("nearest [%s] failing %lld capture %lld: %d %s %s observed %s @ %s:%d %s",
+             r->entry_compile_id, r->failing, r->capture_ns, r->idx, r->kind, r->expr,
+             r->observed, r->filename, r->lineno, r->source);
+}
+
+static void on_log_nearest(void *ctx, const StoreRecompileLogRow *r)
+{
+    (void)ctx;
+    got_line("%s [%s] nearest %d [%s] failing %lld @ %s:%d", r->name, r->compile_id,
+             r->has_nearest, r->nearest_entry, r->nearest_failing, r->nearest_filename,
+             r->nearest_lineno);
+}
+
 /* The read model's incremental reads: watermarks, rows past them, counts. */
 static void check_incremental_reads(StoreReader *r, long long run_id)
 {
@@ -690,6 +725,23 @@ static void check_code_and_list_reads(StoreReader *r, long long run_id)
                   "1 x call call to print /src/model.py:12 codes 1 fns f\n"
                   "f [0/1] failures 1 first 1 TENSOR_MATCH L['x'].shape == (3, 4) observed (5, 4)\n");
     }
+    got_reset();                                 /* what schema v4 added */
+    CHECK_EQ(store_read_entry_guards(r, run_id, 7, 0, "0/1", on_guard_source, NULL), 0);
+    CHECK_EQ(store_read_entry_guards(r, run_id, 7, 0, "0/0", on_guard_source, NULL), 0);
+    CHECK_EQ(store_read_top_failing_guards(r, run_id, 7, 5, on_guard_count_source, NULL), 0);
+    CHECK_EQ(store_read_compile_failures(r, last_compile_row, 10, on_compile_failure_source,
+                                         NULL), 0);
+    CHECK_EQ(store_read_recompile_diff(r, last_compile_row, 10, on_diff, NULL), 0);
+    CHECK_EQ(store_read_recompile_diff(r, last_compile_row - 1, 10, on_diff, NULL), 0);
+    CHECK_EQ(store_read_recompile_log(r, run_id, 100, on_log_nearest, NULL), 0);
+    CHECK_STR(got, "L['x'].shape == (5, 4) @ /src/model.py:11\n"
+                   "L['x'].shape == (3, 4) @ :0\n"
+                   "G['np'] is <module> @ :0\n"
+                   "1 x L['x'].shape == (3, 4) @ /src/model.py:11\n"
+                   "entry [0/0] L['x'].shape == (3, 4) @ /src/model.py:11\n"
+                   "nearest [0/0] failing 1 capture 6000: 0 TENSOR_MATCH L['x'].shape == (3, 4)"
+                   " observed (5, 4) @ /src/model.py:11 y = x\n"
+                   "f [0/1] nearest 1 [0/0] failing 1 @ /src/model.py:11\n");
 }
 
 static void test_read_model_reads_what_was_written(void)
@@ -770,6 +822,16 @@ static void test_reader_reads_a_v2_file_without_writing_it(void)
     CHECK_STR(qs(rdb, "SELECT name || ': ' || reason FROM cache_limit_hits"),
               "v2_fn: L['n'] == 1 (observed 2)");
     CHECK_EQ(q1(rdb, "SELECT count(*) FROM temp.sqlite_schema WHERE type = 'view'"), 3);
+    /* what v4 added (guard provenance, recompile_diffs) reads as unknown:
+       the reader does not name it */
+    got_reset();
+    CHECK_EQ(store_read_entry_guards(r, 1, 5, 0, "0/0", on_guard_source, NULL), 0);
+    CHECK_EQ(store_read_top_failing_guards(r, 1, 5, 5, on_guard_count_source, NULL), 0);
+    CHECK_EQ(store_read_compile_failures(r, 2, 10, on_compile_failure_source, NULL), 0);
+    CHECK_EQ(store_read_recompile_diff(r, 2, 10, on_diff, NULL), 0);
+    CHECK_EQ(store_read_recompile_log(r, 0, 100, on_log_nearest, NULL), 0);
+    CHECK_STR(got, "v2_fn [0/1] nearest 0 [] failing 0 @ :0\n");
+    CHECK_STR(store_reader_errmsg(r), "");
     store_reader_close(r);
 
     CHECK_EQ(stat(path, &after), 0);
