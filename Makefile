@@ -15,6 +15,9 @@
 #   make bench                   run scripts/bench_*.py
 #   make demo                    install missing deps, build, record scripts/demo_workload.py,
 #                                report it and show dyntop on it
+#   make demo-ranks              the demo workload as 4 ranks of one job (rank 2 made to
+#                                diverge), a file each (demo-ranks/rank%r.db), their merged
+#                                report, and dyntop on the 4 files
 #   make fuzz                    tests/test_fuzz.py with 20000 random programs
 #   make conformance             CPython's and NumPy's own test suites, plain and
 #                                under --capture-all; writes docs/conformance.md
@@ -127,7 +130,7 @@ define install_so
 	fi
 endef
 
-.PHONY: all dev install-ext tp dyntop install test check-c check-c-asan bench-store asan bench demo deps clean print-vars FORCE
+.PHONY: all dev install-ext tp dyntop install test check-c check-c-asan bench-store asan bench demo demo-ranks deps clean print-vars FORCE
 
 all: install-ext tp dyntop
 
@@ -362,6 +365,18 @@ demo:
 	$(VENV_PY) -m dynscope report dynscope.db
 	@if [ -t 0 ] && [ -t 1 ]; then $(BUILD)/dyntop dynscope.db; \
 	else $(BUILD)/dyntop -b -n 1 dynscope.db; fi
+
+# Many processes: 4 ranks, each recording its own file through the path
+# template rank%r.db (docs/recording.md); dyntop's divergence view (v) names
+# the odd rank.
+demo-ranks:
+	$(if $(PYTHON),PYTHON='$(PYTHON)' )bash scripts/install-deps.sh
+	$(MAKE) --no-print-directory all
+	rm -rf demo-ranks
+	$(VENV_PY) scripts/demo_ranks.py demo-ranks
+	$(VENV_PY) -m dynscope report demo-ranks/rank0.db demo-ranks/rank1.db demo-ranks/rank2.db demo-ranks/rank3.db
+	@if [ -t 0 ] && [ -t 1 ]; then $(BUILD)/dyntop demo-ranks/rank*.db; \
+	else $(BUILD)/dyntop -b -n 1 demo-ranks/rank*.db; fi
 
 # ---------------------------------------------------------------------------
 

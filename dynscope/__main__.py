@@ -3,9 +3,16 @@
 Commands:
   run [--db FILE] [--capture-all] [--backend NAME] (script.py | -m module) [args...]
                          run a program, recording engine events to FILE
-  sql FILE "SELECT ..."  query a dynscope database read-only (--csv, --json)
-  report FILE            summary: top recompiling functions, break reasons,
-                         cache-limit hits
+  sql FILE... "SELECT ..."
+                         query a dynscope database read-only (--csv, --json);
+                         several files are queried merged
+  report FILE...         summary: top recompiling functions, nearest-entry
+                         diffs, break reasons, cache-limit hits; several
+                         files (a job's ranks): merged, with a run column and
+                         the divergence between runs
+  merge OUT.db FILE...   fold several databases into one (docs/sql.md)
+  diff A.db B.db         what changed from A to B (--json); exit status 1
+                         when B regresses (more recompiles, breaks, graphs)
   report --html DIR FILE the same recording as a static HTML site in DIR
                          (index.html, one page per compile: docs/report.md)
   explain FILE.py:FUNC   run FUNC (no arguments) from FILE.py under
@@ -157,8 +164,13 @@ def _cmd_sql(args: argparse.Namespace) -> int:
     import json
     import sqlite3
 
+    if len(args.db) > 1:      # a job's files: the query runs on them merged
+        with _merged("sql", args.db) as path:
+            if path is None:
+                return 2
+            return _cmd_sql(argparse.Namespace(**{**vars(args), "db": [path]}))
     try:
-        con = _open_ro(args.db)
+        con = _open_ro(args.db[0])
     except (FileNotFoundError, ValueError) as exc:
         print(f"dynscope sql: {exc}", file=sys.stderr)
         return 2
@@ -187,22 +199,77 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 _REPORT_SCHEMA = 3
 
 
+def _merged(cmd: str, paths: list[str]):
+    """Several files as one merged database (dynscope/merge.py), or the one
+    file; a context manager giving its path, or None after reporting why
+    (one line; the caller exits 2)."""
+    from dynscope import merge
+
+    class Ctx:
+        def __enter__(self):
+            self.m = merge.Merged(paths)
+            try:
+                return self.m.__enter__()
+            except (merge.MergeError, OSError) as exc:
+                print(f"dynscope {cmd}: {exc}", file=sys.stderr)
+                return None
+
+        def __exit__(self, *exc):
+            self.m.__exit__(*exc)
+    return Ctx()
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    """Fold several files into OUT (dynscope/merge.py)."""
+    from dynscope import merge
+    try:
+        n = merge.merge(args.out, args.db)
+    except (merge.MergeError, OSError) as exc:
+        print(f"dynscope merge: {exc}", file=sys.stderr)
+        return 2
+    print(f"dynscope merge: {n} run(s) from {len(args.db)} file(s) into {args.out}")
+    return 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    """What changed from A to B; status 1 when B regresses (dynscope/diff.py)."""
+    import sqlite3
+    from dynscope import diff, merge
+    try:
+        return diff.main(args.a, args.b, args.json)
+    except (merge.MergeError, sqlite3.Error) as exc:
+        print(f"dynscope diff: {exc}", file=sys.stderr)
+        return 2
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
-    """Print the summary.  Every section is one of the schema's views
-    (docs/sql.md, Views; defined once, in store/schema.c), so the report
-    says what dyntop and `dynscope sql` users see."""
+    """Print the summary of one file, or of several (a job's ranks or
+    hosts) merged, with a run column and the divergence between runs."""
+    paths = args.db
+    if len(paths) == 1:
+        return _report_file(args, paths[0], paths[0])
+    with _merged("report", paths) as path:
+        if path is None:
+            return 2
+        return _report_file(args, path, " ".join(paths))
+
+
+def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
+    """The summary of the database at db.  Every section is one of the
+    schema's views (docs/sql.md, Views; defined once, in store/schema.c),
+    so the report says what dyntop and `dynscope sql` users see."""
     import sqlite3
 
-    if os.path.isdir(args.db):   # SQLite would say "disk I/O error"
-        print(f"dynscope report: {args.db} is a directory", file=sys.stderr)
+    if os.path.isdir(db):   # SQLite would say "disk I/O error"
+        print(f"dynscope report: {db} is a directory", file=sys.stderr)
         return 2
     try:
-        con = _open_ro(args.db)
+        con = _open_ro(db)
     except (FileNotFoundError, ValueError) as exc:
         print(f"dynscope report: {exc}", file=sys.stderr)
         return 2
     except sqlite3.Error as exc:   # raised by connect: no permission, an unreadable file
-        print(f"dynscope report: cannot open {args.db}: {exc}", file=sys.stderr)
+        print(f"dynscope report: cannot open {db}: {exc}", file=sys.stderr)
         return 2
     try:
         version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -214,30 +281,51 @@ def _cmd_report(args: argparse.Namespace) -> int:
             try:
                 con.executescript(_C.store_temp_views_sql(version))
             except (ValueError, sqlite3.Error) as exc:
-                print(f"dynscope report: {args.db}: {exc}", file=sys.stderr)
+                print(f"dynscope report: {db}: {exc}", file=sys.stderr)
                 return 2
         if args.html is not None:
-            return _report_html(con, args)
+            return _report_html(con, args, title)
         runs = con.execute("SELECT count(*), coalesce(sum(dropped_events), 0)"
                            " FROM run_summary").fetchone()
-        print(f"dynscope report: {args.db}")
+        print(f"dynscope report: {title}")
         print(f"  {runs[0]} run(s), {runs[1]} events dropped")
+        # several runs (a job's ranks): each row says whose it is
+        from dynscope import ranks
+        labels = ranks.run_labels(con) if runs[0] > 1 else {}
+
+        def table(header, rows):
+            if labels:
+                header = ["run"] + header
+                rows = [(labels.get(r[0], r[0]),) + tuple(r[1:]) for r in rows]
+            else:
+                rows = [tuple(r[1:]) for r in rows]
+            return _format_table(header, rows) if rows else "  (none)"
         print()
         print("Top recompiling functions (last failing guard)")
-        rows = con.execute("SELECT name, filename || ':' || firstlineno, recompiles, last_failure"
-                           " FROM code_summary WHERE recompiles > 0"
+        rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, recompiles,"
+                           " last_failure FROM code_summary WHERE recompiles > 0"
                            " ORDER BY recompiles DESC, run_id, code_id LIMIT ?",
                            (args.limit,)).fetchall()
-        print(_format_table(["function", "where", "recompiles", "last failing guard"], rows)
-              if rows else "  (none)")
+        print(table(["function", "where", "recompiles", "last failing guard"], rows))
+        if version >= 4:
+            print()
+            print("Recompiles: the nearest older entry and the guards of it that failed")
+            rows = con.execute(
+                "SELECT d.run_id, co.name, d.compile_id, d.entry_compile_id, d.failing,"
+                " d.expr || ' (observed ' || coalesce(d.observed, '?') || ')',"
+                " coalesce(d.filename || ':' || d.lineno, 'engine'),"
+                " printf('%.1f', d.capture_ns / 1e6)"
+                " FROM recompile_diffs d JOIN code_objects co USING (run_id, code_id)"
+                " ORDER BY d.compile_row DESC, d.idx LIMIT ?", (args.limit,)).fetchall()
+            print(table(["function", "compile", "nearest", "failing", "failing guard",
+                         "guard made at", "capture ms"], rows))
         print()
         print("Automatic dynamic (a recompile on a number's value or a size)")
-        rows = con.execute("SELECT name, filename || ':' || firstlineno, compile_id, reason"
+        rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, compile_id, reason"
                            " FROM recompiles WHERE reason LIKE '%is now dynamic%'"
                            " OR reason LIKE '%stays static (the code needs%'"
                            " ORDER BY started_at LIMIT ?", (args.limit,)).fetchall()
-        print(_format_table(["function", "where", "compile", "recompile reason"], rows)
-              if rows else "  (none)")
+        print(table(["function", "where", "compile", "recompile reason"], rows))
         print()
         print("Top graph-break reasons")
         rows = con.execute("SELECT kind, reason, filename || ':' || lineno, count FROM break_sites"
@@ -246,9 +334,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(_format_table(["kind", "reason", "site", "count"], rows) if rows else "  (none)")
         print()
         print("Cache-limit hits")
-        rows = con.execute("SELECT name, filename || ':' || firstlineno, reason"
+        rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, reason"
                            " FROM cache_limit_hits ORDER BY at").fetchall()
-        print(_format_table(["function", "where", "last failing guard"], rows) if rows else "  (none)")
+        print(table(["function", "where", "last failing guard"], rows))
+        if labels:
+            _report_divergence(con)
     except sqlite3.Error as exc:
         print(f"dynscope report: {exc}", file=sys.stderr)
         return 1
@@ -257,15 +347,36 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_html(con, args: argparse.Namespace) -> int:
+def _report_divergence(con) -> None:
+    """The functions whose compiles, graphs, breaks or failing guards differ
+    between runs (dynscope/ranks.py), the odd runs named."""
+    from dynscope import ranks
+    print()
+    print("Divergence between runs (a rank that compiles or breaks differently)")
+    rows = []
+    for d in ranks.divergence(con):
+        where = f"{os.path.basename(d['filename'])}:{d['firstlineno']}"
+        norm = next(lbl for lbl in d["runs"] if lbl not in d["odd"])
+        for lbl in d["odd"]:
+            odd, usual = d["runs"][lbl], d["runs"][norm]
+            what = "; ".join(
+                f"{k} {odd[k]} vs {usual[k]}" if k in ("compiles", "graphs")
+                else f"{k}: +{len(set(odd[k]) - set(usual[k]))} -{len(set(usual[k]) - set(odd[k]))}"
+                for k in d["differs"])
+            rows.append((d["function"], where, lbl, what))
+    print(_format_table(["function", "where", "odd run", f"differs from the others"], rows)
+          if rows else "  (none: every run compiled and broke alike)")
+
+
+def _report_html(con, args: argparse.Namespace, title: str) -> int:
     """report --html DIR: the site is dynscope/html_report.py's; a database
     it cannot read or a DIR it cannot write is one line and exit 2."""
     import sqlite3
     from dynscope import html_report
     try:
-        pages = html_report.write_site(con, args.html, args.db)
+        pages = html_report.write_site(con, args.html, title)
     except sqlite3.Error as exc:
-        print(f"dynscope report: {args.db}: {exc}", file=sys.stderr)
+        print(f"dynscope report: {title}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"dynscope report: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
@@ -384,19 +495,29 @@ def main(argv: list[str] | None = None) -> int:
                    help="the script and its arguments, passed on unchanged (an optional "
                         "-- may stand before the script)")
     p.set_defaults(func=_cmd_run)
-    p = sub.add_parser("sql", help="query a dynscope database read-only")
-    p.add_argument("db", metavar="FILE")
+    p = sub.add_parser("sql", help="query a dynscope database read-only (several: merged)")
+    p.add_argument("db", metavar="FILE", nargs="+")
     p.add_argument("query", metavar='"SELECT ..."')
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="print CSV")
     fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
     p.set_defaults(func=_cmd_sql)
-    p = sub.add_parser("report", help="summary of a dynscope database")
-    p.add_argument("db", metavar="FILE")
+    p = sub.add_parser("report", help="summary of a dynscope database (several: merged, with"
+                                      " the divergence between their runs)")
+    p.add_argument("db", metavar="FILE", nargs="+")
     p.add_argument("--limit", type=int, default=10, help="rows per section (default 10)")
     p.add_argument("--html", metavar="DIR",
                    help="write a static HTML report (index.html, a page per compile) into DIR")
     p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("merge", help="fold several dynscope databases (a job's ranks) into one")
+    p.add_argument("out", metavar="OUT.db")
+    p.add_argument("db", metavar="FILE", nargs="+")
+    p.set_defaults(func=_cmd_merge)
+    p = sub.add_parser("diff", help="what changed between two recordings; exit 1 when B regresses")
+    p.add_argument("a", metavar="A.db")
+    p.add_argument("b", metavar="B.db")
+    p.add_argument("--json", action="store_true", help="print the difference as JSON")
+    p.set_defaults(func=_cmd_diff)
     p = sub.add_parser("explain", help="explain one call of a function that takes no arguments")
     p.add_argument("target", metavar="FILE.py:FUNC")
     p.set_defaults(func=_cmd_explain)

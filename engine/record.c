@@ -258,6 +258,29 @@ static PyObject *py_store_temp_views_sql(PyObject *self, PyObject *arg)
     return r;
 }
 
+/* store_prepare(path): create path (0600) or open it, and bring it to this
+   build's schema, with no run (dynscope merge fills it).  OSError naming the
+   reason. */
+static PyObject *py_store_prepare(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(arg, &bytes))
+        return NULL;
+    char *err = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = store_prepare(PyBytes_AS_STRING(bytes), &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(bytes);
+    if (rc < 0) {
+        PyErr_Format(PyExc_OSError, "%s", err ? err : "cannot prepare the database");
+        free(err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_record_stats(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -681,6 +704,7 @@ static PyMethodDef record_methods[] = {
      "record_unwrap_os_exit()\n--\n\nPut the interpreter's os._exit back."},
     {"record_before_fork", py_before_fork, METH_NOARGS, NULL},
     {"record_after_fork_parent", py_after_fork_parent, METH_NOARGS, NULL},
+    {"store_prepare", py_store_prepare, METH_O, NULL},
     {"record_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

@@ -5,8 +5,12 @@ and a function whose argument sets a loop count, which recompiles every
 step until it hits its cache limit.
 
 Run it under dynscope:   python -m dynscope run --db dynscope.db scripts/demo_workload.py
-or import and call main(): scripts/demo.py does.
+or import and call main(): scripts/demo.py does.  As one rank of a job
+(scripts/demo_ranks.py, `make demo-ranks`), the rank named by
+$DYNSCOPE_DEMO_DIVERGE feeds float64 once: forward recompiles there only.
 """
+import os
+
 import numpy as np
 
 import dynscope
@@ -55,9 +59,13 @@ def smooth(x, n):
 
 def main(steps=40, verbose=True):
     total = 0.0
+    diverge = os.environ.get("RANK") is not None and os.environ.get("RANK") == os.environ.get(
+        "DYNSCOPE_DEMO_DIVERGE")
     for step in range(steps):
         batch = 8 if step < steps // 2 else 12          # a size change: one recompile, then dynamic
         x = rng.standard_normal((batch, 16)).astype(np.float32)
+        if diverge and step == steps - 5:
+            x = x.astype(np.float64)                    # one rank's dtype differs: it recompiles
         t = rng.standard_normal((batch, 4)).astype(np.float32)
         y = forward(x)
         value = float(loss(y, t))

@@ -186,6 +186,21 @@ static void store_free(Store *s)
     free(s);
 }
 
+int store_prepare(const char *path, char **errmsg)
+{
+    Store s;
+    memset(&s, 0, sizeof s);
+    s.path = (char *)path;
+    s.busy_ms = 2000;
+    if (path == NULL || path[0] == '\0') {
+        store_set_error(errmsg, "no database path given");
+        return -1;
+    }
+    int rc = create_private(path, errmsg) < 0 ? -1 : open_database(&s, 0, errmsg);
+    sqlite3_close(s.db);
+    return rc;
+}
+
 Store *store_open(const char *path, const StoreOptions *opts, char **errmsg)
 {
     StoreOptions o = {0};

@@ -117,6 +117,14 @@ char *store_expand_path(const char *tmpl, char **errmsg);
 Store *store_open(const char *path, const StoreOptions *opts, char **errmsg);
 
 /*
+ * Create `path` (mode 0600) or open it, and bring it to this build's schema,
+ * as store_open does, without a run: a file that tools (`dynscope merge`)
+ * then fill with SQL of their own.  0, or -1 with *errmsg for the reasons
+ * store_open gives.
+ */
+int store_prepare(const char *path, char **errmsg);
+
+/*
  * Copy `ev` (every string included) into the queue.  Never blocks on the
  * writer and performs no I/O (at most one write(2) of one byte to a pipe, to
  * wake the writer early when the queue passes half full).  Returns 0 if
