@@ -411,3 +411,22 @@ def test_unwritable_output_is_one_line_and_status_2(recorded, tmp_path):
         assert fh.read() == before
     p = run("-m", "dynscope", "export", str(recorded))
     assert p.returncode == 2 and "--chrome-trace" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_demo_exports_to_a_valid_trace_with_its_recompiles_and_breaks(tmp_path):
+    # the demo's own recording (make demo): every compile a span, every
+    # recompile reason and break reason the database has is in the trace
+    db = tmp_path / "demo.db"
+    p = run("-m", "dynscope", "run", "--db", str(db), os.path.join(ROOT, "scripts", "demo_workload.py"),
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    trace = exported(db, tmp_path)
+    assert len(of(trace, "compile")) == rows(db, "SELECT count(*) FROM compiles")[0][0] > 20
+    reasons = {ev["args"]["reason"] for ev in of(trace, "recompile")}
+    assert reasons == {r for (r,) in rows(db, "SELECT reason FROM recompiles")}
+    assert any("is now dynamic" in r for r in reasons)
+    assert len(of(trace, "graph_break")) == rows(db, "SELECT count(*) FROM graph_breaks")[0][0] > 0
+    [limit] = of(trace, "cache_limit")
+    assert limit["name"].startswith("smooth") or "smooth" in json.dumps(limit)
+    tracks = set(names(trace, "thread_name").values())
+    assert {t.split(" ")[0] for t in tracks} >= {"forward", "loss", "smooth", "scale", "log_step"}
