@@ -348,9 +348,18 @@ def report_expectations(dump):
         if e["event"] == "graph_break":
             site = (e["kind"], e["reason"], f"{e['user_stack'][-1][0]}:{e['lineno']}")
             sites[site] = sites.get(site, 0) + 1
+    nearest = []     # newest recompile first, its failing guards in order
+    for e in reversed([e for e in evs if e["event"] == "recompile" and e["nearest"]]):
+        n = e["nearest"]
+        for g in n["guards"]:
+            made = f"{g['user_stack'][-1][0]}:{g['user_stack'][-1][1]}" if g["user_stack"] else "engine"
+            nearest.append((e["name"], e["compile_id"], n["entry"], str(n["failing"]),
+                            f"{g['expr']} (observed {g['observed']})", made,
+                            f"{n['capture_ns'] / 1e6:.1f}"))
     return {
         "Top recompiling functions (last failing guard)":
             [(n, where[n], str(k), last[n]) for n, k in sorted(recompiles.items(), key=lambda kv: -kv[1])],
+        "Recompiles: the nearest older entry and the guards of it that failed": nearest[:10],
         "Top graph-break reasons":
             [(*site, str(n)) for site, n in sorted(sites.items(), key=lambda kv: (-kv[1], kv[0]))],
         "Automatic dynamic (a recompile on a number's value or a size)":
@@ -373,8 +382,9 @@ def test_report_sections_equal_the_engine_view(recorded):
     assert len(want["Top graph-break reasons"]) == 3 and len(want["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "report", "--limit", "1", db])
     assert p.returncode == 0, p.stderr
-    assert report_sections(p.stdout) == {title: rows if title == "Cache-limit hits" else rows[:1]
-                                         for title, rows in want.items()}
+    assert report_sections(p.stdout) == {
+        title: rows if title == "Cache-limit hits" else rows[:1] for title, rows in want.items()}
+    assert len(want["Recompiles: the nearest older entry and the guards of it that failed"]) >= 3
 
 
 def downgrade_to_v2(src, dst):
@@ -402,7 +412,9 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     new = run(["-m", "dynscope", "report", db])
     p = run(["-m", "dynscope", "report", old])   # the views it lacks: TEMP views
     assert p.returncode == 0, p.stderr
-    assert report_sections(p.stdout) == report_sections(new.stdout)
+    newer = report_sections(new.stdout)
+    del newer["Recompiles: the nearest older entry and the guards of it that failed"]   # v4's
+    assert report_sections(p.stdout) == newer
     assert len(report_sections(p.stdout)["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])
     assert p.returncode == 0, p.stderr
