@@ -20,6 +20,8 @@ Commands:
   export --chrome-trace OUT.json FILE
                          the recording as a Chrome trace (Perfetto,
                          chrome://tracing); OUT - is stdout
+  breaks [--markdown]    the graph-break and skip types (ids DS0001..., class,
+                         hint); --markdown renders docs/breaks.md
   top FILE [options]     dyntop, the live TUI over a dynscope database (runs
                          build/dyntop; its options: top --help, docs/dyntop.md)
 """
@@ -219,6 +221,12 @@ def _merged(cmd: str, paths: list[str]):
     return Ctx()
 
 
+def _cmd_breaks(args: argparse.Namespace) -> int:
+    from dynscope import breaks
+    print(breaks.markdown() if args.markdown else breaks.listing(), end="" if args.markdown else "\n")
+    return 0
+
+
 def _cmd_merge(args: argparse.Namespace) -> int:
     """Fold several files into OUT (dynscope/merge.py)."""
     from dynscope import merge
@@ -333,6 +341,23 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
                            (args.limit,)).fetchall()
         print(_format_table(["kind", "reason", "site", "count"], rows) if rows else "  (none)")
         print()
+        if version >= 4:
+            print("Graph breaks and skipped frames by type (docs/breaks.md)")
+            rows = con.execute(
+                "SELECT NULL, break_type, break_class, what, count(*),"
+                " count(DISTINCT coalesce(site, '')), min(reason) FROM ("
+                "  SELECT break_type, break_class, 'break' AS what, reason,"
+                "         filename || ':' || lineno AS site FROM graph_breaks"
+                "  UNION ALL"
+                "  SELECT s.break_type, s.break_class, 'skip', s.reason,"
+                "         co.filename || ':' || co.firstlineno FROM frame_skips s"
+                "  JOIN code_objects co USING (run_id, code_id))"
+                " WHERE break_type IS NOT NULL"
+                " GROUP BY break_type, break_class, what ORDER BY count(*) DESC, break_type"
+                " LIMIT ?", (args.limit,)).fetchall()
+            print(_format_table(["type", "class", "what", "count", "sites", "a reason"],
+                                [r[1:] for r in rows]) if rows else "  (none)")
+            print()
         print("Cache-limit hits")
         rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, reason"
                            " FROM cache_limit_hits ORDER BY at").fetchall()
@@ -509,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--html", metavar="DIR",
                    help="write a static HTML report (index.html, a page per compile) into DIR")
     p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("breaks", help="list the graph-break and skip types (docs/breaks.md)")
+    p.add_argument("--markdown", action="store_true", help="print docs/breaks.md")
+    p.set_defaults(func=_cmd_breaks)
     p = sub.add_parser("merge", help="fold several dynscope databases (a job's ranks) into one")
     p.add_argument("out", metavar="OUT.db")
     p.add_argument("db", metavar="FILE", nargs="+")

@@ -9,6 +9,7 @@
  * program sees.  GIL protected.
  */
 #include "events.h"
+#include "breaks.h"
 
 #include <string.h>
 
@@ -94,6 +95,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     r->entry_compile_id = r->guard_kind = r->expr = r->observed = r->break_kind = "";
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
     r->guard_sites_json = r->guard_file = r->nearest_json = "";
+    r->break_type = r->break_class = "";
     ev->cc = cc;
     ev->entry = e;
     if (cc != NULL) {
@@ -317,9 +319,13 @@ static void dict_items(Event *ev, PyObject *d)
         break;
     case EV_FRAME_SKIP:
         set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
+        set_item(d, "break_type", PyUnicode_FromString(ev->rec.break_type));
+        set_item(d, "break_class", PyUnicode_FromString(ev->rec.break_class));
         break;
     case EV_GRAPH_BREAK:
         dict_break_items(d, &e->plan.brk);
+        set_item(d, "break_type", PyUnicode_FromString(ev->rec.break_type));
+        set_item(d, "break_class", PyUnicode_FromString(ev->rec.break_class));
         break;
     default:
         break;
@@ -513,12 +519,22 @@ void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
     pending_restore(p);
 }
 
+/* The registry's type and class of a break or skip with this kind (NULL
+   for a skip) and reason, at a site in `file` (borrowed, may be NULL). */
+static void classify(Event *ev, const char *kind, PyObject *file)
+{
+    const BreakType *bt = break_type_of(kind, ev->rec.reason);
+    ev->rec.break_type = bt->id;
+    ev->rec.break_class = break_class_name(break_class_at(bt, file));
+}
+
 static void emit_frame_skip(CodeCache *cc, PyObject *reason)
 {
     Event ev;
     event_start(&ev, EV_FRAME_SKIP, cc, NULL);
     ev.reason = reason;
     ev.rec.reason = utf8(reason);
+    classify(&ev, NULL, cc->code->co_filename);
     dispatch(&ev);
 }
 
@@ -540,14 +556,17 @@ static void emit_graph_break(CodeCache *cc, CacheEntry *e)
     ev.rec.reason = utf8(b->reason);
     ev.rec.break_offset = b->offset;
     ev.rec.user_stack_json = "[]";
+    PyObject *file = cc->code->co_filename;    /* the break's site: its innermost frame */
     if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
         PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
         if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
-            ev.rec.break_file = utf8(PyTuple_GET_ITEM(last, 0));
+            file = PyTuple_GET_ITEM(last, 0);
+            ev.rec.break_file = utf8(file);
             ev.rec.break_line = (int)PyLong_AsLong(PyTuple_GET_ITEM(last, 1));
             PyErr_Clear();
         }
     }
+    classify(&ev, b->kind, file);
     dispatch(&ev);
 }
 

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "events.h"
 #include "record.h"
+#include "breaks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -674,7 +675,7 @@ int engine_module_init(PyObject *m)
         return -1;
     if (warn_init(m) < 0 || event_log_init(m) < 0 || cache_init() < 0
         || cache_types_init(m) < 0 || graph_types_init(m) < 0 || backend_init(m) < 0
-        || guards_types_init(m) < 0 || record_init(m) < 0)
+        || guards_types_init(m) < 0 || record_init(m) < 0 || breaks_init(m) < 0)
         return -1;
     return 0;
 }

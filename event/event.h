@@ -66,6 +66,10 @@ typedef struct EventRecord {
        guard of it that failed: {"entry", "failing", "guards": [{"idx",
        "kind", "expr", "observed", "user_stack"}], "capture_ns"}; "" none */
     const char *nearest_json;
+    /* EV_GRAPH_BREAK and EV_FRAME_SKIP: the registry's type and class
+       (engine/breaks.h, docs/breaks.md) */
+    const char *break_type;    /* "DS0001" */
+    const char *break_class;   /* "your code", "library code", "engine limit", "fundamental" */
     /* EV_GRAPH_BREAK */
     const char *break_kind;    /* "call", "data_dependent_branch", "data_escape", "unsupported" */
     const char *break_file;

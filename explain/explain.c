@@ -8,7 +8,8 @@
  *     the call, the report keeps only what it shows (graphs, entries).
  *   - Building a report never runs user code.
  */
-#include "explain.h"
+#include "explain_int.h"
+#include "../engine/breaks.h"
 
 #include <string.h>
 #include <structmember.h>
@@ -37,6 +38,8 @@ static PyStructSequence_Field break_reason_fields[] = {
     {"user_stack", "list of StackFrame, outermost first (through inlined calls)"},
     {"compile_id", "the entry whose graph the break ended, 'frame/compile'"},
     {"function", "the captured function the break belongs to"},
+    {"break_type", "the registry's id of its type, e.g. 'DS0001' (docs/breaks.md)"},
+    {"break_class", "'your code', 'library code', 'engine limit' or 'fundamental'"},
     {NULL, NULL},
 };
 static PyStructSequence_Desc break_reason_desc = {
@@ -86,6 +89,8 @@ typedef struct {
     PyObject *entries;         /* strong: list of CacheEntry, compile order */
     PyObject *skipped_by_rule; /* strong: list of (rule, functions, calls), most calls first */
     PyObject *recompiles;      /* strong: list of Recompile, as they happened */
+    PyObject *break_summary;   /* strong: list of BreakGroup, most first */
+    PyObject *skip_summary;    /* strong: list of BreakGroup of the skipped frames */
 } ExplainOutput;
 
 static PyTypeObject *ExplainOutputType;
@@ -105,6 +110,8 @@ static int output_traverse(ExplainOutput *o, visitproc visit, void *arg)
     Py_VISIT(o->entries);
     Py_VISIT(o->skipped_by_rule);
     Py_VISIT(o->recompiles);
+    Py_VISIT(o->break_summary);
+    Py_VISIT(o->skip_summary);
     return 0;
 }
 
@@ -122,6 +129,8 @@ static int output_clear(ExplainOutput *o)
     Py_CLEAR(o->entries);
     Py_CLEAR(o->skipped_by_rule);
     Py_CLEAR(o->recompiles);
+    Py_CLEAR(o->break_summary);
+    Py_CLEAR(o->skip_summary);
     return 0;
 }
 
@@ -265,7 +274,11 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
     o->entries = PySequence_List(entries);
     o->skipped_by_rule = PyList_New(0);
     o->recompiles = PyList_New(0);
+    o->break_summary = o->skip_summary = NULL;
+    PyObject *break_items = PyList_New(0), *skip_items = PyList_New(0);
     PyObject_GC_Track(o);
+    if (!break_items || !skip_items)
+        goto fail;
     if (!o->graphs || !o->break_reasons || !o->ops_per_graph || !o->out_guards
         || !o->compile_times || !o->plans || !o->skipped || !o->cache_limits || !o->entries
         || !o->skipped_by_rule || !o->recompiles)
@@ -318,7 +331,13 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
             PyStructSequence_SET_ITEM(br, 2, stack);
             PyStructSequence_SET_ITEM(br, 3, Py_NewRef(ev_get(ev, "compile_id")));
             PyStructSequence_SET_ITEM(br, 4, Py_NewRef(ev_get(ev, "name")));
-            if (append_steal(o->break_reasons, br) < 0)
+            PyStructSequence_SET_ITEM(br, 5, Py_NewRef(ev_get(ev, "break_type")));
+            PyStructSequence_SET_ITEM(br, 6, Py_NewRef(ev_get(ev, "break_class")));
+            Py_ssize_t depth = PyList_GET_SIZE(stack);
+            PyObject *item = PyTuple_Pack(4, ev_get(ev, "break_type"), ev_get(ev, "break_class"),
+                                          ev_get(ev, "reason"),
+                                          depth > 0 ? PyList_GET_ITEM(stack, depth - 1) : Py_None);
+            if (append_steal(o->break_reasons, br) < 0 || append_steal(break_items, item) < 0)
                 goto fail;
         }
         else if (ev_is(ev, "compile_end")) {
@@ -342,7 +361,18 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
                                                    ev_get(ev, "firstlineno"));
             PyObject *t = where ? PyTuple_Pack(3, ev_get(ev, "name"), where, ev_get(ev, "reason")) : NULL;
             Py_XDECREF(where);
-            if (append_steal(o->skipped, t) < 0)
+            PyObject *frame = PyStructSequence_New(StackFrameType);   /* the frame's first line */
+            if (frame != NULL) {
+                PyStructSequence_SET_ITEM(frame, 0, Py_NewRef(ev_get(ev, "filename")));
+                PyStructSequence_SET_ITEM(frame, 1, Py_NewRef(ev_get(ev, "firstlineno")));
+                PyStructSequence_SET_ITEM(frame, 2, Py_NewRef(ev_get(ev, "name")));
+                PyStructSequence_SET_ITEM(frame, 3, PyUnicode_FromString(""));
+            }
+            PyObject *item = frame ? PyTuple_Pack(4, ev_get(ev, "break_type"),
+                                                  ev_get(ev, "break_class"), ev_get(ev, "reason"),
+                                                  frame) : NULL;
+            Py_XDECREF(frame);
+            if (append_steal(o->skipped, t) < 0 || append_steal(skip_items, item) < 0)
                 goto fail;
         }
         else if (ev_is(ev, "recompile")) {
@@ -355,40 +385,90 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
                 goto fail;
         }
     }
+    if ((o->break_summary = summary_groups(break_items)) == NULL
+        || (o->skip_summary = summary_groups(skip_items)) == NULL)
+        goto fail;
+    Py_DECREF(break_items);
+    Py_DECREF(skip_items);
     return (PyObject *)o;
 fail:
+    Py_XDECREF(break_items);
+    Py_XDECREF(skip_items);
     Py_DECREF(o);
     return NULL;
 }
 
 /* ---- the report ---- */
 
-/* A one-line hint of the usual fix for a break. */
-static const char *break_hint(PyObject *kind, PyObject *reason)
+/* The site key of a break: its reason and innermost frame. */
+static PyObject *site_key(PyObject *br)
 {
-    const char *k = kind && PyUnicode_Check(kind) ? PyUnicode_AsUTF8(kind) : "";
-    const char *r = reason && PyUnicode_Check(reason) ? PyUnicode_AsUTF8(reason) : "";
-    if (k == NULL || r == NULL) {
-        PyErr_Clear();
-        return "";
+    PyObject *stack = PyStructSequence_GET_ITEM(br, 2);
+    Py_ssize_t n = PyList_GET_SIZE(stack);
+    PyObject *fr = n > 0 ? PyList_GET_ITEM(stack, n - 1) : NULL;
+    return PyUnicode_FromFormat("%S\x1f%S\x1f%S", PyStructSequence_GET_ITEM(br, 0),
+                                fr ? PyStructSequence_GET_ITEM(fr, 0) : Py_None,
+                                fr ? PyStructSequence_GET_ITEM(fr, 1) : Py_None);
+}
+
+/* The graph breaks one by one, folded: breaks with the same reason at the
+   same site are one item, "xN" when there are several, in the order of
+   their first occurrence. */
+static int breaks_section(ExplainOutput *o, PyObject *out)
+{
+    Py_ssize_t nbreaks = PyList_GET_SIZE(o->break_reasons);
+    if (nbreaks > 0 && explain_line(out, "\nGraph breaks, each (folded by site)") < 0)
+        return -1;
+    PyObject *counts = PyDict_New();      /* site key -> count */
+    PyObject *order = PyList_New(0);      /* (key, first break) in first-seen order */
+    int rc = counts && order ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < nbreaks; i++) {
+        PyObject *br = PyList_GET_ITEM(o->break_reasons, i);
+        PyObject *key = site_key(br);
+        PyObject *n = key ? PyDict_GetItemWithError(counts, key) : NULL;
+        PyObject *next = key && !PyErr_Occurred() ? PyLong_FromLong(n ? PyLong_AsLong(n) + 1 : 1) : NULL;
+        PyObject *pair = next && n == NULL ? PyTuple_Pack(2, key, br) : NULL;
+        if (next == NULL || PyDict_SetItem(counts, key, next) < 0
+            || (n == NULL && (pair == NULL || PyList_Append(order, pair) < 0)))
+            rc = -1;
+        Py_XDECREF(pair);
+        Py_XDECREF(next);
+        Py_XDECREF(key);
     }
-    if (strstr(r, "print"))
-        return "record the values and print them after the call, or move print out of the captured function";
-    if (strstr(r, ".item()") || strstr(r, ".tolist()"))
-        return "keep the value as an array (or move .item() out of the captured function)";
-    if (strcmp(k, "data_escape") == 0)
-        return "keep values as arrays inside the captured function; convert to Python numbers after it";
-    if (strcmp(k, "data_dependent_branch") == 0)
-        return "select with np.where / masks instead of a Python if on array values, or move the branch out";
-    if (strstr(r, "in-place") || strstr(r, "out=") || strstr(r, "out argument") || strstr(r, "assignment"))
-        return "compute out of place (y = x + 1) instead of writing into arrays the program can see";
-    if (strcmp(k, "unsupported") == 0)
-        return "this construct (try/with/...) runs in the interpreter: move it out of the hot function";
-    return "move the call out of the captured function, or use an operation the engine captures";
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(order); i++) {
+        PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(order, i), 0);
+        PyObject *br = PyTuple_GET_ITEM(PyList_GET_ITEM(order, i), 1);
+        long n = PyLong_AsLong(PyDict_GetItem(counts, key));
+        PyObject *stack = PyStructSequence_GET_ITEM(br, 2);
+        Py_ssize_t depth = PyList_GET_SIZE(stack);
+        char times[32] = "";
+        if (n > 1)
+            PyOS_snprintf(times, sizeof times, "  x%ld", n);
+        rc = explain_line(out, "  %zd. %S  [%S, %S %S]%s", i + 1, PyStructSequence_GET_ITEM(br, 0),
+                          PyStructSequence_GET_ITEM(br, 1), PyStructSequence_GET_ITEM(br, 5),
+                          PyStructSequence_GET_ITEM(br, 6), times);
+        for (Py_ssize_t k = 0; rc == 0 && k < depth; k++) {
+            PyObject *fr = PyList_GET_ITEM(stack, k);
+            rc = explain_line(out, "       %S:%S in %S", PyStructSequence_GET_ITEM(fr, 0),
+                              PyStructSequence_GET_ITEM(fr, 1), PyStructSequence_GET_ITEM(fr, 2));
+            if (rc == 0)
+                rc = explain_line(out, "           %S", PyStructSequence_GET_ITEM(fr, 3));
+        }
+        PyObject *hint = rc == 0 ? summary_hint(PyStructSequence_GET_ITEM(br, 5),
+                                                PyStructSequence_GET_ITEM(br, 6),
+                                                depth > 0 ? PyStructSequence_GET_ITEM(
+                                                    PyList_GET_ITEM(stack, depth - 1), 0)
+                                                          : Py_None) : NULL;
+        rc = hint ? explain_line(out, "       hint: %U", hint) : -1;
+        Py_XDECREF(hint);
+    }
+    Py_XDECREF(counts);
+    Py_XDECREF(order);
+    return rc;
 }
 
 /* Append a formatted line. */
-static int line(PyObject *out, const char *fmt, ...)
+int explain_line(PyObject *out, const char *fmt, ...)
 {
     va_list va;
     va_start(va, fmt);
@@ -442,7 +522,7 @@ static PyObject *site_suffix(PyObject *stack)
 static int recompiles_section(ExplainOutput *o, PyObject *out)
 {
     Py_ssize_t n = PyList_GET_SIZE(o->recompiles);
-    if (n > 0 && line(out, "\nRecompiles (the older entry nearest to the new inputs, and its failing guards)") < 0)
+    if (n > 0 && explain_line(out, "\nRecompiles (the older entry nearest to the new inputs, and its failing guards)") < 0)
         return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *r = PyList_GET_ITEM(o->recompiles, i);
@@ -450,14 +530,14 @@ static int recompiles_section(ExplainOutput *o, PyObject *out)
         PyObject *guards = PyStructSequence_GET_ITEM(r, 5);
         char ms[32];
         PyOS_snprintf(ms, sizeof ms, "%.1f", PyFloat_AsDouble(PyStructSequence_GET_ITEM(r, 6)));
-        if (line(out, "  %zd. %S [%S]: capture took %s ms", i + 1, PyStructSequence_GET_ITEM(r, 0),
+        if (explain_line(out, "  %zd. %S [%S]: capture took %s ms", i + 1, PyStructSequence_GET_ITEM(r, 0),
                  PyStructSequence_GET_ITEM(r, 1), ms) < 0
-            || line(out, "       newest entry failed: %S", PyStructSequence_GET_ITEM(r, 2)) < 0)
+            || explain_line(out, "       newest entry failed: %S", PyStructSequence_GET_ITEM(r, 2)) < 0)
             return -1;
         if (nearest == Py_None)
             continue;
         long failing = PyLong_AsLong(PyStructSequence_GET_ITEM(r, 4));
-        if (line(out, "       nearest entry [%S]: %ld guard%s fail%s", nearest, failing,
+        if (explain_line(out, "       nearest entry [%S]: %ld guard%s fail%s", nearest, failing,
                  failing == 1 ? "" : "s", failing == 1 ? "s" : "") < 0)
             return -1;
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(guards); k++) {
@@ -468,14 +548,14 @@ static int recompiles_section(ExplainOutput *o, PyObject *out)
             char kind[24];
             PyOS_snprintf(kind, sizeof kind, "%-14s", PyUnicode_Check(ev_get(g, "kind"))
                           ? PyUnicode_AsUTF8(ev_get(g, "kind")) : "?");
-            int rc = where ? line(out, "         %s %S  (observed %S)%U", kind, ev_get(g, "expr"),
+            int rc = where ? explain_line(out, "         %s %S  (observed %S)%U", kind, ev_get(g, "expr"),
                                   ev_get(g, "observed"), where) : -1;
             Py_XDECREF(where);
             if (rc < 0)
                 return -1;
         }
         if (failing > PyList_GET_SIZE(guards)
-            && line(out, "         (%ld more not shown)", failing - (long)PyList_GET_SIZE(guards)) < 0)
+            && explain_line(out, "         (%ld more not shown)", failing - (long)PyList_GET_SIZE(guards)) < 0)
             return -1;
     }
     PyErr_Clear();
@@ -493,7 +573,7 @@ static int indented(PyObject *out, PyObject *text, int indent)
         int n = indent < (int)sizeof(pad) - 1 ? indent : (int)sizeof(pad) - 1;
         memset(pad, ' ', (size_t)n);
         pad[n] = '\0';
-        if (line(out, "%s%U", pad, PyList_GET_ITEM(lines, i)) < 0) {
+        if (explain_line(out, "%s%U", pad, PyList_GET_ITEM(lines, i)) < 0) {
             Py_DECREF(lines);
             return -1;
         }
@@ -521,60 +601,45 @@ static PyObject *output_str(ExplainOutput *o)
     char msbuf[32];
     PyOS_snprintf(msbuf, sizeof(msbuf), "%.1f", ms);
 
-    if (line(out, "dynscope.explain: %U", o->function) < 0
-        || line(out, "  %zd graph%s, %zd graph break%s, %ld op%s in graphs", ngraphs,
+    if (explain_line(out, "dynscope.explain: %U", o->function) < 0
+        || explain_line(out, "  %zd graph%s, %zd graph break%s, %ld op%s in graphs", ngraphs,
                 ngraphs == 1 ? "" : "s", nbreaks, nbreaks == 1 ? "" : "s", nops,
                 nops == 1 ? "" : "s") < 0
-        || line(out, "  %zd compile%s (%s ms), %zd frame%s skipped, %zd cache limit%s hit",
+        || explain_line(out, "  %zd compile%s (%s ms), %zd frame%s skipped, %zd cache limit%s hit",
                 PyList_GET_SIZE(o->compile_times), PyList_GET_SIZE(o->compile_times) == 1 ? "" : "s",
                 msbuf, PyList_GET_SIZE(o->skipped), PyList_GET_SIZE(o->skipped) == 1 ? "" : "s",
                 PyList_GET_SIZE(o->cache_limits), PyList_GET_SIZE(o->cache_limits) == 1 ? "" : "s") < 0)
         goto fail;
 
-    if (nbreaks > 0 && line(out, "\nGraph breaks") < 0)
+    if (summary_render(out, "Graph breaks", "break", o->break_summary) < 0
+        || summary_render(out, "Frames run without capture", "frame", o->skip_summary) < 0
+        || breaks_section(o, out) < 0)
         goto fail;
-    for (Py_ssize_t i = 0; i < nbreaks; i++) {
-        PyObject *br = PyList_GET_ITEM(o->break_reasons, i);
-        PyObject *reason = PyStructSequence_GET_ITEM(br, 0);
-        PyObject *kind = PyStructSequence_GET_ITEM(br, 1);
-        PyObject *stack = PyStructSequence_GET_ITEM(br, 2);
-        if (line(out, "  %zd. %S  [%S]", i + 1, reason, kind) < 0)
-            goto fail;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
-            PyObject *fr = PyList_GET_ITEM(stack, k);
-            if (line(out, "       %S:%S in %S", PyStructSequence_GET_ITEM(fr, 0),
-                     PyStructSequence_GET_ITEM(fr, 1), PyStructSequence_GET_ITEM(fr, 2)) < 0
-                || line(out, "           %S", PyStructSequence_GET_ITEM(fr, 3)) < 0)
-                goto fail;
-        }
-        if (line(out, "       hint: %s", break_hint(kind, reason)) < 0)
-            goto fail;
-    }
 
-    if (PyList_GET_SIZE(o->skipped) > 0 && line(out, "\nFrames run without capture") < 0)
+    if (PyList_GET_SIZE(o->skipped) > 0 && explain_line(out, "\nFrames run without capture, each") < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->skipped); i++) {
         PyObject *t = PyList_GET_ITEM(o->skipped, i);
-        if (line(out, "  %S (%S): %S", PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1),
+        if (explain_line(out, "  %S (%S): %S", PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1),
                  PyTuple_GET_ITEM(t, 2)) < 0)
             goto fail;
     }
     Py_ssize_t nrules = o->skipped_by_rule ? PyList_GET_SIZE(o->skipped_by_rule) : 0;
-    if (nrules > 0 && line(out, "\nFrames not captured by rule (config.skip_prefixes, ...)") < 0)
+    if (nrules > 0 && explain_line(out, "\nFrames not captured by rule (config.skip_prefixes, ...)") < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < nrules; i++) {
         PyObject *t = PyList_GET_ITEM(o->skipped_by_rule, i);
-        if (line(out, "  %S call%s of %S function%s: %S", PyTuple_GET_ITEM(t, 2),
+        if (explain_line(out, "  %S call%s of %S function%s: %S", PyTuple_GET_ITEM(t, 2),
                  PyLong_AsLong(PyTuple_GET_ITEM(t, 2)) == 1 ? "" : "s", PyTuple_GET_ITEM(t, 1),
                  PyLong_AsLong(PyTuple_GET_ITEM(t, 1)) == 1 ? "" : "s",
                  PyTuple_GET_ITEM(t, 0)) < 0)
             goto fail;
     }
-    if (PyList_GET_SIZE(o->cache_limits) > 0 && line(out, "\nCache limits hit") < 0)
+    if (PyList_GET_SIZE(o->cache_limits) > 0 && explain_line(out, "\nCache limits hit") < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->cache_limits); i++) {
         PyObject *t = PyList_GET_ITEM(o->cache_limits, i);
-        if (line(out, "  %S: last failing guard %S", PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1)) < 0)
+        if (explain_line(out, "  %S: last failing guard %S", PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1)) < 0)
             goto fail;
     }
 
@@ -586,13 +651,13 @@ static PyObject *output_str(ExplainOutput *o)
         CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(o->entries, i);
         if (e->plan.gm == NULL)
             continue;
-        if (gi == 0 && line(out, "\nGraphs") < 0)
+        if (gi == 0 && explain_line(out, "\nGraphs") < 0)
             goto fail;
         PyObject *label = entry_label(e);
         PyObject *graph = label ? PyObject_GetAttrString(e->plan.gm, "graph") : NULL;
         PyObject *table = graph ? graph_tabular((GraphObject *)graph) : NULL;
         Py_XDECREF(graph);
-        int rc = table ? line(out, "  Graph %zd of %zd: %U, %d op%s", ++gi, ngraphs, label,
+        int rc = table ? explain_line(out, "  Graph %zd of %zd: %U, %d op%s", ++gi, ngraphs, label,
                               e->plan.nops, e->plan.nops == 1 ? "" : "s") : -1;
         if (rc == 0)
             rc = indented(out, table, 4);
@@ -602,20 +667,20 @@ static PyObject *output_str(ExplainOutput *o)
             goto fail;
     }
 
-    if (PyList_GET_SIZE(o->plans) > 0 && line(out, "\nPlans (what runs instead of the bytecode)") < 0)
+    if (PyList_GET_SIZE(o->plans) > 0 && explain_line(out, "\nPlans (what runs instead of the bytecode)") < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->plans); i++) {
         PyObject *t = PyList_GET_ITEM(o->plans, i);
-        if (line(out, "  %U", PyTuple_GET_ITEM(t, 0)) < 0 || indented(out, PyTuple_GET_ITEM(t, 1), 4) < 0)
+        if (explain_line(out, "  %U", PyTuple_GET_ITEM(t, 0)) < 0 || indented(out, PyTuple_GET_ITEM(t, 1), 4) < 0)
             goto fail;
     }
 
-    if (PyList_GET_SIZE(o->entries) > 0 && line(out, "\nGuards") < 0)
+    if (PyList_GET_SIZE(o->entries) > 0 && explain_line(out, "\nGuards") < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o->entries); i++) {
         CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(o->entries, i);
         PyObject *label = entry_label(e);
-        if (label == NULL || line(out, "  %U", label) < 0) {
+        if (label == NULL || explain_line(out, "  %U", label) < 0) {
             Py_XDECREF(label);
             goto fail;
         }
@@ -627,7 +692,7 @@ static PyObject *output_str(ExplainOutput *o)
             PyObject *where = expr ? site_suffix(guardset_site(&e->guards, g)) : NULL;
             char kind[24];
             PyOS_snprintf(kind, sizeof(kind), "%-14s", guard_kind_name(e->guards.guards[g].kind));
-            int rc = where ? line(out, "    %s %U%U", kind, expr, where) : -1;
+            int rc = where ? explain_line(out, "    %s %U%U", kind, expr, where) : -1;
             Py_XDECREF(expr);
             Py_XDECREF(where);
             if (rc < 0)
@@ -676,6 +741,11 @@ static PyMemberDef output_members[] = {
      "frames not captured because of a rule (config.skip_prefixes, generators ...): "
      "(rule, functions, calls), most calls first"},
     {"entries", T_OBJECT, offsetof(ExplainOutput, entries), READONLY, "the cache entries made, in compile order"},
+    {"break_summary", T_OBJECT, offsetof(ExplainOutput, break_summary), READONLY,
+     "the graph breaks grouped by break type and site (list of BreakGroup), most first: "
+     "the summary at the top of the report"},
+    {"skip_summary", T_OBJECT, offsetof(ExplainOutput, skip_summary), READONLY,
+     "the frames run without capture, grouped the same way"},
     {"recompiles", T_OBJECT, offsetof(ExplainOutput, recompiles), READONLY,
      "list of Recompile: each recompile with its reason, the nearest older entry "
      "and every guard of it that failed"},
@@ -1157,6 +1227,8 @@ int explain_init(PyObject *module)
     BreakReasonType = PyStructSequence_NewType(&break_reason_desc);
     CompileTimeType = PyStructSequence_NewType(&compile_time_desc);
     RecompileType = PyStructSequence_NewType(&recompile_desc);
+    if (summary_init(module) < 0)
+        return -1;
     if (!StackFrameType || !BreakReasonType || !CompileTimeType || !RecompileType) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();

@@ -35,6 +35,8 @@ static const size_t string_fields[] = {
     offsetof(EventRecord, observed),
     offsetof(EventRecord, guard_file),
     offsetof(EventRecord, nearest_json),
+    offsetof(EventRecord, break_type),
+    offsetof(EventRecord, break_class),
     offsetof(EventRecord, break_kind),
     offsetof(EventRecord, break_file),
     offsetof(EventRecord, user_stack_json),

@@ -442,7 +442,8 @@ static const char migration_3[] =
 
 /* ---- version 4 ----
  * Adds who recorded a run (runs: hostname, rank, local_rank, world_size,
- * from torchrun's environment; NULL when unset), guard provenance -- the user source whose access made the
+ * from torchrun's environment; NULL when unset), the break registry's type
+ * and class of each graph break and frame skip (engine/breaks.h), guard provenance -- the user source whose access made the
  * translator add a guard (guards, guard_failures: filename, lineno; guards:
  * the stack through inlined calls) -- and recompile_diffs: on each
  * recompile, the older entry nearest to the new inputs and every guard of
@@ -453,6 +454,10 @@ static const char migration_4[] =
     "ALTER TABLE runs ADD COLUMN rank INTEGER;\n"
     "ALTER TABLE runs ADD COLUMN local_rank INTEGER;\n"
     "ALTER TABLE runs ADD COLUMN world_size INTEGER;\n"
+    "ALTER TABLE graph_breaks ADD COLUMN break_type TEXT;\n"
+    "ALTER TABLE graph_breaks ADD COLUMN break_class TEXT;\n"
+    "ALTER TABLE frame_skips ADD COLUMN break_type TEXT;\n"
+    "ALTER TABLE frame_skips ADD COLUMN break_class TEXT;\n"
     "ALTER TABLE guards ADD COLUMN filename TEXT;\n"
     "ALTER TABLE guards ADD COLUMN lineno INTEGER;\n"
     "ALTER TABLE guards ADD COLUMN user_stack TEXT;\n"

@@ -131,9 +131,9 @@ static const char *const stmt_sql[ST__COUNT] = {
         " FROM json_each(?6, '$.guards') AS g WHERE json_valid(?6)",
     [ST_BREAK] =
         "INSERT INTO graph_breaks (run_id, code_id, epoch, compile_id, compile_row, kind,"
-        " reason, filename, lineno, offset, user_stack, at)"
+        " reason, filename, lineno, offset, user_stack, at, break_type, break_class)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-        " CASE WHEN json_valid(?11) THEN json(?11) END, ?12)",
+        " CASE WHEN json_valid(?11) THEN json(?11) END, ?12, ?13, ?14)",
     [ST_GRAPH] =
         "INSERT INTO graphs (run_id, code_id, epoch, compile_id, compile_row, backend,"
         " backend_ns, nodes, ops, code, at)"
@@ -142,8 +142,8 @@ static const char *const stmt_sql[ST__COUNT] = {
         "INSERT INTO cache_limits (run_id, code_id, epoch, frame_id, resume_offset,"
         " reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_FRAME_SKIP] =
-        "INSERT INTO frame_skips (run_id, code_id, epoch, resume_offset, reason, at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO frame_skips (run_id, code_id, epoch, resume_offset, reason, at,"
+        " break_type, break_class) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [ST_RESET] = "INSERT OR REPLACE INTO resets (run_id, epoch, at) VALUES (?1, ?2, ?3)",
     [ST_RUN_RESETS] = "UPDATE runs SET resets = max(resets, ?2) WHERE run_id = ?1",
     [ST_ENTRY_UPSERT] =
@@ -525,6 +525,8 @@ static int write_graph_break(Store *s, const StoreEvent *e)
     sqlite3_bind_int(st, 10, r->break_offset);
     bind_key(st, 11, r->user_stack_json);
     bind_u64(st, 12, r->wall_ns);
+    bind_opt(st, 13, r->break_type);
+    bind_opt(st, 14, r->break_class);
     return run(st);
 }
 
@@ -568,6 +570,8 @@ static int write_frame_skip(Store *s, const StoreEvent *e)
     sqlite3_bind_int(st, 4, r->resume_offset);
     bind_opt(st, 5, r->reason);
     bind_u64(st, 6, r->wall_ns);
+    bind_opt(st, 7, r->break_type);
+    bind_opt(st, 8, r->break_class);
     return run(st);
 }
 

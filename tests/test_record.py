@@ -245,11 +245,15 @@ def assert_db_equals_engine_view(db, dump):
     assert db_breaks == want_breaks
     assert [b[2] for b in db_breaks] == ["call", "data_dependent_branch", "data_escape"]
     assert len(db_breaks) == counters["graph_breaks"]
+    # each with its registry type and class (docs/breaks.md)
+    assert rows(db, "SELECT break_type, break_class FROM graph_breaks ORDER BY break_id") == \
+        [(e["break_type"], e["break_class"]) for e in of("graph_break")] == \
+        [("DS0001", "your code"), ("DS0003", "fundamental"), ("DS0004", "your code")]
 
-    # frame skips
-    assert rows(db, """SELECT co.name, fs.reason FROM frame_skips fs
+    # frame skips, typed the same way
+    assert rows(db, """SELECT co.name, fs.reason, fs.break_type, fs.break_class FROM frame_skips fs
                        JOIN code_objects co USING (run_id, code_id)""") == \
-        [(e["name"], e["reason"]) for e in of("frame_skip")]
+        [(e["name"], e["reason"], e["break_type"], e["break_class"]) for e in of("frame_skip")]
 
     # cache entries: ids, hits (final snapshot), guards
     for name in NAMES:
@@ -356,7 +360,20 @@ def report_expectations(dump):
             nearest.append((e["name"], e["compile_id"], n["entry"], str(n["failing"]),
                             f"{g['expr']} (observed {g['observed']})", made,
                             f"{n['capture_ns'] / 1e6:.1f}"))
+    by_type = {}     # (type, class, what) -> [count, sites, reasons]
+    for e in evs:
+        if e["event"] in ("graph_break", "frame_skip"):
+            what = "break" if e["event"] == "graph_break" else "skip"
+            site = (f"{e['filename']}:{e['lineno']}" if what == "break"
+                    else f"{e['filename']}:{e['firstlineno']}")
+            t = by_type.setdefault((e["break_type"], e["break_class"], what), [0, set(), set()])
+            t[0] += 1
+            t[1].add(site)
+            t[2].add(e["reason"])
+    types = sorted(((*k, str(v[0]), str(len(v[1])), min(v[2])) for k, v in by_type.items()),
+                   key=lambda r: (-int(r[3]), r[0]))
     return {
+        "Graph breaks and skipped frames by type (docs/breaks.md)": types[:10],
         "Top recompiling functions (last failing guard)":
             [(n, where[n], str(k), last[n]) for n, k in sorted(recompiles.items(), key=lambda kv: -kv[1])],
         "Recompiles: the nearest older entry and the guards of it that failed": nearest[:10],
@@ -385,6 +402,8 @@ def test_report_sections_equal_the_engine_view(recorded):
     assert report_sections(p.stdout) == {
         title: rows if title == "Cache-limit hits" else rows[:1] for title, rows in want.items()}
     assert len(want["Recompiles: the nearest older entry and the guards of it that failed"]) >= 3
+    assert {r[0] for r in want["Graph breaks and skipped frames by type (docs/breaks.md)"]} >= {
+        "DS0001", "DS0003", "DS0004", "DS0014"}
 
 
 def downgrade_to_v2(src, dst):
@@ -414,6 +433,7 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     assert p.returncode == 0, p.stderr
     newer = report_sections(new.stdout)
     del newer["Recompiles: the nearest older entry and the guards of it that failed"]   # v4's
+    del newer["Graph breaks and skipped frames by type (docs/breaks.md)"]
     assert report_sections(p.stdout) == newer
     assert len(report_sections(p.stdout)["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])

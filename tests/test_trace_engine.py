@@ -271,14 +271,16 @@ def expected_cold(view):
             exp[kind].append({**c, "compile_id": e["compile_id"], "break_kind": e["kind"],
                               "reason": e["reason"], "break_file": e["filename"],
                               "break_line": e["lineno"], "break_offset": e["offset"],
-                              "user_stack": e["user_stack"]})
+                              "user_stack": e["user_stack"], "break_type": e["break_type"],
+                              "break_class": e["break_class"]})
         elif kind == "cache_limit":
             exp[kind].append({**c, "frame_id": frame_of[e["code_id"]], "resume_offset": 0,
                               "reason": e["last_failure"]})
             for f in e["failures"]:
                 exp["guard_fail"].append({**c, "compile_id": "-", **guard_fail(f)})
         elif kind == "frame_skip":
-            exp[kind].append({**c, "resume_offset": 0, "reason": e["reason"]})
+            exp[kind].append({**c, "resume_offset": 0, "reason": e["reason"],
+                              "break_type": e["break_type"], "break_class": e["break_class"]})
         else:
             raise AssertionError(f"an in-memory event this test does not know: {kind}")
     return exp

@@ -256,11 +256,13 @@ EXPECTED_COLD = {
     "graph_break": {**CODE, "compile_id": "0/1", "break_kind": "call",
                     "reason": "call to print", "break_file": "/src/model.py",
                     "break_line": 15, "break_offset": 24,
-                    "user_stack_json": '[["/src/model.py", 15, "forward", "print(x)"]]'},
+                    "user_stack_json": '[["/src/model.py", 15, "forward", "print(x)"]]',
+                    "break_type": "DS0001", "break_class": "your code"},
     "graph_compiled": {**CODE, "compile_id": "0/1", "nodes": 4, "backend": "eager",
                        "backend_ns": 789, "ops": "add,mul"},
     "cache_limit": {**CODE, "frame_id": 0, "resume_offset": 0, "reason": "L['n'] == 8"},
-    "frame_skip": {**CODE, "resume_offset": 0, "reason": "generator"},
+    "frame_skip": {**CODE, "resume_offset": 0, "reason": "generator", "break_type": "DS0028",
+                   "break_class": "engine limit"},
     "reset": {"wall_ns": 1700000000000000000},
 }
 

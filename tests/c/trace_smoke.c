@@ -122,6 +122,8 @@ static void emit_cold(void)
     ev.break_line = 15;
     ev.break_offset = 24;
     ev.user_stack_json = "[[\"/src/model.py\", 15, \"forward\", \"print(x)\"]]";
+    ev.break_type = "DS0001";
+    ev.break_class = "your code";
     trace_emit(&ev);
 
     ev = code_event(EV_GRAPH_COMPILED);
@@ -137,6 +139,8 @@ static void emit_cold(void)
 
     ev = code_event(EV_FRAME_SKIP);
     ev.reason = "generator";
+    ev.break_type = "DS0028";
+    ev.break_class = "engine limit";
     trace_emit(&ev);
 
     ev = code_event(EV_ENTRY_STATS);     /* no tracepoint: nothing recorded */
