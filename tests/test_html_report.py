@@ -630,10 +630,15 @@ def test_rows_of_a_live_run_or_lost_events_render(recording, tmp_path):
     con.execute("UPDATE runs SET ended_at = NULL WHERE run_id = 2")
     con.execute("INSERT INTO compiles (run_id, code_id, epoch, compile_id, frame_id, started_at)"
                 " SELECT run_id, code_id, 0, '90/0', 90, started_at FROM compiles WHERE compile_row = 1")
+    # three functions of run 1 (code ids are the process's: whatever the hook saw first)
+    codes = [c for (c,) in con.execute("SELECT code_id FROM code_objects WHERE run_id = 1"
+                                       " ORDER BY code_id LIMIT 3")]
     con.execute("INSERT INTO compiles (run_id, code_id, epoch, compile_id, outcome, duration_ns)"
-                " VALUES (1, 1, 0, '91/0', 'error', 5)")
-    con.execute("INSERT INTO frame_skips (run_id, code_id, epoch, reason, at) VALUES (1, 2, 0, 'x', 1)")
-    con.execute("INSERT INTO cache_limits (run_id, code_id, epoch, reason, at) VALUES (1, 3, 0, 'y', 1)")
+                " VALUES (1, ?, 0, '91/0', 'error', 5)", (codes[0],))
+    con.execute("INSERT INTO frame_skips (run_id, code_id, epoch, reason, at) VALUES (1, ?, 0, 'x', 1)",
+                (codes[1],))
+    con.execute("INSERT INTO cache_limits (run_id, code_id, epoch, reason, at) VALUES (1, ?, 0, 'y', 1)",
+                (codes[2],))
     con.commit()
     con.close()
     out = tmp_path / "site"
