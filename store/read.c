@@ -32,6 +32,7 @@
    the new rows). */
 enum {
     Q_RUNS,
+    Q_RUNS_V3,
     Q_MARK,                      /* + StoreTable: one per table */
     Q_CODES_NEW = Q_MARK + STORE_TABLE__COUNT,
     Q_COMPILES_NEW,
@@ -44,6 +45,8 @@ enum {
     Q_FAILS_COUNT,
     Q_FAILS_LAST,
     Q_FAILS_NEW,
+    Q_BREAK_TEXTS_NEW,
+    Q_FAIL_TEXTS_NEW,
     Q_ENTRIES_NEW,
     Q_STATS_NEW,
     Q_CODE_ENTRIES,
@@ -68,6 +71,11 @@ enum {
 };
 
 #define NEW_ROWS "+run_id = ?2", "(?2 IS NULL OR 1)"
+
+/* The runs, with who recorded them (v4) as the parameter: NULLs before. */
+#define RUNS(who) \
+    "SELECT run_id, pid, started_at, coalesce(ended_at, 0), resets, dropped_events, argv, " \
+    who " FROM runs ORDER BY run_id"
 
 /* The queries that read guard provenance or recompile_diffs (schema v4),
    each with the columns (and join) v4 added as a parameter: the _V3 variant
@@ -104,8 +112,8 @@ static const struct {
     const char *sql;
     const char *one, *every;
 } queries[Q__COUNT] = {
-    [Q_RUNS] = {"SELECT run_id, pid, started_at, coalesce(ended_at, 0), resets,"
-                " dropped_events, argv FROM runs ORDER BY run_id", NULL, NULL},
+    [Q_RUNS] = {RUNS("hostname, rank, local_rank, world_size")},
+    [Q_RUNS_V3] = {RUNS("NULL, NULL, NULL, NULL")},
     [Q_MARK + STORE_CODE_OBJECTS] = {"SELECT coalesce(max(rowid), 0) FROM code_objects"},
     [Q_MARK + STORE_COMPILES] = {"SELECT coalesce(max(compile_row), 0) FROM compiles"},
     [Q_MARK + STORE_GRAPHS] = {"SELECT coalesce(max(graph_id), 0) FROM graphs"},
@@ -117,9 +125,10 @@ static const struct {
     [Q_CODES_NEW] = {"SELECT rowid, run_id, code_id, filename, name, firstlineno"
                      " FROM code_objects WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
     [Q_COMPILES_NEW] = {"SELECT compile_row, run_id, code_id, frame_compile_id, started_at,"
-                        " duration_ns, ended_at FROM compiles"
+                        " duration_ns, ended_at, graphs FROM compiles"
                         " WHERE compile_row > ?1 AND %s ORDER BY compile_row", NEW_ROWS},
-    [Q_COMPILE_END] = {"SELECT duration_ns, ended_at FROM compiles WHERE compile_row = ?1"},
+    [Q_COMPILE_END] = {"SELECT duration_ns, ended_at, graphs FROM compiles"
+                       " WHERE compile_row = ?1"},
     [Q_GRAPHS_ALL] = {"SELECT run_id, code_id, count(*), 0 FROM graphs WHERE %s"
                       " GROUP BY run_id, code_id", "run_id = ?2", "(?2 IS NULL OR 1)"},
     [Q_GRAPHS_NEW] = {"SELECT run_id, code_id, count(*), 0 FROM graphs"
@@ -140,6 +149,13 @@ static const struct {
                       " WHERE %s", "co.run_id = ?2", "(?2 IS NULL OR 1)"},
     [Q_FAILS_NEW] = {"SELECT failure_id, run_id, code_id, expr, observed FROM guard_failures"
                      " WHERE failure_id > ?1 AND %s ORDER BY failure_id", NEW_ROWS},
+    /* As dynscope/ranks.py reads them: a NULL kind or reason (expr) makes
+       no text. */
+    [Q_BREAK_TEXTS_NEW] = {"SELECT DISTINCT run_id, code_id, kind || ': ' || reason"
+                           " FROM graph_breaks WHERE break_id > ?1 AND %s"
+                           " AND kind IS NOT NULL AND reason IS NOT NULL", NEW_ROWS},
+    [Q_FAIL_TEXTS_NEW] = {"SELECT DISTINCT run_id, code_id, expr FROM guard_failures"
+                          " WHERE failure_id > ?1 AND %s AND expr IS NOT NULL", NEW_ROWS},
     [Q_ENTRIES_NEW] = {"SELECT rowid, run_id, code_id, epoch, compile_id, frame_id, hits"
                        " FROM cache_entries WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
     [Q_STATS_NEW] = {"SELECT rowid, run_id, code_id, epoch, compile_id, 0, hits FROM entry_stats"
@@ -395,7 +411,8 @@ static sqlite3_stmt *query(StoreReader *r, int q, long long run_id)
     return *slot;
 }
 
-/* q, or its variant q_v3 on a file older than STORE_PROVENANCE_VERSION. */
+/* q, or its variant q_v3 on a file older than STORE_PROVENANCE_VERSION
+   (STORE_WHO_VERSION is the same version). */
 static int for_version(const StoreReader *r, int q, int q_v3)
 {
     return r->version >= STORE_PROVENANCE_VERSION ? q : q_v3;
@@ -545,12 +562,18 @@ out_error:
 
 int store_read_runs(StoreReader *r, void (*fn)(void *ctx, const StoreRunRow *row), void *ctx)
 {
-    sqlite3_stmt *st = query(r, Q_RUNS, 0);
+    sqlite3_stmt *st = query(r, for_version(r, Q_RUNS, Q_RUNS_V3), 0);
     int rc;
     if (st == NULL)
         return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        StoreRunRow row = {I64(0), I64(1), I64(2), I64(3), I64(4), I64(5), text(st, 6)};
+        bool has_rank = sqlite3_column_type(st, 8) != SQLITE_NULL;
+        StoreRunRow row = {
+            I64(0), I64(1), I64(2), I64(3), I64(4), I64(5), text(st, 6), text(st, 7),
+            has_rank, has_rank ? I64(8) : -1,
+            sqlite3_column_type(st, 9) != SQLITE_NULL ? I64(9) : -1,
+            sqlite3_column_type(st, 10) != SQLITE_NULL ? I64(10) : -1,
+        };
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -602,18 +625,20 @@ int store_read_new_compiles(StoreReader *r, long long run_id, long long since,
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         bool ended = sqlite3_column_type(st, 6) != SQLITE_NULL;
         StoreCompileRow row = {I64(0), I64(1), I64(2), I64(3), I64(4), ended ? I64(5) : 0,
-                               ended};
+                               ended, ended ? I64(7) : 0};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
 }
 
 int store_read_compile_end(StoreReader *r, long long compile_row, bool *ended,
-                           long long *duration_ns)
+                           long long *duration_ns, long long *graphs)
 {
     sqlite3_stmt *st = query(r, Q_COMPILE_END, 0);
     *ended = false;
     *duration_ns = 0;
+    if (graphs != NULL)
+        *graphs = 0;
     if (st == NULL)
         return -1;
     bind(st, 1, compile_row);
@@ -621,6 +646,30 @@ int store_read_compile_end(StoreReader *r, long long compile_row, bool *ended,
     if (rc == SQLITE_ROW && sqlite3_column_type(st, 1) != SQLITE_NULL) {
         *ended = true;
         *duration_ns = I64(0);
+        if (graphs != NULL)
+            *graphs = I64(2);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_new_texts(StoreReader *r, StoreTable t, long long run_id, long long since,
+                         void (*fn)(void *ctx, const StoreTextRow *row), void *ctx)
+{
+    int q;
+    switch (t) {
+    case STORE_GRAPH_BREAKS: q = Q_BREAK_TEXTS_NEW; break;
+    case STORE_GUARD_FAILURES: q = Q_FAIL_TEXTS_NEW; break;
+    default:
+        set_error(r, "store_read_new_texts: table %d has no texts per code object", (int)t);
+        return -1;
+    }
+    sqlite3_stmt *st = new_rows(r, q, run_id, since);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreTextRow row = {I64(0), I64(1), text(st, 2)};
+        fn(ctx, &row);
     }
     return finish(r, st, rc);
 }

@@ -44,6 +44,9 @@
    not query them: the fields below that come from them read as "" and 0,
    and store_read_recompile_diff() hands over no rows. */
 #define STORE_PROVENANCE_VERSION 4
+/* The first version whose runs say who recorded them (hostname, rank,
+   local_rank, world_size).  On an older file they read as unknown. */
+#define STORE_WHO_VERSION 4
 
 /* The SQL that gives a connection to a file of schema `version` the views
    that file lacks, as TEMP views of that connection (the file is not
@@ -133,6 +136,11 @@ typedef struct StoreRunRow {
     long long resets;          /* the run's current epoch */
     long long dropped_events;
     const char *argv;          /* the JSON text as recorded */
+    const char *hostname;      /* "" when unknown (or before STORE_WHO_VERSION) */
+    bool has_rank;             /* RANK was set (torchrun): then rank is it */
+    long long rank;
+    long long local_rank;      /* -1 when unset */
+    long long world_size;      /* -1 when unset */
 } StoreRunRow;
 
 /* Every run of the file, by run_id. */
@@ -174,15 +182,17 @@ typedef struct StoreCompileRow {
     long long started_at;        /* wall ns */
     long long duration_ns;       /* 0 until it ended */
     bool ended;                  /* compile_end arrived (ended_at is set) */
+    long long graphs;            /* compiles.graphs: 0 until it ended */
 } StoreCompileRow;
 
 /* compiles rows past `since`, in compile_row order. */
 int store_read_new_compiles(StoreReader *r, long long run_id, long long since,
                             void (*fn)(void *ctx, const StoreCompileRow *row), void *ctx);
-/* Has compile `compile_row` ended, and how long did it take?  *ended false
-   (and *duration_ns 0) while it runs or if there is no such row. */
+/* Has compile `compile_row` ended, how long did it take and how many
+   graphs did it make?  *ended false (and *duration_ns, *graphs 0) while it
+   runs or if there is no such row.  graphs may be NULL. */
 int store_read_compile_end(StoreReader *r, long long compile_row, bool *ended,
-                           long long *duration_ns);
+                           long long *duration_ns, long long *graphs);
 
 /* Rows per code object of one table. */
 typedef struct StoreCountRow {
@@ -214,6 +224,21 @@ int store_read_last_failures(StoreReader *r, long long run_id,
 /* guard_failures rows past `since`, in failure_id order. */
 int store_read_new_failures(StoreReader *r, long long run_id, long long since,
                             void (*fn)(void *ctx, const StoreFailureRow *row), void *ctx);
+
+/* One distinct text of a code object: see store_read_new_texts. */
+typedef struct StoreTextRow {
+    long long run_id, code_id;
+    const char *text;
+} StoreTextRow;
+
+/*
+ * The distinct texts per code object among the rows of `t` past `since`:
+ * STORE_GRAPH_BREAKS, its break reasons as "kind: reason"; STORE_GUARD_FAILURES,
+ * its failing guards' expressions (rows without one are left out).  What
+ * dynscope/ranks.py compares between runs.  since == 0 reads the whole table.
+ */
+int store_read_new_texts(StoreReader *r, StoreTable t, long long run_id, long long since,
+                         void (*fn)(void *ctx, const StoreTextRow *row), void *ctx);
 
 typedef struct StoreEntryRow {
     long long rowid;

@@ -870,3 +870,217 @@ def test_python_m_dynscope_top_passes_the_exit_status(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "missing.db" in r.stderr
+
+
+# ---------------------------------------------------------------------------
+# Several files: a job's ranks, a file each (scripts/demo_ranks.py: 4 ranks
+# of the demo workload, rank 2 fed float64 once), and the divergence between
+# their runs, which must be dynscope/ranks.py's to the letter.
+
+RANK_ROW = re.compile(r"^\s*([LR]{0,2}|-)\s+(rank \d+|pid \S+)\s+(\S+)\s+(\S+:\d+)\s+(\d+/[\d?]+)"
+                      r"\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)(?:\s+(.*?))?\s*$")
+
+
+def rank_rows(text):
+    """Rows of the table with its RANK column, as dicts."""
+    rows = []
+    for line in text.splitlines():
+        m = RANK_ROW.match(line)
+        if m is None:
+            continue
+        _, rank, name, where, entries, hits, misses, recomp = m.groups()[:8]
+        rows.append(dict(rank=rank, name=name, where=where, entries=entries, hits=int(hits),
+                         misses=int(misses), recompiles=int(recomp)))
+    return rows
+
+
+def python_divergence(paths):
+    """What `python -m dynscope report FILE...` says diverges: the files
+    merged, dynscope/ranks.py's rule."""
+    from dynscope import merge, ranks
+    with merge.Merged(paths) as path:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return ranks.divergence(con)
+        finally:
+            con.close()
+
+
+def odd_lines(divergences):
+    """(function, odd run, "compiles A vs B") for each odd run, as dyntop words them."""
+    out = []
+    for d in divergences:
+        norm = next(r for label, r in d["runs"].items() if label not in d["odd"])
+        for label in d["odd"]:
+            odd = d["runs"][label]
+            out.append((d["function"], label, f"compiles {odd['compiles']} vs {norm['compiles']}"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rank_dbs(tmp_path_factory):
+    """The 4 ranks' files; the processes run in parallel, as in a job."""
+    out = str(tmp_path_factory.mktemp("ranks"))
+    subprocess.run([PY, os.path.join(ROOT, "scripts", "demo_ranks.py"), out], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=dict(os.environ, PYTHONPATH=ROOT))
+    return [os.path.join(out, f"rank{r}.db") for r in range(4)]
+
+
+def test_batch_on_the_ranks_files_shows_each_rank_and_the_odd_one(rank_dbs):
+    out = batch("-n", "1", *rank_dbs).stdout
+    head, rest = out.split("\n\n", 1)
+    assert "4 files" in head.splitlines()[0] and "4 runs (ranks 0-3)" in head.splitlines()[0]
+    table, section = rest.split("\n\n", 1)
+    rows = rank_rows(table)
+    assert {r["rank"] for r in rows} == {f"rank {i}" for i in range(4)}
+    # each rank's row says what that rank's file says
+    for i, db in enumerate(rank_dbs):
+        want = expected_rows(db)
+        mine = {r["name"]: r for r in rows if r["rank"] == f"rank {i}"}
+        assert sorted(mine) == sorted(want)
+        for name, r in mine.items():
+            for key in ("entries", "hits", "misses", "recompiles"):
+                assert r[key] == want[name][key], (i, name, key)
+    # the totals are over every file
+    compiles = sum(sql(db, "SELECT count(*) FROM compiles")[0][0] for db in rank_dbs)
+    assert re.search(rf"\bCompiles {compiles}\b", head) and "Code objects 20" in head
+    # the divergence: forward (and loss) on rank 2, as ranks.py says
+    expected = odd_lines(python_divergence(rank_dbs))
+    assert ("forward", "rank 2") in [(f, label) for f, label, _ in expected]
+    lines = section.splitlines()
+    assert lines[0] == f"Divergence between 4 runs: {len(expected)} of 5 functions differ", lines
+    assert re.match(r"FUNCTION\s+FILE:LINE\s+ODD RUN\s+AGREE\s+DIFFERS$", lines[1])
+    got = []
+    for line in lines[2:]:
+        m = re.match(r"(\S+)\s+\S+:\d+\s+(rank \d+)\s+(\d+ of \d+)\s+(.*)$", line)
+        assert m, line
+        got.append((m.group(1), m.group(2), m.group(4)))
+        assert m.group(3) == "3 of 4"
+    assert [(f, label) for f, label, _ in got] == [(f, label) for f, label, _ in expected]
+    for (_, _, want), (_, _, differs) in zip(expected, got):
+        assert differs.startswith(want) and "failing guards +" in differs, differs
+
+
+def test_one_file_shows_no_rank_column_and_no_divergence_section(rank_dbs):
+    out = batch("-n", "1", rank_dbs[2]).stdout
+    assert "RANK" not in out and "Divergence" not in out and "rank 2" not in out
+    first = out.splitlines()[0]
+    assert parse_rows(out) and first.startswith("dyntop  ") and "rank2.db  run 1 pid" in first
+
+
+def test_two_files_whose_runs_agree_show_no_divergence(rank_dbs):
+    assert python_divergence(rank_dbs[:2]) == []
+    out = batch("-n", "1", "--sort", "rank", *rank_dbs[:2]).stdout
+    assert out.rstrip().endswith("Divergence between 2 runs: none (the 5 functions two or more"
+                                 " of them reached compiled and broke alike)")
+    rows = rank_rows(out)
+    assert [r["rank"] for r in rows] == ["rank 0"] * 5 + ["rank 1"] * 5   # --sort rank
+    out = batch("-n", "1", "--filter", "rank 1", *rank_dbs[:2]).stdout
+    assert {r["rank"] for r in rank_rows(out)} == {"rank 1"}
+
+
+def test_the_divergence_section_fits_the_width(rank_dbs):
+    out = batch("-n", "1", "-w", "100", *rank_dbs).stdout.split("\n\n", 1)[1]
+    assert all(len(line) <= 100 for line in out.splitlines())   # (the header is not fitted)
+    assert re.search(r"^forward\s+demo_workload\.py:27\s+rank 2\s+3 of 4\s+compiles", out, re.M)
+
+
+@pytest.mark.parametrize("interactive", [False, True])
+def test_a_bad_file_among_good_ones_is_exit_2_naming_it(rank_dbs, tmp_path, interactive):
+    missing = str(tmp_path / "rank9.db")
+    text = tmp_path / "notes.db"
+    text.write_text("not a database\n" * 100)
+    for bad, says in ((missing, "No such file"), (str(text), "not an SQLite database")):
+        args = [rank_dbs[0], bad, rank_dbs[1]]
+        r = subprocess.run([DYNTOP, *args] if interactive else [DYNTOP, "-b", *args],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2, r
+        assert r.stdout == ""
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("dyntop: "), r.stderr
+        assert bad in r.stderr and says in r.stderr, r.stderr
+    r = batch(rank_dbs[0], rank_dbs[1], rank_dbs[0], check=False)
+    assert r.returncode == 2 and "same file" in r.stderr
+
+
+@needs_tmux
+def test_the_divergence_view_shows_the_odd_rank_highlighted(pane, rank_dbs):
+    expected = odd_lines(python_divergence(rank_dbs))
+    p = pane(*rank_dbs, width=140)
+    screen = p.wait(lambda s: len(rank_rows(s)) == 20, what="20 rows")
+    assert {r["rank"] for r in rank_rows(screen)} == {f"rank {i}" for i in range(4)}
+    assert "RANK" in screen and "vDivergence" in screen
+    p.send("v")
+    screen = p.wait("Divergence between 4 runs")
+    lines = screen.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.startswith(" forward "))
+    assert "3 of 4 runs agree" in lines[i]
+    assert re.search(r"3 agree\s+compiles 6, .*:\s+rank 0, rank 1, rank 3", lines[i + 1])
+    # the odd run: marked, and in its own colour
+    assert re.match(r"\s+odd\s+rank 2\s+" + re.escape(expected[0][2]), lines[i + 2]), lines[i + 2]
+    assert "+ failing guard" in lines[i + 3]
+    colored = p.tmux("capture-pane", "-p", "-e").splitlines()
+    odd = next(line for line in colored if "odd" in line and "rank 2" in line)
+    agree = next(line for line in colored if "3 agree" in line)
+    assert "\x1b[" in odd.split("odd")[0] and odd.split("odd")[0] != agree.split("3 agree")[0]
+    assert [(f, lbl) for f, lbl, _ in expected] == [
+        (m.group(1), m.group(2)) for m in re.finditer(
+            r"^ (\S+)  \S+.*\n(?:.*\n)*?\s+odd\s+(rank \d+)", screen, re.M)]
+    # Enter on the odd line: that rank's function
+    p.send("Down", "Down", "Enter")
+    screen = p.wait("Cache entries in lookup order")
+    assert re.search(r"forward .*\(rank 2, run 1, code \d+\)", screen)
+
+
+@needs_tmux
+def test_the_divergence_view_with_one_run_says_so(pane, rank_dbs):
+    p = pane(rank_dbs[0])
+    p.wait(table_shown)
+    p.send("v")
+    p.wait("only one run (rank 0): nothing to compare")
+
+
+@needs_tmux
+def test_ranks_shown_live_while_their_files_grow(pane, tmp_path):
+    """Two ranks record live, each its own file; rank 1 stops early, so it
+    ends up the odd run (a tie of one run each: rank 0's side is the norm)."""
+    script = tmp_path / "live.py"
+    script.write_text(LIVE)
+    procs = []
+    try:
+        for rank, steps in ((0, 30), (1, 20)):
+            env = dict(os.environ, PYTHONPATH=ROOT, RANK=str(rank), WORLD_SIZE="2")
+            procs.append(subprocess.Popen(
+                [PY, "-m", "dynscope", "run", "--db", str(tmp_path / f"rank{rank}.db"), "live.py",
+                 str(steps)], cwd=str(tmp_path), env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        dbs = [str(tmp_path / f"rank{r}.db") for r in (0, 1)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:     # until both files have a code object
+            try:
+                if all(sql(db, "SELECT count(*) FROM code_objects")[0][0] for db in dbs):
+                    break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.05)
+        p = pane("-d", "0.2", *dbs)
+
+        def recompiles(s, rank):
+            rows = [r for r in rank_rows(s) if r["rank"] == f"rank {rank}"]
+            return rows[0]["recompiles"] if rows else -1
+
+        first = p.wait(lambda s: recompiles(s, 0) >= 0 and recompiles(s, 1) >= 0, what="2 ranks")
+        assert "live" in first.splitlines()[0]
+        p.wait(lambda s: recompiles(s, 0) >= recompiles(first, 0) + 3
+               and recompiles(s, 1) >= recompiles(first, 1) + 3, what="both growing")
+        p.send("v")
+        for proc in procs:
+            assert proc.wait(timeout=120) == 0
+        screen = p.wait(lambda s: re.search(r"odd\s+rank 1\s+compiles 20 vs 30", s),
+                        what="rank 1 odd once both ended")
+        assert "ended" in screen.splitlines()[0]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -1,7 +1,8 @@
 /*
  * app.c -- the screen of dyntop: the header on top, the footer at the
  * bottom, and between them the table or one view (detail, break reasons,
- * recompile log, help), with the sort menu beside the table when open.  It
+ * recompile log, divergence between runs, help), with the sort menu beside
+ * the table when open.  It
  * lays the widgets out for the terminal's size (or shows one line when the
  * terminal is too small), refreshes the model and the shown view, and
  * dispatches keys: the focused widget first, then the screen's keys, then
@@ -23,7 +24,7 @@ int app_open(App *a, const AppOptions *o, char **errmsg)
 {
     memset(a, 0, sizeof *a);
     a->opts = o;
-    return model_open(&a->model, o->path, o->run_pick, o->cache_limit, errmsg);
+    return model_open(&a->model, o->paths, o->npaths, o->run_pick, o->cache_limit, errmsg);
 }
 
 void app_start(App *a)
@@ -40,6 +41,7 @@ void app_start(App *a)
     a->list = pager_new(true, false);
     a->menu = pager_new(true, false);
     a->bar = bar_new();
+    a->bar->several_runs = a->model.nfiles > 1;
     a->screen = SCREEN_TABLE;
     a->lines = a->cols = -1;
 }
@@ -69,6 +71,7 @@ static Widget *body(App *a)
         return &a->view->super;
     case SCREEN_BREAKS:
     case SCREEN_RECOMPILES:
+    case SCREEN_DIVERGENCE:
         return &a->list->super;
     }
     return &a->table->super;
@@ -116,7 +119,8 @@ static void update_bar(App *a)
     const Table *t = a->table;
     if (a->screen == SCREEN_TABLE) {
         if (t->filter[0])
-            snprintf(status, sizeof status, "%zu of %zu shown", t->nview, a->model.nrows);
+            snprintf(status, sizeof status, "%zu of %zu shown", t->nview,
+                     model_nrows(&a->model));
         const CodeRow *r = table_selected(t);
         if (t->follow && r != NULL) {
             size_t n = strlen(status);
@@ -162,13 +166,16 @@ static void load_view(App *a)
 {
     switch (a->screen) {
     case SCREEN_DETAIL:
-        detail_load(a->view, &a->model, a->detail_run, a->detail_code);
+        detail_load(a->view, &a->model, a->detail_file, a->detail_run, a->detail_code);
         break;
     case SCREEN_BREAKS:
         views_load_breaks(a->list, &a->model);
         break;
     case SCREEN_RECOMPILES:
         views_load_recompiles(a->list, &a->model);
+        break;
+    case SCREEN_DIVERGENCE:
+        diverge_load(a->list, &a->model);
         break;
     case SCREEN_HELP:
     case SCREEN_TABLE:
@@ -196,7 +203,7 @@ void app_open_screen(App *a, Screen s)
 {
     if (s == SCREEN_HELP && a->screen != SCREEN_HELP)
         a->help_return = a->screen == SCREEN_SORT_MENU ? SCREEN_TABLE : a->screen;
-    if (s == SCREEN_BREAKS || s == SCREEN_RECOMPILES) {
+    if (s == SCREEN_BREAKS || s == SCREEN_RECOMPILES || s == SCREEN_DIVERGENCE) {
         if (a->screen != s)
             a->list->top = a->list->cursor = 0;
     }
@@ -205,18 +212,20 @@ void app_open_screen(App *a, Screen s)
         help_load(a->view);
     }
     if (s == SCREEN_SORT_MENU)
-        help_load_sort_menu(a->menu, a->table->sort);
+        help_load_sort_menu(a->menu, &a->model, a->table->sort);
     a->screen = s;
     a->editing_filter = false;
-    if (s == SCREEN_BREAKS || s == SCREEN_RECOMPILES || s == SCREEN_DETAIL)
+    if (s == SCREEN_BREAKS || s == SCREEN_RECOMPILES || s == SCREEN_DIVERGENCE
+        || s == SCREEN_DETAIL)
         load_view(a);
     app_layout(a, true);
 }
 
-void app_open_detail(App *a, long long run_id, long long code_id)
+void app_open_detail(App *a, int file, long long run_id, long long code_id)
 {
     if (a->screen != SCREEN_DETAIL && a->screen != SCREEN_HELP)
         a->detail_return = a->screen == SCREEN_SORT_MENU ? SCREEN_TABLE : a->screen;
+    a->detail_file = file;
     a->detail_run = run_id;
     a->detail_code = code_id;
     a->view->top = 0;
@@ -231,7 +240,7 @@ static void back(App *a)
         break;
     case SCREEN_HELP:
         if (a->help_return == SCREEN_DETAIL)
-            app_open_detail(a, a->detail_run, a->detail_code);
+            app_open_detail(a, a->detail_file, a->detail_run, a->detail_code);
         else
             app_open_screen(a, a->help_return);
         break;
@@ -291,7 +300,7 @@ static bool table_screen_key(App *a, int ch)
     case '\r':
     case KEY_ENTER:
         if ((r = table_selected(a->table)) != NULL)
-            app_open_detail(a, r->run_id, r->code_id);
+            app_open_detail(a, r->file, r->run_id, r->code_id);
         return true;
     case '/':
     case '\\':
@@ -354,7 +363,7 @@ static bool view_key(App *a, int ch)
     case KEY_ENTER:
         if (a->screen != SCREEN_DETAIL && a->screen != SCREEN_HELP
             && (l = pager_selected(a->list)) != NULL && l->run_id >= 0)
-            app_open_detail(a, l->run_id, l->code_id);
+            app_open_detail(a, l->file, l->run_id, l->code_id);
         return true;
     default:
         if (is_backspace(ch)) {
@@ -404,6 +413,9 @@ static bool global_key(App *a, int ch)
     case 'r':
         app_open_screen(a, SCREEN_RECOMPILES);
         return true;
+    case 'v':
+        app_open_screen(a, SCREEN_DIVERGENCE);
+        return true;
     default:
         return false;
     }
@@ -441,6 +453,7 @@ void app_key(App *a, int ch)
         break;
     case SCREEN_BREAKS:
     case SCREEN_RECOMPILES:
+    case SCREEN_DIVERGENCE:
         if (widget_key(&a->list->super, ch) == KEY_HANDLED || view_key(a, ch))
             return;
         break;

@@ -22,9 +22,19 @@ static const Hint table_hints[] = {
     {"?", "Help"}, {"Enter", "Detail"}, {"/", "Filter"}, {"F6", "SortBy"}, {"F", "Follow"},
     {"b", "Breaks"}, {"r", "Recompiles"}, {"p", "Pause"}, {"q", "Quit"}, {NULL, NULL},
 };
+/* Several files (a job's ranks): the divergence view is the point. */
+static const Hint table_hints_ranks[] = {
+    {"?", "Help"}, {"Enter", "Detail"}, {"/", "Filter"}, {"F6", "SortBy"}, {"F", "Follow"},
+    {"v", "Divergence"}, {"b", "Breaks"}, {"r", "Recompiles"}, {"p", "Pause"}, {"q", "Quit"},
+    {NULL, NULL},
+};
 static const Hint view_hints[] = {
     {"Esc", "Back"}, {"Enter", "Detail"}, {"b", "Breaks"}, {"r", "Recompiles"}, {"p", "Pause"},
     {"?", "Help"}, {"q", "Back"}, {NULL, NULL},
+};
+static const Hint view_hints_ranks[] = {
+    {"Esc", "Back"}, {"Enter", "Detail"}, {"v", "Divergence"}, {"b", "Breaks"},
+    {"r", "Recompiles"}, {"p", "Pause"}, {"?", "Help"}, {"q", "Back"}, {NULL, NULL},
 };
 static const Hint menu_hints[] = {
     {"Enter", "Sort"}, {"Esc", "Cancel"}, {NULL, NULL},
@@ -60,10 +70,10 @@ static void bar_draw(Widget *w)
         break;
     }
     case BAR_TABLE:
-        hints(line, sizeof line, table_hints);
+        hints(line, sizeof line, b->several_runs ? table_hints_ranks : table_hints);
         break;
     case BAR_VIEW:
-        hints(line, sizeof line, view_hints);
+        hints(line, sizeof line, b->several_runs ? view_hints_ranks : view_hints);
         break;
     case BAR_MENU:
         hints(line, sizeof line, menu_hints);

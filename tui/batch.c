@@ -2,8 +2,10 @@
  * batch.c -- batch mode (-b, like top -b): the summary and the table as
  * plain text, -n times, -d seconds apart, with --sort, --filter, --limit and
  * -w applied; no curses, nothing but text on stdout.  The numbers are the
- * model's, the same the interactive table shows.  Contract: tui.h; format:
- * docs/dyntop.md.
+ * model's, the same the interactive table shows.  With several files (a
+ * job's ranks) each frame ends with the divergence between their runs
+ * (diverge.c), what `make demo-ranks` shows without a terminal.  Contract:
+ * tui.h; format: docs/dyntop.md.
  */
 #include "tui.h"
 
@@ -46,9 +48,13 @@ static void print_frame(const AppOptions *o, Model *m, Table *t, long iterations
     char *line = xmalloc(cap);
     put_line(table_format_row(m, NULL, widths, t->sort, t->descending, true, line, cap));
     for (size_t i = 0; i < rows; i++)
-        put_line(table_format_row(m, &m->rows[t->view[i]], widths, t->sort, t->descending, true,
-                                  line, cap));
+        put_line(table_format_row(m, model_row(m, t->view[i]), widths, t->sort, t->descending,
+                                  true, line, cap));
     free(line);
+    if (m->nfiles > 1) {
+        putchar('\n');
+        diverge_print(m, o->width, stdout);
+    }
 }
 
 int batch_run(const AppOptions *o)
@@ -56,7 +62,7 @@ int batch_run(const AppOptions *o)
     Model m;
     Table t;
     char *err = NULL;
-    if (model_open(&m, o->path, o->run_pick, o->cache_limit, &err) < 0) {
+    if (model_open(&m, o->paths, o->npaths, o->run_pick, o->cache_limit, &err) < 0) {
         fprintf(stderr, "dyntop: %s\n", err ? err : "cannot open the database");
         free(err);
         return 2;

@@ -99,7 +99,7 @@ int bench_run(const AppOptions *o)
     const CodeRow *top = table_selected(a.table);
     if (top != NULL) {
         t0 = tui_mono_s();
-        app_open_detail(&a, top->run_id, top->code_id);
+        app_open_detail(&a, top->file, top->run_id, top->code_id);
         app_draw(&a, true);
         s.first = (tui_mono_s() - t0) * 1e3;
         measure(&a, o->bench_refreshes, &s);

@@ -41,7 +41,8 @@ typedef struct SourceMemo {
 typedef struct Ctx {
     Pager *p;
     Model *m;
-    StoreReader *r;              /* the model's (borrowed) */
+    size_t file;                 /* the code object's file (Model.files) */
+    StoreReader *r;              /* its reader (borrowed) */
     long long run_id, code_id, epoch;
     long long run_started;
     int limit;                   /* the run's cache limit, 0 unknown */
@@ -55,7 +56,7 @@ typedef struct Ctx {
 /* A failed read: one line saying why. */
 static void read_failed(Ctx *c)
 {
-    pager_add(c->p, -1, -1, "%s  query failed: %s%s", S(AC_BAD), model_read_error(c->m),
+    pager_add(c->p, -1, -1, "%s  query failed: %s%s", S(AC_BAD), model_read_error(c->m, c->file),
               S(AC_NORMAL));
 }
 
@@ -99,17 +100,17 @@ static char *trim(char *s)
 
 /*
  * Line `lineno` of `filename`, read from the file: as recorded (relative to
- * dyntop's directory), else relative to the database's directory.  Returns
- * a malloc'd, sanitized, right-trimmed line, or NULL.
+ * dyntop's directory), else relative to the directory of the database at
+ * `db`.  Returns a malloc'd, sanitized, right-trimmed line, or NULL.
  */
-static char *source_line(const Model *m, const char *filename, int lineno)
+static char *source_line(const char *db, const char *filename, int lineno)
 {
     FILE *f = NULL;
     if (lineno <= 0 || filename[0] == '\0' || filename[0] == '<')
         return NULL;
     f = fopen(filename, "r");
     if (f == NULL && filename[0] != '/') {
-        char *dbpath = xstrdup(m->path);
+        char *dbpath = xstrdup(db);
         char *path = xasprintf("%s/%s", dirname(dbpath), filename);
         f = fopen(path, "r");
         free(path);
@@ -148,7 +149,7 @@ static const char *memo_source_line(Ctx *c, const char *filename, int lineno)
     free(slot->line);
     slot->filename = xstrdup(filename);
     slot->lineno = lineno;
-    slot->line = source_line(c->m, filename, lineno);
+    slot->line = source_line(c->m->files[c->file].path, filename, lineno);
     return slot->line;
 }
 
@@ -177,10 +178,9 @@ static void source_tail(Ctx *c, const char *filename, int lineno)
 
 static void summary(Ctx *c)
 {
-    long i = model_find(c->m, c->run_id, c->code_id);
-    if (i < 0)
+    const CodeRow *r = model_code(c->m, c->file, c->run_id, c->code_id);
+    if (r == NULL)
         return;
-    const CodeRow *r = &c->m->rows[i];
     char ms[32], limit[16];
     fmt_ms(ms, sizeof ms, r->capture_ns, 0);
     if (c->limit > 0)
@@ -383,7 +383,7 @@ static void failing(Ctx *c)
 static void stack_frame_seen(void *ctx, const StoreStackFrame *row)
 {
     Ctx *c = ctx;
-    char *src = source_line(c->m, row->filename, row->lineno);
+    char *src = source_line(c->m->files[c->file].path, row->filename, row->lineno);
     char *recorded = trim(fmt_sanitize(row->source));
     pager_add(c->p, -1, -1, "      %s%s:%d%s in %s", S(AC_DIM), row->filename, row->lineno,
               S(AC_NORMAL), row->name);
@@ -401,7 +401,7 @@ static void break_stack(Ctx *c, long long break_id, const char *filename, int li
     if (store_read_break_stack(c->r, break_id, stack_frame_seen, c) < 0)
         c->n = 0;                /* as if none was recorded: the break's own line */
     if (c->n == 0 && lineno > 0) {      /* no stack recorded: the break's own line */
-        char *src = source_line(c->m, filename, lineno);
+        char *src = source_line(c->m->files[c->file].path, filename, lineno);
         pager_add(c->p, -1, -1, "      %s%s:%d", S(AC_DIM), filename, lineno);
         if (src)
             pager_add_indent(c->p, 14, "      %s%5d | %s", S(AC_SOURCE), lineno, src);
@@ -536,8 +536,8 @@ static void recompile_seen(void *ctx, const StoreRecompileRow *row)
 
 static void recompiles(Ctx *c)
 {
-    long i = model_find(c->m, c->run_id, c->code_id);
-    long long total = i >= 0 ? c->m->rows[i].recompiles : 0;
+    const CodeRow *r = model_code(c->m, c->file, c->run_id, c->code_id);
+    long long total = r != NULL ? r->recompiles : 0;
     Section sec = {c, 0};
     pager_add(c->p, -1, -1, "%sRecompiles%s newest first%s", S(AC_SECTION), S(AC_DIM),
               total > DETAIL_RECOMPILES ? " (the newest " TUI_STR(DETAIL_RECOMPILES) ")" : "");
@@ -593,20 +593,25 @@ static void limits_and_skips(Ctx *c)
         pager_add(c->p, -1, -1, "%s", "");
 }
 
-int detail_load(Pager *p, Model *m, long long run_id, long long code_id)
+int detail_load(Pager *p, Model *m, int file, long long run_id, long long code_id)
 {
-    Ctx c = {p, m, model_reader(m), run_id, code_id, model_epoch(m, run_id), 0,
-             model_cache_limit(m, run_id), 0, {{NULL, 0, NULL}}, 0};
-    const RunInfo *run = model_run(m, run_id);
+    size_t fi = (size_t)file;
+    Ctx c = {p, m, fi, model_reader(m, fi), run_id, code_id, model_epoch(m, fi, run_id), 0,
+             model_cache_limit(m, fi, run_id), 0, {{NULL, 0, NULL}}, 0};
+    const RunInfo *run = model_run(m, fi, run_id);
     c.run_started = run ? run->started_at : 0;
-    long i = model_find(m, run_id, code_id);
+    const CodeRow *r = model_code(m, fi, run_id, code_id);
     pager_clear(p);
-    char *title = i >= 0 ? xasprintf(" %s  %s  (run %lld, code %lld)", m->rows[i].name,
-                                     m->rows[i].where, run_id, code_id)
-                         : xasprintf(" code %lld of run %lld", code_id, run_id);
+    /* Several files: whose run it is comes first. */
+    char who[128] = "";
+    if (m->nfiles > 1)
+        snprintf(who, sizeof who, "%s, ", run ? run->label : "?");
+    char *title = r != NULL ? xasprintf(" %s  %s  (%srun %lld, code %lld)", r->name, r->where,
+                                        who, run_id, code_id)
+                            : xasprintf(" code %lld of %srun %lld", code_id, who, run_id);
     pager_set_title(p, title);
     free(title);
-    if (model_begin(m) < 0) {
+    if (model_begin(m, fi) < 0) {
         pager_add(p, -1, -1, "  %scannot read the database%s", S(AC_BAD), S(AC_NORMAL));
         pager_finish(p);
         return -1;
@@ -617,7 +622,7 @@ int detail_load(Pager *p, Model *m, long long run_id, long long code_id)
     breaks(&c);
     recompiles(&c);
     limits_and_skips(&c);
-    model_end(m);
+    model_end(m, fi);
     memo_free(&c);
     pager_finish(p);
     return 0;

@@ -1,9 +1,9 @@
 /*
  * dyntop.c -- main(): dyntop's options (getopt_long), the checks made before
- * curses starts (a database that cannot be read is an error on stderr and
- * exit status 2, never a garbled screen), and the loop: draw, wait for a key
- * or the next poll, refresh.  Manual: docs/dyntop.md, docs/dyntop.1;
- * design: DESIGN.md 4.4.
+ * curses starts (a database that cannot be read -- any one of several -- is
+ * an error on stderr naming it and exit status 2, never a garbled screen),
+ * and the loop: draw, wait for a key or the next poll, refresh.  Manual:
+ * docs/dyntop.md, docs/dyntop.1; design: DESIGN.md 4.4.
  */
 #include "tui.h"
 
@@ -28,12 +28,14 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
     fprintf(out,
-        "usage: dyntop [options] FILE\n"
-        "       dyntop -b [-n N] [-d SECS] [--sort COL] [--filter TEXT] [--limit N] FILE\n"
+        "usage: dyntop [options] FILE...\n"
+        "       dyntop -b [-n N] [-d SECS] [--sort COL] [--filter TEXT] [--limit N] FILE...\n"
         "\n"
         "A top for the dynscope capture engine: reads a dynscope database (live or\n"
         "finished) read-only and shows, per code object, its cache entries, hits,\n"
         "misses, recompiles, graphs, graph breaks, capture time and last failing guard.\n"
+        "Several files (a job's ranks, a file each) are shown together, each row with\n"
+        "its run's RANK; v shows the functions that diverge between the runs.\n"
         "\n"
         "options:\n"
         "  -d, --delay SECS      poll the database every SECS seconds (default 1.0)\n"
@@ -41,12 +43,13 @@ static void usage(FILE *out)
         "  -b, --batch           print the summary and the table as text, no curses\n"
         "  -w, --width COLS      batch: fit the table into COLS columns (default: no limit)\n"
         "  -s, --sort COL        sort column: name file entries hits misses recompiles\n"
-        "                        graphs breaks capture guard flags; a leading + sorts\n"
-        "                        ascending, - descending (default: recompiles)\n"
-        "  -f, --filter TEXT     show code objects whose name or file contains TEXT\n"
+        "                        graphs breaks capture guard flags rank host; a leading +\n"
+        "                        sorts ascending, - descending (default: recompiles)\n"
+        "  -f, --filter TEXT     show code objects whose name or file (or, with several\n"
+        "                        files, rank or host) contains TEXT\n"
         "      --limit N         batch: print at most N rows\n"
-        "  -r, --run ID          show run ID (all: every run; default: the newest run,\n"
-        "                        followed when a newer one starts)\n"
+        "  -r, --run ID          show run ID of each file (all: every run; default: the\n"
+        "                        newest run, followed when a newer one starts)\n"
         "      --cache-limit N   the cache size limit the run used (default: 8, or\n"
         "                        unknown when a frame holds more entries than that)\n"
         "      --no-color        no colours (also when NO_COLOR is set)\n"
@@ -132,7 +135,7 @@ static void parse_options(int argc, char **argv, AppOptions *o)
             o->sort = table_column_by_name(name);
             if (o->sort < 0)
                 usage_error("unknown sort column '%s' (name file entries hits misses "
-                            "recompiles graphs breaks capture guard flags)", optarg);
+                            "recompiles graphs breaks capture guard flags rank host)", optarg);
             break;
         }
         case 'f': o->filter = optarg; break;
@@ -154,12 +157,10 @@ static void parse_options(int argc, char **argv, AppOptions *o)
         default: fputs("(dyntop --help lists the options)\n", stderr); exit(2);
         }
     }
-    if (optind != argc - 1) {
-        if (optind >= argc)
-            usage_error("%s", "give the dynscope database to show: dyntop [options] FILE");
-        usage_error("one database at a time (extra argument '%s')", argv[optind + 1]);
-    }
-    o->path = argv[optind];
+    if (optind >= argc)
+        usage_error("%s", "give the dynscope database to show: dyntop [options] FILE...");
+    o->paths = (const char *const *)argv + optind;
+    o->npaths = (size_t)(argc - optind);
 }
 
 static void start_curses(const AppOptions *o)

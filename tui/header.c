@@ -2,11 +2,15 @@
  * header.c -- the summary header: which file and run, live or ended, the
  * totals (sums of the table's rows, so they always agree with it), rates
  * per second while the run records, and the state of the database file
- * (gone, unreadable) on its last line.  Batch mode prints the same lines
- * without styling.  Contract: tui.h.
+ * (gone, unreadable) on its last line.  With several files (a job's
+ * ranks) the first line says how many files and runs, which ranks, on how
+ * many hosts, and how many runs are still live; totals are over every
+ * file.  Batch mode prints the same lines without styling.  Contract:
+ * tui.h.
  */
 #include "tui.h"
 
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,31 +39,129 @@ static void item(char *line, const char *label, long long v, bool rate, double p
     cat(line, "%s   ", S(AC_NORMAL));
 }
 
+static int cmp_ll(const void *pa, const void *pb)
+{
+    long long a = *(const long long *)pa, b = *(const long long *)pb;
+    return (a > b) - (a < b);
+}
+
+/* The ranks of the shown runs as "0-3", "0-2,5" (at most ~40 columns),
+   or "" when a shown run has none. */
+static void rank_list(const Model *m, char *dst, size_t cap)
+{
+    size_t n = 0, cap_ranks = 64;
+    long long *ranks = xmalloc(cap_ranks * sizeof *ranks);
+    dst[0] = '\0';
+    for (size_t fi = 0; fi < m->nfiles; fi++) {
+        const ModelFile *f = &m->files[fi];
+        for (size_t i = 0; i < f->nruns; i++) {
+            const RunInfo *r = &f->runs[i];
+            if (f->run_id != 0 && r->run_id != f->run_id)
+                continue;
+            if (!r->has_rank)
+                goto out;
+            if (n == cap_ranks)
+                ranks = xrealloc(ranks, (cap_ranks *= 2) * sizeof *ranks);
+            ranks[n++] = r->rank;
+        }
+    }
+    qsort(ranks, n, sizeof *ranks, cmp_ll);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && ranks[j + 1] <= ranks[j] + 1)
+            j++;
+        size_t used = strlen(dst);
+        if (used > 40) {
+            snprintf(dst + used, cap - used, ",%s", fmt_utf8() ? "\xe2\x80\xa6" : "~");
+            break;
+        }
+        snprintf(dst + used, cap - used, i == j ? "%s%lld" : "%s%lld-%lld", used ? "," : "",
+                 ranks[i], ranks[j]);
+        i = j + 1;
+    }
+out:
+    free(ranks);
+}
+
+/* The first line with several files: how many, which runs, their state. */
+static void files_line(const Model *m, char *line)
+{
+    char dir[4 * 30 + 1] = "", ranks[64];
+    /* The files' common directory, when they share one (a job's output). */
+    char *first = xstrdup(m->files[0].path);
+    const char *d0 = dirname(first);
+    bool same = true;
+    for (size_t i = 1; i < m->nfiles && same; i++) {
+        char *other = xstrdup(m->files[i].path);
+        same = strcmp(dirname(other), d0) == 0;
+        free(other);
+    }
+    if (same)
+        fmt_fit(dir, sizeof dir, d0, 30, FMT_TRUNC_START | FMT_NOPAD);
+    free(first);
+    cat(line, "%sdyntop%s  %zu files%s%s  ", S(AC_HEADER_VALUE), S(AC_NORMAL), m->nfiles,
+        dir[0] ? " in " : "", dir);
+    size_t runs = model_shown_runs(m), live = 0, gone = 0;
+    if (runs == 0) {
+        cat(line, "%sno runs recorded yet%s", S(AC_DIM), S(AC_NORMAL));
+        return;
+    }
+    for (size_t fi = 0; fi < m->nfiles; fi++)
+        for (size_t i = 0; i < m->files[fi].nruns; i++) {
+            const RunInfo *r = &m->files[fi].runs[i];
+            if (m->files[fi].run_id != 0 && r->run_id != m->files[fi].run_id)
+                continue;
+            live += r->ended_at == 0 && !r->pid_gone;
+            gone += r->ended_at == 0 && r->pid_gone;
+        }
+    rank_list(m, ranks, sizeof ranks);
+    cat(line, "%s%zu run%s%s", S(AC_HEADER_VALUE), runs, runs == 1 ? "" : "s", S(AC_DIM));
+    if (ranks[0])
+        cat(line, " (rank%s %s)", strchr(ranks, ',') || strchr(ranks, '-') ? "s" : "", ranks);
+    if (m->nhosts > 1)
+        cat(line, " on %zu hosts", m->nhosts);
+    cat(line, "%s  ", S(AC_NORMAL));
+    if (live > 0)
+        cat(line, "%slive%s", S(AC_HEADER_LIVE), S(AC_DIM));
+    else if (gone > 0)
+        cat(line, "%snot ended: process gone%s", S(AC_HEADER_WARN), S(AC_DIM));
+    else
+        cat(line, "%sended%s", S(AC_HEADER_VALUE), S(AC_DIM));
+    if ((live > 0 && live < runs) || (live == 0 && gone > 0 && gone < runs))
+        cat(line, " (%zu of %zu runs)", live > 0 ? live : gone, runs);
+    cat(line, "%s", S(AC_NORMAL));
+}
+
 /* The first line's left part: program, file, run and its state. */
 static void run_line(const Model *m, char *line)
 {
     char when[64], dur[64], path[4 * 40 + 1];
+    if (m->nfiles > 1) {
+        files_line(m, line);
+        return;
+    }
+    const ModelFile *f = &m->files[0];
     /* A long path keeps its end (the file name); no style switches from it. */
-    fmt_fit(path, sizeof path, m->path, 40, FMT_TRUNC_START | FMT_NOPAD);
+    fmt_fit(path, sizeof path, f->path, 40, FMT_TRUNC_START | FMT_NOPAD);
     cat(line, "%sdyntop%s  %s  ", S(AC_HEADER_VALUE), S(AC_NORMAL), path);
-    if (m->nruns == 0) {
+    if (f->nruns == 0) {
         cat(line, "%sno runs recorded yet%s", S(AC_DIM), S(AC_NORMAL));
         return;
     }
-    if (m->run_id == 0) {
-        cat(line, "%sall %zu runs%s  ", S(AC_HEADER_VALUE), m->nruns, S(AC_NORMAL));
+    if (f->run_id == 0) {
+        cat(line, "%sall %zu runs%s  ", S(AC_HEADER_VALUE), f->nruns, S(AC_NORMAL));
         cat(line, "%s%s%s", model_live(m) ? S(AC_HEADER_LIVE) : S(AC_HEADER_VALUE),
             model_live(m) ? "live" : "ended", S(AC_NORMAL));
         return;
     }
-    const RunInfo *r = model_run(m, m->run_id);
+    const RunInfo *r = model_run(m, 0, f->run_id);
     if (r == NULL) {
         cat(line, "%sno runs recorded yet%s", S(AC_DIM), S(AC_NORMAL));
         return;
     }
     cat(line, "%srun %s%lld", S(AC_HEADER_LABEL), S(AC_HEADER_VALUE), r->run_id);
-    if (m->nruns > 1)
-        cat(line, " of %zu", m->nruns);
+    if (f->nruns > 1)
+        cat(line, " of %zu", f->nruns);
     cat(line, "%s pid %lld  ", S(AC_DIM), r->pid);
     fmt_clock(when, sizeof when, r->started_at);
     if (r->ended_at) {
@@ -132,13 +234,17 @@ static void count_items(const Model *m, Items *it, int *first_of_second)
     item(next_item(it), "Dropped events", t->dropped, false, 0);
 }
 
+/* What is wrong with the files, each that has a problem in turn. */
 static void status_line(const Model *m, char *l4)
 {
-    if (m->gone)
-        cat(l4, "%sdatabase file removed: %s (showing what the open file still holds)%s ",
-            S(AC_HEADER_WARN), m->path, S(AC_NORMAL));
-    if (m->error)
-        cat(l4, "%s%s%s", S(AC_HEADER_WARN), m->error, S(AC_NORMAL));
+    for (size_t i = 0; i < m->nfiles; i++) {
+        const ModelFile *f = &m->files[i];
+        if (f->gone)
+            cat(l4, "%sdatabase file removed: %s (showing what the open file still holds)%s ",
+                S(AC_HEADER_WARN), f->path, S(AC_NORMAL));
+        if (f->error)
+            cat(l4, "%s%s%s%s", S(AC_HEADER_WARN), f->error, S(AC_NORMAL), m->nfiles > 1 ? " " : "");
+    }
 }
 
 /* Styled width of an item without its trailing spaces. */

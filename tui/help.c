@@ -15,7 +15,7 @@ const KeyHelp help_keys[] = {
     {"Up Down",         "move the selection (the table) or scroll (views)",        "any"},
     {"PgUp PgDn",       "a page up / down",                                          "any"},
     {"Home End",        "first / last row",                                          "any"},
-    {"Enter",           "detail of the selected code object (in b and r: of the line's)", "any"},
+    {"Enter",           "detail of the selected code object (in b, r, v: of the line's)", "any"},
     {"F6 > <",          "sort menu: pick the sort column",                           "table"},
     {"R",               "sort by recompiles (again: invert)",                        "table"},
     {"B",               "sort by graph breaks (again: invert)",                      "table"},
@@ -27,6 +27,7 @@ const KeyHelp help_keys[] = {
     {"F",               "follow the selected code object when the order changes",    "table"},
     {"b",               "graph break reasons grouped by site",                       "any"},
     {"r",               "recompile log, newest first",                               "any"},
+    {"v",               "divergence between runs (a job's ranks): the odd runs",     "any"},
     {"? h F1",          "this help",                                                 "any"},
     {"p Z",             "pause / resume polling the database",                       "any"},
     {"Space",           "refresh now (table); next page (views)",                    "any"},
@@ -46,6 +47,8 @@ static const struct {
     const char *meaning;
 } column_help[COL__COUNT] = {
     {"S", "L = at its cache limit (red), R = recompiled in the last 5 s (yellow)"},
+    {"RANK", "several files: the run, \"rank R\" (torchrun's RANK) or \"pid P@host\""},
+    {"HOST", "several files from several hosts: the host the run ran on"},
     {"FUNCTION", "the code object's qualified name"},
     {"FILE:LINE", "where it is defined"},
     {"ENTRIES", "cache entries of its fullest frame / the cache limit (per frame)"},
@@ -90,15 +93,22 @@ void help_load(Pager *p)
               S(AC_LIMIT), S(AC_NORMAL));
     pager_add(p, -1, -1, "  %syellow%s  a code object that recompiled in the last 5 seconds",
               S(AC_RECENT), S(AC_NORMAL));
+    pager_add(p, -1, -1, "  %sred%s     (divergence view) a run that compiled or broke unlike "
+              "the others", S(AC_BAD), S(AC_NORMAL));
     pager_finish(p);
 }
 
-void help_load_sort_menu(Pager *p, ColumnId current)
+void help_load_sort_menu(Pager *p, const Model *m, ColumnId current)
 {
     pager_clear(p);
     pager_set_title(p, " Sort by");
-    for (int c = 0; c < COL__COUNT; c++)
+    p->cursor = 0;
+    for (int c = 0; c < COL__COUNT; c++) {
+        if (!table_column_applies(m, (ColumnId)c))
+            continue;
+        if (c == (int)current)
+            p->cursor = p->nlines;
         pager_add(p, -1, c, " %s", table_columns[c].title);
-    p->cursor = (size_t)current;
+    }
     pager_finish(p);
 }

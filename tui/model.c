@@ -1,8 +1,16 @@
 /*
- * model.c -- dyntop's picture of a dynscope database: the runs, one row of
- * aggregates per code object, and the header totals, kept up to date by
- * polling.  Contract and invariants: tui.h (Model); what it reads, and how:
- * store/read.h (the read model); tables: docs/sql.md.
+ * model.c -- dyntop's picture of one or several dynscope databases (a job's
+ * ranks or hosts record a file each): per file its runs and one row of
+ * aggregates per code object, and the header totals over every file, kept
+ * up to date by polling.  Contract and invariants: tui.h (ModelFile,
+ * Model); what it reads, and how: store/read.h (the read model); tables:
+ * docs/sql.md.
+ *
+ * Each file is read through its own reader with its own watermarks, in its
+ * own read transaction, and reloaded on its own (each file is written by
+ * its own process): the rows of every file are shown together, each
+ * tagged with its file and run, and the run's label ("rank 2") is
+ * dynscope/ranks.py's.
  *
  * Refreshing is incremental, so a poll costs what changed, not what the file
  * holds (docs/performance.md, "dyntop refresh").  The recorder only appends
@@ -21,6 +29,12 @@
  * code objects, compiles and cache entries it reads row by row: the model
  * keeps what it needs of them); so does a refresh that finds a very large
  * number of new guard failures.
+ *
+ * While the divergence between runs is wanted (several files, or the
+ * divergence view opened: model_track_texts), each row also keeps its
+ * distinct break reasons and failing guards (TextRec), read past their own
+ * watermarks with SELECT DISTINCT: the first time the whole tables, then
+ * only the new rows.
  */
 #include "tui.h"
 
@@ -31,57 +45,69 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* More new guard failures than this are counted with the grouped query. */
 #define BULK_FAILURES 20000
 
-static void set_error(Model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(ModelFile *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void set_error(Model *m, const char *fmt, ...)
+static void set_error(ModelFile *f, const char *fmt, ...)
 {
     va_list ap;
     char buf[512];
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    free(m->error);
-    m->error = xstrdup(buf);
+    free(f->error);
+    f->error = xstrdup(buf);
 }
 
-/* ---- rows and entries ---- */
+/* ---- rows, entries, texts (of one file) ---- */
 
 typedef struct CodeKey {
-    const Model *m;
+    const ModelFile *f;
     long long run_id, code_id;
 } CodeKey;
 
 static bool code_eq(const void *ctx, size_t idx)
 {
     const CodeKey *k = ctx;
-    const CodeRow *r = &k->m->rows[idx];
+    const CodeRow *r = &k->f->rows[idx];
     return r->run_id == k->run_id && r->code_id == k->code_id;
 }
 
-long model_find(const Model *m, long long run_id, long long code_id)
+static long code_find(const ModelFile *f, long long run_id, long long code_id)
 {
-    CodeKey k = {m, run_id, code_id};
-    size_t i = indexmap_find(&m->code_map, indexmap_hash2(run_id, code_id), code_eq, &k);
+    CodeKey k = {f, run_id, code_id};
+    size_t i = indexmap_find(&f->code_map, indexmap_hash2(run_id, code_id), code_eq, &k);
     return i == (size_t)-1 ? -1 : (long)i;
 }
 
+/* A refresh step's context: the model, the file it reads and whether
+   anything changed. */
+typedef struct Step {
+    Model *m;
+    ModelFile *f;
+    int fi;                   /* f's index in m->files */
+    bool changed;
+} Step;
+
 /* The row of (run_id, code_id), made (as "?") if the code_objects row has
    not been seen.  Cannot fail. */
-static long row_for(Model *m, long long run_id, long long code_id)
+static long row_for(Step *s, long long run_id, long long code_id)
 {
-    long i = model_find(m, run_id, code_id);
+    ModelFile *f = s->f;
+    long i = code_find(f, run_id, code_id);
     if (i >= 0)
         return i;
-    if (m->nrows == m->caprows) {
-        m->caprows = m->caprows ? 2 * m->caprows : 256;
-        m->rows = xrealloc(m->rows, m->caprows * sizeof *m->rows);
+    if (f->nrows == f->caprows) {
+        f->caprows = f->caprows ? 2 * f->caprows : 256;
+        f->rows = xrealloc(f->rows, f->caprows * sizeof *f->rows);
     }
-    CodeRow *r = &m->rows[m->nrows];
+    CodeRow *r = &f->rows[f->nrows];
     memset(r, 0, sizeof *r);
+    r->file = s->fi;
     r->run_id = run_id;
     r->code_id = code_id;
     r->name = xstrdup("?");
@@ -90,12 +116,13 @@ static long row_for(Model *m, long long run_id, long long code_id)
     r->last_fail = xstrdup("");
     r->limit_epoch = -1;
     r->entry_head = -1;
-    indexmap_add(&m->code_map, indexmap_hash2(run_id, code_id), m->nrows);
-    return (long)m->nrows++;
+    r->text_head = -1;
+    indexmap_add(&f->code_map, indexmap_hash2(run_id, code_id), f->nrows);
+    return (long)f->nrows++;
 }
 
 typedef struct EntryKey {
-    const Model *m;
+    const ModelFile *f;
     long row;
     long long epoch;
     const char *cid;
@@ -104,7 +131,7 @@ typedef struct EntryKey {
 static bool entry_eq(const void *ctx, size_t idx)
 {
     const EntryKey *k = ctx;
-    const EntryRec *e = &k->m->entries[idx];
+    const EntryRec *e = &k->f->entries[idx];
     return e->row == k->row && e->epoch == k->epoch && strcmp(e->cid, k->cid) == 0;
 }
 
@@ -113,92 +140,161 @@ static uint64_t entry_hash(long row, long long epoch, const char *cid)
     return indexmap_hash_str(indexmap_hash2(row, epoch), cid);
 }
 
-static long entry_find(const Model *m, long row, long long epoch, const char *cid)
+static long entry_find(const ModelFile *f, long row, long long epoch, const char *cid)
 {
-    char key[sizeof m->entries[0].cid];
+    char key[sizeof f->entries[0].cid];
     snprintf(key, sizeof key, "%s", cid);
-    EntryKey k = {m, row, epoch, key};
-    size_t i = indexmap_find(&m->entry_map, entry_hash(row, epoch, key), entry_eq, &k);
+    EntryKey k = {f, row, epoch, key};
+    size_t i = indexmap_find(&f->entry_map, entry_hash(row, epoch, key), entry_eq, &k);
     return i == (size_t)-1 ? -1 : (long)i;
 }
 
-static void entry_add(Model *m, long row, long long epoch, const char *cid,
+static void entry_add(ModelFile *f, long row, long long epoch, const char *cid,
                       long long frame_id, long long hits)
 {
-    long i = entry_find(m, row, epoch, cid);
+    long i = entry_find(f, row, epoch, cid);
     if (i >= 0) {
-        m->entries[i].hits = hits;
-        m->entries[i].frame_id = frame_id;
+        f->entries[i].hits = hits;
+        f->entries[i].frame_id = frame_id;
         return;
     }
-    if (m->nentries == m->capentries) {
-        m->capentries = m->capentries ? 2 * m->capentries : 256;
-        m->entries = xrealloc(m->entries, m->capentries * sizeof *m->entries);
+    if (f->nentries == f->capentries) {
+        f->capentries = f->capentries ? 2 * f->capentries : 256;
+        f->entries = xrealloc(f->entries, f->capentries * sizeof *f->entries);
     }
-    EntryRec *e = &m->entries[m->nentries];
+    EntryRec *e = &f->entries[f->nentries];
     e->row = row;
     e->epoch = epoch;
     snprintf(e->cid, sizeof e->cid, "%s", cid);
     e->frame_id = frame_id;
     e->hits = hits;
-    e->next = m->rows[row].entry_head;
-    m->rows[row].entry_head = (long)m->nentries;
-    indexmap_add(&m->entry_map, entry_hash(row, epoch, e->cid), m->nentries);
-    m->nentries++;
+    e->next = f->rows[row].entry_head;
+    f->rows[row].entry_head = (long)f->nentries;
+    indexmap_add(&f->entry_map, entry_hash(row, epoch, e->cid), f->nentries);
+    f->nentries++;
 }
 
-static void open_compile_add(Model *m, long long compile_row, long row)
+typedef struct TextKey {
+    const ModelFile *f;
+    long row;
+    char kind;
+    const char *text;
+} TextKey;
+
+static bool text_eq(const void *ctx, size_t idx)
 {
-    if (m->nopen == m->capopen) {
-        m->capopen = m->capopen ? 2 * m->capopen : 16;
-        m->open_compiles = xrealloc(m->open_compiles, m->capopen * sizeof *m->open_compiles);
-        m->open_rows = xrealloc(m->open_rows, m->capopen * sizeof *m->open_rows);
-    }
-    m->open_compiles[m->nopen] = compile_row;
-    m->open_rows[m->nopen] = row;
-    m->nopen++;
+    const TextKey *k = ctx;
+    const TextRec *t = &k->f->texts[idx];
+    return t->row == k->row && t->kind == k->kind && strcmp(t->text, k->text) == 0;
 }
 
-static void free_rows(Model *m)
+/* Add a distinct text of a row (a text it already has is left alone). */
+static bool text_add(ModelFile *f, long row, char kind, const char *text)
 {
-    for (size_t i = 0; i < m->nrows; i++) {
-        free(m->rows[i].name);
-        free(m->rows[i].filename);
-        free(m->rows[i].where);
-        free(m->rows[i].last_fail);
+    uint64_t h = indexmap_hash_str(indexmap_hash2(row, kind), text);
+    TextKey k = {f, row, kind, text};
+    if (indexmap_find(&f->text_map, h, text_eq, &k) != (size_t)-1)
+        return false;
+    if (f->ntexts == f->captexts) {
+        f->captexts = f->captexts ? 2 * f->captexts : 64;
+        f->texts = xrealloc(f->texts, f->captexts * sizeof *f->texts);
     }
-    m->nrows = 0;
-    m->nentries = 0;
-    m->nopen = 0;
-    indexmap_clear(&m->code_map);
-    indexmap_clear(&m->entry_map);
-    memset(&m->mark, 0, sizeof m->mark);
-    m->failures = 0;
-    m->loaded = false;
+    TextRec *t = &f->texts[f->ntexts];
+    t->row = row;
+    t->kind = kind;
+    t->text = xstrdup(text);
+    t->next = f->rows[row].text_head;
+    f->rows[row].text_head = (long)f->ntexts;
+    indexmap_add(&f->text_map, h, f->ntexts);
+    f->ntexts++;
+    return true;
+}
+
+static void open_compile_add(ModelFile *f, long long compile_row, long row)
+{
+    if (f->nopen == f->capopen) {
+        f->capopen = f->capopen ? 2 * f->capopen : 16;
+        f->open_compiles = xrealloc(f->open_compiles, f->capopen * sizeof *f->open_compiles);
+        f->open_rows = xrealloc(f->open_rows, f->capopen * sizeof *f->open_rows);
+    }
+    f->open_compiles[f->nopen] = compile_row;
+    f->open_rows[f->nopen] = row;
+    f->nopen++;
+}
+
+/* Drop a file's rows (its next refresh is a full load).  The samples go
+   too: the totals they hold counted these rows. */
+static void free_rows(Model *m, ModelFile *f)
+{
+    for (size_t i = 0; i < f->nrows; i++) {
+        free(f->rows[i].name);
+        free(f->rows[i].filename);
+        free(f->rows[i].where);
+        free(f->rows[i].last_fail);
+    }
+    for (size_t i = 0; i < f->ntexts; i++)
+        free(f->texts[i].text);
+    f->nrows = 0;
+    f->nentries = 0;
+    f->ntexts = 0;
+    f->nopen = 0;
+    indexmap_clear(&f->code_map);
+    indexmap_clear(&f->entry_map);
+    indexmap_clear(&f->text_map);
+    memset(&f->mark, 0, sizeof f->mark);
+    f->failures = 0;
+    f->loaded = false;
     m->nsamples = 0;
     m->rates.valid = false;
     m->generation++;
 }
 
-static void free_runs(Model *m)
+static void free_runs(ModelFile *f)
 {
-    for (size_t i = 0; i < m->nruns; i++)
-        free(m->runs[i].argv);
-    free(m->runs);
-    m->runs = NULL;
-    m->nruns = m->capruns = 0;
+    for (size_t i = 0; i < f->nruns; i++) {
+        free(f->runs[i].argv);
+        free(f->runs[i].hostname);
+    }
+    free(f->runs);
+    f->runs = NULL;
+    f->nruns = f->capruns = 0;
 }
 
-/* ---- the steps of a refresh; each returns 0 or -1 (the reader's error) ---- */
+/* ---- runs and who they are ---- */
+
+/* This host's name ("" if unknown), looked up once. */
+static const char *local_host(void)
+{
+    static char host[256];
+    static bool known;
+    if (!known) {
+        if (gethostname(host, sizeof host - 1) != 0)
+            host[0] = '\0';
+        known = true;
+    }
+    return host;
+}
+
+/* dynscope/ranks.py run_labels: "rank R", else "pid P@host", else "pid P". */
+static void make_label(RunInfo *r)
+{
+    if (r->has_rank)
+        snprintf(r->label, sizeof r->label, "rank %lld", r->rank);
+    else if (r->hostname[0])
+        snprintf(r->label, sizeof r->label, "pid %lld@%s", r->pid, r->hostname);
+    else
+        snprintf(r->label, sizeof r->label, "pid %lld", r->pid);
+}
 
 static void run_add(void *ctx, const StoreRunRow *row)
 {
-    Model *m = ctx;
-    if (m->nruns == m->capruns) {
-        m->capruns = m->capruns ? 2 * m->capruns : 4;
-        m->runs = xrealloc(m->runs, m->capruns * sizeof *m->runs);
+    ModelFile *f = ctx;
+    if (f->nruns == f->capruns) {
+        f->capruns = f->capruns ? 2 * f->capruns : 4;
+        f->runs = xrealloc(f->runs, f->capruns * sizeof *f->runs);
     }
-    RunInfo *r = &m->runs[m->nruns++];
+    RunInfo *r = &f->runs[f->nruns++];
+    memset(r, 0, sizeof *r);
     r->run_id = row->run_id;
     r->pid = row->pid;
     r->started_at = row->started_at;
@@ -206,27 +302,31 @@ static void run_add(void *ctx, const StoreRunRow *row)
     r->resets = row->resets;
     r->dropped = row->dropped_events;
     r->argv = fmt_sanitize(row->argv);
-    r->pid_gone = r->ended_at == 0 && r->pid > 0
+    r->hostname = fmt_sanitize(row->hostname);
+    r->has_rank = row->has_rank;
+    r->rank = row->rank;
+    r->local_rank = row->local_rank;
+    r->world_size = row->world_size;
+    make_label(r);
+    /* A pid says nothing about a process of another host. */
+    bool here = r->hostname[0] == '\0' || strcmp(r->hostname, local_host()) == 0;
+    r->pid_gone = here && r->ended_at == 0 && r->pid > 0
                   && kill((pid_t)r->pid, 0) != 0 && errno == ESRCH;
 }
 
-static int read_runs(Model *m)
+static int read_runs(ModelFile *f)
 {
-    free_runs(m);
-    return store_read_runs(m->reader, run_add, m);
+    free_runs(f);
+    return store_read_runs(f->reader, run_add, f);
 }
 
-/* A refresh step's context: the model and whether anything changed. */
-typedef struct Step {
-    Model *m;
-    bool changed;
-} Step;
+/* ---- the steps of a refresh; each returns 0 or -1 (the reader's error) ---- */
 
 static void code_seen(void *ctx, const StoreCodeObjectRow *row)
 {
     Step *s = ctx;
-    long i = row_for(s->m, row->run_id, row->code_id);   /* may move rows[] */
-    CodeRow *r = &s->m->rows[i];
+    long i = row_for(s, row->run_id, row->code_id);   /* may move rows[] */
+    CodeRow *r = &s->f->rows[i];
     free(r->filename);
     free(r->name);
     free(r->where);
@@ -237,52 +337,56 @@ static void code_seen(void *ctx, const StoreCodeObjectRow *row)
     s->changed = true;
 }
 
-static int read_codes(Model *m, Step *s)
+static int read_codes(ModelFile *f, Step *s)
 {
-    if (store_read_new_code_objects(m->reader, m->run_id, m->mark.code, code_seen, s) < 0)
+    if (store_read_new_code_objects(f->reader, f->run_id, f->mark.code, code_seen, s) < 0)
         return -1;
-    return store_read_mark(m->reader, STORE_CODE_OBJECTS, &m->mark.code);
+    return store_read_mark(f->reader, STORE_CODE_OBJECTS, &f->mark.code);
 }
 
 static void compile_seen(void *ctx, const StoreCompileRow *row)
 {
     Step *s = ctx;
-    long i = row_for(s->m, row->run_id, row->code_id);
-    CodeRow *r = &s->m->rows[i];
+    long i = row_for(s, row->run_id, row->code_id);
+    CodeRow *r = &s->f->rows[i];
     r->compiles++;
     if (row->frame_compile_id > 0) {
         r->recompiles++;
         if (row->started_at > r->last_recompile_at)
             r->last_recompile_at = row->started_at;
     }
-    if (row->ended)
+    if (row->ended) {
         r->capture_ns += row->duration_ns;
+        r->graphs_made += row->graphs;
+    }
     else
-        open_compile_add(s->m, row->compile_row, i);
+        open_compile_add(s->f, row->compile_row, i);
     s->changed = true;
 }
 
-static int read_compiles(Model *m, Step *s)
+static int read_compiles(ModelFile *f, Step *s)
 {
     /* The compiles that had not ended: have they now? */
-    for (size_t i = 0; i < m->nopen;) {
+    for (size_t i = 0; i < f->nopen;) {
         bool ended;
-        long long duration_ns;
-        if (store_read_compile_end(m->reader, m->open_compiles[i], &ended, &duration_ns) < 0)
+        long long duration_ns, graphs;
+        if (store_read_compile_end(f->reader, f->open_compiles[i], &ended, &duration_ns,
+                                   &graphs) < 0)
             return -1;
         if (!ended) {
             i++;
             continue;
         }
-        m->rows[m->open_rows[i]].capture_ns += duration_ns;
-        m->open_compiles[i] = m->open_compiles[m->nopen - 1];
-        m->open_rows[i] = m->open_rows[m->nopen - 1];
-        m->nopen--;
+        f->rows[f->open_rows[i]].capture_ns += duration_ns;
+        f->rows[f->open_rows[i]].graphs_made += graphs;
+        f->open_compiles[i] = f->open_compiles[f->nopen - 1];
+        f->open_rows[i] = f->open_rows[f->nopen - 1];
+        f->nopen--;
         s->changed = true;
     }
-    if (store_read_new_compiles(m->reader, m->run_id, m->mark.compile, compile_seen, s) < 0)
+    if (store_read_new_compiles(f->reader, f->run_id, f->mark.compile, compile_seen, s) < 0)
         return -1;
-    return store_read_mark(m->reader, STORE_COMPILES, &m->mark.compile);
+    return store_read_mark(f->reader, STORE_COMPILES, &f->mark.compile);
 }
 
 /* A count step: which CodeRow field the counts add to. */
@@ -295,8 +399,8 @@ typedef struct CountStep {
 static void count_seen(void *ctx, const StoreCountRow *row)
 {
     CountStep *c = ctx;
-    long i = row_for(c->step->m, row->run_id, row->code_id);   /* may move rows[] */
-    CodeRow *r = &c->step->m->rows[i];
+    long i = row_for(c->step, row->run_id, row->code_id);   /* may move rows[] */
+    CodeRow *r = &c->step->f->rows[i];
     *(long long *)((char *)r + c->field) += row->n;
     if (c->table == STORE_CACHE_LIMITS && row->max_epoch > r->limit_epoch)
         r->limit_epoch = row->max_epoch;
@@ -305,20 +409,20 @@ static void count_seen(void *ctx, const StoreCountRow *row)
 
 /* Add the rows of `t` past *mark to one CodeRow field; move *mark.  A first
    load counts them all through the per-code index. */
-static int read_counts(Model *m, Step *s, StoreTable t, long long *mark, size_t field)
+static int read_counts(ModelFile *f, Step *s, StoreTable t, long long *mark, size_t field)
 {
     CountStep c = {s, t, field};
-    long long since = m->loaded ? *mark : 0;
-    if (store_read_counts(m->reader, t, m->run_id, since, count_seen, &c) < 0)
+    long long since = f->loaded ? *mark : 0;
+    if (store_read_counts(f->reader, t, f->run_id, since, count_seen, &c) < 0)
         return -1;
-    return store_read_mark(m->reader, t, mark);
+    return store_read_mark(f->reader, t, mark);
 }
 
-static int read_graphs_breaks_limits(Model *m, Step *s)
+static int read_graphs_breaks_limits(ModelFile *f, Step *s)
 {
-    if (read_counts(m, s, STORE_GRAPHS, &m->mark.graph, offsetof(CodeRow, graphs)) < 0
-        || read_counts(m, s, STORE_GRAPH_BREAKS, &m->mark.brk, offsetof(CodeRow, breaks)) < 0
-        || read_counts(m, s, STORE_CACHE_LIMITS, &m->mark.limit,
+    if (read_counts(f, s, STORE_GRAPHS, &f->mark.graph, offsetof(CodeRow, graphs)) < 0
+        || read_counts(f, s, STORE_GRAPH_BREAKS, &f->mark.brk, offsetof(CodeRow, breaks)) < 0
+        || read_counts(f, s, STORE_CACHE_LIMITS, &f->mark.limit,
                        offsetof(CodeRow, limit_events)) < 0)
         return -1;
     return 0;
@@ -337,122 +441,161 @@ static void set_last_fail(CodeRow *r, long long id, const char *expr, const char
 
 static void last_failure_seen(void *ctx, const StoreFailureRow *row)
 {
-    Model *m = ctx;
-    long i = row_for(m, row->run_id, row->code_id);   /* may move rows[] */
-    set_last_fail(&m->rows[i], row->failure_id, row->expr, row->observed);
+    Step *s = ctx;
+    long i = row_for(s, row->run_id, row->code_id);   /* may move rows[] */
+    set_last_fail(&s->f->rows[i], row->failure_id, row->expr, row->observed);
 }
 
 static void failure_seen(void *ctx, const StoreFailureRow *row)
 {
     last_failure_seen(ctx, row);
-    ((Model *)ctx)->failures++;
+    ((Step *)ctx)->f->failures++;
 }
 
-static int read_failures(Model *m, Step *s)
+static int read_failures(ModelFile *f, Step *s)
 {
     long long max;
-    if (store_read_mark(m->reader, STORE_GUARD_FAILURES, &max) < 0)
+    if (store_read_mark(f->reader, STORE_GUARD_FAILURES, &max) < 0)
         return -1;
-    if (max == m->mark.failure)
+    if (max == f->mark.failure)
         return 0;
     s->changed = true;
-    if (!m->loaded || max - m->mark.failure > BULK_FAILURES) {
+    if (!f->loaded || max - f->mark.failure > BULK_FAILURES) {
         /* Count and find each code's newest failure through the indexes. */
-        bool every_run = m->run_id == 0 || (m->nruns == 1 && m->runs[0].run_id == m->run_id);
-        if (store_read_failure_count(m->reader, every_run ? 0 : m->run_id, &m->failures) < 0
-            || store_read_last_failures(m->reader, m->run_id, last_failure_seen, m) < 0)
+        bool every_run = f->run_id == 0 || (f->nruns == 1 && f->runs[0].run_id == f->run_id);
+        if (store_read_failure_count(f->reader, every_run ? 0 : f->run_id, &f->failures) < 0
+            || store_read_last_failures(f->reader, f->run_id, last_failure_seen, s) < 0)
             return -1;
     }
-    else if (store_read_new_failures(m->reader, m->run_id, m->mark.failure, failure_seen, m) < 0)
+    else if (store_read_new_failures(f->reader, f->run_id, f->mark.failure, failure_seen,
+                                     s) < 0)
         return -1;
-    m->mark.failure = max;
+    f->mark.failure = max;
     return 0;
 }
 
 static void entry_seen(void *ctx, const StoreEntryRow *row)
 {
     Step *s = ctx;
-    long i = row_for(s->m, row->run_id, row->code_id);
-    entry_add(s->m, i, row->epoch, row->compile_id, row->frame_id, row->hits);
+    long i = row_for(s, row->run_id, row->code_id);
+    entry_add(s->f, i, row->epoch, row->compile_id, row->frame_id, row->hits);
     s->changed = true;
 }
 
 static void stats_seen(void *ctx, const StoreEntryRow *row)
 {
     Step *s = ctx;
-    long i = model_find(s->m, row->run_id, row->code_id);
-    long e = i < 0 ? -1 : entry_find(s->m, i, row->epoch, row->compile_id);
+    long i = code_find(s->f, row->run_id, row->code_id);
+    long e = i < 0 ? -1 : entry_find(s->f, i, row->epoch, row->compile_id);
     if (e >= 0) {
-        s->m->entries[e].hits = row->hits;
+        s->f->entries[e].hits = row->hits;
         s->changed = true;
     }
 }
 
-static int read_entries(Model *m, Step *s)
+static int read_entries(ModelFile *f, Step *s)
 {
-    bool first = !m->loaded;
-    if (store_read_new_entries(m->reader, m->run_id, m->mark.entry, entry_seen, s) < 0
-        || store_read_mark(m->reader, STORE_CACHE_ENTRIES, &m->mark.entry) < 0)
+    bool first = !f->loaded;
+    if (store_read_new_entries(f->reader, f->run_id, f->mark.entry, entry_seen, s) < 0
+        || store_read_mark(f->reader, STORE_CACHE_ENTRIES, &f->mark.entry) < 0)
         return -1;
     /* A first load's entries carry their newest counters: no snapshots to
        read, only their watermark. */
-    if (!first && store_read_new_entry_stats(m->reader, m->run_id, m->mark.stats, stats_seen,
+    if (!first && store_read_new_entry_stats(f->reader, f->run_id, f->mark.stats, stats_seen,
                                              s) < 0)
         return -1;
-    return store_read_mark(m->reader, STORE_ENTRY_STATS, &m->mark.stats);
+    return store_read_mark(f->reader, STORE_ENTRY_STATS, &f->mark.stats);
+}
+
+/* A text step: which kind of text the rows are. */
+typedef struct TextStep {
+    Step *step;
+    char kind;
+} TextStep;
+
+static void text_seen(void *ctx, const StoreTextRow *row)
+{
+    TextStep *t = ctx;
+    long i = row_for(t->step, row->run_id, row->code_id);
+    if (text_add(t->step->f, i, t->kind, row->text))
+        t->step->changed = true;
+}
+
+/* The distinct break reasons and failing guards past their watermarks
+   (from 0 the first time: the whole tables, once). */
+static int read_texts(ModelFile *f, Step *s)
+{
+    TextStep b = {s, TEXT_BREAK}, g = {s, TEXT_GUARD};
+    long long bmark, gmark;
+    /* The watermarks first: a row committed between the two reads is read
+       again next time, never missed (text_add keeps each text once). */
+    if (store_read_mark(f->reader, STORE_GRAPH_BREAKS, &bmark) < 0
+        || store_read_mark(f->reader, STORE_GUARD_FAILURES, &gmark) < 0)
+        return -1;
+    if (bmark != f->mark.brk_text
+        && store_read_new_texts(f->reader, STORE_GRAPH_BREAKS, f->run_id, f->mark.brk_text,
+                                text_seen, &b) < 0)
+        return -1;
+    if (gmark != f->mark.fail_text
+        && store_read_new_texts(f->reader, STORE_GUARD_FAILURES, f->run_id, f->mark.fail_text,
+                                text_seen, &g) < 0)
+        return -1;
+    f->mark.brk_text = bmark;
+    f->mark.fail_text = gmark;
+    return 0;
 }
 
 /* ---- aggregates ---- */
 
-long long model_epoch(const Model *m, long long run_id)
+long long model_epoch(const Model *m, size_t file, long long run_id)
 {
-    const RunInfo *r = model_run(m, run_id);
+    const RunInfo *r = model_run(m, file, run_id);
     return r ? r->resets : 0;
 }
 
 /* Entries, fullest frame and hits of one row, over its current epoch. */
-static void row_entries(Model *m, CodeRow *r, long long epoch)
+static void row_entries(const ModelFile *f, CodeRow *r, long long epoch)
 {
     long long frames[64], counts[64];
     int nframes = 0;
     r->entries = r->fullest = r->hits = 0;
-    for (long e = r->entry_head; e >= 0; e = m->entries[e].next) {
-        const EntryRec *en = &m->entries[e];
+    for (long e = r->entry_head; e >= 0; e = f->entries[e].next) {
+        const EntryRec *en = &f->entries[e];
         if (en->epoch != epoch)
             continue;
         r->entries++;
         r->hits += en->hits;
-        int f = 0;
-        while (f < nframes && frames[f] != en->frame_id)
-            f++;
-        if (f == nframes && nframes < 64) {
+        int k = 0;
+        while (k < nframes && frames[k] != en->frame_id)
+            k++;
+        if (k == nframes && nframes < 64) {
             frames[nframes] = en->frame_id;
             counts[nframes++] = 0;
         }
-        if (f < nframes && ++counts[f] > r->fullest)
-            r->fullest = counts[f];
+        if (k < nframes && ++counts[k] > r->fullest)
+            r->fullest = counts[k];
     }
 }
 
 /* Each run's cache limit: the option, else the default unless a frame of
    the run holds more entries (then the run used a larger one: unknown). */
-static void run_limits(Model *m)
+static void run_limits(const Model *m, ModelFile *f)
 {
-    for (size_t i = 0; i < m->nruns; i++)
-        m->runs[i].cache_limit = m->cache_limit_opt > 0 ? m->cache_limit_opt
+    for (size_t i = 0; i < f->nruns; i++)
+        f->runs[i].cache_limit = m->cache_limit_opt > 0 ? m->cache_limit_opt
                                                         : TUI_DEFAULT_CACHE_LIMIT;
     if (m->cache_limit_opt > 0)
         return;
-    for (size_t i = 0; i < m->nrows; i++) {
-        RunInfo *run = (RunInfo *)model_run(m, m->rows[i].run_id);
-        if (run != NULL && m->rows[i].fullest > TUI_DEFAULT_CACHE_LIMIT)
-            run->cache_limit = 0;
-    }
+    for (size_t i = 0; i < f->nrows; i++)
+        for (size_t k = 0; k < f->nruns; k++)
+            if (f->runs[k].run_id == f->rows[i].run_id
+                && f->rows[i].fullest > TUI_DEFAULT_CACHE_LIMIT)
+                f->runs[k].cache_limit = 0;
 }
 
-int model_cache_limit(const Model *m, long long run_id)
+int model_cache_limit(const Model *m, size_t file, long long run_id)
 {
-    const RunInfo *r = model_run(m, run_id);
+    const RunInfo *r = model_run(m, file, run_id);
     return r ? r->cache_limit : (m->cache_limit_opt > 0 ? m->cache_limit_opt
                                                         : TUI_DEFAULT_CACHE_LIMIT);
 }
@@ -483,168 +626,287 @@ static void rates(Model *m, const Totals *t)
     m->rates.hits = (double)(t->hits - o->hits) / dt;
 }
 
+static bool shown(const ModelFile *f, const RunInfo *r)
+{
+    return f->run_id == 0 || r->run_id == f->run_id;
+}
+
+/* The rows' flags and the totals of one file, added to *t. */
+static void aggregate_file(const Model *m, size_t fi, Totals *t, long long now)
+{
+    ModelFile *f = &m->files[fi];
+    for (size_t i = 0; i < f->nrows; i++)
+        row_entries(f, &f->rows[i], model_epoch(m, fi, f->rows[i].run_id));
+    run_limits(m, f);
+    for (size_t i = 0; i < f->nrows; i++) {
+        CodeRow *r = &f->rows[i];
+        long long epoch = model_epoch(m, fi, r->run_id);
+        int limit = model_cache_limit(m, fi, r->run_id);
+        r->misses = r->compiles + r->limit_events;
+        r->at_limit = (limit > 0 && r->fullest >= limit)
+                      || (r->limit_epoch >= 0 && r->limit_epoch == epoch);
+        r->recent = r->last_recompile_at > 0 && now - r->last_recompile_at < TUI_RECENT_NS;
+        t->code_objects++;
+        t->compiles += r->compiles;
+        t->recompiles += r->recompiles;
+        t->graphs += r->graphs;
+        t->breaks += r->breaks;
+        t->hits += r->hits;
+        t->misses += r->misses;
+        t->capture_ns += r->capture_ns;
+        t->entries += r->entries;
+        t->at_limit += r->at_limit;
+        t->limit_events += r->limit_events;
+    }
+    t->guard_failures += f->failures;
+    for (size_t i = 0; i < f->nruns; i++)
+        if (shown(f, &f->runs[i]))
+            t->dropped += f->runs[i].dropped;
+}
+
+static int cmp_strptr(const void *pa, const void *pb)
+{
+    return strcmp(*(const char *const *)pa, *(const char *const *)pb);
+}
+
+/* Distinct hosts of the shown runs (for the HOST column). */
+static size_t count_hosts(const Model *m)
+{
+    size_t total = 0, n = 0, distinct = 0;
+    for (size_t fi = 0; fi < m->nfiles; fi++)
+        total += m->files[fi].nruns;
+    const char **hosts = xcalloc(total + 1, sizeof *hosts);
+    for (size_t fi = 0; fi < m->nfiles; fi++) {
+        const ModelFile *f = &m->files[fi];
+        for (size_t i = 0; i < f->nruns; i++)
+            if (shown(f, &f->runs[i]) && f->runs[i].hostname[0] != '\0')
+                hosts[n++] = f->runs[i].hostname;
+    }
+    qsort(hosts, n, sizeof *hosts, cmp_strptr);
+    for (size_t i = 0; i < n; i++)
+        distinct += i == 0 || strcmp(hosts[i - 1], hosts[i]) != 0;
+    free(hosts);
+    return distinct;
+}
+
 static void aggregate(Model *m)
 {
     Totals t;
     memset(&t, 0, sizeof t);
     long long now = tui_wall_ns();
-    for (size_t i = 0; i < m->nrows; i++)
-        row_entries(m, &m->rows[i], model_epoch(m, m->rows[i].run_id));
-    run_limits(m);
-    for (size_t i = 0; i < m->nrows; i++) {
-        CodeRow *r = &m->rows[i];
-        long long epoch = model_epoch(m, r->run_id);
-        int limit = model_cache_limit(m, r->run_id);
-        r->misses = r->compiles + r->limit_events;
-        r->at_limit = (limit > 0 && r->fullest >= limit)
-                      || (r->limit_epoch >= 0 && r->limit_epoch == epoch);
-        r->recent = r->last_recompile_at > 0 && now - r->last_recompile_at < TUI_RECENT_NS;
-        t.code_objects++;
-        t.compiles += r->compiles;
-        t.recompiles += r->recompiles;
-        t.graphs += r->graphs;
-        t.breaks += r->breaks;
-        t.hits += r->hits;
-        t.misses += r->misses;
-        t.capture_ns += r->capture_ns;
-        t.entries += r->entries;
-        t.at_limit += r->at_limit;
-        t.limit_events += r->limit_events;
-    }
-    t.guard_failures = m->failures;
-    for (size_t i = 0; i < m->nruns; i++)
-        if (m->run_id == 0 || m->runs[i].run_id == m->run_id)
-            t.dropped += m->runs[i].dropped;
+    for (size_t fi = 0; fi < m->nfiles; fi++)
+        aggregate_file(m, fi, &t, now);
+    m->nhosts = count_hosts(m);
     rates(m, &t);
     m->totals = t;
 }
 
-/* ---- open, refresh, close ---- */
+/* ---- open, refresh, close (one file) ---- */
 
-static int reader_open(Model *m, char **errmsg)
+static int reader_open(ModelFile *f, char **errmsg)
 {
     struct stat st;
-    m->reader = store_reader_open(m->path, errmsg);
-    if (m->reader == NULL)
+    f->reader = store_reader_open(f->path, errmsg);
+    if (f->reader == NULL)
         return -1;
-    if (stat(m->path, &st) == 0) {
-        m->dev = st.st_dev;
-        m->ino = st.st_ino;
+    if (stat(f->path, &st) == 0) {
+        f->dev = st.st_dev;
+        f->ino = st.st_ino;
     }
     return 0;
 }
 
-static void reader_close(Model *m)
+static void reader_close(ModelFile *f)
 {
-    store_reader_close(m->reader);
-    m->reader = NULL;
+    store_reader_close(f->reader);
+    f->reader = NULL;
 }
 
-int model_begin(Model *m)
+int model_begin(Model *m, size_t file)
 {
-    return m->reader != NULL ? store_read_begin(m->reader) : -1;
+    ModelFile *f = &m->files[file];
+    return f->reader != NULL ? store_read_begin(f->reader) : -1;
 }
 
-void model_end(Model *m)
+void model_end(Model *m, size_t file)
 {
-    if (m->reader != NULL)
-        store_read_end(m->reader);
+    ModelFile *f = &m->files[file];
+    if (f->reader != NULL)
+        store_read_end(f->reader);
 }
 
 /* Which run to show; a change of the newest run (when following it) drops
-   the rows. */
-static void pick_run(Model *m)
+   the file's rows. */
+static void pick_run(Model *m, ModelFile *f)
 {
     long long want = m->run_pick;
     if (want == MODEL_RUN_NEWEST)
-        want = m->nruns ? m->runs[m->nruns - 1].run_id : 0;
-    if (want != m->run_id) {
-        free_rows(m);
-        m->run_id = want;
+        want = f->nruns ? f->runs[f->nruns - 1].run_id : 0;
+    if (want != f->run_id) {
+        free_rows(m, f);
+        f->run_id = want;
     }
 }
 
 /* The file we read: still there?  Replaced by another one (reopen)? */
-static void check_file(Model *m)
+static void check_file(Model *m, ModelFile *f)
 {
     struct stat st;
-    if (stat(m->path, &st) != 0) {
-        m->gone = true;
+    if (stat(f->path, &st) != 0) {
+        f->gone = true;
         return;
     }
-    m->gone = false;
-    if (st.st_dev == m->dev && st.st_ino == m->ino && m->reader != NULL)
+    f->gone = false;
+    if (st.st_dev == f->dev && st.st_ino == f->ino && f->reader != NULL)
         return;
     char *err = NULL;
-    reader_close(m);
-    free_rows(m);
-    if (reader_open(m, &err) < 0) {
-        set_error(m, "%s", err ? err : "cannot reopen the database");
+    reader_close(f);
+    free_rows(m, f);
+    if (reader_open(f, &err) < 0) {
+        set_error(f, "%s", err ? err : "cannot reopen the database");
         free(err);
     }
 }
 
-static int refresh_steps(Model *m, Step *s)
+static int refresh_steps(ModelFile *f, Step *s)
 {
-    if (read_runs(m) < 0)
+    if (read_runs(f) < 0)
         return -1;
-    long long before = m->run_id;
-    pick_run(m);
-    if (m->run_id != before)
+    long long before = f->run_id;
+    pick_run(s->m, f);
+    if (f->run_id != before)
         s->changed = true;
-    if (read_codes(m, s) < 0 || read_compiles(m, s) < 0 || read_graphs_breaks_limits(m, s) < 0
-        || read_failures(m, s) < 0 || read_entries(m, s) < 0)
+    if (read_codes(f, s) < 0 || read_compiles(f, s) < 0 || read_graphs_breaks_limits(f, s) < 0
+        || read_failures(f, s) < 0 || read_entries(f, s) < 0)
+        return -1;
+    if (s->m->track_texts && read_texts(f, s) < 0)
         return -1;
     return 0;
 }
+
+/* Refresh one file in one read transaction.  0, or -1 with f->error set;
+   *changed is set when its rows or counts changed. */
+static int refresh_file(Model *m, size_t fi, bool *changed)
+{
+    ModelFile *f = &m->files[fi];
+    check_file(m, f);
+    if (f->reader == NULL)
+        return -1;
+    Step s = {m, f, (int)fi, false};
+    int rc = store_read_begin(f->reader);
+    if (rc == 0)
+        rc = refresh_steps(f, &s);
+    if (rc < 0)
+        set_error(f, "%s", store_reader_errmsg(f->reader));
+    store_read_end(f->reader);
+    if (rc < 0) {
+        if (!f->loaded)
+            free_rows(m, f);    /* a half-done first load would count twice */
+        return -1;
+    }
+    f->loaded = true;
+    free(f->error);
+    f->error = NULL;
+    *changed |= s.changed;
+    return 0;
+}
+
+/* ---- the model: every file ---- */
 
 int model_refresh(Model *m)
 {
     double t0 = tui_mono_s();
-    check_file(m);
-    if (m->reader == NULL)
+    bool changed = false;
+    size_t ok = 0;
+    for (size_t fi = 0; fi < m->nfiles; fi++)
+        ok += refresh_file(m, fi, &changed) == 0;
+    if (ok == 0)              /* nothing new: the previous picture stays */
         return -1;
-    Step s = {m, false};
-    int rc = store_read_begin(m->reader);
-    if (rc == 0)
-        rc = refresh_steps(m, &s);
-    if (rc < 0)
-        set_error(m, "%s", store_reader_errmsg(m->reader));
-    model_end(m);
-    if (rc < 0) {
-        if (!m->loaded)
-            free_rows(m);    /* a half-done first load would count twice */
-        return -1;
-    }
-    m->loaded = true;
-    free(m->error);
-    m->error = NULL;
     aggregate(m);
-    if (s.changed)
+    if (changed)
         m->generation++;
     m->refreshes++;
     m->last_query_ms = (tui_mono_s() - t0) * 1e3;
+    return ok == m->nfiles ? 0 : -1;
+}
+
+int model_track_texts(Model *m)
+{
+    if (m->track_texts)
+        return 0;
+    m->track_texts = true;
+    int rc = 0;
+    bool changed = false;
+    for (size_t fi = 0; fi < m->nfiles; fi++) {
+        ModelFile *f = &m->files[fi];
+        if (f->reader == NULL || !f->loaded)
+            continue;             /* its next (full) load reads them */
+        Step s = {m, f, (int)fi, false};
+        int frc = store_read_begin(f->reader);
+        if (frc == 0)
+            frc = read_texts(f, &s);
+        store_read_end(f->reader);
+        if (frc < 0) {
+            set_error(f, "%s", store_reader_errmsg(f->reader));
+            f->mark.brk_text = f->mark.fail_text = 0;   /* read them all again */
+            rc = -1;
+        }
+        changed |= s.changed;
+    }
+    if (changed)
+        m->generation++;
+    return rc;
+}
+
+/* The same file given twice (by device and inode)?  Then *errmsg. */
+static int check_distinct(const Model *m, char **errmsg)
+{
+    for (size_t i = 0; i < m->nfiles; i++)
+        for (size_t j = 0; j < i; j++)
+            if (m->files[i].dev == m->files[j].dev && m->files[i].ino == m->files[j].ino) {
+                *errmsg = xasprintf("%s and %s are the same file: give each database once",
+                                    m->files[j].path, m->files[i].path);
+                return -1;
+            }
     return 0;
 }
 
-int model_open(Model *m, const char *path, long long run_pick, int cache_limit, char **errmsg)
+int model_open(Model *m, const char *const *paths, size_t npaths, long long run_pick,
+               int cache_limit, char **errmsg)
 {
     memset(m, 0, sizeof *m);
     *errmsg = NULL;
-    m->path = xstrdup(path);
+    TUI_ASSERT(npaths > 0);
+    m->files = xcalloc(npaths, sizeof *m->files);
+    m->nfiles = npaths;
     m->run_pick = run_pick;
-    m->run_id = -1;          /* nothing picked yet */
     m->cache_limit_opt = cache_limit > 0 ? cache_limit : 0;
-    if (reader_open(m, errmsg) < 0)
+    /* Several files are a job's ranks: what differs between them is the point. */
+    m->track_texts = npaths > 1;
+    for (size_t i = 0; i < npaths; i++) {
+        m->files[i].path = xstrdup(paths[i]);
+        m->files[i].run_id = -1;          /* nothing picked yet */
+    }
+    for (size_t i = 0; i < npaths; i++)
+        if (reader_open(&m->files[i], errmsg) < 0)
+            goto out_close;
+    if (check_distinct(m, errmsg) < 0)
         goto out_close;
     if (model_refresh(m) < 0) {
-        *errmsg = xstrdup(m->error ? m->error : "cannot read the database");
+        for (size_t i = 0; i < npaths && *errmsg == NULL; i++)
+            if (m->files[i].error != NULL)
+                *errmsg = xstrdup(m->files[i].error);
+        if (*errmsg == NULL)
+            *errmsg = xstrdup("cannot read the database");
         goto out_close;
     }
-    if (run_pick > 0 && model_run(m, run_pick) == NULL) {
-        *errmsg = xasprintf("%s has no run %lld (it has %zu run%s)", path, run_pick,
-                            m->nruns, m->nruns == 1 ? "" : "s");
-        goto out_close;
+    for (size_t i = 0; i < npaths; i++) {
+        const ModelFile *f = &m->files[i];
+        if (run_pick > 0 && model_run(m, i, run_pick) == NULL) {
+            *errmsg = xasprintf("%s has no run %lld (it has %zu run%s)", f->path, run_pick,
+                                f->nruns, f->nruns == 1 ? "" : "s");
+            goto out_close;
+        }
     }
     return 0;
 
@@ -655,49 +917,117 @@ out_close:
 
 void model_close(Model *m)
 {
-    reader_close(m);
-    free_rows(m);
-    free(m->rows);
-    free(m->entries);
-    free(m->open_compiles);
-    free(m->open_rows);
-    indexmap_done(&m->code_map);
-    indexmap_done(&m->entry_map);
-    free_runs(m);
-    free(m->path);
-    free(m->error);
+    for (size_t i = 0; i < m->nfiles; i++) {
+        ModelFile *f = &m->files[i];
+        reader_close(f);
+        free_rows(m, f);
+        free(f->rows);
+        free(f->entries);
+        free(f->texts);
+        free(f->open_compiles);
+        free(f->open_rows);
+        indexmap_done(&f->code_map);
+        indexmap_done(&f->entry_map);
+        indexmap_done(&f->text_map);
+        free_runs(f);
+        free(f->path);
+        free(f->error);
+    }
+    free(m->files);
     memset(m, 0, sizeof *m);
 }
 
 void model_forget(Model *m)
 {
-    free_rows(m);
+    for (size_t i = 0; i < m->nfiles; i++)
+        free_rows(m, &m->files[i]);
 }
 
-const RunInfo *model_run(const Model *m, long long run_id)
+/* ---- lookups ---- */
+
+size_t model_nrows(const Model *m)
 {
-    for (size_t i = 0; i < m->nruns; i++)
-        if (m->runs[i].run_id == run_id)
-            return &m->runs[i];
+    size_t n = 0;
+    for (size_t i = 0; i < m->nfiles; i++)
+        n += m->files[i].nrows;
+    return n;
+}
+
+long model_ref(const Model *m, size_t file, size_t idx)
+{
+    return (long)(idx * m->nfiles + file);
+}
+
+const CodeRow *model_row(const Model *m, long ref)
+{
+    size_t file = (size_t)ref % m->nfiles, idx = (size_t)ref / m->nfiles;
+    TUI_ASSERT(ref >= 0 && idx < m->files[file].nrows);
+    return &m->files[file].rows[idx];
+}
+
+const CodeRow *model_code(const Model *m, size_t file, long long run_id, long long code_id)
+{
+    if (file >= m->nfiles)
+        return NULL;
+    long i = code_find(&m->files[file], run_id, code_id);
+    return i >= 0 ? &m->files[file].rows[i] : NULL;
+}
+
+const RunInfo *model_run(const Model *m, size_t file, long long run_id)
+{
+    if (file >= m->nfiles)
+        return NULL;
+    const ModelFile *f = &m->files[file];
+    for (size_t i = 0; i < f->nruns; i++)
+        if (f->runs[i].run_id == run_id)
+            return &f->runs[i];
     return NULL;
+}
+
+const char *model_label(const Model *m, const CodeRow *r)
+{
+    const RunInfo *run = model_run(m, (size_t)r->file, r->run_id);
+    return run ? run->label : "?";
+}
+
+int model_label_cmp(const RunInfo *a, const RunInfo *b)
+{
+    if (a->has_rank != b->has_rank)
+        return a->has_rank ? -1 : 1;
+    if (a->has_rank)
+        return a->rank < b->rank ? -1 : a->rank > b->rank;
+    return strcmp(a->label, b->label);
 }
 
 bool model_live(const Model *m)
 {
-    for (size_t i = 0; i < m->nruns; i++) {
-        const RunInfo *r = &m->runs[i];
-        if ((m->run_id == 0 || r->run_id == m->run_id) && r->ended_at == 0 && !r->pid_gone)
-            return true;
+    for (size_t fi = 0; fi < m->nfiles; fi++) {
+        const ModelFile *f = &m->files[fi];
+        for (size_t i = 0; i < f->nruns; i++) {
+            const RunInfo *r = &f->runs[i];
+            if (shown(f, r) && r->ended_at == 0 && !r->pid_gone)
+                return true;
+        }
     }
     return false;
 }
 
-StoreReader *model_reader(const Model *m)
+size_t model_shown_runs(const Model *m)
 {
-    return m->reader;
+    size_t n = 0;
+    for (size_t fi = 0; fi < m->nfiles; fi++)
+        for (size_t i = 0; i < m->files[fi].nruns; i++)
+            n += shown(&m->files[fi], &m->files[fi].runs[i]);
+    return n;
 }
 
-const char *model_read_error(const Model *m)
+StoreReader *model_reader(const Model *m, size_t file)
 {
-    return m->reader != NULL ? store_reader_errmsg(m->reader) : "database closed";
+    return file < m->nfiles ? m->files[file].reader : NULL;
+}
+
+const char *model_read_error(const Model *m, size_t file)
+{
+    StoreReader *r = model_reader(m, file);
+    return r != NULL ? store_reader_errmsg(r) : "database closed";
 }

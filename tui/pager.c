@@ -25,6 +25,7 @@ static void add_line(Pager *p, long long run_id, long long code_id, int indent, 
     }
     PagerLine *l = &p->lines[p->nlines++];
     l->text = text;
+    l->file = 0;
     l->run_id = run_id;
     l->code_id = code_id;
     l->wrap_indent = indent;
@@ -80,6 +81,13 @@ void pager_set_tail(Pager *p, int keep, const char *fmt, ...)
     l->tail = s;
     l->tail_keep = keep;
     p->vis_width = -1;
+}
+
+void pager_set_file(Pager *p, int file)
+{
+    TUI_ASSERT(p->nlines > 0);
+    if (p->nlines > 0)
+        p->lines[p->nlines - 1].file = file;
 }
 
 void pager_clear(Pager *p)

@@ -5,6 +5,12 @@
  * cursor with scrolling, and follow mode (F: the cursor stays on the same
  * code object while the order changes).  Batch mode formats its rows with
  * the same functions.  Contract: tui.h; manual: docs/dyntop.md.
+ *
+ * With several files (a job's ranks) each row is one run's code object:
+ * the RANK column names the run (HOST too, when the runs come from more
+ * than one host), the filter also matches it, and rows that tie on the
+ * sort column keep rank order, so one function's rows stand together.
+ * With one file neither column exists and nothing else changes.
  */
 #include "tui.h"
 
@@ -16,6 +22,8 @@
 const ColumnDef table_columns[COL__COUNT] = {
     /* id             title                 --sort        key  right min pref prio */
     {COL_FLAGS,      "S",                  "flags",      0,   false, 2,  0,  0},
+    {COL_RANK,       "RANK",               "rank",       0,   false, 4,  24, 0},
+    {COL_HOST,       "HOST",               "host",       0,   false, 4,  16, 6},
     {COL_NAME,       "FUNCTION",           "name",       0,   false, 10, 24, 0},
     {COL_WHERE,      "FILE:LINE",          "file",       0,   false, 14, 28, 4},
     {COL_ENTRIES,    "ENTRIES",            "entries",    0,   true,  8,  0,  1},
@@ -28,6 +36,18 @@ const ColumnDef table_columns[COL__COUNT] = {
     {COL_GUARD,      "LAST FAILING GUARD", "guard",      0,   false, 14, 0,  5},
 };
 
+/* Columns are dropped from this priority down as the width requires. */
+#define MAX_PRIORITY 6
+
+bool table_column_applies(const Model *m, ColumnId c)
+{
+    if (c == COL_RANK)
+        return m->nfiles > 1;
+    if (c == COL_HOST)
+        return m->nfiles > 1 && m->nhosts > 1;
+    return true;
+}
+
 int table_column_by_name(const char *name)
 {
     for (int c = 0; c < COL__COUNT; c++)
@@ -38,13 +58,15 @@ int table_column_by_name(const char *name)
 }
 
 /* Columns before c that are shown: the gap before c is 2 after a
-   right-aligned column when c is left-aligned (numbers then text), else 1;
+   right-aligned column when c is left-aligned (numbers then text), and
+   after the run's columns (their labels have a space: "rank 2"), else 1;
    0 before the first shown column. */
 static int gap_before(const int widths[COL__COUNT], int c)
 {
     for (int p = c - 1; p >= 0; p--)
         if (widths[p] > 0)
-            return table_columns[p].right && !table_columns[c].right ? 2 : 1;
+            return (table_columns[p].right && !table_columns[c].right) || p == COL_RANK
+                   || p == COL_HOST ? 2 : 1;
     return 0;
 }
 
@@ -65,6 +87,14 @@ void table_cell(const Model *m, const CodeRow *r, ColumnId c, int width, char *d
     case COL_FLAGS:
         snprintf(dst, cap, "%s%s", r->at_limit ? "L" : "", r->recent ? "R" : "");
         return;
+    case COL_RANK:
+        snprintf(dst, cap, "%s", model_label(m, r));
+        return;
+    case COL_HOST: {
+        const RunInfo *run = model_run(m, (size_t)r->file, r->run_id);
+        snprintf(dst, cap, "%s", run && run->hostname[0] ? run->hostname : "?");
+        return;
+    }
     case COL_NAME:
         snprintf(dst, cap, "%s", r->name);
         return;
@@ -72,8 +102,9 @@ void table_cell(const Model *m, const CodeRow *r, ColumnId c, int width, char *d
         snprintf(dst, cap, "%s", r->where);
         return;
     case COL_ENTRIES:
-        if (model_cache_limit(m, r->run_id) > 0)
-            snprintf(dst, cap, "%lld/%d", r->fullest, model_cache_limit(m, r->run_id));
+        if (model_cache_limit(m, (size_t)r->file, r->run_id) > 0)
+            snprintf(dst, cap, "%lld/%d", r->fullest,
+                     model_cache_limit(m, (size_t)r->file, r->run_id));
         else
             snprintf(dst, cap, "%lld/?", r->fullest);
         return;
@@ -162,7 +193,7 @@ static int natural_width(const Model *m, const long *view, size_t nview, ColumnI
     char cell[1024];
     int w = (int)strlen(table_columns[c].title);
     for (size_t i = 0; i < nview; i++) {
-        table_cell(m, &m->rows[view[i]], c, 0, cell, sizeof cell);
+        table_cell(m, model_row(m, view[i]), c, 0, cell, sizeof cell);
         int cw = fmt_width(cell);
         if (cw > w)
             w = cw;
@@ -177,13 +208,24 @@ void table_layout(const Model *m, const long *view, size_t nview, int width,
         for (int c = 0; c < COL__COUNT; c++) {
             int nat = natural_width(m, view, nview, (ColumnId)c);
             widths[c] = nat > table_columns[c].min_width ? nat : table_columns[c].min_width;
+            if (!table_column_applies(m, (ColumnId)c))
+                widths[c] = 0;
         }
         return;
     }
-    /* Every column at its minimum; drop the least important until it fits. */
-    for (int c = 0; c < COL__COUNT; c++)
+    /* Every column at its minimum (the run's columns: as wide as their
+       widest value, up to their preferred width); drop the least important
+       until it fits. */
+    for (int c = 0; c < COL__COUNT; c++) {
         widths[c] = table_columns[c].min_width;
-    for (int prio = 5; prio > 0 && total_width(widths) > width; prio--)
+        if (!table_column_applies(m, (ColumnId)c))
+            widths[c] = 0;
+        else if (c == COL_RANK || c == COL_HOST) {
+            int nat = natural_width(m, view, nview, (ColumnId)c);
+            widths[c] = nat < table_columns[c].pref_width ? nat : table_columns[c].pref_width;
+        }
+    }
+    for (int prio = MAX_PRIORITY; prio > 0 && total_width(widths) > width; prio--)
         for (int c = COL__COUNT - 1; c >= 0; c--)
             if (table_columns[c].priority == prio)
                 widths[c] = 0;
@@ -219,11 +261,32 @@ static int cmp_ll(long long a, long long b)
     return a < b ? -1 : a > b;
 }
 
+/* Runs by label order (ranks by number); a run not known sorts last. */
+static int cmp_runs(const CodeRow *a, const CodeRow *b)
+{
+    const RunInfo *ra = model_run(sort_model, (size_t)a->file, a->run_id);
+    const RunInfo *rb = model_run(sort_model, (size_t)b->file, b->run_id);
+    if (ra == NULL || rb == NULL)
+        return (ra == NULL) - (rb == NULL);
+    return model_label_cmp(ra, rb);
+}
+
+static int cmp_hosts(const CodeRow *a, const CodeRow *b)
+{
+    const RunInfo *ra = model_run(sort_model, (size_t)a->file, a->run_id);
+    const RunInfo *rb = model_run(sort_model, (size_t)b->file, b->run_id);
+    return strcmp(ra ? ra->hostname : "", rb ? rb->hostname : "");
+}
+
 static int cmp_column(const CodeRow *a, const CodeRow *b, ColumnId c)
 {
     switch (c) {
     case COL_FLAGS:
         return cmp_ll(2 * a->at_limit + a->recent, 2 * b->at_limit + b->recent);
+    case COL_RANK:
+        return cmp_runs(a, b);
+    case COL_HOST:
+        return cmp_hosts(a, b);
     case COL_NAME:
         return strcmp(a->name, b->name);
     case COL_WHERE: {
@@ -254,12 +317,13 @@ static int cmp_column(const CodeRow *a, const CodeRow *b, ColumnId c)
     return 0;
 }
 
-/* The sort column in the chosen direction, then name, place and key in
-   ascending order, so equal rows keep a stable, predictable order. */
+/* The sort column in the chosen direction, then name, place, (several
+   files) run label and file, and key in ascending order, so equal rows
+   keep a stable, predictable order. */
 static int cmp_rows(const void *pa, const void *pb)
 {
-    const CodeRow *a = &sort_model->rows[*(const long *)pa];
-    const CodeRow *b = &sort_model->rows[*(const long *)pb];
+    const CodeRow *a = model_row(sort_model, *(const long *)pa);
+    const CodeRow *b = model_row(sort_model, *(const long *)pb);
     int r = cmp_column(a, b, sort_col);
     if (r)
         return sort_desc ? -r : r;
@@ -267,14 +331,21 @@ static int cmp_rows(const void *pa, const void *pb)
         return r;
     if ((r = cmp_column(a, b, COL_WHERE)) != 0)
         return r;
+    if (sort_model->nfiles > 1 && ((r = cmp_runs(a, b)) != 0 || (r = a->file - b->file) != 0))
+        return r;
     if ((r = cmp_ll(a->run_id, b->run_id)) != 0)
         return r;
     return cmp_ll(a->code_id, b->code_id);
 }
 
-static bool matches(const CodeRow *r, const char *filter)
+static bool matches(const Model *m, const CodeRow *r, const char *filter)
 {
-    return fmt_contains(r->name, filter) || fmt_contains(r->where, filter);
+    if (fmt_contains(r->name, filter) || fmt_contains(r->where, filter))
+        return true;
+    if (m->nfiles == 1)
+        return false;
+    const RunInfo *run = model_run(m, (size_t)r->file, r->run_id);
+    return run != NULL && (fmt_contains(run->label, filter) || fmt_contains(run->hostname, filter));
 }
 
 static void scroll_to_cursor(Table *t)
@@ -295,22 +366,25 @@ static void scroll_to_cursor(Table *t)
 void table_rebuild(Table *t)
 {
     const Model *m = t->model;
-    if (t->capview < m->nrows) {
-        t->capview = m->nrows + 64;
+    size_t nrows = model_nrows(m);
+    if (t->capview < nrows) {
+        t->capview = nrows + 64;
         t->view = xrealloc(t->view, t->capview * sizeof *t->view);
     }
     t->nview = 0;
-    for (size_t i = 0; i < m->nrows; i++)
-        if (matches(&m->rows[i], t->filter))
-            t->view[t->nview++] = (long)i;
+    for (size_t fi = 0; fi < m->nfiles; fi++)
+        for (size_t i = 0; i < m->files[fi].nrows; i++)
+            if (matches(m, &m->files[fi].rows[i], t->filter))
+                t->view[t->nview++] = model_ref(m, fi, i);
     sort_model = m;
     sort_col = t->sort;
     sort_desc = t->descending;
     qsort(t->view, t->nview, sizeof *t->view, cmp_rows);
     if (t->follow) {
         for (size_t i = 0; i < t->nview; i++) {
-            const CodeRow *r = &m->rows[t->view[i]];
-            if (r->run_id == t->followed_run && r->code_id == t->followed_code) {
+            const CodeRow *r = model_row(m, t->view[i]);
+            if (r->file == t->followed_file && r->run_id == t->followed_run
+                && r->code_id == t->followed_code) {
                 t->cursor = i;
                 break;
             }
@@ -348,7 +422,7 @@ const CodeRow *table_selected(const Table *t)
 {
     if (t->nview == 0 || t->cursor >= t->nview)
         return NULL;
-    return &t->model->rows[t->view[t->cursor]];
+    return model_row(t->model, t->view[t->cursor]);
 }
 
 void table_toggle_follow(Table *t)
@@ -356,19 +430,21 @@ void table_toggle_follow(Table *t)
     const CodeRow *r = table_selected(t);
     t->follow = !t->follow && r != NULL;
     if (t->follow) {
+        t->followed_file = r->file;
         t->followed_run = r->run_id;
         t->followed_code = r->code_id;
     }
     t->super.dirty = true;
 }
 
-void table_select(Table *t, long long run_id, long long code_id)
+void table_select(Table *t, int file, long long run_id, long long code_id)
 {
     for (size_t i = 0; i < t->nview; i++) {
-        const CodeRow *r = &t->model->rows[t->view[i]];
-        if (r->run_id == run_id && r->code_id == code_id) {
+        const CodeRow *r = model_row(t->model, t->view[i]);
+        if (r->file == file && r->run_id == run_id && r->code_id == code_id) {
             t->cursor = i;
             if (t->follow) {
+                t->followed_file = file;
                 t->followed_run = run_id;
                 t->followed_code = code_id;
             }
@@ -424,7 +500,7 @@ static void table_draw(Widget *w)
             tui_put(y, w->x, w->w, empty, FMT_LEFT, colors_attr(AC_DIM));
             continue;
         }
-        const CodeRow *r = &t->model->rows[t->view[v]];
+        const CodeRow *r = model_row(t->model, t->view[v]);
         AttrClass cls = v == t->cursor ? AC_CURSOR
                         : r->at_limit ? AC_LIMIT : r->recent ? AC_RECENT : AC_NORMAL;
         table_format_row(t->model, r, widths, t->sort, t->descending, false, line, sizeof line);

@@ -5,8 +5,9 @@
  * Files, one mechanism each:
  *   dyntop.c    main(): options (getopt_long), the poll/draw/key loop
  *   app.c       the screen: which widgets are shown, key dispatch, layout
- *   model.c     the database side: runs, code rows and totals, refreshed
- *               incrementally every poll
+ *   model.c     the database side: runs, code rows and totals of one or
+ *               several files (a job's ranks), each refreshed incrementally
+ *               every poll through its own reader
  *   indexmap.c  an open-addressing hash of row indexes (the model's keys)
  *   widget.c    the widget base (vtable, rect, dirty flag) and drawing helpers
  *   header.c    summary header widget
@@ -14,9 +15,12 @@
  *   pager.c     a scrollable list of styled lines (detail, views, help, menu)
  *   detail.c    the detail view of one code object (its queries and lines)
  *   views.c     break reasons by site, the recompile log
+ *   diverge.c   the divergence between runs (dynscope/ranks.py's rule): the
+ *               `v` view and batch mode's Divergence section
  *   help.c      the key table and the help screen
  *   bar.c       the footer: key hints, the filter prompt, messages
- *   batch.c     batch mode (-b): the header and table as plain text
+ *   batch.c     batch mode (-b): the header and table as plain text (and,
+ *               for several files, the divergence)
  *   bench.c     --bench-refresh: timed refreshes into a headless screen
  *   fmt.c       text: sanitizing, display width, fitting, numbers, times
  *   colors.c    attribute classes -> curses attributes (colour or mono)
@@ -206,7 +210,7 @@ void indexmap_done(IndexMap *m);
 uint64_t indexmap_hash2(long long a, long long b);
 uint64_t indexmap_hash_str(uint64_t h, const char *s);
 
-/* ---- model.c: what the database says ---- */
+/* ---- model.c: what the databases say ---- */
 
 typedef struct RunInfo {
     long long run_id;
@@ -216,6 +220,14 @@ typedef struct RunInfo {
     long long resets;         /* current epoch */
     long long dropped;        /* events dropped (written at the run's end) */
     char *argv;               /* owned, the recorded argv as JSON text */
+    char *hostname;           /* owned, sanitized; "" when unknown (before v4) */
+    bool has_rank;            /* torchrun's RANK was set: then rank is it */
+    long long rank;
+    long long local_rank;     /* -1 when unset */
+    long long world_size;     /* -1 when unset */
+    char label[96];           /* who it is, as dynscope/ranks.py run_labels says:
+                                 "rank R", else "pid P@host" ("pid P" when the
+                                 host is unknown); sanitized */
     bool pid_gone;            /* not ended but the process is not there */
     int cache_limit;          /* entries per frame it ran with; 0 = unknown */
 } RunInfo;
@@ -226,6 +238,7 @@ typedef struct RunInfo {
  * run's current epoch.
  */
 typedef struct CodeRow {
+    int file;                 /* its database: Model.files[file] */
     long long run_id;
     long long code_id;
     char *name;               /* owned, sanitized */
@@ -236,6 +249,7 @@ typedef struct CodeRow {
     long long recompiles;     /* compiles with frame_compile_id > 0 */
     long long capture_ns;     /* sum of compiles.duration_ns */
     long long graphs;         /* rows of graphs */
+    long long graphs_made;    /* sum of compiles.graphs (what ranks.py compares) */
     long long breaks;         /* rows of graph_breaks */
     long long limit_events;   /* rows of cache_limits */
     long long limit_epoch;    /* newest epoch with a cache_limits row, -1 none */
@@ -246,7 +260,8 @@ typedef struct CodeRow {
     long long last_recompile_at; /* wall ns, 0 if none */
     long long last_fail_id;   /* guard_failures.failure_id of last_fail, 0 none */
     char *last_fail;          /* owned, "expr (observed v)", "" if none */
-    long entry_head;          /* first of its entries in Model.entries, -1 */
+    long entry_head;          /* first of its entries in ModelFile.entries, -1 */
+    long text_head;           /* first of its texts in ModelFile.texts, -1 */
     bool at_limit;            /* a frame at the limit, or a cache_limits row
                                  in the current epoch */
     bool recent;              /* recompiled within TUI_RECENT_NS */
@@ -261,6 +276,17 @@ typedef struct EntryRec {
     long long hits;
     long next;                /* next entry of the same code object, -1 */
 } EntryRec;
+
+/* One distinct break reason or failing guard of a code object (what the
+   divergence between runs compares; kept only while tracked). */
+enum { TEXT_BREAK = 'b', TEXT_GUARD = 'g' };
+typedef struct TextRec {
+    long row;                 /* its CodeRow */
+    char kind;                /* TEXT_BREAK ("kind: reason"), TEXT_GUARD (expr) */
+    char *text;               /* owned, as recorded: compared byte for byte,
+                                 sanitized only when shown */
+    long next;                /* next text of the same code object, -1 */
+} TextRec;
 
 /* Totals shown in the header: sums of the rows (so they agree with the
    table), plus what only the database knows. */
@@ -293,27 +319,25 @@ enum { MODEL_RUN_NEWEST = -1, MODEL_RUN_ALL = 0 };
 #define MODEL_SAMPLES 64
 
 /*
- * The in-memory picture of one database.  Refreshed incrementally: tables
- * the recorder only appends to are read past a rowid watermark; compiles
- * still in progress (no ended_at yet) are re-read until they end; entry
- * counters come from entry_stats rows past the watermark.  A new newest run
- * (when following it), a replaced file or a failed incremental step reloads
- * everything.
+ * The in-memory picture of one database file.  Refreshed incrementally:
+ * tables the recorder only appends to are read past a rowid watermark;
+ * compiles still in progress (no ended_at yet) are re-read until they end;
+ * entry counters come from entry_stats rows past the watermark.  A new
+ * newest run (when following it), a replaced file or a failed incremental
+ * step reloads this file (not the others).
  *
- * Invariants: rows[] only grows between reloads (indexes are stable; the
- * table widget keeps indexes); code_map maps (run_id, code_id) to rows[];
- * entry_map maps (row, epoch, cid) to entries[]; every watermark is the
+ * Invariants: rows[] only grows between reloads of the file (indexes are
+ * stable; the table keeps references to them); code_map maps (run_id,
+ * code_id) to rows[]; entry_map maps (row, epoch, cid) to entries[];
+ * text_map maps (row, kind, text) to texts[]; every watermark is the
  * largest rowid of its table already folded into the aggregates.
  */
-typedef struct Model {
+typedef struct ModelFile {
     char *path;               /* owned, as given */
     StoreReader *reader;      /* owned; NULL when closed */
     dev_t dev;                /* the file we opened */
     ino_t ino;
-    long long run_pick;       /* MODEL_RUN_NEWEST, MODEL_RUN_ALL or a run_id */
-    long long run_id;         /* the run shown (0: all runs) */
-    int cache_limit_opt;      /* --cache-limit, 0 = infer (8 unless a frame
-                                 holds more: then unknown) */
+    long long run_id;         /* the run shown (0: all runs; -1: none picked) */
 
     RunInfo *runs;            /* owned, every run in the file, by run_id */
     size_t nruns, capruns;
@@ -324,15 +348,43 @@ typedef struct Model {
     EntryRec *entries;        /* owned */
     size_t nentries, capentries;
     IndexMap entry_map;
+    TextRec *texts;           /* owned; empty unless Model.track_texts */
+    size_t ntexts, captexts;
+    IndexMap text_map;
     long long *open_compiles; /* owned: compile_rows not ended yet */
     long *open_rows;          /*   and their CodeRow */
     size_t nopen, capopen;
 
     struct {
         long long code, compile, graph, brk, limit, failure, entry, stats;
+        long long brk_text, fail_text;
     } mark;                   /* watermarks (rowids) */
     long long failures;       /* guard_failures rows of the shown run(s) */
     bool loaded;              /* a full load has happened */
+    bool texts_loaded;        /* ... and the texts were read with it */
+
+    bool gone;                /* the file disappeared (showing the last data) */
+    char *error;              /* owned, the last refresh error, or NULL */
+} ModelFile;
+
+/*
+ * What dyntop shows: one or several database files (a job's ranks or
+ * hosts, a file each), each with its own reader and its own incremental
+ * state (ModelFile), their rows shown together.  A row is named by a
+ * reference, idx * nfiles + file (model_ref): with one file, its index.
+ * Invariants: files[] is fixed from model_open on (order as given); the
+ * same run_pick applies to each file; totals and rates are over every
+ * file's rows; generation is bumped when any file's rows or counts change.
+ */
+typedef struct Model {
+    ModelFile *files;         /* owned */
+    size_t nfiles;
+    long long run_pick;       /* MODEL_RUN_NEWEST, MODEL_RUN_ALL or a run_id */
+    int cache_limit_opt;      /* --cache-limit, 0 = infer (8 unless a frame
+                                 holds more: then unknown) */
+    bool track_texts;         /* keep each row's distinct break reasons and
+                                 failing guards (the divergence view) */
+    size_t nhosts;            /* distinct hosts of the shown runs */
 
     Totals totals;
     Rates rates;
@@ -344,47 +396,63 @@ typedef struct Model {
     long long generation;     /* bumped when rows or counts changed */
     long long refreshes;      /* successful refreshes */
     double last_query_ms;
-
-    bool gone;                /* the file disappeared (showing the last data) */
-    char *error;              /* owned, the last refresh error, or NULL */
 } Model;
 
 /*
- * Open `path` read-only (store_reader_open: a dynscope file at our schema
- * version) and load it.  0, or -1 with *errmsg malloc'd (missing, not SQLite,
- * not dynscope, newer or older schema, unreadable/corrupt).
+ * Open each of `paths` read-only (store_reader_open: a dynscope file at a
+ * schema version we read) and load them.  0, or -1 with *errmsg malloc'd,
+ * one line naming the file (missing, not SQLite, not dynscope, newer or
+ * older schema, unreadable/corrupt, no such run, given twice).
  */
-int model_open(Model *m, const char *path, long long run_pick, int cache_limit,
-               char **errmsg);
+int model_open(Model *m, const char *const *paths, size_t npaths, long long run_pick,
+               int cache_limit, char **errmsg);
 void model_close(Model *m);
 /*
- * Bring the model up to date.  0, or -1 with m->error set (the previous
- * data stays).  A vanished file sets m->gone and returns 0; a replaced file
- * is reopened.  Updates totals and rates.
+ * Bring every file up to date.  0, or -1 when a file's refresh failed (its
+ * error set; its previous data stays).  A vanished file sets its `gone` and
+ * counts as success; a replaced file is reopened.  Updates totals, rates.
  */
 int model_refresh(Model *m);
 /* Drop the rows: the next refresh is a full load (Ctrl-L; the benchmark). */
 void model_forget(Model *m);
-/* The cache size limit run_id ran with, as far as known; 0 = unknown.  The
+/* Keep each row's distinct break reasons and failing guards from now on
+   (TextRec), reading them now.  0, or -1 (a file's error set). */
+int model_track_texts(Model *m);
+
+/* Every row: references 0 .. are not dense; iterate files and rows, or use
+   model_ref().  The number of rows over every file: */
+size_t model_nrows(const Model *m);
+long model_ref(const Model *m, size_t file, size_t idx);
+const CodeRow *model_row(const Model *m, long ref);
+/* The row of (file, run_id, code_id), or NULL. */
+const CodeRow *model_code(const Model *m, size_t file, long long run_id, long long code_id);
+/* The RunInfo of run_id in a file, or NULL. */
+const RunInfo *model_run(const Model *m, size_t file, long long run_id);
+/* The run label of a row ("rank 2"; "?" when its run is not known). */
+const char *model_label(const Model *m, const CodeRow *r);
+/* The order of runs by label (dynscope/ranks.py _order): ranked runs by
+   rank, then the others by label.  <0, 0, >0. */
+int model_label_cmp(const RunInfo *a, const RunInfo *b);
+/* The cache size limit a run ran with, as far as known; 0 = unknown.  The
    database does not record it: --cache-limit says it, else the default 8
    unless a frame of the run holds more entries than that. */
-int model_cache_limit(const Model *m, long long run_id);
-/* The RunInfo of run_id, or NULL. */
-const RunInfo *model_run(const Model *m, long long run_id);
-/* Is the shown run (any shown run, for all runs) still recording? */
+int model_cache_limit(const Model *m, size_t file, long long run_id);
+/* The current epoch of a run (runs.resets), 0 if unknown. */
+long long model_epoch(const Model *m, size_t file, long long run_id);
+/* Is a shown run of any file still recording? */
 bool model_live(const Model *m);
-/* The reader (borrowed), NULL if closed: what the views read through. */
-StoreReader *model_reader(const Model *m);
-/* What the last read through the model's reader failed with ("database
+/* How many runs are shown over every file. */
+size_t model_shown_runs(const Model *m);
+/* The reader of a file (borrowed), NULL if closed: what the views read
+   through. */
+StoreReader *model_reader(const Model *m, size_t file);
+/* What the last read through a file's reader failed with ("database
    closed" when there is none). */
-const char *model_read_error(const Model *m);
-/* The current epoch of run_id (runs.resets), 0 if unknown. */
-long long model_epoch(const Model *m, long long run_id);
-/* Row index of (run_id, code_id) or -1. */
-long model_find(const Model *m, long long run_id, long long code_id);
-/* One read transaction around a view's reads (one snapshot).  0 / -1. */
-int model_begin(Model *m);
-void model_end(Model *m);
+const char *model_read_error(const Model *m, size_t file);
+/* One read transaction around a view's reads of one file (one snapshot).
+   0 / -1. */
+int model_begin(Model *m, size_t file);
+void model_end(Model *m, size_t file);
 
 /* ---- widget.c: the widget base ---- */
 
@@ -454,6 +522,8 @@ int header_lines(const Model *m, bool paused, double delay, char lines[][512], i
 
 typedef enum ColumnId {
     COL_FLAGS,
+    COL_RANK,                 /* several files only: the run's label */
+    COL_HOST,                 /* several files from several hosts only */
     COL_NAME,
     COL_WHERE,
     COL_ENTRIES,
@@ -481,10 +551,14 @@ typedef struct ColumnDef {
 extern const ColumnDef table_columns[COL__COUNT];
 /* Column by --sort name (or title, case-insensitive), or -1. */
 int table_column_by_name(const char *name);
+/* Does column c exist for m?  RANK with several files, HOST with several
+   files from more than one host; the rest always (so one file shows the
+   table it always did). */
+bool table_column_applies(const Model *m, ColumnId c);
 
 /* Widths for a screen `width` columns wide: widths[i] = 0 when column i is
-   left out.  width <= 0: every column at its natural width for `m` (batch
-   without -w).  */
+   left out (or does not apply).  width <= 0: every column at its natural
+   width for `m` (batch without -w).  `view` holds row references. */
 void table_layout(const Model *m, const long *view, size_t nview, int width,
                   int widths[COL__COUNT]);
 /* The text of one cell, for a column `width` wide (0: no limit), unpadded. */
@@ -498,7 +572,8 @@ char *table_format_row(const Model *m, const CodeRow *r, const int widths[COL__C
 typedef struct Table {
     Widget super;
     const Model *model;       /* borrowed */
-    long *view;               /* owned, row indexes shown: filtered, sorted */
+    long *view;               /* owned, row references shown (model_ref):
+                                 filtered, sorted */
     size_t nview, capview;
     ColumnId sort;
     bool descending;
@@ -506,6 +581,7 @@ typedef struct Table {
     size_t cursor;            /* index into view */
     size_t top;               /* first view index on screen */
     bool follow;              /* keep the cursor on followed_* */
+    int followed_file;
     long long followed_run, followed_code;
     long long seen_generation;/* model generation the view was built from */
 } Table;
@@ -525,14 +601,15 @@ void table_set_filter(Table *t, const char *text);
 /* The selected row, or NULL when the view is empty. */
 const CodeRow *table_selected(const Table *t);
 void table_toggle_follow(Table *t);
-/* Put the cursor on (run_id, code_id) if shown. */
-void table_select(Table *t, long long run_id, long long code_id);
+/* Put the cursor on (file, run_id, code_id) if shown. */
+void table_select(Table *t, int file, long long run_id, long long code_id);
 
 /* ---- pager.c: scrollable styled lines ---- */
 
 typedef struct PagerLine {
     char *text;               /* owned, styled text (tui_put_styled markup) */
-    long long run_id;         /* what Enter opens (detail), or -1 */
+    int file;                 /* what Enter opens: the file (0 unless set), */
+    long long run_id;         /* the run and code object (detail), or -1 */
     long long code_id;        /* (the sort menu keeps its ColumnId here) */
     int wrap_indent;          /* continuation lines start at this column */
     char *tail;               /* owned or NULL: styled text at the right edge */
@@ -581,6 +658,9 @@ void pager_add_indent(Pager *p, int indent, const char *fmt, ...)
  */
 void pager_set_tail(Pager *p, int keep, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The file (Model.files) of the code object the line added last names
+   (pager_add's run_id, code_id); 0 unless set. */
+void pager_set_file(Pager *p, int file);
 /* After adding: clamp cursor and top, mark dirty. */
 void pager_finish(Pager *p);
 const PagerLine *pager_selected(const Pager *p);
@@ -589,9 +669,9 @@ void pager_print(const Pager *p, FILE *out);
 
 /* ---- detail.c, views.c, help.c: content for pagers ---- */
 
-/* Fill p with the detail of (run_id, code_id).  0, or -1 (p holds an error
-   line). */
-int detail_load(Pager *p, Model *m, long long run_id, long long code_id);
+/* Fill p with the detail of (file, run_id, code_id).  0, or -1 (p holds an
+   error line). */
+int detail_load(Pager *p, Model *m, int file, long long run_id, long long code_id);
 int views_load_breaks(Pager *p, Model *m);
 int views_load_recompiles(Pager *p, Model *m);
 /* The most recompiles the log shows. */
@@ -605,8 +685,59 @@ typedef struct KeyHelp {
 extern const KeyHelp help_keys[];
 extern const size_t help_nkeys;
 void help_load(Pager *p);
-/* The sort menu: one line per column, cursor on `current`. */
-void help_load_sort_menu(Pager *p, ColumnId current);
+/* The sort menu: one line per column of m, cursor on `current`. */
+void help_load_sort_menu(Pager *p, const Model *m, ColumnId current);
+
+/* ---- diverge.c: the divergence between runs (dynscope/ranks.py's rule) ---- */
+
+/* What a function's runs may differ in. */
+enum { DIFF_COMPILES = 1, DIFF_GRAPHS = 2, DIFF_BREAKS = 4, DIFF_GUARDS = 8 };
+
+/* One run's side of a function. */
+typedef struct DivRun {
+    const CodeRow *row;       /* borrowed from the model (until its next refresh) */
+    const RunInfo *run;       /* borrowed */
+    const char **breaks;      /* owned array of borrowed texts, sorted: its */
+    size_t nbreaks;           /*   distinct break reasons ("kind: reason") */
+    const char **guards;      /* ... and failing guards (expressions) */
+    size_t nguards;
+    int group;                /* runs that agree share a group */
+    bool odd;                 /* outside the norm (the largest group) */
+    unsigned differs;         /* odd: DIFF_* against the norm */
+} DivRun;
+
+/* A function whose runs diverge. */
+typedef struct DivFunction {
+    const CodeRow *first;     /* a row of the norm: name, where */
+    DivRun *runs;             /* owned, the runs that reached it, label order */
+    size_t nruns;
+    size_t norm;              /* index of a run of the norm group */
+    size_t nnorm;             /* runs in the norm group */
+    unsigned differs;         /* DIFF_* of any odd run */
+    size_t seq;               /* when it was first read (ties of file:line) */
+} DivFunction;
+
+typedef struct Divergence {
+    size_t nruns;             /* runs compared (distinct labels) */
+    const char *only_run;     /* borrowed: the label of the first of them, "" none */
+    size_t nfunctions;        /* functions two or more runs reached */
+    DivFunction *fns;         /* owned, the divergent ones, by file and line */
+    size_t nfns, capfns;
+} Divergence;
+
+/* The divergence over the model's rows now (m->track_texts must be on: the
+   break and guard sets are the rows' texts).  Free with diverge_free(). */
+void diverge_compute(const Model *m, Divergence *d);
+void diverge_free(Divergence *d);
+/* What an odd run differs in, against the norm: "compiles 8 vs 6, graphs
+   5 vs 4, failing guards +2" (a set: +extra -missing). */
+void diverge_describe(const DivFunction *f, const DivRun *odd, char *dst, size_t cap);
+/* The divergence view (v): tracks the texts from now on.  0, or -1 (p holds
+   an error line). */
+int diverge_load(Pager *p, Model *m);
+/* Batch mode's section: a heading and one line per odd run, fitted to
+   `width` columns (0: no limit). */
+void diverge_print(const Model *m, int width, FILE *out);
 
 /* ---- bar.c: the footer ---- */
 
@@ -623,6 +754,7 @@ typedef struct Bar {
     char filter[128];         /* the filter text (being edited, or active) */
     char status[160];         /* right-hand note: following, rows shown */
     char message[160];        /* a one-shot note, shown until the next key */
+    bool several_runs;        /* several files: the hints name v */
 } Bar;
 
 Bar *bar_new(void);
@@ -640,6 +772,7 @@ typedef enum Screen {
     SCREEN_DETAIL,
     SCREEN_BREAKS,
     SCREEN_RECOMPILES,
+    SCREEN_DIVERGENCE,
     SCREEN_HELP,
     SCREEN_SORT_MENU,
 } Screen;
@@ -658,7 +791,8 @@ typedef struct AppOptions {
     int cache_limit;          /* --cache-limit, 0 = infer */
     bool color;               /* unless --no-color / NO_COLOR */
     long bench_refreshes;     /* --bench-refresh, 0 = off */
-    const char *path;
+    const char *const *paths; /* the databases (argv), at least one */
+    size_t npaths;
 } AppOptions;
 
 typedef struct App {
@@ -667,12 +801,14 @@ typedef struct App {
     Header *header;           /* owned widgets */
     Table *table;
     Pager *view;              /* detail and help: wrapped text */
-    Pager *list;              /* break reasons and recompile log: selectable */
+    Pager *list;              /* break reasons, recompile log, divergence:
+                                 selectable */
     Pager *menu;              /* the sort menu, left of the table */
     Bar *bar;
     Screen screen;
     Screen detail_return;     /* where Esc in the detail goes back to */
     Screen help_return;       /* where Esc in the help goes back to */
+    int detail_file;
     long long detail_run, detail_code;
     bool paused;
     bool quit;
@@ -694,8 +830,8 @@ void app_layout(App *a, bool force);
 void app_draw(App *a, bool force);
 void app_key(App *a, int ch);
 void app_open_screen(App *a, Screen s);
-/* Open the detail of (run_id, code_id). */
-void app_open_detail(App *a, long long run_id, long long code_id);
+/* Open the detail of (file, run_id, code_id). */
+void app_open_detail(App *a, int file, long long run_id, long long code_id);
 
 /* ---- batch.c, bench.c ---- */
 

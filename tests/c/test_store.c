@@ -200,7 +200,7 @@ static long long q1(sqlite3 *db, const char *fmt, ...)
 static const char *qs(sqlite3 *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static const char *qs(sqlite3 *db, const char *fmt, ...)
 {
-    static char out[4][4096];
+    static char out[4][16384];   /* a whole schema layout fits */
     static int next;
     char *o = out[next++ % 4];
     char sql[2048];
@@ -493,6 +493,7 @@ static void on_run(void *ctx, const StoreRunRow *r)
     got_line("run %lld ended %d resets %lld dropped %lld argv %s", r->run_id,
              r->ended_at >= r->started_at && r->started_at > 0, r->resets, r->dropped_events,
              r->argv);
+    CHECK(r->hostname[0] != '\0');              /* the recorder's gethostname() */
 }
 
 static void on_code(void *ctx, const StoreCodeObjectRow *r)
@@ -506,6 +507,12 @@ static void on_compile(void *ctx, const StoreCompileRow *r)
     (void)ctx;
     got_line("compile %lld code %lld fc %lld ended %d %lld", r->compile_row, r->code_id,
              r->frame_compile_id, r->ended, r->duration_ns);
+}
+
+static void on_text(void *ctx, const StoreTextRow *r)
+{
+    (void)ctx;
+    got_line("code %lld %s", r->code_id, r->text);
 }
 
 static void on_count(void *ctx, const StoreCountRow *r)
@@ -652,11 +659,17 @@ static void check_incremental_reads(StoreReader *r, long long run_id)
     CHECK_EQ(store_read_new_compiles(r, 0, 0, on_compile, NULL), 0);
     CHECK_STR(got, "compile 1 code 7 fc 0 ended 1 5000\ncompile 2 code 7 fc 1 ended 1 7000\n");
     bool ended = false;
-    long long ns = 0;
-    CHECK_EQ(store_read_compile_end(r, 2, &ended, &ns), 0);
-    CHECK(ended && ns == 7000);
-    CHECK_EQ(store_read_compile_end(r, 99, &ended, &ns), 0);
+    long long ns = 0, graphs = -1;
+    CHECK_EQ(store_read_compile_end(r, 2, &ended, &ns, &graphs), 0);
+    CHECK(ended && ns == 7000 && graphs >= 0);
+    CHECK_EQ(store_read_compile_end(r, 99, &ended, &ns, NULL), 0);
     CHECK(!ended && ns == 0);
+    got_reset();                                 /* what dynscope/ranks.py compares */
+    CHECK_EQ(store_read_new_texts(r, STORE_GRAPH_BREAKS, run_id, 0, on_text, NULL), 0);
+    CHECK_EQ(store_read_new_texts(r, STORE_GUARD_FAILURES, 0, 0, on_text, NULL), 0);
+    CHECK_EQ(store_read_new_texts(r, STORE_GUARD_FAILURES, run_id, 1, on_text, NULL), 0);
+    CHECK_STR(got, "code 7 call: call to print\ncode 7 L['x'].shape == (3, 4)\n");
+    CHECK_EQ(store_read_new_texts(r, STORE_COMPILES, 0, 0, on_text, NULL), -1);
     got_reset();                                 /* every row, through the index */
     CHECK_EQ(store_read_counts(r, STORE_GRAPHS, run_id, 0, on_count, NULL), 0);
     CHECK_EQ(store_read_counts(r, STORE_GRAPH_BREAKS, 0, 0, on_count, NULL), 0);
@@ -1190,7 +1203,7 @@ static void test_migration_from_v1_keeps_data(void)
         "SELECT group_concat(x, ';') FROM (SELECT s.type || ' ' || s.name || '(' ||"
         " (SELECT group_concat(name || ':' || type || ':' || pk, ',') FROM pragma_table_info(s.name, '%s'))"
         " || ')' AS x FROM %s.sqlite_schema AS s ORDER BY s.type, s.name)";
-    char a[4096], b[4096];
+    static char a[16384], b[16384];   /* the whole layout: it grows with each version */
     snprintf(a, sizeof a, "%s", qs(db, layout, "main", "main"));
     snprintf(b, sizeof b, "%s", qs(db, layout, "fresh", "fresh"));
     CHECK_STR(a, b);
