@@ -1,4 +1,4 @@
-"""The break-type registry (engine/breaks.c, docs/breaks.md): every reason
+"""The break-type registry (event/break_types.c, docs/breaks.md): every reason
 the engine can give has a type with an id, a class and a doc entry; the
 class of a break inside installed code is "library code"; explain's report
 starts with a summary grouped by type and site that fits a screen.
