@@ -158,7 +158,8 @@ static const BreakType types[T__COUNT] = {
     [T_BYTECODE] = {"DS0021", "bytecode", BREAK_ENGINE_LIMIT,
         "An instruction or operator form the translator does not implement.",
         "Report it with the code: it is the engine's to add.",
-        ""},
+        "def f(x):\n    match x.shape:          # MATCH_SEQUENCE\n        case (3,):\n"
+        "            return x + 1\n    return x"},
     [T_IMPORT] = {"DS0022", "import", BREAK_YOUR_CODE,
         "An import inside the captured function of a module not imported yet "
         "(importing runs the module's code), or an import form the engine does "
@@ -225,7 +226,7 @@ static const BreakType types[T__COUNT] = {
         "or a reason added without a rule: tests/test_breaks_registry.py fails "
         "on the latter).",
         "Report it with the reason text.",
-        ""},
+        "# no program: every reason the engine gives has a rule"},
 };
 
 /* The rules, first match wins ('^': at the start of the reason). */

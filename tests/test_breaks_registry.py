@@ -53,7 +53,7 @@ def test_the_table_is_well_formed():
     assert len({t["name"] for t in types}) == len(types)
     for t in types:
         assert t["class"] in CLASSES - {"library code"}, t   # library code is a site's, not a type's
-        assert t["explanation"].strip() and t["hint"].strip(), t
+        assert t["explanation"].strip() and t["hint"].strip() and t["example"].strip(), t
 
 
 def test_every_reason_the_engine_can_give_has_a_type():
