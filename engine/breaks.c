@@ -33,25 +33,30 @@ static PyObject *read_library_dirs(void)
     return t ? t : PyTuple_New(0);
 }
 
-BreakClass break_class_at(const BreakType *bt, PyObject *filename)
+bool break_site_is_installed(PyObject *filename)
 {
-    if (bt->cls != BREAK_YOUR_CODE && bt->cls != BREAK_FUNDAMENTAL)
-        return bt->cls;
     if (filename == NULL || !PyUnicode_Check(filename))
-        return bt->cls;
+        return false;
     if (library_dirs == NULL && (library_dirs = read_library_dirs()) == NULL) {
         PyErr_Clear();
-        return bt->cls;
+        return false;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(library_dirs); i++) {
         int r = PyUnicode_Tailmatch(filename, PyTuple_GET_ITEM(library_dirs, i), 0,
                                     PY_SSIZE_T_MAX, -1);
         if (r == 1)
-            return BREAK_LIBRARY;
+            return true;
         if (r < 0)
             PyErr_Clear();
     }
-    return bt->cls;
+    return false;
+}
+
+BreakClass break_class_at(const BreakType *bt, PyObject *filename)
+{
+    if (bt->cls != BREAK_YOUR_CODE && bt->cls != BREAK_FUNDAMENTAL)
+        return bt->cls;
+    return break_site_is_installed(filename) ? BREAK_LIBRARY : bt->cls;
 }
 
 /* ---- Python ---- */

@@ -20,6 +20,10 @@
    Cannot fail (an error reading sysconfig leaves every site the user's). */
 BreakClass break_class_at(const BreakType *bt, PyObject *filename);
 
+/* Whether filename is in installed code: under sysconfig's purelib,
+   platlib, stdlib or platstdlib.  Cannot fail. */
+bool break_site_is_installed(PyObject *filename);
+
 /* Add _C.break_types() (the table as a list of dicts, for docs/breaks.md
    and the tests) and _C.break_type_of(kind, reason, filename) to module.
    0 / -1. */

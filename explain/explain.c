@@ -947,9 +947,11 @@ static PyObject *explainer_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 static PyObject *function_label(PyObject *fn)
 {
     PyObject *name = PyObject_GetAttrString(fn, "__qualname__");
-    if (name == NULL) {
+    if (name == NULL || !PyUnicode_Check(name)) {
+        /* a callable object (an nn.Module): its class, not its repr, which
+           for a model is the whole module tree */
         PyErr_Clear();
-        name = PyObject_Repr(fn);
+        Py_XSETREF(name, PyUnicode_FromFormat("%s object", Py_TYPE(fn)->tp_name));
     }
     PyObject *code = PyObject_GetAttrString(fn, "__code__");
     if (code == NULL || !PyCode_Check(code)) {

@@ -69,6 +69,16 @@ PyObject *summary_hint(PyObject *type_id, PyObject *cls, PyObject *file)
     const char *c = PyUnicode_Check(cls) ? PyUnicode_AsUTF8(cls) : NULL;
     PyErr_Clear();
     const BreakType *bt = break_type_by_id(id);
+    bool installed = break_site_is_installed(file);
+    if (c != NULL && strcmp(c, "engine limit") == 0 && installed) {
+        /* the type's hint would have the user change code they cannot */
+        PyObject *where = short_path(file);
+        return where == NULL ? NULL : PyUnicode_FromFormat(
+            "dynscope does not model this yet (its debt, not yours), and the site is in "
+            "installed code (%U): capture a smaller function that does not reach it, or make "
+            "that call before or after the captured one; report the reason (%s %s)", where,
+            bt ? bt->id : "?", bt ? bt->name : "?");
+    }
     if (c == NULL || strcmp(c, "library code") != 0)
         return PyUnicode_FromString(bt ? bt->hint : "");
     PyObject *where = short_path(file);

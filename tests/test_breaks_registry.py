@@ -184,3 +184,28 @@ def test_the_report_starts_with_a_summary_that_fits_a_screen(corpus_report, corp
             fh.write(got)
     with open(golden) as fh:
         assert got == fh.read()
+
+
+ENGINE_LIMIT_IN_LIBRARY = """
+import numpy as np
+import dynscope
+import dynscope_corpus_lib as lib
+def f(x):
+    return lib.engine_limited(x) + 1
+out = dynscope.explain(f)(np.arange(3.0))
+g = out.break_summary[0]
+print(g.break_type, g.break_class, g.filename.endswith("dynscope_corpus_lib/__init__.py"))
+print(g.hint)
+"""
+
+
+def test_an_engine_limit_in_installed_code_stays_ours_and_says_what_to_do(corpus_lib):
+    # the class stays the engine's debt, and the hint does not tell the user
+    # to change code in a package they cannot edit
+    p = subprocess.run([sys.executable, "-c", ENGINE_LIMIT_IN_LIBRARY], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stderr
+    first, hint = p.stdout.splitlines()[:2]
+    assert first == "DS0009 engine limit True"
+    assert "its debt, not yours" in hint and "installed code (dynscope_corpus_lib/__init__.py)" in hint
+    assert "Move the call out" not in hint

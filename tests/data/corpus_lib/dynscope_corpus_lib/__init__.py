@@ -16,3 +16,16 @@ def normalize(x):
 def scaled(x, i):
     s = float(x.sum())                  # a value leaves the graph, inside the library
     return x * 0.0 + s * 0.001 * i
+
+
+class _Settings:
+    def __getattribute__(self, name):   # attribute lookups run Python: an engine limit here
+        return object.__getattribute__(self, name)
+
+
+SETTINGS = _Settings()
+SETTINGS.k = 3.0
+
+
+def engine_limited(x):
+    return x * SETTINGS.k
