@@ -493,10 +493,10 @@ int diverge_load(Pager *p, Model *m)
     }
     Divergence d;
     diverge_compute(m, &d);
-    char *title = xasprintf(" Divergence between %zu run%s: %zu of %zu function%s differ   "
+    char *title = xasprintf(" Divergence between %zu run%s: %zu of %zu function%s differ%s   "
                             "odd runs: outside the largest group of runs that agree",
                             d.nruns, d.nruns == 1 ? "" : "s", d.nfns, d.nfunctions,
-                            d.nfunctions == 1 ? "" : "s");
+                            d.nfunctions == 1 ? "" : "s", d.nfns == 1 ? "s" : "");
     pager_set_title(p, title);
     free(title);
     int lw = 9;               /* "NNN agree" */
@@ -576,8 +576,9 @@ void diverge_print(const Model *m, int width, FILE *out)
         snprintf(head, sizeof head, "Divergence between %zu runs: none (the %zu functions two "
                  "or more of them reached compiled and broke alike)", d.nruns, d.nfunctions);
     else
-        snprintf(head, sizeof head, "Divergence between %zu runs: %zu of %zu function%s differ",
-                 d.nruns, d.nfns, d.nfunctions, d.nfunctions == 1 ? "" : "s");
+        snprintf(head, sizeof head, "Divergence between %zu runs: %zu of %zu function%s differ%s",
+                 d.nruns, d.nfns, d.nfunctions, d.nfunctions == 1 ? "" : "s",
+                 d.nfns == 1 ? "s" : "");
     put_fitted(head, width, out);
     if (d.nfns == 0) {
         diverge_free(&d);
