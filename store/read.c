@@ -55,6 +55,7 @@ enum {
     Q_TOP_FAILING,
     Q_TOP_FAILING_V3,
     Q_CODE_BREAKS,
+    Q_CODE_BREAKS_V3,
     Q_BREAK_STACK,
     Q_CODE_RECOMPILES,
     Q_COMPILE_FAILURES,
@@ -63,6 +64,7 @@ enum {
     Q_CODE_LIMITS,
     Q_CODE_SKIPS,
     Q_BREAK_SITES,
+    Q_BREAK_SITES_V3,
     Q_RECOMPILE_LOG,
     Q_RECOMPILE_LOG_V3,
     Q_SUMMARY,
@@ -71,6 +73,23 @@ enum {
 };
 
 #define NEW_ROWS "+run_id = ?2", "(?2 IS NULL OR 1)"
+
+/* Graph breaks by site, with the registry's type and class (v4) as the
+   parameters: '' before.  A site's type follows from its reason and its
+   class from its file, so grouping by them splits no site. */
+#define CODE_BREAKS(types, group) \
+    "SELECT kind, reason, filename, lineno, count(*), max(break_id), " types \
+    " FROM graph_breaks WHERE run_id = ?1 AND code_id = ?2" \
+    " GROUP BY kind, reason, filename, lineno" group " ORDER BY count(*) DESC, min(break_id)"
+#define BREAK_SITES(types, group) \
+    "SELECT b.kind, b.reason, b.filename, b.lineno, count(*) AS n," \
+    " count(DISTINCT b.run_id || '/' || b.code_id), max(b.break_id), b.run_id, b.code_id," \
+    " group_concat(DISTINCT co.name), " types \
+    " FROM graph_breaks AS b" \
+    " LEFT JOIN code_objects AS co ON co.run_id = b.run_id AND co.code_id = b.code_id" \
+    " WHERE %s" \
+    " GROUP BY b.kind, b.reason, b.filename, b.lineno" group \
+    " ORDER BY n DESC, b.filename, b.lineno LIMIT ?2"
 
 /* The runs, with who recorded them (v4) as the parameter: NULLs before. */
 #define RUNS(who) \
@@ -173,10 +192,9 @@ static const struct {
     [Q_ENTRY_GUARDS_V3] = {ENTRY_GUARDS("NULL, NULL")},
     [Q_TOP_FAILING] = {TOP_FAILING("g.filename, g.lineno")},
     [Q_TOP_FAILING_V3] = {TOP_FAILING("NULL, NULL")},
-    [Q_CODE_BREAKS] = {
-        "SELECT kind, reason, filename, lineno, count(*), max(break_id)"
-        " FROM graph_breaks WHERE run_id = ?1 AND code_id = ?2"
-        " GROUP BY kind, reason, filename, lineno ORDER BY count(*) DESC, min(break_id)"},
+    [Q_CODE_BREAKS] = {CODE_BREAKS("coalesce(break_type, ''), coalesce(break_class, '')",
+                                   ", break_type, break_class")},
+    [Q_CODE_BREAKS_V3] = {CODE_BREAKS("'', ''", "")},
     [Q_BREAK_STACK] = {
         "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),"
         " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]')"
@@ -202,15 +220,10 @@ static const struct {
         " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"},
     /* Bare columns next to max(): SQLite takes them from the newest break.
        The function names are listed once each, comma-separated. */
-    [Q_BREAK_SITES] = {
-        "SELECT b.kind, b.reason, b.filename, b.lineno, count(*) AS n,"
-        " count(DISTINCT b.run_id || '/' || b.code_id), max(b.break_id), b.run_id, b.code_id,"
-        " group_concat(DISTINCT co.name)"
-        " FROM graph_breaks AS b"
-        " LEFT JOIN code_objects AS co ON co.run_id = b.run_id AND co.code_id = b.code_id"
-        " WHERE %s"
-        " GROUP BY b.kind, b.reason, b.filename, b.lineno"
-        " ORDER BY n DESC, b.filename, b.lineno LIMIT ?2", "b.run_id = ?1", "(?1 IS NOT NULL)"},
+    [Q_BREAK_SITES] = {BREAK_SITES("coalesce(b.break_type, ''), coalesce(b.break_class, '')",
+                                   ", b.break_type, b.break_class"),
+                       "b.run_id = ?1", "(?1 IS NOT NULL)"},
+    [Q_BREAK_SITES_V3] = {BREAK_SITES("'', ''", ""), "b.run_id = ?1", "(?1 IS NOT NULL)"},
     [Q_RECOMPILE_LOG] = {
         RECOMPILE_LOG("d.entry_compile_id IS NOT NULL, d.entry_compile_id, d.failing,"
                       " d.filename, d.lineno",
@@ -830,13 +843,14 @@ int store_read_code_break_sites(StoreReader *r, long long run_id, long long code
                                 void (*fn)(void *ctx, const StoreBreakSiteRow *row),
                                 void *ctx)
 {
-    sqlite3_stmt *st = of_code(r, Q_CODE_BREAKS, run_id, code_id, 0);
+    sqlite3_stmt *st = of_code(r, for_version(r, Q_CODE_BREAKS, Q_CODE_BREAKS_V3), run_id,
+                               code_id, 0);
     int rc;
     if (st == NULL)
         return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreBreakSiteRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3), I64(4), 0,
-                                 I64(5), run_id, code_id, ""};
+                                 I64(5), run_id, code_id, "", text(st, 6), text(st, 7)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -946,7 +960,7 @@ int store_read_code_skips(StoreReader *r, long long run_id, long long code_id, i
 int store_read_break_sites(StoreReader *r, long long run_id, int limit,
                            void (*fn)(void *ctx, const StoreBreakSiteRow *row), void *ctx)
 {
-    sqlite3_stmt *st = query(r, Q_BREAK_SITES, run_id);
+    sqlite3_stmt *st = query(r, for_version(r, Q_BREAK_SITES, Q_BREAK_SITES_V3), run_id);
     int rc;
     if (st == NULL)
         return -1;
@@ -954,7 +968,8 @@ int store_read_break_sites(StoreReader *r, long long run_id, int limit,
     bind(st, 2, limit);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreBreakSiteRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3), I64(4),
-                                 I64(5), I64(6), I64(7), I64(8), text(st, 9)};
+                                 I64(5), I64(6), I64(7), I64(8), text(st, 9), text(st, 10),
+                                 text(st, 11)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);

@@ -313,6 +313,8 @@ typedef struct StoreBreakSiteRow {
     long long last_break_id;     /* the newest break */
     long long run_id, code_id;   /* the newest break's code object */
     const char *functions;       /* their names, comma separated */
+    const char *break_type;      /* the registry's id ("DS0001", event/break_types.h) */
+    const char *break_class;     /* "your code", ... ; both "" before schema v4 */
 } StoreBreakSiteRow;
 
 /* The graph breaks of (run_id, code_id) by site (kind, reason, file, line),

@@ -165,12 +165,17 @@ def fmt_ms(ns):
 
 def downgrade_to_v3(src, dst):
     """A copy of a recorded file as schema v3 wrote it: v4 added the guard
-    provenance columns and recompile_diffs."""
+    provenance columns, recompile_diffs, who recorded a run, and the break
+    registry's type and class."""
     shutil.copy(src, dst)
     con = sqlite3.connect(dst)
     con.execute("DROP TABLE recompile_diffs")
     for table, column in (("guards", "filename"), ("guards", "lineno"), ("guards", "user_stack"),
-                          ("guard_failures", "filename"), ("guard_failures", "lineno")):
+                          ("guard_failures", "filename"), ("guard_failures", "lineno"),
+                          ("graph_breaks", "break_type"), ("graph_breaks", "break_class"),
+                          ("frame_skips", "break_type"), ("frame_skips", "break_class"),
+                          ("runs", "hostname"), ("runs", "rank"), ("runs", "local_rank"),
+                          ("runs", "world_size")):
         con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("PRAGMA user_version = 3")
     con.commit()
@@ -461,25 +466,47 @@ def test_detail_reads_the_source_line_from_the_file(pane, workload_db, tmp_path)
 
 
 @needs_tmux
-def test_break_reasons_view_groups_breaks_by_site(pane, workload_db):
-    p = pane(workload_db)
+def test_break_view_groups_breaks_by_registry_type_class_and_site(pane, workload_db):
+    p = pane(workload_db, width=200)
     p.wait(table_shown)
-    sites = sql(workload_db, "SELECT kind, filename || ':' || lineno, count(*) FROM graph_breaks"
-                " GROUP BY kind, reason, filename, lineno")
+    sites = sql(workload_db, "SELECT break_type, break_class, filename || ':' || lineno, count(*)"
+                " FROM graph_breaks GROUP BY kind, reason, filename, lineno")
+    per_class = dict(sql(workload_db, "SELECT break_class, count(*) FROM graph_breaks"
+                         " GROUP BY break_class"))
+    assert {t for t, *_ in sites} >= {"DS0001", "DS0003"}   # a print, a branch on data
+    total = sum(n for *_, n in sites)
 
     def all_sites_shown(screen):
         # the title can be drawn before the rows: wait for every row
-        return ("Graph break reasons by site" in screen and f"{len(sites)} sites" in screen
-                and all(re.search(rf"\b{n}\s+{kind}\s+\S*{re.escape(where)}", screen)
-                        for kind, where, n in sites))
+        return (f"Graph breaks by type and site: {total} breaks at {len(sites)} sites: "
+                f"{per_class.get('your code', 0)} your code, 0 library code, "
+                f"{per_class.get('engine limit', 0)} engine limit, "
+                f"{per_class.get('fundamental', 0)} fundamental" in screen
+                and all(re.search(rf"\b{n}\s+{t} \S+\s+{cls}\s+\S*{re.escape(where)}", screen)
+                        for t, cls, where, n in sites))
 
     p.send("b")
-    p.wait(all_sites_shown)
+    screen = p.wait(all_sites_shown)
+    # each site's hint is the registry's (event/break_types.c), under it
+    assert "hint: Collect the values and print them after the captured call" in screen
+    assert "hint: Select with np.where / torch.where or a mask" in screen
     p.send("Down")       # Enter opens the detail of the selected site's function
     p.send("Enter")
-    p.wait("Cache entries in lookup order")
+    screen = p.wait("Cache entries in lookup order")
     p.send("Escape")
-    p.wait("Graph break reasons by site")
+    p.wait("Graph breaks by type and site")
+
+
+@needs_tmux
+def test_break_view_of_a_v3_file_groups_by_site_as_before(pane, workload_db, tmp_path):
+    old = str(tmp_path / "v3.db")
+    downgrade_to_v3(workload_db, old)
+    p = pane(old)
+    p.wait(table_shown)
+    p.send("b")
+    screen = p.wait("Graph break reasons by site")
+    assert "data_dependent_branch" in screen and "DS0003" not in screen
+    assert "query failed" not in screen
 
 
 @needs_tmux

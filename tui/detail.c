@@ -420,8 +420,12 @@ static void break_site_seen(void *ctx, const StoreBreakSiteRow *row)
     Section *sec = ctx;
     Ctx *c = sec->c;
     char *reason = fmt_sanitize(row->reason);
-    pager_add_indent(c->p, 12, "  %s%6lld x%s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n,
-                     S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL), reason);
+    char type[96] = "";
+    if (row->break_type[0] != '\0')    /* v4: the registry's id and class (docs/breaks.md) */
+        snprintf(type, sizeof type, "  [%s %s]", row->break_type, row->break_class);
+    pager_add_indent(c->p, 12, "  %s%6lld x%s  %s%s%s  %s%s%s%s", S(AC_HEADER_VALUE), row->n,
+                     S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL), reason, S(AC_DIM),
+                     type, S(AC_NORMAL));
     free(reason);
     break_stack(c, row->last_break_id, row->filename, row->lineno);
     sec->n++;

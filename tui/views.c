@@ -1,6 +1,9 @@
 /*
  * views.c -- the two whole-run views: graph-break reasons grouped by site
- * (`b`: kind, reason, file:line, how often, in which functions) and the
+ * (`b`: how often, the break's type and class in the registry
+ * (event/break_types.h, docs/breaks.md), file:line, in which functions, the
+ * reason, and under it the type's hint; the title counts breaks per class)
+ * and the
  * recompile log (`r`: newest first, with the guard that failed, the value
  * observed and, where there is room, the entry nearest to the new inputs).
  * Both are selectable pagers; Enter on a line opens the detail of its code
@@ -14,6 +17,7 @@
  * run's label.  With one file the rows go straight to the pager, as read.
  */
 #include "tui.h"
+#include "../event/break_types.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +46,8 @@ typedef struct List {
     const Model *m;
     int file;                    /* the file being read */
     long long rows, total;
+    long long per_class[BREAK_CLASS__COUNT];   /* breaks of each class (b) */
+    bool typed;                  /* some site has a type (a v4 file) */
     void *kept;                  /* several files: owned rows (SiteRec, LogRec) */
     size_t nkept, capkept;
     IndexMap sites;              /* several files: site -> its SiteRec */
@@ -67,18 +73,55 @@ static void *keep(List *l, size_t size)
     return rec;
 }
 
+/* The class's style: who must act stands out (your code, library code),
+   the engine's debt is marked, a break no engine avoids is dim. */
+static int class_style(const char *cls)
+{
+    if (strcmp(cls, "your code") == 0)
+        return AC_BAD;
+    if (strcmp(cls, "library code") == 0)
+        return AC_KIND;
+    if (strcmp(cls, "engine limit") == 0)
+        return AC_HEADER_WARN;
+    return AC_DIM;
+}
+
 static void add_break_site(List *l, const StoreBreakSiteRow *row)
 {
-    char kind[128], site[512], fns[512], where[600];
+    char kind[128], site[512], fns[512], where[600], type[128], cls[64];
     snprintf(where, sizeof where, "%s:%d", row->filename, row->lineno);
     char *reason = fmt_sanitize(row->reason);
-    pager_add(l->p, row->run_id, row->code_id,
-              " %s%7lld%s  %s%s%s  %s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n, S(AC_NORMAL),
-              S(AC_KIND), fit(kind, sizeof kind, row->kind, 22, FMT_LEFT),
-              S(AC_NORMAL), fit(site, sizeof site, where, 30, FMT_TRUNC_START),
-              S(AC_DIM), fit(fns, sizeof fns, row->functions, 20, FMT_LEFT),
-              S(AC_NORMAL), reason);
-    pager_set_file(l->p, l->file);
+    const BreakType *bt = break_type_by_id(row->break_type);
+    if (bt == NULL) {            /* before schema v4: the kind, as it was */
+        pager_add(l->p, row->run_id, row->code_id,
+                  " %s%7lld%s  %s%s%s  %s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n,
+                  S(AC_NORMAL), S(AC_KIND), fit(kind, sizeof kind, row->kind, 22, FMT_LEFT),
+                  S(AC_NORMAL), fit(site, sizeof site, where, 30, FMT_TRUNC_START),
+                  S(AC_DIM), fit(fns, sizeof fns, row->functions, 20, FMT_LEFT),
+                  S(AC_NORMAL), reason);
+        pager_set_file(l->p, l->file);
+    }
+    else {
+        char both[160];
+        snprintf(both, sizeof both, "%s %s", bt->id, bt->name);
+        pager_add(l->p, row->run_id, row->code_id,
+                  " %s%7lld%s  %s  %s%s%s  %s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n,
+                  S(AC_NORMAL), fit(type, sizeof type, both, 28, FMT_LEFT),
+                  S(class_style(row->break_class)),
+                  fit(cls, sizeof cls, row->break_class, 12, FMT_LEFT), S(AC_NORMAL),
+                  fit(site, sizeof site, where, 30, FMT_TRUNC_START),
+                  S(AC_DIM), fit(fns, sizeof fns, row->functions, 20, FMT_LEFT),
+                  S(AC_NORMAL), reason);
+        pager_set_file(l->p, l->file);
+        /* the hint line opens the same function as its site */
+        pager_add(l->p, row->run_id, row->code_id, "          %shint: %s%s", S(AC_DIM), bt->hint,
+                  S(AC_NORMAL));
+        pager_set_file(l->p, l->file);
+        l->typed = true;
+        for (int c = 0; c < BREAK_CLASS__COUNT; c++)
+            if (strcmp(row->break_class, break_class_name((BreakClass)c)) == 0)
+                l->per_class[c] += row->n;
+    }
     free(reason);
     l->rows++;
     l->total += row->n;
@@ -121,7 +164,8 @@ static bool site_eq(const void *ctx, size_t idx)
     const SiteKey *k = ctx;
     const StoreBreakSiteRow *r = &k->recs[idx].row, *row = k->row;
     return r->lineno == row->lineno && strcmp(r->kind, row->kind) == 0
-           && strcmp(r->reason, row->reason) == 0 && strcmp(r->filename, row->filename) == 0;
+           && strcmp(r->reason, row->reason) == 0 && strcmp(r->filename, row->filename) == 0
+           && strcmp(r->break_class, row->break_class) == 0;
 }
 
 static void break_site_seen(void *ctx, const StoreBreakSiteRow *row)
@@ -151,6 +195,8 @@ static void break_site_seen(void *ctx, const StoreBreakSiteRow *row)
     s->row.reason = xstrdup(row->reason);
     s->row.filename = xstrdup(row->filename);
     s->row.functions = xstrdup(row->functions);
+    s->row.break_type = xstrdup(row->break_type);
+    s->row.break_class = xstrdup(row->break_class);
     s->file = l->file;
 }
 
@@ -179,6 +225,8 @@ static void add_kept_sites(List *l)
         free((char *)rec[i].row.reason);
         free((char *)rec[i].row.filename);
         free((char *)rec[i].row.functions);
+        free((char *)rec[i].row.break_type);
+        free((char *)rec[i].row.break_class);
     }
     free(l->kept);
     indexmap_done(&l->sites);
@@ -208,9 +256,16 @@ int views_load_breaks(Pager *p, Model *m)
     if (m->nfiles > 1)
         add_kept_sites(&l);
     long long sites = l.rows, total = l.total;
-    char *title = xasprintf(" Graph break reasons by site: %lld site%s, %lld break%s   "
-                            "COUNT  KIND  FILE:LINE  FUNCTIONS  REASON", sites,
-                            sites == 1 ? "" : "s", total, total == 1 ? "" : "s");
+    char *title = l.typed
+        ? xasprintf(" Graph breaks by type and site: %lld break%s at %lld site%s: %lld your code,"
+                    " %lld library code, %lld engine limit, %lld fundamental   "
+                    "COUNT  TYPE  CLASS  FILE:LINE  FUNCTIONS  REASON", total,
+                    total == 1 ? "" : "s", sites, sites == 1 ? "" : "s",
+                    l.per_class[BREAK_YOUR_CODE], l.per_class[BREAK_LIBRARY],
+                    l.per_class[BREAK_ENGINE_LIMIT], l.per_class[BREAK_FUNDAMENTAL])
+        : xasprintf(" Graph break reasons by site: %lld site%s, %lld break%s   "
+                    "COUNT  KIND  FILE:LINE  FUNCTIONS  REASON", sites,
+                    sites == 1 ? "" : "s", total, total == 1 ? "" : "s");
     pager_set_title(p, title);
     free(title);
     if (sites == 0)
