@@ -63,8 +63,10 @@ enum {
     Q_RECOMPILE_DIFF,
     Q_CODE_LIMITS,
     Q_CODE_SKIPS,
+    Q_CODE_SKIPS_V3,
     Q_BREAK_SITES,
     Q_BREAK_SITES_V3,
+    Q_SKIP_SITES,                /* v4 on: no variant (older files have no types) */
     Q_RECOMPILE_LOG,
     Q_RECOMPILE_LOG_V3,
     Q_SUMMARY,
@@ -90,6 +92,12 @@ enum {
     " WHERE %s" \
     " GROUP BY b.kind, b.reason, b.filename, b.lineno" group \
     " ORDER BY n DESC, b.filename, b.lineno LIMIT ?2"
+
+/* A code object's frame skips, with the registry's type and class (v4) as
+   the parameter: '' before. */
+#define CODE_SKIPS(types) \
+    "SELECT at, resume_offset, reason, " types " FROM frame_skips" \
+    " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"
 
 /* The runs, with who recorded them (v4) as the parameter: NULLs before. */
 #define RUNS(who) \
@@ -215,15 +223,28 @@ static const struct {
     [Q_CODE_LIMITS] = {
         "SELECT at, epoch, frame_id, resume_offset, reason FROM cache_limits"
         " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"},
-    [Q_CODE_SKIPS] = {
-        "SELECT at, resume_offset, reason FROM frame_skips"
-        " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"},
+    [Q_CODE_SKIPS] = {CODE_SKIPS("coalesce(break_type, ''), coalesce(break_class, '')")},
+    [Q_CODE_SKIPS_V3] = {CODE_SKIPS("'', ''")},
     /* Bare columns next to max(): SQLite takes them from the newest break.
        The function names are listed once each, comma-separated. */
     [Q_BREAK_SITES] = {BREAK_SITES("coalesce(b.break_type, ''), coalesce(b.break_class, '')",
                                    ", b.break_type, b.break_class"),
                        "b.run_id = ?1", "(?1 IS NOT NULL)"},
     [Q_BREAK_SITES_V3] = {BREAK_SITES("'', ''", ""), "b.run_id = ?1", "(?1 IS NOT NULL)"},
+    /* Frame skips grouped as break sites are, the function (its file and
+       first line) as the site; the bare run_id, code_id are the newest
+       skip's (max(rowid)). */
+    [Q_SKIP_SITES] = {
+        "SELECT s.reason, coalesce(co.filename, ''), coalesce(co.firstlineno, 0), count(*) AS n,"
+        " count(DISTINCT s.run_id || '/' || s.code_id), max(s.rowid), s.run_id, s.code_id,"
+        " group_concat(DISTINCT co.name), coalesce(s.break_type, ''),"
+        " coalesce(s.break_class, '')"
+        " FROM frame_skips AS s"
+        " LEFT JOIN code_objects AS co ON co.run_id = s.run_id AND co.code_id = s.code_id"
+        " WHERE %s"
+        " GROUP BY s.break_type, s.break_class, s.reason, co.filename, co.firstlineno"
+        " ORDER BY n DESC, co.filename, co.firstlineno LIMIT ?2",
+        "s.run_id = ?1", "(?1 IS NOT NULL)"},
     [Q_RECOMPILE_LOG] = {
         RECOMPILE_LOG("d.entry_compile_id IS NOT NULL, d.entry_compile_id, d.failing,"
                       " d.filename, d.lineno",
@@ -425,7 +446,7 @@ static sqlite3_stmt *query(StoreReader *r, int q, long long run_id)
 }
 
 /* q, or its variant q_v3 on a file older than STORE_PROVENANCE_VERSION
-   (STORE_WHO_VERSION is the same version). */
+   (STORE_WHO_VERSION and STORE_BREAK_TYPES_VERSION are the same version). */
 static int for_version(const StoreReader *r, int q, int q_v3)
 {
     return r->version >= STORE_PROVENANCE_VERSION ? q : q_v3;
@@ -944,12 +965,13 @@ int store_read_code_cache_limits(StoreReader *r, long long run_id, long long cod
 int store_read_code_skips(StoreReader *r, long long run_id, long long code_id, int limit,
                           void (*fn)(void *ctx, const StoreSkipRow *row), void *ctx)
 {
-    sqlite3_stmt *st = of_code(r, Q_CODE_SKIPS, run_id, code_id, limit);
+    sqlite3_stmt *st = of_code(r, for_version(r, Q_CODE_SKIPS, Q_CODE_SKIPS_V3), run_id,
+                               code_id, limit);
     int rc;
     if (st == NULL)
         return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        StoreSkipRow row = {I64(0), INT(1), text(st, 2)};
+        StoreSkipRow row = {I64(0), INT(1), text(st, 2), text(st, 3), text(st, 4)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -970,6 +992,25 @@ int store_read_break_sites(StoreReader *r, long long run_id, int limit,
         StoreBreakSiteRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3), I64(4),
                                  I64(5), I64(6), I64(7), I64(8), text(st, 9), text(st, 10),
                                  text(st, 11)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_skip_sites(StoreReader *r, long long run_id, int limit,
+                          void (*fn)(void *ctx, const StoreBreakSiteRow *row), void *ctx)
+{
+    if (r->version < STORE_BREAK_TYPES_VERSION)
+        return 0;                /* no types to group by: nothing to show */
+    sqlite3_stmt *st = query(r, Q_SKIP_SITES, run_id);
+    int rc;
+    if (st == NULL)
+        return -1;
+    bind(st, 1, run_id);
+    bind(st, 2, limit);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreBreakSiteRow row = {"", text(st, 0), text(st, 1), INT(2), I64(3), I64(4), 0,
+                                 I64(6), I64(7), text(st, 8), text(st, 9), text(st, 10)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);

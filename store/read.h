@@ -47,6 +47,11 @@
 /* The first version whose runs say who recorded them (hostname, rank,
    local_rank, world_size).  On an older file they read as unknown. */
 #define STORE_WHO_VERSION 4
+/* The first version whose graph breaks and frame skips carry the break
+   registry's type and class (break_type, break_class; event/break_types.h).
+   On an older file they read as "", and store_read_skip_sites() hands over
+   no rows. */
+#define STORE_BREAK_TYPES_VERSION 4
 
 /* The SQL that gives a connection to a file of schema `version` the views
    that file lacks, as TEMP views of that connection (the file is not
@@ -304,6 +309,8 @@ int store_read_top_failing_guards(StoreReader *r, long long run_id, long long co
                                   void (*fn)(void *ctx, const StoreGuardCountRow *row),
                                   void *ctx);
 
+/* A group of graph breaks at one site (or of frame skips in one function:
+   store_read_skip_sites). */
 typedef struct StoreBreakSiteRow {
     const char *kind, *reason;
     const char *filename;
@@ -407,6 +414,8 @@ typedef struct StoreSkipRow {
     long long at;                /* wall ns */
     int resume_offset;
     const char *reason;
+    const char *break_type;      /* the registry's id ("DS0014"), and */
+    const char *break_class;     /* its class; both "" before schema v4 */
 } StoreSkipRow;
 
 /* The `limit` newest frame skips of (run_id, code_id), newest first. */
@@ -419,6 +428,15 @@ int store_read_code_skips(StoreReader *r, long long run_id, long long code_id, i
    frequent first, then by file and line; at most `limit` sites. */
 int store_read_break_sites(StoreReader *r, long long run_id, int limit,
                            void (*fn)(void *ctx, const StoreBreakSiteRow *row), void *ctx);
+
+/* The frames run without capture (frame_skips) over the run(s), grouped as
+   break sites are: by type, class, reason and function, the function's
+   file and first line as the site (filename, lineno).  kind is "" and
+   last_break_id 0 (a skip has no stack); n counts skips.  Most first, then
+   by file and line; at most `limit`.  No rows before
+   STORE_BREAK_TYPES_VERSION. */
+int store_read_skip_sites(StoreReader *r, long long run_id, int limit,
+                          void (*fn)(void *ctx, const StoreBreakSiteRow *row), void *ctx);
 
 typedef struct StoreRecompileLogRow {
     long long run_id, code_id;

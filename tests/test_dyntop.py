@@ -15,6 +15,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 import uuid
@@ -140,6 +141,74 @@ def nearest_db(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("nearest"))
     shutil.copy(os.path.join(ROOT, "tests", "data", "nearest_entry.py"), tmp)
     return record(tmp, NEAREST, name="run_nearest.py", db="n.db")
+
+
+# Graph breaks of every class of the break registry (event/break_types.h):
+# a print in the user's function (DS0001, your code), a branch on a tensor
+# value (DS0003, fundamental), tests/data/many_breaks.py's breaks inside an
+# installed package (library code) and at an engine limit, and a frame run
+# without capture (a break inside a try block: DS0014, engine limit).
+BREAKS = textwrap.dedent('''\
+    import numpy as np
+    import dynscope
+    import many_breaks                 # calls into dynscope_corpus_lib, installed
+
+
+    @dynscope.optimize("eager", dynamic=False)
+    def chatty_fn(x):                  # a print: your code
+        y = x + 1.0
+        print("chatty", y.shape)
+        return y * 2.0
+
+
+    @dynscope.optimize("eager", dynamic=False)
+    def branchy_fn(x):                 # a branch on a tensor value: fundamental
+        y = x * 2.0
+        if y.sum() > 0:
+            return y - 1.0
+        return y + 1.0
+
+
+    @dynscope.optimize("eager", dynamic=False)
+    def guarded_fn(x):                 # a break inside a try block: the frame is skipped
+        try:
+            print("guarded")
+        except ValueError:
+            pass
+        return x * 2.0
+
+
+    def main():
+        a = np.ones(4)
+        for _ in range(3):
+            chatty_fn(a)
+            branchy_fn(a)
+            guarded_fn(a)
+        dynscope.optimize("eager", dynamic=False)(many_breaks.f)(np.arange(5.0))
+
+
+    main()
+    ''')
+
+
+@pytest.fixture(scope="module")
+def breaks_db(tmp_path_factory):
+    """BREAKS recorded with tests/data/corpus_lib's package in the venv's
+    site-packages (as tests/test_breaks_registry.py's corpus_lib fixture puts
+    it), so the breaks inside it are breaks in installed code.  The package
+    is there only while recording: dyntop reads the recorded stacks."""
+    tmp = str(tmp_path_factory.mktemp("breaks"))
+    shutil.copy(os.path.join(ROOT, "tests", "data", "many_breaks.py"), tmp)
+    dest = os.path.join(sysconfig.get_paths()["purelib"], "dynscope_corpus_lib")
+    ours = not os.path.exists(dest)
+    if ours:
+        shutil.copytree(os.path.join(ROOT, "tests", "data", "corpus_lib", "dynscope_corpus_lib"),
+                        dest)
+    try:
+        return record(tmp, BREAKS, name="breaks.py", db="b.db")
+    finally:
+        if ours:
+            shutil.rmtree(dest, ignore_errors=True)
 
 
 def nearest_facts(db):
@@ -446,6 +515,10 @@ def test_detail_view_shows_graph_breaks_with_the_source_line(pane, workload_db):
     p.send("Enter")      # opens the detail
     screen = p.wait("Graph breaks by site")
     assert "data_dependent_branch" in screen
+    # the break's type and class in the registry, and its hint
+    assert re.search(r"1 x\s+data_dependent_branch\s+branch on a tensor value .*"
+                     r"\[DS0003 fundamental\]$", screen, re.M), screen
+    assert "hint: Select with np.where / torch.where or a mask" in screen
     assert re.search(r"\d+ \| if y\.sum\(\) > 0:", screen), screen
 
 
@@ -465,48 +538,159 @@ def test_detail_reads_the_source_line_from_the_file(pane, workload_db, tmp_path)
     assert "# edited after recording" in screen
 
 
-@needs_tmux
-def test_break_view_groups_breaks_by_registry_type_class_and_site(pane, workload_db):
-    p = pane(workload_db, width=200)
-    p.wait(table_shown)
-    sites = sql(workload_db, "SELECT break_type, break_class, filename || ':' || lineno, count(*)"
-                " FROM graph_breaks GROUP BY kind, reason, filename, lineno")
-    per_class = dict(sql(workload_db, "SELECT break_class, count(*) FROM graph_breaks"
-                         " GROUP BY break_class"))
-    assert {t for t, *_ in sites} >= {"DS0001", "DS0003"}   # a print, a branch on data
-    total = sum(n for *_, n in sites)
+def break_facts(db):
+    """What the break view must say, from SQL: the sites of graph breaks
+    (type, class, where, count, file, line), the skips by type and function,
+    and the count of each class."""
+    sites = sql(db, "SELECT break_type, break_class, filename, lineno, count(*) FROM graph_breaks"
+                " GROUP BY kind, reason, filename, lineno")
+    skips = sql(db, "SELECT s.break_type, s.break_class, co.name, count(*) FROM frame_skips s"
+                " JOIN code_objects co USING (run_id, code_id)"
+                " GROUP BY s.break_type, s.break_class, s.reason, co.filename, co.firstlineno")
+    per_class = dict(sql(db, "SELECT break_class, count(*) FROM graph_breaks GROUP BY 1"))
+    return sites, skips, per_class
 
-    def all_sites_shown(screen):
+
+def class_counts(per_class):
+    return ", ".join(f"{per_class.get(c, 0)} {c}"
+                     for c in ("your code", "library code", "engine limit", "fundamental"))
+
+
+def site_row(t, cls, filename, lineno, n):
+    """A row of the break view: count, id and name, class, file:line (cut at
+    its start when long)."""
+    return re.compile(rf"^\s+{n}\s+{t} \S+\s+{cls}\s+\S*{re.escape(os.path.basename(filename))}"
+                      rf":{lineno}\s", re.M)
+
+
+def note(screen):
+    """The selected row's note: the lines under the rule at the bottom."""
+    lines = screen.splitlines()
+    rules = [i for i, l in enumerate(lines) if l.startswith("\u2500\u2500\u2500")]
+    return "\n".join(lines[rules[-1] + 1:]) if rules else ""
+
+
+@needs_tmux
+def test_break_view_groups_breaks_by_registry_type_class_and_site(pane, breaks_db):
+    sites, skips, per_class = break_facts(breaks_db)
+    # the workload is what this test is about: every class, a skip
+    assert {c for _, c, *_ in sites} == {"your code", "library code", "engine limit", "fundamental"}
+    assert ("DS0001", "your code") in {(t, c) for t, c, *_ in sites}
+    assert ("DS0003", "fundamental") in {(t, c) for t, c, *_ in sites}
+    assert [(t, c, name) for t, c, name, _ in skips] == [("DS0014", "engine limit", "guarded_fn")]
+    total = sum(n for *_, n in sites)
+    p = pane(breaks_db, width=200, height=40)
+    p.wait(table_shown)
+
+    def all_shown(screen):
         # the title can be drawn before the rows: wait for every row
         return (f"Graph breaks by type and site: {total} breaks at {len(sites)} sites: "
-                f"{per_class.get('your code', 0)} your code, 0 library code, "
-                f"{per_class.get('engine limit', 0)} engine limit, "
-                f"{per_class.get('fundamental', 0)} fundamental" in screen
-                and all(re.search(rf"\b{n}\s+{t} \S+\s+{cls}\s+\S*{re.escape(where)}", screen)
-                        for t, cls, where, n in sites))
+                f"{class_counts(per_class)}" in screen
+                and all(site_row(t, c, f, line, n).search(screen) for t, c, f, line, n in sites)
+                and "Frames run without capture by type: 1 skip: 0 your code, 0 library code, "
+                    "1 engine limit, 0 fundamental" in screen
+                and re.search(r"^\s+1\s+DS0014 try-block\s+engine limit\s+breaks\.py:\d+\s+"
+                              r"guarded_fn\s+code inside a try/with block", screen, re.M))
 
     p.send("b")
-    screen = p.wait(all_sites_shown)
-    # each site's hint is the registry's (event/break_types.c), under it
-    assert "hint: Collect the values and print them after the captured call" in screen
-    assert "hint: Select with np.where / torch.where or a mask" in screen
-    p.send("Down")       # Enter opens the detail of the selected site's function
+    screen = p.wait(all_shown)
+    # the print and the branch of the user's functions, with their classes and counts
+    assert re.search(r"^\s+1\s+DS0001 print\s+your code\s+breaks\.py:9\s+chatty_fn\s+"
+                     r"call to builtin print", screen, re.M), screen
+    assert re.search(r"^\s+1\s+DS0003 data-dependent-branch\s+fundamental\s+breaks\.py:16\s+"
+                     r"branchy_fn\s+branch on a tensor value", screen, re.M), screen
+    # most first; the selected row's note under the list
+    rows = [l for l in screen.splitlines() if re.match(r"^\s+\d+\s+DS\d{4} ", l)]
+    assert [int(l.split()[0]) for l in rows[:len(sites)]] == sorted(
+        (n for *_, n in sites), reverse=True)
+
+    def select(i, what):
+        p.send("Home", *["Down"] * i)
+        return p.wait(lambda s: what in note(s), what=f"the note of row {i}: {what!r}")
+
+    # the print inside the installed package: the user's line that called it
+    lib = next(i for i, l in enumerate(rows)
+               if re.match(r"^\s+\d+\s+DS0001 print\s+library code\s+\S*__init__\.py:8\s", l))
+    first = note(select(lib, "hint: Collect the values and print them after the captured call"))
+    assert "installed code, which you cannot edit: capture around the call from your code" in first
+    assert re.search(r"called from your code at \S*many_breaks\.py:20 in step\n\s+20 \| "
+                     r"y = lib\.normalize\(x\)", first), first
+    # the classes in colours of their own: library code and engine limit
+    # apart from your code
+    colored = p.tmux("capture-pane", "-p", "-e").splitlines()
+
+    def style_before(word):
+        line = next(l for l in colored if re.search(r"DS\d{4} \S+\s*(?:\x1b\[[\d;]*m)+" + word, l))
+        return re.search(r"DS\d{4} \S+\s*((?:\x1b\[[\d;]*m)+)" + word, line).group(1)
+
+    yours = style_before("your code")
+    assert style_before("library code") != yours and style_before("engine limit") != yours
+    # select the branch: its hint and the user's line
+    branch = next(i for i, l in enumerate(rows) if "DS0003" in l)
+    screen = select(branch, "hint: Select with np.where")
+    assert re.search(r"at \S*breaks\.py:16 in branchy_fn\n\s+16 \| if y\.sum\(\) > 0:",
+                     note(screen)), note(screen)
+    assert "installed code" not in note(screen)
+    # Enter opens the detail of the function that broke there
     p.send("Enter")
     screen = p.wait("Cache entries in lookup order")
+    assert "branchy_fn" in screen.splitlines()[4]
     p.send("Escape")
     p.wait("Graph breaks by type and site")
+    # the skip: its hint and the function's def line
+    p.send("End")
+    screen = p.wait(lambda s: "hint: Move the try/except out of the captured function" in note(s),
+                    what="the skip's note")
+    assert re.search(r"function \S*breaks\.py:22 in guarded_fn\n\s+22 \| def guarded_fn\(x\):",
+                     note(screen)), note(screen)
+    assert "query failed" not in screen
 
 
 @needs_tmux
-def test_break_view_of_a_v3_file_groups_by_site_as_before(pane, workload_db, tmp_path):
+def test_break_view_of_a_v3_file_groups_by_site_as_before(pane, breaks_db, tmp_path):
     old = str(tmp_path / "v3.db")
-    downgrade_to_v3(workload_db, old)
-    p = pane(old)
+    downgrade_to_v3(breaks_db, old)
+    sites = sql(old, "SELECT kind, filename, lineno, count(*) FROM graph_breaks"
+                " GROUP BY kind, reason, filename, lineno")
+    p = pane(old, width=160)
     p.wait(table_shown)
     p.send("b")
-    screen = p.wait("Graph break reasons by site")
-    assert "data_dependent_branch" in screen and "DS0003" not in screen
+    screen = p.wait(lambda s: f"Graph break reasons by site: {len(sites)} sites" in s
+                    and all(re.search(rf"^\s+{n}\s+{kind}\s+\S*{re.escape(os.path.basename(f))}"
+                                      rf":{line}\s", s, re.M) for kind, f, line, n in sites),
+                    what="every site by kind")
+    assert "data_dependent_branch" in screen
+    assert "DS0" not in screen and "your code" not in screen and "hint:" not in screen
+    assert "Frames run without capture" not in screen and "\u2500\u2500\u2500" not in screen
     assert "query failed" not in screen
+    p.send("Enter")      # Enter opens the detail as before: no types there either
+    screen = p.wait("Cache entries in lookup order")
+    assert "query failed" not in screen and "[DS0" not in screen
+
+
+@needs_tmux
+def test_break_view_sums_the_sites_of_several_files(pane, breaks_db, tmp_path):
+    # three files, one of them older than v4: the sites and skips are added
+    # up, and the old file's breaks count under the types the newer ones
+    # give their sites (it has no skips by type)
+    files = [str(tmp_path / f"{n}.db") for n in ("a", "b", "old")]
+    shutil.copy(breaks_db, files[0])
+    shutil.copy(breaks_db, files[1])
+    downgrade_to_v3(breaks_db, files[2])
+    sites, _skips, per_class = break_facts(breaks_db)
+    total = 3 * sum(n for *_, n in sites)
+    p = pane(*files, width=200)
+    p.wait(lambda s: len(rank_rows(s)) > 0, what="the rows of the files")
+    p.send("b")
+    tripled = {c: 3 * n for c, n in per_class.items()}
+    screen = p.wait(lambda s: f"{total} breaks at {len(sites)} sites: {class_counts(tripled)}" in s
+                    and all(site_row(t, c, f, line, 3 * n).search(s) for t, c, f, line, n in sites),
+                    what="every site, three times the breaks")
+    assert ("Frames run without capture by type: 2 skips: 0 your code, 0 library code, "
+            "2 engine limit, 0 fundamental") in screen
+    assert re.search(r"^\s+2\s+DS0014 try-block\s+engine limit\s+breaks\.py:\d+\s+guarded_fn\s",
+                     screen, re.M), screen
+    assert "query failed" not in screen and "cannot read" not in screen
 
 
 @needs_tmux

@@ -1,10 +1,13 @@
 /*
  * colors.c -- the attribute of each AttrClass: colours close to htop's
  * default scheme when the terminal has them (and neither --no-color nor
- * NO_COLOR asked otherwise), bold/reverse/underline otherwise.  Contract:
- * tui.h.
+ * NO_COLOR asked otherwise), bold/reverse/underline otherwise; and which
+ * of them shows each class of the break registry.  Contract: tui.h.
  */
 #include "tui.h"
+#include "../event/break_types.h"
+
+#include <string.h>
 
 static attr_t attrs[AC__COUNT];
 
@@ -32,6 +35,11 @@ static const ColorSpec specs[AC__COUNT] = {
     [AC_KEY]          = {COLOR_BLACK, COLOR_CYAN, A_NORMAL, A_REVERSE},
     [AC_SOURCE]       = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
     [AC_BAD]          = {COLOR_RED, -1, A_NORMAL, A_BOLD},
+    /* break classes: each its own colour, and apart without colour too */
+    [AC_YOUR_CODE]    = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
+    [AC_LIBRARY_CODE] = {COLOR_CYAN, -1, A_NORMAL, A_NORMAL},
+    [AC_ENGINE_LIMIT] = {COLOR_MAGENTA, -1, A_BOLD, A_UNDERLINE},
+    [AC_FUNDAMENTAL]  = {COLOR_BLUE, -1, A_BOLD, A_DIM},
 };
 
 void colors_init(bool use_color)
@@ -52,6 +60,20 @@ void colors_init(bool use_color)
         }
         attrs[c] = (attr_t)COLOR_PAIR(pair) | s->extra;
     }
+}
+
+AttrClass colors_break_class(const char *name)
+{
+    static const AttrClass of[BREAK_CLASS__COUNT] = {
+        [BREAK_YOUR_CODE] = AC_YOUR_CODE,
+        [BREAK_LIBRARY] = AC_LIBRARY_CODE,
+        [BREAK_ENGINE_LIMIT] = AC_ENGINE_LIMIT,
+        [BREAK_FUNDAMENTAL] = AC_FUNDAMENTAL,
+    };
+    for (int c = 0; c < BREAK_CLASS__COUNT; c++)
+        if (strcmp(name, break_class_name((BreakClass)c)) == 0)
+            return of[c];
+    return AC_NORMAL;
 }
 
 attr_t colors_attr(AttrClass c)

@@ -2,15 +2,16 @@
  * detail.c -- the detail view of one code object (Enter on a row): its cache
  * entries frame by frame in lookup order with their hits and guards (and
  * the user source that made each guard), the guards that fail most, its
- * graph breaks with the user's source lines, the recompile history with the
+ * graph breaks with their type and class in the break registry, its hint
+ * and the user's source lines, the recompile history with the
  * guards that failed, the values observed and the entry nearest to the new
  * inputs, cache-limit hits and skips.  Reads one code object through the
  * read model (store/read.h: the per-code indexes), in one read transaction,
  * each refresh.  Tables: docs/sql.md; what the lines mean: docs/dyntop.md.
  */
 #include "tui.h"
+#include "../event/break_types.h"
 
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,20 +24,10 @@
 #define DETAIL_NEAREST_GUARDS 8
 /* A guard's source (file:line, the right-hand column) is cut to this. */
 #define DETAIL_SOURCE_COLS 32
-/* Source lines remembered during one load: the recompile history names the
-   same few lines again and again, and each read scans a file. */
-#define DETAIL_SOURCE_MEMO 16
 /* ... the guards that fail most, cache-limit hits and skips (newest). */
 #define DETAIL_TOP_FAILING 5
 #define DETAIL_LIMITS 10
 #define DETAIL_SKIPS 10
-
-/* A source line read during this load (line NULL: not readable). */
-typedef struct SourceMemo {
-    char *filename;
-    int lineno;
-    char *line;
-} SourceMemo;
 
 typedef struct Ctx {
     Pager *p;
@@ -47,8 +38,8 @@ typedef struct Ctx {
     long long run_started;
     int limit;                   /* the run's cache limit, 0 unknown */
     int n;                       /* rows the running section has added */
-    SourceMemo memo[DETAIL_SOURCE_MEMO];   /* owned strings */
-    int nmemo;                   /* slots used; then reused round-robin */
+    SourceCache src;             /* the source lines read during this load: the
+                                    recompile history names the same few again */
 } Ctx;
 
 /* ---- small helpers ---- */
@@ -85,80 +76,10 @@ static void since(const Ctx *c, long long at, char *dst, size_t cap)
     fmt_since(dst, cap, at - c->run_started);
 }
 
-/* Strip leading and trailing spaces in place (a source line shows as a
-   traceback shows it).  Returns s. */
-static char *trim(char *s)
+/* A source line through the load's cache: borrowed, or NULL. */
+static const char *cached_line(Ctx *c, const char *filename, int lineno)
 {
-    size_t len = strlen(s), lead = 0;
-    while (len > 0 && s[len - 1] == ' ')
-        s[--len] = '\0';
-    while (s[lead] == ' ')
-        lead++;
-    memmove(s, s + lead, len - lead + 1);
-    return s;
-}
-
-/*
- * Line `lineno` of `filename`, read from the file: as recorded (relative to
- * dyntop's directory), else relative to the directory of the database at
- * `db`.  Returns a malloc'd, sanitized, right-trimmed line, or NULL.
- */
-static char *source_line(const char *db, const char *filename, int lineno)
-{
-    FILE *f = NULL;
-    if (lineno <= 0 || filename[0] == '\0' || filename[0] == '<')
-        return NULL;
-    f = fopen(filename, "r");
-    if (f == NULL && filename[0] != '/') {
-        char *dbpath = xstrdup(db);
-        char *path = xasprintf("%s/%s", dirname(dbpath), filename);
-        f = fopen(path, "r");
-        free(path);
-        free(dbpath);
-    }
-    if (f == NULL)
-        return NULL;
-    char buf[4096];
-    char *line = NULL;
-    for (int n = 1; fgets(buf, sizeof buf, f) != NULL; n++) {
-        size_t len = strlen(buf);
-        bool whole = len > 0 && buf[len - 1] == '\n';
-        if (n == lineno) {
-            line = fmt_sanitize(buf);
-            break;
-        }
-        while (!whole && fgets(buf, sizeof buf, f) != NULL) {   /* rest of a long line */
-            len = strlen(buf);
-            whole = len > 0 && buf[len - 1] == '\n';
-        }
-    }
-    fclose(f);
-    return line ? trim(line) : NULL;
-}
-
-/* source_line() through the load's memo: a borrowed line (valid until
-   the next call), or NULL. */
-static const char *memo_source_line(Ctx *c, const char *filename, int lineno)
-{
-    int used = c->nmemo < DETAIL_SOURCE_MEMO ? c->nmemo : DETAIL_SOURCE_MEMO;
-    for (int i = 0; i < used; i++)
-        if (c->memo[i].lineno == lineno && strcmp(c->memo[i].filename, filename) == 0)
-            return c->memo[i].line;
-    SourceMemo *slot = &c->memo[c->nmemo++ % DETAIL_SOURCE_MEMO];
-    free(slot->filename);
-    free(slot->line);
-    slot->filename = xstrdup(filename);
-    slot->lineno = lineno;
-    slot->line = source_line(c->m->files[c->file].path, filename, lineno);
-    return slot->line;
-}
-
-static void memo_free(Ctx *c)
-{
-    for (int i = 0; i < DETAIL_SOURCE_MEMO; i++) {
-        free(c->memo[i].filename);
-        free(c->memo[i].line);
-    }
+    return source_cached_line(&c->src, c->m->files[c->file].path, filename, lineno);
 }
 
 /*
@@ -172,6 +93,21 @@ static void source_tail(Ctx *c, const char *filename, int lineno)
     fmt_where(where, sizeof where, filename, lineno, DETAIL_SOURCE_COLS);
     if (where[0] != '\0')
         pager_set_tail(c->p, 0, "%s%s", S(AC_DIM), where);
+}
+
+/* "  [DS0001 your code]": a break's or skip's type in the registry and its
+   class in the class's colour (styled; docs/breaks.md), "" before v4. */
+static void type_text(char *dst, size_t cap, const char *type, const char *cls)
+{
+    if (type[0] == '\0') {
+        dst[0] = '\0';
+        return;
+    }
+    char *t = fmt_sanitize(type), *k = fmt_sanitize(cls);
+    snprintf(dst, cap, "  %s[%s %s%s%s]%s", S(AC_DIM), t, S(colors_break_class(cls)), k,
+             S(AC_DIM), S(AC_NORMAL));
+    free(t);
+    free(k);
 }
 
 /* ---- sections ---- */
@@ -293,7 +229,8 @@ static void lookup_order(DEntry *v, size_t n)
         else
             v[i].group = v[i - 1].group + (v[i - 1].t - v[i].t > SNAPSHOT_GAP_NS);
     }
-    qsort(v, n, sizeof *v, cmp_dentry);
+    if (n > 1)                   /* (none: v may be NULL) */
+        qsort(v, n, sizeof *v, cmp_dentry);
 }
 
 /* The entries read so far. */
@@ -384,7 +321,7 @@ static void stack_frame_seen(void *ctx, const StoreStackFrame *row)
 {
     Ctx *c = ctx;
     char *src = source_line(c->m->files[c->file].path, row->filename, row->lineno);
-    char *recorded = trim(fmt_sanitize(row->source));
+    char *recorded = fmt_trim(fmt_sanitize(row->source));
     pager_add(c->p, -1, -1, "      %s%s:%d%s in %s", S(AC_DIM), row->filename, row->lineno,
               S(AC_NORMAL), row->name);
     pager_add_indent(c->p, 14, "      %s%5d | %s", S(AC_SOURCE), row->lineno,
@@ -420,13 +357,14 @@ static void break_site_seen(void *ctx, const StoreBreakSiteRow *row)
     Section *sec = ctx;
     Ctx *c = sec->c;
     char *reason = fmt_sanitize(row->reason);
-    char type[96] = "";
-    if (row->break_type[0] != '\0')    /* v4: the registry's id and class (docs/breaks.md) */
-        snprintf(type, sizeof type, "  [%s %s]", row->break_type, row->break_class);
-    pager_add_indent(c->p, 12, "  %s%6lld x%s  %s%s%s  %s%s%s%s", S(AC_HEADER_VALUE), row->n,
-                     S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL), reason, S(AC_DIM),
-                     type, S(AC_NORMAL));
+    char type[160];
+    const BreakType *bt = break_type_by_id(row->break_type);
+    type_text(type, sizeof type, row->break_type, row->break_class);
+    pager_add_indent(c->p, 12, "  %s%6lld x%s  %s%s%s  %s%s", S(AC_HEADER_VALUE), row->n,
+                     S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL), reason, type);
     free(reason);
+    if (bt != NULL)              /* what to do about it (event/break_types.c) */
+        pager_add_indent(c->p, 16, "          %shint:%s %s", S(AC_DIM), S(AC_NORMAL), bt->hint);
     break_stack(c, row->last_break_id, row->filename, row->lineno);
     sec->n++;
 }
@@ -490,8 +428,8 @@ static void nearest_seen(void *ctx, const StoreRecompileDiffRow *row)
         return;
     /* the user's line that made the guard: as the file reads now, else as
        recorded (like a break's stack) */
-    const char *src = memo_source_line(c, row->filename, row->lineno);
-    char *recorded = src == NULL ? trim(fmt_sanitize(row->source)) : NULL;
+    const char *src = cached_line(c, row->filename, row->lineno);
+    char *recorded = src == NULL ? fmt_trim(fmt_sanitize(row->source)) : NULL;
     if (src != NULL || recorded[0] != '\0')
         pager_add_indent(c->p, 20, "          %s%5d | %s", S(AC_SOURCE), row->lineno,
                          src != NULL ? src : recorded);
@@ -574,8 +512,12 @@ static void skip_seen(void *ctx, const StoreSkipRow *row)
         pager_add(c->p, -1, -1, "%sSkipped%s (runs in the default interpreter)",
                   S(AC_SECTION), S(AC_DIM));
     since(c, row->at, at, sizeof at);
-    pager_add_indent(c->p, 8, "  %s  resume offset %d: %s", at, row->resume_offset,
-                     row->reason);
+    char type[160];
+    type_text(type, sizeof type, row->break_type, row->break_class);
+    char *reason = fmt_sanitize(row->reason);
+    pager_add_indent(c->p, 8, "  %s  resume offset %d: %s%s", at, row->resume_offset, reason,
+                     type);
+    free(reason);
 }
 
 static void limits_and_skips(Ctx *c)
@@ -601,7 +543,7 @@ int detail_load(Pager *p, Model *m, int file, long long run_id, long long code_i
 {
     size_t fi = (size_t)file;
     Ctx c = {p, m, fi, model_reader(m, fi), run_id, code_id, model_epoch(m, fi, run_id), 0,
-             model_cache_limit(m, fi, run_id), 0, {{NULL, 0, NULL}}, 0};
+             model_cache_limit(m, fi, run_id), 0, {{{NULL, NULL, 0, NULL}}, 0}};
     const RunInfo *run = model_run(m, fi, run_id);
     c.run_started = run ? run->started_at : 0;
     const CodeRow *r = model_code(m, fi, run_id, code_id);
@@ -627,7 +569,7 @@ int detail_load(Pager *p, Model *m, int file, long long run_id, long long code_i
     recompiles(&c);
     limits_and_skips(&c);
     model_end(m, fi);
-    memo_free(&c);
+    source_cache_free(&c.src);
     pager_finish(p);
     return 0;
 }

@@ -336,6 +336,17 @@ static int fold(int c)
     return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
 }
 
+char *fmt_trim(char *s)
+{
+    size_t len = strlen(s), lead = 0;
+    while (len > 0 && s[len - 1] == ' ')
+        s[--len] = '\0';
+    while (s[lead] == ' ')
+        lead++;
+    memmove(s, s + lead, len - lead + 1);
+    return s;
+}
+
 bool fmt_contains(const char *hay, const char *needle)
 {
     if (needle == NULL || *needle == '\0')

@@ -25,7 +25,7 @@ const KeyHelp help_keys[] = {
     {"/ \\ F4",         "filter by function name or file (typing filters at once)",  "table"},
     {"Esc",             "clear the filter (table); back to the table (views)",       "any"},
     {"F",               "follow the selected code object when the order changes",    "table"},
-    {"b",               "graph break reasons grouped by site",                       "any"},
+    {"b",               "graph breaks and skips by type, class and site, with hints", "any"},
     {"r",               "recompile log, newest first",                               "any"},
     {"v",               "divergence between runs (a job's ranks): the odd runs",     "any"},
     {"? h F1",          "this help",                                                 "any"},
@@ -95,6 +95,17 @@ void help_load(Pager *p)
               S(AC_RECENT), S(AC_NORMAL));
     pager_add(p, -1, -1, "  %sred%s     (divergence view) a run that compiled or broke unlike "
               "the others", S(AC_BAD), S(AC_NORMAL));
+    pager_add(p, -1, -1, "  %sin the break view (b), the class of a break (docs/breaks.md):",
+              S(AC_DIM));
+    static const char *const classes[][2] = {
+        {"your code", "yours to change: the hint says how"},
+        {"library code", "in an installed package you cannot edit: capture around it"},
+        {"engine limit", "dynscope does not model it yet: the engine's debt"},
+        {"fundamental", "no capture engine can (a branch on data)"},
+    };
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
+        pager_add(p, -1, -1, "  %s%-12s%s  %s", S(colors_break_class(classes[i][0])),
+                  classes[i][0], S(AC_NORMAL), classes[i][1]);
     pager_finish(p);
 }
 

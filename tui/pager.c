@@ -6,7 +6,9 @@
  * indented) and selectable (a cursor line, long lines cut; Enter on a line
  * that names a code object opens it).  A line may have a tail, drawn flush
  * right, placed when the width is known (at draw time), so a resize moves
- * it without reloading the content.  Contract: tui.h.
+ * it without reloading the content; and a note, shown under the list while
+ * the line is selected (the break view's hint and source line).  Contract:
+ * tui.h.
  */
 #include "tui.h"
 
@@ -31,6 +33,7 @@ static void add_line(Pager *p, long long run_id, long long code_id, int indent, 
     l->wrap_indent = indent;
     l->tail = NULL;
     l->tail_keep = 0;
+    l->note = NULL;
     p->vis_width = -1;
 }
 
@@ -83,6 +86,22 @@ void pager_set_tail(Pager *p, int keep, const char *fmt, ...)
     p->vis_width = -1;
 }
 
+void pager_set_note(Pager *p, const char *fmt, ...)
+{
+    TUI_ASSERT(p->nlines > 0);
+    if (p->nlines == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vformat(fmt, ap);
+    va_end(ap);
+    PagerLine *l = &p->lines[p->nlines - 1];
+    free(l->note);
+    l->note = s;
+    p->notes = true;
+    p->super.dirty = true;
+}
+
 void pager_set_file(Pager *p, int file)
 {
     TUI_ASSERT(p->nlines > 0);
@@ -95,8 +114,10 @@ void pager_clear(Pager *p)
     for (size_t i = 0; i < p->nlines; i++) {
         free(p->lines[i].text);
         free(p->lines[i].tail);
+        free(p->lines[i].note);
     }
     p->nlines = 0;
+    p->notes = false;
     p->vis_width = -1;
     p->super.dirty = true;
 }
@@ -227,9 +248,21 @@ static void compute_vis(Pager *p, int width)
     p->vis_width = width;
 }
 
+/* The rows at the bottom kept for the selected line's note: a rule and
+   the text, at most a third of the pager's rows. */
+static int note_rows(const Pager *p)
+{
+    if (!p->notes || !p->selectable)
+        return 0;
+    int rows = (p->super.h - (p->title ? 1 : 0)) / 3;
+    if (rows > PAGER_NOTE_ROWS)
+        rows = PAGER_NOTE_ROWS;
+    return rows < 2 ? 0 : rows;
+}
+
 static int body_rows(const Pager *p)
 {
-    int rows = p->super.h - (p->title ? 1 : 0);
+    int rows = p->super.h - (p->title ? 1 : 0) - note_rows(p);
     return rows < 1 ? 1 : rows;
 }
 
@@ -274,6 +307,93 @@ static void draw_title(Pager *p)
         tui_put(w->y, w->x + w->w - pw, pw, pos, FMT_LEFT, colors_attr(AC_TITLE));
 }
 
+/* Pieces of one line of a note for `width` columns (the first) and
+   width - indent (the others), broken at a space when one is near the end:
+   skip[i], take[i] for each; returns how many (at most max). */
+static int note_pieces(const char *text, int width, int indent, int *skip, int *take, int max)
+{
+    FmtCell *cells = NULL;
+    int total, n = 0, col = 0;
+    size_t ncells = fmt_cells(text, AC_NORMAL, &cells, &total), i = 0;
+    while (n < max) {
+        int avail = n == 0 ? width : width - indent;
+        if (total - col <= avail) {
+            skip[n] = col;
+            take[n++] = -1;
+            break;
+        }
+        size_t end = i, brk = 0;
+        int used = 0, used_at_brk = 0;
+        while (end < ncells && used + cells[end].w <= avail) {
+            used += cells[end].w;
+            if (cells[end].wc == L' ' && used > avail / 2) {
+                brk = end + 1;
+                used_at_brk = used;
+            }
+            end++;
+        }
+        if (brk > i && end < ncells && cells[end].wc != L' ') {
+            end = brk;
+            used = used_at_brk;
+        }
+        if (end == i) {          /* a character wider than the line */
+            used = cells[i].w;
+            end = i + 1;
+        }
+        skip[n] = col;
+        take[n] = n + 1 < max ? used : -1;      /* the last row: the rest, cut */
+        n++;
+        col += used;
+        i = end;
+        while (i < ncells && cells[i].wc == L' ') {
+            col += cells[i].w;
+            i++;
+        }
+    }
+    free(cells);
+    return n;
+}
+
+/* The selected line's note in the bottom rows: a rule, then its lines. */
+static void draw_note(Pager *p)
+{
+    Widget *w = &p->super;
+    int rows = note_rows(p);
+    if (rows == 0)
+        return;
+    int y = w->y + w->h - rows, end = w->y + w->h;
+    char rule[4 * 512 + 1];
+    size_t n = 0;
+    for (int i = 0; i < w->w && i < 512; i++) {
+        const char *piece = fmt_utf8() ? "\u2500" : "-";
+        memcpy(rule + n, piece, strlen(piece));
+        n += strlen(piece);
+    }
+    rule[n] = '\0';
+    tui_put(y++, w->x, w->w, rule, FMT_LEFT, colors_attr(AC_DIM));
+    const PagerLine *sel = p->cursor < p->nlines ? &p->lines[p->cursor] : NULL;
+    char *note = sel != NULL && sel->note != NULL ? xstrdup(sel->note) : xstrdup("");
+    char *save = NULL;
+    for (char *line = strtok_r(note, "\n", &save); line != NULL && y < end;
+         line = strtok_r(NULL, "\n", &save)) {
+        int lead = 0;
+        while (line[lead] == ' ')
+            lead++;
+        int indent = lead + 6 < w->w / 2 ? lead + 6 : w->w / 2;
+        int skip[PAGER_NOTE_ROWS], take[PAGER_NOTE_ROWS];
+        int pieces = note_pieces(line, w->w, indent, skip, take, end - y);
+        for (int k = 0; k < pieces; k++, y++) {
+            int x = k > 0 ? indent : 0;
+            if (x > 0)
+                tui_put(y, w->x, x, "", FMT_LEFT, colors_attr(AC_NORMAL));
+            tui_put_styled(y, w->x + x, w->w - x, line, AC_NORMAL, false, skip[k], take[k]);
+        }
+    }
+    free(note);
+    for (; y < end; y++)
+        tui_put(y, w->x, w->w, "", FMT_LEFT, colors_attr(AC_NORMAL));
+}
+
 static void pager_draw(Widget *w)
 {
     Pager *p = (Pager *)w;
@@ -286,7 +406,8 @@ static void pager_draw(Widget *w)
         y++;
     }
     int rows = body_rows(p);
-    for (int r = 0; r < rows && y + r < w->y + w->h; r++) {
+    draw_note(p);
+    for (int r = 0; r < rows && y + r < w->y + w->h - note_rows(p); r++) {
         size_t v = p->top + (size_t)r;
         if (v >= p->nvis) {
             tui_put(y + r, w->x, w->w, "", FMT_LEFT, colors_attr(AC_NORMAL));

@@ -14,7 +14,8 @@
  *   table.c     the main table widget: columns, sort, filter, cursor, follow
  *   pager.c     a scrollable list of styled lines (detail, views, help, menu)
  *   detail.c    the detail view of one code object (its queries and lines)
- *   views.c     break reasons by site, the recompile log
+ *   source.c    the user's source lines, read from their files
+ *   views.c     graph breaks and skips by type and site, the recompile log
  *   diverge.c   the divergence between runs (dynscope/ranks.py's rule): the
  *               `v` view and batch mode's Divergence section
  *   help.c      the key table and the help screen
@@ -152,6 +153,40 @@ void fmt_where(char *dst, size_t cap, const char *filename, int lineno, int widt
 void fmt_clock(char *dst, size_t cap, long long wall_ns);
 /* Case-insensitive substring test (ASCII case folding). */
 bool fmt_contains(const char *hay, const char *needle);
+/* Strip leading and trailing spaces in place (a source line shows as a
+   traceback shows it).  Returns s. */
+char *fmt_trim(char *s);
+
+/* ---- source.c: the user's source lines ---- */
+
+/*
+ * Line `lineno` of `filename`, read from the file: as recorded (relative to
+ * dyntop's directory), else relative to the directory of the database at
+ * `db`.  Returns a malloc'd, sanitized, trimmed line, or NULL (no such
+ * file or line, or a name like "<string>").
+ */
+char *source_line(const char *db, const char *filename, int lineno);
+/* The line that starts the def (async def, class) whose code object begins
+   at `lineno` (its first decorator's line), within SOURCE_DEF_LINES lines:
+   malloc'd as source_line's, its number in *found; or NULL. */
+char *source_def_line(const char *db, const char *filename, int lineno, int *found);
+#define SOURCE_DEF_LINES 20
+
+#define SOURCE_CACHE_SLOTS 16
+/* The lines one load read (zeroed: empty); then reused round-robin. */
+typedef struct SourceCache {
+    struct SourceCacheSlot {
+        char *db, *filename;      /* owned */
+        int lineno;
+        char *line;               /* owned, NULL: not readable */
+    } slot[SOURCE_CACHE_SLOTS];
+    int n;                        /* lines asked for so far */
+} SourceCache;
+/* source_line() through the cache: a borrowed line (valid until the cache
+   reuses its slot, SOURCE_CACHE_SLOTS more lines on), or NULL. */
+const char *source_cached_line(SourceCache *c, const char *db, const char *filename,
+                               int lineno);
+void source_cache_free(SourceCache *c);
 
 /* ---- util.c: clocks ---- */
 
@@ -178,12 +213,19 @@ typedef enum AttrClass {
     AC_KEY,           /* a key name in the footer / help */
     AC_SOURCE,        /* a source line */
     AC_BAD,           /* a failing guard / observed value */
+    AC_YOUR_CODE,     /* break classes (event/break_types.h): yours to change, */
+    AC_LIBRARY_CODE,  /*   in installed code, */
+    AC_ENGINE_LIMIT,  /*   the engine's debt, */
+    AC_FUNDAMENTAL,   /*   no engine can */
     AC__COUNT
 } AttrClass;
 
 /* After initscr(): set up colour pairs (unless disabled or absent). */
 void colors_init(bool use_color);
 attr_t colors_attr(AttrClass c);
+/* The class of a break class's name ("your code", ... as recorded);
+   AC_NORMAL for another text ("" before schema v4). */
+AttrClass colors_break_class(const char *name);
 
 /* ---- indexmap.c: hash of row indexes ---- */
 
@@ -615,6 +657,8 @@ typedef struct PagerLine {
     char *tail;               /* owned or NULL: styled text at the right edge */
     int tail_keep;            /* cut lines: the columns the text keeps before the
                                  tail is left out instead */
+    char *note;               /* owned or NULL: styled text shown below the list
+                                 while the line is selected (lines split at '\n') */
 } PagerLine;
 
 typedef struct Pager {
@@ -633,6 +677,8 @@ typedef struct Pager {
     bool *vis_tail;           /* owned, it ends with its line's tail */
     size_t nvis, capvis;
     int vis_width;            /* width they were computed for, -1 = stale */
+    bool notes;               /* some line has a note: the bottom rows show the
+                                 selected line's (selectable pagers) */
 } Pager;
 
 Pager *pager_new(bool selectable, bool wrap);
@@ -658,6 +704,15 @@ void pager_add_indent(Pager *p, int indent, const char *fmt, ...)
  */
 void pager_set_tail(Pager *p, int keep, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/*
+ * Give the line added last a note: styled text, lines split at '\n', shown
+ * below the list while the line is selected.  Once a line has one, a
+ * selectable pager keeps its bottom rows for the note (PAGER_NOTE_ROWS, a
+ * rule and the text, fewer on a short screen); each line of it is wrapped
+ * at spaces, its continuations indented, and what does not fit is cut.
+ */
+void pager_set_note(Pager *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define PAGER_NOTE_ROWS 6
 /* The file (Model.files) of the code object the line added last names
    (pager_add's run_id, code_id); 0 unless set. */
 void pager_set_file(Pager *p, int file);

@@ -306,6 +306,8 @@ static void submit_story(Store *s)
     e.break_line = 12;
     e.break_offset = 40;
     e.user_stack_json = " [ [\"/src/model.py\", 12, \"f\", \"print(x)\"] ] ";
+    e.break_type = "DS0001";
+    e.break_class = "your code";
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_ENTRY_STATS, 7, "0/0");
     e.hits = 10;
@@ -323,6 +325,8 @@ static void submit_story(Store *s)
     e = ev_make(EV_FRAME_SKIP, 8, "");
     e.qualname = "g";
     e.reason = "try/except in the frame";
+    e.break_type = "DS0014";
+    e.break_class = "engine limit";
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_CACHE_LIMIT, 7, "0/1");
     e.reason = "cache_size_limit (8) reached";
@@ -564,6 +568,21 @@ static void on_site(void *ctx, const StoreBreakSiteRow *r)
              r->lineno, r->code_objects, r->functions);
 }
 
+/* A site with the break registry's type and class (schema v4). */
+static void on_typed_site(void *ctx, const StoreBreakSiteRow *r)
+{
+    (void)ctx;
+    got_line("[%s|%s] %lld x %s|%s %s:%d codes %lld fns %s last %lld code %lld", r->break_type,
+             r->break_class, r->n, r->kind, r->reason, r->filename, r->lineno, r->code_objects,
+             r->functions, r->last_break_id, r->code_id);
+}
+
+static void on_typed_skip(void *ctx, const StoreSkipRow *r)
+{
+    (void)ctx;
+    got_line("skip %d: %s [%s|%s]", r->resume_offset, r->reason, r->break_type, r->break_class);
+}
+
 static void on_frame(void *ctx, const StoreStackFrame *r)
 {
     (void)ctx;
@@ -738,6 +757,22 @@ static void check_code_and_list_reads(StoreReader *r, long long run_id)
                   "1 x call call to print /src/model.py:12 codes 1 fns f\n"
                   "f [0/1] failures 1 first 1 TENSOR_MATCH L['x'].shape == (3, 4) observed (5, 4)\n");
     }
+    got_reset();                                 /* the break registry's types (v4) */
+    CHECK_EQ(store_read_break_sites(r, run_id, 100, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_code_break_sites(r, run_id, 7, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_skip_sites(r, 0, 100, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_skip_sites(r, run_id, 100, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_skip_sites(r, run_id + 1, 100, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_code_skips(r, run_id, 8, 10, on_typed_skip, NULL), 0);
+    CHECK_STR(got, "[DS0001|your code] 1 x call|call to print /src/model.py:12 codes 1 fns f"
+                   " last 1 code 7\n"
+                   "[DS0001|your code] 1 x call|call to print /src/model.py:12 codes 0 fns "
+                   " last 1 code 7\n"
+                   "[DS0014|engine limit] 1 x |try/except in the frame /src/model.py:10 codes 1"
+                   " fns g last 0 code 8\n"
+                   "[DS0014|engine limit] 1 x |try/except in the frame /src/model.py:10 codes 1"
+                   " fns g last 0 code 8\n"
+                   "skip 0: try/except in the frame [DS0014|engine limit]\n");
     got_reset();                                 /* what schema v4 added */
     CHECK_EQ(store_read_entry_guards(r, run_id, 7, 0, "0/1", on_guard_source, NULL), 0);
     CHECK_EQ(store_read_entry_guards(r, run_id, 7, 0, "0/0", on_guard_source, NULL), 0);
@@ -809,6 +844,8 @@ static void test_reader_reads_a_v2_file_without_writing_it(void)
         "  VALUES (1, 5, 'call', 'print', '/v2.py', 4, 7), (1, 5, 'call', 'print', '/v2.py', 4, 9);"
         "INSERT INTO cache_limits (run_id, code_id, frame_id, reason, at)"
         "  VALUES (1, 5, 0, 'L[''n''] == 1 (observed 2)', 8);"
+        "INSERT INTO frame_skips (run_id, code_id, resume_offset, reason, at)"
+        "  VALUES (1, 5, 0, 'code inside a try/with block', 10);"
         "COMMIT");
     sqlite3_close(db);
     struct stat before, after;
@@ -844,6 +881,14 @@ static void test_reader_reads_a_v2_file_without_writing_it(void)
     CHECK_EQ(store_read_recompile_diff(r, 2, 10, on_diff, NULL), 0);
     CHECK_EQ(store_read_recompile_log(r, 0, 100, on_log_nearest, NULL), 0);
     CHECK_STR(got, "v2_fn [0/1] nearest 0 [] failing 0 @ :0\n");
+    got_reset();                                 /* no break types: '', and no skip sites */
+    CHECK_EQ(store_read_break_sites(r, 0, 100, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_code_break_sites(r, 1, 5, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_skip_sites(r, 0, 100, on_typed_site, NULL), 0);
+    CHECK_EQ(store_read_code_skips(r, 1, 5, 10, on_typed_skip, NULL), 0);
+    CHECK_STR(got, "[|] 2 x call|print /v2.py:4 codes 1 fns v2_fn last 2 code 5\n"
+                   "[|] 2 x call|print /v2.py:4 codes 0 fns  last 2 code 5\n"
+                   "skip 0: code inside a try/with block [|]\n");
     CHECK_STR(store_reader_errmsg(r), "");
     store_reader_close(r);
 
