@@ -149,6 +149,21 @@ def _open_ro(path: str):
     return con
 
 
+def _open_or_say(cmd: str, path: str):
+    """_open_ro for a command: None after one line on stderr saying why."""
+    import sqlite3
+    if os.path.isdir(path):   # SQLite would say "disk I/O error"
+        print(f"dynscope {cmd}: {path} is a directory", file=sys.stderr)
+        return None
+    try:
+        return _open_ro(path)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"dynscope {cmd}: {exc}", file=sys.stderr)
+    except sqlite3.Error as exc:   # raised by connect: no permission, an unreadable file
+        print(f"dynscope {cmd}: cannot open {path}: {exc}", file=sys.stderr)
+    return None
+
+
 def _format_table(header, rows) -> str:
     cells = [[("NULL" if v is None else str(v)) for v in row] for row in rows]
     widths = [len(h) for h in header]
@@ -268,16 +283,8 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
     so the report says what dyntop and `dynscope sql` users see."""
     import sqlite3
 
-    if os.path.isdir(db):   # SQLite would say "disk I/O error"
-        print(f"dynscope report: {db} is a directory", file=sys.stderr)
-        return 2
-    try:
-        con = _open_ro(db)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"dynscope report: {exc}", file=sys.stderr)
-        return 2
-    except sqlite3.Error as exc:   # raised by connect: no permission, an unreadable file
-        print(f"dynscope report: cannot open {db}: {exc}", file=sys.stderr)
+    con = _open_or_say("report", db)
+    if con is None:
         return 2
     try:
         version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -413,19 +420,10 @@ def _report_html(con, args: argparse.Namespace, title: str) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     """The logic is dynscope/export.py's; every bad input or output is one
     line on stderr and status 2."""
-    import sqlite3
     from dynscope import export
 
-    if os.path.isdir(args.db):   # SQLite would say "disk I/O error"
-        print(f"dynscope export: {args.db} is a directory", file=sys.stderr)
-        return 2
-    try:
-        con = _open_ro(args.db)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"dynscope export: {exc}", file=sys.stderr)
-        return 2
-    except sqlite3.Error as exc:   # raised by connect: no permission, an unreadable file
-        print(f"dynscope export: cannot open {args.db}: {exc}", file=sys.stderr)
+    con = _open_or_say("export", args.db)
+    if con is None:
         return 2
     try:
         export.write_chrome_trace(con, args.db, args.chrome_trace)

@@ -255,7 +255,7 @@ static size_t count_runs(const Model *m, const char **one)
     for (size_t fi = 0; fi < m->nfiles; fi++) {
         const ModelFile *f = &m->files[fi];
         for (size_t i = 0; i < f->nruns; i++)
-            if (f->run_id == 0 || f->runs[i].run_id == f->run_id)
+            if (model_run_shown(f, &f->runs[i]))
                 runs[n++] = &f->runs[i];
     }
     qsort(runs, n, sizeof *runs, cmp_run_ptrs);

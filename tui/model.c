@@ -626,7 +626,7 @@ static void rates(Model *m, const Totals *t)
     m->rates.hits = (double)(t->hits - o->hits) / dt;
 }
 
-static bool shown(const ModelFile *f, const RunInfo *r)
+bool model_run_shown(const ModelFile *f, const RunInfo *r)
 {
     return f->run_id == 0 || r->run_id == f->run_id;
 }
@@ -660,7 +660,7 @@ static void aggregate_file(const Model *m, size_t fi, Totals *t, long long now)
     }
     t->guard_failures += f->failures;
     for (size_t i = 0; i < f->nruns; i++)
-        if (shown(f, &f->runs[i]))
+        if (model_run_shown(f, &f->runs[i]))
             t->dropped += f->runs[i].dropped;
 }
 
@@ -679,7 +679,7 @@ static size_t count_hosts(const Model *m)
     for (size_t fi = 0; fi < m->nfiles; fi++) {
         const ModelFile *f = &m->files[fi];
         for (size_t i = 0; i < f->nruns; i++)
-            if (shown(f, &f->runs[i]) && f->runs[i].hostname[0] != '\0')
+            if (model_run_shown(f, &f->runs[i]) && f->runs[i].hostname[0] != '\0')
                 hosts[n++] = f->runs[i].hostname;
     }
     qsort(hosts, n, sizeof *hosts, cmp_strptr);
@@ -1005,7 +1005,7 @@ bool model_live(const Model *m)
         const ModelFile *f = &m->files[fi];
         for (size_t i = 0; i < f->nruns; i++) {
             const RunInfo *r = &f->runs[i];
-            if (shown(f, r) && r->ended_at == 0 && !r->pid_gone)
+            if (model_run_shown(f, r) && r->ended_at == 0 && !r->pid_gone)
                 return true;
         }
     }
@@ -1017,7 +1017,7 @@ size_t model_shown_runs(const Model *m)
     size_t n = 0;
     for (size_t fi = 0; fi < m->nfiles; fi++)
         for (size_t i = 0; i < m->files[fi].nruns; i++)
-            n += shown(&m->files[fi], &m->files[fi].runs[i]);
+            n += model_run_shown(&m->files[fi], &m->files[fi].runs[i]);
     return n;
 }
 

@@ -182,6 +182,34 @@ static void add_vis(Pager *p, size_t line, int skip, int take, bool tail)
 /* Split one logical line into pieces of at most `width` columns (the first)
    and width - indent (the others), at a space when one is near the end.
    Its tail goes beside the last piece if it fits there, else below it. */
+/* One row of a wrapped line: the cells from i that fit `avail` columns,
+   broken after a space when one is past the middle, at least one cell (a
+   character wider than the row).  Returns where the row ends; *used its
+   columns. */
+static size_t wrap_piece(const FmtCell *cells, size_t n, size_t i, int avail, int *used)
+{
+    size_t end = i, brk = 0;
+    int u = 0, used_at_brk = 0;
+    while (end < n && u + cells[end].w <= avail) {
+        u += cells[end].w;
+        if (cells[end].wc == L' ' && u > avail / 2) {
+            brk = end + 1;
+            used_at_brk = u;
+        }
+        end++;
+    }
+    if (brk > i && end < n && cells[end].wc != L' ') {
+        end = brk;
+        u = used_at_brk;
+    }
+    if (end == i) {              /* a character wider than the line */
+        u = cells[i].w;
+        end = i + 1;
+    }
+    *used = u;
+    return end;
+}
+
 static void wrap_line(Pager *p, size_t li, int width)
 {
     FmtCell *cells = NULL;
@@ -203,24 +231,8 @@ static void wrap_line(Pager *p, size_t li, int width)
             add_vis(p, li, col, -1, tail != NULL && tail_placed);
             break;
         }
-        size_t end = i, brk = 0;
-        int used = 0, used_at_brk = 0;
-        while (end < n && used + cells[end].w <= avail) {
-            used += cells[end].w;
-            if (cells[end].wc == L' ' && used > avail / 2) {
-                brk = end + 1;
-                used_at_brk = used;
-            }
-            end++;
-        }
-        if (brk > i && end < n && cells[end].wc != L' ') {
-            end = brk;
-            used = used_at_brk;
-        }
-        if (end == i) {          /* a character wider than the line */
-            used = cells[i].w;
-            end = i + 1;
-        }
+        int used;
+        size_t end = wrap_piece(cells, n, i, avail, &used);
         add_vis(p, li, col, used, false);
         col += used;
         i = end;
@@ -322,24 +334,8 @@ static int note_pieces(const char *text, int width, int indent, int *skip, int *
             take[n++] = -1;
             break;
         }
-        size_t end = i, brk = 0;
-        int used = 0, used_at_brk = 0;
-        while (end < ncells && used + cells[end].w <= avail) {
-            used += cells[end].w;
-            if (cells[end].wc == L' ' && used > avail / 2) {
-                brk = end + 1;
-                used_at_brk = used;
-            }
-            end++;
-        }
-        if (brk > i && end < ncells && cells[end].wc != L' ') {
-            end = brk;
-            used = used_at_brk;
-        }
-        if (end == i) {          /* a character wider than the line */
-            used = cells[i].w;
-            end = i + 1;
-        }
+        int used;
+        size_t end = wrap_piece(cells, ncells, i, avail, &used);
         skip[n] = col;
         take[n] = n + 1 < max ? used : -1;      /* the last row: the rest, cut */
         n++;

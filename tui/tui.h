@@ -488,6 +488,9 @@ size_t model_shown_runs(const Model *m);
 /* The reader of a file (borrowed), NULL if closed: what the views read
    through. */
 StoreReader *model_reader(const Model *m, size_t file);
+/* Whether run r of file f is one the model shows (every run, or the one
+   asked for with -r). */
+bool model_run_shown(const ModelFile *f, const RunInfo *r);
 /* What the last read through a file's reader failed with ("database
    closed" when there is none). */
 const char *model_read_error(const Model *m, size_t file);
