@@ -35,6 +35,8 @@ import os
 import shlex
 import sqlite3
 
+from dynscope import _C
+
 __all__ = ["write_site", "break_hint"]
 
 
@@ -42,32 +44,11 @@ def esc(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-# The hint of explain's report for a break (explain/explain.c, break_hint),
-# with the same wording and order: the first row that matches wins.
-# (kind or None for any, substrings of the reason or None for any, hint)
-_HINTS = (
-    (None, ("print",),
-     "record the values and print them after the call, or move print out of the captured function"),
-    (None, (".item()", ".tolist()"),
-     "keep the value as an array (or move .item() out of the captured function)"),
-    ("data_escape", None,
-     "keep values as arrays inside the captured function; convert to Python numbers after it"),
-    ("data_dependent_branch", None,
-     "select with np.where / masks instead of a Python if on array values, or move the branch out"),
-    (None, ("in-place", "out=", "out argument", "assignment"),
-     "compute out of place (y = x + 1) instead of writing into arrays the program can see"),
-    ("unsupported", None,
-     "this construct (try/with/...) runs in the interpreter: move it out of the hot function"),
-)
-_DEFAULT_HINT = "move the call out of the captured function, or use an operation the engine captures"
-
-
-def break_hint(kind: str | None, reason: str | None) -> str:
-    reason = reason or ""
-    for k, needles, hint in _HINTS:
-        if (k is None or k == kind) and (needles is None or any(n in reason for n in needles)):
-            return hint
-    return _DEFAULT_HINT
+def break_hint(kind: str | None, reason: str | None, filename: str | None = None) -> str:
+    """The hint explain prints for a break of this kind and reason at a site
+    in filename: the break-type registry's (event/break_types.c), worded for
+    installed code as explain words it (explain/summary.c) -- one table."""
+    return _C.break_hint(kind, reason or "", filename)
 
 
 # ---------------------------------------------------------------------------
@@ -594,7 +575,7 @@ def _breaks_section(d: _Data) -> str:
                 links.append(_compile_link(c, f'{d.name(c["run_id"], c["code_id"])} {c["compile_id"]}'))
         rows.append([esc(s["count"]), f'<span class="badge b-break">{esc(s["kind"])}</span>',
                      esc(s["reason"]), f'<span class="site">{esc(_site(s["filename"], s["lineno"]))}</span>',
-                     source, esc(break_hint(s["kind"], s["reason"])), ", ".join(links)])
+                     source, esc(break_hint(s["kind"], s["reason"], s["filename"])), ", ".join(links)])
     table = (_table(["#count", "kind", "reason", "site", "source", "hint", "compiles"], rows)
              if rows else _none("no graph breaks"))
     return (f'<section id="breaks"><h2>Graph breaks by site</h2><p class="muted">Where graphs ended '
@@ -841,7 +822,7 @@ def _ended_section(d: _Data, c, start) -> str:
                    f'<span class="muted">(bytecode offset {esc(b["offset"])})</span></p>')
         if stack:
             out.append(_stack_list(stack))
-        out.append(f'<p class="muted">hint: {esc(break_hint(b["kind"], b["reason"]))}</p>')
+        out.append(f'<p class="muted">hint: {esc(break_hint(b["kind"], b["reason"], b["filename"]))}</p>')
     skip = d.skip_of.get(c["compile_row"])
     if skip:
         out.append(f'<p>{_badge("skipped")} the frame runs without capture: {esc(skip["reason"])}</p>')

@@ -34,7 +34,8 @@ int summary_render(PyObject *out, const char *title, const char *noun, PyObject 
    edit.  New str or NULL. */
 PyObject *summary_hint(PyObject *type_id, PyObject *cls, PyObject *file);
 
-/* Create BreakGroup and add it to module.  0 / -1. */
+/* Create BreakGroup; add it and _C.break_hint(kind, reason, filename) to
+   module.  0 / -1. */
 int summary_init(PyObject *module);
 
 #endif /* DYNSCOPE_EXPLAIN_INT_H */

@@ -242,6 +242,32 @@ int summary_render(PyObject *out, const char *title, const char *noun, PyObject 
     return 0;
 }
 
+/* _C.break_hint(kind, reason, filename=None) -> str: the hint explain
+   prints for a break of that kind and reason at a site in filename, for the
+   tools that read a recording (the HTML report): one table, one wording. */
+static PyObject *py_break_hint(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *kind, *reason;
+    PyObject *filename = Py_None;
+    if (!PyArg_ParseTuple(args, "zs|O:break_hint", &kind, &reason, &filename))
+        return NULL;
+    const BreakType *bt = break_type_of(kind, reason);
+    PyObject *type_id = PyUnicode_FromString(bt->id);
+    PyObject *cls = PyUnicode_FromString(break_class_name(break_class_at(bt, filename)));
+    PyObject *hint = type_id && cls ? summary_hint(type_id, cls, filename) : NULL;
+    Py_XDECREF(type_id);
+    Py_XDECREF(cls);
+    return hint;
+}
+
+static PyMethodDef summary_methods[] = {
+    {"break_hint", py_break_hint, METH_VARARGS,
+     "break_hint(kind, reason, filename=None) -> str\n--\n\n"
+     "The hint explain gives for a break of that kind and reason at a site in filename."},
+    {NULL, NULL, 0, NULL},
+};
+
 int summary_init(PyObject *module)
 {
     BreakGroupType = PyStructSequence_NewType(&break_group_desc);
@@ -250,5 +276,7 @@ int summary_init(PyObject *module)
             PyErr_NoMemory();
         return -1;
     }
+    if (PyModule_AddFunctions(module, summary_methods) < 0)
+        return -1;
     return PyModule_AddObjectRef(module, "BreakGroup", (PyObject *)BreakGroupType);
 }

@@ -26,6 +26,7 @@ import zlib
 
 import pytest
 
+from dynscope import _C
 from dynscope.html_report import break_hint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -169,6 +170,15 @@ class Outline(html.parser.HTMLParser):
 
 def page(site, name):
     return Outline((site / name).read_text(encoding="utf-8"))
+
+
+def registry_hint(kind, reason, filename):
+    """The hint of the break's type in the break-type registry's C table
+    (event/break_types.c), not the report's own lookup.  The demo breaks in
+    the user's own file, where the report adds nothing to it."""
+    type_id, _name, cls, hint = _C.break_type_of(kind, reason, filename)
+    assert cls != "library code", (type_id, filename)
+    return hint
 
 
 def squash(text):
@@ -476,7 +486,7 @@ def test_the_index_sections_hold_the_databases_rows(site, recording):
     assert sites
     for kind, reason, filename, lineno in sites:
         assert reason in breaks and f"{filename}:{lineno}" in breaks
-        assert break_hint(kind, reason) in breaks
+        assert registry_hint(kind, reason, filename) in breaks
         (stack,) = query(recording, "SELECT user_stack FROM graph_breaks WHERE kind = ? AND"
                                     " reason = ? AND filename = ? AND lineno = ?",
                          kind, reason, filename, lineno)[0]
@@ -506,7 +516,11 @@ def test_a_compile_page_has_graphs_guards_and_break(site, recording):
                                             " WHERE compile_row = ?", row)[0]
     ended = squash(o.text["ended"])
     assert reason in ended and f"demo_workload.py:{lineno}" in ended
-    assert break_hint(kind, reason) in ended
+    # the branch on y.sum(): the registry's DS0003, written out here
+    assert kind == "data_dependent_branch"
+    assert ("hint: Select with np.where / torch.where or a mask, so both sides are computed in "
+            "the graph; or move the branch out of the captured function.") in ended
+    assert registry_hint(kind, reason, "demo_workload.py") in ended
     cols = {r[1] for r in query(recording, "PRAGMA table_info(guards)")}
     guards = query(recording, "SELECT g.expr, " + ("g.filename, g.lineno" if "filename" in cols else
                                                     "NULL, NULL")
@@ -690,3 +704,49 @@ def test_without_the_option_the_report_is_text(recording):
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith(f"dynscope report: {recording}\n")
     assert "Top recompiling functions" in p.stdout and "<html" not in p.stdout
+
+
+# ---------------------------------------------------------------------------
+# The report's hints are explain's: one table (the break-type registry).
+
+HINTED = '''
+import numpy as np
+
+
+def breaks_three_ways(x):
+    y = x * 2
+    print(end="")                      # a print
+    z = y * float(y.sum())             # a value leaves the graph
+    if z.sum() > 0:                    # a branch on a tensor value
+        return z + 1
+    return z - 1
+'''
+
+
+@pytest.mark.parametrize("where", ["your code", "installed code"])
+def test_the_reports_hint_for_a_break_is_explains(tmp_path, where):
+    """For each break explain reports, the HTML report's hint (break_hint, what
+    its pages print) is explain's hint for it: in the user's code the
+    registry's own, in installed code the wording explain has for a site the
+    user cannot edit."""
+    import sysconfig
+
+    import numpy as np
+
+    import dynscope
+    base = tmp_path if where == "your code" else sysconfig.get_paths()["purelib"]
+    ns = {}
+    # compiled under the file name only: nothing is written into site-packages
+    exec(compile(HINTED, os.path.join(base, "dynscope_hint_probe.py"), "exec"), ns)
+    out = dynscope.explain(ns["breaks_three_ways"])(np.arange(3.0))
+    assert len(out.break_reasons) == 3, out
+    hints = {(g.reason, g.filename): g.hint for g in out.break_summary}
+    for br in out.break_reasons:
+        site = br.user_stack[-1].filename
+        explains = hints[(br.reason, site)]
+        assert break_hint(br.kind, br.reason, site) == explains
+        registry = _C.break_type_of(br.kind, br.reason, site)[3]
+        if where == "your code":
+            assert explains == registry
+        else:
+            assert explains != registry and registry in explains and "installed code" in explains
