@@ -9,6 +9,8 @@ import pytest
 
 import dynscope
 
+from conftest import assert_same, events
+
 SCALE = 2.0
 mod = types.ModuleType("guard_cache_mod")
 mod.op = np.sqrt
@@ -28,6 +30,16 @@ def uses_builtin(a):
 
 def check(opt, fn, *args):
     np.testing.assert_array_equal(opt(*args), fn(*args))
+
+
+def recompiled_because(name):
+    """The reason of the one recompile recorded since the last call (and
+    forget it): a change the cache would miss makes none."""
+    recs = events("recompile")
+    dynscope._C.clear_events()
+    assert len(recs) == 1, recs
+    assert recs[0]["name"] == name
+    return recs[0]["reason"]
 
 
 def test_a_rebound_global_is_seen():
@@ -52,8 +64,14 @@ def test_a_replaced_module_attribute_is_seen(monkeypatch):
     check(opt, through_module, a)
     mod.__dict__["op"] = np.negative                       # its dict, directly
     check(opt, through_module, a)
-    monkeypatch.setattr(np, "sqrt", np.abs)                # numpy itself
-    check(dynscope.optimize("eager")(scaled), scaled, a)
+    # numpy itself: scaled is compiled first, with the real np.sqrt
+    opt = dynscope.optimize("eager")(scaled)
+    b = np.arange(4.0) ** 2                                # sqrt and abs differ on it
+    assert_same(opt(b), np.arange(4.0) * SCALE)
+    dynscope._C.clear_events()
+    monkeypatch.setattr(np, "sqrt", np.abs)
+    assert_same(opt(b), b * SCALE)                         # abs, not the sqrt compiled
+    assert "sqrt" in recompiled_because("scaled")
 
 
 def test_a_deleted_module_attribute_falls_back_to_module_getattr():
@@ -71,22 +89,29 @@ def test_a_deleted_module_attribute_falls_back_to_module_getattr():
     check(opt, f, a)
 
 
+# abs and its replacement np.negative give different answers on it
+MIXED = np.array([-1.0, 2.0, -3.0, 4.0])
+
+
 def test_a_builtin_shadowed_by_a_global_is_seen():
     opt = dynscope.optimize("eager")(uses_builtin)
-    a = -np.arange(4.0)
-    check(opt, uses_builtin, a)
+    assert_same(opt(MIXED), np.array([2.0, 3.0, 4.0, 5.0]))          # compiled with abs
+    dynscope._C.clear_events()
     g = uses_builtin.__globals__
     g["abs"] = np.negative
     try:
-        check(opt, uses_builtin, a)
+        assert_same(opt(MIXED), np.array([2.0, -1.0, 4.0, -3.0]))    # the global
+        assert "abs" in recompiled_because("uses_builtin")
     finally:
         del g["abs"]
-    check(opt, uses_builtin, a)
+    assert_same(opt(MIXED), np.array([2.0, 3.0, 4.0, 5.0]))          # the builtin again
+    assert len(dynscope.cache_entries(uses_builtin)) == 2
 
 
 def test_a_replaced_builtin_is_seen(monkeypatch):
     opt = dynscope.optimize("eager")(uses_builtin)
-    a = -np.arange(4.0)
-    check(opt, uses_builtin, a)
+    assert_same(opt(MIXED), np.array([2.0, 3.0, 4.0, 5.0]))          # compiled with abs
+    dynscope._C.clear_events()
     monkeypatch.setattr(builtins, "abs", np.negative)
-    check(opt, uses_builtin, a)
+    assert_same(opt(MIXED), np.array([2.0, -1.0, 4.0, -3.0]))
+    assert "abs" in recompiled_because("uses_builtin")
