@@ -2,6 +2,7 @@
 import gc
 import sys
 import math
+import struct
 import warnings
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 import dynscope
 from dynscope import _C
+
+from _seeds import pytest_terminal_summary  # noqa: F401  (the random tests' seed, at the end)
 
 
 @pytest.fixture(autouse=True)
@@ -73,10 +76,11 @@ def is_test_object(obj):
             and not callable(obj))
 
 
-def assert_same(got, want, path="result"):
+def assert_same(got, want, path="result", *, bits=False):
     """got (captured) equals want (eager) exactly, recursively: types, dtypes,
     shapes, strides, values, the sign of zeros, NaNs, RNG states, and the
-    attributes of the tests' own objects."""
+    attributes of the tests' own objects.  bits=True: bit-identical, i.e.
+    also the bytes of every float (a NaN's sign and payload too)."""
     assert type(got) is type(want), f"{path}: type {type(got).__name__} != {type(want).__name__}"
     if isinstance(want, (np.ndarray, np.generic)):
         assert got.dtype == want.dtype, f"{path}: dtype {got.dtype} != {want.dtype}"
@@ -87,20 +91,25 @@ def assert_same(got, want, path="result"):
         if want.dtype.kind in "fc":
             np.testing.assert_array_equal(np.signbit(np.real(got)), np.signbit(np.real(want)),
                                           err_msg=f"{path}: sign of zero")
+        if bits:   # tobytes(): the elements in logical order, whatever the strides
+            assert np.asarray(got).tobytes() == np.asarray(want).tobytes(), (
+                f"{path}: bits differ (a NaN's payload or sign)")
     elif isinstance(want, float):
         assert (got == want and math.copysign(1, got) == math.copysign(1, want)) or (
             math.isnan(got) and math.isnan(want)), f"{path}: {got!r} != {want!r}"
+        if bits:
+            assert struct.pack("<d", got) == struct.pack("<d", want), f"{path}: bits differ"
     elif isinstance(want, (tuple, list)):
         assert len(got) == len(want), f"{path}: length {len(got)} != {len(want)}"
         for i, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, f"{path}[{i}]")
+            assert_same(g, w, f"{path}[{i}]", bits=bits)
     elif isinstance(want, dict):
         assert list(got) == list(want), f"{path}: keys {list(got)} != {list(want)}"
         for k in want:
-            assert_same(got[k], want[k], f"{path}[{k!r}]")
+            assert_same(got[k], want[k], f"{path}[{k!r}]", bits=bits)
     elif isinstance(want, np.random.Generator):
         assert got.bit_generator.state == want.bit_generator.state, f"{path}: RNG state differs"
     elif is_test_object(want):
-        assert_same(vars(got), vars(want), f"{path}.__dict__")
+        assert_same(vars(got), vars(want), f"{path}.__dict__", bits=bits)
     else:
         assert got == want, f"{path}: {got!r} != {want!r}"

@@ -24,12 +24,16 @@ one int64 world per configuration) and keeps a statement only when it runs
 there.  A statement that fails in some configurations only is now and then
 kept on purpose, as are explicit raises, so that some calls raise.
 
-CI runs ``DYNSCOPE_FUZZ_EXAMPLES`` (default 500) derandomized examples; ``make
-fuzz`` runs 20000 random ones (``DYNSCOPE_FUZZ_RANDOM=1``).  On a failure,
-Hypothesis prints the shrunk program as ``Program(source=..., params=...,
-configs=..., calls=[...])`` and the source once more, readable; the message
-names the failing call and the program's file (kept on failure).  To replay:
-``from test_fuzz import *; reproduce(Program(...))`` with tests/ on sys.path.
+CI runs ``DYNSCOPE_FUZZ_EXAMPLES`` (default 500) examples drawn from a seed:
+``DYNSCOPE_FUZZ_SEED``, else the date (tests/_seeds.py), so each day's CI
+runs other programs and every run of one day the same ones; the seed is
+printed at the end of the run.  ``make fuzz`` runs 20000 random ones
+(``DYNSCOPE_FUZZ_RANDOM=1``).  On a failure, Hypothesis prints the shrunk
+program as ``Program(source=..., params=..., configs=..., calls=[...])`` and
+the source once more, readable; the message names the failing call and the
+program's file (kept on failure), the seed, and the command that runs the
+same examples again.  To replay the one program: ``from test_fuzz import *;
+reproduce(Program(...))`` with tests/ on sys.path.
 """
 import collections
 import contextlib
@@ -45,7 +49,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import HealthCheck, event, given, note, seed, settings
 from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
 
@@ -53,6 +57,7 @@ import dynscope
 from dynscope import _C
 
 from conftest import assert_same
+from _seeds import SEED, USED, reproducer
 
 EXAMPLES = int(os.environ.get("DYNSCOPE_FUZZ_EXAMPLES", 500))
 RANDOM = os.environ.get("DYNSCOPE_FUZZ_RANDOM", "") == "1"
@@ -60,13 +65,14 @@ RANDOM = os.environ.get("DYNSCOPE_FUZZ_RANDOM", "") == "1"
 
 # Hypothesis remembers every example of a run (some 40 KB each here): a long
 # random run is split into runs of CHUNK examples, each with fresh randomness.
+# Otherwise the examples come from SEED (tests/_seeds.py).
 CHUNK = 2000
 CHUNKS = -(-EXAMPLES // CHUNK) if RANDOM else 1
 
 FUZZ_SETTINGS = settings(
     max_examples=-(-EXAMPLES // CHUNKS),
     deadline=None,
-    derandomize=not RANDOM,
+    derandomize=False,
     database=None,
     print_blob=RANDOM,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -1459,7 +1465,7 @@ def program_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("fuzz_programs"))
 
 
-def test_generated_programs_behave_the_same_captured_and_eager(program_dir):
+def test_generated_programs_behave_the_same_captured_and_eager(program_dir, request):
     stats = collections.Counter()
 
     @FUZZ_SETTINGS
@@ -1468,8 +1474,20 @@ def test_generated_programs_behave_the_same_captured_and_eager(program_dir):
         note(prog.source)
         check_program(prog, program_dir, stats)
 
-    for _ in range(CHUNKS):
-        run()
+    if not RANDOM:
+        run = seed(SEED)(run)
+        USED.append(request.node.nodeid)
+        again = reproducer(request.node.nodeid, DYNSCOPE_FUZZ_EXAMPLES=EXAMPLES)
+        print(f"\nfuzz seed {SEED}: to run these examples again: {again}")
+    try:
+        for _ in range(CHUNKS):
+            run()
+    except BaseException as exc:
+        if not RANDOM:
+            exc.add_note(f"fuzz seed {SEED}; to run these {EXAMPLES} examples again:\n  {again}\n"
+                         "or the one program above: from test_fuzz import *; "
+                         "reproduce(Program(...)) with tests/ on sys.path")
+        raise
     print("\nfuzz statistics:", dict(sorted(stats.items())))
     # The generator must keep exercising the engine, not only the interpreter.
     if stats["programs"] >= 200:

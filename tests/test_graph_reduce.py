@@ -9,23 +9,15 @@ import pytest
 
 import dynscope
 
-
-def same(want, got):
-    assert type(got) is type(want), (type(want), type(got))
-    if isinstance(want, tuple):
-        assert len(got) == len(want)
-        for w, g in zip(want, got):
-            same(w, g)
-        return
-    want, got = np.asarray(want), np.asarray(got)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    assert np.array_equal(got, want, equal_nan=want.dtype.kind in "fc")
+from conftest import assert_same
 
 
 def run_both(fn, *args):
+    """Captured and eager results bit-identical (conftest.assert_same: type,
+    dtype, shape, strides, the bytes -- so the sign of zero and NaN payloads)."""
     opt = dynscope.optimize("eager")(fn)
     for _ in range(3):
-        same(fn(*args), opt(*args))
+        assert_same(opt(*args), fn(*args), bits=True)
     return opt
 
 
