@@ -330,10 +330,12 @@ conformance: all
 	PYTHON=$(PY) bash scripts/conformance.sh --doc docs/$(if $(filter 3.11,$(PYVER)),conformance.md,conformance-$(PYVER).md)
 
 # The model zoo (tests/models), dynscope and TorchDynamo side by side:
-# docs/models.md.  Needs torch and transformers (DYNSCOPE_WITH_TORCH=1 make deps).
+# docs/models.md (docs/models-X.Y.md with PYTHON=... of another version; each
+# run also remakes docs/models.md's table of every version side by side).
+# Needs torch and transformers (DYNSCOPE_WITH_TORCH=1 make deps).
 .PHONY: zoo
 zoo: all
-	$(PY) scripts/model_zoo.py --out docs/models.md
+	$(PY) scripts/model_zoo.py --out docs/$(if $(filter 3.11,$(PYVER)),models.md,models-$(PYVER).md)
 
 .PHONY: fuzz
 fuzz: all

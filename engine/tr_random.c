@@ -14,7 +14,8 @@
  * graph output, tr_exit.c), so the draws happen in eager's number and order.
  *
  * Generators saved:
- *   torch   the default CPU generator (torch.default_generator), and every
+ *   torch   the default CPU generator (torch.default_generator; a torch
+ *           without it makes every random op a call break), and every
  *           CUDA device's once CUDA is initialised.  A random op on another
  *           device is a call break, found before it runs: its generator is
  *           not saved here.  generator= arguments stay call breaks
@@ -88,8 +89,9 @@ static int save_with(Tracer *t, PyObject *owner, const char *getter, const char 
 int tr_random_note_torch(Tracer *t)
 {
     PyObject *gen = tensorlib_loaded_module_attr("torch", "default_generator");   /* borrowed */
-    if (gen == NULL)
-        return 0;
+    if (gen == NULL)    /* a torch without one: tracing's draw could not be undone */
+        return tracer_break(t, STOP_CALL, "a random op draws random numbers on a device whose "
+                            "generator this torch does not expose (no torch.default_generator)");
     int rc = save_with(t, gen, "get_state", "set_state");
     if (rc < 0)
         return -1;

@@ -5,9 +5,14 @@
 #
 # Environment:
 #   DYNSCOPE_SKIP_APT=1     do not look at or install Debian packages
-#   DYNSCOPE_WITH_TORCH=1   also pip install torch==2.13.0 (a CPU wheel on disk),
-#                           tabulate (torch.fx's print_tabular needs it) and
-#                           transformers (the model zoo: tests/models); ~35 s
+#   DYNSCOPE_WITH_TORCH=1   also pip install torch, tabulate (torch.fx's
+#                           print_tabular needs it) and transformers (the model
+#                           zoo: tests/models).  torch is torch==2.13.0 on 3.11
+#                           (a CPU wheel on disk: ~35 s, ~1 GB) and
+#                           torch==2.14.1 on 3.12/3.13 (PyPI's CUDA build, which
+#                           runs on the CPU: ~70-100 s, ~5.7 GB per venv).  The
+#                           free disk is checked first; a venv that has the
+#                           right torch installs nothing.
 #   PYTHON=...              the interpreter the venv is made from (default: python3
 #                           on PATH): CPython 3.11, 3.12 or 3.13.  3.11's venv is
 #                           .venv, another version's .venv-X.Y (make reads the same
@@ -112,23 +117,73 @@ install_venv() {
         $VENV/bin/python -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
     fi
     [[ "${DYNSCOPE_WITH_TORCH:-0}" == 1 ]] || return 0
-    if [[ "$PYVER" != 3.11 ]]; then
-        # pip would fetch a multi-GB CUDA build: its tests skip, saying so
-        log "torch skipped for Python $PYVER: the offline CPU wheel (torch==2.13.0) is for 3.11 only"
-        return 0
-    fi
-    # find_spec, not import: importing torch takes a second or two
-    if ! $VENV/bin/python -c 'import importlib.util as u, sys
-sys.exit(not all(u.find_spec(m) for m in ("torch", "tabulate", "transformers")))' 2>/dev/null; then
-        # 2.13.0 is the CPU build on this machine's disk; an unpinned torch
-        # would pull a multi-GB CUDA build -- so it is pinned on the same
-        # command line as transformers, which pip may not then swap.
-        # tabulate: gm.graph.print_tabular().  transformers: the model zoo
-        # (configs only, no weights; pinned so the zoo's budgets hold).
-        log "pip install torch==2.13.0 tabulate transformers==5.24.0"
-        $VENV/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 tabulate \
-            transformers==5.24.0
-    fi
+    install_torch
+}
+
+# torch per Python version, and what installing it needs on disk (MB): the
+# venv's growth, and the wheels pip downloads (into its temporary directory,
+# and maybe its cache: each about that size).  Measured (2026-11, torch
+# with transformers and their dependencies), with ~20% to spare:
+#   3.11       torch==2.13.0+cpu from a wheel on disk: ~1.0 GB installed
+#   3.12/3.13  torch==2.14.1 from PyPI, the CUDA build (nvidia-* and triton
+#              wheels; torch.cuda.is_available() is False without a GPU, and
+#              it runs on the CPU): ~5.6 GB installed (nvidia 3.2, torch 1.2,
+#              triton 0.9), ~0.9 GB downloaded
+if [[ "$PYVER" == 3.11 ]]; then
+    TORCH_VERSION=2.13.0 TORCH_INSTALL_MB=1300 TORCH_DOWNLOAD_MB=0 TORCH_SIZE="~1 GB, ~35 s"
+else
+    TORCH_VERSION=2.14.1 TORCH_INSTALL_MB=6800 TORCH_DOWNLOAD_MB=1100 TORCH_SIZE="~5.7 GB, ~70-100 s"
+fi
+# tabulate: gm.graph.print_tabular().  transformers: the model zoo (configs
+# only, no weights; pinned so the zoo's budgets hold).
+TORCH_PACKAGES=("torch==$TORCH_VERSION" tabulate transformers==5.24.0)
+
+# Whether the venv has torch $TORCH_VERSION (any local build: 2.13.0+cpu),
+# tabulate and transformers.  Reads metadata: importing torch takes seconds.
+torch_ok() {
+    $VENV/bin/python - "$TORCH_VERSION" <<'PY' 2>/dev/null
+import importlib.metadata as md, importlib.util as u, sys
+sys.exit(md.version("torch").split("+")[0] != sys.argv[1]
+         or not all(u.find_spec(m) for m in ("tabulate", "transformers")))
+PY
+}
+
+# Fail, saying how much is needed where, unless each file system that pip
+# writes to has room: the venv's (install), the temporary directory's and
+# the pip cache's (downloads; one file system may be all three).
+check_disk() {
+    local -A need_of=() dir_of=()
+    local dir mb fs cache
+    cache=$($VENV/bin/python -m pip cache dir 2>/dev/null || true)
+    while read -r dir mb; do
+        [[ -n "$dir" && $mb -gt 0 ]] || continue
+        mkdir -p "$dir" 2>/dev/null || true
+        fs=$(df -P "$dir" 2>/dev/null | awk 'NR == 2 { print $6 }') || continue
+        [[ -n "$fs" ]] || continue
+        need_of[$fs]=$((${need_of[$fs]:-0} + mb))
+        dir_of[$fs]="${dir_of[$fs]:+${dir_of[$fs]}, }$dir"
+    done <<EOF2
+$VENV $TORCH_INSTALL_MB
+${TMPDIR:-/tmp} $TORCH_DOWNLOAD_MB
+${cache:-} $TORCH_DOWNLOAD_MB
+EOF2
+    for fs in "${!need_of[@]}"; do
+        local free_mb
+        free_mb=$(df -Pm "$fs" | awk 'NR == 2 { print $4 }')
+        if ((free_mb < need_of[$fs])); then
+            die "not enough disk for torch==$TORCH_VERSION (Python $PYVER, $VENV): $fs has ${free_mb} MB free, needs ~${need_of[$fs]} MB (for ${dir_of[$fs]}). Free some space, or leave DYNSCOPE_WITH_TORCH unset: torch's tests then skip"
+        fi
+    done
+}
+
+install_torch() {
+    torch_ok && return 0
+    check_disk
+    # pinned on the same command line as transformers, which pip may not
+    # then swap for another torch (an unpinned one would be a CUDA build
+    # on 3.11 too)
+    log "pip install ${TORCH_PACKAGES[*]} ($VENV; $TORCH_SIZE)"
+    $VENV/bin/python -m pip install -q --disable-pip-version-check "${TORCH_PACKAGES[@]}"
 }
 
 install_apt

@@ -2,6 +2,7 @@
 """model_zoo.py -- the model zoo measured: dynscope and TorchDynamo side by side.
 
     .venv/bin/python scripts/model_zoo.py                 # writes docs/models.md
+    .venv-3.12/bin/python scripts/model_zoo.py            # writes docs/models-3.12.md
     .venv/bin/python scripts/model_zoo.py --models gpt2,cnn --out FILE --quick
 
 For each model of tests/models (tiny random-init configs, no weights, no
@@ -16,6 +17,12 @@ every output tensor equals eager's exactly (first call and a cache hit),
 capture time (the first call) and the steady per-call time against eager,
 as medians of interleaved calls in one process (the machine is noisy:
 ratios, not absolute times, are what compares).
+
+Each CPython version writes its own report (docs/models.md for 3.11,
+docs/models-X.Y.md for another, as `make zoo` with PYTHON= does), and
+docs/models.md then gets a section with every version's table side by side
+("On each Python version"), remade from the reports whenever one of them
+is written.
 """
 from __future__ import annotations
 
@@ -167,11 +174,98 @@ def write_doc(results: list, path: str, command: str) -> None:
         f.write("\n".join(lines) + "\n")
 
 
+DOCS = os.path.join(ROOT, "docs")
+MAIN_DOC = os.path.join(DOCS, "models.md")
+SIDE_HEADING = "## On each Python version"
+
+
+def default_out() -> str:
+    """docs/models.md on 3.11, docs/models-X.Y.md on another version."""
+    v = "%d.%d" % sys.version_info[:2]
+    return MAIN_DOC if v == "3.11" else os.path.join(DOCS, f"models-{v}.md")
+
+
+def read_report(path: str):
+    """(versions, rows) of a report write_doc made: versions is the text in
+    the parentheses of its "Made by" line, rows maps (model, system) to the
+    cells of its table (graphs, breaks, ops, equal, ..., ratio)."""
+    versions, rows = "", {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("Made by ") and "(" in line:
+                versions = line[line.rindex("(") + 1:].rstrip().rstrip(".").rstrip(")")
+            elif line.startswith("| ") and not line.startswith(("| model ", "|---")):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if len(cells) == 10:
+                    rows[(cells[0], cells[1])] = cells[2:]
+            elif line.startswith("## "):
+                if rows:
+                    break
+    return versions, rows
+
+
+def side_by_side() -> list:
+    """The lines of docs/models.md's section that puts every version's
+    report side by side: per model and system, graphs/breaks, equal and
+    the per-call ratio of each version."""
+    reports = [("3.11", MAIN_DOC)] + sorted(
+        (f[len("models-"):-len(".md")], os.path.join(DOCS, f)) for f in os.listdir(DOCS)
+        if f.startswith("models-3.") and f.endswith(".md"))
+    read = [(v, *read_report(p)) for v, p in reports if os.path.exists(p)]
+    read = [(v, vs, rows) for v, vs, rows in read if rows]
+    if len(read) < 2:
+        return []
+    lines = [SIDE_HEADING, "",
+             "Each version's own report (" + ", ".join(
+                 f"[{v}]({os.path.basename(p)})" for v, p in reports
+                 if any(r[0] == v for r in read)) + ") side by side: graphs / breaks, whether",
+             "every output equals eager's, and the per-call time as a ratio to eager. The",
+             "torch releases differ (CI covers both); each report says when and how it was made.",
+             ""]
+    for v, vs, _ in read:
+        lines.append(f"- {v}: {vs}")
+    lines += ["", "| model | system | " + " | ".join(
+        f"{v} graphs / breaks | {v} equal | {v} ratio" for v, _, _ in read) + " |",
+        "|---|---|" + "---:|---|---:|" * len(read)]
+    keys = list(dict.fromkeys(k for _, _, rows in read for k in rows))
+    for model, system in keys:
+        cells = []
+        for _, _, rows in read:
+            c = rows.get((model, system))
+            if c is None:
+                cells += ["-", "-", "-"]
+            elif len(c) < 8 or c[0].startswith("error"):
+                cells += [(c[0] if c else "-")[:40], "", ""]
+            else:
+                cells += [f"{c[0]} / {c[1]}", c[3], c[7]]
+        lines.append(f"| {model} | {system} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def update_side_by_side() -> None:
+    """Remake docs/models.md's side-by-side section (or add it at the end,
+    or drop it when fewer than two reports exist)."""
+    if not os.path.exists(MAIN_DOC):
+        return
+    with open(MAIN_DOC) as f:
+        text = f.read()
+    start = text.find("\n" + SIDE_HEADING + "\n")
+    if start >= 0:
+        nxt = text.find("\n## ", start + 1)
+        text = text[:start + 1] + (text[nxt + 1:] if nxt >= 0 else "")
+    section = side_by_side()
+    if section:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(section)
+    with open(MAIN_DOC, "w") as f:
+        f.write(text.rstrip("\n") + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="", help="comma-separated names (default: all)")
     ap.add_argument("--systems", default="dynscope,dynamo")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "models.md"))
+    ap.add_argument("--out", default=default_out(),
+                    help="the report (default: docs/models.md on 3.11, docs/models-X.Y.md else)")
     ap.add_argument("--quick", action="store_true", help="fewer timing repetitions")
     ap.add_argument("--reps", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker", nargs=2, metavar=("MODEL", "SYSTEM"), help=argparse.SUPPRESS)
@@ -197,6 +291,8 @@ def main() -> int:
                   flush=True)
     command = "python scripts/model_zoo.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
     write_doc(results, a.out, command)
+    if os.path.dirname(os.path.abspath(a.out)) == DOCS:
+        update_side_by_side()
     if a.json:
         print(json.dumps(results))
     print(f"wrote {a.out}")

@@ -927,3 +927,60 @@ def test_a_translation_that_fails_leaves_the_generator_where_it_was():
     torch.manual_seed(2)
     assert got == draws_then_escapes(torch.ones(3))
     assert torch.equal(got_state, torch.get_rng_state())
+
+
+# ---------------------------------------------------------------------------
+# A torch the engine has not seen (issue 36).  The engine reads no torch
+# version: it looks up what it uses and falls back where a torch lacks it
+# (docs/architecture.md, "PyTorch versions").  Each case runs in a fresh
+# process with that piece of torch removed before dynscope first looks.
+
+UNSEEN_TORCH_SCRIPT = r"""
+import sys
+import torch
+missing = sys.argv[1]
+if missing == "TensorGuards":
+    del torch._C._dynamo.guards.TensorGuards
+elif missing == "default_generator":
+    del torch.default_generator
+elif missing == "layout":
+    del torch.layout          # a type the engine reads when it first finds torch
+import dynscope
+
+def scale(x, y):
+    return torch.relu(x) * 2 + y
+
+f = dynscope.optimize("eager")(scale)
+for x in (torch.randn(3), torch.randn(3), torch.randn(3).double(), torch.randn(3, 4).t()):
+    assert torch.equal(f(x, x), scale(x, x))
+entries = dynscope.cache_entries(scale)
+print("entries", len(entries))
+
+def noisy(x):
+    return x + torch.rand(3)
+
+g = dynscope.optimize("eager")(noisy)
+torch.manual_seed(0)
+got = [g(torch.ones(3)) for _ in range(3)]
+torch.manual_seed(0)
+assert all(torch.equal(a, noisy(torch.ones(3))) for a in got), "draws differ from eager"
+print("breaks", [b.reason for b in dynscope.explain(noisy)(torch.ones(3)).break_reasons])
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("missing, entries", [
+    ("nothing", 3),
+    ("TensorGuards", 3),         # torch's C++ check: the Python-API comparison decides
+    ("default_generator", 3),    # nothing to restore after tracing a draw: a call break
+    ("layout", 0),               # torch's types unreadable: frames run without capture
+])
+def test_a_torch_without_what_the_engine_uses_falls_back_and_equals_eager(missing, entries):
+    r = subprocess.run([sys.executable, "-c", UNSEEN_TORCH_SCRIPT, missing], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr
+    assert f"entries {entries}\n" in r.stdout and r.stdout.endswith("ok\n"), r.stdout
+    if missing == "default_generator":
+        assert "no torch.default_generator" in r.stdout
+    elif missing == "nothing":
+        assert "breaks []" in r.stdout
