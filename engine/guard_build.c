@@ -308,6 +308,11 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
             goto out_type;
         g->length = length != 0;
         break;
+    case GUARD_CLASS_LACKS:
+        if (expected == NULL || !PyUnicode_CheckExact(expected))
+            goto out_type;
+        g->length = 0;
+        break;
     case GUARD_CODE_MATCH:
         if (expected == NULL || !PyCode_Check(expected))
             goto out_type;
@@ -361,6 +366,7 @@ guard_same(const Guard *e, const Guard *g, const TensorMeta *tm)
     case GUARD_EQUALS_MATCH:
     case GUARD_DICT_KEYS:
     case GUARD_HASATTR:
+    case GUARD_CLASS_LACKS:
     case GUARD_DICT_LACKS:
         return guard_const_equal(e->expected, g->expected);
     case GUARD_TENSOR_MATCH:

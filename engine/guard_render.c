@@ -37,6 +37,7 @@ static const char *const guard_kind_names[GUARD__COUNT] = {
     [GUARD_BACKEND_MATCH] = "BACKEND_MATCH",
     [GUARD_SAME_AS] = "SAME_AS",
     [GUARD_NOT_SAME_AS] = "NOT_SAME_AS",
+    [GUARD_CLASS_LACKS] = "CLASS_LACKS",
 };
 
 const char *
@@ -375,6 +376,9 @@ render_guard_text(const GuardSet *gs, const Guard *g, PyObject *src)
     case GUARD_HASATTR:
         return PyUnicode_FromFormat(g->length ? "hasattr(%U, %R)" : "not hasattr(%U, %R)",
                                     src, g->expected);
+    case GUARD_CLASS_LACKS:
+        return PyUnicode_FromFormat("not any(%R in c.__dict__ for c in %U.__mro__)",
+                                    g->expected, src);
     case GUARD_CODE_MATCH:
         if ((d = describe_ref(g->expected)) == NULL)
             return NULL;
@@ -523,6 +527,10 @@ observed_ref(const Guard *g, PyObject *v)
     case GUARD_HASATTR:
         r = guard_has_attr(v, g->expected);
         return PyUnicode_FromString(r < 0 ? "<error>" : r ? "True" : "False");
+    case GUARD_CLASS_LACKS:
+        if (!PyType_Check(v))
+            return PyUnicode_FromFormat("a %s, not a class", Py_TYPE(v)->tp_name);
+        return PyUnicode_FromString(_PyType_Lookup((PyTypeObject *)v, g->expected) ? "True" : "False");
     case GUARD_CODE_MATCH:
         return describe_ref(PyFunction_GET_CODE(v));
     case GUARD_NOT_NONE:

@@ -444,6 +444,8 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
                && !PyErr_Occurred();
     case GUARD_DICT_EMPTY:
         return PyDict_Check(v) && PyDict_GET_SIZE(v) == 0;
+    case GUARD_CLASS_LACKS:
+        return PyType_Check(v) && _PyType_Lookup((PyTypeObject *)v, g->expected) == NULL;
     case GUARD_BACKEND_MATCH:
     case GUARD_GRAD_MODE:
     case GUARD__COUNT:

@@ -129,6 +129,12 @@ typedef enum GuardKind {
     GUARD_NOT_SAME_AS,    /* v is not the value of accessor `length` (an earlier
                              one): a plan writes an attribute of one object
                              and reads the same name of the other */
+    GUARD_CLASS_LACKS,    /* v is a class none of whose __mro__ classes has
+                             `expected` (a str) in its own __dict__: what
+                             _PyType_Lookup finds, so an instance's lookup,
+                             setattr and LOAD_METHOD go on as traced.  Not
+                             hasattr(v, name), which a metaclass answers too
+                             (every class has __name__) */
     GUARD__COUNT
 } GuardKind;
 

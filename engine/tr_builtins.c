@@ -84,6 +84,31 @@ static PyObject *known_type(Value *v)
     }
 }
 
+static bool class_is_own_type(PyObject *tp);
+
+/* (contract: translate_int.h) */
+Value *tr_type_of(TFrame *f, Value *v)
+{
+    PyObject *tp = known_type(v);                       /* borrowed */
+    if (tp == NULL)
+        return tracer_unsupported(f->t, false, "type of a value whose type is not known"), NULL;
+    /* fixed by its guards; reached as type(<source>) when it has one */
+    if (v->kind == V_NEWOBJ)
+        return v->items[1];      /* the class it was made from */
+    if ((v->kind == V_OBJECT || v->kind == V_CONST) && v->src >= 0) {
+        int acc = guardset_accessor(f->t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
+        return acc < 0 ? NULL : value_from_source(f->t, acc, tp);
+    }
+    return value_new(f->t, V_CONST, tp);
+}
+
+/* (contract: translate_int.h) */
+bool tr_class_attr_is_type(Value *v)
+{
+    PyObject *tp = known_type(v);                       /* borrowed */
+    return tp != NULL && class_is_own_type(tp);
+}
+
 /* Whether isinstance() against class cls answers by the type alone, for
    good: its metaclass keeps type's __instancecheck__ (type itself,
    torch.Tensor's _TensorMeta), or is abc.ABCMeta, whose answer for a type
@@ -187,7 +212,7 @@ static Value *getattr_through_python(TFrame *f, Value *v, PyObject *name, Value 
         return tracer_unsupported(t, false, "%s() of a %s, whose class has __getattr__",
                                   dflt ? "getattr" : "hasattr", Py_TYPE(v->obj)->tp_name), NULL;
     int ta = guardset_accessor(t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
-    if (ta < 0 || guardset_add(t->gs, GUARD_HASATTR, ta, getattr_name, 0) < 0)
+    if (ta < 0 || guardset_add(t->gs, GUARD_CLASS_LACKS, ta, getattr_name, 0) < 0)
         return NULL;
     TFrame *saved = t->absent_frame;
     t->absent_frame = f;
@@ -223,7 +248,10 @@ static Value *builtin_callable(TFrame *f, Value *v)
     case V_NEWOBJ: {
         Value *cls = v->items[1];
         yes = _PyType_Lookup((PyTypeObject *)v->obj, call_name) != NULL;
-        if (cls->src < 0 || guardset_add(t->gs, GUARD_HASATTR, cls->src, call_name, yes) < 0)
+        /* hasattr(cls, '__call__') is true of every class (type.__call__):
+           what callable() reads is the class's own lookup */
+        if (cls->src < 0 || (yes ? guardset_add(t->gs, GUARD_ID_MATCH, cls->src, (PyObject *)v->obj, 0)
+                             : guardset_add(t->gs, GUARD_CLASS_LACKS, cls->src, call_name, 0)) < 0)
             return cls->src < 0 ? tracer_unsupported(t, false, "callable() of a new object"), NULL : NULL;
         break;
     }
@@ -810,17 +838,8 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         return call_sequence_type(f, tp, args, nargs);
     if (tp == (PyObject *)&PySuper_Type && (nargs == 0 || nargs == 2))
         return tr_make_super(f, nargs ? args[0] : NULL, nargs ? args[1] : NULL);
-    if (tp == (PyObject *)&PyType_Type && nargs == 1 && known_type(args[0]) != NULL) {
-        /* fixed by its guards; reached as type(<source>) when it has one */
-        Value *v = args[0];
-        if (v->kind == V_NEWOBJ)
-            return v->items[1];      /* the class it was made from */
-        if ((v->kind == V_OBJECT || v->kind == V_CONST) && v->src >= 0) {
-            int acc = guardset_accessor(t->gs, ACC_TYPE, v->src, 0, NULL, NULL);
-            return acc < 0 ? NULL : value_from_source(t, acc, known_type(v));
-        }
-        return value_new(t, V_CONST, known_type(v));
-    }
+    if (tp == (PyObject *)&PyType_Type && nargs == 1 && known_type(args[0]) != NULL)
+        return tr_type_of(f, args[0]);
     if (tp == (PyObject *)&PyEnum_Type && (nargs == 1 || nargs == 2))
         return call_enumerate(f, args, nargs);
     if (tp == (PyObject *)&PyZip_Type && nargs >= 1)

@@ -136,7 +136,10 @@ static int guard_copy_protocol(CopyCall *c, Value *cls)
     const char *objects[] = {"__reduce_ex__", "__reduce__", "__getstate__"};
     for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
         PyObject *name = PyUnicode_FromString(absent[i]);
+        /* hasattr of the class: its metaclass answers too */
         PyObject *found = name ? _PyType_Lookup(tp, name) : NULL;          /* borrowed */
+        if (found == NULL && name != NULL)
+            found = _PyType_Lookup(Py_TYPE(tp), name);
         int rc = name == NULL ? -1
                  : found != NULL ? tracer_unsupported(t, false, "copy of a %s, which has %s",
                                                       tp->tp_name, absent[i])

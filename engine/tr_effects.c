@@ -65,7 +65,7 @@ static int guard_plain_write(Tracer *t, Value *obj, PyObject *name)
         return -1;
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr == NULL)
-        return guardset_add(t->gs, GUARD_HASATTR, ta, name, 0);
+        return guardset_add(t->gs, GUARD_CLASS_LACKS, ta, name, 0);
     if (Py_TYPE(descr)->tp_descr_set != NULL)
         return tracer_unsupported(t, false, "setting attribute '%U' of a %s: a %s", name,
                                   tp->tp_name, Py_TYPE(descr)->tp_name);

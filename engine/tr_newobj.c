@@ -147,10 +147,12 @@ static int guard_class_attr_is(Tracer *t, Value *cls, PyObject *name, PyObject *
     return acc < 0 ? -1 : guardset_add(t->gs, GUARD_ID_MATCH, acc, expected, 0);
 }
 
-/* Guard that C has no attribute `name`.  0 / -1. */
+/* Guard that C's __mro__ has no attribute `name` (what an instance's
+   lookup reads; the metaclass's attributes are not the instance's).
+   0 / -1. */
 static int guard_class_lacks(Tracer *t, Value *cls, PyObject *name)
 {
-    return guardset_add(t->gs, GUARD_HASATTR, cls->src, name, 0);
+    return guardset_add(t->gs, GUARD_CLASS_LACKS, cls->src, name, 0);
 }
 
 /* The value of C.name (what the class itself gives: a function, a

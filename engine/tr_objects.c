@@ -152,7 +152,7 @@ bool tr_missing_reaches_getattr(Tracer *t)
 static int guard_generic_absence(Tracer *t, Value *obj, PyObject *name)
 {
     int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
-    if (ta < 0 || guardset_add(t->gs, GUARD_HASATTR, ta, name, 0) < 0)
+    if (ta < 0 || guardset_add(t->gs, GUARD_CLASS_LACKS, ta, name, 0) < 0)
         return -1;
     PyObject **dictptr = _PyObject_GetDictPtr(obj->obj);
     if (dictptr != NULL) {
@@ -182,17 +182,64 @@ Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic)
     return value_new(t, V_ABSENT, NULL);
 }
 
+static int guard_generic_absence(Tracer *t, Value *obj, PyObject *name);
+
+/* m.name of a module whose class, a ModuleType subclass (torch._VF),
+   keeps the module's __getattribute__ and adds a Python __getattr__: a
+   name the module's lookup finds is read as any module's (not handled
+   here); another runs __getattr__, inlined, with what the lookup looked
+   at guarded: the class and the module's dict lack the name, and the
+   dict has no __getattr__ of its own (PEP 562, which would run first). */
+static Value *module_subclass_attr(TFrame *f, Value *base, PyObject *name, PyObject *getattribute_name,
+                                   PyObject *getattr_name, bool *handled)
+{
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    PyObject *ga = _PyType_Lookup(tp, getattribute_name);           /* borrowed */
+    PyObject *gattr = _PyType_Lookup(tp, getattr_name);             /* borrowed */
+    if (ga != _PyType_Lookup(&PyModule_Type, getattribute_name) || gattr == NULL || !PyFunction_Check(gattr))
+        return NULL;
+    PyObject *md = PyModule_GetDict(base->obj);                     /* borrowed */
+    int in_dict = md ? PyDict_Contains(md, name) : -1;
+    int hook = in_dict == 0 ? PyDict_Contains(md, getattr_name) : 0;
+    *handled = true;
+    if (in_dict < 0 || hook < 0)
+        return PyErr_Occurred() ? NULL
+               : (tracer_unsupported(f->t, false, "a module without a __dict__"), NULL);
+    if (in_dict || _PyType_Lookup(tp, name) != NULL) {
+        *handled = false;
+        return NULL;
+    }
+    if (hook)
+        return tracer_unsupported(f->t, false, "attribute '%U' of module %s, which has __getattr__ in its "
+                                  "dict and its class", name, tp->tp_name), NULL;
+    if (guard_generic_absence(f->t, base, name) < 0)
+        return NULL;
+    PyObject *dn = PyUnicode_FromString("__dict__");
+    int da = dn ? guardset_accessor(f->t->gs, ACC_OBJATTR, base->src, 0, dn, NULL) : -1;
+    Py_XDECREF(dn);
+    if (da < 0 || guardset_add(f->t->gs, GUARD_DICT_LACKS, da, getattr_name, 0) < 0)
+        return NULL;
+    Value *key = value_new(f->t, V_CONST, name);
+    Value *args[2] = {base, key};
+    return key ? call_with(f, class_attr_accessor(f->t, base->src, getattr_name), gattr, args, 2) : NULL;
+}
+
 /* (contract: translate_int.h) */
 Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
 {
     *handled = false;
+    static PyObject *getattribute_name, *getattr_name;
+    if (getattribute_name == NULL && (getattribute_name = PyUnicode_InternFromString("__getattribute__")) == NULL)
+        return NULL;
+    if (getattr_name == NULL && (getattr_name = PyUnicode_InternFromString("__getattr__")) == NULL)
+        return NULL;
+    if ((base->kind == V_OBJECT || base->kind == V_CONST) && base->src >= 0 && PyModule_Check(base->obj)
+        && !PyModule_CheckExact(base->obj))
+        return module_subclass_attr(f, base, name, getattribute_name, getattr_name, handled);
     if ((base->kind != V_OBJECT && base->kind != V_CONST) || base->src < 0 || PyType_Check(base->obj)
         || PyModule_Check(base->obj))
         return NULL;
     PyTypeObject *tp = Py_TYPE(base->obj);
-    static PyObject *getattribute_name;
-    if (getattribute_name == NULL && (getattribute_name = PyUnicode_InternFromString("__getattribute__")) == NULL)
-        return NULL;
     PyObject *ga = _PyType_Lookup(tp, getattribute_name);           /* borrowed */
     if (ga != NULL && PyFunction_Check(ga)) {
         /* the class's own __getattribute__, inlined: type(obj).__getattribute__(obj, name) */
@@ -201,9 +248,6 @@ Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
         Value *args[2] = {base, key};
         return key ? call_with(f, class_attr_accessor(f->t, base->src, getattribute_name), ga, args, 2) : NULL;
     }
-    static PyObject *getattr_name;
-    if (getattr_name == NULL && (getattr_name = PyUnicode_InternFromString("__getattr__")) == NULL)
-        return NULL;
     PyObject *gattr = _PyType_Lookup(tp, getattr_name);              /* borrowed */
     if (gattr != NULL && PyFunction_Check(gattr) && ga == _PyType_Lookup(&PyBaseObject_Type, getattribute_name)) {
         /* a Python __getattr__ (typing's generic aliases forward to their

@@ -283,16 +283,125 @@ static PyTypeObject *union_type(void)
     return tp;
 }
 
+/* Whether binding class attribute d (calling its __get__, as a lookup
+   does) runs no Python code: d has no __get__, or its type's __get__ is
+   C -- a function (a bound method), staticmethod, a C method, slot
+   wrapper, member or getset descriptor, and a classmethod of one of
+   these (3.11 and 3.12 call the wrapped object's own __get__).  A
+   descriptor class written in Python (its __get__ a function:
+   functools.cached_property, a lazy attribute) runs its code, and may
+   change the object. */
+static bool descr_get_is_c(PyObject *d, int depth)
+{
+    PyTypeObject *dt = Py_TYPE(d);
+    if (dt->tp_descr_get == NULL || PyFunction_Check(d) || value_descr_is_c_getter(d)
+        || Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyMethodDescr_Type)
+        || Py_IS_TYPE(d, &PyClassMethodDescr_Type) || Py_IS_TYPE(d, &PyWrapperDescr_Type))
+        return true;
+    if (PyObject_TypeCheck(d, &PyClassMethod_Type)) {
+        PyObject *fn = depth < 4 ? PyObject_GetAttrString(d, "__func__") : NULL;
+        bool ok = fn != NULL && Py_IS_TYPE(d, &PyClassMethod_Type) && descr_get_is_c(fn, depth + 1);
+        Py_XDECREF(fn);
+        PyErr_Clear();
+        return ok;
+    }
+    if (!(dt->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return true;                  /* a C descriptor type (lru_cache's wrapper) */
+    static PyObject *get_name;
+    if (get_name == NULL && (get_name = PyUnicode_InternFromString("__get__")) == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    PyObject *get = _PyType_Lookup(dt, get_name);                /* borrowed */
+    return get != NULL && Py_IS_TYPE(get, &PyWrapperDescr_Type);  /* inherited from a C type */
+}
+
+/* Whether module class tp (a ModuleType subclass) keeps the module's
+   __getattribute__ (adding at most a Python __getattr__: torch._VF). */
+static bool module_lookup_is_modules(PyTypeObject *tp)
+{
+    static PyObject *ga_name;
+    if (ga_name == NULL && (ga_name = PyUnicode_InternFromString("__getattribute__")) == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
+           && _PyType_Lookup(tp, ga_name) == _PyType_Lookup(&PyModule_Type, ga_name);
+}
+
+/* Whether metaclass tp keeps type's __getattribute__ and adds only a
+   Python __getattr__ (3.11's EnumType), which runs for a name the lookup
+   does not find. */
+static bool type_lookup_is_types(PyTypeObject *tp)
+{
+    static PyObject *ga_name;
+    if (ga_name == NULL && (ga_name = PyUnicode_InternFromString("__getattribute__")) == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
+           && _PyType_Lookup(tp, ga_name) == _PyType_Lookup(&PyType_Type, ga_name);
+}
+
+/* Whether reading `name` from obj runs no Python code (and so cannot
+   change anything):
+   - an instance with the generic lookup: the class attribute, if any, is
+     no data descriptor but a C getter (function.__name__, a slot), and
+     binding it runs no Python (descr_get_is_c: not a descriptor class
+     written in Python, which runs even when the instance dict holds the
+     name, once the dict has lost it);
+   - a class (type's own lookup): the metaclass's attribute and the
+     class's are bound by C code;
+   - a module (the module type's own lookup): the name is in its dict, or
+     the module has no __getattr__ (PEP 562) to run for a missing one. */
 bool tr_attr_read_is_pure(PyObject *obj, PyObject *name)
 {
     PyTypeObject *tp = Py_TYPE(obj);
+    static PyObject *getattr_name;
+    if (getattr_name == NULL && (getattr_name = PyUnicode_InternFromString("__getattr__")) == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    if (PyModule_Check(obj) && (tp->tp_getattro == PyModule_Type.tp_getattro
+                                || module_lookup_is_modules(tp))) {
+        PyObject *md = PyModule_GetDict(obj);                       /* borrowed */
+        if (md == NULL)
+            return false;
+        int has = PyDict_Contains(md, name);
+        int hook = has == 0 ? PyDict_Contains(md, getattr_name) : 0;
+        if (has < 0 || hook < 0) {
+            PyErr_Clear();
+            return false;
+        }
+        if (has)
+            return true;
+        PyObject *cls_attr = _PyType_Lookup(tp, name);              /* borrowed */
+        if (cls_attr != NULL)
+            return descr_get_is_c(cls_attr, 0) && (Py_TYPE(cls_attr)->tp_descr_set == NULL
+                                                   || value_descr_is_c_getter(cls_attr));
+        /* missing: the module's __getattr__ (PEP 562) or its class's runs */
+        return !hook && tp->tp_getattro == PyModule_Type.tp_getattro;
+    }
+    if (PyType_Check(obj) && (tp->tp_getattro == PyType_Type.tp_getattro || type_lookup_is_types(tp))) {
+        PyObject *meta_attr = _PyType_Lookup(tp, name);              /* borrowed */
+        PyObject *own = _PyType_Lookup((PyTypeObject *)obj, name);   /* borrowed */
+        if (own == NULL && meta_attr == NULL)
+            return tp->tp_getattro == PyType_Type.tp_getattro;      /* else __getattr__ runs */
+        if (meta_attr != NULL && Py_TYPE(meta_attr)->tp_descr_set != NULL)
+            return value_descr_is_c_getter(meta_attr);   /* not a property of the metaclass */
+        if (own != NULL)
+            return descr_get_is_c(own, 0);
+        return meta_attr == NULL || descr_get_is_c(meta_attr, 0);
+    }
     if (tp->tp_getattro != PyObject_GenericGetAttr)
-        return PyModule_Check(obj) || PyType_Check(obj) || (tp == union_type() && tp != NULL);
+        return tp == union_type() && tp != NULL;
     PyObject *cls_attr = _PyType_Lookup(tp, name);   /* borrowed */
     if (cls_attr != NULL) {
         descrsetfunc set = Py_TYPE(cls_attr)->tp_descr_set;
         if (set != NULL && !value_descr_is_c_getter(cls_attr))
             return false;   /* property or other data descriptor */
+        if (!descr_get_is_c(cls_attr, 0))
+            return false;   /* a descriptor class written in Python */
     }
     return true;
 }
@@ -446,6 +555,10 @@ Value *tr_load_attr(TFrame *f, Value *base, PyObject *name)
 
 static Value *load_attr(TFrame *f, Value *base, PyObject *name)
 {
+    if (base->kind != V_OBJECT && base->kind != V_CONST && base->kind != V_NEWOBJ
+        && base->kind != V_SUPER && PyUnicode_CompareWithASCIIString(name, "__class__") == 0
+        && tr_class_attr_is_type(base))
+        return tr_type_of(f, base);     /* [1].__class__, x.__class__: type(v) */
     switch (base->kind) {
     case V_TENSOR:
         return load_tensor_attr(f, base, name);
@@ -472,11 +585,30 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
     }
 }
 
-/* LOAD_METHOD: pushes [method, self] or [NULL, attribute]. */
+/* Whether obj.name, looked up as LOAD_METHOD does, is a method descriptor
+   of type tp (a Python function, a C method, a slot wrapper) that obj's
+   own __dict__ does not shadow: what the call gets obj as its first
+   argument for.  A class, staticmethod, classmethod, property or other
+   attribute found on the type binds otherwise; a name not found on it is
+   no method. */
+static bool is_method_of_type(PyTypeObject *tp, PyObject *obj, PyObject *name)
+{
+    PyObject *descr = _PyType_Lookup(tp, name);                 /* borrowed */
+    if (descr == NULL || !PyType_HasFeature(Py_TYPE(descr), Py_TPFLAGS_METHOD_DESCRIPTOR))
+        return false;
+    PyObject **dictptr = obj ? _PyObject_GetDictPtr(obj) : NULL;
+    if (dictptr == NULL || *dictptr == NULL)
+        return true;
+    PyObject *own = PyDict_GetItemWithError(*dictptr, name);     /* borrowed */
+    PyErr_Clear();
+    return own == NULL;
+}
+
+/* (contract: translate_int.h) */
 int tr_load_method(TFrame *f, Value *base, PyObject *name)
 {
     Tracer *t = f->t;
-    if (base->kind == V_TENSOR) {
+    if (base->kind == V_TENSOR && is_method_of_type(Py_TYPE(base->obj), base->obj, name)) {
         Value *m = value_new(t, V_METHOD, name);
         if (m == NULL || value_append(t, m, base) < 0)
             return -1;
@@ -512,22 +644,14 @@ int tr_load_method(TFrame *f, Value *base, PyObject *name)
             return push(f, fn) < 0 ? -1 : push(f, base);
         }
     }
-    if (base->kind == V_LIST || base->kind == V_DICT) {
+    if ((base->kind == V_LIST && is_method_of_type(&PyList_Type, NULL, name))
+        || (base->kind == V_DICT && base->stands_for == NULL && is_method_of_type(&PyDict_Type, NULL, name))) {
+        /* list.append, dict.get ...: the method, called with the list
+           (the exact type: its guards say so) */
         Value *m = value_new(t, V_METHOD, name);
         if (m == NULL || value_append(t, m, base) < 0)
             return -1;
         return push(f, m) < 0 ? -1 : push(f, base);
-    }
-    if (base->kind == V_DICT) {
-        /* keys()/values()/items() of an input dict do not mutate it. */
-        if (PyUnicode_CompareWithASCIIString(name, "keys") == 0
-            || PyUnicode_CompareWithASCIIString(name, "values") == 0
-            || PyUnicode_CompareWithASCIIString(name, "items") == 0) {
-            Value *m = value_new(t, V_METHOD, name);
-            if (m == NULL || value_append(t, m, base) < 0)
-                return -1;
-            return push(f, m) < 0 ? -1 : push(f, base);
-        }
     }
     Value *attr = tr_load_attr(f, base, name);
     if (attr == NULL)

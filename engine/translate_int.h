@@ -294,7 +294,19 @@ Value *tr_load_global(TFrame *f, PyObject *name);
 bool tr_attr_read_is_pure(PyObject *obj, PyObject *name);
 /* base.name. */
 Value *tr_load_attr(TFrame *f, Value *base, PyObject *name);
-/* LOAD_METHOD: pushes [method, self] or [NULL, attribute].  0 / -1. */
+/* type(v): the class v is known to have (by its guards, or by how the
+   translation made it), reached as type(<source>) when v has one.  NULL
+   when tracing stops (a value whose type is not known). */
+Value *tr_type_of(TFrame *f, Value *v);
+/* Whether v's type is known and v.__class__ is that type (object's
+   descriptor, not a property of the class). */
+bool tr_class_attr_is_type(Value *v);
+/* LOAD_METHOD (3.11; LOAD_ATTR with its method bit on 3.12+): pushes
+   [function, self] when the lookup finds a method descriptor on the type
+   (a function, a C method, a slot wrapper) that the instance does not
+   shadow, as _PyObject_GetMethod does, else [NULL, attribute]: a class,
+   staticmethod, classmethod, property, callable object or instance
+   attribute is read as an attribute and called as it is.  0 / -1. */
 int tr_load_method(TFrame *f, Value *base, PyObject *name);
 /* IMPORT_NAME `name` with constant level and fromlist: the module (or
    top package) from sys.modules, never importing. */

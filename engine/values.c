@@ -688,7 +688,7 @@ int value_module_has_attr(Tracer *t, Value *m, PyObject *name, bool *handled)
             return -1;
     }
     int ta = guardset_accessor(t->gs, ACC_TYPE, m->src, 0, NULL, NULL);
-    return ta < 0 || guard(t, GUARD_HASATTR, ta, name, 0) < 0 ? -1 : 0;
+    return ta < 0 || guard(t, GUARD_CLASS_LACKS, ta, name, 0) < 0 ? -1 : 0;
 }
 
 bool value_descr_is_c_getter(PyObject *descr)
