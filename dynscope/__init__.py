@@ -134,8 +134,9 @@ def optimize(backend="eager", *, fullgraph=False, dynamic=None):
     floats are graph inputs from the start.  A number the code needs as a
     constant (a branch on it, range(n)) stays specialized.  True: every int
     and float is a graph input from the start; False: always specialized
-    (each new value recompiles).  Tensor shapes are static for now: a new
-    shape recompiles.
+    (each new value recompiles).  The sizes of array and tensor arguments
+    follow the same rule (a size from 2 on; 0 and 1 stay specialized), and
+    mark_dynamic / mark_static set it per dimension.
     """
     if dynamic not in (None, True, False):
         raise TypeError(f"dynscope: dynamic must be None, True or False, not {dynamic!r}")
