@@ -1,8 +1,11 @@
 """python -m dynscope COMMAND ...
 
 Commands:
-  run [--db FILE] [--capture-all] [--backend NAME] (script.py | -m module) [args...]
-                         run a program, recording engine events to FILE
+  run [--db FILE] [--capture-all | --capture-tensors] [--backend NAME] (script.py | -m module) [args...]
+                         run a program, recording engine events to FILE;
+                         --capture-all captures every frame (those with no
+                         array in reach too), --capture-tensors only frames
+                         with an array or tensor in reach (as torch.compile)
   sql FILE... "SELECT ..."
                          query a dynscope database read-only (--csv, --json);
                          several files are queried merged
@@ -96,8 +99,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.argv = list(program)
         sys.path.insert(0, os.path.dirname(os.path.abspath(program[0])))
     region = None
-    if args.capture_all:
+    if args.capture_all or args.capture_tensors:
         dynscope.config.skip_prefixes = _capture_all_prefixes()
+        # --capture-all is every frame; --capture-tensors leaves a frame with
+        # no array or tensor in reach to the interpreter (it could only make
+        # an empty graph)
+        dynscope.config.skip_tensorless_frames = bool(args.capture_tensors)
         # the program's warnings stay its own: limits are counted, reported at exit
         dynscope.config.cache_limit_warning = False
         region = dynscope.optimize(args.backend)
@@ -491,7 +498,7 @@ def _split_run_argv(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
                 own.append(argv[i + 1])
                 i += 1
         elif a.startswith("-") and a != "-":
-            own.append(a)          # ours (--capture-all, -h), or argparse reports it
+            own.append(a)          # ours (--capture-all, -h ...), or argparse reports it
         else:
             return own, None, argv[i:]
         i += 1
@@ -509,9 +516,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("run", help="run a program, recording engine events to a database")
     p.add_argument("--db", metavar="FILE", help="record to this dynscope database")
-    p.add_argument("--capture-all", action="store_true",
-                   help="capture every frame from program start (not dynscope's own nor the import system)")
-    p.add_argument("--backend", default="eager", help="backend for --capture-all (default: eager)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--capture-all", action="store_true",
+                      help="capture every frame from program start, those with no array or tensor "
+                           "in reach too (not dynscope's own nor the import system)")
+    mode.add_argument("--capture-tensors", action="store_true",
+                      help="capture, from program start, every frame with an array or tensor in "
+                           "reach; the others run plain (config.skip_tensorless_frames)")
+    p.add_argument("--backend", default="eager",
+                   help="backend for --capture-all / --capture-tensors (default: eager)")
     p.add_argument("-m", dest="module", metavar="MODULE",
                    help="run a module, as python -m; every argument after it is the module's")
     p.add_argument("program", nargs="*", metavar="script.py [args...]",

@@ -52,8 +52,8 @@ class _Config:
         objects' attributes), and the globals it names are not numpy or
         torch (or their submodules).  Such a frame could only make an empty
         graph.  The function optimize(fn) or explain(fn) wraps is always
-        compiled.  False compiles every frame (the conformance runs use it
-        to exercise the translator on general Python)."""
+        compiled.  False compiles every frame, as `python -m dynscope run
+        --capture-all` sets it (`--capture-tensors` sets True)."""
         return _C.get_skip_tensorless_frames()
 
     @skip_tensorless_frames.setter

@@ -259,6 +259,7 @@ typedef struct PlanOutcome {
     int nstack;
     PyObject **stack;
     uint64_t unspec, iters;
+    bool ran_graph;           /* the plan called its compiled graph */
     PyObject *iter_lists;     /* strong dict or NULL: id(tuple) -> note, for each
                                  loop iterator carried as the tuple of its
                                  remaining items that reads a list
@@ -445,6 +446,13 @@ PyObject *capture_root_code(PyObject *fn);
 /* Counters the engine keeps (read by tests and explain). */
 typedef struct EngineCounters {
     uint64_t frames_seen, hits, misses, compiles, recompiles, skips, cache_limits;
+    uint64_t direct_hits;     /* hits answered without a frame (of `hits`) */
+    uint64_t graph_frames;    /* calls in which a plan ran a graph: frames
+                                 captured, not those a kept eager entry or a
+                                 graph-less plan answered */
+    uint64_t eager_hits;      /* hits on a kept eager entry (of `hits`): the
+                                 frame ran without capture, as translation
+                                 stopped for those inputs before */
     uint64_t graph_breaks;    /* breaks met while translating */
     uint64_t deopts;          /* frames handed to the interpreter mid-way */
 } EngineCounters;

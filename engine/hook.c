@@ -933,6 +933,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         return NULL;
     }
     bool counted = true;
+    bool ran_graph = false;       /* a plan of this call ran a graph */
 #define UNCOUNT() do { if (counted) { frame_recursion_leave(ts); counted = false; } } while (0)
     for (;;) {
         PlanOutcome out = {0};
@@ -943,6 +944,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             /* translation stopped for these inputs before: run the rest of
                the frame without capture, as on the miss that found it */
             capture_counters(tc)->hits++;
+            capture_counters(tc)->eager_hits++;
             UNCOUNT();
             result = run_rest_eagerly(ts, f, cf, &state, &evaluated);
             break;
@@ -970,6 +972,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
                 break;
             }
         }
+        ran_graph = ran_graph || out.ran_graph;
         /* The incoming values the plan needs are in `out` now: drop them
            here, so that the eager call sees each object held once, as in
            the interpreter (programs and tests read refcounts). */
@@ -1025,6 +1028,8 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     }
     if (have_state)
         plan_outcome_clear(&state);
+    if (ran_graph)
+        capture_counters(tc)->graph_frames++;
     UNCOUNT();
 #undef UNCOUNT
     if (!evaluated)
@@ -1167,6 +1172,9 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
     }
     capture_counters(tc)->frames_seen++;
     capture_counters(tc)->hits++;
+    capture_counters(tc)->direct_hits++;
+    if (out.ran_graph)
+        capture_counters(tc)->graph_frames++;
     if (trace_frame_eval_enabled())
         trace_frame_eval(cc->code_id, TRACE_FRAME_HIT, hit_index,
                          engine_ticks_to_ns_fast(guard_ticks));

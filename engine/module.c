@@ -461,11 +461,13 @@ static PyObject *py_counters(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     EngineCounters *c = &engine.counters;
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "frames_seen",
-                         c->frames_seen, "hits", c->hits, "misses", c->misses,
-                         "compiles", c->compiles, "recompiles", c->recompiles,
-                         "skips", c->skips, "cache_limits", c->cache_limits,
-                         "graph_breaks", c->graph_breaks, "deopts", c->deopts);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "frames_seen",
+                         c->frames_seen, "hits", c->hits, "direct_hits", c->direct_hits,
+                         "graph_frames", c->graph_frames, "eager_hits", c->eager_hits,
+                         "misses", c->misses, "compiles", c->compiles,
+                         "recompiles", c->recompiles, "skips", c->skips,
+                         "cache_limits", c->cache_limits, "graph_breaks", c->graph_breaks,
+                         "deopts", c->deopts);
 }
 
 static PyObject *py_hook_installed(PyObject *self, PyObject *unused)

@@ -618,6 +618,7 @@ void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
 {
     memset(out, 0, sizeof(*out));
     out->kind = OUTCOME_ERROR;
+    out->ran_graph = p->compiled != NULL;
     if (returns_one_output(p)) {
         run_returning_output(p, gs, fv, vals, in_engine, out);
         return;

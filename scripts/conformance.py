@@ -3,20 +3,29 @@
     scripts/conformance.sh [--subset] [--suite NAME ...] [--doc FILE] [--keep DIR]
 
 Each suite (CPython's own test modules, NumPy's own test files, installed
-third-party packages' own tests by dotted name, `--pyargs`) runs twice in
-a fresh interpreter through scripts/conformance_run.py: plain, and under
+third-party packages' own tests by dotted name, `--pyargs`, and the pinned
+third-party libraries of scripts/suites.py, whose own tests
+scripts/install-deps.sh unpacks under build/suites) runs twice in a fresh
+interpreter through scripts/conformance_run.py, a test runner that only
+records outcomes: plain, and under exactly the command a user types,
 `python -m dynscope run --capture-all --db FILE` (every frame captured with
-the eager backend, those with no array or tensor in reach too --
-config.skip_tensorless_frames = False, set by the worker -- dynscope's own
-code and the import system excepted).  The
-outcome of every test (pass, fail, error, skip, xfail, xpass) must be the same
-in both runs; any difference is an engine bug and makes the exit status 1.
+the eager backend, those with no array or tensor in reach too; dynscope's
+own code and the import system excepted).  Each row's command is printed
+(--verbose) and written in the report, so any row can be rerun by hand.
+
+A suite fails (exit status 1) when the outcome of any test (pass, fail,
+error, skip, xfail, xpass) differs, when the captured run's exit status is
+not the plain run's, when it ran no test or compiled no graph, or when the
+captured run printed "dynscope: internal error" (a guard that fails on its
+own inputs, say: the frame then runs uncaptured, safe but a bug).
 
 Per suite it reports the tests and their outcomes, the tests whose outcome
-differs, and from the captured run: frames seen, frames captured (seen minus
-run without capture), graphs compiled, graph breaks by kind and frames
-skipped by reason (both from the run's SQLite file), and the wall-time ratio
-captured/plain of running the tests.
+differs, and from the captured run: frames seen, frames captured (calls in
+which a plan ran a graph: not those a kept eager entry, a skip rule or a
+graph-less plan answered), graphs compiled, eager entries (translations
+that stopped and were kept, so the frame runs uncaptured), cache-limit
+hits, graph breaks by kind and frames skipped by reason (from the run's
+SQLite file), and the wall time of running the tests plain and captured.
 
 --subset runs the representative subset `make test` runs; the default is
 every suite (`make conformance`).  --doc writes the markdown report
@@ -45,6 +54,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "scripts", "conformance_run.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import suites  # noqa: E402
+
+INTERNAL_ERROR = "dynscope: internal error"
 
 
 # What the interpreter under test has: asked of it (not of the Python running
@@ -168,6 +181,9 @@ SUITES = {
     # NumPy's generators drawn from by captured code (tr_random.c).
     "numpy random": ("pyargs", "numpy.random.tests.test_random"),
     "numpy generator": ("pyargs", "numpy.random.tests.test_generator_mt19937"),
+    # Libraries written the way people write Python, each pinned, their own
+    # tests from their sdists (scripts/suites.py).
+    **{name: ("suite", name) for name in suites.THIRD_PARTY},
 }
 # What `make test` runs (tests/test_conformance.py): about two minutes of CI,
 # stdlib and NumPy both; the rest (test_statistics, test_math, ...) in
@@ -176,7 +192,8 @@ SUBSET = ["test_bisect", "test_operator", "test_fractions", "test_heapq", "test_
           "test_functools", "test_dict", "test_set", "test_copy", "test_inspect", "test_traceback",
           "test_weakref", "test_enum",
           "numpy indexing", "numpy ufunc", "numpy numeric",
-          "networkx simple_paths", "networkx graph", "networkx cycles"]
+          "networkx simple_paths", "networkx graph", "networkx cycles",
+          "boltons", "cachetools", "toolz"]
 
 SUITE_TIMEOUT = 3600
 
@@ -235,11 +252,28 @@ def absent_reason(target: str, python: str) -> tuple[str | None, str | None]:
                   "expected, say so in scripts/conformance.py KNOWN_ABSENT")
 
 
-def run_worker(python: str, runner: str, target: str, out: str, db: str | None, log: str):
+def worker_command(python: str, runner: str, target: str, out: str, db: str | None) -> list:
+    """The command of one run: the worker, plain or under the public CLI."""
     cmd = [python]
     if db is not None:
         cmd += ["-m", "dynscope", "run", "--capture-all", "--db", db]
-    cmd += [WORKER, runner, target, out]
+    return cmd + [WORKER, runner, target, out]
+
+
+def user_command(runner: str, target: str) -> str:
+    """What a user types to run the suite captured (from the repository
+    root, in the venv), for the report."""
+    run = "python -m dynscope run --capture-all --db run.db"
+    rel = os.path.relpath(target, ROOT) if os.path.isabs(target) else target
+    if runner == "unittest":
+        return f"{run} -m unittest {target}"
+    if runner == "pyargs":
+        return f"{run} -m pytest -p no:cacheprovider --pyargs {target}"
+    return f"{run} -m pytest -p no:cacheprovider {rel}"
+
+
+def run_worker(python: str, runner: str, target: str, out: str, db: str | None, log: str):
+    cmd = worker_command(python, runner, target, out, db)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     start = time.perf_counter()
     with open(log, "w") as f:
@@ -256,29 +290,41 @@ def run_worker(python: str, runner: str, target: str, out: str, db: str | None, 
 
 
 def db_stats(db: str) -> dict:
-    """Graphs, breaks by kind and skips by reason, from the captured run's file."""
+    """Graphs, eager entries, cache-limit hits, breaks by kind and skips by
+    reason, from the captured run's file."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         graphs = con.execute("SELECT count(*) FROM graphs").fetchone()[0]
+        eager = con.execute("SELECT count(*) FROM compiles WHERE outcome != 'ok'").fetchone()[0]
+        limits = con.execute("SELECT count(*) FROM cache_limits").fetchone()[0]
+        dropped = con.execute("SELECT coalesce(sum(dropped_events), 0) FROM runs").fetchone()[0]
         breaks = dict(con.execute("SELECT kind, count(*) FROM graph_breaks GROUP BY kind "
                                   "ORDER BY count(*) DESC, kind"))
         skips = con.execute("SELECT reason, count(*) FROM frame_skips GROUP BY reason "
                             "ORDER BY count(*) DESC, reason").fetchall()
     finally:
         con.close()
-    return {"graphs": graphs, "breaks": breaks, "skips": skips}
+    return {"graphs": graphs, "eager": eager, "cache_limits": limits, "dropped": dropped,
+            "breaks": breaks, "skips": skips}
 
 
 def run_suite(name: str, python: str, work: str) -> dict:
     runner, target = SUITES[name]
     base = {"name": name, "target": target, "plain_rc": None, "captured_rc": None, "plain": None,
-            "captured": None, "diffs": [], "known": [], "error": None, "absent": None}
+            "captured": None, "diffs": [], "known": [], "error": None, "absent": None,
+            "problems": [], "command": None}
     if runner == "unittest":
         base["absent"], base["error"] = absent_reason(target, python)
         if base["absent"] or base["error"]:
             return base
     if runner == "pytest":
         target = numpy_tests(target, python)
+    if runner == "suite":
+        runner, target = "pytest", suites.tests_dir(target)
+        if not os.path.isdir(target):
+            base["error"] = (f"{target} is missing: scripts/install-deps.sh unpacks it "
+                             "(python scripts/suites.py install)")
+            return base
     version = interpreter_info(python)["version"]
     slug = name.replace(" ", "_")
     plain, plain_rc, _ = run_worker(python, runner, target, os.path.join(work, slug + ".plain.json"),
@@ -286,12 +332,23 @@ def run_suite(name: str, python: str, work: str) -> dict:
     db = os.path.join(work, slug + ".db")
     cap, cap_rc, _ = run_worker(python, runner, target, os.path.join(work, slug + ".captured.json"),
                                 db, os.path.join(work, slug + ".captured.log"))
-    r = dict(base, target=target, plain_rc=plain_rc, captured_rc=cap_rc, plain=plain, captured=cap)
+    r = dict(base, target=target, plain_rc=plain_rc, captured_rc=cap_rc, plain=plain, captured=cap,
+             command=user_command(runner, target))
+    cap_log = os.path.join(work, slug + ".captured.log")
     if plain is None or cap is None:
         which = "plain" if plain is None else "captured"
         r["error"] = f"the {which} run wrote no results (exit {plain_rc if plain is None else cap_rc}; " \
                      f"see {os.path.join(work, slug + '.' + which + '.log')})"
         return r
+    problems = []
+    if cap_rc != plain_rc:
+        problems.append(f"the captured run exited {cap_rc}, the plain run {plain_rc}")
+    with open(cap_log, errors="replace") as f:
+        internal = sorted({line.strip() for line in f if INTERNAL_ERROR in line})
+    if internal:
+        problems.append(f"{len(internal)} internal error(s) under capture: " + "; ".join(internal[:3]))
+    if not plain["outcomes"]:
+        problems.append("the suite ran no test")
     po, co = plain["outcomes"], cap["outcomes"]
     r["known"] = []
     for tid in sorted(set(po) | set(co)):
@@ -302,22 +359,31 @@ def run_suite(name: str, python: str, work: str) -> dict:
                 r["diffs"].append(d)
             else:
                 r["known"].append(d + (why,))
-    r["stats"] = db_stats(db) if os.path.exists(db) else {"graphs": 0, "breaks": {}, "skips": []}
+    r["stats"] = db_stats(db) if os.path.exists(db) else \
+        {"graphs": 0, "eager": 0, "cache_limits": 0, "dropped": 0, "breaks": {}, "skips": []}
+    if r["stats"]["graphs"] == 0 or not (cap["counters"] or {}).get("graph_frames"):
+        problems.append("nothing was captured: no graph compiled, or no call ran one")
+    r["problems"] = [f"{p} (see {cap_log})" for p in problems]
     return r
 
 
 def summarize(r: dict) -> dict:
     counts = collections.Counter(r["plain"]["outcomes"].values())
     c = r["captured"]["counters"] or {}
-    seen, skipped = c.get("frames_seen", 0), c.get("skips", 0)
+    seen = c.get("frames_seen", 0)
     return {
         "tests": sum(counts.values()),
         "outcomes": ", ".join(f"{counts[k]} {k}" for k in ("pass", "fail", "error", "skip", "xfail", "xpass")
                               if counts[k]),
         "differ": len(r["diffs"]),
         "seen": seen,
-        "captured": seen - skipped,
+        # calls in which a plan ran a graph; a kept eager entry (eager_hits),
+        # a skip rule or a graph-less plan is not a capture
+        "captured": c.get("graph_frames", 0),
+        "planned": seen - c.get("skips", 0) - c.get("eager_hits", 0),
         "graphs": r["stats"]["graphs"],
+        "eager": r["stats"]["eager"],
+        "cache_limits": r["stats"]["cache_limits"],
         "breaks": ", ".join(f"{k} {v}" for k, v in r["stats"]["breaks"].items()) or "none",
         "ratio": r["captured"]["wall"] / max(r["plain"]["wall"], 1e-9),
         "plain_wall": r["plain"]["wall"],
@@ -347,28 +413,43 @@ def write_doc(path: str, results: list, command: str, python: str = sys.executab
         "",
         f"{describe(python, paths=False)}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs. Each suite ran twice in a fresh interpreter: plain, and under "
-        "`python -m dynscope run --capture-all --db FILE` (every frame captured with the eager "
-        "backend, those with no array or tensor in reach too (`config.skip_tensorless_frames = "
-        "False`, set by the worker); dynscope's own code and the import system are never "
-        "captured). The outcome of "
-        "every test must be the same in both runs.",
+        "`python -m dynscope run --capture-all --db FILE`, exactly as a user types it (every "
+        "frame captured with the eager backend, those with no array or tensor in reach too; "
+        "dynscope's own code and the import system are never captured). The outcome of "
+        "every test must be the same in both runs, and so must the exit status; a suite that "
+        "ran no test, compiled no graph or printed an internal error fails.",
         "",
         "Columns: *differ* counts tests whose outcome changed under capture (must be 0); "
-        "*seen* is frames the engine's hook saw; *captured* is those not run without capture; "
-        "*graphs* is graphs compiled; *breaks* is graph breaks by kind; *ratio* is the wall "
-        "time of running the tests captured / plain (it includes every compile: each suite runs "
+        "*seen* is frames the engine's hook saw; *captured* is calls in which a plan ran a "
+        "graph (not a frame a kept eager entry, a skip rule or a graph-less plan answered); "
+        "*graphs* is graphs compiled; *eager* is translations that stopped and were kept "
+        "(those inputs then run uncaptured); *limits* is functions that reached "
+        "cache_size_limit; *breaks* is graph breaks by kind; *plain* and *captured s* are the "
+        "wall time of running the tests (captured includes every compile: each suite runs "
         "most of its code once, so this is the cold-start cost, not the hit cost).",
         "",
-        "| suite | tests | outcomes (plain) | differ | seen | captured | graphs | breaks | ratio |",
-        "|---|---:|---|---:|---:|---:|---:|---|---:|",
+        "| suite | tests | outcomes (plain) | differ | seen | captured | graphs | eager | limits "
+        "| breaks | plain s | captured s | ratio |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for r in results:
         if r["error"] or r["absent"]:
-            lines.append(f"| {r['name']} | | {r['error'] or 'absent: ' + r['absent']} | | | | | | |")
+            lines.append(f"| {r['name']} | | {r['error'] or 'absent: ' + r['absent']} "
+                         "| | | | | | | | | | |")
             continue
         s = summarize(r)
-        lines.append(f"| {r['name']} | {s['tests']} | {s['outcomes']} | {s['differ']} | {s['seen']} | "
-                     f"{s['captured']} | {s['graphs']} | {s['breaks']} | {s['ratio']:.1f}x |")
+        flag = " **FAILS**" if r["problems"] else ""
+        lines.append(f"| {r['name']}{flag} | {s['tests']} | {s['outcomes']} | {s['differ']} | {s['seen']} | "
+                     f"{s['captured']} | {s['graphs']} | {s['eager']} | {s['cache_limits']} | "
+                     f"{s['breaks']} | {s['plain_wall']:.1f} | {s['captured_wall']:.1f} | "
+                     f"{s['ratio']:.1f}x |")
+    lines += ["", "## Reproducing a row", "",
+              "From the repository root, in the venv (`. .venv/bin/activate`), the captured run of "
+              "each suite is:", ""]
+    lines += [f"- {r['name']}: `{r['command']}`" for r in results if r.get("command")]
+    failing = [(r["name"], p) for r in results for p in r["problems"]]
+    if failing:
+        lines += ["", "## Failures", ""] + [f"- {n}: {p.split(' (see ')[0]}" for n, p in failing]
     known = [(r["name"],) + k for r in results for k in r["known"]]
     if known:
         lines += ["", "## Known differences", "",
@@ -423,6 +504,7 @@ def main(argv=None) -> int:
     ap.add_argument("--doc", help="write the markdown report here")
     ap.add_argument("--keep", help="keep the logs, results and SQLite files in this directory")
     ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
+    ap.add_argument("--verbose", action="store_true", help="print each suite's captured command")
     args = ap.parse_args(argv)
     for m in args.module:
         SUITES[m] = ("unittest", m if m.startswith("test.") else "test." + m)
@@ -448,11 +530,16 @@ def main(argv=None) -> int:
                 print(f"{name:18} ABSENT {r['absent']}", flush=True)
                 continue
             s = summarize(r)
-            bad += s["differ"] > 0
+            bad += s["differ"] > 0 or bool(r["problems"])
             print(f"{name:18} {s['tests']:5} tests  differ {s['differ']:3}  seen {s['seen']:7}  "
-                  f"captured {s['captured']:7}  graphs {s['graphs']:5}  "
+                  f"captured {s['captured']:7}  graphs {s['graphs']:5}  eager {s['eager']:5}  "
+                  f"limits {s['cache_limits']:4}  "
                   f"ratio {s['ratio']:5.1f}x ({s['plain_wall']:.2f}s -> {s['captured_wall']:.2f}s)",
                   flush=True)
+            if args.verbose:
+                print(f"    {r['command']}", flush=True)
+            for p in r["problems"]:
+                print(f"    FAILS   {p}", flush=True)
             for tid, p, c in r["diffs"]:
                 print(f"    DIFFERS {tid}: plain {p}, captured {c}", flush=True)
             for tid, p, c, why in r["known"]:

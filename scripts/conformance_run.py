@@ -92,11 +92,6 @@ def main(argv: list) -> int:
     kind, target, out = argv[1:]
     outcomes: dict = {}
     reasons: dict = {}
-    if "dynscope" in sys.modules:
-        # Stress the translator on general Python: every frame of the suite is
-        # compiled, not only those with an array or tensor in reach.
-        import dynscope
-        dynscope.config.skip_tensorless_frames = False
     start = time.perf_counter()
     if kind == "unittest":
         run_unittest(target, outcomes, reasons)

@@ -201,3 +201,10 @@ repo_pth() {
     fi
 }
 repo_pth
+
+# The third-party libraries whose own test suites the conformance runs use
+# (scripts/suites.py: each pinned, with its test dependencies; its tests
+# unpacked from its sdist under build/suites), so that `make test` and
+# `make conformance` need no network afterwards.  Installs nothing when all
+# are there.
+$VENV/bin/python scripts/suites.py install

@@ -3,8 +3,10 @@
 The representative subset of scripts/conformance.py (`make conformance` runs
 every suite and writes docs/conformance.md): each suite runs in a fresh
 interpreter plain and under `python -m dynscope run --capture-all`, and every
-test must have the same outcome in both.  The captured run must really have
-captured: frames seen and captured, and its SQLite file written.
+test must have the same outcome in both, and the two runs the same exit
+status, with no internal error.  The captured run must really have
+captured: calls that ran a graph (not frames a kept eager entry answered),
+graphs in its SQLite file.
 """
 import os
 import sys
@@ -21,13 +23,89 @@ def test_suite_has_the_same_outcomes_plain_and_captured(suite, tmp_path):
     if r["absent"]:  # not in this version's test package, as KNOWN_ABSENT says
         pytest.skip(r["absent"])
     assert r["error"] is None, r["error"]
+    assert r["problems"] == [], r["problems"]
     s = conformance.summarize(r)
     assert s["tests"] > 20, "the suite ran (almost) no tests"
     assert r["diffs"] == [], f"{len(r['diffs'])} outcomes differ under capture: " + "; ".join(
         f"{t}: plain {p}, captured {c}" for t, p, c in r["diffs"][:10])
-    # capture really happened, and was recorded
-    assert s["seen"] > 1000 and s["captured"] > s["seen"] // 2
+    assert r["captured_rc"] == r["plain_rc"]
+    # capture really happened, and was recorded: most frames translated into
+    # plans, some of them running graphs, graphs in the file
+    c = r["captured"]["counters"]
+    assert s["seen"] > 1000 and s["planned"] > s["seen"] // 2, c
+    assert 0 < s["captured"] <= s["seen"] - c["skips"] - c["eager_hits"], c
+    assert s["graphs"] > 0
     assert os.path.getsize(os.path.join(tmp_path, suite.replace(" ", "_") + ".db")) > 0
+
+
+@pytest.mark.parametrize("fault", ["exit status", "internal error", "no test", "no graph run",
+                                   "kept eager entries only"])
+def test_a_planted_fault_fails_the_suite(fault, tmp_path, monkeypatch):
+    """Each failure run_suite must report, planted in a fake run."""
+    counters = {"frames_seen": 10, "skips": 0, "eager_hits": 0, "graph_frames": 5}
+    plain = {"outcomes": {"t::a": "pass"}, "wall": 1.0, "counters": None}
+    cap = {"outcomes": {"t::a": "pass"}, "wall": 1.0, "counters": counters}
+    rcs = {"plain": 0, "captured": 0}
+    log = "ok\n"
+    if fault == "exit status":
+        rcs["captured"] = 1
+    elif fault == "internal error":
+        log = "dynscope: internal error while checking guards; the frame runs without capture\n"
+    elif fault == "no test":
+        plain["outcomes"], cap["outcomes"] = {}, {}
+    elif fault == "no graph run":
+        counters["graph_frames"] = 0
+    else:   # every frame answered by a kept eager entry: counted as hits, not captures
+        counters.update(graph_frames=0, eager_hits=10)
+
+    def fake_worker(python, runner, target, out, db, logpath):
+        which = "captured" if db else "plain"
+        with open(logpath, "w") as f:
+            f.write(log if db else "")
+        if db:
+            import sqlite3 as sq
+            con = sq.connect(db)
+            con.executescript("CREATE TABLE graphs(x); CREATE TABLE compiles(outcome);"
+                              "CREATE TABLE cache_limits(x); CREATE TABLE runs(dropped_events);"
+                              "CREATE TABLE graph_breaks(kind); CREATE TABLE frame_skips(reason);"
+                              "INSERT INTO graphs VALUES (1); INSERT INTO runs VALUES (0);")
+            con.commit()
+            con.close()
+        return (cap if db else plain), rcs[which], 0.1
+
+    monkeypatch.setattr(conformance, "run_worker", fake_worker)
+    monkeypatch.setitem(conformance.SUITES, "fake", ("pyargs", "fake.tests"))
+    r = conformance.run_suite("fake", sys.executable, str(tmp_path))
+    assert r["problems"], f"{fault}: not reported"
+    if fault == "kept eager entries only":
+        s = conformance.summarize(r)
+        assert s["captured"] == 0 and s["planned"] == 0
+
+
+def test_a_clean_fake_run_passes(tmp_path, monkeypatch):
+    """The same fake with no fault planted: no problem (so the faults above
+    are what fails it)."""
+    counters = {"frames_seen": 10, "skips": 0, "eager_hits": 0, "graph_frames": 5}
+    res = {"outcomes": {"t::a": "pass"}, "wall": 1.0, "counters": counters}
+
+    def fake_worker(python, runner, target, out, db, logpath):
+        open(logpath, "w").close()
+        if db:
+            import sqlite3 as sq
+            con = sq.connect(db)
+            con.executescript("CREATE TABLE graphs(x); CREATE TABLE compiles(outcome);"
+                              "CREATE TABLE cache_limits(x); CREATE TABLE runs(dropped_events);"
+                              "CREATE TABLE graph_breaks(kind); CREATE TABLE frame_skips(reason);"
+                              "INSERT INTO graphs VALUES (1); INSERT INTO runs VALUES (0);")
+            con.commit()
+            con.close()
+        return dict(res, counters=counters if db else None), 0, 0.1
+
+    monkeypatch.setattr(conformance, "run_worker", fake_worker)
+    monkeypatch.setitem(conformance.SUITES, "fake", ("pyargs", "fake.tests"))
+    r = conformance.run_suite("fake", sys.executable, str(tmp_path))
+    assert r["error"] is None and r["problems"] == [] and r["diffs"] == []
+    assert conformance.summarize(r)["captured"] == 5
 
 
 def test_cpython_suites_are_this_interpreters_own():
@@ -62,7 +140,7 @@ PROGRAM = textwrap.dedent("""
         return sum(range(n)) + 1   # range(n) needs n: a new entry per value
 
     def label(n):
-        return str(n)         # no array in reach: runs without capture
+        return str(n)         # no array in reach: --capture-all captures it too
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -88,11 +166,39 @@ def test_capture_all_captures_the_program_and_leaves_its_behaviour(tmp_path):
     con = sqlite3.connect(db)
     names = {r[0] for r in con.execute("SELECT name FROM code_objects WHERE code_id IN "
                                        "(SELECT code_id FROM compiles)")}
-    assert {"scale", "pick"} <= names and "label" not in names
+    assert {"scale", "pick", "label"} <= names
+    # every frame: the one with no array in reach compiled, into a plan
+    assert con.execute("SELECT count(*) FROM compiles JOIN code_objects USING (code_id) "
+                       "WHERE name = 'label' AND outcome = 'ok'").fetchone()[0] >= 1
     files = [r[0] for r in con.execute("SELECT DISTINCT filename FROM code_objects")]
     pkg = os.path.dirname(os.path.abspath(dynscope.__file__))
     assert not [f for f in files if f.startswith(pkg) or "importlib" in f or f.startswith("<frozen")]
     assert con.execute("SELECT count(*) FROM cache_limits").fetchone()[0] >= 1
+
+
+def test_capture_tensors_leaves_frames_with_no_array_to_the_interpreter(tmp_path):
+    """--capture-tensors: what torch.compile captures, frames with an array
+    or tensor in reach; label(n) runs plainly, uncompiled."""
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    db = tmp_path / "run.db"
+    cap = subprocess.run([sys.executable, "-m", "dynscope", "run", "--capture-tensors", "--db", str(db),
+                          str(script)], capture_output=True, text=True)
+    assert cap.returncode == 3 and cap.stdout == "total 45.0 picked 4090 warnings 0\n", cap.stderr
+    con = sqlite3.connect(db)
+    compiled = {r[0] for r in con.execute("SELECT name FROM code_objects WHERE code_id IN "
+                                          "(SELECT code_id FROM compiles)")}
+    assert {"scale", "pick"} <= compiled and "label" not in compiled
+
+
+def test_capture_modes_are_exclusive_and_documented_in_help():
+    both = subprocess.run([sys.executable, "-m", "dynscope", "run", "--capture-all", "--capture-tensors",
+                           "x.py"], capture_output=True, text=True)
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+    help_text = subprocess.run([sys.executable, "-m", "dynscope", "run", "--help"],
+                               capture_output=True, text=True).stdout
+    help_text = " ".join(help_text.split())
+    assert "no array or tensor in reach too" in help_text and "--capture-tensors" in help_text
 
 
 def test_cache_limit_warning_is_a_bool_setting():

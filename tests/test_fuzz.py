@@ -108,6 +108,47 @@ class Box:
 
 STATE = State()
 RS = np.random.RandomState(0)
+
+
+# Attribute loads that feed calls, one per kind of class attribute
+# (st_attr_call): a call binds obj first only for a method descriptor.
+class Meta(type):
+    def meta_k(cls):
+        return 0.25
+
+
+class Kinds(metaclass=Meta):
+    Inner = Box                   # a class, as a class attribute
+
+    def method(self, x):
+        return x * 2.0
+
+    @staticmethod
+    def static(x):
+        return x + 1.0
+
+    @classmethod
+    def klass(cls, x):
+        return x - 0.5 if cls is Kinds else x
+
+    @property
+    def prop(self):
+        return lambda x: x * 0.5
+
+    def __call__(self, x):
+        return x + 2.0
+
+
+class Slotted:
+    __slots__ = ("f",)
+
+
+KINDS = Kinds()
+KINDS.fn = lambda x: x * 3.0      # a function in the instance __dict__
+KINDS.obj = Kinds()               # a callable instance
+KINDS.cls = Box                   # a class in the instance __dict__
+SLOTTED = Slotted()
+SLOTTED.f = lambda x: x - 3.0     # a function in a slot
 """
 _HEADER_NS: dict = {}
 exec(compile(MODULE_HEADER, "<fuzz header>", "exec"), _HEADER_NS)
@@ -239,7 +280,8 @@ class Gen:
         self.draw = draw
         self.int_ok = True
         self.ns = {"np": np, "print": _noop_print, "SCALE": SCALE, "OFFSETS": OFFSETS}
-        self.ns.update({k: _HEADER_NS[k] for k in ("State", "Box", "STATE", "RS")})
+        self.ns.update({k: _HEADER_NS[k] for k in ("State", "Box", "STATE", "RS", "Kinds", "KINDS",
+                                                   "SLOTTED")})
         self.helpers = []
         self.nvars = 0
         self.nhelpers = 0
@@ -466,7 +508,7 @@ class Gen:
             (10, self.st_assign), (3, self.st_copy), (4, self.st_inplace), (3, self.st_escape),
             (3, self.st_print), (2, self.st_list), (2, self.st_append), (1, self.st_closure),
             (1, self.st_rng), (1, self.st_swap), (1, self.st_num_update), (2, self.st_python),
-            (3, self.st_object),
+            (3, self.st_object), (2, self.st_attr_call),
         ]
         if depth < 2:
             options += [(3, self.st_value_if), (2, self.st_shape_if), (3, self.st_for),
@@ -770,6 +812,43 @@ class Gen:
         self.features["object"] += 1
         self.features["object_" + what] += 1
         return lines, new
+
+    def st_attr_call(self, worlds, depth, ctx):
+        """obj.name(...) over every kind of attribute (issue 34): a function
+        of the class, staticmethod and classmethod (on the instance and the
+        class), a class attribute that is a class, a property returning a
+        callable, a function and a callable object and a class in the
+        instance dict, a function in a slot, a metaclass method, and
+        x.__class__ / list and dict methods called on a value."""
+        a = self.leaf_array(worlds)
+        if a is None:
+            return None
+        name, lit = self.fresh_name(), self.pick(LITERALS[:7])
+        forms = [
+            ("method", f"KINDS.method({a.code})"),
+            ("static", f"KINDS.static({a.code}) + Kinds.static({lit})"),
+            ("classmethod", f"KINDS.klass({a.code}) + Kinds.klass({lit})"),
+            ("class_attr", f"KINDS.Inner({a.code}, {lit}).get()"),
+            ("property", f"KINDS.prop({a.code})"),
+            ("dict_fn", f"KINDS.fn({a.code})"),
+            ("callable_obj", f"KINDS.obj({a.code})"),
+            ("dict_class", f"KINDS.cls({a.code}).get()"),
+            ("slot_fn", f"SLOTTED.f({a.code})"),
+            ("metaclass", f"{a.code} * Kinds.meta_k()"),
+            ("array_class", f"{a.code} * (2.0 if {a.code}.__class__ is np.ndarray else 1.0)"),
+            ("list_class", f"{a.code} + len([{a.code}, {lit}].__class__())"),
+            ("dict_classmethod", f"{a.code} + len({{'k': {a.code}}}.fromkeys(['x', 'y']))"),
+            ("call_instance", f"KINDS({a.code})"),
+        ]
+        what, expr = self.pick(forms)
+        code = f"{name} = {expr}"
+        new = self.execute(worlds, code)
+        if new is None:
+            return None
+        self.owned.add(name)
+        self.features["attr_call"] += 1
+        self.features["attr_call_" + what] += 1
+        return [code], new
 
     def st_swap(self, worlds, depth, ctx):
         names = [n for n in self.names(worlds, "arr") if n.startswith("v")]
@@ -1520,12 +1599,16 @@ def test_generator_covers_its_constructs():
     for f in ("assign", "copy", "inplace", "escape", "print", "list", "append", "value_if",
               "shape_if", "for_range", "for_iter", "helper_call", "helper_kwargs", "raise",
               "unmodelled", "while", "closure", "rng", "swap", "num_update", "python",
-              "object"):
+              "object", "attr_call"):
         assert seen[f] > 0, (f, seen)
     # the object forms: drawn by Hypothesis, whose sequence differs from one
     # process to another (what else the process imported); most, not all
     forms = ("count", "table", "attrs", "rebind", "newobj", "escape_obj", "reflect", "draw")
     assert sum(seen["object_" + f] > 0 for f in forms) >= 6, seen
+    kinds = ("method", "static", "classmethod", "class_attr", "property", "dict_fn", "callable_obj",
+             "dict_class", "slot_fn", "metaclass", "array_class", "list_class", "dict_classmethod",
+             "call_instance")
+    assert sum(seen["attr_call_" + f] > 0 for f in kinds) >= 10, seen
 
 
 # ---------------------------------------------------------------------------
