@@ -11,9 +11,12 @@ extension built for PY; default: this one) and each case, runs `valgrind
 --tool=callgrind` on a loop of N and of 3N calls and prints (Ir(3N) - Ir(N))
 / 2N: the instructions of one call, set-up and interpreter start-up
 cancelled out -- for the captured hit and for the same function called
-eagerly, and the hit's overhead (their difference).  PYTHONHASHSEED=0 and
-one OpenBLAS thread keep the counts repeatable (dict probing depends on the
-hash seed).
+eagerly, and the hit's overhead (their difference).  PYTHONHASHSEED=0, one
+OpenBLAS thread, no LTTng provider (a session daemon running elsewhere would
+load it, with its threads) and a loop script alone in a directory of its own
+(the directory is sys.path[0]: imports list it, and a busy /tmp changes from
+one run to the next) keep the counts repeatable to the instruction
+(tests/test_hit_cost.py holds the hit to a budget with them).
 
 --breakdown (this interpreter and tree; CASE default axb1) splits one call's
 instructions by where they are spent, hit and eager side by side: the
@@ -23,8 +26,10 @@ NumPy's ops).  That is the floor analysis of docs/performance.md.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,8 +60,27 @@ for _ in range(int(sys.argv[2])):
 """
 
 
+@contextlib.contextmanager
+def loop_script():
+    """The path of LOOP written to a file alone in a new directory (removed
+    after)."""
+    d = tempfile.mkdtemp(prefix="hit_instructions.")
+    try:
+        path = os.path.join(d, "loop.py")
+        with open(path, "w") as f:
+            f.write(LOOP)
+        yield path
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_env(tree: str) -> dict:
+    return dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1",
+                DYNSCOPE_TRACE_PROVIDER="0")
+
+
 def instructions(python: str, tree: str, case: str, mode: str, n: int, script: str) -> int:
-    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
+    env = run_env(tree)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
         r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
@@ -85,7 +109,7 @@ PARTS = [
 
 def functions(python: str, tree: str, case: str, mode: str, n: int, script: str) -> dict:
     """{(file, function): exclusive instructions} of one callgrind run."""
-    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
+    env = run_env(tree)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
@@ -144,13 +168,9 @@ def per_call(python: str, tree: str, case: str, mode: str, script: str) -> float
 def main(argv: list[str]) -> int:
     args = argv[1:]
     if args[:1] == ["--breakdown"]:
-        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-            f.write(LOOP)
-        try:
+        with loop_script() as script:
             for case in args[1:] or ["axb1"]:
-                breakdown(sys.executable, ROOT, case, f.name)
-        finally:
-            os.unlink(f.name)
+                breakdown(sys.executable, ROOT, case, script)
         return 0
     pythons = []
     while args[:1] == ["--python"] and len(args) >= 2:
@@ -158,10 +178,7 @@ def main(argv: list[str]) -> int:
         args = args[2:]
     pythons = pythons or [sys.executable]
     trees = args or [ROOT]
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(LOOP)
-        script = f.name
-    try:
+    with loop_script() as script:
         print(f"{'python':8s} {'tree':30s} {'case':8s} {'hit':>8s} {'eager':>8s} {'overhead':>9s}")
         for python in pythons:
             version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
@@ -172,8 +189,6 @@ def main(argv: list[str]) -> int:
                     eager = per_call(python, tree, case, "eager", script)
                     print(f"{version:8s} {tree[-30:]:30s} {case:8s} {hit:8.0f} {eager:8.0f} {hit - eager:9.0f}",
                           flush=True)
-    finally:
-        os.unlink(script)
     return 0
 
 

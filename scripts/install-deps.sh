@@ -35,6 +35,8 @@ die() { log "error: $*"; exit 1; }
 #   lttng-tools       lttng + lttng-sessiond for scripts/lttng-capture.sh
 #   babeltrace2       the CLI that turns a CTF trace into text (no python3-bt2)
 #   chromium          headless browser for the HTML report tests (tests/test_html_report.py)
+#   valgrind          callgrind counts the instructions of a cache hit (tests/test_hit_cost.py,
+#                     scripts/hit_instructions.py)
 APT_PACKAGES=(
     build-essential
     pkg-config
@@ -46,6 +48,7 @@ APT_PACKAGES=(
     lttng-tools
     babeltrace2
     chromium
+    valgrind
 )
 
 apt_installed() {

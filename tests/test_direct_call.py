@@ -51,6 +51,33 @@ def test_hits_are_counted_once_per_call():
     assert after["frames_seen"] - before["frames_seen"] == 5
 
 
+@pytest.mark.parametrize("n", [2, 5, 50])
+def test_a_cache_hit_makes_no_frame(n):
+    """N calls: the first compiles (through a frame), each of the N-1 others
+    is a hit answered from the call's arguments, without a frame."""
+    a, b = np.arange(4.0), np.ones(4)
+    opt = dynscope.optimize("eager")(axb1)
+    before = _C.counters()
+    for _ in range(n):
+        np.testing.assert_array_equal(opt(a, b), axb1(a, b))
+    after = _C.counters()
+    assert after["direct_hits"] - before["direct_hits"] == n - 1
+    assert after["hits"] - before["hits"] == n - 1
+
+
+def test_a_hit_whose_plan_needs_the_frame_is_no_direct_hit():
+    """The counter counts frameless hits only: branchy's entry has an eager
+    step (the truth test), so its hits go through the frame."""
+    a, b = np.arange(4.0), np.ones(4)
+    opt = dynscope.optimize("eager")(branchy)
+    before = _C.counters()
+    for _ in range(5):
+        np.testing.assert_array_equal(opt(a, b), branchy(a, b))
+    after = _C.counters()
+    assert after["hits"] - before["hits"] >= 4
+    assert after["direct_hits"] - before["direct_hits"] == 0
+
+
 def test_a_plan_that_needs_the_frame_runs_it_and_counts_once():
     a = np.arange(4.0)
     opt = dynscope.optimize("eager")(branchy)
@@ -70,12 +97,16 @@ def test_a_plan_that_needs_the_frame_runs_it_and_counts_once():
 def test_calls_that_do_not_fill_the_parameters_exactly(call):
     a = np.arange(3.0)
     opt = dynscope.optimize("eager")(with_default)
+    before = _C.counters()
     for _ in range(3):
         np.testing.assert_array_equal(call(opt, a), call(with_default, a))
     optk = dynscope.optimize("eager")(with_kwonly)
     for _ in range(3):
         np.testing.assert_array_equal(optk(a), with_kwonly(a))
         np.testing.assert_array_equal(optk(a, k=5.0), with_kwonly(a, k=5.0))
+    after = _C.counters()
+    assert after["hits"] > before["hits"]                 # hits, each through its frame
+    assert after["direct_hits"] == before["direct_hits"]
 
 
 def test_a_changed_global_fails_the_guard_and_recompiles():

@@ -127,6 +127,59 @@ def test_diff_reports_an_added_recompile_and_exits_1(job):
                for r in d["regressions"])
 
 
+# Each regression diff names, planted alone into a copy of rank 0's file:
+# (SQL that makes B regress in one way, what the one regression names).
+BREAK_ROW = "(SELECT min(break_id) FROM graph_breaks)"
+BREAK_COLS = ("run_id, code_id, epoch, compile_id, compile_row, kind, reason, filename, lineno,"
+              " offset, user_stack, at, break_type, break_class")
+PLANTED = {
+    "graph breaks": (f"INSERT INTO graph_breaks ({BREAK_COLS}) SELECT {BREAK_COLS}"
+                     f" FROM graph_breaks WHERE break_id = {BREAK_ROW}",
+                     r"graph breaks (\d+) -> (\d+)"),
+    "graphs": ("UPDATE compiles SET graphs = graphs + 1 WHERE compile_row ="
+               " (SELECT min(compile_row) FROM compiles WHERE graphs > 0)",
+               r"graphs (\d+) -> (\d+)"),
+    "cache-limit hits": ("INSERT INTO cache_limits SELECT * FROM cache_limits LIMIT 1",
+                         r"cache limits (\d+) -> (\d+)"),
+    "a new break reason": (f"UPDATE graph_breaks SET reason = reason || ' (planted)'"
+                           f" WHERE break_id = {BREAK_ROW}",
+                           r"new break \w+: .* \(planted\) at "),
+}
+
+
+@pytest.mark.parametrize("what", sorted(PLANTED))
+def test_diff_exits_1_on_each_regression_it_names(job, tmp_path, what):
+    """B is A (rank 0's file) with one regression planted: more graph breaks
+    at a known site, one more graph, one more cache-limit hit, or a break
+    reason A has not.  diff exits 1 and names that one regression only; the
+    unchanged file against itself exits 0."""
+    import re
+    import shutil
+    sql, named = PLANTED[what]
+    b = str(tmp_path / "b.db")
+    shutil.copy(job[0], b)
+    con = sqlite3.connect(b)
+    try:
+        assert con.execute(sql).rowcount == 1
+        con.commit()
+    finally:
+        con.close()
+    for args in ([], ["--json"]):
+        p = run(["-m", "dynscope", "diff", *args, job[0], b])
+        assert p.returncode == 1, (what, p.stdout + p.stderr)
+        if args:
+            (regression,) = json.loads(p.stdout)["regressions"]
+        else:
+            (regression,) = [ln.strip() for ln in p.stdout.split("B regresses against A:\n", 1)[1]
+                             .splitlines() if ln.startswith("  ")]
+        m = re.search(named, regression)
+        assert m, (what, regression)
+        if m.groups():
+            assert int(m.group(2)) == int(m.group(1)) + 1, regression
+    p = run(["-m", "dynscope", "diff", job[0], job[0]])
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 def test_diff_of_identical_runs_exits_0(job):
     p = run(["-m", "dynscope", "diff", job[0], job[1]])
     assert p.returncode == 0, p.stdout + p.stderr

@@ -3,6 +3,7 @@ input (arrays, a Python int, a list of arrays, a config object and its
 attributes) unchanged and the process's RSS flat; results are fresh objects
 exactly where eager makes fresh objects, and the very input object where
 eager returns an input."""
+import functools
 import gc
 import os
 import sys
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 import dynscope
+from dynscope import _C
 
 WARMUP = 10_000
 HITS = 100_000
@@ -206,3 +208,62 @@ def test_fresh_results_do_not_alias_inputs_or_each_other():
     assert r2 is not r1 and not np.shares_memory(r1, r2)
     np.testing.assert_array_equal(r2, want)    # ... does not reach the next
     np.testing.assert_array_equal(x, make_inputs()[0])
+
+
+# ---------------------------------------------------------------------------
+# Frames that call sys.getrefcount are not captured (README, "Limits";
+# translate.c reads_refcounts): they run in the interpreter and read the
+# counts an uncaptured call reads.
+
+read_refcount = sys.getrefcount        # the same function under a name the rule misses
+
+
+def counts(x):
+    y = x * 2                          # made in the frame: one reference, plus the argument
+    z = y + 1
+    return sys.getrefcount(x), sys.getrefcount(y), z
+
+
+def counts_aliased(x):
+    y = x * 2
+    z = y + 1
+    return read_refcount(x), read_refcount(y), z
+
+
+@pytest.mark.parametrize("how", ["decorator", "context manager"])
+def test_a_frame_that_calls_sys_getrefcount_runs_uncaptured_with_eager_counts(how, counting_backend):
+    x = np.linspace(0.0, 1.0, 5)
+    # eagerly, from C (as an optimize()d function and, with the frame hook
+    # installed, any call is made): the argument has one more reference than
+    # in a call CPython inlines
+    want = functools.partial(counts)(x)
+    assert want[1] == 2
+    if how == "decorator":
+        opt = dynscope.optimize(counting_backend)(counts)
+        got = [opt(x) for _ in range(3)]
+    else:
+        with dynscope.optimize(counting_backend):
+            got = [counts(x) for _ in range(3)]
+    for g in got:
+        assert g[:2] == want[:2]
+        np.testing.assert_array_equal(g[2], want[2])
+    assert counting_backend.graphs == []                 # no graph: the bytecode ran
+    assert dynscope.cache_entries(counts) == []
+    status = _C.code_status(counts)
+    assert status["skip_reason"] == ("reads reference counts (sys.getrefcount), which "
+                                     "capture would change")
+    assert _C.break_type_of(None, status["skip_reason"])[0] == "DS0030"
+
+
+def test_captured_the_same_frame_would_read_other_counts(counting_backend):
+    """Why the rule, and proof that the comparison above would catch a
+    captured frame: called under another name, getrefcount escapes the rule,
+    the frame is captured (graphs, eager steps), and the counts it reads
+    differ from an uncaptured call's."""
+    x = np.linspace(0.0, 1.0, 5)
+    want = functools.partial(counts_aliased)(x)
+    opt = dynscope.optimize(counting_backend)(counts_aliased)
+    got = [opt(x) for _ in range(3)]
+    assert counting_backend.graphs and dynscope.cache_entries(counts_aliased)
+    assert _C.code_status(counts_aliased)["skip_reason"] is None
+    assert all(g[:2] != want[:2] for g in got), (got, want)
