@@ -569,12 +569,17 @@ def test_locked_database_drops_and_counts(workdir, tmp_path):
         def f(x, k):
             return x * k
         total = sum(float(f(np.ones(3), k).sum()) for k in range(20))
-        time.sleep(3.0)          # the writer tries, waits its 2 s busy timeout, drops
+        # the writer tries, waits its 2 s busy timeout, drops: wait for the
+        # drop itself (the limit is only for a writer that never gives up)
+        deadline = time.monotonic() + 60
+        while dynscope._C.record_stats()["dropped_write"] == 0:
+            assert time.monotonic() < deadline, "the writer never dropped its batch"
+            time.sleep(0.02)
         holder.stdin.write("\\n"); holder.stdin.flush(); holder.wait()
         st = dynscope.stop_recording()
         print(json.dumps({{"total": total, "stats": st, "run_id": run_id}}))
     '''))
-    p = run([str(script)], timeout=60)
+    p = run([str(script)], timeout=120)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.splitlines()[-1])
     assert out["total"] == sum(3.0 * k for k in range(20))

@@ -17,11 +17,14 @@ ENDINGS = {
     "sys_exit": ("sys.exit(3)", 3),
     "uncaught_exception": ("raise ValueError('boom')", 1),
     # os.kill from the main thread: the handler interrupts a thread holding the
-    # GIL, so the snapshot thread cannot answer; the hits are those of the
-    # periodic snapshot (every 0.5 s), hence the sleep.  A SIGTERM from
-    # outside while the program waits: test_record_processes.py.
-    "sigterm": ("time.sleep(0.8); os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)",
-                -signal.SIGTERM),
+    # GIL, so the snapshot thread cannot answer; the hits are those of a
+    # snapshot the program queues just before (not a periodic one, whose
+    # timing would race the kill), which the handler's flush must write.
+    # (The sleep only keeps the program from ending another way if no signal
+    # came.)  A SIGTERM from outside while the program waits:
+    # test_record_processes.py.
+    "sigterm": ("dynscope._C.record_snapshot(); os.kill(os.getpid(), signal.SIGTERM); "
+                "time.sleep(60)", -signal.SIGTERM),
 }
 
 
