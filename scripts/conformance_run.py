@@ -9,6 +9,11 @@ so both runs execute the same Python code around the tests.  OUT.json holds
 {"outcomes": {test id: pass|fail|error|skip|xfail|xpass}, "skip_reasons":
 {test id: reason}, "wall": seconds spent running the tests, "counters":
 dynscope's engine counters when dynscope is loaded (else null)}.
+
+Timing is not behaviour: in both runs, Hypothesis's deadlines and its
+too-slow health checks are off (after the suite's own profile loads), since
+a captured run compiles each function on first call and a test's first
+example can take seconds.  Everything else is the suite's own.
 """
 from __future__ import annotations
 
@@ -78,11 +83,23 @@ def run_pytest(path: str, outcomes: dict, reasons: dict, pyargs: bool = False) -
             elif report.when == "teardown" and report.failed:
                 outcomes[tid] = "error"
 
+    class NoDeadlines:
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(self, config):
+            try:
+                from hypothesis import HealthCheck, settings
+            except ImportError:
+                return
+            settings.register_profile("dynscope-conformance", settings(
+                settings.default, deadline=None,
+                suppress_health_check=list(settings.default.suppress_health_check) + [HealthCheck.too_slow]))
+            settings.load_profile("dynscope-conformance")
+
     # -p no:cacheprovider: nothing written next to the installed package;
     # -o addopts=: the suite's own options only; -x never: every test runs.
     target = ["--pyargs", path] if pyargs else [path]
     pytest.main(target + ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--no-header",
-                 "-W", "ignore::pytest.PytestUnraisableExceptionWarning"], plugins=[Collect()])
+                 "-W", "ignore::pytest.PytestUnraisableExceptionWarning"], plugins=[Collect(), NoDeadlines()])
 
 
 def main(argv: list) -> int:

@@ -39,7 +39,8 @@ THIRD_PARTY = {
     "toolz": ("1.2.0", "toolz/tests", []),
     "cachetools": ("8.0.2", "tests", []),
     "tomlkit": ("0.15.2", "tests", ["PyYAML==6.0.3"]),
-    "python-dateutil": ("4.0.0", "tests", ["freezegun==1.5.5", "hypothesis"]),
+    # pytest-cov: the suite's conftest marks tests no_cover, a mark it registers
+    "python-dateutil": ("4.0.0", "tests", ["freezegun==1.5.5", "hypothesis", "pytest-cov==7.1.0"]),
     "packaging": ("26.4", "tests", ["pretend==1.0.9", "tomli_w==1.2.0", "hypothesis"]),
     "pyparsing": ("3.3.3", "tests", []),
     "sqlparse": ("0.6.1", "tests", []),
