@@ -6,6 +6,7 @@
 #                                LTTng tracepoint provider build/libdynscope-tp.so
 #                                when the lttng-ust headers are installed
 #   make test                    install missing deps, build, run C and Python tests
+#   make pytest                  the Python tests alone (PYTEST_ARGS="-q tests/test_x.py")
 #   PYTHON=/path/to/python3.12 make test   the same on CPython 3.12 (or 3.13):
 #                                its own venv (.venv-3.12) and extension build
 #   make asan                    build with ASan+UBSan, run the Python tests under it
@@ -130,7 +131,7 @@ define install_so
 	fi
 endef
 
-.PHONY: all dev install-ext tp dyntop install test check-c check-c-asan bench-store asan bench demo demo-ranks deps clean print-vars FORCE
+.PHONY: all dev install-ext tp dyntop install test pytest check-c check-c-asan bench-store asan bench demo demo-ranks deps clean print-vars FORCE
 
 all: install-ext tp dyntop
 
@@ -221,14 +222,16 @@ $(TP_SO): trace/tp.c trace/tp.h trace/trace.h event/event.h $(BUILD)/tp_cflags
 	$(CC) $(TP_CFLAGS) -shared -o $@ trace/tp.c $(TP_PKG_LIBS)
 
 # ---------------------------------------------------------------------------
-# Tests.  pytest's exit status 5 means "no tests collected": reported loudly,
-# not failed, while the suites are still being written.  Under ASan pytest
-# captures sys.stdout/err only (--capture=sys), so a sanitizer report written
-# to fd 2 just before abort() reaches the terminal instead of a lost temp file.
+# Tests.  pytest's exit status 5 means "no tests collected": a failure, said
+# so (a PYTEST_ARGS that selects nothing, a suite that lost its tests).
+# Under CI=true a test skipped for want of a tool CI installs fails too
+# (tests/_ci_skips.py).  Under ASan pytest captures sys.stdout/err only
+# (--capture=sys), so a sanitizer report written to fd 2 just before abort()
+# reaches the terminal instead of a lost temp file.
 
 define run_pytest
 	rc=0; $(1) $(VENV_PY) -m pytest $(2) $(PYTEST_ARGS) || rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make: WARNING: pytest collected no tests" >&2; rc=0; fi
+	if [ $$rc -eq 5 ]; then echo "make: error: pytest collected no tests (exit 5): a failure" >&2; fi
 endef
 
 # With PYTHON=... of another version: its venv and extension; the C tests do
@@ -237,6 +240,10 @@ test:
 	$(if $(PYTHON),PYTHON='$(PYTHON)' )bash scripts/install-deps.sh
 	$(MAKE) --no-print-directory all
 	$(if $(filter build,$(EXT_BUILD)),$(MAKE) --no-print-directory check-c,@echo "make test: C tests (check-c) run in the default 3.11 build")
+	@$(call run_pytest,); exit $$rc
+
+# The Python tests alone, as make test runs them (nothing installed or built).
+pytest:
 	@$(call run_pytest,); exit $$rc
 
 # C unit tests: every tests/c/*.c but bench_*.c is one standalone program,

@@ -12,6 +12,8 @@ import dynscope
 from dynscope import _C
 
 from _seeds import pytest_terminal_summary  # noqa: F401  (the random tests' seed, at the end)
+# under CI=true, a skip for a tool CI installs fails
+from _ci_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
