@@ -34,6 +34,7 @@ import sys
 import numpy as np
 import pytest
 
+import _programs
 import dynscope
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -575,7 +576,7 @@ needs_dyntop = pytest.mark.skipif(not os.access(DYNTOP, os.X_OK),
 
 
 def dyntop_help():
-    p = subprocess.run([DYNTOP, "--help"], capture_output=True, text=True, timeout=60)
+    p = _programs.run([DYNTOP, "--help"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     return p.stdout
 
@@ -1105,8 +1106,8 @@ def ex_cpython_314(tmp_path):
     fake = tmp_path / "python3.14"
     fake.write_text("#!/bin/sh\necho 3.14\n")
     fake.chmod(0o755)
-    p = subprocess.run(["make", "-n", "-s", "-C", ROOT, "print-vars", f"PYTHON={fake}"],
-                       capture_output=True, text=True, timeout=120)
+    p = _programs.run(["make", "-n", "-s", "-C", ROOT, "print-vars", f"PYTHON={fake}"],
+                      capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "is CPython 3.14; dynscope supports CPython" in p.stderr, \
         "the Makefile now accepts CPython 3.14"
     m = re.search(r'^requires-python = "([^"]*)"', read("pyproject.toml"), re.M)

@@ -22,6 +22,8 @@ import uuid
 
 import pytest
 
+import _programs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DYNTOP = os.environ.get("DYNTOP_BIN", os.path.join(ROOT, "build", "dyntop"))  # DYNTOP_BIN: e.g. an ASan build
 PY = sys.executable
@@ -340,8 +342,9 @@ class Pane:
         self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-c", cwd, shell)
 
     def tmux(self, *args, check=True):
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=check,
-                              capture_output=True, text=True).stdout
+        # tmux, its pane's shell and dyntop run without the sanitizer of `make asan`
+        return _programs.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=check,
+                             capture_output=True, text=True).stdout
 
     def send(self, *keys):
         self.tmux("send-keys", *keys)
@@ -945,7 +948,7 @@ def test_a_database_removed_while_shown_is_reported_in_the_header(pane, workload
 # Batch mode.
 
 def batch(*args, check=True):
-    return subprocess.run([DYNTOP, "-b", *args], capture_output=True, text=True, check=check)
+    return _programs.run([DYNTOP, "-b", *args], capture_output=True, text=True, check=check)
 
 
 def test_batch_output_equals_what_sql_says(workload_db):
@@ -1018,8 +1021,8 @@ def test_python_m_dynscope_top_runs_dyntop(workload_db):
 @pytest.mark.parametrize("interactive", [False, True])
 def test_a_missing_file_is_exit_2_with_a_message(tmp_path, interactive):
     path = str(tmp_path / "nope.db")
-    r = subprocess.run([DYNTOP, path] if interactive else [DYNTOP, "-b", path],
-                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    r = _programs.run([DYNTOP, path] if interactive else [DYNTOP, "-b", path],
+                      capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert r.returncode == 2
     assert "nope.db" in r.stderr and "No such file" in r.stderr
     assert r.stdout == ""
@@ -1071,7 +1074,7 @@ def test_a_corrupt_database_is_exit_2(tmp_path, workload_db):
 def test_usage_errors_are_exit_2(workload_db):
     for args in ([], ["--sort", "nonsense", workload_db], ["-d", "0", workload_db],
                  [workload_db, workload_db]):
-        r = subprocess.run([DYNTOP, *args], capture_output=True, text=True)
+        r = _programs.run([DYNTOP, *args], capture_output=True, text=True)
         assert r.returncode == 2, args
         assert r.stderr.startswith("dyntop: "), args
 
@@ -1204,8 +1207,8 @@ def test_a_bad_file_among_good_ones_is_exit_2_naming_it(rank_dbs, tmp_path, inte
     text.write_text("not a database\n" * 100)
     for bad, says in ((missing, "No such file"), (str(text), "not an SQLite database")):
         args = [rank_dbs[0], bad, rank_dbs[1]]
-        r = subprocess.run([DYNTOP, *args] if interactive else [DYNTOP, "-b", *args],
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        r = _programs.run([DYNTOP, *args] if interactive else [DYNTOP, "-b", *args],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
         assert r.returncode == 2, r
         assert r.stdout == ""
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("dyntop: "), r.stderr

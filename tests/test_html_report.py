@@ -26,6 +26,7 @@ import zlib
 
 import pytest
 
+import _programs
 from dynscope import _C
 from dynscope.html_report import break_hint
 
@@ -200,7 +201,9 @@ class Chromium:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
-        self.proc = subprocess.Popen(
+        # without the sanitizer preload of `make asan`: under it Chromium
+        # never answered (issue 46)
+        self.proc = _programs.popen(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--remote-debugging-pipe", f"--user-data-dir={profile}", "--no-first-run",
              "--no-default-browser-check", "--disable-extensions", "--disable-sync",

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+import _programs
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROGRAM = textwrap.dedent("""
@@ -56,7 +58,7 @@ def test_wheel_carries_the_extension_dyntop_and_the_provider(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("dynscope/_C.") and n.endswith(".so") for n in names), names
     assert "dynscope/dyntop" in names
-    if shutil.which("pkg-config") and subprocess.run(
+    if shutil.which("pkg-config") and _programs.run(
             ["pkg-config", "--exists", "lttng-ust"]).returncode == 0:
         assert "dynscope/libdynscope-tp.so" in names
 
@@ -66,19 +68,20 @@ def test_wheel_in_a_fresh_venv_captures_records_and_runs_dyntop(wheel, tmp_path)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py, bindir = venv / "bin" / "python", venv / "bin"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DYNSCOPE_DB")}
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        str(wheel)], capture_output=True, text=True, env=env, timeout=600)
+    # The venv's python runs the wheel's extension, a plain build: no sanitizer (_programs)
+    r = _programs.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                       str(wheel)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     prog = tmp_path / "prog.py"
     prog.write_text(PROGRAM)
     db = tmp_path / "run.db"
-    r = subprocess.run([str(py), str(prog), str(db)], capture_output=True, text=True,
-                       env=env, cwd=tmp_path, timeout=300)
+    r = _programs.run([str(py), str(prog), str(db)], capture_output=True, text=True,
+                      env=env, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[:3] == ["graphs 1", "written True", "package True"], r.stdout
-    r = subprocess.run([str(bindir / "dyntop"), "-b", "-n", "1", str(db)], capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = _programs.run([str(bindir / "dyntop"), "-b", "-n", "1", str(db)], capture_output=True,
+                      text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "Compiles 3" in r.stdout and "Recompiles 2" in r.stdout, r.stdout
     assert f"{prog}:" in r.stdout

@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+import _programs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 DYNTOP = os.environ.get("DYNTOP_BIN", os.path.join(ROOT, "build", "dyntop"))
@@ -439,8 +441,8 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])
     assert p.returncode == 0, p.stderr
     if os.access(DYNTOP, os.X_OK):   # dyntop reads it through TEMP views of its own
-        v2 = subprocess.run([DYNTOP, "-b", old], capture_output=True, text=True)
-        v3 = subprocess.run([DYNTOP, "-b", db], capture_output=True, text=True)
+        v2 = _programs.run([DYNTOP, "-b", old], capture_output=True, text=True)
+        v3 = _programs.run([DYNTOP, "-b", db], capture_output=True, text=True)
         assert v2.returncode == 0, v2.stderr
 
         def table(out):   # the rows, without the flags column ("recent" is a clock's)

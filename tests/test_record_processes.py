@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+import _programs
 from conftest import TORCH_SKIP_REASON
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -194,7 +195,7 @@ if __name__ == "__main__":
 
 
 def lttng_available():
-    return all(subprocess.run(["which", t], capture_output=True).returncode == 0
+    return all(_programs.run(["which", t], capture_output=True).returncode == 0
                for t in ("lttng", "lttng-sessiond", "babeltrace2"))
 
 
@@ -222,8 +223,10 @@ def run_program(prog, *, db=None, lttng_dir=None, sig=None):
         # between them would load the provider (and its threads) in one only
         env["DYNSCOPE_TRACE_PROVIDER"] = "0"
     start = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env, cwd=prog.parent, start_new_session=True)
+    # the Python under test, maybe under the capture script: the sanitizer
+    # preload of `make asan` is passed on (the script keeps it from its tools)
+    p = _programs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        env=env, cwd=prog.parent, start_new_session=True, runs_python=True)
     try:
         head = ""
         if sig is not None:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+import _programs
+
 # The provider tests' fixtures (build, LTTng detection) and trace reader.
 from test_trace_provider import (  # noqa: F401  (smoke, provider, lttng: fixtures)
     ROOT, capture, lttng, parse_line, provider, read_trace, smoke)
@@ -752,10 +754,10 @@ def relayed(lttng, workload, tmp_path_factory):
     base = tmp_path_factory.mktemp("relayd")
     ctrl, data, live = free_ports(3)
     relay_out = base / "relay"
-    relay = subprocess.Popen(["lttng-relayd", "-C", f"tcp://127.0.0.1:{ctrl}",
-                              "-D", f"tcp://127.0.0.1:{data}", "-L", f"tcp://127.0.0.1:{live}",
-                              "-o", str(relay_out)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    relay = _programs.popen(["lttng-relayd", "-C", f"tcp://127.0.0.1:{ctrl}",
+                             "-D", f"tcp://127.0.0.1:{data}", "-L", f"tcp://127.0.0.1:{live}",
+                             "-o", str(relay_out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for _ in range(100):        # listening once the control port answers
             try:
@@ -768,11 +770,11 @@ def relayed(lttng, workload, tmp_path_factory):
                 time.sleep(0.05)
         notes = base / "notes"
         out_json = base / "engine.json"
-        r = subprocess.run(["bash", str(ROOT / "scripts" / "lttng-capture.sh"), "-o", str(notes),
-                            "--relayd", f"net://127.0.0.1:{ctrl}:{data}/run1", "--",
-                            sys.executable, workload, str(out_json)],
-                           capture_output=True, text=True, timeout=180,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        r = _programs.run(["bash", str(ROOT / "scripts" / "lttng-capture.sh"), "-o", str(notes),
+                           "--relayd", f"net://127.0.0.1:{ctrl}:{data}/run1", "--",
+                           sys.executable, workload, str(out_json)],
+                          capture_output=True, text=True, timeout=180, runs_python=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
         if r.returncode == 125 and "lttng-sessiond failed" in r.stderr:
             pytest.skip("LTTng cannot run here:\n" + r.stderr)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -781,8 +783,8 @@ def relayed(lttng, workload, tmp_path_factory):
         relay.wait(timeout=30)
     trace_dir = relay_out / socket.gethostname() / "run1"
     assert trace_dir.is_dir(), list(relay_out.rglob("*"))[:20]
-    text = subprocess.run(["babeltrace2", str(trace_dir)], capture_output=True, text=True,
-                          timeout=120)
+    text = _programs.run(["babeltrace2", str(trace_dir)], capture_output=True, text=True,
+                         timeout=120)
     assert text.returncode == 0 and text.stderr == "", text.stderr
     (base / "trace.txt").write_text(text.stdout)
     view = json.loads(out_json.read_text())

@@ -12,10 +12,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+import _programs
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "scripts" / "lttng-capture.sh"
@@ -32,8 +35,8 @@ CODE = {"code_id": 7, "qualname": "Model.forward", "filename": "/src/model.py",
 # Building and running.
 
 def _make(*targets):
-    r = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *targets],
-                       capture_output=True, text=True)
+    r = _programs.run(["make", "--no-print-directory", "-C", str(ROOT), *targets],
+                      capture_output=True, text=True)
     return r
 
 
@@ -67,15 +70,18 @@ def lttng(provider):
 
 def capture(tmp_path, *cmd, events=None, loglevel=None, env=None):
     """Run the capture script; returns (CompletedProcess, trace directory).
-    Skips when the session daemon cannot start here."""
+    Skips when the session daemon cannot start here.  A command that is the
+    Python under test gets the test run's sanitizer preload (the script keeps
+    it from the LTTng tools); any other command runs without it."""
     out = tmp_path / "trace"
     args = ["bash", str(CAPTURE), "-o", str(out)]
     if events:
         args += ["-e", events]
     if loglevel:
         args += ["-l", loglevel]
-    r = subprocess.run([*args, "--", *map(str, cmd)], capture_output=True, text=True,
-                       env=env, timeout=120)
+    cmd = [*map(str, cmd)]
+    r = _programs.run([*args, "--", *cmd], capture_output=True, text=True, env=env, timeout=120,
+                      runs_python=sys.executable in cmd)
     if r.returncode == 125 and ("lttng-sessiond failed" in r.stderr
                                 or "does not answer" in r.stderr):
         pytest.skip("LTTng cannot run here: the session daemon does not start:\n" + r.stderr)
@@ -143,21 +149,21 @@ def names(events):
 # Without a provider: no-ops, never a crash.  These never skip.
 
 def test_without_provider_every_call_is_a_noop(smoke):
-    r = subprocess.run([str(smoke)], capture_output=True, text=True)
+    r = _programs.run([str(smoke)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "trace_smoke: ok" in r.stdout
 
 
 def test_provider_path_to_nothing_leaves_tracing_off(smoke):
     env = dict(os.environ, DYNSCOPE_TRACE_PROVIDER="/nonexistent/libdynscope-tp.so")
-    r = subprocess.run([str(smoke), "noop"], capture_output=True, text=True, env=env)
+    r = _programs.run([str(smoke), "noop"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "cannot load the tracepoint provider: /nonexistent/libdynscope-tp.so" in r.stdout
 
 
 def test_empty_provider_env_means_tracing_off(smoke):
     env = dict(os.environ, DYNSCOPE_TRACE_PROVIDER="")
-    r = subprocess.run([str(smoke), "noop"], capture_output=True, text=True, env=env)
+    r = _programs.run([str(smoke), "noop"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tracing off: no provider" in r.stdout
 
@@ -176,17 +182,17 @@ def test_provider_of_another_abi_is_refused(smoke, tmp_path):
         const volatile int *dynscope_tp_state(int kind) { (void)kind; return &on; }
         """))
     so = tmp_path / "libstale-tp.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    _programs.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
     env = dict(os.environ, DYNSCOPE_TRACE_PROVIDER=str(so))
-    r = subprocess.run([str(smoke), "noop"], capture_output=True, text=True, env=env)
+    r = _programs.run([str(smoke), "noop"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tracepoint provider built for another ABI" in r.stdout
 
 
 def test_provider_loaded_without_a_session_records_nothing_and_does_not_crash(provider, smoke):
     env = dict(os.environ, DYNSCOPE_TRACE_PROVIDER=str(provider))
-    r = subprocess.run([str(smoke), "emit", "1000"], capture_output=True, text=True,
-                       env=env, timeout=60)
+    r = _programs.run([str(smoke), "emit", "1000"], capture_output=True, text=True,
+                      env=env, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     smoke_output(r.stdout)
 
@@ -344,8 +350,8 @@ def test_capture_without_lttng_says_so(tmp_path):
     bindir.mkdir()
     os.symlink(shutil.which("dirname"), bindir / "dirname")
     env = dict(os.environ, PATH=str(bindir))
-    r = subprocess.run([shutil.which("bash"), str(CAPTURE), "--", "true"],
-                       capture_output=True, text=True, env=env)
+    r = _programs.run([shutil.which("bash"), str(CAPTURE), "--", "true"],
+                      capture_output=True, text=True, env=env)
     assert r.returncode == 125
     assert "lttng not found" in r.stderr
 
