@@ -1,6 +1,6 @@
 """Under CI=true a test that skips for want of a tool CI installs fails
-(tests/_ci_skips.py): planted skips, run by a pytest of their own, with and
-without CI=true."""
+(tests/_ci_skips.py), and a run that collects no test fails make (exit 5):
+planted skips, run by a pytest of their own, with and without CI=true."""
 import json
 import os
 import subprocess
@@ -10,9 +10,11 @@ import textwrap
 import pytest
 
 import _ci_skips
+import _programs
 from conftest import TORCH_SKIP_REASON
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 VERSION = "%d.%d" % sys.version_info[:2]
 
 PLANTED = {
@@ -147,3 +149,12 @@ def test_the_list_names_every_tool_the_suite_skips_for_on_every_version():
                  "valgrind cannot run a process under ASan"):
         assert not any(re.search(p, text) for p in _ci_skips.MISSING.values()), text
 
+
+def test_make_fails_when_pytest_collects_no_test():
+    """pytest's exit 5 (nothing collected) fails `make pytest` and `make test`
+    (.ci/run runs make test), saying so."""
+    p = _programs.run(["make", "--no-print-directory", "-C", ROOT, "pytest",
+                       "PYTEST_ARGS=-q -p no:cacheprovider tests/test_ci_skips.py -k no_test_has_this_name"],
+                      capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert "pytest collected no tests (exit 5): a failure" in p.stderr
