@@ -91,7 +91,7 @@ Value *tr_type_of(TFrame *f, Value *v)
 {
     PyObject *tp = known_type(v);                       /* borrowed */
     if (tp == NULL)
-        return tracer_unsupported(f->t, false, "type of a value whose type is not known"), NULL;
+        return tracer_unsupported(f->t, false, "type() of a value whose type is not known"), NULL;
     /* fixed by its guards; reached as type(<source>) when it has one */
     if (v->kind == V_NEWOBJ)
         return v->items[1];      /* the class it was made from */

@@ -204,7 +204,7 @@ static Value *module_subclass_attr(TFrame *f, Value *base, PyObject *name, PyObj
     *handled = true;
     if (in_dict < 0 || hook < 0)
         return PyErr_Occurred() ? NULL
-               : (tracer_unsupported(f->t, false, "a module without a __dict__"), NULL);
+               : (tracer_unsupported(f->t, false, "attribute '%U' of a module without a __dict__", name), NULL);
     if (in_dict || _PyType_Lookup(tp, name) != NULL) {
         *handled = false;
         return NULL;

@@ -409,6 +409,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^** of ", T_BUILTIN_OP},
     {"^a lookup in a dict input", T_BUILTIN_OP},
     {"^isinstance() ", T_BUILTIN_OP},
+    {"^type() of ", T_BUILTIN_OP},
     {"^callable() ", T_BUILTIN_OP},
     {"^inspect.signature() ", T_BUILTIN_OP},
     {"^sorted() ", T_BUILTIN_OP},
