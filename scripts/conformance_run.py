@@ -10,16 +10,22 @@ so both runs execute the same Python code around the tests.  OUT.json holds
 {test id: reason}, "wall": seconds spent running the tests, "counters":
 dynscope's engine counters when dynscope is loaded (else null)}.
 
-Timing is not behaviour: in both runs, Hypothesis's deadlines and its
-too-slow health checks are off (after the suite's own profile loads), since
-a captured run compiles each function on first call and a test's first
-example can take seconds.  Everything else is the suite's own.
+Timing is not behaviour, and both runs must try the same inputs: for a
+suite that uses Hypothesis, both runs load (after the suite's own profile)
+one that keeps it but turns deadlines and the too-slow health check off (a
+captured run compiles each function on its first call, and a test's first
+example can take seconds), draws examples derandomized (the same in both
+runs, and no example database) and at most HYPOTHESIS_EXAMPLES per test
+(Hypothesis's own engine, captured too, makes a property test the slowest
+thing a suite runs).  Everything else is the suite's own.
 """
 from __future__ import annotations
 
 import json
 import sys
 import time
+
+HYPOTHESIS_EXAMPLES = 20
 
 
 def run_unittest(module: str, outcomes: dict, reasons: dict) -> None:
@@ -91,7 +97,8 @@ def run_pytest(path: str, outcomes: dict, reasons: dict, pyargs: bool = False) -
             except ImportError:
                 return
             settings.register_profile("dynscope-conformance", settings(
-                settings.default, deadline=None,
+                settings.default, deadline=None, derandomize=True, database=None,
+                max_examples=min(settings.default.max_examples, HYPOTHESIS_EXAMPLES),
                 suppress_health_check=list(settings.default.suppress_health_check) + [HealthCheck.too_slow]))
             settings.load_profile("dynscope-conformance")
 

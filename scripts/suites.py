@@ -28,22 +28,25 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITES_DIR = os.path.join(ROOT, "build", "suites")
 
-# name -> (version, tests directory inside the sdist, test dependencies).
+# name -> (version, tests directory inside the sdist, test dependencies,
+# other directories of the sdist the tests import).
 # sortedcontainers, asked for in issue 34, ships no tests in any sdist on
 # PyPI (2.0.5 to 2.4.0): sqlparse (a tokenizer and parser, generators and
 # classes throughout) stands in for it.
 THIRD_PARTY = {
-    "boltons": ("26.2.0", "tests", []),
-    "more-itertools": ("11.2.1", "tests", []),
-    "attrs": ("26.1.0", "tests", ["hypothesis", "pympler==1.1", "cloudpickle==3.1.2"]),
-    "toolz": ("1.2.0", "toolz/tests", []),
-    "cachetools": ("8.0.2", "tests", []),
-    "tomlkit": ("0.15.2", "tests", ["PyYAML==6.0.3"]),
+    "boltons": ("26.2.0", "tests", [], []),
+    "more-itertools": ("11.2.1", "tests", [], []),
+    "attrs": ("26.1.0", "tests", ["hypothesis", "pympler==1.1", "cloudpickle==3.1.2"], []),
+    "toolz": ("1.2.0", "toolz/tests", [], []),
+    "cachetools": ("8.0.2", "tests", [], []),
+    "tomlkit": ("0.15.2", "tests", ["PyYAML==6.0.3"], []),
     # pytest-cov: the suite's conftest marks tests no_cover, a mark it registers
-    "python-dateutil": ("4.0.0", "tests", ["freezegun==1.5.5", "hypothesis", "pytest-cov==7.1.0"]),
-    "packaging": ("26.4", "tests", ["pretend==1.0.9", "tomli_w==1.2.0", "hypothesis"]),
-    "pyparsing": ("3.3.3", "tests", []),
-    "sqlparse": ("0.6.1", "tests", []),
+    "python-dateutil": ("4.0.0", "tests", ["freezegun==1.5.5", "hypothesis", "pytest-cov==7.1.0"], []),
+    "packaging": ("26.4", "tests", ["pretend==1.0.9", "tomli_w==1.2.0", "hypothesis"], []),
+    # its tests parse with the grammars of its examples/; pyparsing.diagram
+    # needs railroad-diagrams and jinja2
+    "pyparsing": ("3.3.3", "tests", ["railroad-diagrams==3.0.1", "jinja2==3.1.6"], ["examples"]),
+    "sqlparse": ("0.6.1", "tests", [], []),
 }
 # Files of the sdist's top directory kept beside the tests: the suite's
 # pytest configuration (markers, rootdir), never the package's source.
@@ -51,7 +54,7 @@ CONFIG_FILES = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", "conftes
 
 
 def tests_dir(name: str) -> str:
-    version, sub, _ = THIRD_PARTY[name]
+    version, sub = THIRD_PARTY[name][:2]
     return os.path.join(SUITES_DIR, f"{name}-{version}", sub)
 
 
@@ -69,7 +72,7 @@ def pip(*args: str) -> None:
 
 def install_packages() -> None:
     want = []
-    for name, (version, _, deps) in THIRD_PARTY.items():
+    for name, (version, _, deps, _) in THIRD_PARTY.items():
         if installed_version(name) != version:
             want.append(f"{name}=={version}")
         for d in deps:
@@ -82,10 +85,11 @@ def install_packages() -> None:
 
 
 def unpack_tests(name: str) -> None:
-    version, sub, _ = THIRD_PARTY[name]
+    version, sub, _, extra = THIRD_PARTY[name]
     dest = os.path.join(SUITES_DIR, f"{name}-{version}")
-    if os.path.isdir(os.path.join(dest, sub)):
+    if all(os.path.isdir(os.path.join(dest, d)) for d in [sub] + extra):
         return
+    shutil.rmtree(dest, ignore_errors=True)
     with tempfile.TemporaryDirectory() as tmp:
         print(f"suites: the tests of {name}=={version} (its sdist) -> {dest}", file=sys.stderr, flush=True)
         pip("download", "--no-deps", "--no-binary", ":all:", "-d", tmp, f"{name}=={version}")
@@ -97,9 +101,10 @@ def unpack_tests(name: str) -> None:
         with tarfile.open(archives[0]) as tar:
             members = tar.getmembers()
             top = members[0].name.split("/")[0]
+            dirs = tuple(f"{top}/{d}/" for d in [sub] + extra)
             keep = [m for m in members
                     if (m.isfile() or m.isdir())
-                    and (m.name.startswith(f"{top}/{sub}/") or m.name in {f"{top}/{c}" for c in CONFIG_FILES})]
+                    and (m.name.startswith(dirs) or m.name in {f"{top}/{c}" for c in CONFIG_FILES})]
             if not any(m.name.startswith(f"{top}/{sub}/") for m in keep):
                 raise SystemExit(f"suites: the sdist of {name}=={version} has no {sub}/")
             for m in keep:
@@ -118,7 +123,7 @@ def main(argv: list[str]) -> int:
             unpack_tests(name)
         return 0
     if argv[1] == "list":
-        for name, (version, _, _) in THIRD_PARTY.items():
+        for name, (version, *_) in THIRD_PARTY.items():
             print(f"{name}\t{version}\t{os.path.relpath(tests_dir(name), ROOT)}")
         return 0
     if len(argv) != 3 or argv[2] not in THIRD_PARTY:
