@@ -34,9 +34,11 @@ PROGRAM = textwrap.dedent("""
 
 
 def copy_sources(dst):
-    """The repository's sources, without builds, venvs or databases."""
+    """The repository's sources, without builds, venvs or databases.  Every
+    version's venv stays out (.venv-3.12, .venv-3.13 with torch: ~15 GB a copy
+    once they existed, which filled the disk)."""
     shutil.copytree(REPO, dst, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.so", "*.db*", "__pycache__", ".pytest_cache",
+        ".git", ".venv*", "build", "*.so", "*.db*", "__pycache__", ".pytest_cache",
         ".hypothesis", "*.egg-info", "dist", "dyntop"))
 
 
