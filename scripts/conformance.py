@@ -308,7 +308,10 @@ def db_stats(db: str) -> dict:
             "breaks": breaks, "skips": skips}
 
 
-def run_suite(name: str, python: str, work: str) -> dict:
+def run_suite(name: str, python: str, work: str, keep_db: bool = True) -> dict:
+    """One suite, plain and captured, in `work`.  keep_db=False removes the
+    captured run's SQLite file once its numbers are read (a whole run's
+    files would be tens of GB)."""
     runner, target = SUITES[name]
     base = {"name": name, "target": target, "plain_rc": None, "captured_rc": None, "plain": None,
             "captured": None, "diffs": [], "known": [], "error": None, "absent": None,
@@ -361,6 +364,10 @@ def run_suite(name: str, python: str, work: str) -> dict:
                 r["known"].append(d + (why,))
     r["stats"] = db_stats(db) if os.path.exists(db) else \
         {"graphs": 0, "eager": 0, "cache_limits": 0, "dropped": 0, "breaks": {}, "skips": []}
+    if not keep_db:
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
     if r["stats"]["graphs"] == 0 or not (cap["counters"] or {}).get("graph_frames"):
         problems.append("nothing was captured: no graph compiled, or no call ran one")
     r["problems"] = [f"{p} (see {cap_log})" for p in problems]
@@ -520,7 +527,7 @@ def main(argv=None) -> int:
     print(f"conformance: {describe(args.python)}", flush=True)
     try:
         for name in names:
-            r = run_suite(name, args.python, work)
+            r = run_suite(name, args.python, work, keep_db=bool(args.keep))
             results.append(r)
             if r["error"]:
                 bad += 1
