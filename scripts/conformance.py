@@ -278,7 +278,10 @@ def run_worker(python: str, runner: str, target: str, out: str, db: str | None, 
     start = time.perf_counter()
     with open(log, "w") as f:
         try:
-            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+            # in the run's own directory: suites write files where they run
+            # (pyparsing's diagrams), which must not land in the repository
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                cwd=os.path.dirname(os.path.abspath(out)),
                                 timeout=SUITE_TIMEOUT).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
@@ -313,6 +316,7 @@ def run_suite(name: str, python: str, work: str, keep_db: bool = True) -> dict:
     captured run's SQLite file once its numbers are read (a whole run's
     files would be tens of GB)."""
     runner, target = SUITES[name]
+    work = os.path.abspath(work)
     base = {"name": name, "target": target, "plain_rc": None, "captured_rc": None, "plain": None,
             "captured": None, "diffs": [], "known": [], "error": None, "absent": None,
             "problems": [], "command": None}
@@ -521,7 +525,7 @@ def main(argv=None) -> int:
     names = (args.suite or [] if extra else args.suite) or \
         ([] if extra else SUBSET if args.subset else list(SUITES))
     names = names + [m for m in extra if m not in names]
-    work = args.keep or tempfile.mkdtemp(prefix="dynscope-conformance-")
+    work = os.path.abspath(args.keep or tempfile.mkdtemp(prefix="dynscope-conformance-"))
     os.makedirs(work, exist_ok=True)
     results, bad = [], 0
     print(f"conformance: {describe(args.python)}", flush=True)
