@@ -15,9 +15,18 @@
 #include "translate_int.h"
 
 /* The accessor of type(<acc>).name (a class attribute as the class itself
-   reads it), or -1. */
-static int class_attr_accessor(Tracer *t, int acc, PyObject *name)
+   reads it), or -1: with an exception, or a stop when tp's metaclass has
+   a data descriptor of that name, which answers the read instead of tp's
+   own attribute (a Mock class's __class__ property read through the class
+   is type's __class__: the class's class).  tp: type(<acc>) now. */
+static int class_attr_accessor(Tracer *t, int acc, PyTypeObject *tp, PyObject *name)
 {
+    PyObject *meta = _PyType_Lookup(Py_TYPE(tp), name);             /* borrowed */
+    if (meta != NULL && Py_TYPE(meta)->tp_descr_set != NULL) {
+        tracer_unsupported(t, false, "attribute '%U' of %s, which its metaclass's %U also names",
+                           name, tp->tp_name, name);
+        return -1;
+    }
     int ta = guardset_accessor(t->gs, ACC_TYPE, acc, 0, NULL, NULL);
     return ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
 }
@@ -59,7 +68,7 @@ static Value *property_get(TFrame *f, Value *obj, PyObject *name, PyObject *desc
         r = NULL;
     }
     else {
-        int pa = class_attr_accessor(f->t, obj->src, name);
+        int pa = class_attr_accessor(f->t, obj->src, Py_TYPE(obj->obj), name);
         PyObject *fget_name = PyUnicode_FromString("fget");
         int ga = pa < 0 || fget_name == NULL ? -1 : guardset_accessor(f->t->gs, ACC_ATTR, pa, 0, fget_name, NULL);
         Py_XDECREF(fget_name);
@@ -109,7 +118,7 @@ Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name)
             if (da < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, da, name, 0) < 0)
                 return NULL;
         }
-        return bind_function(f, class_attr_accessor(t, obj->src, name), descr, obj);
+        return bind_function(f, class_attr_accessor(t, obj->src, tp, name), descr, obj);
     }
     if (item == NULL && descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL
         && !value_descr_is_c_getter(descr))
@@ -221,7 +230,7 @@ static Value *module_subclass_attr(TFrame *f, Value *base, PyObject *name, PyObj
         return NULL;
     Value *key = value_new(f->t, V_CONST, name);
     Value *args[2] = {base, key};
-    return key ? call_with(f, class_attr_accessor(f->t, base->src, getattr_name), gattr, args, 2) : NULL;
+    return key ? call_with(f, class_attr_accessor(f->t, base->src, Py_TYPE(base->obj), getattr_name), gattr, args, 2) : NULL;
 }
 
 /* (contract: translate_int.h) */
@@ -246,7 +255,7 @@ Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
         *handled = true;
         Value *key = value_new(f->t, V_CONST, name);
         Value *args[2] = {base, key};
-        return key ? call_with(f, class_attr_accessor(f->t, base->src, getattribute_name), ga, args, 2) : NULL;
+        return key ? call_with(f, class_attr_accessor(f->t, base->src, Py_TYPE(base->obj), getattribute_name), ga, args, 2) : NULL;
     }
     PyObject *gattr = _PyType_Lookup(tp, getattr_name);              /* borrowed */
     if (gattr != NULL && PyFunction_Check(gattr) && ga == _PyType_Lookup(&PyBaseObject_Type, getattribute_name)) {
@@ -265,7 +274,7 @@ Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
             return NULL;
         Value *key = value_new(f->t, V_CONST, name);
         Value *args[2] = {base, key};
-        return key ? call_with(f, class_attr_accessor(f->t, base->src, getattr_name), gattr, args, 2) : NULL;
+        return key ? call_with(f, class_attr_accessor(f->t, base->src, Py_TYPE(base->obj), getattr_name), gattr, args, 2) : NULL;
     }
     if (tp->tp_getattro != PyObject_GenericGetAttr)
         return NULL;

@@ -284,3 +284,21 @@ def test_class_lookup_guard_holds_on_its_own_inputs(every_frame):
 def test_internal_errors_in_this_module_are_none():
     """No case above made a guard that fails on its own inputs."""
     assert _C.event_stats()["internal_errors"] == 0
+
+
+def test_a_class_property_its_metaclass_also_names(every_frame):
+    """A Mock made with a spec says it is of the spec's class through a
+    __class__ property; read through the class, type(m).__class__ is type's
+    own __class__ (the metaclass's data descriptor wins), so the property
+    cannot be reached that way: once a guard that failed on its own inputs
+    (an internal error in CPython's test_types), now a clean stop."""
+    from unittest import mock
+
+    def cls_of(m):
+        return m.__class__
+
+    errors = _C.event_stats()["internal_errors"]
+    m = mock.NonCallableMock(spec=list)
+    opt = dynscope.optimize("eager")(cls_of)
+    assert opt(m) is list and opt(m) is list
+    assert _C.event_stats()["internal_errors"] == errors
