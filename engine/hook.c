@@ -676,11 +676,28 @@ static MissOutcome miss_unsupported(CodeCache *cc, CacheFrame *cf, ThreadCapture
     return MISS_EAGER;
 }
 
+/* Whether a thread other than this one exists: it may have run while
+   the translator called Python code (the GIL switches), and changed what
+   the frame reads (threading's _active as its threads end). */
+static bool other_threads_exist(void)
+{
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(me->interp); t != NULL; t = PyThreadState_Next(t))
+        if (t != me)
+            return true;
+    return false;
+}
+
 /* A new entry that fails its own guards on the inputs it was made from:
-   report which guard, once per guard text (what to mend).  Cannot fail. */
+   report which guard, once per guard text (what to mend).  With other
+   threads alive, the inputs may have changed under the translation: the
+   entry is as safe either way (it does not match, the frame runs
+   uncaptured), and that is no translator bug to report.  Cannot fail. */
 static void report_self_mismatch(CodeCache *cc, CacheEntry *e, const FrameView *fv,
                                  ThreadCapture *tc)
 {
+    if (other_threads_exist())
+        return;
     PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
     GuardFailure fail = {-1, NULL, NULL};
     if (vals != NULL && guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) == 0
