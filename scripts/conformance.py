@@ -428,7 +428,11 @@ def write_doc(path: str, results: list, command: str, python: str = sys.executab
         "frame captured with the eager backend, those with no array or tensor in reach too; "
         "dynscope's own code and the import system are never captured). The outcome of "
         "every test must be the same in both runs, and so must the exit status; a suite that "
-        "ran no test, compiled no graph or printed an internal error fails.",
+        "ran no test, compiled no graph or printed an internal error fails. The runner "
+        "(`scripts/conformance_run.py`) only records outcomes, and for a suite that uses "
+        "Hypothesis loads in both runs one profile with deadlines off, examples derandomized "
+        "and at most 20 a test (timing is not behaviour, and both runs must try the same "
+        "inputs).",
         "",
         "Columns: *differ* counts tests whose outcome changed under capture (must be 0); "
         "*seen* is frames the engine's hook saw; *captured* is calls in which a plan ran a "
