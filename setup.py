@@ -80,7 +80,7 @@ class BuildAll(build_ext):
 ext = Extension(
     "dynscope._C",
     sources=build_conf("ext_sources"),
-    depends=sorted(glob.glob("engine/*.h") + glob.glob("event/*.h") + glob.glob("explain/*.h") + glob.glob("store/*.h")
+    depends=sorted(glob.glob("engine/*.h") + glob.glob("engine/*/*.h") + glob.glob("binding/*.h") + glob.glob("event/*.h") + glob.glob("explain/*.h") + glob.glob("store/*.h")
                    + glob.glob("trace/*.h")),
     include_dirs=[numpy.get_include()],
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"],

@@ -5,6 +5,7 @@
  * layer; the layers name only those below them (docs/architecture.md).
  */
 #include "../engine/engine.h"
+#include "binding.h"
 #include "../explain/explain.h"
 
 static struct PyModuleDef module_def = {

@@ -1,7 +1,7 @@
 """dynscope._fx: captured graphs as real torch.fx GraphModules.
 
 When a captured graph computes on torch tensors and the backend is not the
-built-in "eager" one, the engine (engine/backend.c) hands the graph to
+built-in "eager" one, the engine (engine/plan/backend.c) hands the graph to
 `compile_with`, which rebuilds it as a ``torch.fx.GraphModule`` -- the same
 placeholders, ``call_function`` targets, ``call_method`` names and an output
 returning a tuple -- and calls the backend with it.  So a TorchDynamo-style

@@ -114,7 +114,7 @@ def _sigterm_flush_ms() -> int:
 
 
 def _start_snapshotter() -> None:
-    """The snapshot thread (a C thread, engine/record.c): the entry counters
+    """The snapshot thread (a C thread, engine/sinks/record.c): the entry counters
     every `_interval` seconds, and at once when SIGTERM is about to end the
     process."""
     _C.record_snapshot_start(_interval)
@@ -137,7 +137,7 @@ def _register_mp_finalizer(_token=None) -> None:
 
 # Around a fork the recording's two threads (the snapshot thread and the
 # store's writer) end, and start again in the parent and in the child
-# (engine/record.c): a process that forks has no thread of dynscope's, as
+# (engine/sinks/record.c): a process that forks has no thread of dynscope's, as
 # it would not without recording (from Python 3.12 os.fork() warns in a
 # multi-threaded process).
 
@@ -171,7 +171,7 @@ def _install_hooks() -> None:
     atexit.register(stop_recording)
     # the parent's hook is the C function itself: on 3.13 the threads start
     # again in a pending call, which Python code run by a hook would run at
-    # once, before os.fork() counts the threads (engine/record.c)
+    # once, before os.fork() counts the threads (engine/sinks/record.c)
     os.register_at_fork(before=_before_fork, after_in_parent=_C.record_after_fork_parent,
                         after_in_child=_after_fork_child)
 

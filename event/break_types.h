@@ -10,7 +10,7 @@
  *   library code  the site is in an installed package or the standard
  *                 library: the user cannot edit it (a type of class "your
  *                 code" or "fundamental" becomes this at such a site:
- *                 engine/breaks.h break_class_at);
+ *                 engine/base/breaks.h break_class_at);
  *   engine limit  dynscope does not model it yet: not the user's fault,
  *                 and counted as the engine's debt;
  *   fundamental   no capture engine can: a branch on data.

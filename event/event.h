@@ -2,7 +2,7 @@
  * event.h -- the event vocabulary, at the bottom of the layers: the kinds
  * of event the engine reports and one event as plain C data (no Python.h).
  * The engine builds each event once and hands it to every sink that asked
- * for its kind (engine/events.h); the SQLite recorder (store/) and the
+ * for its kind (engine/capture/events.h); the SQLite recorder (store/) and the
  * LTTng provider (trace/) read this form, and include this header, not the
  * engine's.  DESIGN.md 4.1; fields, units and names are documented in
  * docs/events.md.
@@ -67,7 +67,7 @@ typedef struct EventRecord {
        "kind", "expr", "observed", "user_stack"}], "capture_ns"}; "" none */
     const char *nearest_json;
     /* EV_GRAPH_BREAK and EV_FRAME_SKIP: the registry's type and class
-       (engine/breaks.h, docs/breaks.md) */
+       (engine/base/breaks.h, docs/breaks.md) */
     const char *break_type;    /* "DS0001" */
     const char *break_class;   /* "your code", "library code", "engine limit", "fundamental" */
     /* EV_GRAPH_BREAK */
@@ -86,12 +86,12 @@ typedef struct EventRecord {
     uint64_t guard_ns;
 } EventRecord;
 
-/* Sets of kinds, as a sink asks for them (engine/events.h). */
+/* Sets of kinds, as a sink asks for them (engine/capture/events.h). */
 #define EV_MASK(kind) (1u << (unsigned)(kind))
 #define EV_MASK_ALL ((1u << (unsigned)EV__COUNT) - 1u)
 
 /* The costly text fields of a record: the engine fills them only when a
-   sink that received the event asks (engine/events.h event_record()). */
+   sink that received the event asks (engine/capture/events.h event_record()). */
 enum {
     EVF_GUARDS_TEXT = 1u << 0,   /* guards_text (EV_COMPILE_END)          */
     EVF_GRAPH_CODE = 1u << 1,    /* graph_code (EV_GRAPH_COMPILED)        */

@@ -9,7 +9,7 @@
  *   - Building a report never runs user code.
  */
 #include "explain_int.h"
-#include "../engine/breaks.h"
+#include "../engine/base/breaks.h"
 
 #include <string.h>
 #include <structmember.h>

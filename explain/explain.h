@@ -14,12 +14,12 @@
 #define DYNSCOPE_EXPLAIN_H
 
 #include "../engine/engine.h"
-#include "../engine/events.h"
+#include "../engine/capture/events.h"
 
 /* Create Explainer, ExplainOutput, ExplainBackend and the BreakReason /
    StackFrame / CompileTime record types and add them to `module`; register
    ExplainBackend with the engine as a backend wrapper and as an event sink
-   (engine/events.h).  0 / -1. */
+   (engine/capture/events.h).  0 / -1. */
 int explain_init(PyObject *module);
 
 #endif /* DYNSCOPE_EXPLAIN_H */

@@ -3,7 +3,7 @@
  * explain.h):
  *   explain.c   Explainer, ExplainBackend, ExplainOutput and its report;
  *   summary.c   the report's summary: breaks and skipped frames grouped by
- *               break type (engine/breaks.h) and site.
+ *               break type (engine/base/breaks.h) and site.
  */
 #ifndef DYNSCOPE_EXPLAIN_INT_H
 #define DYNSCOPE_EXPLAIN_INT_H

@@ -1,6 +1,6 @@
 /*
  * summary.c -- the summary that starts explain's report: graph breaks and
- * frames run without capture grouped by break type (engine/breaks.h) and
+ * frames run without capture grouped by break type (engine/base/breaks.h) and
  * site, most frequent first, with the class (your code, library code,
  * engine limit, fundamental), the user's source line and the type's hint;
  * and the per-break list folded by site.  Contract: explain_int.h.
@@ -11,7 +11,7 @@
  * SUMMARY_MAX_GROUPS groups of at most 4 lines each.
  */
 #include "explain_int.h"
-#include "../engine/breaks.h"
+#include "../engine/base/breaks.h"
 
 #include <string.h>
 

@@ -205,8 +205,8 @@ def render(res, sizes, rss, rounds: int, budget: float) -> str:
         "",
         head, sep, *rows, *eager,
         "",
-        "Why a graph can beat eager here (engine/graph_inplace.c, "
-        "engine/graph_blocks.c, engine/graph_reduce.c): a graph frees each intermediate at its last use, "
+        "Why a graph can beat eager here (engine/graph/graph_inplace.c, "
+        "engine/graph/graph_blocks.c, engine/graph/graph_reduce.c): a graph frees each intermediate at its last use, "
         "as eager does; an exactly rounded elementwise op whose array operand dies "
         "with it writes into that operand's buffer (`ufunc(..., out=)` or the "
         "in-place operator) -- what NumPy's own temporary elision does for eager "

@@ -96,14 +96,14 @@ def instructions(python: str, tree: str, case: str, mode: str, n: int, script: s
 # region functions apart).  Everything else is CPython or NumPy.
 PARTS = [
     ("region enter/exit (OptimizedFunction call)",
-     lambda f, fn: f.endswith("engine/module.c") or fn in ("capture_enter", "capture_exit",
+     lambda f, fn: f.endswith("binding/engine.c") or fn in ("capture_enter", "capture_exit",
                                                            "hook_install", "hook_uninstall")),
     ("hook, cache lookup, frame handling",
-     lambda f, fn: f.endswith(("engine/hook.c", "engine/cache.c", "engine/pycompat.c",
-                               "engine/engine.h", "engine/pycompat.h"))),
-    ("guards", lambda f, fn: "engine/guard" in f),
-    ("plan", lambda f, fn: f.endswith("engine/plan.c")),
-    ("graph interpreter", lambda f, fn: "engine/graph" in f),
+     lambda f, fn: f.endswith(("engine/capture/hook.c", "engine/capture/cache.c", "engine/base/pycompat.c",
+                               "engine/capture/capture.h", "engine/base/base.h", "engine/base/pycompat.h"))),
+    ("guards", lambda f, fn: "engine/guards/" in f),
+    ("plan", lambda f, fn: f.endswith("engine/plan/plan.c")),
+    ("graph interpreter", lambda f, fn: "engine/graph/" in f),
 ]
 
 

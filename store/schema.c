@@ -443,7 +443,7 @@ static const char migration_3[] =
 /* ---- version 4 ----
  * Adds who recorded a run (runs: hostname, rank, local_rank, world_size,
  * from torchrun's environment; NULL when unset), the break registry's type
- * and class of each graph break and frame skip (engine/breaks.h), guard provenance -- the user source whose access made the
+ * and class of each graph break and frame skip (engine/base/breaks.h), guard provenance -- the user source whose access made the
  * translator add a guard (guards, guard_failures: filename, lineno; guards:
  * the stack through inlined calls) -- and recompile_diffs: on each
  * recompile, the older entry nearest to the new inputs and every guard of

@@ -31,7 +31,7 @@ def engine_formats():
     """(kind, format) of every tracer_unsupported/tracer_break call in the
     engine's sources: the reasons a graph break or skip can have."""
     out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "engine", "*.c"))):
+    for path in sorted(glob.glob(os.path.join(ROOT, "engine", "*", "*.c"))):
         src = open(path).read()
         for m in re.finditer(r'tracer_(?:unsupported|break)\(\s*[a-z>-]+\s*,\s*([A-Za-z_]+)\s*,'
                              r'\s*((?:"(?:[^"\\]|\\.)*"\s*)+)', src):

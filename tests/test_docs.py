@@ -1001,7 +1001,7 @@ def test_every_switch_a_source_reads_is_in_docs_config_md_and_no_other():
     from dynscope import logs
     reads = env_reads(ROOT)
     # the scanner sees each kind of read: C (through a macro too), Python, shell, tests
-    assert "engine/graph_blocks.c" in reads["DYNSCOPE_CACHE_BYTES"]
+    assert "engine/graph/graph_blocks.c" in reads["DYNSCOPE_CACHE_BYTES"]
     assert "trace/trace.c" in reads["DYNSCOPE_TRACE_PROVIDER"]
     assert "dynscope/recording.py" in reads["DYNSCOPE_DB"]
     assert "scripts/install-deps.sh" in reads["DYNSCOPE_SKIP_APT"]
@@ -1024,7 +1024,7 @@ def test_the_switch_check_catches_a_new_switch_in_a_copy_of_the_tree(tmp_path):
         '#!/bin/sh\n# $DYNSCOPE_ONLY_IN_A_COMMENT\nDYNSCOPE_SET_ONLY=1 true\n'
         '[ "${DYNSCOPE_PLANTED_SH:-0}" = 1 ] && echo on\n')
     # and one switch read no more: DYNSCOPE_CACHE_BYTES's getenv removed
-    blocks = tree / "engine" / "graph_blocks.c"
+    blocks = tree / "engine" / "graph" / "graph_blocks.c"
     src = blocks.read_text()
     assert 'getenv("DYNSCOPE_CACHE_BYTES")' in src
     blocks.write_text(src.replace('getenv("DYNSCOPE_CACHE_BYTES")', "NULL"))

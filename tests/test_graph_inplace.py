@@ -1,4 +1,4 @@
-"""Buffer reuse in running graphs (engine/graph_inplace.c): an elementwise op
+"""Buffer reuse in running graphs (engine/graph/graph_inplace.c): an elementwise op
 whose array operand dies with it writes into that operand's buffer.  What
 must hold: results bit-identical to eager (type, dtype, shape, strides, bytes), no
 value the program can see ever written, and fewer buffers than one per op
@@ -230,7 +230,7 @@ def test_generated_chains(ops, n, dtype, seed):
 
 
 # ---------------------------------------------------------------------------
-# Blocked runs (engine/graph_blocks.c): chains on arrays of 512Ki elements
+# Blocked runs (engine/graph/graph_blocks.c): chains on arrays of 512Ki elements
 # and more, whose arrays do not fit in the last-level cache, run block by
 # block.  The cache is said to be 1 MiB here, so that arrays of a few MB are
 # blocked on any machine.

@@ -1,4 +1,4 @@
-"""NumPy reductions in running graphs (engine/graph_reduce.c): np.sum /
+"""NumPy reductions in running graphs (engine/graph/graph_reduce.c): np.sum /
 prod / max / min (amax, amin) and the ndarray methods of those names, given
 the array and at most an axis, run as the ufunc's reduce they call.  What
 must hold: the same value, type, dtype and shape as eager, the same

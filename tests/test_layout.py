@@ -26,19 +26,19 @@ def write(root, rel, text):
 
 
 def test_the_check_names_an_include_that_points_up(tmp_path):
-    write(tmp_path, "engine/hook.c", '#include "../explain/explain.h"\nint x;\n')
+    write(tmp_path, "engine/capture/hook.c", '#include "../explain/explain.h"\nint x;\n')
     write(tmp_path, "store/writer.c", '#include "../engine/engine.h"\n')
     r = run_check(str(tmp_path))
     assert r.returncode == 1
-    assert "engine/hook.c:1: engine/ includes ../explain/explain.h" in r.stdout
+    assert "engine/capture/hook.c:1: engine/ includes ../explain/explain.h" in r.stdout
     assert "store/writer.c:1: store/ includes ../engine/engine.h" in r.stdout
 
 
 def test_the_check_names_an_engine_call_into_explain(tmp_path):
-    write(tmp_path, "engine/events.c", "void f(void)\n{\n    explain_backend_note_event(b, e);\n}\n")
+    write(tmp_path, "engine/capture/events.c", "void f(void)\n{\n    explain_backend_note_event(b, e);\n}\n")
     r = run_check(str(tmp_path))
     assert r.returncode == 1
-    assert "engine/events.c:3: the engine calls explain/" in r.stdout
+    assert "engine/capture/events.c:3: the engine calls explain/" in r.stdout
 
 
 def test_the_check_names_long_files_and_functions_but_not_a_marked_dispatch(tmp_path):

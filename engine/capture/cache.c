@@ -1,0 +1,433 @@
+/*
+ * cache.c -- the per-code-object cache, stored in the code object's co_extra
+ * slot (DESIGN.md 3.2), and the CacheEntry type users see through
+ * dynscope.cache_entries().
+ *
+ * A CodeCache holds one CacheFrame per resume offset (0 = function start);
+ * a CacheFrame holds its entries in lookup order.  Every live CodeCache is
+ * on a doubly linked list so reset() can reach them all.
+ *
+ * Invariants (GIL protected):
+ *   - A CodeCache and its CacheFrames are freed only by CPython when the
+ *     code object dies (code_cache_free); until then pointers to them are
+ *     stable.
+ *   - reset() never mutates an entries list in place: it swaps in a new
+ *     one, so a thread iterating the old list (holding a reference) is safe.
+ */
+#include "../base/pycompat.h"
+#include "events.h"
+
+#include <string.h>
+
+
+PyTypeObject *CacheEntryType;
+
+/* ---- CodeCache lifetime ---- */
+
+static void cache_frame_free(CacheFrame *cf)
+{
+    Py_CLEAR(cf->entries);
+    Py_CLEAR(cf->last_failure);
+    PyMem_Free(cf);
+}
+
+static void cache_free_frames(CodeCache *cc)
+{
+    for (int i = 0; i < cc->nframes; i++)
+        cache_frame_free(cc->frames[i]);
+    PyMem_Free(cc->frames);
+    Py_CLEAR(cc->skip_reason);
+    PyMem_Free(cc);
+}
+
+/* co_extra free function: the code object is being destroyed. */
+static void code_cache_free(void *p)
+{
+    CodeCache *cc = p;
+    if (cc == NULL)
+        return;
+    if (cc->prev)
+        cc->prev->next = cc->next;
+    else
+        engine.all_caches = cc->next;
+    if (cc->next)
+        cc->next->prev = cc->prev;
+    cache_free_frames(cc);
+}
+
+CodeCache *cache_new_detached(PyCodeObject *code)
+{
+    CodeCache *cc = PyMem_Calloc(1, sizeof(CodeCache));
+    if (cc == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    cc->code = code;
+    cc->code_id = engine.next_code_id++;
+    return cc;
+}
+
+void cache_free_detached(CodeCache *cc)
+{
+    if (cc != NULL)
+        cache_free_frames(cc);
+}
+
+int cache_init(void)
+{
+    engine.extra_index = code_extra_index_request(code_cache_free);
+    if (engine.extra_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "dynscope: no free co_extra slot");
+        return -1;
+    }
+    return 0;
+}
+
+CodeCache *cache_peek(PyCodeObject *code)
+{
+    void *p = NULL;
+    if (code_extra_get((PyObject *)code, engine.extra_index, &p) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return p;
+}
+
+CodeCache *cache_for_code(PyCodeObject *code)
+{
+    CodeCache *cc = cache_peek(code);
+    if (cc != NULL)
+        return cc;
+    cc = PyMem_Calloc(1, sizeof(CodeCache));
+    if (cc == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    cc->code = code;
+    cc->code_id = engine.next_code_id++;
+    if (code_extra_set((PyObject *)code, engine.extra_index, cc) < 0) {
+        PyMem_Free(cc);
+        return NULL;
+    }
+    cc->next = engine.all_caches;
+    if (engine.all_caches)
+        engine.all_caches->prev = cc;
+    engine.all_caches = cc;
+    return cc;
+}
+
+CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint64_t iters)
+{
+    for (int i = 0; i < cc->nframes; i++) {
+        CacheFrame *cf = cc->frames[i];
+        if (cf->resume_offset == resume_offset && cf->unspec == unspec && cf->iters == iters)
+            return cf;
+    }
+    CacheFrame *cf = PyMem_Calloc(1, sizeof(CacheFrame));
+    CacheFrame **frames = PyMem_Realloc(cc->frames, sizeof(CacheFrame *) * (size_t)(cc->nframes + 1));
+    if (cf == NULL || frames == NULL) {
+        PyMem_Free(cf);
+        if (frames)
+            cc->frames = frames;
+        PyErr_NoMemory();
+        return NULL;
+    }
+    cc->frames = frames;
+    cf->resume_offset = resume_offset;
+    cf->unspec = unspec;
+    cf->iters = iters;
+    cf->frame_id = -1;
+    cf->entries = PyList_New(0);
+    if (cf->entries == NULL) {
+        PyMem_Free(cf);
+        return NULL;
+    }
+    cc->frames[cc->nframes++] = cf;
+    return cf;
+}
+
+void cache_frame_assign_id(CacheFrame *cf)
+{
+    if (cf->frame_id >= 0)
+        return;
+    CaptureSession *s = capture_state()->session;
+    cf->frame_id = s ? s->next_frame_id++ : engine.next_frame_id++;
+}
+
+void cache_reset_all(void)
+{
+    /* Old entry lists are collected first and released at the end: releasing
+       an entry can free objects whose finalizers run Python, and that must
+       not happen while we walk the list of caches. */
+    /* No cyclic GC during the walk: an allocation below could collect dead
+       code objects, and their co_extra free function would unlink and free
+       the caches being walked. */
+    int gc_was_enabled = PyGC_Disable();
+    PyObject *graveyard = PyList_New(0);
+    for (CodeCache *cc = engine.all_caches; cc != NULL; cc = cc->next) {
+        for (int i = 0; i < cc->nframes; i++) {
+            CacheFrame *cf = cc->frames[i];
+            PyObject *fresh = PyList_New(0);
+            if (fresh == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            PyObject *old = cf->entries;
+            cf->entries = fresh;
+            if (graveyard == NULL || PyList_Append(graveyard, old) < 0)
+                PyErr_Clear();
+            Py_DECREF(old);   /* graveyard holds it, unless appending failed */
+            cf->frame_id = -1;
+            cf->ncompiles = 0;
+            cf->misses = 0;
+            cf->limit_warned = false;
+            cf->failed = 0;
+            cf->dynamic = cf->static_only = cf->just_marked = 0;   /* learnt again */
+            memset(cf->dyn_dims, 0, sizeof(cf->dyn_dims));
+            if (cf->last_failure) {
+                if (graveyard == NULL || PyList_Append(graveyard, cf->last_failure) < 0)
+                    PyErr_Clear();
+                Py_CLEAR(cf->last_failure);
+            }
+        }
+        if (cc->skip_reason) {
+            if (graveyard == NULL || PyList_Append(graveyard, cc->skip_reason) < 0)
+                PyErr_Clear();
+            Py_CLEAR(cc->skip_reason);
+        }
+        cc->classified = false;
+    }
+    engine.next_frame_id = 0;
+    memset(&engine.counters, 0, sizeof(engine.counters));
+    if (gc_was_enabled)
+        PyGC_Enable();
+    events_reset();
+    Py_XDECREF(graveyard);
+}
+
+void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_changed)
+{
+    for (CodeCache *cc = engine.all_caches; cc != NULL; cc = cc->next) {
+        for (int i = 0; i < cc->nframes; i++) {
+            PyObject *entries = cc->frames[i]->entries;
+            for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entries); j++) {
+                CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(entries, j);
+                if (only_changed && e->hits == e->snap_hits)
+                    continue;
+                e->snap_hits = e->hits;
+                fn(cc, e);
+            }
+        }
+    }
+}
+
+PyObject *cache_entries_list(CodeCache *cc)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (int i = 0; cc != NULL && i < cc->nframes; i++) {
+        PyObject *entries = cc->frames[i]->entries;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entries); j++) {
+            if (PyList_Append(out, PyList_GET_ITEM(entries, j)) < 0) {
+                Py_DECREF(out);
+                return NULL;
+            }
+        }
+    }
+    return out;
+}
+
+/* ---- CacheEntry ---- */
+
+CacheEntry *cache_entry_new(void)
+{
+    CacheEntry *e = PyObject_GC_New(CacheEntry, CacheEntryType);
+    if (e == NULL)
+        return NULL;
+    guardset_init(&e->guards);
+    memset(&e->plan, 0, sizeof(e->plan));
+    e->code_id = -1;
+    e->code_name = NULL;
+    e->code_file = NULL;
+    e->code_line = 0;
+    e->resume_line = 0;
+    e->backend = NULL;
+    e->frame_id = -1;
+    e->frame_compile_id = 0;
+    e->resume_offset = 0;
+    e->hits = 0;
+    e->snap_hits = 0;
+    e->guard_ticks = 0;
+    e->compile_ns = 0;
+    e->backend_ns = 0;
+    e->eager_reason = NULL;
+    PyObject_GC_Track(e);
+    return e;
+}
+
+static int entry_traverse(CacheEntry *e, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(e));
+    Py_VISIT(e->backend);
+    Py_VISIT(e->eager_reason);
+    Py_VISIT(e->plan.gm);
+    Py_VISIT(e->plan.compiled);
+    return 0;
+}
+
+static int entry_clear(CacheEntry *e)
+{
+    Py_CLEAR(e->backend);
+    Py_CLEAR(e->eager_reason);
+    Py_CLEAR(e->code_name);
+    Py_CLEAR(e->code_file);
+    plan_clear(&e->plan);
+    guardset_clear(&e->guards);
+    return 0;
+}
+
+static void entry_dealloc(CacheEntry *e)
+{
+    PyTypeObject *tp = Py_TYPE(e);
+    PyObject_GC_UnTrack(e);
+    entry_clear(e);
+    tp->tp_free((PyObject *)e);
+    Py_DECREF(tp);
+}
+
+static PyObject *entry_get_compile_id(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
+}
+
+static PyObject *entry_get_guards(CacheEntry *e, void *c)
+{
+    (void)c;
+    return guardset_info_list(&e->guards);
+}
+
+static PyObject *entry_get_hits(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(e->hits);
+}
+
+static PyObject *entry_get_guard_ns(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(engine_ticks_to_ns(e->guard_ticks));
+}
+
+static PyObject *entry_get_compile_ns(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(e->compile_ns);
+}
+
+static PyObject *entry_get_resume_offset(CacheEntry *e, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(e->resume_offset * 2);   /* bytes, as dis shows offsets */
+}
+
+static PyObject *entry_get_break(CacheEntry *e, void *c)
+{
+    (void)c;
+    const BreakInfo *b = &e->plan.brk;
+    if (b->kind == NULL)
+        Py_RETURN_NONE;
+    return Py_BuildValue("{s:s,s:O,s:i,s:O}", "kind", b->kind, "reason",
+                         b->reason ? b->reason : Py_None, "offset", b->offset,
+                         "user_stack", b->user_stack ? b->user_stack : Py_None);
+}
+
+static PyObject *entry_get_graph(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_NewRef(e->plan.gm ? e->plan.gm : Py_None);
+}
+
+PyObject *cache_entry_plan_text(CacheEntry *e)
+{
+    if (e->eager_reason != NULL)
+        return PyUnicode_FromFormat("run without capture (translation stopped for these "
+                                    "inputs: %S)", e->eager_reason);
+    return plan_render(&e->plan, &e->guards);
+}
+
+static PyObject *entry_get_plan(CacheEntry *e, void *c)
+{
+    (void)c;
+    return cache_entry_plan_text(e);
+}
+
+static PyObject *entry_get_eager_reason(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_NewRef(e->eager_reason ? e->eager_reason : Py_None);
+}
+
+static PyObject *entry_get_backend(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_NewRef(e->backend ? e->backend : Py_None);
+}
+
+static PyObject *entry_get_code(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_BuildValue("(OOi)", e->code_name ? e->code_name : Py_None,
+                         e->code_file ? e->code_file : Py_None, e->code_line);
+}
+
+static PyObject *entry_repr(CacheEntry *e)
+{
+    return PyUnicode_FromFormat("<CacheEntry [%d/%d] resume_offset=%d hits=%llu guards=%d>",
+                                e->frame_id, e->frame_compile_id, e->resume_offset * 2,
+                                (unsigned long long)e->hits, e->guards.n);
+}
+
+static PyGetSetDef entry_getset[] = {
+    {"compile_id", (getter)entry_get_compile_id, NULL, "'frame/compile', e.g. '0/1'", NULL},
+    {"guards", (getter)entry_get_guards, NULL, "list of GuardInfo (kind, expr, source)", NULL},
+    {"hits", (getter)entry_get_hits, NULL, "cache hits", NULL},
+    {"guard_ns", (getter)entry_get_guard_ns, NULL, "total ns spent checking this entry's guards", NULL},
+    {"compile_ns", (getter)entry_get_compile_ns, NULL, "ns spent translating and compiling", NULL},
+    {"resume_offset", (getter)entry_get_resume_offset, NULL, "bytecode offset (bytes) the entry starts at (0 = function start)", NULL},
+    {"graph_break", (getter)entry_get_break, NULL, "why the entry's graph ended (dict with kind, reason, offset, user_stack), or None", NULL},
+    {"graph", (getter)entry_get_graph, NULL, "the GraphModule, or None when the frame has no tensor ops", NULL},
+    {"plan", (getter)entry_get_plan, NULL, "what runs instead of the bytecode, as pseudo-Python", NULL},
+    {"eager_reason", (getter)entry_get_eager_reason, NULL,
+     "None, or why translation stopped for inputs that pass this entry's guards "
+     "(such inputs run the frame without capture, not translated again)", NULL},
+    {"backend", (getter)entry_get_backend, NULL, "the backend the graph was compiled with", NULL},
+    {"code", (getter)entry_get_code, NULL, "(qualname, filename, firstlineno) of the entry's code", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot entry_slots[] = {
+    {Py_tp_dealloc, entry_dealloc},
+    {Py_tp_traverse, entry_traverse},
+    {Py_tp_clear, entry_clear},
+    {Py_tp_repr, entry_repr},
+    {Py_tp_getset, entry_getset},
+    {Py_tp_doc, "One cache entry: guards, a plan, counters.  Read-only."},
+    {0, NULL},
+};
+
+static PyType_Spec entry_spec = {
+    .name = "dynscope._C.CacheEntry",
+    .basicsize = sizeof(CacheEntry),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = entry_slots,
+};
+
+int cache_types_init(PyObject *module)
+{
+    CacheEntryType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &entry_spec, NULL);
+    if (CacheEntryType == NULL)
+        return -1;
+    return PyModule_AddObjectRef(module, "CacheEntry", (PyObject *)CacheEntryType);
+}

@@ -1,0 +1,592 @@
+/*
+ * events.c -- building each event once and handing it to the sinks that
+ * asked for its kind (events.h).
+ *
+ * Invariants: the sink table holds borrowed pointers, in the order added,
+ * no NULL before `nsinks`; an Event's lazily made parts (the dict, the text
+ * fields) are made at most once and freed when its dispatch ends.  Every
+ * function clears any exception it meets: reporting never changes what the
+ * program sees.  GIL protected.
+ */
+#include "events.h"
+#include "../base/breaks.h"
+
+#include <string.h>
+
+static EventSink *sinks[EVENTS_MAX_SINKS];   /* borrowed */
+static int nsinks;
+static bool dict_guard_exprs;     /* compile_end dicts carry "guard_exprs" */
+
+int events_add_sink(EventSink *sink)
+{
+    for (int i = 0; i < nsinks; i++)
+        if (sinks[i] == sink)
+            return 0;
+    if (nsinks == EVENTS_MAX_SINKS) {
+        PyErr_Format(PyExc_RuntimeError, "the event sink table is full (%s)", sink->name);
+        events_internal_error("adding an event sink");
+        return -1;
+    }
+    sinks[nsinks++] = sink;
+    return 0;
+}
+
+void events_remove_sink(EventSink *sink)
+{
+    for (int i = 0; i < nsinks; i++) {
+        if (sinks[i] == sink) {
+            memmove(&sinks[i], &sinks[i + 1], (size_t)(nsinks - i - 1) * sizeof(sinks[0]));
+            nsinks--;
+            return;
+        }
+    }
+}
+
+void events_dict_with_guards(bool on)
+{
+    dict_guard_exprs = on;
+}
+
+/* Whether sink s takes an event of `kind` raised in or out of a session. */
+static bool sink_takes(EventSink *s, EventKind kind, bool private_capture)
+{
+    return (s->mask & EV_MASK(kind)) && (!private_capture || s->sees_private)
+           && (s->wants == NULL || s->wants(s->ctx, kind));
+}
+
+/* Whether anyone would receive an event of `kind` now: lets the costly
+   kinds (one guard_fail per failure, graph_compiled) skip being built. */
+static bool anyone_takes(EventKind kind)
+{
+    ThreadCapture *tc = capture_state();
+    bool private_capture = tc->session != NULL;
+    if (private_capture && tc->session->sink != NULL
+        && sink_takes(tc->session->sink, kind, true))
+        return true;
+    for (int i = 0; i < nsinks; i++)
+        if (sink_takes(sinks[i], kind, private_capture))
+            return true;
+    return false;
+}
+
+/* ---- building ---- */
+
+/* UTF-8 of a str (borrowed; "" on error, error cleared). */
+static const char *utf8(PyObject *s)
+{
+    const char *c = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    if (c == NULL) {
+        PyErr_Clear();
+        return "";
+    }
+    return c;
+}
+
+/* An event of `kind` about code cc (may be NULL) and entry e (may be NULL),
+   its cheap record fields filled. */
+static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
+{
+    EventRecord *r = &ev->rec;
+    memset(ev, 0, sizeof(*ev));
+    r->kind = kind;
+    r->wall_ns = engine_wall_ns();
+    r->mono_ns = engine_now_ns();
+    r->qualname = r->filename = r->compile_id = r->outcome = r->guards_text = r->reason = "";
+    r->entry_compile_id = r->guard_kind = r->expr = r->observed = r->break_kind = "";
+    r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
+    r->guard_sites_json = r->guard_file = r->nearest_json = "";
+    r->break_type = r->break_class = "";
+    ev->cc = cc;
+    ev->entry = e;
+    if (cc != NULL) {
+        r->code_id = cc->code_id;
+        r->qualname = utf8(cc->code->co_qualname);
+        r->filename = utf8(cc->code->co_filename);
+        r->firstlineno = cc->code->co_firstlineno;
+    }
+    if (e != NULL) {
+        PyOS_snprintf(ev->compile_id, sizeof(ev->compile_id), "%d/%d", e->frame_id,
+                      e->frame_compile_id);
+        r->compile_id = ev->compile_id;
+        r->frame_id = e->frame_id;
+        r->frame_compile_id = e->frame_compile_id;
+        r->resume_offset = e->resume_offset * 2;
+    }
+}
+
+/* Keep `s` (stolen) alive with the event and return its UTF-8 ("" when s
+   is NULL or on error, error cleared). */
+static const char *keep_text(Event *ev, PyObject *s)
+{
+    if (s == NULL) {
+        PyErr_Clear();
+        return "";
+    }
+    if (ev->texts == NULL && (ev->texts = PyList_New(0)) == NULL) {
+        Py_DECREF(s);
+        PyErr_Clear();
+        return "";
+    }
+    int rc = PyList_Append(ev->texts, s);
+    Py_DECREF(s);
+    if (rc < 0) {
+        PyErr_Clear();
+        return "";
+    }
+    return utf8(s);          /* the list holds s */
+}
+
+/* The rendered guards of e, each "expr" or, with_kind, "KIND\texpr": a new
+   list of str, or NULL. */
+static PyObject *guard_lines(CacheEntry *e, bool with_kind)
+{
+    PyObject *lines = PyList_New(0);
+    for (int g = 0; lines && g < e->guards.n; g++) {
+        PyObject *line = guardset_render_guard(&e->guards, g);
+        if (line != NULL && with_kind)
+            Py_SETREF(line, PyUnicode_FromFormat("%s\t%U",
+                                                 guard_kind_name(e->guards.guards[g].kind), line));
+        if (line == NULL || PyList_Append(lines, line) < 0)
+            Py_CLEAR(lines);
+        Py_XDECREF(line);
+    }
+    return lines;
+}
+
+/* "KIND\texpr" per guard of e, one per line (new str or NULL). */
+static PyObject *guards_text(CacheEntry *e)
+{
+    PyObject *lines = guard_lines(e, true);
+    PyObject *nl = PyUnicode_FromString("\n");
+    PyObject *text = lines && nl ? PyUnicode_Join(nl, lines) : NULL;
+    Py_XDECREF(nl);
+    Py_XDECREF(lines);
+    return text;
+}
+
+/* The backend's __name__, else its repr (new str or NULL). */
+static PyObject *backend_name(PyObject *backend)
+{
+    if (backend == NULL)
+        return NULL;
+    PyObject *name = PyObject_GetAttrString(backend, "__name__");
+    if (name == NULL) {
+        PyErr_Clear();
+        name = PyObject_Repr(backend);
+    }
+    return name;
+}
+
+/* The graph's op nodes' names, comma separated (new str or NULL). */
+static PyObject *graph_ops(PyObject *gm)
+{
+    PyObject *graph = PyObject_GetAttrString(gm, "graph");
+    PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
+    PyObject *names = PyList_New(0);
+    Py_ssize_t n = nodes ? PySequence_Length(nodes) : 0;
+    for (Py_ssize_t i = 0; names && i < n; i++) {
+        NodeObject *node = (NodeObject *)PySequence_GetItem(nodes, i);
+        if (node && node->op != NODE_PLACEHOLDER && node->op != NODE_OUTPUT
+            && PyList_Append(names, node->name) < 0)
+            Py_CLEAR(names);
+        Py_XDECREF(node);
+    }
+    PyObject *comma = PyUnicode_FromString(",");
+    PyObject *ops = names && comma ? PyUnicode_Join(comma, names) : NULL;
+    Py_XDECREF(graph);
+    Py_XDECREF(nodes);
+    Py_XDECREF(names);
+    Py_XDECREF(comma);
+    return ops;
+}
+
+/* json.dumps(obj) (new str) or NULL. */
+static PyObject *to_json(PyObject *obj)
+{
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *s = json ? PyObject_CallMethod(json, "dumps", "O", obj) : NULL;
+    Py_XDECREF(json);
+    return s;
+}
+
+/* JSON of where e's guards came from (event.h guard_sites_json): new str
+   or NULL. */
+static PyObject *guard_sites_json(CacheEntry *e)
+{
+    const GuardSet *gs = &e->guards;
+    PyObject *idx = PyList_New(gs->n);
+    for (int g = 0; idx != NULL && g < gs->n; g++) {
+        PyObject *i = PyLong_FromLong(guardset_site(gs, g) ? gs->guards[g].site : -1);
+        if (i == NULL)
+            Py_CLEAR(idx);
+        else
+            PyList_SET_ITEM(idx, g, i);
+    }
+    PyObject *sites = gs->sites ? Py_NewRef(gs->sites) : PyList_New(0);
+    PyObject *d = idx && sites ? Py_BuildValue("{s:O,s:O}", "sites", sites, "guards", idx) : NULL;
+    PyObject *json = d ? to_json(d) : NULL;
+    Py_XDECREF(idx);
+    Py_XDECREF(sites);
+    Py_XDECREF(d);
+    return json;
+}
+
+const EventRecord *event_record(Event *ev, unsigned fields)
+{
+    unsigned todo = fields & ~ev->filled;
+    EventRecord *r = &ev->rec;
+    CacheEntry *e = ev->entry;
+    ev->filled |= todo;
+    if ((todo & EVF_GUARDS_TEXT) && r->kind == EV_COMPILE_END && e != NULL)
+        r->guards_text = keep_text(ev, guards_text(e));
+    if ((todo & EVF_GRAPH_CODE) && r->kind == EV_GRAPH_COMPILED && e && e->plan.gm)
+        r->graph_code = keep_text(ev, PyObject_GetAttrString(e->plan.gm, "code"));
+    if ((todo & EVF_OPS) && r->kind == EV_GRAPH_COMPILED && e && e->plan.gm) {
+        r->backend = keep_text(ev, backend_name(e->backend));
+        r->ops = keep_text(ev, graph_ops(e->plan.gm));
+    }
+    if ((todo & EVF_GUARD_SITES) && r->kind == EV_COMPILE_END && e != NULL)
+        r->guard_sites_json = keep_text(ev, guard_sites_json(e));
+    if ((todo & EVF_NEAREST) && r->kind == EV_RECOMPILE && ev->nearest != NULL)
+        r->nearest_json = keep_text(ev, to_json(ev->nearest));
+    if ((todo & EVF_USER_STACK) && r->kind == EV_GRAPH_BREAK && e && e->plan.brk.user_stack) {
+        const char *json = keep_text(ev, to_json(e->plan.brk.user_stack));
+        r->user_stack_json = *json ? json : "[]";
+    }
+    PyErr_Clear();
+    return r;
+}
+
+/* ---- the dict form (the in-memory log, DYNSCOPE_LOGS, explain) ---- */
+
+static void set_item(PyObject *d, const char *key, PyObject *value_steal)
+{
+    if (d == NULL || value_steal == NULL || PyDict_SetItemString(d, key, value_steal) < 0)
+        PyErr_Clear();
+    Py_XDECREF(value_steal);
+}
+
+static PyObject *compile_id_str(CacheEntry *e)
+{
+    return PyUnicode_FromFormat("%d/%d", e->frame_id, e->frame_compile_id);
+}
+
+/* A graph_break's "kind", "reason", "offset", "user_stack" and the
+   innermost frame's "filename" and "lineno". */
+static void dict_break_items(PyObject *d, const BreakInfo *b)
+{
+    set_item(d, "kind", PyUnicode_FromString(b->kind ? b->kind : "unknown"));
+    set_item(d, "reason", Py_NewRef(b->reason ? b->reason : Py_None));
+    set_item(d, "offset", PyLong_FromLong(b->offset));
+    set_item(d, "user_stack", b->user_stack ? PySequence_List(b->user_stack) : PyList_New(0));
+    if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
+        PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
+        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
+            set_item(d, "filename", Py_NewRef(PyTuple_GET_ITEM(last, 0)));
+            set_item(d, "lineno", Py_NewRef(PyTuple_GET_ITEM(last, 1)));
+        }
+    }
+}
+
+/* The kind-specific items of the dict. */
+static void dict_items(Event *ev, PyObject *d)
+{
+    CacheEntry *e = ev->entry;
+    if (e != NULL)
+        set_item(d, "compile_id", compile_id_str(e));
+    switch (ev->rec.kind) {
+    case EV_COMPILE_START:
+        set_item(d, "resume_offset", PyLong_FromLong(e->resume_offset * 2));   /* bytes */
+        break;
+    case EV_COMPILE_END:
+        set_item(d, "outcome", PyUnicode_FromString(ev->rec.outcome));
+        set_item(d, "duration_ns", PyLong_FromUnsignedLongLong(e->compile_ns));
+        set_item(d, "graphs", PyLong_FromLong(e->plan.gm ? 1 : 0));
+        set_item(d, "nodes", PyLong_FromLong(e->plan.nops));
+        set_item(d, "guards", PyLong_FromLong(e->guards.n));
+        if (dict_guard_exprs && !ev->private_capture)
+            set_item(d, "guard_exprs", guard_lines(e, false));
+        break;
+    case EV_RECOMPILE:
+        set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
+        set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
+        set_item(d, "nearest", Py_NewRef(ev->nearest ? ev->nearest : Py_None));
+        break;
+    case EV_CACHE_LIMIT:
+        set_item(d, "limit", PyLong_FromLong(engine.config.cache_size_limit));
+        set_item(d, "last_failure", Py_NewRef(ev->reason ? ev->reason : Py_None));
+        set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
+        break;
+    case EV_FRAME_SKIP:
+        set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
+        set_item(d, "break_type", PyUnicode_FromString(ev->rec.break_type));
+        set_item(d, "break_class", PyUnicode_FromString(ev->rec.break_class));
+        break;
+    case EV_GRAPH_BREAK:
+        dict_break_items(d, &e->plan.brk);
+        set_item(d, "break_type", PyUnicode_FromString(ev->rec.break_type));
+        set_item(d, "break_class", PyUnicode_FromString(ev->rec.break_class));
+        break;
+    default:
+        break;
+    }
+}
+
+PyObject *event_dict(Event *ev)
+{
+    if (ev->dict != NULL || !(EV_MASK(ev->rec.kind) & EV_MASK_DICT))
+        return ev->dict;
+    PyObject *d;
+    if (ev->cc == NULL) {
+        d = Py_BuildValue("{s:s,s:K}", "event", event_kind_name(ev->rec.kind), "at_ns",
+                          (unsigned long long)ev->rec.mono_ns);
+    }
+    else {
+        PyCodeObject *co = ev->cc->code;
+        d = Py_BuildValue("{s:s,s:L,s:O,s:O,s:i,s:K}", "event", event_kind_name(ev->rec.kind),
+                          "code_id", ev->cc->code_id, "name", co->co_qualname,
+                          "filename", co->co_filename, "firstlineno", co->co_firstlineno,
+                          "at_ns", (unsigned long long)ev->rec.mono_ns);
+        if (d != NULL)
+            dict_items(ev, d);
+    }
+    if (d == NULL)
+        PyErr_Clear();
+    ev->dict = d;
+    return d;
+}
+
+/* ---- dispatch ---- */
+
+static void deliver(EventSink *s, Event *ev)
+{
+    s->emit(s->ctx, ev);
+    if (PyErr_Occurred())
+        events_internal_error(s->name);
+}
+
+/* Hand ev to the session's sink and to every sink of the process that
+   takes it, then free what was made for it.  Runs inside the engine, so
+   the Python that sinks and the dict use (json, rendering) is never
+   captured.  The table is copied first: a sink may add or remove sinks. */
+static void dispatch(Event *ev)
+{
+    ThreadCapture *tc = capture_state();
+    EventKind kind = ev->rec.kind;
+    EventSink *now[EVENTS_MAX_SINKS];
+    int n = nsinks;
+    memcpy(now, sinks, (size_t)n * sizeof(now[0]));
+    ev->private_capture = tc->session != NULL;
+    ev->backend = tc->config.backend;
+    tc->in_engine++;
+    if (tc->session != NULL && tc->session->sink != NULL
+        && sink_takes(tc->session->sink, kind, true))
+        deliver(tc->session->sink, ev);
+    for (int i = 0; i < n; i++)
+        if (sink_takes(now[i], kind, ev->private_capture))
+            deliver(now[i], ev);
+    tc->in_engine--;
+    Py_CLEAR(ev->dict);
+    Py_CLEAR(ev->texts);
+    PyErr_Clear();
+}
+
+/* ---- the call sites' side ----
+   Each sets aside a pending exception (one the program will see, such as
+   Unsupported under fullgraph) while the event is built and delivered. */
+
+typedef struct { PyObject *type, *value, *tb; } PendingError;
+
+static PendingError pending_take(void)
+{
+    PendingError p;
+    PyErr_Fetch(&p.type, &p.value, &p.tb);
+    return p;
+}
+
+static void pending_restore(PendingError p)
+{
+    PyErr_Clear();
+    PyErr_Restore(p.type, p.value, p.tb);
+}
+
+static void emit_compile_start(CodeCache *cc, CacheEntry *e)
+{
+    Event ev;
+    event_start(&ev, EV_COMPILE_START, cc, e);
+    dispatch(&ev);
+}
+
+void events_compile_start(CodeCache *cc, CacheEntry *e)
+{
+    PendingError p = pending_take();
+    emit_compile_start(cc, e);
+    pending_restore(p);
+}
+
+static void emit_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
+{
+    Event ev;
+    event_start(&ev, EV_COMPILE_END, cc, e);
+    ev.rec.outcome = outcome;
+    ev.rec.duration_ns = e->compile_ns;
+    ev.rec.graphs = e->plan.gm ? 1 : 0;
+    ev.rec.nodes = e->plan.nops;
+    ev.rec.guards = e->guards.n;
+    dispatch(&ev);
+    if (e->plan.gm == NULL || !anyone_takes(EV_GRAPH_COMPILED))
+        return;
+    event_start(&ev, EV_GRAPH_COMPILED, cc, e);
+    ev.rec.nodes = e->plan.nops;
+    ev.rec.backend_ns = e->backend_ns;
+    dispatch(&ev);
+}
+
+void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
+{
+    PendingError p = pending_take();
+    emit_compile_end(cc, e, outcome);
+    pending_restore(p);
+}
+
+/* One EV_GUARD_FAIL per older entry's first failing guard; failures is a
+   list of GuardFailureInfo (entry compile id, kind, expr, observed). */
+static void guard_failures(CodeCache *cc, CacheEntry *e, PyObject *failures)
+{
+    if (failures == NULL || !anyone_takes(EV_GUARD_FAIL))
+        return;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(failures); i++) {
+        PyObject *t = PyList_GET_ITEM(failures, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 4)
+            continue;
+        Event ev;
+        event_start(&ev, EV_GUARD_FAIL, cc, e);
+        ev.rec.entry_compile_id = utf8(PyTuple_GET_ITEM(t, 0));
+        ev.rec.guard_kind = utf8(PyTuple_GET_ITEM(t, 1));
+        ev.rec.expr = utf8(PyTuple_GET_ITEM(t, 2));
+        ev.rec.observed = utf8(PyTuple_GET_ITEM(t, 3));
+        PyObject *file, *line;
+        if (guard_failure_info_site(t, &file, &line) && file != Py_None && PyLong_Check(line)) {
+            ev.rec.guard_file = utf8(file);
+            ev.rec.guard_line = PyLong_AsLong(line);
+            if (ev.rec.guard_line == -1)
+                PyErr_Clear();
+        }
+        dispatch(&ev);
+    }
+}
+
+static void emit_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
+                           PyObject *nearest)
+{
+    Event ev;
+    event_start(&ev, EV_RECOMPILE, cc, e);
+    ev.reason = reason;
+    ev.failures = failures;
+    ev.nearest = nearest;
+    ev.rec.reason = utf8(reason);
+    dispatch(&ev);
+    guard_failures(cc, e, failures);
+}
+
+void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
+                      PyObject *nearest)
+{
+    PendingError p = pending_take();
+    emit_recompile(cc, e, reason, failures, nearest);
+    pending_restore(p);
+}
+
+static void emit_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
+{
+    Event ev;
+    event_start(&ev, EV_CACHE_LIMIT, cc, NULL);
+    ev.frame = cf;
+    ev.reason = cf->last_failure;
+    ev.failures = failures;
+    ev.rec.reason = utf8(cf->last_failure);
+    ev.rec.resume_offset = cf->resume_offset * 2;
+    ev.rec.frame_id = cf->frame_id;
+    dispatch(&ev);
+    guard_failures(cc, NULL, failures);
+    warn_cache_limit(cc, cf);
+}
+
+void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
+{
+    PendingError p = pending_take();
+    emit_cache_limit(cc, cf, failures);
+    pending_restore(p);
+}
+
+/* The registry's type and class of a break or skip with this kind (NULL
+   for a skip) and reason, at a site in `file` (borrowed, may be NULL). */
+static void classify(Event *ev, const char *kind, PyObject *file)
+{
+    const BreakType *bt = break_type_of(kind, ev->rec.reason);
+    ev->rec.break_type = bt->id;
+    ev->rec.break_class = break_class_name(break_class_at(bt, file));
+}
+
+static void emit_frame_skip(CodeCache *cc, PyObject *reason)
+{
+    Event ev;
+    event_start(&ev, EV_FRAME_SKIP, cc, NULL);
+    ev.reason = reason;
+    ev.rec.reason = utf8(reason);
+    classify(&ev, NULL, cc->code->co_filename);
+    dispatch(&ev);
+}
+
+void events_frame_skip(CodeCache *cc, PyObject *reason)
+{
+    PendingError p = pending_take();
+    emit_frame_skip(cc, reason);
+    pending_restore(p);
+}
+
+static void emit_graph_break(CodeCache *cc, CacheEntry *e)
+{
+    const BreakInfo *b = &e->plan.brk;
+    capture_counters(capture_state())->graph_breaks++;
+    Event ev;
+    event_start(&ev, EV_GRAPH_BREAK, cc, e);
+    ev.reason = b->reason;
+    ev.rec.break_kind = b->kind ? b->kind : "";
+    ev.rec.reason = utf8(b->reason);
+    ev.rec.break_offset = b->offset;
+    ev.rec.user_stack_json = "[]";
+    PyObject *file = cc->code->co_filename;    /* the break's site: its innermost frame */
+    if (b->user_stack && PyList_Check(b->user_stack) && PyList_GET_SIZE(b->user_stack) > 0) {
+        PyObject *last = PyList_GET_ITEM(b->user_stack, PyList_GET_SIZE(b->user_stack) - 1);
+        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) >= 2) {
+            file = PyTuple_GET_ITEM(last, 0);
+            ev.rec.break_file = utf8(file);
+            ev.rec.break_line = (int)PyLong_AsLong(PyTuple_GET_ITEM(last, 1));
+            PyErr_Clear();
+        }
+    }
+    classify(&ev, b->kind, file);
+    dispatch(&ev);
+}
+
+void events_graph_break(CodeCache *cc, CacheEntry *e)
+{
+    PendingError p = pending_take();
+    emit_graph_break(cc, e);
+    pending_restore(p);
+}
+
+static void emit_reset(void)
+{
+    Event ev;
+    event_start(&ev, EV_RESET, NULL, NULL);
+    dispatch(&ev);
+}
+
+void events_reset(void)
+{
+    PendingError p = pending_take();
+    emit_reset();
+    pending_restore(p);
+}

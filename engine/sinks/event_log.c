@@ -1,0 +1,186 @@
+/*
+ * event_log.c -- the built-in sinks of the process (events.h): the
+ * in-memory log that tests, cache inspection and `_C.events()` read, the
+ * DYNSCOPE_LOGS callable (dynscope/logs.py) and LTTng (trace/).
+ *
+ * Invariants: event_log is a list (strong) of event dicts, never longer
+ * than EVENT_LOG_MAX (past it the oldest half is dropped and counted in
+ * `dropped`); log_callable is strong or NULL.  GIL protected.  None of the
+ * sinks raises: a failing DYNSCOPE_LOGS callable is reported once and
+ * removed.
+ */
+#include "../capture/events.h"
+#include "../../trace/trace.h"
+
+#define EVENT_LOG_MAX 100000
+
+static PyObject *event_log;          /* strong: list of dicts */
+static unsigned long long dropped;
+static PyObject *log_callable;       /* strong or NULL: DYNSCOPE_LOGS */
+
+/* ---- the in-memory log ---- */
+
+static void log_emit(void *ctx, Event *ev)
+{
+    (void)ctx;
+    PyObject *d = event_dict(ev);
+    if (d == NULL)
+        return;
+    if (PyList_GET_SIZE(event_log) >= EVENT_LOG_MAX) {
+        Py_ssize_t half = EVENT_LOG_MAX / 2;
+        if (PyList_SetSlice(event_log, 0, half, NULL) == 0)
+            dropped += (unsigned long long)half;
+        else
+            PyErr_Clear();
+    }
+    if (PyList_Append(event_log, d) < 0)
+        PyErr_Clear();
+}
+
+static EventSink log_sink = {
+    .name = "the in-memory event log",
+    .mask = EV_MASK_DICT,
+    .emit = log_emit,
+};
+
+/* ---- DYNSCOPE_LOGS: each event dict to a Python callable that writes a
+   line on stderr as it happens ---- */
+
+static bool lines_wanted(void *ctx, EventKind kind)
+{
+    (void)ctx;
+    (void)kind;
+    return log_callable != NULL;
+}
+
+static void lines_emit(void *ctx, Event *ev)
+{
+    (void)ctx;
+    PyObject *d = event_dict(ev);
+    if (d == NULL || log_callable == NULL)
+        return;
+    PyObject *r = PyObject_CallOneArg(log_callable, d);
+    if (r == NULL) {
+        Py_CLEAR(log_callable);
+        events_dict_with_guards(false);
+        events_internal_error("writing a DYNSCOPE_LOGS line");
+    }
+    Py_XDECREF(r);
+}
+
+static EventSink lines_sink = {
+    .name = "DYNSCOPE_LOGS",
+    .mask = EV_MASK_DICT,
+    .wants = lines_wanted,
+    .emit = lines_emit,
+};
+
+/* ---- LTTng: the record, with the text fields its tracepoints carry ---- */
+
+static bool lttng_wanted(void *ctx, EventKind kind)
+{
+    (void)ctx;
+    return trace_enabled(kind);
+}
+
+static void lttng_emit(void *ctx, Event *ev)
+{
+    (void)ctx;
+    trace_emit(event_record(ev, EVF_OPS | EVF_USER_STACK));
+}
+
+static EventSink lttng_sink = {
+    .name = "LTTng",
+    .mask = EV_MASK_ALL,
+    .wants = lttng_wanted,
+    .emit = lttng_emit,
+};
+
+/* ---- Python surface ---- */
+
+static PyObject *py_events(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    return PyList_GetSlice(event_log, 0, PyList_GET_SIZE(event_log));
+}
+
+static PyObject *py_clear_events(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    if (PyList_SetSlice(event_log, 0, PyList_GET_SIZE(event_log), NULL) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_event_stats(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    return Py_BuildValue("{s:K,s:K}", "dropped", dropped, "internal_errors",
+                         events_internal_error_count());
+}
+
+/* set_log_sink(callable or None, with_guards=False): every event of the
+   process's log is passed to callable as it happens (DYNSCOPE_LOGS). */
+static PyObject *py_set_log_sink(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *fn;
+    int with_guards = 0;
+    if (!PyArg_ParseTuple(args, "O|p:set_log_sink", &fn, &with_guards))
+        return NULL;
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "set_log_sink: expected a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(log_callable, fn == Py_None ? NULL : Py_NewRef(fn));
+    events_dict_with_guards(fn != Py_None && with_guards);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_trace_init(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *path = arg == Py_None ? NULL : PyUnicode_AsUTF8(arg);
+    if (path == NULL && arg != Py_None)
+        return NULL;
+    if (trace_init(path) == 0) {
+        if (events_add_sink(&lttng_sink) < 0)
+            return NULL;
+        Py_RETURN_TRUE;
+    }
+    return Py_BuildValue("s", trace_error());
+}
+
+static PyObject *py_trace_loaded(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(trace_loaded());
+}
+
+static PyMethodDef event_methods[] = {
+    {"trace_init", py_trace_init, METH_O,
+     "trace_init(provider_path or None) -> True or the reason tracing stays off\n--\n\n"
+     "Load the LTTng tracepoint provider ($DYNSCOPE_TRACE_PROVIDER wins)."},
+    {"trace_loaded", py_trace_loaded, METH_NOARGS, "trace_loaded() -> bool"},
+    {"events", py_events, METH_NOARGS, "events()\n--\n\nA copy of the in-memory event log (list of dicts)."},
+    {"clear_events", py_clear_events, METH_NOARGS, "clear_events()\n--\n\nEmpty the in-memory event log."},
+    {"event_stats", py_event_stats, METH_NOARGS, "event_stats()\n--\n\nCounts of dropped events and internal errors."},
+    {"set_log_sink", py_set_log_sink, METH_VARARGS,
+     "set_log_sink(callable or None, with_guards=False)\n--\n\n"
+     "Pass every event dict of the process's log to callable as it happens."},
+    {NULL, NULL, 0, NULL},
+};
+
+int event_log_init(PyObject *module)
+{
+    event_log = PyList_New(0);
+    if (event_log == NULL)
+        return -1;
+    if (events_add_sink(&lines_sink) < 0 || events_add_sink(&log_sink) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, event_methods);
+}

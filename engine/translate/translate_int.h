@@ -1,0 +1,504 @@
+/*
+ * translate_int.h -- the translator's private contract: the symbolic frame
+ * (TFrame) and its value stack, and what the translator's files share
+ * (design: DESIGN.md 3.4-3.5; map: docs/architecture.md).
+ *
+ *   translate.c     translate_frame(): the Tracer's life, symbolic frames,
+ *                   the root frame's inputs (resume slots), the user stack
+ *   tr_interp.c     the interpreter loop: instructions (decoded by
+ *                   pycompat.h), the opcode dispatch, the op_* handlers
+ *   tr_vars.c       locals, free variables, globals and builtins, attributes
+ *                   and methods
+ *   tr_operators.c  operators, truth values, 'is' / 'in', f-strings
+ *   tr_iter.c       subscripts, item assignment, iterators (over constants,
+ *                   containers, tensor rows; enumerate()/zip() sources)
+ *   tr_objects.c    attributes as Python reads them: a class's Python
+ *                   __getattribute__, properties, super(), bound methods
+ *   tr_calls.c      calls: user functions (binding, inlining), tensor and
+ *                   container methods, nn.Module calls, undoing a call that
+ *                   breaks
+ *   tr_builtins.c   calls of builtin functions and of builtin types
+ *   tr_sizes.c      sizes known only when the graph runs: shape reads as
+ *                   sym_size nodes
+ *   tr_random.c     random ops in graphs: the generator states saved before
+ *                   tracing draws, restored when the translation ends
+ *   tr_rebuild.c    materialization: how values are rebuilt after a graph
+ *                   ran (Rebuild trees, memo slots, the live state)
+ *   tr_exit.c       the end of the root frame (return, eager step, branch,
+ *                   deopt) and finishing the plan (outputs, break, backend)
+ *
+ * Where growth goes: a new operation is an Op (pycompat.h) that each
+ * version's opcodes decode to (pycompat.c), a case in tr_run_frame
+ * (tr_interp.c) with an op_* handler next to it that does the stack effect,
+ * and what the operation means to Values in the file of its kind; a new
+ * call rule goes in tr_calls.c (user code, methods) or tr_builtins.c;
+ * another CPython version's spelling of an operation goes in the decoder,
+ * never in the dispatch (which names no CPython opcode).
+ *
+ * Invariants:
+ *   - Every Value is the Tracer's (translate.h).  A TFrame lives on the C
+ *     stack of whoever interprets it (translate_frame for the root frame,
+ *     the inlining call for the others) and holds no references of its own
+ *     but its Bytecode.
+ *   - Functions returning int give 0, or -1 when tracing stops; functions
+ *     returning a pointer give NULL when it stops.  A stop is t->reason set
+ *     (no exception) or an exception; the first stop wins (translate.h).
+ *   - pop() never clears a slot: when tracing stops in the root frame, the
+ *     frame's end reads the instruction's operands from the stack as it was
+ *     before the instruction (f->stack[0..sp_before)), after its handler
+ *     popped them.
+ *   - Tracing has no effect the program can see: only pure tensor ops run,
+ *     on example values; attributes are read through the generic path.
+ */
+#ifndef DYNSCOPE_TRANSLATE_INT_H
+#define DYNSCOPE_TRANSLATE_INT_H
+
+#include "../base/pycompat.h"
+#include "translate.h"
+
+#define MAX_STEPS 50000        /* instructions interpreted per translation */
+#define MAX_INLINE_DEPTH 24
+#define MAX_STACK 256
+
+/* A frame being interpreted: the root frame (the intercepted one) or a
+   call being inlined. */
+typedef struct TFrame {
+    Tracer *t;
+    struct TFrame *parent;     /* the caller's frame; NULL for the root frame */
+    PyCodeObject *code;        /* borrowed (the function or frame keeps it) */
+    PyObject *func;            /* borrowed: the function being interpreted */
+    int func_src;              /* accessor of func, -1 for the root frame */
+    Bytecode bc;               /* code's co_code, read through pycompat.h */
+    int nlocals;               /* code_nslots: the fast locals, then the cell
+                                  variables (a frame's state; free variables
+                                  are the function's) */
+    Value **locals;            /* owned array: every localsplus slot (locals,
+                                  then cells, then free variables), NULL =
+                                  unbound; a cell slot holds a V_CELL once
+                                  MAKE_CELL ran */
+    Value *made;               /* the V_FUNC this frame runs, or NULL (a real
+                                  function, func) */
+    Value *yields;             /* a generator's frame: the V_ITER of what it
+                                  yielded so far; else NULL */
+    bool suspends;             /* a generator's frame that stops at each yield
+                                  (V_GEN, tr_generators.c) */
+    int resume_at;             /* suspends: where its next run starts (-1: not
+                                  started, -2: it returned) */
+    Value *yielded;            /* suspends: what its last yield gave */
+    Value *stack[MAX_STACK];
+    int sp;
+    PyObject *globals;         /* borrowed: func_globals */
+    int globals_acc;           /* -1: the root frame's G[...]; else accessor of func.__globals__ */
+    PyObject *kwnames;         /* borrowed: pending KW_NAMES, or NULL */
+    Op prior_op;               /* the last instruction run before this one, TO_BOOL aside */
+    int prior_oparg;
+    Value *retval;
+    int cur_instr;             /* code unit of the instruction being interpreted */
+} TFrame;
+
+/* tr_run_frame results */
+#define FRAME_RETURNED 0       /* f->retval set */
+#define FRAME_ENDED 1          /* root frame only: t->end describes a break or deopt */
+#define FRAME_STOPPED (-1)     /* t->reason set, or an exception */
+#define FRAME_YIELDED 2        /* a suspending generator's frame: f->yielded set */
+
+/* ---- the value stack and small helpers ---- */
+
+/* Bit of live slot k in a mask, or 0 past the mask's width. */
+static inline uint64_t slot_bit(int k)
+{
+    return k < LIVE_MAX_SLOTS ? (uint64_t)1 << k : 0;
+}
+
+/* Push v.  -1 when v is NULL (tracing already stopped: this lets a handler
+   push what a function returned without a test) or the stack is full
+   (stops). */
+static inline int push(TFrame *f, Value *v)
+{
+    if (v == NULL)
+        return -1;
+    if (f->sp >= MAX_STACK)
+        return tracer_unsupported(f->t, true, "value stack deeper than %d", MAX_STACK);
+    f->stack[f->sp++] = v;
+    return 0;
+}
+
+/* The top value, popped (its slot keeps it). */
+static inline Value *pop(TFrame *f)
+{
+    ENGINE_ASSERT(f->sp > 0);
+    return f->stack[--f->sp];
+}
+
+/* The k-th value from the top (1 = the top). */
+static inline Value *peek(TFrame *f, int k)
+{
+    ENGINE_ASSERT(f->sp >= k);
+    return f->stack[f->sp - k];
+}
+
+/* A V_CONST of obj_steal (consumed); NULL when obj_steal is NULL (its
+   exception stops tracing) or on an error. */
+static inline Value *new_const(Tracer *t, PyObject *obj_steal)
+{
+    if (obj_steal == NULL)
+        return NULL;
+    Value *v = value_new(t, V_CONST, obj_steal);
+    Py_DECREF(obj_steal);
+    return v;
+}
+
+/* Name of localsplus slot i of co (borrowed). */
+static inline PyObject *local_name(PyCodeObject *co, int i)
+{
+    return PyTuple_GET_ITEM(code_localsplusnames(co), i);
+}
+
+/* Whether a constant's operators are builtin C code (safe to fold). */
+static inline bool foldable(Value *v)
+{
+    return v->kind == V_CONST && value_is_plain_constant(v->obj);
+}
+
+/* Whether conditional jump `in` (POP_JUMP_IF_FALSE / _TRUE) jumps when
+   its condition is true. */
+static inline bool jumps_if_true(const Instr *in)
+{
+    return in->op == OP_POP_JUMP_IF_TRUE;
+}
+
+/* Push the pair a call takes its callable from: `callable` with `self`
+   (a method's object) or with a NULL (self == NULL), in the order of the
+   CPython version (CALL_PAIR_NULL_FIRST).  0 / -1. */
+static inline int push_call_pair(TFrame *f, Value *callable, Value *self)
+{
+    if (self != NULL)
+        return push(f, callable) < 0 ? -1 : push(f, self);
+    Value *null = value_new(f->t, V_NULL, NULL);
+    if (null == NULL)
+        return -1;
+    if (CALL_PAIR_NULL_FIRST)
+        return push(f, null) < 0 ? -1 : push(f, callable);
+    return push(f, callable) < 0 ? -1 : push(f, null);
+}
+
+/* The callable and self (NULL: none) of the pair (lower, upper) below a
+   call's arguments: whichever is NULL is absent whatever the version's
+   order; else the lower is a method and the upper its object. */
+static inline void call_pair_split(Value *lower, Value *upper, Value **callable, Value **self)
+{
+    if (lower->kind == V_NULL) {
+        *callable = upper;
+        *self = NULL;
+    }
+    else if (upper->kind == V_NULL) {
+        *callable = lower;
+        *self = NULL;
+    }
+    else {
+        *callable = lower;
+        *self = upper;
+    }
+}
+
+
+/* ---- translate.c ---- */
+
+/* Set up frame f (zeroed first) to interpret `code` -- for an inlined call
+   the function's __code__, for the root frame the intercepted frame's own
+   code -- as function func (borrowed, reached by accessor func_src, -1 for
+   the root), called from parent (NULL for the root).  0 / -1; either way
+   tr_frame_teardown() releases it. */
+int tr_frame_setup(TFrame *f, Tracer *t, TFrame *parent, PyObject *func, int func_src,
+                   PyCodeObject *code);
+void tr_frame_teardown(TFrame *f);
+/* Why the code object cannot be interpreted at all, or NULL. */
+const char *tr_code_unsupported_reason(PyCodeObject *co);
+/* The value of live slot k of a resume frame (accessor acc, object obj). */
+Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k);
+
+/* ---- tr_interp.c ---- */
+
+/* Interpret f from code unit `start`: FRAME_RETURNED, FRAME_ENDED (root
+   frame only) or FRAME_STOPPED.  Sets t->current to f. */
+int tr_run_frame(TFrame *f, int start);
+/* d[key] = val in dict value d (made by this frame), key a constant.
+   0 / -1. */
+int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val);
+/* owner.name = value (value NULL: del owner.name), as STORE_ATTR /
+   DELETE_ATTR and setattr() / delattr() do (tr_interp.c).  0 / -1. */
+int tr_store_attr(TFrame *f, Value *owner, PyObject *name, Value *value);
+/* set.update(other) into V_SET s when other is a set constant or a dict
+   (which set.update merges as a table: s becomes `merged`): *handled false
+   for other iterables (added one by one).  0 / -1. */
+int tr_set_merge(TFrame *f, Value *s, Value *other, bool *handled);
+/* inspect.signature (tr_builtins.c): whether fn is it; the call on a
+   function or bound method reached by an accessor, folded (what it reads
+   of the function guarded) into the immutable Signature, a V_CONST; an
+   attribute of a Signature or Parameter so made (parameters: a V_DICT
+   standing for the mappingproxy).  NULL when tracing stops. */
+bool tr_is_inspect_signature(PyObject *fn);
+/* A bound method object m read by an accessor (m->src >= 0) as the
+   V_BOUNDFN of its function and object, each read through m (__func__,
+   __self__) and guarded as any input (tr_calls.c).  NULL when tracing
+   stops. */
+Value *tr_split_method_object(Tracer *t, Value *m);
+/* obj.method held as a value (a V_BOUND) whose method is a Python function
+   of obj's class: the V_BOUNDFN of the generic lookup; else a stop
+   (tr_calls.c).  NULL when tracing stops. */
+Value *tr_bound_as_function(TFrame *f, Value *b);
+/* copy.deepcopy(x) / copy.copy(x) (tr_copy.c): whether fn is one of them
+   (*deep says which); the call on one value, modelled.  NULL when tracing
+   stops. */
+bool tr_is_copy_function(PyObject *fn, bool *deep);
+Value *tr_copy(TFrame *f, Value *x, bool deep);
+bool tr_is_signature_object(PyObject *obj);
+Value *tr_inspect_signature(TFrame *f, PyObject *fn, Value *v);
+Value *tr_signature_attr(TFrame *f, Value *base, PyObject *name);
+/* Whether calling exception class cls runs no Python code: a builtin
+   exception class, or a subclass that keeps its __init__ and __new__ and
+   has a plain metaclass (tr_interp.c). */
+bool tr_exception_class_is_plain(PyObject *cls);
+/* cls(*args) for such a class and constant args: a V_EXC.  NULL when
+   tracing stops. */
+Value *tr_make_exception(TFrame *f, PyObject *cls, Value **args, int nargs);
+/* Raise V_EXC exc in frame f as `raise exc` does: the inlined frames unwind
+   to a handler (tr_interp.c).  -1 (a stop until a handler catches it). */
+int tr_raise(TFrame *f, Value *exc);
+/* A new, empty V_SET (its real set made).  NULL on an error. */
+Value *tr_new_set(Tracer *t);
+/* Add v to V_SET s as set.add does: a hashable constant, once (the real
+   set too).  0 / -1 when tracing stops. */
+int tr_set_add(Tracer *t, Value *s, Value *v);
+/* The items of CALL_FUNCTION_EX's callargs (and kwargs dict, or NULL)
+   appended to args[*nargs...], *kwnames the keyword names (a tuple the
+   tracer holds) or NULL.  0 / -1. */
+int tr_spread_call_args(TFrame *f, Value *callargs, Value *kwargs, Value **args, int *nargs,
+                        PyObject **kwnames);
+
+/* ---- tr_vars.c ---- */
+
+/* Local i (a root frame's input is read, and guarded, on first use). */
+Value *tr_load_local(TFrame *f, int i);
+/* Free variable k (index into the function's closure). */
+Value *tr_load_free(TFrame *f, int k);
+/* LOAD_DEREF / STORE_DEREF / LOAD_CLOSURE of localsplus slot i (a cell
+   or a free variable).  tr_store_deref: 0 / -1; v NULL: DELETE_DEREF. */
+Value *tr_load_deref(TFrame *f, int i);
+int tr_store_deref(TFrame *f, int i, Value *v);
+Value *tr_load_closure(TFrame *f, int i);
+/* Global or builtin `name`, as LOAD_GLOBAL finds it. */
+Value *tr_load_global(TFrame *f, PyObject *name);
+/* Whether reading obj.name runs no Python code (generic lookup; the class
+   attribute, if any, is no Python data descriptor). */
+bool tr_attr_read_is_pure(PyObject *obj, PyObject *name);
+/* base.name. */
+Value *tr_load_attr(TFrame *f, Value *base, PyObject *name);
+/* type(v): the class v is known to have (by its guards, or by how the
+   translation made it), reached as type(<source>) when v has one.  NULL
+   when tracing stops (a value whose type is not known). */
+Value *tr_type_of(TFrame *f, Value *v);
+/* Whether v's type is known and v.__class__ is that type (object's
+   descriptor, not a property of the class). */
+bool tr_class_attr_is_type(Value *v);
+/* LOAD_METHOD (3.11; LOAD_ATTR with its method bit on 3.12+): pushes
+   [function, self] when the lookup finds a method descriptor on the type
+   (a function, a C method, a slot wrapper) that the instance does not
+   shadow, as _PyObject_GetMethod does, else [NULL, attribute]: a class,
+   staticmethod, classmethod, property, callable object or instance
+   attribute is read as an attribute and called as it is.  0 / -1. */
+int tr_load_method(TFrame *f, Value *base, PyObject *name);
+/* IMPORT_NAME `name` with constant level and fromlist: the module (or
+   top package) from sys.modules, never importing. */
+Value *tr_import_name(TFrame *f, PyObject *name, Value *level, Value *fromlist);
+/* IMPORT_FROM: module.name, or the submodule module.name already imported. */
+Value *tr_import_from(TFrame *f, Value *module, PyObject *name);
+
+/* ---- tr_objects.c ---- */
+
+/* base.name when reading it runs Python the translator inlines: the
+   class's own __getattribute__, a property's getter.  *handled false
+   (NULL returned) when neither applies. */
+Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled);
+/* object.__getattribute__(obj, name). */
+Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name);
+/* Whether an AttributeError raised in the innermost frame now would reach
+   the getattr()/hasattr() of t->absent_frame through returns alone: every
+   frame between is at a call or attribute read that RETURN_VALUE follows,
+   outside any try or with block (tr_objects.c). */
+bool tr_missing_reaches_getattr(Tracer *t);
+/* obj.name found missing, where `generic` says how: by object.__getattribute__
+   (the instance dict and the type lack it) or by obj's own lookup, which
+   runs no Python (hasattr(obj, name) is false).  A V_ABSENT when a getattr()
+   or hasattr() being traced made the lookup and the AttributeError would
+   reach it through returns only (t->absent_frame); else tracing stops. */
+Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic);
+/* super(cls, obj); cls NULL: the zero-argument form in frame f. */
+Value *tr_make_super(TFrame *f, Value *cls, Value *obj);
+/* super(...).name. */
+Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name);
+/* A V_BOUNDFN called: its function with its object first. */
+Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject *kwnames);
+
+/* ---- tr_newobj.c ---- */
+
+/* cls(*args) (cls a class value), when cls makes plain objects: a new
+   V_NEWOBJ, its __init__ inlined.  *handled false (NULL) for a class this
+   does not model; else the object, or NULL when tracing stops. */
+Value *tr_new_object(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames, bool *handled);
+/* o.name, o.name = value, del o.name for a V_NEWOBJ o.  NULL / -1 when
+   tracing stops. */
+Value *tr_newobj_attr(TFrame *f, Value *o, PyObject *name);
+int tr_newobj_set_attr(TFrame *f, Value *o, PyObject *name, Value *value);
+int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name);
+/* o.name of V_NEWOBJ o when it has it; NULL with *absent true when it
+   has not (the class's lack guarded: getattr's default, hasattr False).
+   NULL when tracing stops. */
+Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent);
+/* bool(o) of a V_NEWOBJ: 1 or 0, or -1 when tracing stops. */
+int tr_newobj_truth(TFrame *f, Value *o);
+/* A new object of class cls (a V_CONST reached by an accessor) as
+   cls.__new__(cls) makes it, without __init__, its __dict__ empty (the
+   caller fills items[0]): copy's reconstruction.  The class must be plain
+   (not deriving from dict); its __new__ is guarded.  NULL when tracing
+   stops. */
+Value *tr_newobj_blank(Tracer *t, Value *cls);
+/* object.__setattr__(o, name, value) (what super().__setattr__ reaches):
+   the class's own __setattr__ not consulted.  0 / -1. */
+int tr_newobj_object_setattr(TFrame *f, Value *o, PyObject *name, Value *value);
+/* descr (a method or slot wrapper of object, dict or OrderedDict) called
+   on V_NEWOBJ o with args (no self): object's __setattr__ and
+   __getattribute__, the dict methods on o's mapping.  NULL when tracing
+   stops. */
+Value *tr_newobj_call_builtin(TFrame *f, Value *o, PyObject *descr, Value **args, int nargs,
+                              PyObject *kwnames);
+/* The protocol method `dunder` (__getitem__, __setitem__, __contains__,
+   __len__, __iter__) of V_NEWOBJ o called with args (no self): the
+   class's own in Python inlined, or dict's on o's mapping.  NULL when
+   tracing stops. */
+Value *tr_newobj_protocol(TFrame *f, Value *o, const char *dunder, Value **args, int nargs);
+
+/* ---- tr_generators.c ---- */
+
+/* A zeroed frame for a generator, the tracer's (freed by
+   tr_gen_frames_free with the tracer).  NULL on an error. */
+TFrame *tr_gen_frame_new(Tracer *t);
+void tr_gen_frames_free(Tracer *t);
+/* Run generator gen from where it stopped, called from frame f: 1 with
+   *yielded its next value, 0 when it returned (ended), -1 when tracing
+   stops. */
+int tr_gen_resume(TFrame *f, Value *gen, Value **yielded);
+/* next(gen).  NULL when tracing stops (an ended generator included). */
+Value *tr_gen_next(TFrame *f, Value *gen);
+/* fn(*args) for fn contextlib._GeneratorContextManager.__enter__ or
+   __exit__ (a block that raised nothing).  *handled false (NULL) for any
+   other fn; else the result, or NULL when tracing stops. */
+Value *tr_contextlib_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                          bool *handled);
+
+/* ---- tr_effects.c ---- */
+
+/* obj.name = value (value NULL: del obj.name) for obj an object the
+   program sees: recorded, replayed by the plan after the graph.  0 / -1
+   (a class that does not set attributes plainly stops tracing). */
+int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value);
+/* What the writes recorded so far make obj.name: *found true with the
+   value written (NULL: deleted), else *found false (NULL; NULL with an
+   exception on an error).  Guards the aliasing it relied on. */
+Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found);
+/* d[key] = value for d a dict read from a source (V_DICT, src >= 0), key
+   a constant: recorded and replayed as tr_visible_set_attr's writes.  0 / -1. */
+int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value);
+/* Whether a write to concrete object obj is recorded. */
+bool tr_has_writes(Tracer *t, PyObject *obj);
+/* Drop the writes recorded after the first `mark`; free them all. */
+void tr_writes_truncate(Tracer *t, int mark);
+void tr_writes_free(Tracer *t);
+
+/* ---- tr_operators.c ---- */
+
+/* operator.<name> of BINARY_OP's oparg 0..12 (the in-place ones, 13..25,
+   are these with inplace set), and of COMPARE_OP's Py_LT..Py_GE. */
+extern const char *const tr_binary_op_names[13];
+extern const char *const tr_binary_op_hints[13];
+extern const char *const tr_compare_op_names[6];
+/* operator.<opname>(a, b) (hint: the node's name); inplace for `a op= b`. */
+Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
+                       Value *a, Value *b, bool inplace);
+/* operator.<opname>(a). */
+Value *tr_apply_unary(TFrame *f, const char *opname, Value *a);
+/* Truth value known while tracing (`what` names the test): 1, 0 or -1. */
+int tr_truth(TFrame *f, Value *v, const char *what);
+/* `a is b`, `a in b`: 1, 0 or -1. */
+int tr_is_same(TFrame *f, Value *a, Value *b);
+int tr_contains(TFrame *f, Value *a, Value *b);
+/* An f-string part: format(conv(v), spec), conv_kind FORMAT_VALUE's
+   oparg & 3. */
+Value *tr_format_value(TFrame *f, Value *v, Value *spec, int conv_kind);
+/* Constant strings parts[0..n) as a new tuple (BUILD_STRING). */
+PyObject *tr_string_parts(TFrame *f, Value **parts, int n);
+
+/* ---- tr_iter.c ---- */
+
+/* base[index]. */
+Value *tr_subscript(TFrame *f, Value *base, Value *index);
+/* container[idx] = value: into a list or dict this frame made; anything
+   else is a break (an eager step).  0 / -1. */
+int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value);
+/* Items v iterates over, as a V_ITER (an iterator is its own). */
+Value *tr_make_iter(TFrame *f, Value *v);
+/* out, an enumerate() (count >= 0) or zip() (count -1) over iterators
+   its[0..n), remembers where each stands.  0 / -1. */
+int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count);
+
+/* ---- tr_calls.c ---- */
+
+/* BEFORE_WITH of mgr: *exit, what the block's end calls, and *entered,
+   what `as` binds.  0 / -1. */
+int tr_enter_with(TFrame *f, Value *mgr, Value **exit, Value **entered);
+/* Leave the torch state modes entered while tracing past the first
+   `mark` (innermost first), as tracing found them.  Cannot fail. */
+void tr_leave_state_modes(Tracer *t, Py_ssize_t mark);
+/* The call of a CALL instruction; a call that stops is undone. */
+Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
+
+/* ---- tr_builtins.c ---- */
+
+/* fn(*args) for fn a function of the builtins module. */
+Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
+/* tp(*args) for tp a static (builtin) type. */
+Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames);
+
+/* ---- tr_rebuild.c ---- */
+
+/* What a plan rebuilds values from, gathered while its rebuilds are made. */
+typedef struct Outputs {
+    PyObject *nodes;          /* strong: graph output nodes, in order */
+    Value **memo_vals;        /* owned: Values given a memo slot, by slot */
+    Rebuild *memo;            /* owned: how to build each memo slot */
+    int nmemo, memo_cap;
+    int depth;                /* nesting of the rebuild being made */
+} Outputs;
+
+/* Index of node among o's outputs, added if new.  -1 on error. */
+int tr_output_index(Outputs *o, NodeObject *node);
+/* Free what o owns; o is zeroed. */
+void tr_outputs_clear(Outputs *o);
+/* How to rebuild v after the graph ran, into rb.  0 / -1 (t->reason set
+   when v cannot be rebuilt). */
+int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb);
+/* Frame f's live state at its end: every local and stack[0..sp).  0 / -1. */
+int tr_make_live(Tracer *t, TFrame *f, Outputs *o, int sp, LiveState *live);
+/* Mark the iterators v holds as ones the program gets.  Cannot fail. */
+void tr_mark_escapes(Value *v, int depth);
+
+/* ---- tr_exit.c ---- */
+
+/* Make the root frame's end at instruction `in`, where tracing stopped:
+   FRAME_ENDED, or FRAME_STOPPED (skip the frame). */
+int tr_end_root_frame(TFrame *f, const Instr *in, int sp_before);
+/* Build the entry's plan from t->end, close and compile the graph.
+   0 / -1. */
+int tr_finish(Tracer *t, TFrame *root, CacheEntry *entry);
+
+#endif /* DYNSCOPE_TRANSLATE_INT_H */
