@@ -10,6 +10,9 @@
 #   PYTHON=/path/to/python3.12 make test   the same on CPython 3.12 (or 3.13):
 #                                its own venv (.venv-3.12) and extension build
 #   make asan                    build with ASan+UBSan, run the Python tests under it
+#   make check-layout            scripts/check_layout.py: the engine's rooms and the
+#                                layers point down, by includes and by nm over the
+#                                extension's objects (docs/architecture.md, "Rooms")
 #   make check-c                 build and run tests/c/*.c (if any; not bench_*.c)
 #   make check-c-asan            the store's C tests under ASan+UBSan
 #   make bench-store             the SQLite recorder's throughput (tests/c/bench_store.c)
@@ -131,7 +134,7 @@ define install_so
 	fi
 endef
 
-.PHONY: all dev install-ext tp dyntop install test pytest check-c check-c-asan bench-store asan bench demo demo-ranks deps clean print-vars FORCE
+.PHONY: all dev install-ext tp dyntop install test pytest check-layout check-c check-c-asan bench-store asan bench demo demo-ranks deps clean print-vars FORCE
 
 all: install-ext tp dyntop
 
@@ -181,11 +184,11 @@ $(EXT_BUILD)/asan/%.o: %.c $(EXT_BUILD)/asan/cflags
 endif
 
 $(SO): $(OBJS)
-	$(if $(OBJS),,$(error no engine/*.c sources to build))
+	$(if $(OBJS),,$(error no engine/*/*.c sources to build))
 	$(CC) -shared -o $@ $(OBJS) $(LDLIBS)
 
 $(ASAN_SO): $(ASAN_OBJS)
-	$(if $(ASAN_OBJS),,$(error no engine/*.c sources to build))
+	$(if $(ASAN_OBJS),,$(error no engine/*/*.c sources to build))
 	$(CC) -shared $(SANITIZE) -o $@ $(ASAN_OBJS) $(LDLIBS)
 
 -include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d)
@@ -239,8 +242,14 @@ endef
 test:
 	$(if $(PYTHON),PYTHON='$(PYTHON)' )bash scripts/install-deps.sh
 	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory check-layout
 	$(if $(filter build,$(EXT_BUILD)),$(MAKE) --no-print-directory check-c,@echo "make test: C tests (check-c) run in the default 3.11 build")
 	@$(call run_pytest,); exit $$rc
+
+# The layout rules over the sources and this Python's extension objects
+# (tests/test_layout.py runs the same check and plants each violation).
+check-layout: $(SO)
+	$(PY) scripts/check_layout.py --objects $(EXT_BUILD)
 
 # The Python tests alone, as make test runs them (nothing installed or built).
 pytest:

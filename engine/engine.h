@@ -23,6 +23,6 @@
 #include "translate/translator.h"
 #include "capture/capture.h"
 #include "capture/events.h"
-#include "sinks/record.h"
+#include "sinks/sinks.h"
 
 #endif /* DYNSCOPE_ENGINE_H */

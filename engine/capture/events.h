@@ -102,13 +102,6 @@ int events_add_sink(EventSink *sink);
 /* Remove it; a sink not added is ignored.  Cannot fail. */
 void events_remove_sink(EventSink *sink);
 
-/* ---- the in-memory log, DYNSCOPE_LOGS and LTTng sinks (event_log.c) ---- */
-
-/* Register the built-in sinks and add _C.events(), _C.clear_events(),
-   _C.event_stats(), _C.set_log_sink(), _C.trace_init(), _C.trace_loaded()
-   to module.  0 / -1. */
-int event_log_init(PyObject *module);
-
 /* ---- one-time warnings and internal errors (warn.c) ---- */
 
 int warn_init(PyObject *module);

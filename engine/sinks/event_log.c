@@ -9,7 +9,7 @@
  * sinks raises: a failing DYNSCOPE_LOGS callable is reported once and
  * removed.
  */
-#include "../capture/events.h"
+#include "sinks.h"
 #include "../../trace/trace.h"
 
 #define EVENT_LOG_MAX 100000

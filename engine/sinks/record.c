@@ -12,7 +12,7 @@
  * (the user asked for it and must know); once recording, nothing here ever
  * raises into the program -- the store drops and counts.
  */
-#include "record.h"
+#include "sinks.h"
 #include "../base/pycompat.h"
 #include "../capture/events.h"
 #include "../../store/store.h"
