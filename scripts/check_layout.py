@@ -70,16 +70,10 @@ BELOW["binding"] = BELOW["explain"] | {"explain"}
 # its line here (check_layout reports an entry whose file is there but no
 # longer makes that use).
 KNOWN_DEBT = {
-    # The translator reads the cache's structs (translate_frame takes a
-    # CacheFrame and a CacheEntry) and the capture region's config
-    # (fullgraph, dynamic) through capture_state().  To cut: hand it a
-    # request (backend, fullgraph, dynamic marks, resume key) instead.
-    ("engine/translate/translate.h", "capture.h"):
-        "translate_frame takes CacheFrame / CacheEntry",
-    ("engine/translate/translate.c", "capture_state"):
-        "dynamic= read from the thread's capture region",
-    ("engine/translate/tr_exit.c", "capture_state"):
-        "fullgraph read from the thread's capture region",
+    # empty: the last entries (the translator taking CacheFrame / CacheEntry
+    # and reading fullgraph / dynamic through capture_state()) were cut by
+    # TranslateRequest (engine/translate/translator.h).  Example of an entry:
+    # ("engine/translate/translate.c", "capture_state"): "why it is not cut yet",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -802,8 +802,16 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
     bool permanent = false;
     uint64_t t0 = engine_now_ns();
     tc->in_engine++;
-    TranslateStatus st = translate_frame(fv, func, cf, tc->config.backend, e,
-                                         &reason, &permanent);
+    TranslateRequest rq = {
+        .fv = fv, .func = func, .backend = tc->config.backend,
+        .fullgraph = tc->config.fullgraph, .dynamic = tc->config.dynamic,
+        .resume_offset = cf->resume_offset, .unspec = cf->unspec, .iters = cf->iters,
+        .dynamic_slots = cf->dynamic, .static_only = cf->static_only, .dyn_dims = cf->dyn_dims,
+    };
+    TranslateStatus st = translate_frame(&rq, &e->guards, &e->plan, &reason, &permanent);
+    e->backend_ns = rq.backend_ns;
+    cf->static_only |= rq.made_static;
+    cf->dynamic &= ~rq.made_static;
     tc->in_engine--;
     e->compile_ns = engine_now_ns() - t0;
     if ((cf->just_marked & cf->static_only) && cf->last_failure != NULL)

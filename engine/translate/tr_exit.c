@@ -266,7 +266,7 @@ int tr_end_root_frame(TFrame *f, const Instr *in, int sp_before)
         if (r != NOT_ENDED)
             return r;
     }
-    if (t->cf->resume_offset == 0)
+    if (t->rq->resume_offset == 0)
         return FRAME_STOPPED;    /* nothing ran yet: the frame is skipped */
     f->sp = sp_before;
     e->kind = END_DEOPT;
@@ -412,7 +412,7 @@ static int compile_graph(Tracer *t, Outputs *o, Plan *p)
     p->gm = graph_module_new(t->graph);
     if (p->gm == NULL)
         return -1;
-    if (!(t->end.kind != END_RETURN && capture_state()->config.fullgraph)) {
+    if (!(t->end.kind != END_RETURN && t->rq->fullgraph)) {
         uint64_t b0 = engine_now_ns();
         p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
         t->backend_ns = engine_now_ns() - b0;
@@ -455,9 +455,8 @@ static int plan_effects(Tracer *t, Outputs *o, Plan *p)
     return 0;
 }
 
-int tr_finish(Tracer *t, TFrame *root, CacheEntry *entry)
+int tr_finish(Tracer *t, TFrame *root, Plan *p)
 {
-    Plan *p = &entry->plan;
     FrameEnd *e = &t->end;
     /* before any rebuild: an iterator a slot and the program share is one
        real iterator */

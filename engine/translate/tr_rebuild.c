@@ -458,7 +458,7 @@ int tr_make_live(Tracer *t, TFrame *f, Outputs *o, int sp, LiveState *live)
             /* never touched here: passed on as it came in */
             live->locals[i].kind = RB_LOCAL;
             live->locals[i].index = i;
-            if (t->cf->unspec & slot_bit(i))
+            if (t->rq->unspec & slot_bit(i))
                 live->unspec |= slot_bit(i);
             continue;
         }

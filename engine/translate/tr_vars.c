@@ -46,7 +46,7 @@ static Value *resume_cell(TFrame *f, int acc, PyObject *obj)
 static bool is_own_kwargs(TFrame *f, int i)
 {
     PyCodeObject *co = f->code;
-    if (f->parent != NULL || f->t->cf->resume_offset != 0 || !(co->co_flags & CO_VARKEYWORDS))
+    if (f->parent != NULL || f->t->rq->resume_offset != 0 || !(co->co_flags & CO_VARKEYWORDS))
         return false;
     int k = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0);
     return i == k && f->locals[i]->kind == V_DICT;
@@ -82,7 +82,7 @@ Value *tr_load_local(TFrame *f, int i)
         int acc = guardset_accessor(f->t->gs, ACC_LOCAL, -1, i, NULL, local_name(f->code, i));
         if (acc < 0)
             return NULL;
-        if (code_slot_is_cell(f->code, i) && PyCell_Check(obj) && f->t->cf->resume_offset != 0)
+        if (code_slot_is_cell(f->code, i) && PyCell_Check(obj) && f->t->rq->resume_offset != 0)
             f->locals[i] = resume_cell(f, acc, obj);
         else
             f->locals[i] = tr_value_from_resume_slot(f, acc, obj, i);

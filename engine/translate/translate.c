@@ -277,13 +277,13 @@ static Value *resume_slot_iter(TFrame *f, int acc, PyObject *obj, int k)
    numbers an eager step produced stay unspecialized, and a for-loop
    iterator arrives as the tuple of its remaining items. */
 /* The dimensions of tensor obj in slot k whose size this attempt takes as
-   dynamic: CacheFrame.dyn_dims (every one under dynamic=True), those of
+   dynamic: TranslateRequest.dyn_dims (every one under dynamic=True), those of
    size 2 or more.  0 for anything else. */
 static uint32_t dynamic_dims(Tracer *t, int k, PyObject *obj)
 {
     if (!t->dyn_shapes || (!tensor_is_array(obj) && !tensor_is_torch(obj)))
         return 0;
-    uint32_t want = capture_state()->config.dynamic > 0 ? ~(uint32_t)0 : t->cf->dyn_dims[k];
+    uint32_t want = t->rq->dynamic > 0 ? ~(uint32_t)0 : t->rq->dyn_dims[k];
     /* dynscope.mark_dynamic / mark_static (and torch._dynamo's, on tensors) */
     PyObject *marked = tensorlib_loaded_module_attr("dynscope", "_marked_dims");   /* borrowed */
     PyObject *masks = marked ? PyObject_CallOneArg(marked, obj) : NULL;
@@ -308,10 +308,10 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
 {
     Tracer *t = f->t;
     uint64_t bit = slot_bit(k);
-    if ((t->cf->unspec & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)
+    if ((t->rq->unspec & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)
                                   || PyComplex_CheckExact(obj)))
         return value_unspecialized(t, acc, obj);
-    if (k < LIVE_MAX_SLOTS && !(t->cf->static_only & bit)
+    if (k < LIVE_MAX_SLOTS && !(t->rq->static_only & bit)
         && (((t->dyn & bit) && (PyFloat_CheckExact(obj) || PyLong_CheckExact(obj)))
             || (t->dyn_floats && PyFloat_CheckExact(obj)))) {
         /* automatic dynamic: a graph input, TYPE_MATCH only */
@@ -320,7 +320,7 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
             t->dyn_used_exact |= bit;
         return value_unspecialized(t, acc, obj);
     }
-    if ((t->cf->unspec & bit) && (is_list_of_numbers(obj) || PyUnicode_CheckExact(obj))) {
+    if ((t->rq->unspec & bit) && (is_list_of_numbers(obj) || PyUnicode_CheckExact(obj))) {
         /* data that escaped (.tolist(), an f-string of a number): its values
            must not be guarded */
         if (guardset_add(t->gs, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
@@ -330,9 +330,9 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
             v->src = acc;
         return v;
     }
-    if ((t->cf->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj)))
+    if ((t->rq->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj)))
         return resume_slot_iter(f, acc, obj, k);
-    uint32_t dims = k < LIVE_MAX_SLOTS && !(t->cf->static_only & bit) ? dynamic_dims(t, k, obj) : 0;
+    uint32_t dims = k < LIVE_MAX_SLOTS && !(t->rq->static_only & bit) ? dynamic_dims(t, k, obj) : 0;
     if (dims != 0) {
         /* automatic dynamic: these sizes are graph values */
         t->dyn_used |= bit;
@@ -391,7 +391,7 @@ static int push_resume_stack(TFrame *f, const FrameView *fv)
     /* A local holding a loop's iterator is read now, so that it stays the
        stack slot's iterator (one object) as the loop advances. */
     for (int i = 0; i < f->nlocals && i < LIVE_MAX_SLOTS; i++)
-        if ((t->cf->iters & slot_bit(i)) && i < fv->nlocals && fv->locals[i] != NULL
+        if ((t->rq->iters & slot_bit(i)) && i < fv->nlocals && fv->locals[i] != NULL
             && tr_load_local(f, i) == NULL)
             return -1;
     return 0;
@@ -406,7 +406,7 @@ typedef struct Attempt {
                                  the root frame, where a plan cannot end */
     bool gen_not_rebuilt;     /* out: the plan would hand the program a
                                  generator the translator ran */
-    bool all_static;          /* no number a graph input (CacheFrame.dynamic off) */
+    bool all_static;          /* no number a graph input (TranslateRequest.dynamic_slots off) */
     bool probe;               /* stop before the backend when, with dynamic ints
                                  or sizes, tracing stops anywhere but at an
                                  f-string (stop_kind/offset say where): the
@@ -420,25 +420,24 @@ typedef struct Attempt {
 
 /* One translation of the frame (translate_frame's contract), as `a` says;
    its out fields say when the caller should translate again. */
-static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
-                                         const CacheFrame *cf, PyObject *backend,
-                                         CacheEntry *entry, PyObject **reason,
-                                         bool *permanent, Attempt *a)
+static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Plan *plan,
+                                         PyObject **reason, bool *permanent, Attempt *a)
 {
+    const FrameView *fv = rq->fv;
     Tracer t;
     memset(&t, 0, sizeof(t));
-    t.gs = &entry->guards;
+    t.gs = gs;
     t.site_depth = t.site_index = -1;
-    entry->guards.current_site = tracer_current_site;
-    entry->guards.site_ctx = &t;
+    gs->current_site = tracer_current_site;
+    gs->site_ctx = &t;
     t.fv = fv;
-    t.cf = cf;
-    t.backend = backend;
+    t.rq = rq;
+    t.backend = rq->backend;
     t.strict_try = a->strict_try;
     t.eager_generators = a->eager_generators;
-    int dynamic = capture_state()->config.dynamic;
+    int dynamic = rq->dynamic;
     if (!a->all_static && dynamic != 0) {
-        t.dyn = dynamic > 0 ? ~(uint64_t)0 : cf->dynamic;
+        t.dyn = dynamic > 0 ? ~(uint64_t)0 : rq->dynamic_slots;
         t.dyn_floats = true;
         t.dyn_shapes = true;
     }
@@ -451,13 +450,13 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     memset(&root, 0, sizeof(root));
     if (t.graph == NULL || t.example_inputs == NULL || t.used_nodes == NULL)
         goto out;
-    if (tr_frame_setup(&root, &t, NULL, func, -1, fv->code) < 0)
+    if (tr_frame_setup(&root, &t, NULL, rq->func, -1, fv->code) < 0)
         goto out;
     t.current = &root;
-    root.cur_instr = cf->resume_offset;   /* the stack's guards: made where it resumes */
-    if (cf->resume_offset != 0 && push_resume_stack(&root, fv) < 0)
+    root.cur_instr = rq->resume_offset;   /* the stack's guards: made where it resumes */
+    if (rq->resume_offset != 0 && push_resume_stack(&root, fv) < 0)
         goto stopped;
-    int r = tr_run_frame(&root, cf->resume_offset);
+    int r = tr_run_frame(&root, rq->resume_offset);
     if (r == FRAME_STOPPED)
         goto stopped;
     if (a->probe && t.dyn_used_exact != 0 && t.end.kind != END_RETURN && !t.stop_formats) {
@@ -471,9 +470,9 @@ static TranslateStatus translate_attempt(const FrameView *fv, PyObject *func,
     }
     /* The reason (if any) now belongs to the break; a new stop in tr_finish()
        is a reason of its own. */
-    if (tr_finish(&t, &root, entry) < 0)
+    if (tr_finish(&t, &root, plan) < 0)
         goto stopped;
-    entry->backend_ns = t.backend_ns;
+    rq->backend_ns = t.backend_ns;
     st = TRANSLATE_OK;
     goto out;
 stopped:
@@ -485,8 +484,8 @@ stopped:
         st = TRANSLATE_UNSUPPORTED;
     }
 out:
-    entry->guards.current_site = NULL;      /* the set outlives t */
-    entry->guards.site_ctx = NULL;
+    gs->current_site = NULL;      /* the set outlives t */
+    gs->site_ctx = NULL;
     a->dyn_used = t.dyn_used;
     a->dyn_used_exact = t.dyn_used_exact;
     tr_frame_teardown(&root);
@@ -501,12 +500,12 @@ out:
            entry, run without capture).  An error, or a stop on a value no
            guard covers, leaves no guards (and hook.c keeps no entry). */
         PyObject *where = Py_XNewRef(t.stop_stack);
-        plan_clear(&entry->plan);
+        plan_clear(plan);
         if (st == TRANSLATE_ERROR || t.stop_unguarded || a->stopped_in_try || a->gen_not_rebuilt) {
-            guardset_clear(&entry->guards);
-            guardset_init(&entry->guards);
+            guardset_clear(gs);
+            guardset_init(gs);
         }
-        entry->plan.brk.user_stack = where;
+        plan->brk.user_stack = where;
     }
     tracer_free(&t);
     return st;
@@ -515,15 +514,14 @@ out:
 /* translate_attempt, again as its out fields ask: calling generator
    functions eagerly, then ending the frame where a try begins.  `a` sets
    how (all_static, probe) and gets the outcome's out fields. */
-static TranslateStatus translate_retrying(const FrameView *fv, PyObject *func, CacheFrame *cf,
-                                          PyObject *backend, CacheEntry *entry,
+static TranslateStatus translate_retrying(TranslateRequest *rq, GuardSet *gs, Plan *plan,
                                           PyObject **reason, bool *permanent, Attempt *a)
 {
     /* First through try blocks as through any code (most raise nothing
        and break nowhere); when tracing stops inside one, again from the
        start, ending the frame where the try begins. */
     Attempt how = *a;
-    TranslateStatus st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, a);
+    TranslateStatus st = translate_attempt(rq, gs, plan, reason, permanent, a);
     if (a->gen_not_rebuilt) {
         /* A generator run while tracing would reach the program (held at
            the frame's end): again, calling generator functions eagerly. */
@@ -532,7 +530,7 @@ static TranslateStatus translate_retrying(const FrameView *fv, PyObject *func, C
         *permanent = false;
         *a = how;
         a->eager_generators = true;
-        st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, a);
+        st = translate_attempt(rq, gs, plan, reason, permanent, a);
     }
     if (a->stopped_in_try) {
         PyErr_Clear();             /* what stopped it is the retry's to meet again */
@@ -540,7 +538,7 @@ static TranslateStatus translate_retrying(const FrameView *fv, PyObject *func, C
         *permanent = false;
         a->strict_try = true;
         a->stopped_in_try = false;
-        st = translate_attempt(fv, func, cf, backend, entry, reason, permanent, a);
+        st = translate_attempt(rq, gs, plan, reason, permanent, a);
     }
     return st;
 }
@@ -553,12 +551,14 @@ static void discard_translation(PyObject **reason, bool *permanent)
     *permanent = false;
 }
 
-/* (contract: engine.h) */
-TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
-                                CacheFrame *cf, PyObject *backend,
-                                CacheEntry *entry, PyObject **reason,
-                                bool *permanent)
+/* (contract: translator.h) */
+TranslateStatus translate_frame(TranslateRequest *rq, GuardSet *gs, Plan *plan,
+                                PyObject **reason, bool *permanent)
 {
+    const FrameView *fv = rq->fv;
+    PyObject *func = rq->func;
+    rq->made_static = 0;
+    rq->backend_ns = 0;
     *reason = NULL;
     *permanent = false;
     if (!PyFunction_Check(func)) {
@@ -583,7 +583,7 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
        not the cause: the dynamic one again); the slots so stay static for
        this frame. */
     Attempt a = {.probe = true};
-    TranslateStatus st = translate_retrying(fv, func, cf, backend, entry, reason, permanent, &a);
+    TranslateStatus st = translate_retrying(rq, gs, plan, reason, permanent, &a);
     bool unsupported = st == TRANSLATE_UNSUPPORTED && a.stop_kind == NULL && a.dyn_used != 0;
     if ((a.stop_kind == NULL && !unsupported) || st == TRANSLATE_ERROR)
         return st;
@@ -592,18 +592,17 @@ TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
     uint64_t used = unsupported ? a.dyn_used : a.dyn_used_exact;
     discard_translation(reason, permanent);
     a = (Attempt){.all_static = true};
-    st = translate_retrying(fv, func, cf, backend, entry, reason, permanent, &a);
-    bool same_stop = dyn_kind != NULL && st == TRANSLATE_OK && entry->plan.exit != EXIT_RETURN
-                     && entry->plan.brk.kind != NULL && strcmp(entry->plan.brk.kind, dyn_kind) == 0
-                     && entry->plan.brk.offset == dyn_offset;
+    st = translate_retrying(rq, gs, plan, reason, permanent, &a);
+    bool same_stop = dyn_kind != NULL && st == TRANSLATE_OK && plan->exit != EXIT_RETURN
+                     && plan->brk.kind != NULL && strcmp(plan->brk.kind, dyn_kind) == 0
+                     && plan->brk.offset == dyn_offset;
     if (!same_stop) {
-        cf->static_only |= used;
-        cf->dynamic &= ~used;
+        rq->made_static = used;      /* the caller: static_only |= used, dynamic &= ~used */
         return st;
     }
-    plan_clear(&entry->plan);
-    guardset_clear(&entry->guards);
-    guardset_init(&entry->guards);
+    plan_clear(plan);
+    guardset_clear(gs);
+    guardset_init(gs);
     a = (Attempt){0};
-    return translate_retrying(fv, func, cf, backend, entry, reason, permanent, &a);
+    return translate_retrying(rq, gs, plan, reason, permanent, &a);
 }

@@ -20,7 +20,6 @@
 #define DYNSCOPE_TRANSLATE_H
 
 #include "translator.h"
-#include "../capture/capture.h"   /* layout debt (check_layout.py ALLOWED_UP): CacheFrame, CacheEntry, capture_state() */
 #include "../base/tensorlib.h"   /* NumPy / torch types; tensor_is_array, tensor_is_torch */
 
 typedef enum VKind {
@@ -202,7 +201,8 @@ typedef struct Tracer {
     long steps;              /* instructions interpreted (unrolling bound) */
     int depth;               /* inlining depth */
     PyObject *backend;       /* borrowed */
-    const CacheFrame *cf;    /* borrowed: the (code, resume offset, masks) translated */
+    const TranslateRequest *rq;  /* borrowed: the (code, resume offset, masks) translated,
+                                    and the region's choices */
     struct Value *raised;    /* a V_EXC the traced code raised and no handler
                                 caught yet: the stop (reason "raises ...")
                                 unwinds the inlined frames to the first that
@@ -233,10 +233,10 @@ typedef struct Tracer {
     PyObject *iter_objs;     /* strong: dict id(tuple) -> capsule-free int index into
                                 iter_vals: one V_ITER per incoming iterator object */
     uint64_t dyn;            /* slots whose int/float is a graph input in this
-                                attempt (automatic dynamic, CacheFrame.dynamic) */
+                                attempt (automatic dynamic, TranslateRequest.dynamic_slots) */
     bool dyn_floats;         /* every float slot too (dynamic=None; not the
-                                CacheFrame's static_only ones) */
-    bool dyn_shapes;         /* tensor sizes as CacheFrame.dyn_dims says */
+                                TranslateRequest's static_only ones) */
+    bool dyn_shapes;         /* tensor sizes as TranslateRequest.dyn_dims says */
     uint64_t dyn_used;       /* out: the slots read so, unspecialized */
     uint64_t dyn_used_exact; /* out: of those, the ints and the tensors with
                                 dynamic sizes (what a branch may need exactly) */

@@ -499,6 +499,6 @@ void tr_mark_escapes(Value *v, int depth);
 int tr_end_root_frame(TFrame *f, const Instr *in, int sp_before);
 /* Build the entry's plan from t->end, close and compile the graph.
    0 / -1. */
-int tr_finish(Tracer *t, TFrame *root, CacheEntry *entry);
+int tr_finish(Tracer *t, TFrame *root, Plan *p);
 
 #endif /* DYNSCOPE_TRANSLATE_INT_H */

@@ -12,34 +12,45 @@
 #include "../base/base.h"
 #include "../plan/plan.h"
 
-struct CacheFrame;
-struct CacheEntry;
-
-/* ------------------------------------------------------------------ */
-/* Translator (translate.c).                                           */
-
 typedef enum TranslateStatus {
-    TRANSLATE_OK = 0,          /* entry filled in */
+    TRANSLATE_OK = 0,          /* guards and plan filled in */
     TRANSLATE_UNSUPPORTED = 1, /* *reason set; run the frame eagerly */
     TRANSLATE_ERROR = -1,      /* exception set */
 } TranslateStatus;
 
 /*
- * Translate the frame `fv` (function start when cf->resume_offset == 0, else
- * a resume frame whose locals and stack are in fv, keyed by cf's masks)
- * into `entry`'s guards and plan.  `backend` is called once if a graph
+ * What the capture layer asks the translator for: the frame, its key in
+ * the cache, and the region's choices -- so that the translator never
+ * names the cache's structs nor reads the thread's capture state.  The
+ * capture layer fills it from its CacheFrame and CaptureConfig, and applies
+ * the out fields after.
+ */
+typedef struct TranslateRequest {
+    const FrameView *fv;      /* borrowed: the frame's inputs */
+    PyObject *func;           /* borrowed: the frame's function */
+    PyObject *backend;        /* borrowed: called once if a graph results */
+    bool fullgraph;           /* optimize(fullgraph=): a break raises Unsupported */
+    int dynamic;              /* optimize(dynamic=): -1 None (automatic), 0, 1 */
+    int resume_offset;        /* code-unit index; 0 = function start */
+    uint64_t unspec, iters;   /* a resume frame's slot masks (LiveState) */
+    uint64_t dynamic_slots;   /* automatic dynamic: slots whose numbers are graph inputs */
+    uint64_t static_only;     /* slots that stay specialized */
+    const uint32_t *dyn_dims; /* borrowed: LIVE_MAX_SLOTS masks of dynamic tensor dims */
+    /* out */
+    uint64_t made_static;     /* slots this translation needed as constants: the
+                                 caller moves them from dynamic_slots to static_only */
+    uint64_t backend_ns;      /* time spent in the backend */
+} TranslateRequest;
+
+/*
+ * Translate rq's frame (function start when rq->resume_offset == 0, else
+ * a resume frame whose locals and stack are in rq->fv, keyed by rq's masks)
+ * into guards `gs` and plan `plan`.  rq->backend is called once if a graph
  * results.  On TRANSLATE_UNSUPPORTED (function starts only: a resume frame
  * always gets a plan, if need be one that deopts at once), *reason is a new
  * str and *permanent says whether no input could ever succeed.
  */
-TranslateStatus translate_frame(const FrameView *fv, PyObject *func,
-                                struct CacheFrame *cf, PyObject *backend,
-                                struct CacheEntry *entry, PyObject **reason,
-                                bool *permanent);
-
-/* A plan that deopts at once at cf's resume offset: what a resume frame
-   runs when it cannot be translated or is at its cache limit.  0 / -1. */
-int translate_deopt_plan(const FrameView *fv, const struct CacheFrame *cf, struct CacheEntry *entry);
-
+TranslateStatus translate_frame(TranslateRequest *rq, GuardSet *gs, Plan *plan,
+                                PyObject **reason, bool *permanent);
 
 #endif /* DYNSCOPE_TRANSLATOR_H */
