@@ -24,7 +24,7 @@ int events_add_sink(EventSink *sink)
             return 0;
     if (nsinks == EVENTS_MAX_SINKS) {
         PyErr_Format(PyExc_RuntimeError, "the event sink table is full (%s)", sink->name);
-        events_internal_error("adding an event sink");
+        warn_internal_error("adding an event sink");
         return -1;
     }
     sinks[nsinks++] = sink;
@@ -362,7 +362,7 @@ static void deliver(EventSink *s, Event *ev)
 {
     s->emit(s->ctx, ev);
     if (PyErr_Occurred())
-        events_internal_error(s->name);
+        warn_internal_error(s->name);
 }
 
 /* Hand ev to the session's sink and to every sink of the process that

@@ -107,12 +107,12 @@ void events_remove_sink(EventSink *sink);
 int warn_init(PyObject *module);
 /* An internal error: report once per `what` to stderr, count it, and clear
    the exception.  Cannot fail. */
-void events_internal_error(const char *what);
+void warn_internal_error(const char *what);
 /* How many internal errors were met (reported or not). */
-unsigned long long events_internal_error_count(void);
+unsigned long long warn_internal_error_count(void);
 /* The pending exception as a reason string ("ValueError: msg raised while
    tracing"); clears it.  New str, or NULL if even that failed. */
-PyObject *events_exception_reason(void);
+PyObject *warn_exception_reason(void);
 /* The user's one CacheLimitWarning for code cc, unless warned already or
    turned off (config); a filter that makes it an error is reported and
    cleared.  Cannot fail. */

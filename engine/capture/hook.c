@@ -192,7 +192,7 @@ static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
     if (cc == NULL && session == NULL)
         cc = cache_for_code(co);
     if (cc == NULL) {
-        events_internal_error("creating the code cache");
+        warn_internal_error("creating the code cache");
         return NULL;
     }
     cc->classified = true;
@@ -206,7 +206,7 @@ static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
                          false);
     }
     if (PyErr_Occurred())
-        events_internal_error("classifying a code object");
+        warn_internal_error("classifying a code object");
     return cc;
 }
 
@@ -577,7 +577,7 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
         int rc = collect_failures(cc, cf, fv, tc, mr, &now_dynamic);
         tc->in_engine--;
         if (rc < 0) {
-            events_internal_error("collecting guard failures");
+            warn_internal_error("collecting guard failures");
             if ((mr->failures = PyList_New(0)) == NULL) {
                 PyErr_Clear();
                 return MISS_EAGER;
@@ -628,7 +628,7 @@ static CacheEntry *miss_new_entry(CodeCache *cc, CacheFrame *cf, ThreadCapture *
 {
     CacheEntry *e = cache_entry_new();
     if (e == NULL) {
-        events_internal_error("allocating a cache entry");
+        warn_internal_error("allocating a cache entry");
         return NULL;
     }
     cache_frame_assign_id(cf);
@@ -716,11 +716,11 @@ static void report_self_mismatch(CodeCache *cc, CacheEntry *e, const FrameView *
                  PyUnicode_AsUTF8(cc->code->co_qualname),
                  fail.observed ? PyUnicode_AsUTF8(fail.observed) : "?");
         PyErr_Clear();
-        events_internal_error(what);
+        warn_internal_error(what);
     }
     else {
         PyErr_Clear();
-        events_internal_error("a new entry's guards do not match its own inputs");
+        warn_internal_error("a new entry's guards do not match its own inputs");
     }
     if (vals != NULL) {
         guardset_release_values(&e->guards, vals);
@@ -760,12 +760,12 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
     if (PyList_GET_SIZE(cf->entries) < engine.config.cache_size_limit
         && PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
         Py_DECREF(e);
-        events_internal_error("inserting a cache entry");
+        warn_internal_error("inserting a cache entry");
         return MISS_EAGER;
     }
     int r = try_entry(e, fv, tc, false, result, NULL);
     if (r < 0)
-        events_internal_error("running a new entry");
+        warn_internal_error("running a new entry");
     else if (r == 0)
         report_self_mismatch(cc, e, fv, tc);
     Py_DECREF(e);
@@ -826,7 +826,7 @@ static MissOutcome handle_miss(CodeCache *cc, CacheFrame *cf, const FrameView *f
         return MISS_ERROR;
     }
     if (st == TRANSLATE_ERROR) {
-        reason = events_exception_reason();   /* clears the exception */
+        reason = warn_exception_reason();   /* clears the exception */
         st = TRANSLATE_UNSUPPORTED;
         permanent = false;
     }
@@ -948,7 +948,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
 {
     CacheFrame *cf = cache_frame(cc, 0, 0, 0);
     if (cf == NULL) {
-        events_internal_error("creating a cache frame");
+        warn_internal_error("creating a cache frame");
         return frame_eval_default(ts, f, 0);
     }
     FrameView fv;
@@ -992,7 +992,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             MissOutcome m = MISS_EAGER;
             trace_frame_eval(cc->code_id, TRACE_FRAME_MISS, -1, 0);
             if (r < 0)
-                events_internal_error("checking guards");
+                warn_internal_error("checking guards");
             else
                 m = handle_miss(cc, cf, &fv, func, tc, &out);
             if (m == MISS_ERROR) {
@@ -1198,7 +1198,7 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
         return NULL;                             /* the frame is made and hooked */
     *done = true;
     if (r < 0) {
-        events_internal_error("checking guards");
+        warn_internal_error("checking guards");
         PyErr_Clear();
         *done = false;
         return NULL;

@@ -39,7 +39,7 @@ static void print_internal_error(const char *what)
     Py_XDECREF(tb);
 }
 
-void events_internal_error(const char *what)
+void warn_internal_error(const char *what)
 {
     internal_error_count++;
     PyObject *key = PyUnicode_FromString(what);
@@ -53,12 +53,12 @@ void events_internal_error(const char *what)
     PyErr_Clear();
 }
 
-unsigned long long events_internal_error_count(void)
+unsigned long long warn_internal_error_count(void)
 {
     return internal_error_count;
 }
 
-PyObject *events_exception_reason(void)
+PyObject *warn_exception_reason(void)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);

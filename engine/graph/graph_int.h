@@ -1,6 +1,8 @@
 /*
- * graph_int.h -- what the graph files share among themselves and nobody
- * else uses.  The contract others see is graph.h; the graph is four files:
+ * graph_int.h -- engine/graph/, the graph IR and its executor: what the
+ * graph files share among themselves and nobody else uses.  The contract
+ * the rooms above see is graph.h; the room may include ../base/ only
+ * (docs/architecture.md, "Rooms").  The graph is seven files:
  *
  *   graph.c          the IR: building nodes and graphs, naming, walking and
  *                    rebuilding args (graph_new, graph_call, ...)
@@ -11,12 +13,17 @@
  *                    running it
  *   graph_inplace.c  buffer reuse while running: which NumPy ops may write
  *                    their result into a dying operand (ufunc out=)
+ *   graph_blocks.c   running a chain of elementwise NumPy ops block by
+ *                    block, so intermediates stay in cache
+ *   graph_reduce.c   NumPy reductions run as the ufunc reduction they call
  *   graph_render.c   text: Graph.__str__, print_tabular, GraphModule.code
  *
- * Layering: graph.c uses nothing of the others but the type objects
- * (NodeType, GraphType); graph_program.c uses graph.c and graph_inplace.c;
- * graph_inplace.c and graph_render.c use graph.c only; graph_types.c ties
- * them together.
+ * Layering (read from nm): graph_inplace.c and graph_reduce.c use none of
+ * the others; graph_blocks.c uses graph_inplace.c; graph.c uses only the
+ * type objects of graph_types.c (NodeType, GraphType); graph_render.c uses
+ * graph.c and the types; graph_program.c uses every other file;
+ * graph_types.c ties them together (its types call graph_program.c and
+ * graph_render.c), the one circle in the room.
  */
 #ifndef DYNSCOPE_GRAPH_INT_H
 #define DYNSCOPE_GRAPH_INT_H

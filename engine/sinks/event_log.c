@@ -63,7 +63,7 @@ static void lines_emit(void *ctx, Event *ev)
     if (r == NULL) {
         Py_CLEAR(log_callable);
         events_dict_with_guards(false);
-        events_internal_error("writing a DYNSCOPE_LOGS line");
+        warn_internal_error("writing a DYNSCOPE_LOGS line");
     }
     Py_XDECREF(r);
 }
@@ -119,7 +119,7 @@ static PyObject *py_event_stats(PyObject *self, PyObject *args)
     (void)self;
     (void)args;
     return Py_BuildValue("{s:K,s:K}", "dropped", dropped, "internal_errors",
-                         events_internal_error_count());
+                         warn_internal_error_count());
 }
 
 /* set_log_sink(callable or None, with_guards=False): every event of the

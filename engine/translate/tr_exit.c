@@ -423,8 +423,6 @@ static int compile_graph(Tracer *t, Outputs *o, Plan *p)
     return 0;
 }
 
-/* Close the graph over everything the plan needs, build the plan's exit,
-   call the backend.  0 / -1. */
 /* The plan's effects from t->writes: RB_SETATTR each, in order.  0 / -1
    (t->reason set when a value cannot be rebuilt). */
 static int plan_effects(Tracer *t, Outputs *o, Plan *p)
@@ -455,6 +453,8 @@ static int plan_effects(Tracer *t, Outputs *o, Plan *p)
     return 0;
 }
 
+/* Close the graph over everything the plan needs, build the plan's exit,
+   call the backend; the result goes into p.  0 / -1. */
 int tr_finish(Tracer *t, TFrame *root, Plan *p)
 {
     FrameEnd *e = &t->end;

@@ -273,9 +273,6 @@ static Value *resume_slot_iter(TFrame *f, int acc, PyObject *obj, int k)
     return it;
 }
 
-/* The value of live slot k (locals first, then stack) of a resume frame:
-   numbers an eager step produced stay unspecialized, and a for-loop
-   iterator arrives as the tuple of its remaining items. */
 /* The dimensions of tensor obj in slot k whose size this attempt takes as
    dynamic: TranslateRequest.dyn_dims (every one under dynamic=True), those of
    size 2 or more.  0 for anything else. */
@@ -304,6 +301,9 @@ static uint32_t dynamic_dims(Tracer *t, int k, PyObject *obj)
     return dims;
 }
 
+/* The value of live slot k (locals first, then stack) of a resume frame:
+   numbers an eager step produced stay unspecialized, and a for-loop
+   iterator arrives as the tuple of its remaining items. */
 Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
 {
     Tracer *t = f->t;

@@ -1,5 +1,6 @@
 /*
- * translate.h -- internals shared by the translator's files:
+ * translate.h -- engine/translate/: internals shared by the translator's files
+ * (the room's outward contract is translator.h):
  *   translate.c, tr_*.c  the opcode interpreter over symbolic frames (its
  *                own contract: translate_int.h);
  *   values.c     symbolic values, and turning a concrete input reached by

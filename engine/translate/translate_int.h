@@ -1,7 +1,12 @@
 /*
- * translate_int.h -- the translator's private contract: the symbolic frame
- * (TFrame) and its value stack, and what the translator's files share
- * (design: DESIGN.md 3.4-3.5; map: docs/architecture.md).
+ * translate_int.h -- engine/translate/, the translator (bytecode ->
+ * guards + plan + graph): its private contract, the symbolic frame (TFrame)
+ * and its value stack, and what the translator's files share (design:
+ * DESIGN.md 3.4-3.5; map: docs/architecture.md).  The room's outward
+ * contract is translator.h (TranslateRequest, translate_frame); it may
+ * include ../base/, ../graph/, ../guards/, ../plan/, never the capture
+ * room above it.  Its files (19, beside translate.h's values.c and
+ * tensorops.c):
  *
  *   translate.c     translate_frame(): the Tracer's life, symbolic frames,
  *                   the root frame's inputs (resume slots), the user stack
@@ -22,6 +27,16 @@
  *                   sym_size nodes
  *   tr_random.c     random ops in graphs: the generator states saved before
  *                   tracing draws, restored when the translation ends
+ *   tr_inplace.c    in-place torch ops inside graphs (x.add_(y), x += y)
+ *   tr_copy.c       copy.deepcopy(x) and copy.copy(x) while translating
+ *   tr_effects.c    attribute and item writes on objects the program sees,
+ *                   recorded while translating and replayed after the graph
+ *   tr_generators.c generators made while translating, run lazily
+ *   tr_newobj.c     objects of the program's classes made while translating
+ *   values.c        symbolic values, and turning a concrete input reached by
+ *                   an accessor into a value plus its guards (translate.h)
+ *   tensorops.c     which calls are pure tensor operations, and adding them
+ *                   to the graph (translate.h)
  *   tr_rebuild.c    materialization: how values are rebuilt after a graph
  *                   ran (Rebuild trees, memo slots, the live state)
  *   tr_exit.c       the end of the root frame (return, eager step, branch,
