@@ -396,7 +396,7 @@ static PyObject *py_reset(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    cache_reset_all();
+    capture_reset_all();
     Py_RETURN_NONE;
 }
 

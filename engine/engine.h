@@ -8,7 +8,8 @@
  *   guards/     guard building, checking and rendering
  *   plan/       plans and backends
  *   translate/  the translator: bytecode -> guards + plan + graph
- *   capture/    hook, cache, miss path, events interface, engine state
+ *   cache/      the per-code cache: CodeCache, CacheFrame, CacheEntry
+ *   capture/    hook, miss path, events interface, warnings, engine state
  *   sinks/      the in-memory event log, DYNSCOPE_LOGS, LTTng, the recorder
  * Design: docs/architecture.md and ../shared/DESIGN.md section 3.
  */
@@ -21,6 +22,7 @@
 #include "guards/guards.h"
 #include "plan/plan.h"
 #include "translate/translator.h"
+#include "cache/cache.h"
 #include "capture/capture.h"
 #include "capture/events.h"
 #include "sinks/sinks.h"

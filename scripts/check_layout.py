@@ -45,6 +45,7 @@ ROOMS = [
     ("guards", "guards.h"),      # guards: building, checking, rendering
     ("plan", "plan.h"),          # plans and backends
     ("translate", "translator.h"),  # bytecode -> guards + plan + graph
+    ("cache", "cache.h"),        # per-code cache: CodeCache, CacheFrame, CacheEntry
     ("capture", "capture.h"),    # hook, cache, miss path, events interface, engine state
     ("sinks", "sinks.h"),        # event log, DYNSCOPE_LOGS, LTTng sink, SQLite recorder
 ]

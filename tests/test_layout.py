@@ -61,10 +61,12 @@ def test_the_tree_keeps_the_layout_rules_objects_included():
 
 def test_the_rooms_run_bottom_up_and_only_sinks_reach_the_store():
     assert [r for r, _ in check_layout.ROOMS] == [
-        "base", "graph", "guards", "plan", "translate", "capture", "sinks"]
+        "base", "graph", "guards", "plan", "translate", "cache", "capture", "sinks"]
     below = check_layout.BELOW
     assert below["engine/base"] == {"event"}
     assert "engine/capture" not in below["engine/translate"]
+    assert "engine/cache" not in below["engine/translate"]      # the translator takes a request
+    assert "engine/capture" not in below["engine/cache"]        # the cache never asks who captures
     assert "engine/sinks" not in below["engine/capture"]
     assert [u for u in below if "store" in below[u] and u.startswith("engine")] == ["engine/sinks"]
 

@@ -15,7 +15,7 @@
  *     return PyObject * return NULL with an exception set on error.
  *   - Only pycompat.h touches CPython internals (frames, opcodes).
  *   - Dependencies point down: base < graph < guards < plan < translate <
- *     capture < sinks; a room includes and calls only its own room and the
+ *     cache < capture < sinks; a room includes and calls only its own room and the
  *     rooms below it (scripts/check_layout.py checks includes and symbols).
  * May include: Python, the C library, ../../event/.  Nothing of engine/.
  */

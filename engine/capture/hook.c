@@ -11,7 +11,7 @@
  * evaluator: capture never changes what the program computes.
  *
  * Invariants:
- *   - engine.capturing_threads counts threads with depth > 0 (GIL protected); the
+ *   - hook_state.capturing_threads counts threads with depth > 0 (GIL protected); the
  *     hook is installed exactly when it is > 0.
  *   - in_engine > 0 while the engine runs Python on its own account
  *     (translation, backends, compiled graphs); frames then pass through.
@@ -32,24 +32,42 @@
 EngineState engine = {
     .config = {.cache_size_limit = 8, .cache_limit_warning = true,
                .skip_tensorless_frames = true},
-    .extra_index = -1,
 };
 
 static _Thread_local ThreadCapture thread_capture;
+
+/* The hook's own flags (GIL protected). */
+static struct {
+    int capturing_threads;        /* threads inside an optimize() region; the
+                                     hook is installed exactly when > 0 */
+    bool installed;
+} hook_state;
+
+/* cache_reset_all's callback: what this room keeps about the entries. */
+static void reset_counters_and_sinks(void)
+{
+    memset(&engine.counters, 0, sizeof(engine.counters));
+    events_reset();
+}
+
+void capture_reset_all(void)
+{
+    cache_reset_all(reset_counters_and_sinks);
+}
 static EvalFrameFunc saved_eval_frame; /* GIL: what was installed before us (a CPython
                                        type, so kept here, not in EngineState) */
 
 static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag);
 
 ThreadCapture *capture_state(void) { return &thread_capture; }
-bool hook_installed(void) { return engine.hook_installed; }
+bool hook_installed(void) { return hook_state.installed; }
 
 static void hook_install(void)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
     saved_eval_frame = _PyInterpreterState_GetEvalFrameFunc(interp);
     _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
-    engine.hook_installed = true;
+    hook_state.installed = true;
 }
 
 static void hook_uninstall(void)
@@ -57,7 +75,7 @@ static void hook_uninstall(void)
     PyInterpreterState *interp = PyInterpreterState_Get();
     if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame)
         _PyInterpreterState_SetEvalFrameFunc(interp, saved_eval_frame);
-    engine.hook_installed = false;
+    hook_state.installed = false;
 }
 
 PyObject *capture_root_code(PyObject *fn)
@@ -77,7 +95,7 @@ int capture_enter(const CaptureConfig *cfg)
     }
     tc->saved[tc->depth] = tc->config;
     tc->config = *cfg;
-    if (tc->depth++ == 0 && engine.capturing_threads++ == 0)
+    if (tc->depth++ == 0 && hook_state.capturing_threads++ == 0)
         hook_install();
     return 0;
 }
@@ -87,7 +105,7 @@ void capture_exit(void)
     ThreadCapture *tc = &thread_capture;
     ENGINE_ASSERT(tc->depth > 0);
     tc->config = tc->saved[--tc->depth];
-    if (tc->depth == 0 && --engine.capturing_threads == 0)
+    if (tc->depth == 0 && --hook_state.capturing_threads == 0)
         hook_uninstall();
 }
 
@@ -631,7 +649,7 @@ static CacheEntry *miss_new_entry(CodeCache *cc, CacheFrame *cf, ThreadCapture *
         warn_internal_error("allocating a cache entry");
         return NULL;
     }
-    cache_frame_assign_id(cf);
+    cache_frame_assign_id(cf, tc->session ? &tc->session->next_frame_id : NULL);
     e->frame_id = cf->frame_id;
     e->frame_compile_id = cf->ncompiles++;
     e->resume_offset = cf->resume_offset;

@@ -14,13 +14,22 @@
  *   - reset() never mutates an entries list in place: it swaps in a new
  *     one, so a thread iterating the old list (holding a reference) is safe.
  */
+#include "cache.h"
 #include "../base/pycompat.h"
-#include "events.h"
 
 #include <string.h>
 
 
 PyTypeObject *CacheEntryType;
+
+/* The cache's registry (GIL protected). */
+static struct {
+    Py_ssize_t extra_index;       /* co_extra slot of our CodeCache, -1 before init */
+    CodeCache *all_caches;        /* head of the list of live caches (each is
+                                     owned by its code object's co_extra) */
+    long long next_code_id;       /* process-unique code ids */
+    int next_frame_id;            /* frame ids, restarted by reset() */
+} registry = {.extra_index = -1};
 
 /* ---- CodeCache lifetime ---- */
 
@@ -49,7 +58,7 @@ static void code_cache_free(void *p)
     if (cc->prev)
         cc->prev->next = cc->next;
     else
-        engine.all_caches = cc->next;
+        registry.all_caches = cc->next;
     if (cc->next)
         cc->next->prev = cc->prev;
     cache_free_frames(cc);
@@ -63,7 +72,7 @@ CodeCache *cache_new_detached(PyCodeObject *code)
         return NULL;
     }
     cc->code = code;
-    cc->code_id = engine.next_code_id++;
+    cc->code_id = registry.next_code_id++;
     return cc;
 }
 
@@ -75,8 +84,8 @@ void cache_free_detached(CodeCache *cc)
 
 int cache_init(void)
 {
-    engine.extra_index = code_extra_index_request(code_cache_free);
-    if (engine.extra_index < 0) {
+    registry.extra_index = code_extra_index_request(code_cache_free);
+    if (registry.extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "dynscope: no free co_extra slot");
         return -1;
     }
@@ -86,7 +95,7 @@ int cache_init(void)
 CodeCache *cache_peek(PyCodeObject *code)
 {
     void *p = NULL;
-    if (code_extra_get((PyObject *)code, engine.extra_index, &p) < 0) {
+    if (code_extra_get((PyObject *)code, registry.extra_index, &p) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -104,15 +113,15 @@ CodeCache *cache_for_code(PyCodeObject *code)
         return NULL;
     }
     cc->code = code;
-    cc->code_id = engine.next_code_id++;
-    if (code_extra_set((PyObject *)code, engine.extra_index, cc) < 0) {
+    cc->code_id = registry.next_code_id++;
+    if (code_extra_set((PyObject *)code, registry.extra_index, cc) < 0) {
         PyMem_Free(cc);
         return NULL;
     }
-    cc->next = engine.all_caches;
-    if (engine.all_caches)
-        engine.all_caches->prev = cc;
-    engine.all_caches = cc;
+    cc->next = registry.all_caches;
+    if (registry.all_caches)
+        registry.all_caches->prev = cc;
+    registry.all_caches = cc;
     return cc;
 }
 
@@ -146,15 +155,14 @@ CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint6
     return cf;
 }
 
-void cache_frame_assign_id(CacheFrame *cf)
+void cache_frame_assign_id(CacheFrame *cf, int *next_id)
 {
     if (cf->frame_id >= 0)
         return;
-    CaptureSession *s = capture_state()->session;
-    cf->frame_id = s ? s->next_frame_id++ : engine.next_frame_id++;
+    cf->frame_id = next_id ? (*next_id)++ : registry.next_frame_id++;
 }
 
-void cache_reset_all(void)
+void cache_reset_all(void (*on_reset)(void))
 {
     /* Old entry lists are collected first and released at the end: releasing
        an entry can free objects whose finalizers run Python, and that must
@@ -164,7 +172,7 @@ void cache_reset_all(void)
        the caches being walked. */
     int gc_was_enabled = PyGC_Disable();
     PyObject *graveyard = PyList_New(0);
-    for (CodeCache *cc = engine.all_caches; cc != NULL; cc = cc->next) {
+    for (CodeCache *cc = registry.all_caches; cc != NULL; cc = cc->next) {
         for (int i = 0; i < cc->nframes; i++) {
             CacheFrame *cf = cc->frames[i];
             PyObject *fresh = PyList_New(0);
@@ -197,17 +205,17 @@ void cache_reset_all(void)
         }
         cc->classified = false;
     }
-    engine.next_frame_id = 0;
-    memset(&engine.counters, 0, sizeof(engine.counters));
+    registry.next_frame_id = 0;
     if (gc_was_enabled)
         PyGC_Enable();
-    events_reset();
+    if (on_reset != NULL)
+        on_reset();
     Py_XDECREF(graveyard);
 }
 
 void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_changed)
 {
-    for (CodeCache *cc = engine.all_caches; cc != NULL; cc = cc->next) {
+    for (CodeCache *cc = registry.all_caches; cc != NULL; cc = cc->next) {
         for (int i = 0; i < cc->nframes; i++) {
             PyObject *entries = cc->frames[i]->entries;
             for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entries); j++) {

@@ -1,0 +1,133 @@
+/*
+ * cache.h -- engine/cache/, the per-code-object cache (DESIGN.md 3.2):
+ * CodeCache in the code object's co_extra, a CacheFrame per (resume
+ * offset, masks), CacheEntry (guards + plan + counters) and the Python
+ * type users see through dynscope.cache_entries().  The room owns its
+ * registry (co_extra index, the list of live caches, code and frame ids);
+ * it never reads the thread's capture state nor emits events: the capture
+ * room above passes what it needs (a session's frame-id counter, a
+ * callback for reset).
+ * Invariants (GIL protected): a CodeCache and its CacheFrames are freed
+ * only with their code object; reset swaps entry lists, never mutates one
+ * in place.
+ * May include: ../base/, ../graph/, ../guards/, ../plan/.  Nothing above.
+ */
+#ifndef DYNSCOPE_CACHE_H
+#define DYNSCOPE_CACHE_H
+
+#include "../base/base.h"
+#include "../plan/plan.h"
+
+/* ------------------------------------------------------------------ */
+/* Cache (cache.c).                                                    */
+
+typedef struct CacheEntry {
+    PyObject_HEAD
+    GuardSet guards;
+    Plan plan;
+    long long code_id;        /* of its code object (not held: co_extra owns us) */
+    PyObject *code_name;      /* strong: the code's co_qualname */
+    PyObject *code_file;      /* strong: the code's co_filename */
+    int code_line;            /* the code's co_firstlineno */
+    int resume_line;          /* source line of resume_offset (0 at function start) */
+    PyObject *backend;        /* strong: the backend this entry was compiled with */
+    int frame_id;             /* [frame_id/frame_compile_id] */
+    int frame_compile_id;
+    int resume_offset;        /* 0 = function start */
+    uint64_t hits;
+    uint64_t snap_hits;       /* hits at the last recorded snapshot */
+    uint64_t guard_ticks;     /* total time spent evaluating this entry's guards
+                                 (engine_ticks units; guard_ns converts) */
+    uint64_t compile_ns;
+    uint64_t backend_ns;      /* of compile_ns, the time in the backend */
+    PyObject *eager_reason;   /* strong or NULL.  Set: translation stopped for
+                                 inputs that pass `guards` (the guards read
+                                 before it stopped), for this reason; a hit
+                                 runs the frame without capture instead of
+                                 translating it again on every call */
+} CacheEntry;
+
+extern PyTypeObject *CacheEntryType;
+
+/* What the entry runs, as text (its plan, or that it runs without capture).
+   New reference or NULL. */
+PyObject *cache_entry_plan_text(CacheEntry *e);
+
+/*
+ * The cache of one (code object, resume offset).  Allocated once and freed
+ * only with its code object, so a pointer to it stays valid while a frame
+ * of that code runs, even across reset() and calls into Python.
+ */
+typedef struct CacheFrame {
+    int resume_offset;        /* code-unit index; 0 = function start */
+    uint64_t unspec, iters;   /* with resume_offset, the key (see LiveState) */
+    int frame_id;             /* -1 until its first compile (after reset too) */
+    int ncompiles;            /* next frame_compile_id */
+    PyObject *entries;        /* strong: list of CacheEntry, lookup order; replaced
+                                 (never mutated in place) by reset */
+    uint64_t misses;
+    int failed;               /* translations that failed for this frame's values
+                                 (not for good): they count toward
+                                 cache_size_limit as entries do, so that a frame
+                                 is not translated again on every call */
+    bool limit_warned;
+    PyObject *last_failure;   /* strong: str "expr (observed ...)" or NULL */
+    /* Automatic dynamic (not part of the key): slots whose int or float a
+       recompile found changed -- the next translations take it as a graph
+       input (unspecialized) -- and slots a translation with them so needed
+       as constants (a branch on one): those stay specialized. */
+    uint64_t dynamic, static_only;   /* static_only: numbers and tensor sizes both */
+    uint64_t just_marked;     /* the slot this miss made dynamic, until it compiled */
+    /* Tensor sizes: per slot, the dimensions whose size a recompile found
+       changed (a bit per dimension). */
+    uint32_t dyn_dims[LIVE_MAX_SLOTS];
+} CacheFrame;
+
+typedef struct CodeCache {
+    PyCodeObject *code;       /* borrowed: the cache lives in this code's co_extra */
+    long long code_id;        /* process-unique, stable for the code's lifetime */
+    bool classified;          /* static skip rules applied (redone after reset) */
+    int nframes;
+    CacheFrame **frames;      /* owned: array of owned frames */
+    PyObject *skip_reason;    /* strong: str when the code runs eagerly for good, else NULL */
+    bool skip_reported;       /* the skip was an event (not a path or static rule) */
+    bool limit_warned;        /* the one CacheLimitWarning of this function was issued */
+    uint64_t skip_calls;      /* calls passed through because of skip_reason (GIL) */
+    uint64_t tensorless_calls;  /* calls run without capture: nothing in reach
+                                   to capture (config.skip_tensorless_frames; GIL) */
+    struct CodeCache *prev, *next;  /* every live CodeCache, for reset() */
+} CodeCache;
+
+int cache_init(void);
+/* The cache of `code`, created if absent.  Borrowed, or NULL with exception. */
+CodeCache *cache_for_code(PyCodeObject *code);
+/* The cache of `code` if it has one (borrowed), else NULL.  Cannot fail. */
+CodeCache *cache_peek(PyCodeObject *code);
+/* The frame for (resume offset, masks), created if absent.  Borrowed or NULL. */
+CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint64_t iters);
+/* Drop every entry of every code object and every skip mark; frame ids
+   restart at 0.  on_reset (may be NULL) runs once the caches are empty,
+   before the old entries are released: the layer above resets what it
+   keeps about them (counters, sinks) there, without this room naming it.
+   Safe while other threads are inside plans. */
+void cache_reset_all(void (*on_reset)(void));
+/* Give cf its frame id if it has none yet: from *next_id (a private
+   capture's counter, advanced) or, when next_id is NULL, from the
+   process's.  Cannot fail. */
+void cache_frame_assign_id(CacheFrame *cf, int *next_id);
+/* A cache not attached to its code object (a CaptureSession's): freed by
+   cache_free_detached, never reached by reset().  NULL with exception. */
+CodeCache *cache_new_detached(PyCodeObject *code);
+void cache_free_detached(CodeCache *cc);
+/* Call fn on every entry of every (global) code cache; with only_changed,
+   only on entries whose hits moved since the last such walk (which then
+   records their hits as seen).  fn must not run Python.  Cannot fail. */
+void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_changed);
+/* All entries of a code object, frame by frame in lookup order (new list). */
+PyObject *cache_entries_list(CodeCache *cc);
+/* Create the CacheEntry type and add it to `module`.  0 / -1. */
+int cache_types_init(PyObject *module);
+/* New CacheEntry (empty guards and plan), or NULL. */
+CacheEntry *cache_entry_new(void);
+
+#endif /* DYNSCOPE_CACHE_H */
