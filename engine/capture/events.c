@@ -509,7 +509,6 @@ static void emit_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
     ev.rec.frame_id = cf->frame_id;
     dispatch(&ev);
     guard_failures(cc, NULL, failures);
-    warn_cache_limit(cc, cf);
 }
 
 void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures)
@@ -548,7 +547,6 @@ void events_frame_skip(CodeCache *cc, PyObject *reason)
 static void emit_graph_break(CodeCache *cc, CacheEntry *e)
 {
     const BreakInfo *b = &e->plan.brk;
-    capture_counters(capture_state())->graph_breaks++;
     Event ev;
     event_start(&ev, EV_GRAPH_BREAK, cc, e);
     ev.reason = b->reason;

@@ -33,10 +33,11 @@ void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome);
    docs/events.md's recompile "nearest" (borrowed, may be NULL). */
 void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
                       PyObject *nearest);
-/* Issued once per frame; also warns the user once (CacheLimitWarning). */
+/* Issued once per frame.  Events have no side effects but their sinks':
+   the caller counts the limit and warns the user (warn_cache_limit). */
 void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures);
 void events_frame_skip(CodeCache *cc, PyObject *reason);
-/* The break that ends entry e's graph (e->plan.brk). */
+/* The break that ends entry e's graph (e->plan.brk); the caller counts it. */
 void events_graph_break(CodeCache *cc, CacheEntry *e);
 void events_reset(void);
 

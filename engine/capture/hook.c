@@ -631,6 +631,7 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
             cf->limit_warned = true;
             capture_counters(tc)->cache_limits++;
             events_cache_limit(cc, cf, mr->failures);
+            warn_cache_limit(cc, cf);      /* the user's one warning: not the event's doing */
         }
         out = MISS_EAGER;
     }
@@ -773,8 +774,10 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
         events_recompile(cc, e, cf->last_failure, mr->failures, mr->nearest);
     }
     events_compile_end(cc, e, "ok");
-    if (e->plan.exit != EXIT_RETURN)
+    if (e->plan.exit != EXIT_RETURN) {
+        capture_counters(capture_state())->graph_breaks++;
         events_graph_break(cc, e);
+    }
     if (PyList_GET_SIZE(cf->entries) < engine.config.cache_size_limit
         && PyList_Insert(cf->entries, 0, (PyObject *)e) < 0) {
         Py_DECREF(e);
