@@ -483,7 +483,11 @@ static int collect_failures(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(entries, i);
         PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
         GuardFailure fail = {-1, NULL, NULL};
-        int r = vals ? guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) : -1;
+        int failed = -1;
+        int r = vals ? guardset_check(&e->guards, fv, vals, tc->config.backend, &failed) : -1;
+        if (r == 0 && guardset_explain_failure(&e->guards, failed, fv, vals, tc->config.backend,
+                                               &fail) < 0)
+            r = -1;
         if (r == 0 && fail.guard >= 0 && tc->config.dynamic < 0 && *now_dynamic == NULL)
             *now_dynamic = mark_dynamic(cc, cf, e, fail.guard, fv);
         if (r == 0 && fail.guard >= 0) {
@@ -727,7 +731,9 @@ static void report_self_mismatch(CodeCache *cc, CacheEntry *e, const FrameView *
         return;
     PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
     GuardFailure fail = {-1, NULL, NULL};
-    if (vals != NULL && guardset_check(&e->guards, fv, vals, tc->config.backend, &fail) == 0
+    int failed = -1;
+    if (vals != NULL && guardset_check(&e->guards, fv, vals, tc->config.backend, &failed) == 0
+        && guardset_explain_failure(&e->guards, failed, fv, vals, tc->config.backend, &fail) == 0
         && fail.expr != NULL) {
         char what[400];
         snprintf(what, sizeof(what), "a new entry's guards do not match its own inputs "

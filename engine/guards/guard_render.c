@@ -626,6 +626,31 @@ guardset_site(const GuardSet *gs, int guard)
     return PyList_Check(stack) ? stack : NULL;
 }
 
+/* (contract: guards.h) */
+int
+guardset_explain_failure(const GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
+                         PyObject *backend, GuardFailure *fail)
+{
+    PyObject *expr = NULL, *observed = NULL;
+
+    if (guard_failure_render(gs, gi, fv, vals, backend, &expr, &observed) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -1;
+        PyErr_Clear();
+        expr = PyUnicode_FromString(guard_kind_name(gs->guards[gi].kind));
+        observed = PyUnicode_FromString("<unrenderable>");
+        if (expr == NULL || observed == NULL) {
+            Py_XDECREF(expr);
+            Py_XDECREF(observed);
+            return -1;
+        }
+    }
+    fail->guard = gi;
+    Py_XSETREF(fail->expr, expr);
+    Py_XSETREF(fail->observed, observed);
+    return 0;
+}
+
 /* One failing guard of guardset_diff: a new dict or NULL. */
 static PyObject *
 diff_item(const GuardSet *gs, int gi, const FrameView *fv, PyObject **vals, PyObject *backend)

@@ -484,38 +484,16 @@ order_promote(GuardSet *gs, int gi)
     ENGINE_ASSERT(gs->n > 256 || guardset_invariants(gs));   /* quadratic: small sets */
 }
 
-/*
- * Record that guard gi was the first to fail and fill *fail (when not NULL;
- * its previous references are released).  0, or -1 with MemoryError.  A
- * rendering that fails for another reason (a broken __module__, say) is
- * replaced by the guard kind and "<unrenderable>".
- */
-static int
-guard_failed(GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
-             PyObject *backend, GuardFailure *fail)
+/* Record that guard gi was the first to fail: its counter, the order,
+   and *failed (when not NULL).  Renders nothing: that is the miss path's
+   (guardset_explain_failure).  Cannot fail. */
+static void
+guard_failed(GuardSet *gs, int gi, int *failed)
 {
-    PyObject *expr = NULL, *observed = NULL;
-
     gs->guards[gi].fails++;
     order_promote(gs, gi);
-    if (fail == NULL)
-        return 0;
-    if (guard_failure_render(gs, gi, fv, vals, backend, &expr, &observed) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_MemoryError))
-            return -1;
-        PyErr_Clear();
-        expr = PyUnicode_FromString(guard_kind_name(gs->guards[gi].kind));
-        observed = PyUnicode_FromString("<unrenderable>");
-        if (expr == NULL || observed == NULL) {
-            Py_XDECREF(expr);
-            Py_XDECREF(observed);
-            return -1;
-        }
-    }
-    fail->guard = gi;
-    Py_XSETREF(fail->expr, expr);
-    Py_XSETREF(fail->observed, observed);
-    return 0;
+    if (failed != NULL)
+        *failed = gi;
 }
 
 /* Whether guard g is one of the short walk's (guards.h, `simple`). */
@@ -674,14 +652,14 @@ group_passes(const GuardSet *gs, const FrameView *fv)
  */
 int
 guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
-               PyObject *backend, GuardFailure *fail)
+               PyObject *backend, int *failed)
 {
     int order_stack[ORDER_ON_STACK], *order = order_stack;
     int n = gs->n, rc = 1;
 
     ENGINE_ASSERT(!PyErr_Occurred());
     ENGINE_ASSERT(vals != NULL || gs->nacc == 0);
-    if (n == 0 || (fail == NULL && simple_check(gs, fv, backend) == 1))
+    if (n == 0 || (failed == NULL && simple_check(gs, fv, backend) == 1))
         return 1;
     if (n > ORDER_ON_STACK
         && (order = PyMem_Malloc((size_t)n * sizeof(int))) == NULL) {
@@ -695,7 +673,8 @@ guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
         if (group_passed && gs->guards[gi].in_group)
             continue;
         if (!guard_passes(gs, &gs->guards[gi], fv, vals, backend)) {
-            rc = guard_failed(gs, gi, fv, vals, backend, fail);
+            guard_failed(gs, gi, failed);
+            rc = 0;
             break;
         }
     }

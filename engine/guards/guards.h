@@ -281,15 +281,15 @@ void guardset_release_values(const GuardSet *gs, PyObject **vals);
  * exception set (only for errors that are not guard failures, e.g. memory).
  * vals: as for guardset_value; on return it holds every value computed.
  * `backend` is the backend of the current capture (for BACKEND_MATCH).
- * On 0, if `fail` is not NULL it is filled (strong references).  Also:
- *   - *fail, when given, must be initialized ({-1, NULL, NULL} or an earlier
- *     failure): on 0 its references are replaced, on 1 and -1 it is untouched;
- *   - rendering a failure may run Python code (numpy's dtype.__str__, a
- *     type's __module__), so callers keep the frame hook out of the way.
+ * On 0, *failed (when not NULL) is the index of the guard that failed; on 1
+ * and -1 it is untouched.  Checking only: it renders nothing (the hit
+ * path passes NULL and takes the short walk); the miss path says why with
+ * guardset_explain_failure -- Dynamo's TensorCheck::check apart from
+ * check_verbose.
  * Preconditions: no exception is set; vals has gs->nacc slots.
  */
 int guardset_check(GuardSet *gs, const FrameView *fv, PyObject **vals,
-                   PyObject *backend, GuardFailure *fail);
+                   PyObject *backend, int *failed);
 /* Release fail's references and mark it "matched" (guard -1).  Cannot fail. */
 void guardfailure_clear(GuardFailure *fail);
 
@@ -303,6 +303,16 @@ PyObject *guardset_render_source(const GuardSet *gs, int acc);
    "len(L['xs']) == 2", "L['x'].dtype == float32 and L['x'].shape == (3, 4) ..."
    New str or NULL. */
 PyObject *guardset_render_guard(const GuardSet *gs, int guard);
+/* Why guard gi failed on fv, as guardset_check just found (vals as it
+   left them): fill *fail with its expression and the observed value.
+   *fail must be initialized ({-1, NULL, NULL} or an earlier failure): on 0
+   its references are replaced, on -1 (MemoryError set) it is untouched.  A
+   rendering that fails for another reason (a broken __module__, say) is
+   replaced by the guard kind and "<unrenderable>".  It may run Python
+   code (numpy's dtype.__str__, a type's __module__), so callers keep the
+   frame hook out of the way. */
+int guardset_explain_failure(const GuardSet *gs, int gi, const FrameView *fv, PyObject **vals,
+                             PyObject *backend, GuardFailure *fail);
 /* "TENSOR_MATCH" etc.  Static string, cannot fail. */
 const char *guard_kind_name(GuardKind kind);
 
