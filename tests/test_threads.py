@@ -286,7 +286,7 @@ def test_hook_uninstalled_after_many_threads_enter_and_leave(fast_switching):
 # ---------------------------------------------------------------------------
 # Concurrent compiles of one frame.  A backend that waits on a barrier makes
 # two (or three) threads compile the same function at the same time,
-# deterministically.  Engine bug, reported: handle_miss (engine/capture/hook.c) reads
+# deterministically.  Engine bug, reported: handle_miss (now miss_handle, engine/capture/miss.c) reads
 # cf->ncompiles and checks cache_size_limit before translate_frame, which
 # runs Python (the backend) and so lets other threads in; the counter is
 # bumped only after.  Both compiles get the same compile id, the recompile is
