@@ -2,9 +2,10 @@
  * tr_interp.c -- the translator's interpreter loop over CPython bytecode
  * (DESIGN.md 3.4; contract: translate_int.h): instructions are read through
  * pycompat.h's decoding layer (instr_decode, instr_jump_target), one case
- * per opcode dispatches to a handler here (op_*) that does the stack
- * effect, and what the operation means to values is in the file of its
- * kind (tr_vars.c, tr_operators.c, tr_iter.c, tr_calls.c ...).
+ * per opcode dispatches to a handler that does the stack effect (op_*
+ * here; tr_op_* in tr_stackops.c, tr_containers.c, tr_raise.c), and what
+ * the operation means to values is in the file of its kind (tr_vars.c,
+ * tr_operators.c, tr_iter.c, tr_calls.c ...).
  *
  * Invariants: the dispatch never reads a code unit (another CPython
  * version's layout goes in pycompat.h); every instruction, EXTENDED_ARG
@@ -19,7 +20,7 @@
 /* ---- opcode handlers: each returns 0, or -1 when tracing stops ---- */
 
 /* The opcode after `in`, OP_UNKNOWN at the end. */
-static Op next_op(TFrame *f, const Instr *in)
+Op tr_next_op(TFrame *f, const Instr *in)
 {
     Instr next;
     if (in->next >= f->bc.nunits)
@@ -29,18 +30,18 @@ static Op next_op(TFrame *f, const Instr *in)
 }
 
 /* Whether `in` is followed by an instruction that tests truth itself. */
-static bool truth_test_follows(TFrame *f, const Instr *in)
+bool tr_truth_test_follows(TFrame *f, const Instr *in)
 {
-    Op op = next_op(f, in);
+    Op op = tr_next_op(f, in);
     return op == OP_POP_JUMP_IF_FALSE || op == OP_POP_JUMP_IF_TRUE || op == OP_UNARY_NOT;
 }
 
 /* What a truth test at `in` is for, as break reasons name it: 'not', an
    'and'/'or' (a COPY keeps the value tested), else a branch.  The same
    on every version (3.11 spells 'and'/'or' JUMP_IF_*_OR_POP). */
-static const char *truth_use(TFrame *f, const Instr *in)
+const char *tr_truth_use(TFrame *f, const Instr *in)
 {
-    if (in->op == OP_UNARY_NOT || (in->op == OP_TO_BOOL && next_op(f, in) == OP_UNARY_NOT))
+    if (in->op == OP_UNARY_NOT || (in->op == OP_TO_BOOL && tr_next_op(f, in) == OP_UNARY_NOT))
         return "'not'";
     if (f->prior_op == OP_COPY && f->prior_oparg == 1)
         return "'and'/'or'";
@@ -213,133 +214,6 @@ static int op_set_function_attribute(TFrame *f, const Instr *in)
 
 /* YIELD_VALUE in a generator run to its end: what it yields is collected;
    it is resumed with None, as next() resumes it. */
-/* ---- exceptions the traced code raises and catches ----
- *
- * `raise E(...)` of a builtin exception made on constants is a stop whose
- * reason says so, with Tracer.raised set: the inlined frames unwind (each
- * frame's stop path looks up its exception table at the instruction that
- * stopped) to the first handler, which runs as any code -- PUSH_EXC_INFO,
- * CHECK_EXC_MATCH against the class, POP_EXCEPT, RERAISE when it does not
- * match.  What the frames between did stays done, as eagerly.  The root
- * frame never catches: an exception that reaches it is a plain stop, and
- * its call runs eagerly (tr_call_or_undo undoes what tracing it did). */
-
-/* Raise V_EXC exc.  Returns -1 (a stop, see above; contract:
-   translate_int.h). */
-int tr_raise(TFrame *f, Value *exc)
-{
-    Tracer *t = f->t;
-    if (t->reason != NULL)
-        return -1;
-    PyObject *msg = PyObject_Str(exc->obj);
-    if (msg == NULL)
-        return -1;
-    tracer_unsupported(t, false, "raises %s: %U", Py_TYPE(exc->obj)->tp_name, msg);
-    Py_DECREF(msg);
-    if (t->reason != NULL)
-        t->raised = exc;
-    return -1;
-}
-
-/* (contract: translate_int.h) */
-bool tr_exception_class_is_plain(PyObject *cls)
-{
-    if (!PyExceptionClass_Check(cls))
-        return false;
-    PyTypeObject *tp = (PyTypeObject *)cls, *solid = tp;
-    while (solid != NULL && (solid->tp_flags & Py_TPFLAGS_HEAPTYPE))
-        solid = solid->tp_base;
-    return solid != NULL && tp->tp_init == solid->tp_init && tp->tp_new == solid->tp_new
-           && Py_TYPE(tp)->tp_call == PyType_Type.tp_call;
-}
-
-/* RAISE_VARARGS 1 (2: with `from`): raise an exception made while tracing, or a plain
-   exception class (instantiated with no arguments, as raise does). */
-static int op_raise(TFrame *f, const Instr *in)
-{
-    Tracer *t = f->t;
-    if (in->oparg == 0)
-        return tracer_unsupported(t, true, "a bare raise");
-    Value *cause = in->oparg == 2 ? pop(f) : NULL;
-    Value *v = pop(f);
-    if (v->kind == V_CONST && tr_exception_class_is_plain(v->obj)) {
-        v = new_const(t, PyObject_CallNoArgs(v->obj));
-        if (v == NULL)
-            return -1;
-        v->kind = V_EXC;
-    }
-    if (v->kind != V_EXC)
-        return tracer_unsupported(t, false, "raising a value the translator did not make");
-    if (cause != NULL) {
-        /* raise E from None / from another exception made while tracing */
-        if (!(cause->kind == V_EXC || (cause->kind == V_CONST && cause->obj == Py_None)))
-            return tracer_unsupported(t, false, "raise ... from a value the translator did not make");
-        PyException_SetCause(v->obj, Py_IsNone(cause->obj) ? NULL : Py_NewRef(cause->obj));
-        ((PyBaseExceptionObject *)v->obj)->suppress_context = 1;
-    }
-    return tr_raise(f, v);
-}
-
-
-/* PUSH_EXC_INFO: [exc] -> [previous exception info, exc]. */
-static int op_push_exc_info(TFrame *f)
-{
-    Value *exc = pop(f);
-    return push(f, value_new(f->t, V_CONST, Py_None)) < 0 ? -1 : push(f, exc);
-}
-
-/* CHECK_EXC_MATCH: [exc, cls] -> [exc, isinstance(exc, cls)]. */
-static int op_check_exc_match(TFrame *f)
-{
-    Tracer *t = f->t;
-    Value *cls = pop(f), *exc = peek(f, 1);
-    PyObject *c = cls->kind == V_CONST ? Py_NewRef(cls->obj)
-                  : cls->kind == V_TUPLE ? value_as_constant(t, cls) : NULL;
-    if (c == NULL || exc->kind != V_EXC) {
-        Py_XDECREF(c);
-        return PyErr_Occurred() ? -1 : tracer_unsupported(t, false, "an except clause on these values");
-    }
-    int match = PyErr_GivenExceptionMatches(exc->obj, c);
-    Py_DECREF(c);
-    return push(f, value_new(t, V_CONST, match ? Py_True : Py_False));
-}
-
-/* RERAISE: raise the exception on top again. */
-static int op_reraise(TFrame *f)
-{
-    Value *exc = pop(f);
-    if (exc->kind != V_EXC)
-        return tracer_unsupported(f->t, false, "re-raising an exception the program raised");
-    return tr_raise(f, exc);
-}
-
-/* The raised exception (Tracer.raised) stopped inlined frame f at code
-   unit `offset`: when a handler of f covers it, the stack is cut to the
-   handler's depth, the exception pushed (after the offset, if the handler
-   wants it), the stop cleared, and *ip set to the handler.  Whether it
-   was caught. */
-static bool catch_raised(TFrame *f, int offset, int *ip)
-{
-    Tracer *t = f->t;
-    int target, depth;
-    bool lasti;
-    if (f->parent == NULL || t->raised == NULL || PyErr_Occurred()
-        || !code_handler_at(f->code, offset, &target, &depth, &lasti) || depth > f->sp)
-        return false;
-    Value *exc = t->raised;
-    f->sp = depth;
-    if ((lasti && push(f, new_const(t, PyLong_FromLong(offset))) < 0) || push(f, exc) < 0)
-        return false;
-    t->raised = NULL;
-    Py_CLEAR(t->reason);
-    Py_CLEAR(t->stop_stack);
-    t->permanent = false;
-    t->stop_kind = STOP_NONE;
-    t->current = f;
-    *ip = target;
-    return true;
-}
-
 static int op_yield_value(TFrame *f)
 {
     Value *v = pop(f);
@@ -409,7 +283,7 @@ static int op_call(TFrame *f, const Instr *in)
     if (r->kind == V_ITER && r->from_generator && !generator_consumed_at_once(f, in, argc + 2))
         return tracer_unsupported(f->t, false, "a generator expression not passed straight to "
                                   "tuple(), list(), sum(), any(), all(), min(), max() or sorted()");
-    if ((r->kind == V_GRADMODE || r->kind == V_STATECM) && next_op(f, in) != OP_BEFORE_WITH)
+    if ((r->kind == V_GRADMODE || r->kind == V_STATECM) && tr_next_op(f, in) != OP_BEFORE_WITH)
         return tracer_unsupported(f->t, false, "a grad-mode manager used other than by a with "
                                   "statement (torch.set_grad_enabled(b) alone sets the mode)");
     f->kwnames = NULL;
@@ -417,464 +291,6 @@ static int op_call(TFrame *f, const Instr *in)
     return push(f, r);
 }
 
-/* BINARY_OP k: a op b, in place for k >= 13 (a op= b). */
-static int op_binary_op(TFrame *f, const Instr *in)
-{
-    Value *b = pop(f);
-    Value *a = pop(f);
-    bool inplace = in->oparg >= 13;
-    int k = inplace ? in->oparg - 13 : in->oparg;
-    if (k < 0 || k > 12)
-        return tracer_unsupported(f->t, true, "BINARY_OP %d", in->oparg);
-    return push(f, tr_apply_binary(f, tr_binary_op_names[k], tr_binary_op_hints[k], a, b, inplace));
-}
-
-/* COMPARE_OP: a < b, a <= b, a == b ... (3.13: then bool() when the
-   flag is set, as a branch on it follows). */
-static int op_compare_op(TFrame *f, const Instr *in)
-{
-    Value *b = pop(f);
-    Value *a = pop(f);
-    int k = in->oparg;
-    if (k < 0 || k > 5)
-        return tracer_unsupported(f->t, true, "COMPARE_OP %d", in->oparg);
-    Value *r = tr_apply_binary(f, tr_compare_op_names[k], tr_compare_op_names[k], a, b, false);
-    if (r == NULL || !in->flag || (r->kind == V_TENSOR && truth_test_follows(f, in)))
-        return push(f, r);
-    int tv = tr_truth(f, r, "branch");
-    if (tv < 0)
-        return -1;
-    return push(f, new_const(f->t, PyBool_FromLong(tv)));
-}
-
-/* TO_BOOL (3.13): bool(a).  A tensor's truth is left to the branch or
-   'not' that follows, which test it as on 3.11 (an eager truth test);
-   a value the interpreter may see gets the exact bool it expects. */
-static int op_to_bool(TFrame *f, const Instr *in)
-{
-    if (peek(f, 1)->kind == V_TENSOR && truth_test_follows(f, in))
-        return 0;
-    int tv = tr_truth(f, peek(f, 1), truth_use(f, in));
-    if (tv < 0)
-        return -1;
-    (void)pop(f);
-    return push(f, new_const(f->t, PyBool_FromLong(tv)));
-}
-
-/* IS_OP: a is b, a is not b (oparg 1). */
-static int op_is_op(TFrame *f, const Instr *in)
-{
-    Value *b = pop(f);
-    Value *a = pop(f);
-    int same = tr_is_same(f, a, b);
-    if (same < 0)
-        return -1;
-    return push(f, new_const(f->t, PyBool_FromLong(same ^ (in->oparg & 1))));
-}
-
-/* CONTAINS_OP: a in b, a not in b (oparg 1). */
-static int op_contains_op(TFrame *f, const Instr *in)
-{
-    Value *b = pop(f);
-    Value *a = pop(f);
-    int r = tr_contains(f, a, b);
-    if (r < 0)
-        return -1;
-    return push(f, new_const(f->t, PyBool_FromLong(r ^ (in->oparg & 1))));
-}
-
-/* UNARY_NEGATIVE / UNARY_POSITIVE / UNARY_INVERT. */
-static int op_unary(TFrame *f, const Instr *in)
-{
-    const char *name = in->op == OP_UNARY_NEGATIVE ? "neg"
-                       : in->op == OP_UNARY_POSITIVE ? "pos" : "invert";
-    return push(f, tr_apply_unary(f, name, pop(f)));
-}
-
-/* UNARY_NOT: not a, of a value whose truth is known. */
-static int op_unary_not(TFrame *f)
-{
-    int tv = tr_truth(f, pop(f), "'not'");   /* after a TO_BOOL too */
-    if (tv < 0)
-        return -1;
-    return push(f, new_const(f->t, PyBool_FromLong(!tv)));
-}
-
-/* BINARY_SUBSCR: base[idx]. */
-static int op_binary_subscr(TFrame *f)
-{
-    Value *idx = pop(f);
-    Value *base = pop(f);
-    return push(f, tr_subscript(f, base, idx));
-}
-
-/* Pop the two values on top, start and stop, as slice(start, stop).
-   NULL on an error. */
-static Value *pop_slice(TFrame *f)
-{
-    Tracer *t = f->t;
-    Value *sl = value_new(t, V_SLICE, NULL);
-    Value *none = value_new(t, V_CONST, Py_None);
-    if (sl == NULL || none == NULL || value_append(t, sl, peek(f, 2)) < 0
-        || value_append(t, sl, peek(f, 1)) < 0 || value_append(t, sl, none) < 0)
-        return NULL;
-    f->sp -= 2;
-    return sl;
-}
-
-/* BINARY_SLICE (3.12): container[start:stop]. */
-static int op_binary_slice(TFrame *f)
-{
-    Value *sl = pop_slice(f);
-    if (sl == NULL)
-        return -1;
-    Value *base = pop(f);
-    return push(f, tr_subscript(f, base, sl));
-}
-
-/* STORE_SLICE (3.12): container[start:stop] = value. */
-static int op_store_slice(TFrame *f)
-{
-    Value *sl = pop_slice(f);
-    if (sl == NULL)
-        return -1;
-    Value *container = pop(f);
-    Value *value = pop(f);
-    return tr_store_subscript(f, container, sl, value);
-}
-
-/* STORE_SUBSCR: container[idx] = value. */
-static int op_store_subscr(TFrame *f)
-{
-    Value *idx = pop(f);
-    Value *container = pop(f);
-    Value *value = pop(f);
-    return tr_store_subscript(f, container, idx, value);
-}
-
-/* STORE_ATTR: [value, owner] -> owner.name = value; DELETE_ATTR: [owner].
-   Into an object made while tracing, or recorded for the plan to replay
-   on an object the program can see (tr_effects.c). */
-static int op_store_attr(TFrame *f, const Instr *in)
-{
-    Value *owner = pop(f);
-    Value *value = in->op == OP_STORE_ATTR ? pop(f) : NULL;
-    return tr_store_attr(f, owner, PyTuple_GET_ITEM(f->code->co_names, in->oparg), value);
-}
-
-/* (contract: translate_int.h) */
-int tr_store_attr(TFrame *f, Value *owner, PyObject *name, Value *value)
-{
-    if (owner->kind == V_NEWOBJ)
-        return value ? tr_newobj_set_attr(f, owner, name, value) : tr_newobj_del_attr(f, owner, name);
-    if (owner->kind == V_OBJECT || owner->kind == V_CONST)
-        return tr_visible_set_attr(f, owner, name, value);
-    return tracer_unsupported(f->t, false, "%s attribute '%U' of %s the program can see",
-                              value ? "setting" : "deleting", name,
-                              owner->kind == V_TENSOR ? "a tensor" : "a value");
-}
-
-/* BUILD_TUPLE / BUILD_LIST of the top oparg values. */
-static int op_build_sequence(TFrame *f, const Instr *in)
-{
-    Tracer *t = f->t;
-    Value *v = value_new(t, in->op == OP_BUILD_TUPLE ? V_TUPLE : V_LIST, NULL);
-    if (v == NULL)
-        return -1;
-    for (int i = in->oparg; i > 0; i--)
-        if (value_append(t, v, peek(f, i)) < 0)
-            return -1;
-    f->sp -= in->oparg;
-    return push(f, v);
-}
-
-/* BUILD_SLICE of 2 or 3 values (a missing step is None). */
-static int op_build_slice(TFrame *f, const Instr *in)
-{
-    Tracer *t = f->t;
-    Value *v = value_new(t, V_SLICE, NULL);
-    Value *none = value_new(t, V_CONST, Py_None);
-    if (v == NULL || none == NULL)
-        return -1;
-    for (int i = in->oparg; i > 0; i--)
-        if (value_append(t, v, peek(f, i)) < 0)
-            return -1;
-    if (in->oparg == 2 && value_append(t, v, none) < 0)
-        return -1;
-    f->sp -= in->oparg;
-    return push(f, v);
-}
-
-/* d[key] = val in dict value d (made by this frame, being built), key a
-   constant.  0 / -1. */
-int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val)
-{
-    if (PyObject_Hash(key) == -1) {
-        PyErr_Clear();
-        return tracer_break(t, STOP_CALL, "an unhashable dict key (TypeError)");
-    }
-    for (int j = 0; j < d->n; j++) {
-        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
-        if (eq < 0)
-            return -1;
-        if (eq) {
-            d->items[j] = val;
-            return 0;
-        }
-    }
-    if (PyList_Append(d->obj, key) < 0 || value_append(t, d, val) < 0)
-        return -1;
-    return 0;
-}
-
-/* BUILD_MAP (oparg key, value pairs) / BUILD_CONST_KEY_MAP (oparg values
-   under a constant tuple of keys). */
-static int op_build_map(TFrame *f, const Instr *in)
-{
-    Tracer *t = f->t;
-    int oparg = in->oparg;
-    Value *d = value_new(t, V_DICT, NULL);
-    if (d == NULL || (d->obj = PyList_New(0)) == NULL)
-        return -1;
-    PyObject *keys = NULL;
-    int base = in->op == OP_BUILD_MAP ? 2 * oparg : oparg + 1;
-    if (in->op == OP_BUILD_CONST_KEY_MAP) {
-        Value *kv = peek(f, 1);
-        if (kv->kind != V_CONST || !PyTuple_CheckExact(kv->obj))
-            return tracer_unsupported(t, true, "BUILD_CONST_KEY_MAP without constant keys");
-        keys = kv->obj;
-    }
-    for (int i = 0; i < oparg; i++) {
-        PyObject *key;
-        Value *val;
-        if (keys) {
-            key = PyTuple_GET_ITEM(keys, i);
-            val = peek(f, base - i);
-        }
-        else {
-            Value *kv = peek(f, base - 2 * i);
-            if (!foldable(kv))
-                return tracer_unsupported(t, false, "a dict key that is not a constant");
-            key = kv->obj;
-            val = peek(f, base - 2 * i - 1);
-        }
-        if (tr_dict_set_item(t, d, key, val) < 0)
-            return -1;
-    }
-    f->sp -= base;
-    return push(f, d);
-}
-
-/* BEFORE_WITH: [mgr] -> [exit, entered].  Not in the root frame of a
-   strict translation: a break inside the block put it there, and the
-   frame ends at the with statement. */
-static int op_before_with(TFrame *f, const Instr *in)
-{
-    if (f->parent == NULL && f->t->strict_try)
-        return tracer_unsupported(f->t, false, "a with block with a break inside it");
-    Value *exit, *entered;
-    if (peek(f, 1)->kind == V_STATECM && next_op(f, in) != OP_POP_TOP)
-        return tracer_unsupported(f->t, false, "`with torch.autocast(...) as name` (the mode "
-                                  "object is the graph's)");
-    if (tr_enter_with(f, pop(f), &exit, &entered) < 0)
-        return -1;
-    return push(f, exit) < 0 ? -1 : push(f, entered);
-}
-
-/* LOAD_SUPER_ATTR (3.12+): [super, cls, self] -> super(cls, self).name,
-   or the pair of a method call (flag). */
-static int op_load_super_attr(TFrame *f, const Instr *in)
-{
-    Value *self = pop(f);
-    Value *cls = pop(f);
-    Value *sup = pop(f);
-    if (sup->kind != V_CONST || sup->obj != (PyObject *)&PySuper_Type)
-        return tracer_unsupported(f->t, false, "super() that is not the builtin super");
-    Value *s = tr_make_super(f, cls, self);
-    Value *attr = s ? tr_super_attr(f, s, PyTuple_GET_ITEM(f->code->co_names, in->oparg)) : NULL;
-    if (attr == NULL)
-        return -1;
-    return in->flag ? push_call_pair(f, attr, NULL) : push(f, attr);
-}
-
-/* MAP_ADD: [..., dict, ..., key, value]: dict[key] = value, the dict
-   oparg below the key (one this frame is building), the key a constant. */
-static int op_map_add(TFrame *f, const Instr *in)
-{
-    Value *value = pop(f);
-    Value *key = pop(f);
-    Value *d = peek(f, in->oparg);
-    if (d->kind != V_DICT || d->src >= 0)
-        return tracer_unsupported(f->t, true, "MAP_ADD into a dict the program can see");
-    if (!foldable(key))
-        return tracer_unsupported(f->t, false, "a dict key that is not a constant");
-    return tr_dict_set_item(f->t, d, key->obj, value);
-}
-
-/* (contract: translate_int.h) */
-int tr_set_add(Tracer *t, Value *s, Value *v)
-{
-    if (!foldable(v))
-        return tracer_unsupported(t, false, "a set member that is not a constant");
-    if (PyObject_Hash(v->obj) == -1) {
-        PyErr_Clear();
-        return tracer_break(t, STOP_CALL, "an unhashable set member (TypeError)");
-    }
-    int had = PySet_Contains(s->obj, v->obj);
-    if (had != 0)
-        return had < 0 ? -1 : 0;
-    return PySet_Add(s->obj, v->obj) < 0 ? -1 : value_append(t, s, v);
-}
-
-/* (contract: translate_int.h) */
-Value *tr_new_set(Tracer *t)
-{
-    Value *s = value_new(t, V_SET, NULL);
-    if (s != NULL && (s->obj = PySet_New(NULL)) == NULL)
-        return NULL;
-    return s;
-}
-
-#define set_add_member tr_set_add
-
-/* (contract: translate_int.h) */
-int tr_set_merge(TFrame *f, Value *s, Value *other, bool *handled)
-{
-    PyObject *real = NULL;                                  /* strong */
-    *handled = true;
-    if (other->kind == V_CONST && PyAnySet_Check(other->obj))
-        real = Py_NewRef(other->obj);
-    else if (other->kind == V_DICT) {
-        /* a dict's keys, in a dict of the same keys in the same order:
-           set.update sizes its table by the dict's length */
-        real = PyDict_New();
-        for (int i = 0; real != NULL && i < other->n; i++)
-            if (PyDict_SetItem(real, PyList_GET_ITEM(other->obj, i), Py_None) < 0)
-                Py_CLEAR(real);
-        if (real == NULL)
-            return -1;
-    }
-    else {
-        *handled = false;
-        return 0;
-    }
-    /* set.update copies a set's table and pre-sizes for a dict: the real
-       set is updated the same way, so it has the program's layout */
-    PyObject *r = PyObject_CallMethod(s->obj, "update", "O", real);
-    PyObject *members = r ? PySequence_List(real) : NULL;
-    Py_XDECREF(r);
-    Py_DECREF(real);
-    s->merged = true;
-    int rc = members ? 0 : -1;
-    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(members); i++) {
-        PyObject *m = PyList_GET_ITEM(members, i);                 /* borrowed */
-        int dup = 0;
-        for (int k = 0; k < s->n && dup == 0; k++)
-            dup = PyObject_RichCompareBool(s->items[k]->obj, m, Py_EQ);
-        if (dup < 0)
-            rc = -1;
-        else if (dup == 0) {
-            Value *c = value_new(f->t, V_CONST, m);
-            rc = c == NULL || value_append(f->t, s, c) < 0 ? -1 : 0;
-        }
-    }
-    Py_XDECREF(members);
-    return rc;
-}
-
-/* BUILD_SET: a set of the oparg values on the stack. */
-static int op_build_set(TFrame *f, const Instr *in)
-{
-    Value *s = tr_new_set(f->t);
-    if (s == NULL)
-        return -1;
-    for (int i = in->oparg; i >= 1; i--)              /* the first pushed first */
-        if (set_add_member(f->t, s, peek(f, i)) < 0)
-            return -1;
-    f->sp -= in->oparg;
-    return push(f, s);
-}
-
-/* SET_ADD / SET_UPDATE into the set oparg below the top. */
-static int op_set_add(TFrame *f, const Instr *in)
-{
-    Value *item = pop(f);
-    Value *s = peek(f, in->oparg);
-    if (s->kind != V_SET)
-        return tracer_unsupported(f->t, true, "adding to a set the program can see");
-    if (in->op == OP_SET_ADD)
-        return set_add_member(f->t, s, item);
-    bool handled;
-    int rc = tr_set_merge(f, s, item, &handled);
-    if (handled || rc < 0)
-        return rc;
-    Value *it = tr_make_iter(f, item);
-    if (it == NULL)
-        return -1;
-    for (int i = it->pos; i < it->n; i++)
-        if (set_add_member(f->t, s, it->items[i]) < 0)
-            return -1;
-    return 0;
-}
-
-/* LIST_APPEND / LIST_EXTEND into the list oparg below the top. */
-static int op_list_extend(TFrame *f, const Instr *in)
-{
-    Tracer *t = f->t;
-    Value *item = pop(f);
-    Value *list = peek(f, in->oparg);
-    if (list->kind != V_LIST || list->src >= 0)
-        return tracer_unsupported(t, true, "extending a list the program can see");
-    if (in->op == OP_LIST_APPEND)
-        return value_append(t, list, item);
-    Value *it = tr_make_iter(f, item);
-    if (it == NULL)
-        return -1;
-    for (int i = it->pos; i < it->n; i++)
-        if (value_append(t, list, it->items[i]) < 0)
-            return -1;
-    return 0;
-}
-
-/* LIST_TO_TUPLE: tuple(list). */
-static int op_list_to_tuple(TFrame *f)
-{
-    Tracer *t = f->t;
-    Value *l = pop(f);
-    Value *tup = value_new(t, V_TUPLE, NULL);
-    if (tup == NULL)
-        return -1;
-    for (int i = 0; i < l->n; i++)
-        if (value_append(t, tup, l->items[i]) < 0)
-            return -1;
-    return push(f, tup);
-}
-
-/* UNPACK_SEQUENCE n: push the n items of the top value, last first. */
-static int op_unpack_sequence(TFrame *f, const Instr *in)
-{
-    Value *it = tr_make_iter(f, pop(f));
-    if (it == NULL)
-        return -1;
-    if (it->n - it->pos != in->oparg)
-        return tracer_unsupported(f->t, false, "unpacking %d values into %d names",
-                                  it->n - it->pos, in->oparg);
-    for (int i = it->n - 1; i >= it->pos; i--)
-        if (push(f, it->items[i]) < 0)
-            return -1;
-    return 0;
-}
-
-/* SWAP k: exchange the top value and the k-th. */
-static int op_swap(TFrame *f, const Instr *in)
-{
-    Value *top = f->stack[f->sp - 1];
-    f->stack[f->sp - 1] = f->stack[f->sp - in->oparg];
-    f->stack[f->sp - in->oparg] = top;
-    return 0;
-}
-
-/* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
 /* GET_ITER of an object made while tracing: its __iter__ (a Python
    generator function gives a V_GEN, run lazily by FOR_ITER).  NULL when
    tracing stops. */
@@ -887,6 +303,7 @@ static Value *iter_of_new_object(TFrame *f, Value *o)
                               ((PyTypeObject *)o->obj)->tp_name), NULL;
 }
 
+/* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
 static int op_for_iter(TFrame *f, const Instr *in, int *ip)
 {
     Value *it = peek(f, 1);
@@ -939,7 +356,7 @@ static int op_for_iter(TFrame *f, const Instr *in, int *ip)
 /* POP_JUMP_*_IF_FALSE / _IF_TRUE on a value whose truth is known. */
 static int op_pop_jump_if(TFrame *f, const Instr *in, int *ip)
 {
-    int tv = tr_truth(f, pop(f), truth_use(f, in));
+    int tv = tr_truth(f, pop(f), tr_truth_use(f, in));
     if (tv < 0)
         return -1;
     if (tv == jumps_if_true(in))
@@ -1318,95 +735,95 @@ resume:
             rc = op_call(f, &in);
             break;
         case OP_BINARY_OP:
-            rc = op_binary_op(f, &in);
+            rc = tr_op_binary_op(f, &in);
             break;
         case OP_COMPARE_OP:
-            rc = op_compare_op(f, &in);
+            rc = tr_op_compare_op(f, &in);
             break;
         case OP_IS_OP:
-            rc = op_is_op(f, &in);
+            rc = tr_op_is_op(f, &in);
             break;
         case OP_CONTAINS_OP:
-            rc = op_contains_op(f, &in);
+            rc = tr_op_contains_op(f, &in);
             break;
         case OP_UNARY_NEGATIVE:
         case OP_UNARY_POSITIVE:
         case OP_UNARY_INVERT:
-            rc = op_unary(f, &in);
+            rc = tr_op_unary(f, &in);
             break;
         case OP_UNARY_NOT:
-            rc = op_unary_not(f);
+            rc = tr_op_unary_not(f);
             break;
         case OP_TO_BOOL:
-            rc = op_to_bool(f, &in);
+            rc = tr_op_to_bool(f, &in);
             break;
         case OP_BINARY_SUBSCR:
-            rc = op_binary_subscr(f);
+            rc = tr_op_binary_subscr(f);
             break;
         case OP_STORE_SUBSCR:
-            rc = op_store_subscr(f);
+            rc = tr_op_store_subscr(f);
             break;
         case OP_BINARY_SLICE:
-            rc = op_binary_slice(f);
+            rc = tr_op_binary_slice(f);
             break;
         case OP_STORE_SLICE:
-            rc = op_store_slice(f);
+            rc = tr_op_store_slice(f);
             break;
         case OP_STORE_ATTR:
         case OP_DELETE_ATTR:
-            rc = op_store_attr(f, &in);
+            rc = tr_op_store_attr(f, &in);
             break;
         case OP_BUILD_TUPLE:
         case OP_BUILD_LIST:
-            rc = op_build_sequence(f, &in);
+            rc = tr_op_build_sequence(f, &in);
             break;
         case OP_BUILD_SLICE:
-            rc = op_build_slice(f, &in);
+            rc = tr_op_build_slice(f, &in);
             break;
         case OP_BUILD_MAP:
         case OP_BUILD_CONST_KEY_MAP:
-            rc = op_build_map(f, &in);
+            rc = tr_op_build_map(f, &in);
             break;
         case OP_LIST_EXTEND:
         case OP_LIST_APPEND:
-            rc = op_list_extend(f, &in);
+            rc = tr_op_list_extend(f, &in);
             break;
         case OP_MAP_ADD:
-            rc = op_map_add(f, &in);
+            rc = tr_op_map_add(f, &in);
             break;
         case OP_RAISE_VARARGS:
-            rc = op_raise(f, &in);
+            rc = tr_op_raise(f, &in);
             break;
         case OP_PUSH_EXC_INFO:
-            rc = op_push_exc_info(f);
+            rc = tr_op_push_exc_info(f);
             break;
         case OP_CHECK_EXC_MATCH:
-            rc = op_check_exc_match(f);
+            rc = tr_op_check_exc_match(f);
             break;
         case OP_POP_EXCEPT:
             pop(f);
             break;
         case OP_RERAISE:
-            rc = op_reraise(f);
+            rc = tr_op_reraise(f);
             break;
         case OP_BUILD_SET:
-            rc = op_build_set(f, &in);
+            rc = tr_op_build_set(f, &in);
             break;
         case OP_SET_ADD:
         case OP_SET_UPDATE:
-            rc = op_set_add(f, &in);
+            rc = tr_op_set_add(f, &in);
             break;
         case OP_BEFORE_WITH:
-            rc = op_before_with(f, &in);
+            rc = tr_op_before_with(f, &in);
             break;
         case OP_LOAD_SUPER_ATTR:
-            rc = op_load_super_attr(f, &in);
+            rc = tr_op_load_super_attr(f, &in);
             break;
         case OP_LIST_TO_TUPLE:
-            rc = op_list_to_tuple(f);
+            rc = tr_op_list_to_tuple(f);
             break;
         case OP_UNPACK_SEQUENCE:
-            rc = op_unpack_sequence(f, &in);
+            rc = tr_op_unpack_sequence(f, &in);
             break;
         case OP_POP_TOP:
             (void)pop(f);
@@ -1418,7 +835,7 @@ resume:
             rc = push(f, peek(f, in.oparg));
             break;
         case OP_SWAP:
-            rc = op_swap(f, &in);
+            rc = tr_op_swap(f, &in);
             break;
         case OP_GET_ITER:
             /* iter(gen) is gen: a generator stays lazy in a for loop */
@@ -1481,7 +898,7 @@ resume:
     }
     tracer_unsupported(t, true, "ran past the end of the bytecode");
 fail:
-    if (catch_raised(f, in.offset, &ip))
+    if (tr_catch_raised(f, in.offset, &ip))
         goto resume;            /* a handler of this frame runs next */
     if (f->parent == NULL)
         t->raised = NULL;       /* the root frame does not catch: a plain stop */

@@ -5,13 +5,19 @@
  * DESIGN.md 3.4-3.5; map: docs/architecture.md).  The room's outward
  * contract is translator.h (TranslateRequest, translate_frame); it may
  * include ../base/, ../graph/, ../guards/, ../plan/, never the capture
- * room above it.  Its files (19, beside translate.h's values.c and
+ * room above it.  Its files (22, with translate.h's values.c and
  * tensorops.c):
  *
  *   translate.c     translate_frame(): the Tracer's life, symbolic frames,
  *                   the root frame's inputs (resume slots), the user stack
  *   tr_interp.c     the interpreter loop: instructions (decoded by
- *                   pycompat.h), the opcode dispatch, the op_* handlers
+ *                   pycompat.h), the opcode dispatch, the op_* handlers of
+ *                   variables, calls, jumps, iteration and strings
+ *   tr_stackops.c   the handlers of operators, subscripts, slices and
+ *                   attribute stores (tr_op_*)
+ *   tr_containers.c the handlers that build and unpack containers (tr_op_*)
+ *   tr_raise.c      exceptions the traced code raises and catches, and
+ *                   their handlers (tr_op_raise, ...)
  *   tr_vars.c       locals, free variables, globals and builtins, attributes
  *                   and methods
  *   tr_operators.c  operators, truth values, 'is' / 'in', f-strings
@@ -515,5 +521,49 @@ int tr_end_root_frame(TFrame *f, const Instr *in, int sp_before);
 /* Build the entry's plan from t->end, close and compile the graph.
    0 / -1. */
 int tr_finish(Tracer *t, TFrame *root, Plan *p);
+
+
+/* ---- opcode handlers the dispatch (tr_interp.c) calls from other files:
+   each returns 0, or -1 when tracing stops ---- */
+
+/* The opcode after `in`, OP_UNKNOWN at the end (tr_interp.c). */
+Op tr_next_op(TFrame *f, const Instr *in);
+/* Whether `in` is followed by an instruction that tests truth itself. */
+bool tr_truth_test_follows(TFrame *f, const Instr *in);
+/* What a truth test at `in` is for, as break reasons name it: 'not', an
+   'and'/'or', else a branch. */
+const char *tr_truth_use(TFrame *f, const Instr *in);
+/* tr_raise.c */
+int tr_op_raise(TFrame *f, const Instr *in);
+int tr_op_push_exc_info(TFrame *f);
+int tr_op_check_exc_match(TFrame *f);
+int tr_op_reraise(TFrame *f);
+bool tr_catch_raised(TFrame *f, int offset, int *ip);
+/* tr_stackops.c */
+int tr_op_binary_op(TFrame *f, const Instr *in);
+int tr_op_compare_op(TFrame *f, const Instr *in);
+int tr_op_to_bool(TFrame *f, const Instr *in);
+int tr_op_is_op(TFrame *f, const Instr *in);
+int tr_op_contains_op(TFrame *f, const Instr *in);
+int tr_op_unary(TFrame *f, const Instr *in);
+int tr_op_unary_not(TFrame *f);
+int tr_op_binary_subscr(TFrame *f);
+int tr_op_binary_slice(TFrame *f);
+int tr_op_store_slice(TFrame *f);
+int tr_op_store_subscr(TFrame *f);
+int tr_op_store_attr(TFrame *f, const Instr *in);
+/* tr_containers.c */
+int tr_op_build_sequence(TFrame *f, const Instr *in);
+int tr_op_build_slice(TFrame *f, const Instr *in);
+int tr_op_build_map(TFrame *f, const Instr *in);
+int tr_op_before_with(TFrame *f, const Instr *in);
+int tr_op_load_super_attr(TFrame *f, const Instr *in);
+int tr_op_map_add(TFrame *f, const Instr *in);
+int tr_op_build_set(TFrame *f, const Instr *in);
+int tr_op_set_add(TFrame *f, const Instr *in);
+int tr_op_list_extend(TFrame *f, const Instr *in);
+int tr_op_list_to_tuple(TFrame *f);
+int tr_op_unpack_sequence(TFrame *f, const Instr *in);
+int tr_op_swap(TFrame *f, const Instr *in);
 
 #endif /* DYNSCOPE_TRANSLATE_INT_H */
