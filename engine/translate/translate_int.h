@@ -5,7 +5,7 @@
  * DESIGN.md 3.4-3.5; map: docs/architecture.md).  The room's outward
  * contract is translator.h (TranslateRequest, translate_frame); it may
  * include ../base/, ../graph/, ../guards/, ../plan/, never the capture
- * room above it.  Its files (22, with translate.h's values.c and
+ * room above it.  Its files (23, with translate.h's values.c and
  * tensorops.c):
  *
  *   translate.c     translate_frame(): the Tracer's life, symbolic frames,
@@ -41,8 +41,11 @@
  *   tr_newobj.c     objects of the program's classes made while translating
  *   values.c        symbolic values, and turning a concrete input reached by
  *                   an accessor into a value plus its guards (translate.h)
- *   tensorops.c     which calls are pure tensor operations, and adding them
- *                   to the graph (translate.h)
+ *   tensorops.c     which calls are pure tensor operations: the allowlists
+ *                   and torch's rules (translate.h)
+ *   tensorops_call.c adding a tensor call to the graph: arguments, torch's
+ *                   argument rules, folding metadata, results
+ *                   (tensorops_int.h is what the two share)
  *   tr_rebuild.c    materialization: how values are rebuilt after a graph
  *                   ran (Rebuild trees, memo slots, the live state)
  *   tr_exit.c       the end of the root frame (return, eager step, branch,
