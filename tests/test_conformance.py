@@ -11,6 +11,8 @@ graphs in its SQLite file.
 import os
 import sys
 
+import sqlite3
+
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
@@ -38,10 +40,9 @@ def test_suite_has_the_same_outcomes_plain_and_captured(suite, tmp_path):
     assert os.path.getsize(os.path.join(tmp_path, suite.replace(" ", "_") + ".db")) > 0
 
 
-@pytest.mark.parametrize("fault", ["exit status", "internal error", "no test", "no graph run",
-                                   "kept eager entries only"])
-def test_a_planted_fault_fails_the_suite(fault, tmp_path, monkeypatch):
-    """Each failure run_suite must report, planted in a fake run."""
+def fake_run(tmp_path, monkeypatch, fault=None):
+    """run_suite over a made-up pair of runs (the checker checked): a clean
+    one, or one with `fault` planted."""
     counters = {"frames_seen": 10, "skips": 0, "eager_hits": 0, "graph_frames": 5}
     plain = {"outcomes": {"t::a": "pass"}, "wall": 1.0, "counters": None}
     cap = {"outcomes": {"t::a": "pass"}, "wall": 1.0, "counters": counters}
@@ -55,27 +56,32 @@ def test_a_planted_fault_fails_the_suite(fault, tmp_path, monkeypatch):
         plain["outcomes"], cap["outcomes"] = {}, {}
     elif fault == "no graph run":
         counters["graph_frames"] = 0
-    else:   # every frame answered by a kept eager entry: counted as hits, not captures
+    elif fault == "kept eager entries only":   # answered by eager entries: hits, not captures
         counters.update(graph_frames=0, eager_hits=10)
 
     def fake_worker(python, runner, target, out, db, logpath):
-        which = "captured" if db else "plain"
         with open(logpath, "w") as f:
             f.write(log if db else "")
         if db:
-            import sqlite3 as sq
-            con = sq.connect(db)
+            con = sqlite3.connect(db)
             con.executescript("CREATE TABLE graphs(x); CREATE TABLE compiles(outcome);"
                               "CREATE TABLE cache_limits(x); CREATE TABLE runs(dropped_events);"
                               "CREATE TABLE graph_breaks(kind); CREATE TABLE frame_skips(reason);"
                               "INSERT INTO graphs VALUES (1); INSERT INTO runs VALUES (0);")
             con.commit()
             con.close()
-        return (cap if db else plain), rcs[which], 0.1
+        return (cap if db else plain), rcs["captured" if db else "plain"], 0.1
 
     monkeypatch.setattr(conformance, "run_worker", fake_worker)
     monkeypatch.setitem(conformance.SUITES, "fake", ("pyargs", "fake.tests"))
-    r = conformance.run_suite("fake", sys.executable, str(tmp_path))
+    return conformance.run_suite("fake", sys.executable, str(tmp_path))
+
+
+@pytest.mark.parametrize("fault", ["exit status", "internal error", "no test", "no graph run",
+                                   "kept eager entries only"])
+def test_a_planted_fault_fails_the_suite(fault, tmp_path, monkeypatch):
+    """Each failure run_suite must report, planted in a fake run."""
+    r = fake_run(tmp_path, monkeypatch, fault)
     assert r["problems"], f"{fault}: not reported"
     if fault == "kept eager entries only":
         s = conformance.summarize(r)
@@ -85,25 +91,7 @@ def test_a_planted_fault_fails_the_suite(fault, tmp_path, monkeypatch):
 def test_a_clean_fake_run_passes(tmp_path, monkeypatch):
     """The same fake with no fault planted: no problem (so the faults above
     are what fails it)."""
-    counters = {"frames_seen": 10, "skips": 0, "eager_hits": 0, "graph_frames": 5}
-    res = {"outcomes": {"t::a": "pass"}, "wall": 1.0, "counters": counters}
-
-    def fake_worker(python, runner, target, out, db, logpath):
-        open(logpath, "w").close()
-        if db:
-            import sqlite3 as sq
-            con = sq.connect(db)
-            con.executescript("CREATE TABLE graphs(x); CREATE TABLE compiles(outcome);"
-                              "CREATE TABLE cache_limits(x); CREATE TABLE runs(dropped_events);"
-                              "CREATE TABLE graph_breaks(kind); CREATE TABLE frame_skips(reason);"
-                              "INSERT INTO graphs VALUES (1); INSERT INTO runs VALUES (0);")
-            con.commit()
-            con.close()
-        return dict(res, counters=counters if db else None), 0, 0.1
-
-    monkeypatch.setattr(conformance, "run_worker", fake_worker)
-    monkeypatch.setitem(conformance.SUITES, "fake", ("pyargs", "fake.tests"))
-    r = conformance.run_suite("fake", sys.executable, str(tmp_path))
+    r = fake_run(tmp_path, monkeypatch)
     assert r["error"] is None and r["problems"] == [] and r["diffs"] == []
     assert conformance.summarize(r)["captured"] == 5
 
@@ -123,7 +111,6 @@ def test_cpython_suites_are_this_interpreters_own():
 # ---------------------------------------------------------------------------
 # python -m dynscope run --capture-all itself.
 
-import sqlite3  # noqa: E402
 import subprocess  # noqa: E402
 import textwrap  # noqa: E402
 

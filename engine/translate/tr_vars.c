@@ -316,31 +316,18 @@ static bool descr_get_is_c(PyObject *d, int depth)
     return get != NULL && Py_IS_TYPE(get, &PyWrapperDescr_Type);  /* inherited from a C type */
 }
 
-/* Whether module class tp (a ModuleType subclass) keeps the module's
-   __getattribute__ (adding at most a Python __getattr__: torch._VF). */
-static bool module_lookup_is_modules(PyTypeObject *tp)
+/* Whether class tp, a Python subclass of `base`, keeps base's
+   __getattribute__ (adding at most a Python __getattr__, which runs for
+   a name the lookup does not find): a module class (torch._VF's) over
+   ModuleType, a metaclass (3.11's EnumType) over type. */
+static bool keeps_lookup_of(PyTypeObject *tp, PyTypeObject *base)
 {
     static PyObject *ga_name;
     if (ga_name == NULL && (ga_name = PyUnicode_InternFromString("__getattribute__")) == NULL) {
         PyErr_Clear();
         return false;
     }
-    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
-           && _PyType_Lookup(tp, ga_name) == _PyType_Lookup(&PyModule_Type, ga_name);
-}
-
-/* Whether metaclass tp keeps type's __getattribute__ and adds only a
-   Python __getattr__ (3.11's EnumType), which runs for a name the lookup
-   does not find. */
-static bool type_lookup_is_types(PyTypeObject *tp)
-{
-    static PyObject *ga_name;
-    if (ga_name == NULL && (ga_name = PyUnicode_InternFromString("__getattribute__")) == NULL) {
-        PyErr_Clear();
-        return false;
-    }
-    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
-           && _PyType_Lookup(tp, ga_name) == _PyType_Lookup(&PyType_Type, ga_name);
+    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && _PyType_Lookup(tp, ga_name) == _PyType_Lookup(base, ga_name);
 }
 
 /* Whether reading `name` from obj runs no Python code (and so cannot
@@ -363,7 +350,7 @@ bool tr_attr_read_is_pure(PyObject *obj, PyObject *name)
         return false;
     }
     if (PyModule_Check(obj) && (tp->tp_getattro == PyModule_Type.tp_getattro
-                                || module_lookup_is_modules(tp))) {
+                                || keeps_lookup_of(tp, &PyModule_Type))) {
         PyObject *md = PyModule_GetDict(obj);                       /* borrowed */
         if (md == NULL)
             return false;
@@ -382,7 +369,7 @@ bool tr_attr_read_is_pure(PyObject *obj, PyObject *name)
         /* missing: the module's __getattr__ (PEP 562) or its class's runs */
         return !hook && tp->tp_getattro == PyModule_Type.tp_getattro;
     }
-    if (PyType_Check(obj) && (tp->tp_getattro == PyType_Type.tp_getattro || type_lookup_is_types(tp))) {
+    if (PyType_Check(obj) && (tp->tp_getattro == PyType_Type.tp_getattro || keeps_lookup_of(tp, &PyType_Type))) {
         PyObject *meta_attr = _PyType_Lookup(tp, name);              /* borrowed */
         PyObject *own = _PyType_Lookup((PyTypeObject *)obj, name);   /* borrowed */
         if (own == NULL && meta_attr == NULL)
