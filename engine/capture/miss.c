@@ -417,15 +417,20 @@ static bool other_threads_exist(void)
     return false;
 }
 
+/* Whether another thread existed when the latest translation began or
+   ended (it may have run, and ended, in between).  GIL protected: a
+   translation starts no other (in_engine). */
+static bool translated_beside_threads;
+
 /* A new entry that fails its own guards on the inputs it was made from:
    report which guard, once per guard text (what to mend).  With other
-   threads alive, the inputs may have changed under the translation: the
-   entry is as safe either way (it does not match, the frame runs
+   threads alive during the translation, the inputs may have changed under
+   it: the entry is as safe either way (it does not match, the frame runs
    uncaptured), and that is no translator bug to report.  Cannot fail. */
 static void report_self_mismatch(CodeCache *cc, CacheEntry *e, const FrameView *fv,
                                  ThreadCapture *tc)
 {
-    if (other_threads_exist())
+    if (translated_beside_threads || other_threads_exist())
         return;
     PyObject **vals = PyMem_Calloc((size_t)e->guards.nacc + 1, sizeof(PyObject *));
     GuardFailure fail = {-1, NULL, NULL};
@@ -528,7 +533,9 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         .resume_offset = cf->resume_offset, .unspec = cf->unspec, .iters = cf->iters,
         .dynamic_slots = cf->dynamic, .static_only = cf->static_only, .dyn_dims = cf->dyn_dims,
     };
+    translated_beside_threads = other_threads_exist();
     TranslateStatus st = translate_frame(&rq, &e->guards, &e->plan, &reason, &permanent);
+    translated_beside_threads = translated_beside_threads || other_threads_exist();
     e->backend_ns = rq.backend_ns;
     cf->static_only |= rq.made_static;
     cf->dynamic &= ~rq.made_static;
