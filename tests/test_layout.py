@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+import _programs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECK = os.path.join(ROOT, "scripts", "check_layout.py")
 
@@ -45,7 +47,7 @@ def compile_all(root):
                 src = os.path.join(dirpath, name)
                 obj = os.path.join(root, "build", os.path.relpath(src, root))[:-2] + ".o"
                 os.makedirs(os.path.dirname(obj), exist_ok=True)
-                subprocess.run([cc, "-c", src, "-o", obj], check=True)
+                _programs.run([cc, "-c", src, "-o", obj], check=True)
 
 
 def test_the_tree_keeps_the_layout_rules_objects_included():
