@@ -221,6 +221,8 @@ def side_by_side() -> list:
                  if any(r[0] == v for r in read)) + ") side by side: graphs / breaks, whether",
              "every output equals eager's, and the per-call time as a ratio to eager. The",
              "torch releases differ (CI covers both); each report says when and how it was made.",
+             "One run per version on a shared 2-core machine: a ratio can move by a few tenths",
+             "from run to run (eager's own time moves), so read differences under ~0.2 as noise.",
              ""]
     for v, vs, _ in read:
         lines.append(f"- {v}: {vs}")
