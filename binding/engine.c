@@ -449,16 +449,22 @@ static PyObject *py_get_cache_limit_warning(PyObject *self, PyObject *unused)
     return PyBool_FromLong(engine.config.cache_limit_warning);
 }
 
-static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
+/* *flag = arg, a bool; else TypeError naming the setting `what`. */
+static PyObject *set_bool_setting(PyObject *arg, const char *what, bool *flag)
 {
-    (void)self;
     if (!PyBool_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "cache_limit_warning must be a bool, got %.100s",
+        PyErr_Format(PyExc_TypeError, "%s must be a bool, got %.100s", what,
                      Py_TYPE(arg)->tp_name);
         return NULL;
     }
-    engine.config.cache_limit_warning = arg == Py_True;
+    *flag = arg == Py_True;
     Py_RETURN_NONE;
+}
+
+static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    return set_bool_setting(arg, "cache_limit_warning", &engine.config.cache_limit_warning);
 }
 
 static PyObject *py_get_skip_tensorless_frames(PyObject *self, PyObject *unused)
@@ -471,13 +477,21 @@ static PyObject *py_get_skip_tensorless_frames(PyObject *self, PyObject *unused)
 static PyObject *py_set_skip_tensorless_frames(PyObject *self, PyObject *arg)
 {
     (void)self;
-    if (!PyBool_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "skip_tensorless_frames must be a bool, got %.100s",
-                     Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    engine.config.skip_tensorless_frames = arg == Py_True;
-    Py_RETURN_NONE;
+    return set_bool_setting(arg, "skip_tensorless_frames", &engine.config.skip_tensorless_frames);
+}
+
+static PyObject *py_get_force_parameter_static_shapes(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(engine.config.force_parameter_static_shapes);
+}
+
+static PyObject *py_set_force_parameter_static_shapes(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    return set_bool_setting(arg, "force_parameter_static_shapes",
+                            &engine.config.force_parameter_static_shapes);
 }
 
 /* A tuple of str from any sequence of str, or NULL with TypeError naming
@@ -578,6 +592,8 @@ static PyMethodDef module_methods[] = {
     {"get_cache_limit_warning", py_get_cache_limit_warning, METH_NOARGS, NULL},
     {"get_skip_tensorless_frames", py_get_skip_tensorless_frames, METH_NOARGS, NULL},
     {"set_skip_tensorless_frames", py_set_skip_tensorless_frames, METH_O, NULL},
+    {"get_force_parameter_static_shapes", py_get_force_parameter_static_shapes, METH_NOARGS, NULL},
+    {"set_force_parameter_static_shapes", py_set_force_parameter_static_shapes, METH_O, NULL},
     {"set_cache_limit_warning", py_set_cache_limit_warning, METH_O, NULL},
     {"get_skip_prefixes", py_get_skip_prefixes, METH_NOARGS, NULL},
     {"set_skip_prefixes", py_set_skip_prefixes, METH_O, NULL},

@@ -6,6 +6,8 @@
                                           # the tensor libraries, dynscope itself
     dynscope.config.capture_prefixes      # captured even inside a skip prefix:
                                           # site-packages (the longest match wins)
+    dynscope.config.force_parameter_static_shapes  # automatic dynamic leaves
+                                          # parameters and buffers static (default True)
 """
 from __future__ import annotations
 
@@ -63,6 +65,26 @@ class _Config:
         _C.set_skip_tensorless_frames(value)
 
     @property
+    def force_parameter_static_shapes(self) -> bool:
+        """Automatic dynamic (optimize(dynamic=None)) leaves the sizes of
+        parameters and buffers static (default True, as torch.compile's
+        option of that name): a torch.nn.Parameter, or a tensor in a
+        module's _parameters or _buffers.  Every other tensor the code reads
+        -- an argument, an attribute of another object (a KV cache's
+        tensors), a list or dict item, a closure or a global -- gets a
+        dynamic dimension once that dimension's size changes between two
+        translations of a frame.  False lets parameters and buffers become
+        dynamic the same way."""
+        return _C.get_force_parameter_static_shapes()
+
+    @force_parameter_static_shapes.setter
+    def force_parameter_static_shapes(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError("force_parameter_static_shapes must be a bool, "
+                            f"got {type(value).__name__}")
+        _C.set_force_parameter_static_shapes(value)
+
+    @property
     def skip_prefixes(self) -> tuple:
         """Path prefixes of files whose code is never captured."""
         return _C.get_skip_prefixes()
@@ -89,6 +111,7 @@ class _Config:
         return (f"dynscope.config(cache_size_limit={self.cache_size_limit}, "
                 f"cache_limit_warning={self.cache_limit_warning}, "
                 f"skip_tensorless_frames={self.skip_tensorless_frames}, "
+                f"force_parameter_static_shapes={self.force_parameter_static_shapes}, "
                 f"skip_prefixes={self.skip_prefixes!r}, "
                 f"capture_prefixes={self.capture_prefixes!r})")
 

@@ -254,6 +254,7 @@ PyTypeObject *tensorlib_ufunc_type(void) { return state.np.ufunc; }
 PyObject *tensorlib_torch(void) { return state.torch.module; }
 PyTypeObject *tensorlib_tensor_type(void) { return state.torch.tensor; }
 PyTypeObject *tensorlib_nn_module_type(void) { return state.torch.nn_module; }
+PyTypeObject *tensorlib_parameter_type(void) { return state.torch.parameter; }
 PyObject *tensorlib_nn_sequential(void) { return state.torch.nn_sequential; }
 PyObject *tensorlib_nn_module_list(void) { return state.torch.nn_module_list; }
 PyObject *tensorlib_grad_enabled_fn(void) { return state.torch.grad_enabled; }

@@ -69,6 +69,7 @@ PyTypeObject *tensorlib_nn_module_type(void);  /* torch.nn.Module */
    checked to be types). */
 PyObject *tensorlib_nn_sequential(void);
 PyObject *tensorlib_nn_module_list(void);
+PyTypeObject *tensorlib_parameter_type(void);   /* torch.nn.Parameter */
 PyObject *tensorlib_grad_enabled_fn(void);     /* torch.is_grad_enabled */
 
 /* ---- questions about an object (cannot fail; "no" until loaded) ---- */

@@ -37,6 +37,7 @@ static void cache_frame_free(CacheFrame *cf)
 {
     Py_CLEAR(cf->entries);
     Py_CLEAR(cf->last_failure);
+    Py_CLEAR(cf->source_sizes);
     PyMem_Free(cf);
 }
 
@@ -196,6 +197,11 @@ void cache_reset_all(void (*on_reset)(void))
                 if (graveyard == NULL || PyList_Append(graveyard, cf->last_failure) < 0)
                     PyErr_Clear();
                 Py_CLEAR(cf->last_failure);
+            }
+            if (cf->source_sizes) {
+                if (graveyard == NULL || PyList_Append(graveyard, cf->source_sizes) < 0)
+                    PyErr_Clear();
+                Py_CLEAR(cf->source_sizes);
             }
         }
         if (cc->skip_reason) {

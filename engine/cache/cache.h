@@ -81,6 +81,9 @@ typedef struct CacheFrame {
     /* Tensor sizes: per slot, the dimensions whose size a recompile found
        changed (a bit per dimension). */
     uint32_t dyn_dims[LIVE_MAX_SLOTS];
+    /* Tensors reached any other way (attributes, items, closures,
+       globals): strong dict or NULL, TranslateRequest.source_sizes. */
+    PyObject *source_sizes;
 } CacheFrame;
 
 typedef struct CodeCache {

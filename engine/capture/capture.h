@@ -123,6 +123,8 @@ typedef struct EngineConfig {
     bool cache_limit_warning; /* issue CacheLimitWarning (default); off, the limit
                                  is only counted and recorded, so that the
                                  program's warnings stay its own (--capture-all) */
+    bool force_parameter_static_shapes; /* automatic dynamic leaves parameters
+                                           and buffers static (default) */
 } EngineConfig;
 
 /*

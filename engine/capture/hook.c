@@ -31,7 +31,8 @@
    the layers above set its config through the capture layer. */
 EngineState engine = {
     .config = {.cache_size_limit = 8, .cache_limit_warning = true,
-               .skip_tensorless_frames = true},
+               .skip_tensorless_frames = true,
+               .force_parameter_static_shapes = true},
 };
 
 static _Thread_local ThreadCapture thread_capture;

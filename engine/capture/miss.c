@@ -114,6 +114,36 @@ static void note_kept_static(CacheFrame *cf)
         Py_SETREF(cf->last_failure, r);
 }
 
+/* The recompile's reason names the sizes of other sources (attributes,
+   items, closures, globals) that this translation made dynamic, and those
+   it needed as constants after all: "; L['c'].k.size(2) is now dynamic (a
+   graph input)".  now_dynamic, kept_static: borrowed lists of str or NULL.
+   Cannot fail (a note it cannot make is left out). */
+static void note_sources(CacheFrame *cf, PyObject *now_dynamic, PyObject *kept_static)
+{
+    if (cf->last_failure == NULL || now_dynamic == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(now_dynamic); i++) {
+        PyObject *dim = PyList_GET_ITEM(now_dynamic, i);
+        bool kept = false;
+        for (Py_ssize_t j = 0; kept_static != NULL && j < PyList_GET_SIZE(kept_static); j++) {
+            PyObject *src = PyList_GET_ITEM(kept_static, j);
+            Py_ssize_t n = PyUnicode_GET_LENGTH(src);
+            kept = kept || (PyUnicode_Tailmatch(dim, src, 0, n, -1) == 1
+                            && PyUnicode_READ_CHAR(dim, n) == '.');
+        }
+        PyObject *r = PyUnicode_FromFormat("%U; %U %s", cf->last_failure, dim,
+                                           kept ? "stays static (the code needs its value: a "
+                                                  "branch, a loop count)"
+                                                : "is now dynamic (a graph input)");
+        if (r == NULL) {
+            PyErr_Clear();
+            return;
+        }
+        Py_SETREF(cf->last_failure, r);
+    }
+}
+
 /*
  * What a miss learns about the frame's older entries, for the recompile
  * report: the first failing guard of each entry, and the entry nearest to
@@ -533,6 +563,11 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         .resume_offset = cf->resume_offset, .unspec = cf->unspec, .iters = cf->iters,
         .dynamic_slots = cf->dynamic, .static_only = cf->static_only, .dyn_dims = cf->dyn_dims,
     };
+    if (cf->source_sizes == NULL && tc->config.dynamic < 0
+        && (cf->source_sizes = PyDict_New()) == NULL)
+        PyErr_Clear();                 /* the other sources stay static */
+    rq.source_sizes = cf->source_sizes;
+    rq.static_module_state = engine.config.force_parameter_static_shapes;
     translated_beside_threads = other_threads_exist();
     TranslateStatus st = translate_frame(&rq, &e->guards, &e->plan, &reason, &permanent);
     translated_beside_threads = translated_beside_threads || other_threads_exist();
@@ -544,6 +579,9 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
     if ((cf->just_marked & cf->static_only) && cf->last_failure != NULL)
         note_kept_static(cf);
     cf->just_marked = 0;
+    note_sources(cf, rq.now_dynamic, rq.kept_static);
+    Py_XDECREF(rq.now_dynamic);
+    Py_XDECREF(rq.kept_static);
 
     if (st == TRANSLATE_ERROR && !PyErr_ExceptionMatches(PyExc_Exception)) {
         /* Exceptions that are not ours to swallow reach the program. */

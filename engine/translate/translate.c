@@ -273,15 +273,11 @@ static Value *resume_slot_iter(TFrame *f, int acc, PyObject *obj, int k)
     return it;
 }
 
-/* The dimensions of tensor obj in slot k whose size this attempt takes as
-   dynamic: TranslateRequest.dyn_dims (every one under dynamic=True), those of
-   size 2 or more.  0 for anything else. */
-static uint32_t dynamic_dims(Tracer *t, int k, PyObject *obj)
+/* Of `want`, the dimensions of tensor obj to take as dynamic: with
+   dynscope.mark_dynamic / mark_static (and torch._dynamo's, on tensors)
+   applied, those of size 2 or more. */
+static uint32_t marked_dims(PyObject *obj, uint32_t want)
 {
-    if (!t->dyn_shapes || (!tensor_is_array(obj) && !tensor_is_torch(obj)))
-        return 0;
-    uint32_t want = t->rq->dynamic > 0 ? ~(uint32_t)0 : t->rq->dyn_dims[k];
-    /* dynscope.mark_dynamic / mark_static (and torch._dynamo's, on tensors) */
     PyObject *marked = tensorlib_loaded_module_attr("dynscope", "_marked_dims");   /* borrowed */
     PyObject *masks = marked ? PyObject_CallOneArg(marked, obj) : NULL;
     unsigned long dyn_mark = 0, static_mark = 0;
@@ -298,6 +294,137 @@ static uint32_t dynamic_dims(Tracer *t, int k, PyObject *obj)
             dims |= 1u << d;
     Py_XDECREF(shape);
     PyErr_Clear();
+    return dims;
+}
+
+/* The dimensions of tensor obj in slot k whose size this attempt takes as
+   dynamic: TranslateRequest.dyn_dims (every one under dynamic=True).  0 for
+   anything else. */
+static uint32_t dynamic_dims(Tracer *t, int k, PyObject *obj)
+{
+    if (!t->dyn_shapes || (!tensor_is_array(obj) && !tensor_is_torch(obj)))
+        return 0;
+    return marked_dims(obj, t->rq->dynamic > 0 ? ~(uint32_t)0 : t->rq->dyn_dims[k]);
+}
+
+/* A parameter or a buffer of a module: a torch.nn.Parameter, or a value
+   of a module's _parameters or _buffers (as Dynamo's
+   force_parameter_static_shapes). */
+static bool is_module_state(Tracer *t, int acc, PyObject *obj)
+{
+    PyTypeObject *param = tensorlib_parameter_type();
+    if (param != NULL && PyObject_TypeCheck(obj, param))
+        return true;
+    const Accessor *a = &t->gs->acc[acc];
+    if (a->base < 0 || a->kind != ACC_DICT_ITEM)
+        return false;
+    PyObject *key = t->gs->acc[a->base].key;
+    return key != NULL && PyUnicode_Check(key)
+           && (PyUnicode_CompareWithASCIIString(key, "_parameters") == 0
+               || PyUnicode_CompareWithASCIIString(key, "_buffers") == 0);
+}
+
+/* Note "src.size(d)" for each dimension of dims in rq->now_dynamic.
+   0 / -1. */
+static int note_now_dynamic(TranslateRequest *rq, PyObject *src, uint32_t dims)
+{
+    if (rq->now_dynamic == NULL && (rq->now_dynamic = PyList_New(0)) == NULL)
+        return -1;
+    for (int d = 0; d < 32; d++) {
+        if (!(dims & (1u << d)))
+            continue;
+        PyObject *s = PyUnicode_FromFormat("%U.size(%d)", src, d);
+        int rc = s ? PyList_Append(rq->now_dynamic, s) : -1;
+        Py_XDECREF(s);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Automatic dynamic on one source, as Dynamo's frame state: compare obj's
+   shape with the one this source had at the frame's last translation; a
+   dimension whose size changed (same rank; sizes 2 and up, as 0 and 1
+   broadcast apart) becomes dynamic for the frame's next translations,
+   this one too.  0 / -1. */
+static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t *want)
+{
+    TranslateRequest *rq = t->rq;
+    PyObject *shape = PyObject_GetAttrString(obj, "shape");
+    if (shape == NULL || !PyTuple_Check(shape)) {
+        Py_XDECREF(shape);
+        return shape == NULL ? -1 : 0;
+    }
+    PyObject *rec = PyDict_GetItemWithError(rq->source_sizes, src);     /* borrowed */
+    uint32_t mask = 0, changed = 0;
+    if (rec != NULL && PyList_Check(rec) && PyList_GET_SIZE(rec) == 3) {
+        if (PyObject_IsTrue(PyList_GET_ITEM(rec, 2)) == 1) {        /* kept static */
+            Py_DECREF(shape);
+            return 0;
+        }
+        PyObject *before = PyList_GET_ITEM(rec, 0);
+        mask = (uint32_t)PyLong_AsUnsignedLongMask(PyList_GET_ITEM(rec, 1));
+        Py_ssize_t n = PyTuple_GET_SIZE(shape);
+        if (PyTuple_Check(before) && PyTuple_GET_SIZE(before) == n) {
+            for (Py_ssize_t d = 0; d < n && d < 32; d++) {
+                Py_ssize_t was = PyLong_AsSsize_t(PyTuple_GET_ITEM(before, d));
+                Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+                if (was >= 2 && now >= 2 && was != now)
+                    changed |= 1u << d;
+            }
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(shape);
+            return -1;
+        }
+    }
+    else if (rec == NULL && PyErr_Occurred()) {
+        Py_DECREF(shape);
+        return -1;
+    }
+    uint32_t fresh = changed & ~mask;
+    mask |= changed;
+    PyObject *m = PyLong_FromUnsignedLong(mask);
+    PyObject *now = m ? PyList_New(3) : NULL;
+    if (now != NULL) {
+        PyList_SET_ITEM(now, 0, shape);
+        PyList_SET_ITEM(now, 1, m);
+        PyList_SET_ITEM(now, 2, Py_NewRef(Py_False));
+        shape = m = NULL;
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(m);
+    int rc = now ? PyDict_SetItem(rq->source_sizes, src, now) : -1;
+    Py_XDECREF(now);
+    if (rc < 0 || (fresh != 0 && note_now_dynamic(rq, src, fresh) < 0))
+        return -1;
+    *want = mask;
+    return 0;
+}
+
+/* (contract: translate.h) */
+uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj)
+{
+    TranslateRequest *rq = t->rq;
+    if (!t->dyn_shapes || (rq->source_sizes == NULL && rq->dynamic <= 0)
+        || (rq->static_module_state && is_module_state(t, acc, obj)))
+        return 0;
+    PyObject *src = guardset_render_source(t->gs, acc);
+    uint32_t want = rq->dynamic > 0 ? ~(uint32_t)0 : 0;
+    if (src == NULL || (rq->dynamic < 0 && rq->source_sizes != NULL
+                        && source_changed_dims(t, src, obj, &want) < 0)) {
+        PyErr_Clear();            /* undecided: static */
+        Py_XDECREF(src);
+        return 0;
+    }
+    uint32_t dims = marked_dims(obj, want);
+    if (dims != 0 && t->dyn_sources == NULL)
+        t->dyn_sources = PyList_New(0);
+    if (dims != 0 && (t->dyn_sources == NULL || PyList_Append(t->dyn_sources, src) < 0)) {
+        PyErr_Clear();            /* unrecorded, it could not be made static: static now */
+        dims = 0;
+    }
+    Py_DECREF(src);
     return dims;
 }
 
@@ -368,6 +495,7 @@ static void tracer_free(Tracer *t)
     Py_CLEAR(t->used_nodes);
     Py_CLEAR(t->reason);
     Py_CLEAR(t->stop_stack);
+    Py_CLEAR(t->dyn_sources);
 }
 
 /* Push a resume frame's incoming value stack onto the root frame, and read
@@ -416,6 +544,8 @@ typedef struct Attempt {
     uint64_t dyn_used;        /* out: slots read as dynamic numbers */
     uint64_t dyn_used_exact;  /* out: of those, ints and tensor sizes (what a
                                  branch or a loop count may need exactly) */
+    PyObject *dyn_sources;    /* out, strong list or NULL: other sources read
+                                 with dynamic sizes (Tracer.dyn_sources) */
 } Attempt;
 
 /* One translation of the frame (translate_frame's contract), as `a` says;
@@ -459,7 +589,8 @@ static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Pla
     int r = tr_run_frame(&root, rq->resume_offset);
     if (r == FRAME_STOPPED)
         goto stopped;
-    if (a->probe && t.dyn_used_exact != 0 && t.end.kind != END_RETURN && !t.stop_formats) {
+    if (a->probe && (t.dyn_used_exact != 0 || t.dyn_sources != NULL) && t.end.kind != END_RETURN
+        && !t.stop_formats) {
         a->stop_kind = t.end.kind_name != NULL ? t.end.kind_name : "stop";
         a->stop_offset = t.end.offset;
         st = TRANSLATE_UNSUPPORTED;
@@ -488,6 +619,7 @@ out:
     gs->site_ctx = NULL;
     a->dyn_used = t.dyn_used;
     a->dyn_used_exact = t.dyn_used_exact;
+    Py_XSETREF(a->dyn_sources, Py_XNewRef(t.dyn_sources));
     tr_frame_teardown(&root);
     tr_leave_state_modes(&t, 0);
     tensorops_restore_grad_mode(&t, t.grad_mode_start);   /* as the frame found it */
@@ -528,6 +660,7 @@ static TranslateStatus translate_retrying(TranslateRequest *rq, GuardSet *gs, Pl
         PyErr_Clear();
         Py_CLEAR(*reason);
         *permanent = false;
+        Py_CLEAR(a->dyn_sources);
         *a = how;
         a->eager_generators = true;
         st = translate_attempt(rq, gs, plan, reason, permanent, a);
@@ -551,6 +684,30 @@ static void discard_translation(PyObject **reason, bool *permanent)
     *permanent = false;
 }
 
+/* The sources a translation read with dynamic sizes and then needed as
+   constants stay static for the frame (TranslateRequest.kept_static).
+   Cannot fail: what it cannot note is forgotten. */
+static void keep_sources_static(TranslateRequest *rq, PyObject *sources)
+{
+    for (Py_ssize_t i = 0; sources != NULL && i < PyList_GET_SIZE(sources); i++) {
+        PyObject *src = PyList_GET_ITEM(sources, i);
+        PyObject *rec = PyList_New(3);
+        if (rec == NULL)
+            break;
+        PyList_SET_ITEM(rec, 0, Py_NewRef(Py_None));
+        PyList_SET_ITEM(rec, 1, PyLong_FromLong(0));
+        PyList_SET_ITEM(rec, 2, Py_NewRef(Py_True));
+        if (PyList_GET_ITEM(rec, 1) == NULL || PyDict_SetItem(rq->source_sizes, src, rec) < 0
+            || (rq->kept_static == NULL && (rq->kept_static = PyList_New(0)) == NULL)
+            || PyList_Append(rq->kept_static, src) < 0) {
+            Py_DECREF(rec);
+            break;
+        }
+        Py_DECREF(rec);
+    }
+    PyErr_Clear();
+}
+
 /* (contract: translator.h) */
 TranslateStatus translate_frame(TranslateRequest *rq, GuardSet *gs, Plan *plan,
                                 PyObject **reason, bool *permanent)
@@ -559,6 +716,7 @@ TranslateStatus translate_frame(TranslateRequest *rq, GuardSet *gs, Plan *plan,
     PyObject *func = rq->func;
     rq->made_static = 0;
     rq->backend_ns = 0;
+    rq->now_dynamic = rq->kept_static = NULL;
     *reason = NULL;
     *permanent = false;
     if (!PyFunction_Check(func)) {
@@ -584,25 +742,35 @@ TranslateStatus translate_frame(TranslateRequest *rq, GuardSet *gs, Plan *plan,
        this frame. */
     Attempt a = {.probe = true};
     TranslateStatus st = translate_retrying(rq, gs, plan, reason, permanent, &a);
-    bool unsupported = st == TRANSLATE_UNSUPPORTED && a.stop_kind == NULL && a.dyn_used != 0;
-    if ((a.stop_kind == NULL && !unsupported) || st == TRANSLATE_ERROR)
+    bool unsupported = st == TRANSLATE_UNSUPPORTED && a.stop_kind == NULL
+                       && (a.dyn_used != 0 || a.dyn_sources != NULL);
+    if ((a.stop_kind == NULL && !unsupported) || st == TRANSLATE_ERROR) {
+        Py_CLEAR(a.dyn_sources);
         return st;
+    }
     const char *dyn_kind = a.stop_kind;
     int dyn_offset = a.stop_offset;
     uint64_t used = unsupported ? a.dyn_used : a.dyn_used_exact;
+    PyObject *used_sources = a.dyn_sources;      /* strong */
     discard_translation(reason, permanent);
     a = (Attempt){.all_static = true};
     st = translate_retrying(rq, gs, plan, reason, permanent, &a);
+    Py_CLEAR(a.dyn_sources);                     /* none: all static */
     bool same_stop = dyn_kind != NULL && st == TRANSLATE_OK && plan->exit != EXIT_RETURN
                      && plan->brk.kind != NULL && strcmp(plan->brk.kind, dyn_kind) == 0
                      && plan->brk.offset == dyn_offset;
     if (!same_stop) {
         rq->made_static = used;      /* the caller: static_only |= used, dynamic &= ~used */
+        keep_sources_static(rq, used_sources);
+        Py_XDECREF(used_sources);
         return st;
     }
+    Py_XDECREF(used_sources);
     plan_clear(plan);
     guardset_clear(gs);
     guardset_init(gs);
     a = (Attempt){0};
-    return translate_retrying(rq, gs, plan, reason, permanent, &a);
+    st = translate_retrying(rq, gs, plan, reason, permanent, &a);
+    Py_CLEAR(a.dyn_sources);
+    return st;
 }

@@ -202,8 +202,8 @@ typedef struct Tracer {
     long steps;              /* instructions interpreted (unrolling bound) */
     int depth;               /* inlining depth */
     PyObject *backend;       /* borrowed */
-    const TranslateRequest *rq;  /* borrowed: the (code, resume offset, masks) translated,
-                                    and the region's choices */
+    TranslateRequest *rq;    /* borrowed: the (code, resume offset, masks) translated,
+                                the region's choices, and the out fields */
     struct Value *raised;    /* a V_EXC the traced code raised and no handler
                                 caught yet: the stop (reason "raises ...")
                                 unwinds the inlined frames to the first that
@@ -241,6 +241,8 @@ typedef struct Tracer {
     uint64_t dyn_used;       /* out: the slots read so, unspecialized */
     uint64_t dyn_used_exact; /* out: of those, the ints and the tensors with
                                 dynamic sizes (what a branch may need exactly) */
+    PyObject *dyn_sources;   /* strong list or NULL: the sources other than
+                                slots read with dynamic sizes (as dyn_used_exact) */
     bool stop_formats;       /* the stop is an f-string formatting a value */
     PyObject *rng_saved;     /* strong list of (generator, restore fn, args), or
                                 NULL: the generator states to put back when
@@ -320,6 +322,11 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj);
    (TENSOR_MATCH any size from 2 on there, strides not compared): its
    shape reads are graph values (tensorops_dim).  NULL when tracing stops. */
 Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims);
+/* Automatic dynamic for tensor obj read through accessor acc, a source
+   other than the frame's own slots: the dimensions that this attempt takes
+   as dynamic (TranslateRequest.source_sizes).  Cannot fail: what it
+   cannot decide stays static (0). */
+uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj);
 /* An input the entry must not specialize on its value (a number produced
    by an eager step, a NumPy scalar): TYPE_MATCH only, and a graph input.
    NULL when tracing stops. */

@@ -36,7 +36,20 @@ typedef struct TranslateRequest {
     uint64_t dynamic_slots;   /* automatic dynamic: slots whose numbers are graph inputs */
     uint64_t static_only;     /* slots that stay specialized */
     const uint32_t *dyn_dims; /* borrowed: LIVE_MAX_SLOTS masks of dynamic tensor dims */
+    /* Automatic dynamic for tensors reached any other way (attributes,
+       items, closures, globals: tr_source_dynamic_dims): dict, source str ->
+       [shape at the last translation (tuple), dynamic dims (int mask),
+       kept static (bool)], which each translation reads and updates.
+       Borrowed; NULL: only the slots are automatic. */
+    PyObject *source_sizes;
+    bool static_module_state; /* parameters and buffers keep static sizes
+                                 (config.force_parameter_static_shapes) */
     /* out */
+    PyObject *now_dynamic;    /* new list or NULL: "src.size(d)" of each source
+                                 dimension this translation made dynamic */
+    PyObject *kept_static;    /* new list or NULL: of those, the ones it needed
+                                 as constants after all (the static translation
+                                 was kept; source_sizes marks them static) */
     uint64_t made_static;     /* slots this translation needed as constants: the
                                  caller moves them from dynamic_slots to static_only */
     uint64_t backend_ns;      /* time spent in the backend */

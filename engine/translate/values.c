@@ -458,6 +458,14 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
         return remember(t, acc, value_new(t, V_CONST, obj));
     }
     TensorLibKind input = tensorlib_input_kind(obj);
+    if ((input == TENSORLIB_NUMPY && !tensorlib_has_object_dtype(obj)) || input == TENSORLIB_TORCH) {
+        /* the frame's own slots: tr_value_from_resume_slot decided */
+        const Accessor *a = &t->gs->acc[acc];
+        bool slot = a->base < 0 && (a->kind == ACC_LOCAL || a->kind == ACC_STACK);
+        uint32_t dims = slot ? 0 : tr_source_dynamic_dims(t, acc, obj);
+        if (dims != 0)
+            return value_dynamic_tensor(t, acc, obj, dims);
+    }
     if (input == TENSORLIB_NUMPY && !tensorlib_has_object_dtype(obj)) {
         if (guard(t, GUARD_TENSOR_MATCH, acc, obj, 0) < 0)
             return NULL;

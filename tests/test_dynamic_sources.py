@@ -1,0 +1,213 @@
+"""Automatic dynamic for every tensor source (issue 37): a tensor the frame
+reads through an attribute, a list or dict item, a closure or a global gets
+the rule an argument gets -- when a dimension's size changes between two
+translations of a frame (same type, dtype and rank; sizes from 2 on), it
+becomes dynamic there, and the recompile's reason names that source.
+Parameters and buffers stay static unless
+config.force_parameter_static_shapes is False.  A source whose size the
+code needs as a constant stays static and says so."""
+import numpy as np
+import pytest
+
+import dynscope
+from dynscope import _C
+
+from conftest import events
+
+
+def compiles():
+    return _C.counters()["compiles"]
+
+
+def reasons():
+    return [e["reason"] for e in events("recompile")]
+
+
+class Cache:
+    """A key/value cache as a decoding loop keeps one: grown by one row a step."""
+
+    def __init__(self, keys):
+        self.keys = keys
+
+
+def attend(cache, q):
+    cache.keys = np.concatenate([cache.keys, q[None]])
+    scores = cache.keys @ q
+    w = np.exp(scores - scores.max())
+    return (w / w.sum()) @ cache.keys
+
+
+def test_a_cache_attribute_growing_each_step_compiles_twice_and_equals_eager():
+    opt = dynscope.optimize("eager")(attend)
+    rng = np.random.default_rng(0)
+    start = rng.standard_normal((3, 8))
+    mine, ref = Cache(start.copy()), Cache(start.copy())
+    for _ in range(30):
+        q = rng.standard_normal(8)
+        np.testing.assert_array_equal(opt(mine, q), attend(ref, q))
+        np.testing.assert_array_equal(mine.keys, ref.keys)
+    assert mine.keys.shape == (33, 8)
+    assert compiles() == 2
+    (reason,) = reasons()
+    assert reason == ("L['cache'].keys.shape == (3, 8) (observed (4, 8)); "
+                      "L['cache'].keys.size(0) is now dynamic (a graph input)")
+    general = [e for e in dynscope.cache_entries(attend) if e.compile_id == "0/1"][0]
+    (tm,) = [g.expr for g in general.guards if g.source == "L['cache'].keys"]
+    assert "L['cache'].keys.shape == (?, 8)" in tm
+
+
+def read_items(state, bufs, q):
+    return (state["k"] @ q).sum() + bufs[0].mean(0) * q
+
+
+def test_list_and_dict_items_become_dynamic_in_one_recompile():
+    opt = dynscope.optimize("eager")(read_items)
+    state, bufs = {"k": np.ones((2, 4))}, [np.zeros((2, 4))]
+    for i in range(12):
+        q = np.arange(4.0) + i
+        np.testing.assert_array_equal(opt(state, bufs, q), read_items(state, bufs, q))
+        state["k"] = np.concatenate([state["k"], q[None]])          # the program grows them
+        bufs[0] = np.concatenate([bufs[0], q[None] * 2])
+    assert compiles() == 2
+    (reason,) = reasons()
+    assert "L['state']['k'].size(0) is now dynamic" in reason
+    assert "L['bufs'][0].size(0) is now dynamic" in reason
+
+
+HISTORY = [np.zeros((2, 3))]
+
+
+def test_a_global_and_a_closure_become_dynamic():
+    box = {"rows": np.ones((2, 3))}
+    rows = box["rows"]
+
+    def make(rows):
+        def f(x):
+            return (rows * x).sum(0) + HISTORY[0].sum(0)
+        return f
+
+    for n in range(2, 10):
+        HISTORY[0] = np.full((n, 3), 0.5)
+        f = make(np.ones((n, 3)) * n)
+        opt = dynscope.optimize("eager")(f)
+        np.testing.assert_array_equal(opt(np.arange(3.0)), f(np.arange(3.0)))
+    assert rows.shape == (2, 3)
+    # each make() is a new function over the same code: one frame cache
+    assert compiles() == 2
+    (reason,) = reasons()
+    assert "G['HISTORY'][0].size(0) is now dynamic" in reason or \
+           "L['rows'].size(0) is now dynamic" in reason
+
+
+def branches_on_length(cache, q):
+    cache.keys = np.concatenate([cache.keys, q[None]])
+    if cache.keys.shape[0] > 5:
+        return cache.keys.sum(0)
+    return cache.keys.mean(0)
+
+
+def test_a_branch_on_a_sources_size_keeps_it_static_and_says_so():
+    opt = dynscope.optimize("eager")(branches_on_length)
+    mine, ref = Cache(np.ones((2, 3))), Cache(np.ones((2, 3)))
+    for i in range(7):
+        q = np.full(3, float(i))
+        np.testing.assert_array_equal(opt(mine, q), branches_on_length(ref, q))
+    assert compiles() == 7                    # one per length: the code needs it
+    first = reasons()[0]
+    assert "L['cache'].keys.size(0) stays static (the code needs its value" in first
+    assert not any("is now dynamic" in r for r in reasons())
+
+
+def test_mark_dynamic_on_an_attribute_is_dynamic_from_the_first_compile():
+    opt = dynscope.optimize("eager")(attend)
+    c = Cache(np.ones((3, 4)))
+    dynscope.mark_dynamic(c.keys, 0)
+    opt(c, np.ones(4))          # the concatenation makes a new array: marked no more
+    entry = dynscope.cache_entries(attend)[0]
+    (tm,) = [g.expr for g in entry.guards if g.source == "L['cache'].keys"]
+    assert "L['cache'].keys.shape == (?, 4)" in tm
+
+
+@pytest.mark.parametrize("dynamic,expected", [(False, 5), (True, 1)])
+def test_dynamic_false_keeps_sources_static_and_true_makes_them_dynamic_at_once(dynamic, expected):
+    opt = dynscope.optimize("eager", dynamic=dynamic)(attend)
+    c, ref = Cache(np.ones((2, 4))), Cache(np.ones((2, 4)))
+    for i in range(5):
+        q = np.full(4, float(i))
+        np.testing.assert_array_equal(opt(c, q), attend(ref, q))
+    assert compiles() == expected
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch", exc_type=ImportError)
+
+
+def test_torch_kv_cache_of_a_module_grows_without_recompiles(torch):
+    torch.manual_seed(0)
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = torch.nn.Linear(8, 8)
+            self.register_buffer("scale", torch.full((8,), 0.5))
+
+        def forward(self, x, cache):
+            k = self.q(x) * self.scale
+            cache.keys = torch.cat([cache.keys, k], dim=0)
+            att = (k @ cache.keys.T).softmax(-1)
+            return att @ cache.keys
+
+    m = Layer().eval()
+    opt = dynscope.optimize("eager")(m)
+    mine, ref = Cache(torch.zeros(2, 8)), Cache(torch.zeros(2, 8))
+    with torch.no_grad():
+        for i in range(20):
+            x = torch.randn(1, 8)
+            assert torch.equal(opt(x, mine), m(x, ref))
+    assert torch.equal(mine.keys, ref.keys)
+    assert compiles() == 2
+    (reason,) = reasons()
+    assert "L['cache'].keys.size(0) is now dynamic" in reason
+    # the cache's length is dynamic; the buffer and the parameters stay static
+    (general,) = [e for e in dynscope.cache_entries(m.forward) if e.compile_id == "0/1"]
+    shapes = {g.source: g.expr.split(".shape == ")[1].split(" and")[0]
+              for g in general.guards if ".shape == " in g.expr}
+    assert shapes == {"L['x']": "(1, 8)", "L['cache'].keys": "(?, 8)",
+                      "L['self']._modules['q']._parameters['weight']": "(8, 8)",
+                      "L['self']._modules['q']._parameters['bias']": "(8,)",
+                      "L['self']._buffers['scale']": "(8,)"}
+
+
+def test_parameters_stay_static_unless_the_switch_says_otherwise(torch):
+    lin = torch.nn.Linear(4, 2)
+
+    def f(x):
+        return lin(x)
+
+    def run():
+        opt = dynscope.optimize("eager")(f)
+        with torch.no_grad():
+            for n in (2, 3, 5, 7):
+                lin.weight = torch.nn.Parameter(torch.ones(n, 4))
+                lin.bias = torch.nn.Parameter(torch.zeros(n))
+                x = torch.ones(1, 4)
+                assert torch.equal(opt(x), f(x))
+        return compiles()
+
+    assert dynscope.config.force_parameter_static_shapes is True
+    assert run() == 4
+    assert not any("is now dynamic" in r for r in reasons())
+    dynscope.reset()
+    dynscope.config.force_parameter_static_shapes = False
+    try:
+        assert run() == 2
+        assert any("_parameters['weight'].size(0) is now dynamic" in r for r in reasons())
+    finally:
+        dynscope.config.force_parameter_static_shapes = True
+
+
+def test_the_switch_takes_only_a_bool():
+    with pytest.raises(TypeError, match="force_parameter_static_shapes must be a bool"):
+        dynscope.config.force_parameter_static_shapes = 1
+    assert "force_parameter_static_shapes=True" in repr(dynscope.config)
