@@ -1132,29 +1132,6 @@ def ex_size_relations(tmp_path):
     assert dynscope.cache_entries(_add)[0].hits == hits + 1, "mismatched sizes no longer hit the entry"
 
 
-class _Holder:
-    pass
-
-
-def _branch_on_cat(h, x):
-    k = np.concatenate([h.w, x])
-    if k.shape[1] == 3:                 # static (x's width), but read when the graph runs
-        return k.sum(0)
-    return k.mean(0)
-
-
-def ex_op_result_sizes(tmp_path):
-    opt = dynscope.optimize("eager")(_branch_on_cat)
-    h = _Holder()
-    sizes = (3, 5, 7, 9)
-    for n in sizes:
-        h.w = np.ones((n, 3))
-        opt(h, np.ones((1, 3)))
-    entries = dynscope.cache_entries(_branch_on_cat)
-    assert len(entries) == len(sizes), "a static size of an op result is now a constant"
-    assert "L['h'].w.shape == (9, 3)" in " ".join(g.expr for g in entries[0].guards)
-
-
 def _kept_generator(x):
     g = (v * 2 for v in (x, x))
     y = x + 1
@@ -1311,7 +1288,6 @@ def ex_getrefcount(tmp_path):
 NOT_YET_EXAMPLES = {
     "CPython 3.14.": ex_cpython_314,
     "Relations between sizes.": ex_size_relations,
-    "Static sizes of op results.": ex_op_result_sizes,
     "Generators kept for later.": ex_generators,
     "Graph breaks inside `try` and `with`.": ex_try_with,
     "Exceptions out of the captured function.": ex_exceptions,

@@ -170,11 +170,30 @@ def branches_on_batch(x):
     return x.mean(0)
 
 
-def test_a_branch_on_a_size_keeps_it_static():
+def test_a_branch_on_a_size_is_decided_under_a_guard_on_the_size():
+    # 4: static; 5: dynamic, the branch guarded (s0 - 6 <= 0); 8 fails that
+    # guard: the other side (s0 - 6 > 0), which 9 hits (issue 37)
     opt = dynscope.optimize("eager")(branches_on_batch)
-    for b in (4, 5, 8, 9):
+    for b in (4, 5, 8, 9, 3, 7):
         x = np.ones((b, 3)) * b
         np.testing.assert_array_equal(opt(x), branches_on_batch(x))
+    assert compiles() == 3
+    assert "is now dynamic" in events("recompile")[0]["reason"]
+    assert events("recompile")[1]["reason"].startswith("L['x'].size(0) - 6 <= 0")
+
+
+def loops_over_batch(x):
+    total = x[0] * 0
+    for i in range(x.shape[0]):
+        total = total + x[i]
+    return total
+
+
+def test_a_loop_over_a_size_keeps_it_static():
+    opt = dynscope.optimize("eager")(loops_over_batch)
+    for b in (4, 5, 8, 9):
+        x = np.ones((b, 3)) * b
+        np.testing.assert_array_equal(opt(x), loops_over_batch(x))
     assert compiles() == 4
     assert "stays static" in events("recompile")[0]["reason"]
 

@@ -106,13 +106,36 @@ def branches_on_length(cache, q):
     return cache.keys.mean(0)
 
 
-def test_a_branch_on_a_sources_size_keeps_it_static_and_says_so():
+def test_a_branch_on_a_sources_size_is_a_guarded_relation():
     opt = dynscope.optimize("eager")(branches_on_length)
     mine, ref = Cache(np.ones((2, 3))), Cache(np.ones((2, 3)))
-    for i in range(7):
+    for i in range(9):
         q = np.full(3, float(i))
         np.testing.assert_array_equal(opt(mine, q), branches_on_length(ref, q))
-    assert compiles() == 7                    # one per length: the code needs it
+    # 2 rows; then dynamic, each side of the branch once: s0 + 1 > 5
+    assert compiles() == 3
+    relations = {e.compile_id: [g.expr for g in e.guards if g.kind == "SIZES_HOLD"]
+                 for e in dynscope.cache_entries(branches_on_length)}
+    assert relations == {"0/0": [], "0/1": ["L['cache'].keys.size(0) - 4 <= 0"],
+                         "0/2": ["L['cache'].keys.size(0) - 4 > 0"]}
+    assert reasons()[1].startswith("L['cache'].keys.size(0) - 4 <= 0")
+
+
+def loops_over_length(cache, q):
+    cache.keys = np.concatenate([cache.keys, q[None]])
+    total = q * 0
+    for i in range(cache.keys.shape[0]):
+        total = total + cache.keys[i]
+    return total
+
+
+def test_a_loop_over_a_sources_size_keeps_it_static_and_says_so():
+    opt = dynscope.optimize("eager")(loops_over_length)
+    mine, ref = Cache(np.ones((2, 3))), Cache(np.ones((2, 3)))
+    for i in range(6):
+        q = np.full(3, float(i))
+        np.testing.assert_array_equal(opt(mine, q), loops_over_length(ref, q))
+    assert compiles() == 6                    # one per length: the loop needs it
     first = reasons()[0]
     assert "L['cache'].keys.size(0) stays static (the code needs its value" in first
     assert not any("is now dynamic" in r for r in reasons())

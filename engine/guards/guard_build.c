@@ -252,6 +252,28 @@ nearest_requirement(const GuardSet *gs, int acc)
     return -1;
 }
 
+/* GUARD_SIZES_HOLD's expected (guards.h): an exact tuple of exact ints,
+   (c, op, then (acc, dim, k) triples naming accessors of the set), at
+   least one triple.  Cannot fail. */
+static bool
+sizes_relation_is_valid(const GuardSet *gs, PyObject *e)
+{
+    if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) < 5 || (PyTuple_GET_SIZE(e) - 2) % 3 != 0)
+        return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(e); i++)
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(e, i)))
+            return false;
+    long op = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+    bool ok = op >= 0 && op <= 5;
+    for (Py_ssize_t i = 2; ok && i < PyTuple_GET_SIZE(e); i += 3) {
+        long acc = PyLong_AsLong(PyTuple_GET_ITEM(e, i));
+        long dim = PyLong_AsLong(PyTuple_GET_ITEM(e, i + 1));
+        ok = acc >= 0 && acc < gs->nacc && dim >= 0 && dim < 64;
+    }
+    PyErr_Clear();
+    return ok;
+}
+
 /*
  * Check the arguments of guardset_add and normalize them into *g (kind,
  * acc, borrowed expected, length).  0, or -1 with TypeError / ValueError.
@@ -344,6 +366,10 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         if (expected == NULL || !(guard_const_is_simple(expected, 0) || guard_key_is_identity(expected)))
             goto out_type;
         break;
+    case GUARD_SIZES_HOLD:
+        if (expected == NULL || !sizes_relation_is_valid(gs, expected))
+            goto out_type;
+        break;
     case GUARD__COUNT:
         break;
     }
@@ -368,6 +394,7 @@ guard_same(const Guard *e, const Guard *g, const TensorMeta *tm)
     case GUARD_HASATTR:
     case GUARD_CLASS_LACKS:
     case GUARD_DICT_LACKS:
+    case GUARD_SIZES_HOLD:
         return guard_const_equal(e->expected, g->expected);
     case GUARD_TENSOR_MATCH:
         return guard_tensor_meta_equal(e->tensor, tm);

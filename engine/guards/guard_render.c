@@ -38,6 +38,7 @@ static const char *const guard_kind_names[GUARD__COUNT] = {
     [GUARD_SAME_AS] = "SAME_AS",
     [GUARD_NOT_SAME_AS] = "NOT_SAME_AS",
     [GUARD_CLASS_LACKS] = "CLASS_LACKS",
+    [GUARD_SIZES_HOLD] = "SIZES_HOLD",
 };
 
 const char *
@@ -333,10 +334,49 @@ render_guard_with(const GuardSet *gs, const Guard *g, PyObject *src)
     return res;
 }
 
+/* GUARD_SIZES_HOLD as "L['k'].size(2) + 1 - L['m'].size(1) <= 0".  New
+   str or NULL. */
+static PyObject *
+render_sizes_relation(const GuardSet *gs, PyObject *e)
+{
+    static const char *const ops[6] = {"<", "<=", "==", "!=", ">", ">="};
+    PyObject *parts = PyList_New(0);
+    for (Py_ssize_t i = 2; parts != NULL && i + 2 < PyTuple_GET_SIZE(e); i += 3) {
+        long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(e, i + 2));
+        PyObject *src = guardset_render_source(gs, (int)PyLong_AsLong(PyTuple_GET_ITEM(e, i)));
+        long dim = PyLong_AsLong(PyTuple_GET_ITEM(e, i + 1));
+        long long mag = k < 0 ? -k : k;
+        PyObject *term = src == NULL ? NULL
+                         : mag == 1 ? PyUnicode_FromFormat("%s%U.size(%ld)", i == 2 ? (k < 0 ? "-" : "")
+                                                           : (k < 0 ? " - " : " + "), src, dim)
+                         : PyUnicode_FromFormat("%s%lld * %U.size(%ld)", i == 2 ? (k < 0 ? "-" : "")
+                                                : (k < 0 ? " - " : " + "), mag, src, dim);
+        Py_XDECREF(src);
+        if (term == NULL || PyList_Append(parts, term) < 0)
+            Py_CLEAR(parts);
+        Py_XDECREF(term);
+    }
+    long long c = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 0));
+    long op = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+    PyObject *empty = PyUnicode_FromString("");
+    PyObject *lhs = parts && empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(parts);
+    const char *rel = ops[op < 0 || op > 5 ? 0 : op];
+    PyObject *res = lhs == NULL ? NULL
+                    : c == 0 ? PyUnicode_FromFormat("%U %s 0", lhs, rel)
+                    : PyUnicode_FromFormat("%U %s %lld %s 0", lhs, c < 0 ? "-" : "+", c < 0 ? -c : c, rel);
+    Py_XDECREF(lhs);
+    return res;
+}
+
 static PyObject *
 render_guard_text(const GuardSet *gs, const Guard *g, PyObject *src)
 {
     PyObject *d, *res;
+
+    if (g->kind == GUARD_SIZES_HOLD)
+        return render_sizes_relation(gs, g->expected);
 
     if (g->kind == GUARD_SAME_AS || g->kind == GUARD_NOT_SAME_AS) {
         PyObject *other = guardset_render_source(gs, (int)g->length);
@@ -535,6 +575,8 @@ observed_ref(const Guard *g, PyObject *v)
         return describe_ref(PyFunction_GET_CODE(v));
     case GUARD_NOT_NONE:
         return PyUnicode_FromString("None");
+    case GUARD_SIZES_HOLD:
+        return PyUnicode_FromString("sizes that do not so relate");
     case GUARD_SAME_AS:
         return PyUnicode_FromString("another object");
     case GUARD_NOT_SAME_AS:

@@ -156,6 +156,26 @@ tensor_view_done(TensorView *tv)
     }
 }
 
+/* (guards_int.h) */
+Py_ssize_t
+guard_tensor_size(PyObject *v, int dim)
+{
+    TensorLibKind kind = tensorlib_input_kind(v);
+    TensorView tv;
+    Py_ssize_t r = -1;
+
+    if ((kind != TENSORLIB_NUMPY && kind != TENSORLIB_TORCH)
+        || (kind == TENSORLIB_TORCH && torch_attrs_ready() < 0)
+        || tensor_view(v, kind == TENSORLIB_TORCH, &tv) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (dim >= 0 && dim < tv.ndim)
+        r = tv.shape[dim];
+    tensor_view_done(&tv);
+    return r;
+}
+
 /* Is descr NumPy's canonical descr of its scalar type (np.dtype(descr.type)
    is descr)?  Those are made once and never freed.  Asked at compile time
    only; an error answers no. */

@@ -395,6 +395,33 @@ grad_mode_matches(PyObject *expected)
     return guard_grad_mode_now() == expected;
 }
 
+/* GUARD_SIZES_HOLD: whether the relation of sizes in expected holds
+   (guards.h).  Cannot fail: a value that is no tensor fails it. */
+static bool
+sizes_hold(const GuardSet *gs, PyObject *expected, const FrameView *fv, PyObject **vals)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(expected);
+    long long sum = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, 0));
+    long op = PyLong_AsLong(PyTuple_GET_ITEM(expected, 1));
+
+    for (Py_ssize_t i = 2; i + 2 < n; i += 3) {
+        PyObject *v = value_of(gs, (int)PyLong_AsLong(PyTuple_GET_ITEM(expected, i)), fv, vals);
+        Py_ssize_t size = v ? guard_tensor_size(v, (int)PyLong_AsLong(PyTuple_GET_ITEM(expected, i + 1)))
+                            : -1;
+        if (size < 0)
+            return false;
+        sum += PyLong_AsLongLong(PyTuple_GET_ITEM(expected, i + 2)) * (long long)size;
+    }
+    switch (op) {
+    case 0: return sum < 0;
+    case 1: return sum <= 0;
+    case 2: return sum == 0;
+    case 3: return sum != 0;
+    case 4: return sum > 0;
+    default: return sum >= 0;
+    }
+}
+
 /* Whether guard g passes.  Cannot fail: an unreachable value fails it. */
 static bool
 guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
@@ -406,6 +433,8 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return backend == g->expected;
     if (g->kind == GUARD_GRAD_MODE)
         return grad_mode_matches(g->expected);
+    if (g->kind == GUARD_SIZES_HOLD)
+        return sizes_hold(gs, g->expected, fv, vals);
     if ((v = value_of(gs, g->acc, fv, vals)) == NULL)
         return false;
     switch (g->kind) {
@@ -448,6 +477,7 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return PyType_Check(v) && _PyType_Lookup((PyTypeObject *)v, g->expected) == NULL;
     case GUARD_BACKEND_MATCH:
     case GUARD_GRAD_MODE:
+    case GUARD_SIZES_HOLD:
     case GUARD__COUNT:
         break;
     }

@@ -135,6 +135,12 @@ typedef enum GuardKind {
                              setattr and LOAD_METHOD go on as traced.  Not
                              hasattr(v, name), which a metaclass answers too
                              (every class has __name__) */
+    GUARD_SIZES_HOLD,     /* a relation of tensor sizes holds: expected is the
+                             tuple (c, op, acc, dim, k, acc, dim, k, ...) of
+                             ints, c + sum(k * size(dim) of the array or tensor
+                             of accessor acc) OP 0, op 0-5 for < <= == != > >=;
+                             v (the first term's) unused but for its accessor.
+                             The branch a translation decided on sizes */
     GUARD__COUNT
 } GuardKind;
 

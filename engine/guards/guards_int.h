@@ -59,6 +59,10 @@ TensorMeta *guard_tensor_meta_new(PyObject *example);
    dimension, below 32) of any size from 2 on, and strides not compared.
    (TENSOR_MATCH's `length` argument to guardset_add.) */
 TensorMeta *guard_tensor_meta_new_dynamic(PyObject *example, uint32_t dynamic);
+/* Size `dim` of v, an exact numpy.ndarray or torch tensor (what a
+   TENSOR_MATCH captures), read without calling Python code but torch's C
+   getter; -1 for anything else.  Cannot fail (no exception left). */
+Py_ssize_t guard_tensor_size(PyObject *v, int dim);
 /* Free tm and its references; NULL is a no-op.  Cannot fail. */
 void guard_tensor_meta_free(TensorMeta *tm);
 /* Whether a and b describe the same tensors.  Cannot fail. */

@@ -347,6 +347,19 @@ static Value *fold_metadata(Tracer *t, NodeOp op, PyObject *target, const char *
            size() their tuple; strides and contiguity escape */
         if (op == NODE_CALL_METHOD && strcmp(hint, "size") == 0 && nargs == 1)
             return tensorops_shape(t, args[0]);
+        if (op == NODE_CALL_METHOD && strcmp(hint, "size") == 0 && nargs == 2
+            && args[1]->kind == V_CONST && PyLong_CheckExact(args[1]->obj)) {
+            /* x.size(d): a constant when the shape rules fix it (else a
+               graph value, which tr_sym_result gives its expression) */
+            long d = PyLong_AsLong(args[1]->obj);
+            PyObject *shape = PyObject_GetAttrString(args[0]->obj, "shape");
+            Py_ssize_t n = shape && PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : 0;
+            Py_XDECREF(shape);
+            PyErr_Clear();
+            Value *fixed = tr_sym_static_dim(t, args[0], (int)(d < 0 ? d + (long)n : d));
+            if (fixed != NULL || PyErr_Occurred())
+                return fixed;
+        }
         if (op == NODE_CALL_METHOD && (strcmp(hint, "size") == 0 || strcmp(hint, "numel") == 0
                                        || strcmp(hint, "nelement") == 0))
             return not_metadata;
@@ -599,6 +612,8 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
     if (v) {
         v->node = node;
         v->dynshape = dynshape;
+        if (tr_sym_result(t, name_hint, args, nargs, kwnames, v) < 0)
+            v = NULL;
     }
 out:
     Py_XDECREF(gargs);

@@ -108,8 +108,18 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
             if (op == NULL)
                 return NULL;
         }
+        /* sizes: decided, or computed with their expression */
+        SymExpr e;
+        Value *decided = NULL;
+        int k = inplace && a->kind == V_TENSOR && tensorlib_is_tensor(a->obj) ? 0
+                : tr_sym_operator(t, opname, a, b, &decided, &e);
+        if (k < 0 || k == 1)
+            return decided;
         Value *args[2] = {a, b};
-        return tensorops_call(t, NODE_CALL_FUNCTION, op, hint, args, 2, NULL);
+        Value *r = tensorops_call(t, NODE_CALL_FUNCTION, op, hint, args, 2, NULL);
+        if (k == 2 && r != NULL && tr_sym_attach(r, &e) < 0)
+            return NULL;
+        return r;
     }
     if (foldable(a) && foldable(b))
         return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
@@ -176,8 +186,16 @@ Value *tr_apply_unary(TFrame *f, const char *opname, Value *a)
     if (op == NULL)
         return NULL;
     if (a->kind == V_TENSOR) {
+        SymExpr e;
+        Value *decided = NULL;
+        int k = tr_sym_operator(t, opname, a, NULL, &decided, &e);
+        if (k < 0 || k == 1)
+            return decided;
         Value *args[1] = {a};
-        return tensorops_call(t, NODE_CALL_FUNCTION, op, opname, args, 1, NULL);
+        Value *r = tensorops_call(t, NODE_CALL_FUNCTION, op, opname, args, 1, NULL);
+        if (k == 2 && r != NULL && tr_sym_attach(r, &e) < 0)
+            return NULL;
+        return r;
     }
     if (foldable(a))
         return new_const(t, PyObject_CallOneArg(op, a->obj));

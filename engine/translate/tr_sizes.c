@@ -52,6 +52,11 @@ Value *tensorops_dim(Tracer *t, Value *x, int d)
                                                              "value", d), NULL);
     }
     bool input = x->node != NULL && x->node->op == NODE_PLACEHOLDER;
+    Value *fixed = tr_sym_static_dim(t, x, d);   /* a constant by the shape rules */
+    if (fixed != NULL || PyErr_Occurred()) {
+        Py_DECREF(shape);
+        return fixed;
+    }
     if (!x->dynshape || (input && (d >= 32 || !(x->dyn_dims & (1u << d))))) {
         Value *c = value_new(t, V_CONST, PyTuple_GET_ITEM(shape, d));   /* fixed by TENSOR_MATCH */
         Py_DECREF(shape);
@@ -63,7 +68,9 @@ Value *tensorops_dim(Tracer *t, Value *x, int d)
     PyObject *dim = PyLong_FromLong(d);
     Value *args[2] = {x, dim ? value_new(t, V_CONST, dim) : NULL};
     Py_XDECREF(dim);
-    return args[1] ? tensorops_call(t, NODE_CALL_FUNCTION, fn, "sym_size", args, 2, NULL) : NULL;
+    Value *size = args[1] ? tensorops_call(t, NODE_CALL_FUNCTION, fn, "sym_size", args, 2, NULL) : NULL;
+    tr_sym_size_read(t, x, d, size);             /* its expression, when it has one */
+    return size;
 }
 
 Value *tensorops_shape(Tracer *t, Value *x)

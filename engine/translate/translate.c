@@ -478,9 +478,12 @@ static void tracer_free(Tracer *t)
     for (int i = 0; i < t->nall; i++) {
         Py_XDECREF(t->all[i]->obj);
         PyMem_Free(t->all[i]->items);
+        PyMem_Free(t->all[i]->sym);
+        PyMem_Free(t->all[i]->sdims);
         PyMem_Free(t->all[i]);
     }
     PyMem_Free(t->all);
+    PyMem_Free(t->syms);
     PyMem_Free(t->by_acc);
     PyMem_Free(t->input_acc);
     PyMem_Free(t->end.args);

@@ -80,6 +80,16 @@ typedef enum VKind {
                     the members in order unless `merged` */
 } VKind;
 
+/* A size the graph computes, as a linear expression over the frame's size
+   symbols (tr_symsizes.c): c + sum of k * symbol.  Terms are sorted by
+   symbol, none with k == 0. */
+#define SYM_TERMS 4
+typedef struct SymExpr {
+    long long c;
+    int n;
+    struct { int sym; long long k; } t[SYM_TERMS];
+} SymExpr;
+
 typedef struct Value {
     VKind kind;
     int src;                 /* accessor index it was read from, or -1 */
@@ -115,6 +125,11 @@ typedef struct Value {
                                 dynamic (automatic dynamic: a graph value) */
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
                                 so it is not fixed by the input guards */
+    SymExpr *sym;            /* owned or NULL: a size the graph computes (an int
+                                V_TENSOR), as an expression of size symbols */
+    SymExpr *sdims;          /* owned or NULL: a dynshape V_TENSOR, each dimension's
+                                size as an expression (those in sdims_known) */
+    uint32_t sdims_known;
     bool program_cell;       /* V_CELL: stands for a cell of a real function */
     bool merged;             /* V_SET: updated from a set or frozenset, whose
                                 table a set copies: its layout (and order) is
@@ -241,6 +256,10 @@ typedef struct Tracer {
     uint64_t dyn_used;       /* out: the slots read so, unspecialized */
     uint64_t dyn_used_exact; /* out: of those, the ints and the tensors with
                                 dynamic sizes (what a branch may need exactly) */
+    /* Size symbols (tr_symsizes.c): the dynamic dimensions of the inputs,
+       each >= 2 (TENSOR_MATCH), with its size in this trace. */
+    struct SymVar { int acc; int dim; Py_ssize_t value; } *syms;
+    int nsyms, syms_cap;
     PyObject *dyn_sources;   /* strong list or NULL: the sources other than
                                 slots read with dynamic sizes (as dyn_used_exact) */
     bool stop_formats;       /* the stop is an f-string formatting a value */
@@ -476,5 +495,31 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
                       Value **args, int nargs, PyObject *kwnames);
 /* operator.<name> (borrowed), e.g. "add", "getitem", "neg". */
 PyObject *tensorops_operator(const char *name);
+
+/* ---- sizes as expressions (tr_symsizes.c) ---- */
+
+/* Input tensor v, read by accessor acc with dynamic dimensions `dims`:
+   a symbol per dynamic dimension, the others constants.  0 / -1. */
+int tr_sym_input(Tracer *t, Value *v, int acc, uint32_t dims);
+/* Dimension d of tensor x when its expression is a constant: a V_CONST;
+   else NULL, no exception (the caller reads it in the graph, and
+   tr_sym_size_read gives that value its expression). */
+Value *tr_sym_static_dim(Tracer *t, Value *x, int d);
+void tr_sym_size_read(Tracer *t, Value *x, int d, Value *size);
+/* operator `opname` (add, sub, mul, floordiv, neg and the comparisons)
+   on sizes a and b (b NULL for a unary one): 1 with *out a constant when
+   the expressions decide it (a comparison the sizes' ranges settle, or one
+   whose outcome is guarded: GUARD_SIZES_HOLD), 2 with *e the result's
+   expression (the caller makes the graph's node and attaches it), 0 when
+   these are not sizes with expressions, -1 when tracing stops. */
+int tr_sym_operator(Tracer *t, const char *opname, Value *a, Value *b, Value **out, SymExpr *e);
+/* Give size value v (a V_TENSOR the graph computes) expression e.  0 / -1. */
+int tr_sym_attach(Value *v, const SymExpr *e);
+/* After a graph op made v from args (tensorops_call's arguments): the
+   expressions of v's dimensions, by the op's shape rule, checked against
+   v's example; a result whose every size is a constant is no longer
+   dynshape.  0 / -1. */
+int tr_sym_result(Tracer *t, const char *hint, Value **args, int nargs, PyObject *kwnames,
+                  Value *v);
 
 #endif /* DYNSCOPE_TRANSLATE_H */

@@ -521,6 +521,8 @@ Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims)
         return NULL;
     v->dyn_dims = dims;
     v->dynshape = true;           /* what it computes has sizes known only at run time */
+    if (tr_sym_input(t, v, acc, dims) < 0)
+        return NULL;
     /* for backends: the placeholder's dynamic dimensions (node.meta) */
     PyObject *list = PyList_New(0);
     for (int d = 0; list != NULL && d < 32; d++) {
