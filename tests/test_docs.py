@@ -1114,24 +1114,6 @@ def ex_cpython_314(tmp_path):
     assert m and "<3.14" in m.group(1).replace(" ", ""), "pyproject.toml now allows 3.14"
 
 
-def _add(a, b):
-    return a + b
-
-
-def ex_size_relations(tmp_path):
-    opt = dynscope.optimize("eager")(_add)
-    for n in (3, 5, 7):
-        opt(np.ones(n), np.ones(n))
-    entry = dynscope.cache_entries(_add)[0]
-    assert "(?,)" in " ".join(g.expr for g in entry.guards), "the sizes did not become dynamic"
-    related = [g.expr for g in entry.guards if "L['a']" in g.expr and "L['b']" in g.expr]
-    assert related == [], f"a guard now relates the two sizes: {related}"
-    hits = entry.hits
-    with pytest.raises(ValueError, match="broadcast"):     # the graph raises, as eager does
-        opt(np.ones(6), np.ones(7))
-    assert dynscope.cache_entries(_add)[0].hits == hits + 1, "mismatched sizes no longer hit the entry"
-
-
 def _kept_generator(x):
     g = (v * 2 for v in (x, x))
     y = x + 1
@@ -1287,7 +1269,6 @@ def ex_getrefcount(tmp_path):
 
 NOT_YET_EXAMPLES = {
     "CPython 3.14.": ex_cpython_314,
-    "Relations between sizes.": ex_size_relations,
     "Generators kept for later.": ex_generators,
     "Graph breaks inside `try` and `with`.": ex_try_with,
     "Exceptions out of the captured function.": ex_exceptions,

@@ -234,3 +234,70 @@ def test_the_switch_takes_only_a_bool():
     with pytest.raises(TypeError, match="force_parameter_static_shapes must be a bool"):
         dynscope.config.force_parameter_static_shapes = 1
     assert "force_parameter_static_shapes=True" in repr(dynscope.config)
+
+
+# ---- sizes as expressions, relations between sizes (tr_symsizes.c) ----
+
+def pieces(x):
+    parts = np.split(x, x.shape[0] // 2) if x.ndim == 1 else np.array_split(x, 2)
+    return sum(p.sum() for p in parts) + len(parts)
+
+
+def test_a_split_whose_count_follows_a_dynamic_size_is_not_fixed(torch):
+    # the number of pieces of x.split(2) follows len(x): a translation must
+    # not fix it (this gave a wrong sum once the size was dynamic)
+    def f(x):
+        parts = x.split(2)
+        return sum(p.sum() for p in parts) + len(parts)
+
+    opt = dynscope.optimize("eager")(f)
+    for n in (4, 6, 8, 10, 3):
+        x = torch.arange(float(n * 2)).reshape(n, 2)
+        assert torch.equal(torch.as_tensor(opt(x)), torch.as_tensor(f(x)))
+
+
+def grown_and_masked(cache, mask, q):
+    # a decoding step: the cache grows by one; the mask, a separate input,
+    # is one longer than the cache was (s0 + 1 == s1), which the code checks
+    cache.keys = np.concatenate([cache.keys, q[None]])
+    pad = cache.keys.shape[0] - mask.shape[0]
+    if pad > 0:
+        mask = np.concatenate([mask, np.ones(pad)])
+    if cache.keys.size == 0:
+        return q
+    return (cache.keys * mask[:, None]).sum(0)
+
+
+def test_sizes_of_two_sources_relate_under_a_guard():
+    opt = dynscope.optimize("eager")(grown_and_masked)
+    mine, ref = Cache(np.ones((2, 3))), Cache(np.ones((2, 3)))
+    for i in range(12):
+        mask = np.ones(mine.keys.shape[0] + 1)
+        q = np.full(3, float(i))
+        np.testing.assert_array_equal(opt(mine, mask, q), grown_and_masked(ref, mask.copy(), q))
+    assert compiles() == 2
+    (general,) = [e for e in dynscope.cache_entries(grown_and_masked) if e.compile_id == "0/1"]
+    relations = [g.expr for g in general.guards if g.kind == "SIZES_HOLD"]
+    # pad = s0 + 1 - s1 > 0 is False; the product's rows relate (s0 + 1 ==
+    # s1, the broadcast); keys.size == 0 needs no guard: s0 >= 2
+    assert relations == ["L['cache'].keys.size(0) - L['mask'].size(0) + 1 <= 0",
+                         "L['cache'].keys.size(0) - L['mask'].size(0) + 1 == 0"]
+    # a mask that no longer relates so fails the guard and compiles again, right
+    mask = np.ones(mine.keys.shape[0] - 1)
+    q = np.ones(3)
+    np.testing.assert_array_equal(opt(mine, mask, q), grown_and_masked(ref, mask.copy(), q))
+    assert compiles() == 3
+
+
+def rows_from(x, k):
+    head = x[:k.shape[0]]              # a slice whose bound is another size
+    tail = x[-2:]
+    return head.sum(0) + tail.sum(0) * head.shape[0]
+
+
+def test_slices_with_size_bounds_follow_both_sizes():
+    opt = dynscope.optimize("eager")(rows_from)
+    for n, m in ((6, 3), (8, 4), (9, 5), (10, 12), (7, 2)):
+        x, k = np.arange(n * 2.0).reshape(n, 2), np.ones(m)
+        np.testing.assert_array_equal(opt(x, k), rows_from(x, k))
+    assert compiles() <= 4

@@ -208,6 +208,10 @@ def write_program(tmp_path, name):
     return prog
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_program(prog, *, db=None, lttng_dir=None, sig=None):
     """Run prog.py; returns (returncode, stdout, stderr, wall seconds, pids)."""
     pids_file = str(prog) + (".rec" if db else ".plain") + ".pids"
@@ -225,8 +229,12 @@ def run_program(prog, *, db=None, lttng_dir=None, sig=None):
     start = time.perf_counter()
     # the Python under test, maybe under the capture script: the sanitizer
     # preload of `make asan` is passed on (the script keeps it from its tools)
+    # SIGINT as a terminal sends it: a shell that started the test run in
+    # the background left it ignored, which Python then keeps (no
+    # KeyboardInterrupt handler), so it is put back to the default first
     p = _programs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                        env=env, cwd=prog.parent, start_new_session=True, runs_python=True)
+                        env=env, cwd=prog.parent, start_new_session=True, runs_python=True,
+                        preexec_fn=_default_sigint if sig == signal.SIGINT else None)
     try:
         head = ""
         if sig is not None:

@@ -125,6 +125,9 @@ static void note_sources(CacheFrame *cf, PyObject *now_dynamic, PyObject *kept_s
         return;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(now_dynamic); i++) {
         PyObject *dim = PyList_GET_ITEM(now_dynamic, i);
+        int said = PyUnicode_Find(cf->last_failure, dim, 0, PY_SSIZE_T_MAX, 1) >= 0;
+        if (said)
+            continue;                  /* the slot's own mark said it already */
         bool kept = false;
         for (Py_ssize_t j = 0; kept_static != NULL && j < PyList_GET_SIZE(kept_static); j++) {
             PyObject *src = PyList_GET_ITEM(kept_static, j);

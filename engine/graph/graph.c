@@ -607,6 +607,25 @@ graph_truncate(GraphObject *g, int keep_calls)
     }
 }
 
+void
+graph_drop_unread(GraphObject *g, NodeObject *node)
+{
+    Py_ssize_t i = node->index, n = PyList_GET_SIZE(g->nodes);
+    if (node->graph != (PyObject *)g || i < g->nplaceholders || i >= n
+        || PyList_GET_ITEM(g->nodes, i) != (PyObject *)node)
+        return;
+    if (PySet_Discard(g->names, node->name) < 0)
+        PyErr_Clear();
+    PyDict_Clear(g->name_counts);   /* a freed number may be below a count */
+    node->graph = NULL;
+    if (PyList_SetSlice(g->nodes, i, i + 1, NULL) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    for (Py_ssize_t k = i; k < n - 1; k++)
+        ((NodeObject *)PyList_GET_ITEM(g->nodes, k))->index = (int)k;
+}
+
 /*
  * Finish g with an output node whose args are (outputs,), as in fx.
  * outputs: a tuple of this graph's nodes and/or constants, possibly nested.

@@ -140,6 +140,12 @@ int graph_output(GraphObject *g, PyObject *outputs);
  */
 void graph_truncate(GraphObject *g, int keep_calls);
 
+/* Drop call node `node`, which no other node reads (the caller knows: a
+   size read whose value the translation decided), keeping the others in
+   order.  It gets node->graph = NULL.  Cannot fail (a node not in g is left
+   alone). */
+void graph_drop_unread(GraphObject *g, NodeObject *node);
+
 /* Number of call_function / call_method / call_module nodes.  Cannot fail. */
 int graph_op_count(GraphObject *g);
 

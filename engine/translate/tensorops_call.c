@@ -599,6 +599,8 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
     if (sequence) {
         v = sequence_result(t, node, result, dynshape);
+        if (v != NULL && dynshape && tr_sym_sequence(t, name_hint, args, nargs, kwnames, v) < 0)
+            v = NULL;
         goto out;
     }
     if (inplace == 1) {

@@ -370,22 +370,32 @@ static int plan_break(Tracer *t, Plan *p)
 }
 
 /* Ops nothing reads still run: they may raise, as they would eagerly.
-   Make every such node an output.  0 / -1. */
+   Make every such node an output -- but a size read that nothing reads,
+   whose value the translation decided (tr_symsizes.c), which cannot raise:
+   it is dropped.  0 / -1. */
 static int output_unread_nodes(Tracer *t, Outputs *o)
 {
     PyObject *nodes = PyObject_GetAttrString((PyObject *)t->graph, "nodes");
     if (nodes == NULL)
         return -1;
-    int rc = 0;
-    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Length(nodes); i++) {
-        PyObject *n = PySequence_GetItem(nodes, i);
-        int leaf = n && ((NodeObject *)n)->op != NODE_PLACEHOLDER
-                   && PySet_Contains(t->used_nodes, n) == 0;
-        if (n == NULL || (leaf && tr_output_index(o, (NodeObject *)n) < 0))
-            rc = -1;
-        Py_XDECREF(n);
-    }
+    PyObject *list = PySequence_List(nodes);       /* the graph's, as it is now */
     Py_DECREF(nodes);
+    if (list == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(list); i++) {
+        NodeObject *n = (NodeObject *)PyList_GET_ITEM(list, i);
+        if (n->op == NODE_PLACEHOLDER || PySet_Contains(t->used_nodes, (PyObject *)n) != 0)
+            continue;
+        int out = PySequence_Contains(o->nodes, (PyObject *)n);   /* returned already */
+        if (out < 0)
+            rc = -1;
+        else if (out == 0 && tr_sizes_is_read(n))
+            graph_drop_unread(t->graph, n);
+        else if (out == 0 && tr_output_index(o, n) < 0)
+            rc = -1;
+    }
+    Py_DECREF(list);
     return rc;
 }
 

@@ -41,6 +41,13 @@ static PyObject *sym_size(PyObject *self, PyObject *const *args, Py_ssize_t narg
 static PyMethodDef sym_size_def = {"sym_size", (PyCFunction)(void (*)(void))sym_size,
                                    METH_FASTCALL, "sym_size(x, dim): x.shape[dim]"};
 
+/* (contract: translate.h) */
+bool tr_sizes_is_read(NodeObject *n)
+{
+    return n->op == NODE_CALL_FUNCTION && PyCFunction_Check(n->target)
+           && ((PyCFunctionObject *)n->target)->m_ml == &sym_size_def;
+}
+
 Value *tensorops_dim(Tracer *t, Value *x, int d)
 {
     static PyObject *fn;                         /* strong, kept */

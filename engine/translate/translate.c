@@ -343,10 +343,12 @@ static int note_now_dynamic(TranslateRequest *rq, PyObject *src, uint32_t dims)
 }
 
 /* Automatic dynamic on one source, as Dynamo's frame state: compare obj's
-   shape with the one this source had at the frame's last translation; a
+   shape with the one this source had at the frame's last translations; a
    dimension whose size changed (same rank; sizes 2 and up, as 0 and 1
-   broadcast apart) becomes dynamic for the frame's next translations,
-   this one too.  0 / -1. */
+   broadcast apart) becomes dynamic for the frame's next translations, this
+   one too.  A size of 0 or 1 does not replace the size from 2 on recorded
+   before it: a prompt of 7 tokens, then decoding steps of 1, then a prompt
+   of 11 makes the prompt's length dynamic.  0 / -1. */
 static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t *want)
 {
     TranslateRequest *rq = t->rq;
@@ -356,13 +358,14 @@ static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t
         return shape == NULL ? -1 : 0;
     }
     PyObject *rec = PyDict_GetItemWithError(rq->source_sizes, src);     /* borrowed */
-    uint32_t mask = 0, changed = 0;
+    uint32_t mask = 0, changed = 0, keep = 0;
+    PyObject *before = NULL;                                             /* borrowed */
     if (rec != NULL && PyList_Check(rec) && PyList_GET_SIZE(rec) == 3) {
         if (PyObject_IsTrue(PyList_GET_ITEM(rec, 2)) == 1) {        /* kept static */
             Py_DECREF(shape);
             return 0;
         }
-        PyObject *before = PyList_GET_ITEM(rec, 0);
+        before = PyList_GET_ITEM(rec, 0);
         mask = (uint32_t)PyLong_AsUnsignedLongMask(PyList_GET_ITEM(rec, 1));
         Py_ssize_t n = PyTuple_GET_SIZE(shape);
         if (PyTuple_Check(before) && PyTuple_GET_SIZE(before) == n) {
@@ -371,6 +374,8 @@ static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t
                 Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
                 if (was >= 2 && now >= 2 && was != now)
                     changed |= 1u << d;
+                if (was >= 2 && now < 2)           /* keep the last size from 2 on */
+                    keep |= 1u << d;
             }
         }
         if (PyErr_Occurred()) {
@@ -384,6 +389,16 @@ static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t
     }
     uint32_t fresh = changed & ~mask;
     mask |= changed;
+    if (keep != 0) {
+        /* the recorded shape: this one, but the sizes from 2 on kept */
+        PyObject *merged = PyTuple_New(PyTuple_GET_SIZE(shape));
+        for (Py_ssize_t d = 0; merged != NULL && d < PyTuple_GET_SIZE(shape); d++)
+            PyTuple_SET_ITEM(merged, d, Py_NewRef(PyTuple_GET_ITEM(d < 32 && (keep & (1u << d))
+                                                                   ? before : shape, d)));
+        Py_SETREF(shape, merged);
+        if (shape == NULL)
+            return -1;
+    }
     PyObject *m = PyLong_FromUnsignedLong(mask);
     PyObject *now = m ? PyList_New(3) : NULL;
     if (now != NULL) {
@@ -459,7 +474,10 @@ Value *tr_value_from_resume_slot(TFrame *f, int acc, PyObject *obj, int k)
     }
     if ((t->rq->iters & bit) && (PyTuple_CheckExact(obj) || tensor_is_array(obj) || tensor_is_torch(obj)))
         return resume_slot_iter(f, acc, obj, k);
-    uint32_t dims = k < LIVE_MAX_SLOTS && !(t->rq->static_only & bit) ? dynamic_dims(t, k, obj) : 0;
+    /* the slot's own marks (the failing guard's), and the frame state's
+       rule every source follows (all sizes that changed, at once) */
+    uint32_t dims = k < LIVE_MAX_SLOTS && !(t->rq->static_only & bit)
+                    ? dynamic_dims(t, k, obj) | tr_source_dynamic_dims(t, acc, obj) : 0;
     if (dims != 0) {
         /* automatic dynamic: these sizes are graph values */
         t->dyn_used |= bit;

@@ -496,6 +496,10 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
 /* operator.<name> (borrowed), e.g. "add", "getitem", "neg". */
 PyObject *tensorops_operator(const char *name);
 
+/* Whether graph node n reads a size and nothing else (a sym_size node):
+   it cannot raise, so nothing needs it to run when nothing reads it. */
+bool tr_sizes_is_read(NodeObject *n);
+
 /* ---- sizes as expressions (tr_symsizes.c) ---- */
 
 /* Input tensor v, read by accessor acc with dynamic dimensions `dims`:
@@ -521,5 +525,11 @@ int tr_sym_attach(Value *v, const SymExpr *e);
    dynshape.  0 / -1. */
 int tr_sym_result(Tracer *t, const char *hint, Value **args, int nargs, PyObject *kwnames,
                   Value *v);
+/* After a graph op made the tuple or list seq of tensors from args
+   (split, chunk, unbind, ...): stops tracing (-1, reason set) when the
+   number of pieces follows a dynamic size -- the translation would fix it --
+   and gives each piece its dimensions' expressions.  0 / -1. */
+int tr_sym_sequence(Tracer *t, const char *hint, Value **args, int nargs, PyObject *kwnames,
+                    Value *seq);
 
 #endif /* DYNSCOPE_TRANSLATE_H */

@@ -5,7 +5,7 @@
  * DESIGN.md 3.4-3.5; map: docs/architecture.md).  The room's outward
  * contract is translator.h (TranslateRequest, translate_frame); it may
  * include ../base/, ../graph/, ../guards/, ../plan/, never the capture
- * room above it.  Its files (23, with translate.h's values.c and
+ * room above it.  Its files (25, with translate.h's values.c and
  * tensorops.c):
  *
  *   translate.c     translate_frame(): the Tracer's life, symbolic frames,
@@ -31,6 +31,9 @@
  *   tr_builtins.c   calls of builtin functions and of builtin types
  *   tr_sizes.c      sizes known only when the graph runs: shape reads as
  *                   sym_size nodes
+ *   tr_symsizes.c   sizes as expressions of the inputs' dynamic sizes:
+ *                   arithmetic, comparisons decided or guarded (SIZES_HOLD)
+ *   tr_shapes.c     shape rules: an op result's dimensions as expressions
  *   tr_random.c     random ops in graphs: the generator states saved before
  *                   tracing draws, restored when the translation ends
  *   tr_inplace.c    in-place torch ops inside graphs (x.add_(y), x += y)
@@ -568,5 +571,25 @@ int tr_op_list_extend(TFrame *f, const Instr *in);
 int tr_op_list_to_tuple(TFrame *f);
 int tr_op_unpack_sequence(TFrame *f, const Instr *in);
 int tr_op_swap(TFrame *f, const Instr *in);
+
+/* tr_symsizes.c: expressions (c + sum of k * symbol), for tr_shapes.c */
+void sym_expr_const(SymExpr *e, long long c);
+/* *e += k * b; false when it needs more than SYM_TERMS terms or overflows */
+bool sym_expr_add(SymExpr *e, const SymExpr *b, long long k);
+/* *e /= d when exact and linear (d constant, or e a constant multiple of d) */
+bool sym_expr_div_exact(SymExpr *e, const SymExpr *d);
+bool sym_expr_equal(const SymExpr *a, const SymExpr *b);
+long long sym_expr_value(Tracer *t, const SymExpr *e);    /* in this trace */
+/* Whether `e OP 0` holds (op 0-5: < <= == != > >=): by the symbols' range,
+   else on the example and guarded (GUARD_SIZES_HOLD).  1 / 0 / -1 (stops). */
+int sym_relation_holds(Tracer *t, const SymExpr *e, int op);
+/* A size value's expression: an int constant, or a value with one. */
+bool sym_size_expr_of(Value *v, SymExpr *e);
+/* Tensor value x's rank (*n, from its example) and its dimensions'
+   expressions, known ones in *known; false when x has no shape. */
+bool sym_dims_of(Value *x, SymExpr *dims, int *n, uint32_t *known);
+int sym_example_shape(PyObject *obj, Py_ssize_t *sizes);  /* rank, or -1 */
+int sym_set_dims(Value *v, const SymExpr *dims, int n, uint32_t known);   /* 0 / -1 */
+int sym_set_sym(Value *v, const SymExpr *e);                              /* 0 / -1 */
 
 #endif /* DYNSCOPE_TRANSLATE_INT_H */
