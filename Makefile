@@ -362,10 +362,14 @@ conformance: all
 # The model zoo (tests/models), dynscope and TorchDynamo side by side:
 # docs/models.md (docs/models-X.Y.md with PYTHON=... of another version; each
 # run also remakes docs/models.md's table of every version side by side).
+# Then generate() with a KV cache, eager, dynscope and Dynamo side by side
+# (scripts/generate_bench.py: the section "generate() with a KV cache").
 # Needs torch and transformers (DYNSCOPE_WITH_TORCH=1 make deps).
+ZOO_DOC = docs/$(if $(filter 3.11,$(PYVER)),models.md,models-$(PYVER).md)
 .PHONY: zoo
 zoo: all
-	$(PY) scripts/model_zoo.py --out docs/$(if $(filter 3.11,$(PYVER)),models.md,models-$(PYVER).md)
+	$(PY) scripts/model_zoo.py --out $(ZOO_DOC)
+	$(PY) scripts/generate_bench.py --out $(ZOO_DOC)
 
 .PHONY: fuzz
 fuzz: all
