@@ -569,7 +569,10 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
     if (cf->source_sizes == NULL && tc->config.dynamic < 0
         && (cf->source_sizes = PyDict_New()) == NULL)
         PyErr_Clear();                 /* the other sources stay static */
-    rq.source_sizes = cf->source_sizes;
+    /* strong for the translation: the program's code it runs may let
+       another thread reset the cache, which drops the frame's dict */
+    PyObject *source_sizes = Py_XNewRef(cf->source_sizes);
+    rq.source_sizes = source_sizes;
     rq.static_module_state = engine.config.force_parameter_static_shapes;
     translated_beside_threads = other_threads_exist();
     TranslateStatus st = translate_frame(&rq, &e->guards, &e->plan, &reason, &permanent);
@@ -585,6 +588,7 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
     note_sources(cf, rq.now_dynamic, rq.kept_static);
     Py_XDECREF(rq.now_dynamic);
     Py_XDECREF(rq.kept_static);
+    Py_XDECREF(source_sizes);
 
     if (st == TRANSLATE_ERROR && !PyErr_ExceptionMatches(PyExc_Exception)) {
         /* Exceptions that are not ours to swallow reach the program. */
