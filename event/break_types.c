@@ -242,6 +242,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^call to builtin print", T_PRINT},
     {"on a tensor value `", T_DATA_BRANCH},
     {"on a value whose truth is not known while tracing", T_NOT_CONSTANT},
+    {" of a dimension whose size is dynamic (the number of pieces", T_NOT_CONSTANT},
     {" of numbers known only when the graph runs, inside a try", T_RAISES},
     {"^data escape: f-string", T_FORMAT},
     {"whose shape depends on its values", T_DATA_SHAPE},
