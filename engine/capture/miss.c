@@ -123,10 +123,14 @@ static void note_sources(CacheFrame *cf, PyObject *now_dynamic, PyObject *kept_s
 {
     if (cf->last_failure == NULL || now_dynamic == NULL)
         return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);         /* the translation's error stays its */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(now_dynamic); i++) {
         PyObject *dim = PyList_GET_ITEM(now_dynamic, i);
-        int said = PyUnicode_Find(cf->last_failure, dim, 0, PY_SSIZE_T_MAX, 1) >= 0;
-        if (said)
+        Py_ssize_t said = PyUnicode_Find(cf->last_failure, dim, 0, PY_SSIZE_T_MAX, 1);
+        if (said == -2)
+            PyErr_Clear();
+        if (said >= 0)
             continue;                  /* the slot's own mark said it already */
         bool kept = false;
         for (Py_ssize_t j = 0; kept_static != NULL && j < PyList_GET_SIZE(kept_static); j++) {
@@ -141,10 +145,11 @@ static void note_sources(CacheFrame *cf, PyObject *now_dynamic, PyObject *kept_s
                                                 : "is now dynamic (a graph input)");
         if (r == NULL) {
             PyErr_Clear();
-            return;
+            break;
         }
         Py_SETREF(cf->last_failure, r);
     }
+    PyErr_Restore(et, ev, tb);
 }
 
 /*

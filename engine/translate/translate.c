@@ -421,7 +421,10 @@ static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t
 uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj)
 {
     TranslateRequest *rq = t->rq;
-    if (!t->dyn_shapes || (rq->source_sizes == NULL && rq->dynamic <= 0)
+    /* (an array or tensor only: obj.shape of any other object could run
+       its Python code) */
+    if (!t->dyn_shapes || (!tensor_is_array(obj) && !tensor_is_torch(obj))
+        || (rq->source_sizes == NULL && rq->dynamic <= 0)
         || (rq->static_module_state && is_module_state(t, acc, obj)))
         return 0;
     PyObject *src = guardset_render_source(t->gs, acc);
@@ -710,6 +713,8 @@ static void discard_translation(PyObject **reason, bool *permanent)
    Cannot fail: what it cannot note is forgotten. */
 static void keep_sources_static(TranslateRequest *rq, PyObject *sources)
 {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);       /* the translation's own error stays its */
     for (Py_ssize_t i = 0; sources != NULL && i < PyList_GET_SIZE(sources); i++) {
         PyObject *src = PyList_GET_ITEM(sources, i);
         PyObject *rec = PyList_New(3);
@@ -727,6 +732,7 @@ static void keep_sources_static(TranslateRequest *rq, PyObject *sources)
         Py_DECREF(rec);
     }
     PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
 }
 
 /* (contract: translator.h) */
