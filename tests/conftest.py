@@ -1,5 +1,6 @@
 """Shared fixtures: every test starts from an empty engine; shared checks."""
 import gc
+import os
 import sys
 import math
 import struct
@@ -45,6 +46,22 @@ TORCH_SKIP_REASON = (
     "PyTorch is optional: install it with DYNSCOPE_WITH_TORCH=1 scripts/install-deps.sh"
     + ("" if sys.version_info[:2] == (3, 11) else
        f" (PYTHON=python{sys.version_info[0]}.{sys.version_info[1]}: torch==2.14.1, ~5.7 GB)"))
+
+# Under make asan, importing torch._dynamo imports triton where it is
+# installed (torch's CUDA build: 3.12 and 3.13 here), whose import throws a
+# C++ exception; with ASan's runtime preloaded, __cxa_throw has no
+# interceptor target and the process aborts.  Tests that import
+# torch._dynamo skip there, saying so.
+def _asan_with_triton():
+    import importlib.util
+    return "libasan" in os.environ.get("LD_PRELOAD", "") and \
+        importlib.util.find_spec("triton") is not None
+
+
+skip_dynamo_under_asan = pytest.mark.skipif(
+    _asan_with_triton(), reason="importing torch._dynamo imports triton, whose import throws a "
+    "C++ exception; under make asan's preloaded ASan runtime __cxa_throw has no interceptor "
+    "target and the process aborts")
 
 
 class CountingBackend:

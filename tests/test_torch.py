@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import TORCH_SKIP_REASON
+from conftest import TORCH_SKIP_REASON, skip_dynamo_under_asan
 
 torch = pytest.importorskip(
     "torch", reason=TORCH_SKIP_REASON,
@@ -470,6 +470,7 @@ print("ok")
 """
 
 
+@skip_dynamo_under_asan
 def test_torch_dynamo_backends_by_name_in_a_subprocess():
     # A subprocess: importing torch._dynamo makes every later gc.collect()
     # of this test session several times slower.
