@@ -132,6 +132,14 @@ def section(rows: list, command: str, tokens: int) -> str:
         lines.append(f"| {r['model']} | {r['system']} | {r['compiles']} | {r['recompiles']} | "
                      f"{r['limits']} | {r['breaks']} | {'yes' if r['equal'] else 'NO'} | "
                      f"{r['seconds'] * 1e3:.1f} | {r['per_token_ms']:.2f} | {r['ratio']:.2f} |")
+    lines += ["",
+              "A decoder-only model compiles its prompt, the first decoding step, then the step",
+              "with the cache's length dynamic (`L['kwargs']['cache'].layers[0].keys.size(2) is now",
+              "dynamic`) and the mask's relation to it guarded (`SIZES_HOLD`); a prompt of",
+              "another length compiles once more, with the prompt's length dynamic from then on",
+              "(Dynamo's count is the same). The recompile reasons are in any recording",
+              "(`python -m dynscope run --db run.db script.py`, then `SELECT name, reason FROM",
+              "recompiles`)."]
     return "\n".join(lines) + "\n"
 
 
