@@ -301,3 +301,72 @@ def test_slices_with_size_bounds_follow_both_sizes():
         x, k = np.arange(n * 2.0).reshape(n, 2), np.ones(m)
         np.testing.assert_array_equal(opt(x, k), rows_from(x, k))
     assert compiles() <= 4
+
+
+# ---- generated programs over dynamic sizes (the day's seed, tests/_seeds.py) ----
+
+import hypothesis                                          # noqa: E402
+from hypothesis import note, settings, given               # noqa: E402
+from hypothesis import strategies as st                    # noqa: E402
+from _seeds import SEED, USED, reproducer                  # noqa: E402
+
+# Pieces of code that read sizes: slices with constant and size bounds,
+# branches and arithmetic on sizes, broadcasting, concatenation.  Each turns
+# (x, k) into a new x; k is an array whose length is another dynamic size.
+SIZE_OPS = [
+    lambda x, k: x[2:], lambda x, k: x[:3], lambda x, k: x[-2:], lambda x, k: x[:-1],
+    lambda x, k: x[1:-1], lambda x, k: x[:len(k)], lambda x, k: x[len(k) - 1:],
+    lambda x, k: x[: x.shape[0] // 2] if x.shape[0] > 3 else x * 2,
+    lambda x, k: np.concatenate([x, k]),
+    lambda x, k: x + k[: x.shape[0]] if x.shape[0] <= k.shape[0] else x - 1,
+    lambda x, k: x * (x.shape[0] - len(k)),
+    lambda x, k: x[None, :].sum(0) if x.size != 0 else x,
+    lambda x, k: x.reshape(-1, 1)[:, 0] if x.shape[0] >= 2 else x,
+    lambda x, k: x[::-1] if len(x) == len(k) else x[1:] + 0.5,
+]
+
+
+@hypothesis.seed(SEED)
+@settings(max_examples=60, deadline=None, derandomize=False, database=None)
+@given(ops=st.lists(st.integers(0, len(SIZE_OPS) - 1), min_size=1, max_size=5),
+       sizes=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12)), min_size=4, max_size=8))
+def test_generated_programs_over_dynamic_sizes_match_eager(ops, sizes):
+    note(f"seed {SEED}; to run these examples again: "
+         f"{reproducer('tests/test_dynamic_sources.py::test_generated_programs_over_dynamic_sizes_match_eager')}")
+    if "test_generated_programs_over_dynamic_sizes_match_eager" not in USED:
+        USED.append("test_generated_programs_over_dynamic_sizes_match_eager")
+    dynscope.reset()
+    chosen = [SIZE_OPS[i] for i in ops]
+
+    def f(x, k):
+        for op in chosen:
+            x = op(x, k)
+        return x, x.shape
+
+    opt = dynscope.optimize("eager")(f)
+    for n, m in sizes:
+        x, k = np.arange(float(n)), np.arange(float(m)) / 3
+        try:
+            want = f(x, k)
+        except Exception as e:                      # the program raises: so must capture
+            with pytest.raises(type(e)):
+                opt(x, k)
+            continue
+        got = opt(x, k)
+        assert got[1] == want[1], (n, m)
+        np.testing.assert_array_equal(got[0], want[0])
+
+
+def sliced_by(x, n):
+    y = x[:n]
+    return y.shape, y.sum()
+
+
+def test_a_slice_by_a_dynamic_int_has_the_size_the_int_gives():
+    # n a graph input (automatic dynamic): y's shape follows it (it was the
+    # first traced value's until the slice's bounds counted as dynamic)
+    opt = dynscope.optimize("eager")(sliced_by)
+    for n in (3, 4, 5, 2, 6):
+        x = np.arange(10.0)
+        assert opt(x, n) == sliced_by(x, n)
+    assert compiles() == 2

@@ -299,8 +299,9 @@ static bool name_in_set(PyObject *set, PyObject *name)
     return set != NULL && PyUnicode_Check(name) && PySet_Contains(set, name) == 1;
 }
 
-/* Whether a value (a tuple or list of them too, as np.zeros((n, 4)) takes)
-   is known only when the graph runs in a way a result's shape may follow:
+/* Whether a value (a tuple, list or slice of them too, as np.zeros((n, 4))
+   and x[:n] take) is known only when the graph runs in a way a result's
+   shape may follow:
    a tensor whose shape is, a number that is a graph input or computed from
    one. */
 static bool any_dynshape(Value **args, int nargs)
@@ -309,8 +310,9 @@ static bool any_dynshape(Value **args, int nargs)
         Value *a = args[i];
         if (a->kind == V_TENSOR && a->dynshape)
             return true;
-        if ((a->kind == V_TUPLE || a->kind == V_LIST) && a->n > 0 && any_dynshape(a->items, a->n))
-            return true;
+        if ((a->kind == V_TUPLE || a->kind == V_LIST || a->kind == V_SLICE) && a->n > 0
+            && any_dynshape(a->items, a->n))
+            return true;                  /* x[:n] with n known when the graph runs */
     }
     return false;
 }
