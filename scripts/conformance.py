@@ -522,6 +522,10 @@ def main(argv=None) -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
     ap.add_argument("--verbose", action="store_true", help="print each suite's captured command")
     args = ap.parse_args(argv)
+    if os.sep in args.python:
+        # workers run in the run's own directory: a relative path would not
+        # be found there (abspath, not realpath: a venv's python is a link)
+        args.python = os.path.abspath(args.python)
     for m in args.module:
         SUITES[m] = ("unittest", m if m.startswith("test.") else "test." + m)
     for m in args.pyargs:
