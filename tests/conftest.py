@@ -47,21 +47,26 @@ TORCH_SKIP_REASON = (
     + ("" if sys.version_info[:2] == (3, 11) else
        f" (PYTHON=python{sys.version_info[0]}.{sys.version_info[1]}: torch==2.14.1, ~5.7 GB)"))
 
-# Under make asan, importing torch._dynamo imports triton where it is
-# installed (torch's CUDA build: 3.12 and 3.13 here), whose import throws a
-# C++ exception; with ASan's runtime preloaded, __cxa_throw has no
-# interceptor target and the process aborts.  Tests that import
-# torch._dynamo skip there, saying so.
+# Under make asan, importing torch._dynamo (which transformers' masking code
+# does) imports triton where it is installed -- torch's CUDA build, 3.12 and
+# 3.13 here -- and triton's import throws a C++ exception: with ASan's
+# runtime preloaded, __cxa_throw has no interceptor target and the process
+# aborts.  So the test process keeps triton out (torch then runs as on a
+# machine without it: these tests run on the CPU and never use it), and a
+# test that starts another Python that imports torch._dynamo skips there.
 def _asan_with_triton():
     import importlib.util
     return "libasan" in os.environ.get("LD_PRELOAD", "") and \
         importlib.util.find_spec("triton") is not None
 
 
+if _asan_with_triton():
+    sys.modules.setdefault("triton", None)       # `import triton` raises ImportError
+
 skip_dynamo_under_asan = pytest.mark.skipif(
-    _asan_with_triton(), reason="importing torch._dynamo imports triton, whose import throws a "
-    "C++ exception; under make asan's preloaded ASan runtime __cxa_throw has no interceptor "
-    "target and the process aborts")
+    _asan_with_triton(), reason="the Python it starts imports torch._dynamo, which imports "
+    "triton, whose import throws a C++ exception; under make asan's preloaded ASan runtime "
+    "__cxa_throw has no interceptor target and the process aborts")
 
 
 class CountingBackend:

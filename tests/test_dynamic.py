@@ -11,7 +11,7 @@ import pytest
 import dynscope
 from dynscope import _C
 
-from conftest import events, skip_dynamo_under_asan
+from conftest import events
 
 
 def scale(x, n):
@@ -252,7 +252,6 @@ def test_mark_static_keeps_automatic_dynamic_away():
     assert compiles() == 4
 
 
-@skip_dynamo_under_asan
 def test_torch_dynamos_own_mark_dynamic_is_honoured():
     torch = pytest.importorskip("torch", exc_type=ImportError)
     opt = dynscope.optimize("eager")(lambda x: x * x.size(0))
