@@ -589,22 +589,30 @@ graph_call(GraphObject *g, NodeOp op, PyObject *target, PyObject *args,
  * the translator undoes the ops of an inlined call that broke.  Nodes left
  * must not read dropped ones (they were all added before them).  Cannot fail.
  */
+/* Take the call node at position i out of g (its name freed, its graph
+   gone).  false when the list could not be changed (cleared).  The nodes
+   after it keep their old index: the caller renumbers them if any. */
+static bool
+remove_node_at(GraphObject *g, Py_ssize_t i)
+{
+    NodeObject *node = (NodeObject *)PyList_GET_ITEM(g->nodes, i);
+    if (PySet_Discard(g->names, node->name) < 0)
+        PyErr_Clear();
+    PyDict_Clear(g->name_counts);   /* a freed number may be below a count */
+    node->graph = NULL;
+    if (PyList_SetSlice(g->nodes, i, i + 1, NULL) < 0) {
+        PyErr_Clear();
+        return false;
+    }
+    return true;
+}
+
 void
 graph_truncate(GraphObject *g, int keep_calls)
 {
     Py_ssize_t first = g->nplaceholders + keep_calls;
-    while (PyList_GET_SIZE(g->nodes) > first) {
-        Py_ssize_t last = PyList_GET_SIZE(g->nodes) - 1;
-        NodeObject *node = (NodeObject *)PyList_GET_ITEM(g->nodes, last);
-        if (PySet_Discard(g->names, node->name) < 0)
-            PyErr_Clear();
-        PyDict_Clear(g->name_counts);   /* a freed number may be below a count */
-        node->graph = NULL;
-        if (PyList_SetSlice(g->nodes, last, last + 1, NULL) < 0) {
-            PyErr_Clear();
-            break;
-        }
-    }
+    while (PyList_GET_SIZE(g->nodes) > first && remove_node_at(g, PyList_GET_SIZE(g->nodes) - 1))
+        ;
 }
 
 void
@@ -612,16 +620,8 @@ graph_drop_unread(GraphObject *g, NodeObject *node)
 {
     Py_ssize_t i = node->index, n = PyList_GET_SIZE(g->nodes);
     if (node->graph != (PyObject *)g || i < g->nplaceholders || i >= n
-        || PyList_GET_ITEM(g->nodes, i) != (PyObject *)node)
+        || PyList_GET_ITEM(g->nodes, i) != (PyObject *)node || !remove_node_at(g, i))
         return;
-    if (PySet_Discard(g->names, node->name) < 0)
-        PyErr_Clear();
-    PyDict_Clear(g->name_counts);   /* a freed number may be below a count */
-    node->graph = NULL;
-    if (PyList_SetSlice(g->nodes, i, i + 1, NULL) < 0) {
-        PyErr_Clear();
-        return;
-    }
     for (Py_ssize_t k = i; k < n - 1; k++)
         ((NodeObject *)PyList_GET_ITEM(g->nodes, k))->index = (int)k;
 }

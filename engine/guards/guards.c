@@ -412,13 +412,20 @@ sizes_hold(const GuardSet *gs, PyObject *expected, const FrameView *fv, PyObject
             return false;
         sum += PyLong_AsLongLong(PyTuple_GET_ITEM(expected, i + 2)) * (long long)size;
     }
+    return guard_relation_holds((int)op, sum);
+}
+
+/* (contract: guards.h) */
+bool
+guard_relation_holds(int op, long long v)
+{
     switch (op) {
-    case 0: return sum < 0;
-    case 1: return sum <= 0;
-    case 2: return sum == 0;
-    case 3: return sum != 0;
-    case 4: return sum > 0;
-    default: return sum >= 0;
+    case 0: return v < 0;
+    case 1: return v <= 0;
+    case 2: return v == 0;
+    case 3: return v != 0;
+    case 4: return v > 0;
+    default: return v >= 0;
     }
 }
 

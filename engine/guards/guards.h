@@ -305,6 +305,9 @@ void guardfailure_clear(GuardFailure *fail);
 
 /* "L['x']", "G['np'].abs", "L['xs'][2]", "S[0]" -- new str or NULL. */
 PyObject *guardset_render_source(const GuardSet *gs, int acc);
+/* Whether v OP 0 holds, op 0-5 for < <= == != > >= (GUARD_SIZES_HOLD's
+   relations; the translator decides them the same way). */
+bool guard_relation_holds(int op, long long v);
 /* Python-like expression of a guard, e.g. "L['n'] == 3",
    "len(L['xs']) == 2", "L['x'].dtype == float32 and L['x'].shape == (3, 4) ..."
    New str or NULL. */

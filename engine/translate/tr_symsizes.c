@@ -300,18 +300,6 @@ void tr_sym_size_read(Tracer *t, Value *x, int d, Value *size)
 
 static const char *const compare_names[6] = {"lt", "le", "eq", "ne", "gt", "ge"};
 
-static bool compare_holds(int op, long long v)
-{
-    switch (op) {
-    case 0: return v < 0;
-    case 1: return v <= 0;
-    case 2: return v == 0;
-    case 3: return v != 0;
-    case 4: return v > 0;
-    default: return v >= 0;
-    }
-}
-
 /* Whether `e OP 0` holds for every value of the symbols: 1, 0 (never), -1
    (it depends). */
 static int compare_decided(const SymExpr *e, int op)
@@ -364,7 +352,7 @@ int sym_relation_holds(Tracer *t, const SymExpr *e, int op)
     int r = compare_decided(e, op);
     if (r >= 0)
         return r;
-    bool holds = compare_holds(op, sym_expr_value(t, e));
+    bool holds = guard_relation_holds(op, sym_expr_value(t, e));
     static const int negated[6] = {5, 4, 3, 2, 1, 0};   /* not (<) is >=, ... */
     if (guard_relation(t, e, holds ? op : negated[op]) < 0)
         return -1;
