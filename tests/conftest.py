@@ -63,6 +63,23 @@ def _asan_with_triton():
 if _asan_with_triton():
     sys.modules.setdefault("triton", None)       # `import triton` raises ImportError
 
+def _asan_with_torch_cuda_build():
+    """Under make asan with torch's CUDA build (3.12 and 3.13 here): any C++
+    exception torch throws, even one it catches, aborts the process."""
+    import importlib.metadata
+    try:
+        return "libasan" in os.environ.get("LD_PRELOAD", "") and \
+            "+cu" in importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+skip_transformers_under_asan = pytest.mark.skipif(
+    _asan_with_torch_cuda_build(), reason="transformers asks torch.cuda whether a stream is "
+    "capturing (is_tracing), and torch's CUDA build answers on a machine without a GPU by "
+    "throwing and catching a C++ exception; under make asan's preloaded ASan runtime "
+    "__cxa_throw has no interceptor target and the process aborts")
+
 skip_dynamo_under_asan = pytest.mark.skipif(
     _asan_with_triton(), reason="the Python it starts imports torch._dynamo, which imports "
     "triton, whose import throws a C++ exception; under make asan's preloaded ASan runtime "

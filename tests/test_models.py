@@ -10,7 +10,9 @@ import os
 
 import pytest
 
-from conftest import TORCH_SKIP_REASON
+from conftest import TORCH_SKIP_REASON, skip_transformers_under_asan
+
+pytestmark = skip_transformers_under_asan
 
 torch = pytest.importorskip("torch", reason=TORCH_SKIP_REASON, exc_type=ImportError)
 
