@@ -66,12 +66,11 @@ if _asan_with_triton():
 def _asan_with_torch_cuda_build():
     """Under make asan with torch's CUDA build (3.12 and 3.13 here): any C++
     exception torch throws, even one it catches, aborts the process."""
-    import importlib.metadata
-    try:
-        return "libasan" in os.environ.get("LD_PRELOAD", "") and \
-            "+cu" in importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return False
+    import importlib.util
+    spec = importlib.util.find_spec("torch") if "libasan" in os.environ.get("LD_PRELOAD", "") \
+        else None
+    return spec is not None and spec.origin is not None and os.path.exists(
+        os.path.join(os.path.dirname(spec.origin), "lib", "libtorch_cuda.so"))
 
 
 skip_transformers_under_asan = pytest.mark.skipif(
