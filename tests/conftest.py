@@ -60,7 +60,8 @@ def _asan_with_triton():
         importlib.util.find_spec("triton") is not None
 
 
-if _asan_with_triton():
+_TRITON_UNDER_ASAN = _asan_with_triton()        # (asked before triton is kept out)
+if _TRITON_UNDER_ASAN:
     sys.modules.setdefault("triton", None)       # `import triton` raises ImportError
 
 def _asan_with_torch_cuda_build():
@@ -80,7 +81,7 @@ skip_transformers_under_asan = pytest.mark.skipif(
     "__cxa_throw has no interceptor target and the process aborts")
 
 skip_dynamo_under_asan = pytest.mark.skipif(
-    _asan_with_triton(), reason="the Python it starts imports torch._dynamo, which imports "
+    _TRITON_UNDER_ASAN, reason="the Python it starts imports torch._dynamo, which imports "
     "triton, whose import throws a C++ exception; under make asan's preloaded ASan runtime "
     "__cxa_throw has no interceptor target and the process aborts")
 
