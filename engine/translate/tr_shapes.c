@@ -23,14 +23,13 @@
 
 #include <string.h>
 
-#define MAX_DIMS 32
 
-/* A result's dimensions being worked out: up to MAX_DIMS expressions and
+/* A result's dimensions being worked out: up to SYM_MAX_DIMS expressions and
    which are known. */
 typedef struct Shape {
     int n;
     uint32_t known;
-    SymExpr d[MAX_DIMS];
+    SymExpr d[SYM_MAX_DIMS];
 } Shape;
 
 static bool shape_of(Value *x, Shape *s)
@@ -209,7 +208,7 @@ static bool rule_cat(Value **args, int nargs, PyObject *kwnames, Shape *r)
 
 static void take_dims(Shape *r, const Shape *s, int from, int to)
 {
-    for (int i = from; i < to && r->n < MAX_DIMS; i++) {
+    for (int i = from; i < to && r->n < SYM_MAX_DIMS; i++) {
         r->d[r->n] = s->d[i];
         r->known |= (s->known & (1u << i)) ? 1u << r->n : 0;
         r->n++;
@@ -327,26 +326,26 @@ static int rule_getitem(Tracer *t, Value *x, Value *index, Shape *r)
     Shape s;
     if (!shape_of(x, &s))
         return 0;
-    Value *one[MAX_DIMS] = {index};
+    Value *one[SYM_MAX_DIMS] = {index};
     Value **items = one;
     int ni = 1;
     if (index->kind == V_TUPLE) {
         ni = index->n;
-        for (int i = 0; i < ni && i < MAX_DIMS; i++)
+        for (int i = 0; i < ni && i < SYM_MAX_DIMS; i++)
             if ((one[i] = index_item(t, index->items[i])) == NULL)
                 return -1;
     }
     else if (index->kind == V_CONST && PyTuple_CheckExact(index->obj)) {
         /* x[..., None] folded to a constant tuple: its items as values */
         ni = (int)PyTuple_GET_SIZE(index->obj);
-        for (int i = 0; i < ni && i < MAX_DIMS; i++)
+        for (int i = 0; i < ni && i < SYM_MAX_DIMS; i++)
             if ((one[i] = index_item(t, value_new(t, V_CONST, PyTuple_GET_ITEM(index->obj, i)))) == NULL)
                 return -1;
     }
     else if ((one[0] = index_item(t, index)) == NULL) {
         return -1;
     }
-    if (ni > MAX_DIMS)
+    if (ni > SYM_MAX_DIMS)
         return 0;
     /* a run of integer tensor indices (advanced indexing): their shapes
        broadcast, in their place */
@@ -382,7 +381,7 @@ static int rule_getitem(Tracer *t, Value *x, Value *index, Shape *r)
             src += k;
             continue;
         }
-        if (r->n >= MAX_DIMS)
+        if (r->n >= SYM_MAX_DIMS)
             return 0;
         if (it->kind == V_CONST && it->obj == Py_None) {
             sym_expr_const(&r->d[r->n], 1);
@@ -449,7 +448,7 @@ static bool listed_sizes(Value **args, int npos, int first, Shape *r)
     }
     else if (n == 1 && args[first]->kind == V_CONST && PyTuple_Check(args[first]->obj)) {
         PyObject *tup = args[first]->obj;
-        if (PyTuple_GET_SIZE(tup) > MAX_DIMS)
+        if (PyTuple_GET_SIZE(tup) > SYM_MAX_DIMS)
             return false;
         r->n = (int)PyTuple_GET_SIZE(tup);
         for (int i = 0; i < r->n; i++) {
@@ -461,7 +460,7 @@ static bool listed_sizes(Value **args, int npos, int first, Shape *r)
         r->known = r->n >= 32 ? ~(uint32_t)0 : (1u << r->n) - 1;
         return !PyErr_Occurred() || (PyErr_Clear(), false);
     }
-    if (n > MAX_DIMS || n < 0)
+    if (n > SYM_MAX_DIMS || n < 0)
         return false;
     r->n = n;
     r->known = 0;
@@ -804,7 +803,7 @@ int tr_sym_result(Tracer *t, const char *hint, Value **args, int nargs, PyObject
             return -1;
         return 0;
     }
-    Py_ssize_t sizes[MAX_DIMS];
+    Py_ssize_t sizes[SYM_MAX_DIMS];
     int n = tensor_is_array(v->obj) || tensor_is_torch(v->obj) ? sym_example_shape(v->obj, sizes) : -1;
     if (n < 0)
         return 0;
@@ -861,7 +860,7 @@ int tr_sym_sequence(Tracer *t, const char *hint, Value **args, int nargs, PyObje
     /* each piece: the input's dimensions, the split one as the example has it */
     for (int i = 0; i < seq->n; i++) {
         Value *it = seq->items[i];
-        Py_ssize_t sizes[MAX_DIMS];
+        Py_ssize_t sizes[SYM_MAX_DIMS];
         int n = sym_example_shape(it->obj, sizes);
         bool unbind = strcmp(hint, "unbind") == 0;
         if (n != (unbind ? s.n - 1 : s.n))

@@ -32,7 +32,6 @@
 #include <string.h>
 
 #define SIZE_MIN_VALUE 2           /* what TENSOR_MATCH lets a dynamic size be */
-#define MAX_DIMS 32
 
 /* ---- expressions ---- */
 
@@ -170,7 +169,7 @@ static int new_symbol(Tracer *t, int acc, int dim, Py_ssize_t value)
 int sym_example_shape(PyObject *obj, Py_ssize_t *sizes)
 {
     PyObject *shape = PyObject_GetAttrString(obj, "shape");
-    int n = shape && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) <= MAX_DIMS
+    int n = shape && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) <= SYM_MAX_DIMS
             ? (int)PyTuple_GET_SIZE(shape) : -1;
     for (int d = 0; d < n; d++)
         sizes[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
@@ -215,8 +214,8 @@ int tr_sym_attach(Value *v, const SymExpr *e)
 /* (contract: translate.h) */
 int tr_sym_input(Tracer *t, Value *v, int acc, uint32_t dims)
 {
-    Py_ssize_t sizes[MAX_DIMS];
-    SymExpr e[MAX_DIMS];
+    Py_ssize_t sizes[SYM_MAX_DIMS];
+    SymExpr e[SYM_MAX_DIMS];
     int n = sym_example_shape(v->obj, sizes);
     if (n < 0)
         return 0;
@@ -261,7 +260,7 @@ bool sym_dims_of(Value *x, SymExpr *dims, int *n, uint32_t *known)
 {
     if (x->kind != V_TENSOR || (!tensor_is_array(x->obj) && !tensor_is_torch(x->obj)))
         return false;
-    Py_ssize_t sizes[MAX_DIMS];
+    Py_ssize_t sizes[SYM_MAX_DIMS];
     *n = sym_example_shape(x->obj, sizes);
     if (*n < 0)
         return false;
@@ -282,7 +281,7 @@ bool sym_dims_of(Value *x, SymExpr *dims, int *n, uint32_t *known)
 /* (contract: translate.h) */
 Value *tr_sym_static_dim(Tracer *t, Value *x, int d)
 {
-    if (x->sdims == NULL || d < 0 || d >= MAX_DIMS || !(x->sdims_known & (1u << d))
+    if (x->sdims == NULL || d < 0 || d >= SYM_MAX_DIMS || !(x->sdims_known & (1u << d))
         || x->sdims[d].n != 0)
         return NULL;
     return new_const(t, PyLong_FromLongLong(x->sdims[d].c));
@@ -291,7 +290,7 @@ Value *tr_sym_static_dim(Tracer *t, Value *x, int d)
 void tr_sym_size_read(Tracer *t, Value *x, int d, Value *size)
 {
     (void)t;
-    if (size != NULL && size->kind == V_TENSOR && x->sdims != NULL && d >= 0 && d < MAX_DIMS
+    if (size != NULL && size->kind == V_TENSOR && x->sdims != NULL && d >= 0 && d < SYM_MAX_DIMS
         && (x->sdims_known & (1u << d)) && sym_set_sym(size, &x->sdims[d]) < 0)
         PyErr_Clear();                  /* no expression: a graph value as before */
 }

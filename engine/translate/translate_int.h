@@ -572,6 +572,8 @@ int tr_op_list_to_tuple(TFrame *f);
 int tr_op_unpack_sequence(TFrame *f, const Instr *in);
 int tr_op_swap(TFrame *f, const Instr *in);
 
+/* the most dimensions the size layer follows per tensor (tr_symsizes.c, tr_shapes.c) */
+#define SYM_MAX_DIMS 32
 /* tr_symsizes.c: expressions (c + sum of k * symbol), for tr_shapes.c */
 void sym_expr_const(SymExpr *e, long long c);
 /* *e += k * b; false when it needs more than SYM_TERMS terms or overflows */
