@@ -247,6 +247,19 @@ out_free:
     return NULL;
 }
 
+/* A compile's end (its start, breaks, guard failures and graphs are queued
+   before it), a cache limit, a reset: rare, and the rows users query, so
+   the writer is woken for them rather than at its next interval.  A process
+   that dies soon after (Pool.terminate()'s SIGTERM at the end of a `with`)
+   has them on disk already, even when its exit flush cannot finish (a lock
+   the writer needs held by the thread the signal interrupted).  Wakes are
+   coalesced (store_writer_wake): a burst of compiles is still a few
+   transactions. */
+static bool writes_promptly(EventKind kind)
+{
+    return kind == EV_COMPILE_END || kind == EV_CACHE_LIMIT || kind == EV_RESET;
+}
+
 int store_submit(Store *s, const EventRecord *ev)
 {
     atomic_fetch_add_explicit(&s->submitted, 1, memory_order_relaxed);
@@ -265,7 +278,8 @@ int store_submit(Store *s, const EventRecord *ev)
         goto out_drop;
     }
     if (depth >= store_queue_capacity(&s->queue) / 2
-        || atomic_load_explicit(&s->queue.bytes, memory_order_relaxed) >= s->queue.max_bytes / 2)
+        || atomic_load_explicit(&s->queue.bytes, memory_order_relaxed) >= s->queue.max_bytes / 2
+        || writes_promptly(ev->kind))
         store_writer_wake(s);
     return 0;
 

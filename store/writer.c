@@ -760,8 +760,13 @@ static void drain(Store *s)
                 atomic_fetch_add_explicit(&s->dropped_write, n, memory_order_relaxed);
             else
                 failed = write_batch(s, w->batch, n) < 0;
-            for (size_t i = 0; i < n; i++)
-                store_event_free(w->batch[i]);
+            /* During an exit flush the process is about to die: the events
+               are left to it.  free() of memory another thread allocated can
+               wait on that thread's allocator lock (glibc's arena, ASan's
+               size class), and the thread the signal interrupted may hold it. */
+            if (!atomic_load(&s->exit_requested))
+                for (size_t i = 0; i < n; i++)
+                    store_event_free(w->batch[i]);
         }
         pthread_mutex_unlock(&s->gate);
         if (n < s->batch_max || atomic_load(&s->pause_requested))
