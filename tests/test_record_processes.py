@@ -164,6 +164,17 @@ while True:
     work(1)
     time.sleep(0.01)
 ''',
+    # the signal lands while the main thread allocates: it may hold a lock
+    # of the allocator's that the writer needs for its exit flush
+    "sigterm_while_allocating": '''
+work(0)
+work(1)
+report_pids([os.getpid()])
+print("ready", flush=True)
+while True:
+    work(1)
+    [bytes(100) for _ in range(20000)]
+''',
     "sigint_parent": '''
 work(0)
 report_pids([os.getpid()])
@@ -174,7 +185,8 @@ time.sleep(60)
 CHILD = PRELUDE + '''
 print(work(1)[0])
 '''
-SIGNALS = {"sigterm_parent": signal.SIGTERM, "sigint_parent": signal.SIGINT}
+SIGNALS = {"sigterm_parent": signal.SIGTERM, "sigterm_while_allocating": signal.SIGTERM,
+           "sigint_parent": signal.SIGINT}
 NEEDS_TORCH = {"torch_dataloader"}
 
 PROGRAMS["torch_dataloader"] = '''
