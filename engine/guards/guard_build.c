@@ -324,6 +324,7 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
     case GUARD_DICT_KEYS:
         if (expected == NULL || !PyTuple_CheckExact(expected))
             goto out_type;
+        g->length = length != 0;         /* 1: of a dict subclass instance */
         break;
     case GUARD_HASATTR:
         if (expected == NULL || !PyUnicode_CheckExact(expected))

@@ -634,7 +634,7 @@ guard_failure_render(const GuardSet *gs, int gi, const FrameView *fv, PyObject *
         want = &PyTuple_Type;
         break;
     case GUARD_DICT_KEYS:
-        want = &PyDict_Type;
+        want = g->length ? NULL : &PyDict_Type;      /* a subclass's: its TYPE_MATCH's */
         break;
     case GUARD_CODE_MATCH:
         want = &PyFunction_Type;

@@ -358,17 +358,34 @@ guard_has_attr(PyObject *obj, PyObject *name)
 }
 
 static bool
-dict_keys_match(PyObject *d, PyObject *keys)
+dict_keys_match(PyObject *d, PyObject *keys, bool subclass)
 {
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
 
-    if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != PyTuple_GET_SIZE(keys))
+    if (!(subclass ? PyDict_Check(d) : PyDict_CheckExact(d))
+        || PyDict_GET_SIZE(d) != PyTuple_GET_SIZE(keys))
         return false;
-    while (PyDict_Next(d, &pos, &k, &v))
-        if (!guard_const_equal(k, PyTuple_GET_ITEM(keys, i++)))
-            return false;
-    return true;
+    if (!PyObject_TypeCheck(d, &PyODict_Type)) {
+        while (PyDict_Next(d, &pos, &k, &v))
+            if (!guard_const_equal(k, PyTuple_GET_ITEM(keys, i++)))
+                return false;
+        return true;
+    }
+    /* an OrderedDict's order is its own (move_to_end): its C iterator,
+       never the subclass's __iter__ (no Python code in a guard) */
+    PyObject *it = PyODict_Type.tp_iter(d);
+    bool same = it != NULL;
+    while (same && (k = PyIter_Next(it)) != NULL) {
+        same = i < PyTuple_GET_SIZE(keys) && guard_const_equal(k, PyTuple_GET_ITEM(keys, i++));
+        Py_DECREF(k);
+    }
+    Py_XDECREF(it);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();           /* changed while iterated: not the same */
+        return false;
+    }
+    return same && i == PyTuple_GET_SIZE(keys);
 }
 
 /* torch.is_grad_enabled() now: Py_True / Py_False (borrowed), or NULL (no
@@ -462,7 +479,7 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
     case GUARD_TUPLE_LENGTH:
         return PyTuple_CheckExact(v) && PyTuple_GET_SIZE(v) == g->length;
     case GUARD_DICT_KEYS:
-        return dict_keys_match(v, g->expected);
+        return dict_keys_match(v, g->expected, g->length != 0);
     case GUARD_HASATTR:
         return guard_has_attr(v, g->expected) == g->length;
     case GUARD_CODE_MATCH:

@@ -111,7 +111,9 @@ typedef enum GuardKind {
                              device and requires_grad (see TensorMeta)       */
     GUARD_LIST_LENGTH,    /* type(v) is list and len(v) == length                */
     GUARD_TUPLE_LENGTH,   /* type(v) is tuple and len(v) == length               */
-    GUARD_DICT_KEYS,      /* type(v) is dict and list(v) == expected (a tuple)   */
+    GUARD_DICT_KEYS,      /* type(v) is dict and list(v) == expected (a tuple);
+                             length 1: v a dict subclass instance (its TYPE_MATCH
+                             comes first), in its own order (an OrderedDict's) */
     GUARD_HASATTR,        /* hasattr(v, expected) == (length != 0)               */
     GUARD_CODE_MATCH,     /* v.__code__ is expected (v a function)               */
     GUARD_NOT_NONE,       /* v is not None                                       */

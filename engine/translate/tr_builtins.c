@@ -62,6 +62,8 @@ static Value *builtin_len(TFrame *f, Value *v)
     default:
         if (foldable(v))
             return new_const(f->t, PyLong_FromSsize_t(PyObject_Length(v->obj)));
+        if (tr_is_dict_view_object(v))
+            return tr_dict_view_len(f, v);
         return tracer_unsupported(f->t, false, "len() of this kind of value"), NULL;
     }
 }

@@ -785,6 +785,29 @@ static Value *call_numpy_draw(TFrame *f, Value *b, Value **args, int nargs, PyOb
     return r;
 }
 
+/* obj.name(...) of an object the program holds, name a C method: a numpy
+   generator's draw (rng.normal), a dict subclass's view or get (d.keys(),
+   d.items(), d.get(k)); any other is a break.  NULL when tracing stops. */
+static Value *call_bound_c_method(TFrame *f, Value *callable, Value **args, int nargs,
+                                  PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *self = callable->items[0];
+    if (self->src >= 0 && self->obj) {
+        Value *r = call_numpy_draw(f, callable, args, nargs, kwnames);     /* rng.normal(...) */
+        if (r != NULL || PyErr_Occurred() || t->reason != NULL)
+            return r;
+    }
+    if (tr_is_dict_view_object(self)) {
+        bool handled;
+        Value *r = tr_dict_view_method(f, self, callable->obj, args, nargs, kwnames, &handled);
+        if (handled || PyErr_Occurred() || t->reason != NULL)
+            return r;
+    }
+    return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
+                        self->obj ? Py_TYPE(self->obj)->tp_name : "value"), NULL;
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -847,14 +870,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Value *r = value_keyed_dict_lookup(t, callable->items[0], args[0], &found);
         return r == NULL || found || nargs == 1 ? r : args[1];
     }
-    if (callable->kind == V_BOUND && callable->items[0]->src >= 0 && callable->items[0]->obj) {
-        Value *r = call_numpy_draw(f, callable, args, nargs, kwnames);     /* rng.normal(...) */
-        if (r != NULL || PyErr_Occurred() || t->reason != NULL)
-            return r;
-    }
     if (callable->kind == V_BOUND)
-        return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
-                            callable->items[0]->obj ? Py_TYPE(callable->items[0]->obj)->tp_name : "value"), NULL;
+        return call_bound_c_method(f, callable, args, nargs, kwnames);
     if (callable->kind == V_OBJECT && callable->src >= 0 && PyWeakref_CheckRefExact(callable->obj)
         && nargs == 0 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
         return call_weakref(t, callable);

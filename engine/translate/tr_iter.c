@@ -54,6 +54,8 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
             if (PyErr_Occurred() || t->reason != NULL)
                 return NULL;
         }
+        if (tr_is_dict_view_object(base))
+            return tr_dict_view_getitem(f, base, index);
     }
     if (base->kind == V_TUPLE || base->kind == V_LIST) {
         if (index->kind == V_CONST && PyLong_CheckExact(index->obj)) {
@@ -370,6 +372,11 @@ Value *tr_make_iter(TFrame *f, Value *v)
         Value *mi = value_module_iter(t, v, &handled);
         if (handled)
             return mi;
+        if (tr_is_dict_view_object(v)) {
+            /* iter(d), d a dict subclass: over its keys as guarded */
+            Value *keys = tr_dict_view_keys_for(f, v, "__iter__");
+            return keys ? tr_make_iter(f, keys) : NULL;
+        }
         break;
     }
     default:

@@ -346,6 +346,14 @@ int tr_contains(TFrame *f, Value *a, Value *b)
         if (PyErr_Occurred() || f->t->reason != NULL)
             return -1;
     }
+    if (tr_is_dict_view_object(b)) {
+        /* key in d, d a dict subclass leaving `in` to dict's C code */
+        if (tr_dict_view_keys_for(f, b, "__contains__") == NULL)
+            return -1;
+        if (!foldable(a))
+            return tracer_unsupported(f->t, false, "'in' of a key not known while tracing");
+        return PySequence_Contains(b->dict_keys, a->obj);
+    }
     if (b->kind == V_NEWOBJ) {
         Value *args[1] = {a};
         Value *r = tr_newobj_protocol(f, b, "__contains__", args, 1);

@@ -150,6 +150,10 @@ typedef struct Value {
                                 function's); alive while the translation is */
     int fn_creator_src;      /* V_FUNC: fn_creator's accessor, -1 for the root's */
     struct TFrame *gen;      /* V_GEN: its frame, the tracer's (Tracer.gens) */
+    PyObject *dict_keys;     /* strong or NULL: a V_OBJECT that is a dict
+                                subclass instance read from a source: its keys
+                                in its iteration order, guarded (DICT_KEYS);
+                                what tr_dictsub.c answers from */
     PyObject *real;          /* borrowed: a V_DICT read from a source: the dict
                                 it stands for (alive while tracing: the inputs
                                 hold it), for telling dicts apart (tr_effects.c) */

@@ -5,7 +5,7 @@
  * DESIGN.md 3.4-3.5; map: docs/architecture.md).  The room's outward
  * contract is translator.h (TranslateRequest, translate_frame); it may
  * include ../base/, ../graph/, ../guards/, ../plan/, never the capture
- * room above it.  Its files (25, with translate.h's values.c and
+ * room above it.  Its files (26, with translate.h's values.c and
  * tensorops.c):
  *
  *   translate.c     translate_frame(): the Tracer's life, symbolic frames,
@@ -42,6 +42,8 @@
  *                   recorded while translating and replayed after the graph
  *   tr_generators.c generators made while translating, run lazily
  *   tr_newobj.c     objects of the program's classes made while translating
+ *   tr_dictsub.c    dict subclass instances the program holds (ModelOutput):
+ *                   len, keys/values/items, iteration, `in`, d[key]
  *   values.c        symbolic values, and turning a concrete input reached by
  *                   an accessor into a value plus its guards (translate.h)
  *   tensorops.c     which calls are pure tensor operations: the allowlists
@@ -474,6 +476,21 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index);
 int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value);
 /* Items v iterates over, as a V_ITER (an iterator is its own). */
 Value *tr_make_iter(TFrame *f, Value *v);
+
+/* tr_dictsub.c: a dict subclass instance read from a source (Value.dict_keys
+   set by values.c), for the operations its class leaves to dict's C code,
+   each guarded to stay so; a class that defines one in Python is inlined
+   before these are asked.  NULL / -1 when tracing stops. */
+bool tr_is_dict_view_object(Value *v);
+Value *tr_dict_view_len(TFrame *f, Value *obj);
+/* d.keys() / .values() / .items() (a tuple standing for the view) and
+   d.get(k[, default]); *handled false (NULL, no stop) for other methods. */
+Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, int nargs,
+                           PyObject *kwnames, bool *handled);
+/* The keys, as a tuple standing for an iterator, once `dunder` (__iter__,
+   __contains__) is dict's C code, guarded. */
+Value *tr_dict_view_keys_for(TFrame *f, Value *obj, const char *dunder);
+Value *tr_dict_view_getitem(TFrame *f, Value *obj, Value *key);
 /* out, an enumerate() (count >= 0) or zip() (count -1) over iterators
    its[0..n), remembers where each stands.  0 / -1. */
 int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count);

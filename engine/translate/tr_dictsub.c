@@ -1,0 +1,199 @@
+/*
+ * tr_dictsub.c -- instances of dict subclasses the program holds
+ * (transformers' ModelOutput, an OrderedDict subclass; collections'
+ * OrderedDict, defaultdict and Counter read only): len(), .keys(),
+ * .values(), .items(), iteration, `in` and d[key], where the class leaves
+ * those to dict's (or OrderedDict's) C code.  Contract: translate_int.h.
+ *
+ * Such an object stays an opaque V_OBJECT (its attributes and its Python
+ * methods are read and inlined as any object's), with its keys read once
+ * and guarded (DICT_KEYS over its own iteration order, values.c) in
+ * Value.dict_keys.  Each operation here first checks, and guards, that the
+ * class resolves it to the C method of dict or OrderedDict: the class
+ * attribute is the same descriptor (ID_MATCH on type(obj).name) and, for a
+ * method, no instance attribute hides it (DICT_LACKS on obj.__dict__).
+ * Writes to such an object go through a method this file does not model
+ * (the class's own __setitem__ ends in dict's, a C call): tracing stops
+ * there, so the keys read stay true for the whole translated region.
+ */
+#include "translate_int.h"
+
+/* The class attribute `name` of obj's type, when it is the C code of dict
+   or a builtin subclass of it (OrderedDict): borrowed, or NULL. */
+static PyObject *c_dict_descr(PyObject *obj, PyObject *name)
+{
+    PyObject *d = _PyType_Lookup(Py_TYPE(obj), name);      /* borrowed */
+    PyTypeObject *owner = NULL;
+    if (d != NULL && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyWrapperDescr_Type)
+                      || Py_IS_TYPE(d, &PyClassMethodDescr_Type)))
+        owner = PyDescr_TYPE(d);
+    if (owner == NULL || (owner->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        || !PyType_IsSubtype(owner, &PyDict_Type))
+        return NULL;
+    return d;
+}
+
+/* Whether obj.name (a method, or a slot's dunder when `slot`) is dict's C
+   code, guarded to stay so.  1 yes, 0 no (no guard added), -1 stop. */
+static int guard_c_dict_method(Tracer *t, Value *obj, const char *cname, bool slot)
+{
+    PyObject *name = PyUnicode_InternFromString(cname);
+    if (name == NULL)
+        return -1;
+    PyObject *d = c_dict_descr(obj->obj, name);
+    int rc = 0;
+    if (d != NULL) {
+        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+        int da = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
+        rc = da < 0 || guardset_add(t->gs, GUARD_ID_MATCH, da, d, 0) < 0 ? -1 : 1;
+        PyObject **dictptr = slot || rc < 0 ? NULL : _PyObject_GetDictPtr(obj->obj);
+        if (dictptr != NULL) {
+            /* an instance attribute would hide the method (one set later
+               too: guarded even while the instance has no dict yet) */
+            if (*dictptr != NULL && PyDict_Contains(*dictptr, name) != 0) {
+                rc = PyErr_Occurred() ? -1 : 0;
+            }
+            else {
+                PyObject *dn = PyUnicode_InternFromString("__dict__");
+                int ia = dn ? guardset_accessor(t->gs, ACC_OBJATTR, obj->src, 0, dn, NULL) : -1;
+                Py_XDECREF(dn);
+                if (ia < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, ia, name, 0) < 0)
+                    rc = -1;
+            }
+        }
+    }
+    Py_DECREF(name);
+    return rc;
+}
+
+/* (contract: translate_int.h) */
+bool tr_is_dict_view_object(Value *v)
+{
+    return v->kind == V_OBJECT && v->dict_keys != NULL && v->src >= 0;
+}
+
+/* The value of obj[key] for one of its keys, read through its accessor. */
+static Value *item_of(Tracer *t, Value *obj, PyObject *key)
+{
+    PyObject *item = PyDict_GetItemWithError(obj->obj, key);   /* borrowed */
+    if (item == NULL)
+        return PyErr_Occurred() ? NULL
+               : (tracer_unsupported(t, false, "a dict changed while tracing (a %s)",
+                                     Py_TYPE(obj->obj)->tp_name), NULL);
+    int ia = guardset_accessor(t->gs, ACC_DICT_ITEM, obj->src, 0, key, NULL);
+    return ia < 0 ? NULL : value_from_source(t, ia, item);
+}
+
+/* A tuple value standing for what the program would get (a dict view):
+   iterated, measured and indexed here, never handed to the program. */
+static Value *view_tuple(Tracer *t, const char *stands_for)
+{
+    PyObject *empty = PyTuple_New(0);
+    Value *v = empty ? value_new(t, V_TUPLE, empty) : NULL;
+    if (v != NULL)
+        v->stands_for = stands_for;
+    return v;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_dict_view_len(TFrame *f, Value *obj)
+{
+    int ok = guard_c_dict_method(f->t, obj, "__len__", true);
+    if (ok <= 0)
+        return ok < 0 ? NULL : (tracer_unsupported(f->t, false, "len() of a %s: its class defines __len__",
+                                                   Py_TYPE(obj->obj)->tp_name), NULL);
+    return new_const(f->t, PyLong_FromSsize_t(PyTuple_GET_SIZE(obj->dict_keys)));
+}
+
+/* (contract: translate_int.h) */
+Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, int nargs,
+                           PyObject *kwnames, bool *handled)
+{
+    Tracer *t = f->t;
+    *handled = false;
+    const char *n = PyUnicode_AsUTF8(name);
+    if (n == NULL)
+        return NULL;
+    bool keys = strcmp(n, "keys") == 0, values = strcmp(n, "values") == 0,
+         items = strcmp(n, "items") == 0, get = strcmp(n, "get") == 0;
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        || !((keys || values || items) ? nargs == 0 : get && (nargs == 1 || nargs == 2)))
+        return NULL;
+    int ok = guard_c_dict_method(t, obj, n, false);
+    if (ok <= 0)
+        return NULL;                    /* -1: stopped (reason or exception) */
+    *handled = true;
+    if (get) {
+        if (args[0]->kind != V_CONST)
+            return tracer_unsupported(t, false, "a lookup in a dict input (%s.get) of a key not known while tracing",
+                                      Py_TYPE(obj->obj)->tp_name), NULL;
+        int has = PySequence_Contains(obj->dict_keys, args[0]->obj);
+        if (has < 0)
+            return NULL;
+        if (!has)
+            return nargs == 2 ? args[1] : new_const(t, Py_NewRef(Py_None));
+        return item_of(t, obj, args[0]->obj);
+    }
+    Value *out = view_tuple(t, keys ? "dict_keys" : values ? "dict_values" : "dict_items");
+    for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(obj->dict_keys); i++) {
+        PyObject *k = PyTuple_GET_ITEM(obj->dict_keys, i);
+        Value *kv = keys || items ? new_const(t, Py_NewRef(k)) : NULL;
+        Value *vv = values || items ? item_of(t, obj, k) : NULL;
+        if ((keys || items) && kv == NULL)
+            return NULL;
+        if ((values || items) && vv == NULL)
+            return NULL;
+        Value *e = kv;
+        if (items) {
+            PyObject *empty = PyTuple_New(0);
+            e = empty ? value_new(t, V_TUPLE, empty) : NULL;
+            if (e == NULL || value_append(t, e, kv) < 0 || value_append(t, e, vv) < 0)
+                return NULL;
+        }
+        else if (values)
+            e = vv;
+        if (value_append(t, out, e) < 0)
+            return NULL;
+    }
+    return out;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_dict_view_keys_for(TFrame *f, Value *obj, const char *dunder)
+{
+    int ok = guard_c_dict_method(f->t, obj, dunder, true);
+    if (ok < 0)
+        return NULL;
+    if (ok == 0 && strcmp(dunder, "__iter__") == 0)
+        return tracer_unsupported(f->t, false, "iterating a %s: its class defines __iter__",
+                                  Py_TYPE(obj->obj)->tp_name), NULL;
+    if (ok == 0)
+        return tracer_unsupported(f->t, false, "'in' on a %s: its class defines %s",
+                                  Py_TYPE(obj->obj)->tp_name, dunder), NULL;
+    Value *out = view_tuple(f->t, "dict_keyiterator");
+    for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(obj->dict_keys); i++) {
+        Value *kv = new_const(f->t, Py_NewRef(PyTuple_GET_ITEM(obj->dict_keys, i)));
+        if (kv == NULL || value_append(f->t, out, kv) < 0)
+            return NULL;
+    }
+    return out;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_dict_view_getitem(TFrame *f, Value *obj, Value *key)
+{
+    Tracer *t = f->t;
+    int ok = guard_c_dict_method(t, obj, "__getitem__", true);
+    if (ok <= 0)
+        return ok < 0 ? NULL : (tracer_unsupported(t, false, "subscript of a %s: its class defines __getitem__",
+                                                   Py_TYPE(obj->obj)->tp_name), NULL);
+    if (key->kind != V_CONST)
+        return tracer_unsupported(t, false, "subscript of a %s by a key not known while tracing",
+                                  Py_TYPE(obj->obj)->tp_name), NULL;
+    int has = PySequence_Contains(obj->dict_keys, key->obj);
+    if (has < 0)
+        return NULL;
+    if (!has)       /* __missing__ (defaultdict, Counter) or a KeyError: the program's */
+        return tracer_unsupported(t, false, "a missing key of a %s", Py_TYPE(obj->obj)->tp_name), NULL;
+    return item_of(t, obj, key->obj);
+}

@@ -1,0 +1,143 @@
+"""Dict subclass instances the program holds (transformers' ModelOutput, an
+OrderedDict subclass; collections' OrderedDict, defaultdict, Counter):
+len(), keys/values/items, iteration, `in`, d.get and d[key] are captured
+where the class leaves them to dict's C code, guarded on the keys in the
+object's own order -- and every other case runs as the program would."""
+import collections
+
+import numpy as np
+import pytest
+
+import dynscope
+
+
+class Output(collections.OrderedDict):
+    """ModelOutput's shape: __getitem__ in Python, the rest dict's."""
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+def uses_all(o, x):
+    y = x * len(o)
+    for k in o:
+        y = y + o[k]
+    if "b" in o:
+        y = y + o[1]
+    return y + sum(v.sum() for v in o.values()) + o.get("a") * 2 + len(list(o.items()))
+
+
+def counters():
+    return dynscope._C.counters()
+
+
+def check(fn, *args):
+    want = fn(*args)
+    got = dynscope.optimize("eager")(fn)(*args)
+    if isinstance(want, np.ndarray):
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert type(got) is type(want) and got == want
+    return got
+
+
+def test_a_model_output_is_one_graph_and_follows_its_keys():
+    x = np.ones(3)
+    o = Output(a=np.ones(3), b=np.arange(3.0))
+    cf = dynscope.optimize("eager")(uses_all)
+    np.testing.assert_array_equal(cf(o, x), uses_all(o, x))
+    assert counters()["graph_breaks"] == 0 and counters()["compiles"] == 1
+    o.move_to_end("a")                       # the order is the OrderedDict's own
+    np.testing.assert_array_equal(cf(o, x), uses_all(o, x))
+    o["c"] = np.full(3, 5.0)                 # a new key
+    np.testing.assert_array_equal(cf(o, x), uses_all(o, x))
+    assert counters()["compiles"] == 3 and counters()["graph_breaks"] == 0
+    e = dynscope.explain(uses_all)(o, x)
+    assert e.graph_break_count == 0
+    assert "list(L['o'].keys()) == ['b', 'a', 'c']" in str(e)
+
+
+def test_a_new_key_order_recompiles_rather_than_reusing():
+    def first_key(d, x):
+        for k in d:
+            return x * (1 if k == "a" else 2)
+    d = collections.OrderedDict(a=1, b=2)
+    cf = dynscope.optimize("eager")(first_key)
+    x = np.ones(2)
+    np.testing.assert_array_equal(cf(d, x), x)
+    d.move_to_end("a")
+    np.testing.assert_array_equal(cf(d, x), 2 * x)
+
+
+def test_defaultdict_missing_key_and_counter_run_as_the_program_would():
+    x = np.ones(2)
+    dd = collections.defaultdict(int, a=1)
+    check(lambda d, x: x * len(d) + d["a"], dd, x)
+    check(lambda d, x: x + d["zz"], dd, x)              # __missing__ adds the key
+    assert "zz" in dd
+    c = collections.Counter("abca")
+    check(lambda c, x: x * c["a"] + c["q"] + len(c), c, x)
+
+
+class OwnLen(dict):
+    def __len__(self):
+        return 42
+
+    def keys(self):
+        return ["only"]
+
+    def __iter__(self):
+        return iter(["it"])
+
+    def __contains__(self, k):
+        return k == "magic"
+
+
+def test_a_class_that_defines_the_operations_in_python_is_obeyed():
+    d = OwnLen(a=1, b=2)
+    assert check(lambda d: len(d), d) == 42
+    assert check(lambda d: list(d.keys()), d) == ["only"]
+    assert check(lambda d: [k for k in d], d) == ["it"]
+    assert check(lambda d: ("magic" in d, "a" in d), d) == (True, False)
+
+
+def test_an_instance_attribute_named_like_a_method_wins():
+    class D(dict):
+        pass
+    d = D(a=1)
+    d.keys = lambda: ["shadow"]
+    assert check(lambda d: list(d.keys()), d) == ["shadow"]
+    d2 = D(a=1)
+    cf = dynscope.optimize("eager")(lambda d: list(d.keys()))
+    assert cf(d2) == ["a"]
+    d2.keys = lambda: ["later"]              # added after the compile
+    assert cf(d2) == ["later"]
+
+
+def test_views_leave_the_frame_as_the_program_would_have_them():
+    o = Output(a=1, b=2)
+    for fn in (lambda d: d.keys(), lambda d: d.values(), lambda d: d.items()):
+        got = dynscope.optimize("eager")(fn)(o)
+        want = fn(o)
+        assert type(got) is type(want) and list(got) == list(want)
+
+
+def test_writes_in_the_frame_are_the_programs():
+    def write(d, x):
+        d["new"] = x * 2
+        return len(d), d["new"]
+    d = Output(a=1)
+    n, v = dynscope.optimize("eager")(write)(d, np.ones(2))
+    assert n == 2 and list(d.keys()) == ["a", "new"]
+    np.testing.assert_array_equal(v, np.full(2, 2.0))
+
+
+def test_keys_of_other_types_stay_opaque_and_right():
+    class D(dict):
+        pass
+    d = D({(1, 2): 3, "a": 4})
+    assert check(lambda d: (len(d), d[(1, 2)]), d) == (2, 3)
