@@ -424,7 +424,9 @@ static int dict_subclass_keys(Tracer *t, int acc, Value *v)
     if (keys == NULL)
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    bool plain = n <= 256;
+    /* (an OrderedDict written through dict.__setitem__ lists fewer keys
+       than its storage holds: left opaque) */
+    bool plain = n <= 256 && n == PyDict_GET_SIZE(obj);
     for (Py_ssize_t i = 0; plain && i < n; i++) {
         PyObject *k = PyList_GET_ITEM(keys, i);
         plain = PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBytes_CheckExact(k);
