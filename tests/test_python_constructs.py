@@ -572,6 +572,38 @@ def test_a_folded_method_returning_a_list_makes_a_new_list_each_call():
         np.testing.assert_array_equal(opt(np.ones(2), "ab.c.d"), first_part(np.ones(2), "ab.c.d"))
 
 
+def repeats(x):
+    a = [1, 2] * 3                 # constants
+    b = (x,) * 2                   # a value, the same object twice
+    c = 2 * [x, x * 2]             # int first
+    d = [x]
+    d *= 3                         # a list made here, in place
+    return a, b, c, d, [x] * 0, [x] * -2, b[0] is b[1], len(d)
+
+
+def test_list_and_tuple_repetition_is_one_graph_with_pythons_items():
+    opt, backend = capture(repeats)
+    x = np.ones(2)
+    got, want = opt(x), repeats(x)
+    assert repr(got) == repr(want)
+    assert got[6] is True and got[3][0] is got[3][2]        # references, not copies
+    assert _C.counters()["graph_breaks"] == 0
+
+
+def test_repetition_of_a_list_the_program_sees_leaves_it_to_the_program():
+    def grow(l, x):
+        l *= 2                     # the caller's list: not extended by tracing
+        return x + len(l)
+    l = [1]
+    opt, _ = capture(grow)
+    np.testing.assert_array_equal(opt(l, np.ones(1)), np.full(1, 3.0))
+    assert l == [1, 1]
+    with pytest.raises(TypeError):
+        capture(lambda x: x.keys() * 2)[0]({"a": 1})       # a dict view: Python's TypeError
+    with pytest.raises(MemoryError):
+        capture(lambda x: [x] * (1 << 62))[0](1)
+
+
 # ---------------------------------------------------------------------------
 # Objects of the program's classes made while tracing, generators run
 # lazily, contextlib.contextmanager and nullcontext.

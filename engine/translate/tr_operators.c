@@ -86,6 +86,54 @@ static Value *compare_enum_members(Tracer *t, PyObject *op, const char *opname, 
     return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
 }
 
+/* The most items a repeated list or tuple may have while tracing. */
+#define REPEAT_MAX_ITEMS 4096
+
+/* seq * n, n * seq (and seq *= n) of a list or tuple and a constant int:
+   the items repeated, each the same value as in Python (references, not
+   copies).  A list the program can see is never extended in place here.
+   NULL when tracing stops. */
+static Value *repeat_sequence(Tracer *t, Value *a, Value *b, bool inplace)
+{
+    bool seq_first = !(b->kind == V_LIST || b->kind == V_TUPLE
+                       || (b->kind == V_CONST && PyTuple_CheckExact(b->obj)));
+    Value *seq = seq_first ? a : b, *count = seq_first ? b : a;
+    if (count->kind != V_CONST || !PyLong_CheckExact(count->obj))
+        return tracer_unsupported(t, false, "operator * on a %s and a value not known while tracing",
+                                  seq->kind == V_LIST ? "list" : "tuple"), NULL;
+    if (inplace && seq_first && seq->kind == V_LIST && seq->src >= 0)
+        return tracer_unsupported(t, false, "in-place *= on a list the program can see"), NULL;
+    int overflow = 0;
+    long n = PyLong_AsLongAndOverflow(count->obj, &overflow);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t len = seq->kind == V_CONST ? PyTuple_GET_SIZE(seq->obj) : seq->n;
+    if (n < 0)
+        n = 0;
+    if (overflow > 0 || (len > 0 && n > REPEAT_MAX_ITEMS / len))
+        return tracer_unsupported(t, false, "operator * making a sequence of more than %d items",
+                                  REPEAT_MAX_ITEMS), NULL;
+    Value *out = value_new(t, seq->kind == V_LIST ? V_LIST : V_TUPLE, NULL);
+    for (long r = 0; out != NULL && r < n; r++) {
+        for (Py_ssize_t i = 0; i < len; i++) {
+            Value *item = seq->kind == V_CONST ? value_new(t, V_CONST, PyTuple_GET_ITEM(seq->obj, i))
+                                               : seq->items[i];
+            if (item == NULL || value_append(t, out, item) < 0)
+                return NULL;
+        }
+    }
+    if (out == NULL || !(inplace && seq_first && seq->kind == V_LIST))
+        return out;
+    /* list *= n of a list made while tracing: the same list object */
+    if (tracer_note_mutation(t, seq, -1) < 0)
+        return NULL;
+    seq->n = 0;
+    for (int i = 0; i < out->n; i++)
+        if (value_append(t, seq, out->items[i]) < 0)
+            return NULL;
+    return seq;
+}
+
 /* Apply operator.<opname> to a and b: fold constants, add a node for
    tensors, combine tuples/lists.  NULL when tracing stops. */
 Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
@@ -161,6 +209,9 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
         }
         return out;
     }
+    if (strcmp(opname, "mul") == 0 && (a->kind == V_LIST || a_tuple || b->kind == V_LIST || b_tuple)
+        && !a->stands_for && !b->stands_for)   /* (torch.Size, a dict view: their own rules) */
+        return repeat_sequence(t, a, b, inplace);
     if ((strcmp(opname, "eq") == 0 || strcmp(opname, "ne") == 0) && is_enum_member(a) && is_enum_member(b))
         return compare_enum_members(t, op, opname, a, b);
     /* torch.Size + (n,), (n,) * 2 ...: plain constants (C operators) */
