@@ -88,8 +88,7 @@ static Value *item_of(Tracer *t, Value *obj, PyObject *key)
    iterated, measured and indexed here, never handed to the program. */
 static Value *view_tuple(Tracer *t, const char *stands_for)
 {
-    PyObject *empty = PyTuple_New(0);
-    Value *v = empty ? value_new(t, V_TUPLE, empty) : NULL;
+    Value *v = value_new(t, V_TUPLE, NULL);
     if (v != NULL)
         v->stands_for = stands_for;
     return v;
@@ -145,8 +144,7 @@ Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, 
             return NULL;
         Value *e = kv;
         if (items) {
-            PyObject *empty = PyTuple_New(0);
-            e = empty ? value_new(t, V_TUPLE, empty) : NULL;
+            e = value_new(t, V_TUPLE, NULL);
             if (e == NULL || value_append(t, e, kv) < 0 || value_append(t, e, vv) < 0)
                 return NULL;
         }
