@@ -322,6 +322,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^call of a ", T_OPAQUE_CALL},
     {"^method .", T_OPAQUE_CALL},
     {"^a call of a dead weak reference", T_SIDE_EFFECT},
+    {"^a functools.partial whose ", T_OPAQUE_CALL},
     {"^a ModuleList without", T_MODULE_CONTAINER},
     {" without _modules", T_MODULE_CONTAINER},
     /* tensors */

@@ -604,6 +604,45 @@ def test_repetition_of_a_list_the_program_sees_leaves_it_to_the_program():
         capture(lambda x: [x] * (1 << 62))[0](1)
 
 
+import functools  # noqa: E402
+
+
+def affine(x, w, b=0.0, scale=1.0):
+    return (x * w + b) * scale
+
+
+def test_a_partial_is_called_through_its_function_in_one_graph():
+    p = functools.partial(affine, w=2.0, scale=3.0)
+    p2 = functools.partial(affine, np.ones(2))          # an array among its args
+    nested = functools.partial(p, b=5.0)
+    halve = functools.partial(np.multiply, 0.5)          # a ufunc's
+
+    def f(x):
+        return p(x, b=1.0) + p(x, w=4.0) + p2(5.0) + nested(x) + halve(x)
+    opt, backend = capture(f)
+    x = np.arange(2.0)
+    np.testing.assert_array_equal(opt(x), f(x))
+    assert _C.counters()["graph_breaks"] == 0 and graph_count(backend) == 1
+    compiles = _C.counters()["compiles"]
+    p.keywords["w"] = 7.0                                # its keywords are a dict it keeps
+    np.testing.assert_array_equal(opt(x), f(x))
+    p2.__setstate__((affine, (np.full(2, 3.0),), {"b": 1.0}, None))   # another state
+    np.testing.assert_array_equal(opt(x), f(x))
+    assert _C.counters()["compiles"] == compiles + 2
+
+
+def test_a_partial_subclass_or_a_bad_call_runs_as_the_program_would():
+    class Loud(functools.partial):
+        def __call__(self, *a, **k):
+            return super().__call__(*a, **k) + 100
+    loud = Loud(affine, w=1.0)
+    opt, _ = capture(lambda x: loud(x))
+    np.testing.assert_array_equal(opt(np.ones(2)), np.full(2, 101.0))
+    bad = functools.partial(affine, nope=1)
+    with pytest.raises(TypeError, match="nope"):
+        capture(lambda x: bad(x, 1.0))[0](np.ones(2))
+
+
 # ---------------------------------------------------------------------------
 # Objects of the program's classes made while tracing, generators run
 # lazily, contextlib.contextmanager and nullcontext.

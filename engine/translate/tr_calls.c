@@ -890,6 +890,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
             return fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
         }
     }
+    if (tr_is_partial(callable))
+        return tr_call_partial(f, callable, args, nargs, kwnames);
     if (callable->kind != V_CONST)
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;

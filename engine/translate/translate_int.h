@@ -506,6 +506,12 @@ void tr_leave_state_modes(Tracer *t, Py_ssize_t mark);
 /* The call of a CALL instruction; a call that stops is undone. */
 Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
 
+/* tr_objects.c: a functools.partial the program holds (its exact type),
+   called as func(*args, *call_args, **{**keywords, **call_kw}) with func,
+   args and keywords read through their accessors and guarded. */
+bool tr_is_partial(Value *v);
+Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames);
+
 /* ---- tr_builtins.c ---- */
 
 /* fn(*args) for fn a function of the builtins module. */
