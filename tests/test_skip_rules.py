@@ -9,6 +9,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -111,7 +112,9 @@ def test_capture_prefixes_override_and_longest_match(tmp_path, monkeypatch):
 # number and file name until they hit the cache limit.
 
 def _label(n, sep="-"):
-    return sep.join([str(n)] * 2)
+    # (the clock: a call the translator cannot fold, so that capturing a
+    # caller breaks here and _label's own frames meet the rule)
+    return sep.join([str(n)] * 2) if time.perf_counter_ns() else ""
 
 
 def _double(x):
