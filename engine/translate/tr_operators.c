@@ -86,6 +86,19 @@ static Value *compare_enum_members(Tracer *t, PyObject *op, const char *opname, 
     return new_const(t, PyObject_CallFunctionObjArgs(op, a->obj, b->obj, NULL));
 }
 
+/* An in-place op on a list made while tracing (+=, *=): the list itself
+   now holds `items`' items, its mutation noted.  The list, or NULL. */
+static Value *list_becomes(Tracer *t, Value *list, Value *items)
+{
+    if (tracer_note_mutation(t, list, -1) < 0)
+        return NULL;
+    list->n = 0;
+    for (int i = 0; i < items->n; i++)
+        if (value_append(t, list, items->items[i]) < 0)
+            return NULL;
+    return list;
+}
+
 /* The most items a repeated list or tuple may have while tracing. */
 #define REPEAT_MAX_ITEMS 4096
 
@@ -124,14 +137,7 @@ static Value *repeat_sequence(Tracer *t, Value *a, Value *b, bool inplace)
     }
     if (out == NULL || !(inplace && seq_first && seq->kind == V_LIST))
         return out;
-    /* list *= n of a list made while tracing: the same list object */
-    if (tracer_note_mutation(t, seq, -1) < 0)
-        return NULL;
-    seq->n = 0;
-    for (int i = 0; i < out->n; i++)
-        if (value_append(t, seq, out->items[i]) < 0)
-            return NULL;
-    return seq;
+    return list_becomes(t, seq, out);       /* list *= n: the same list object */
 }
 
 /* Apply operator.<opname> to a and b: fold constants, add a node for
@@ -197,16 +203,8 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
                         return NULL;
             }
         }
-        if (inplace && a->kind == V_LIST) {
-            /* list += : the same list object, extended */
-            if (tracer_note_mutation(t, a, -1) < 0)
-                return NULL;
-            a->n = 0;
-            for (int i = 0; i < out->n; i++)
-                if (value_append(t, a, out->items[i]) < 0)
-                    return NULL;
-            return a;
-        }
+        if (inplace && a->kind == V_LIST)
+            return list_becomes(t, a, out);     /* list += : the same list object, extended */
         return out;
     }
     if (strcmp(opname, "mul") == 0 && (a->kind == V_LIST || a_tuple || b->kind == V_LIST || b_tuple)
