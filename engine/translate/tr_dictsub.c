@@ -6,9 +6,11 @@
  * those to dict's (or OrderedDict's) C code.  Contract: translate_int.h.
  *
  * Such an object stays an opaque V_OBJECT (its attributes and its Python
- * methods are read and inlined as any object's), with its keys read once
- * and guarded (DICT_KEYS over its own iteration order, values.c) in
- * Value.dict_keys.  Each operation here first checks, and guards, that the
+ * methods are read and inlined as any object's).  Its keys are read once,
+ * by the first operation here that needs them, into Value.dict_keys, and
+ * guarded then (DICT_KEYS over its own iteration order): a frame that only
+ * reads attributes of a ModelOutput is not recompiled when its keys
+ * change.  Each operation here first checks, and guards, that the
  * class resolves it to the C method of dict or OrderedDict: the class
  * attribute is the same descriptor (ID_MATCH on type(obj).name) and, for a
  * method, no instance attribute hides it (DICT_LACKS on obj.__dict__).
@@ -19,18 +21,15 @@
 #include "translate_int.h"
 
 /* The class attribute `name` of obj's type, when it is the C code of dict
-   or a builtin subclass of it (OrderedDict): borrowed, or NULL. */
+   or of OrderedDict (whose storage is dict's; another C subclass may keep
+   its own): borrowed, or NULL. */
 static PyObject *c_dict_descr(PyObject *obj, PyObject *name)
 {
     PyObject *d = _PyType_Lookup(Py_TYPE(obj), name);      /* borrowed */
     PyTypeObject *owner = NULL;
-    if (d != NULL && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyWrapperDescr_Type)
-                      || Py_IS_TYPE(d, &PyClassMethodDescr_Type)))
+    if (d != NULL && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyWrapperDescr_Type)))
         owner = PyDescr_TYPE(d);
-    if (owner == NULL || (owner->tp_flags & Py_TPFLAGS_HEAPTYPE)
-        || !PyType_IsSubtype(owner, &PyDict_Type))
-        return NULL;
-    return d;
+    return owner == &PyDict_Type || owner == &PyODict_Type ? d : NULL;
 }
 
 /* Whether obj.name (a method, or a slot's dunder when `slot`) is dict's C
@@ -69,7 +68,42 @@ static int guard_c_dict_method(Tracer *t, Value *obj, const char *cname, bool sl
 /* (contract: translate_int.h) */
 bool tr_is_dict_view_object(Value *v)
 {
-    return v->kind == V_OBJECT && v->dict_keys != NULL && v->src >= 0;
+    /* (an exact dict is an opaque V_OBJECT only for keys of other types:
+       value_keyed_dict_lookup's) */
+    return v->kind == V_OBJECT && v->src >= 0 && PyDict_Check(v->obj) && !PyDict_CheckExact(v->obj);
+}
+
+/* obj's keys in its iteration order (an OrderedDict's own, through its C
+   iterator), read at the first need and guarded (DICT_KEYS, length 1: of a
+   subclass, after its TYPE_MATCH; a second add is the same guard).  Keys
+   other than str / int / bytes, more than 256, or an OrderedDict whose
+   storage holds keys its order does not list (written through
+   dict.__setitem__) stop tracing.  Borrowed, or NULL. */
+static PyObject *keys_of(Tracer *t, Value *obj)
+{
+    if (obj->dict_keys == NULL) {
+        PyObject *o = obj->obj;
+        PyObject *it = PyObject_TypeCheck(o, &PyODict_Type) ? PyODict_Type.tp_iter(o)
+                                                            : PyDict_Type.tp_iter(o);
+        PyObject *keys = it ? PySequence_Tuple(it) : NULL;
+        Py_XDECREF(it);
+        if (keys == NULL)
+            return NULL;
+        Py_ssize_t n = PyTuple_GET_SIZE(keys);
+        bool plain = n <= 256 && n == PyDict_GET_SIZE(o);
+        for (Py_ssize_t i = 0; plain && i < n; i++) {
+            PyObject *k = PyTuple_GET_ITEM(keys, i);
+            plain = PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBytes_CheckExact(k);
+        }
+        if (!plain) {
+            Py_DECREF(keys);
+            return tracer_unsupported(t, false, "the keys of a %s: more than 256, or not all "
+                                      "str, int or bytes", Py_TYPE(o)->tp_name), NULL;
+        }
+        obj->dict_keys = keys;
+    }
+    return guardset_add(t->gs, GUARD_DICT_KEYS, obj->src, obj->dict_keys, 1) < 0 ? NULL
+           : obj->dict_keys;
 }
 
 /* The value of obj[key] for one of its keys, read through its accessor. */
@@ -101,7 +135,8 @@ Value *tr_dict_view_len(TFrame *f, Value *obj)
     if (ok <= 0)
         return ok < 0 ? NULL : (tracer_unsupported(f->t, false, "len() of a %s: its class defines __len__",
                                                    Py_TYPE(obj->obj)->tp_name), NULL);
-    return new_const(f->t, PyLong_FromSsize_t(PyTuple_GET_SIZE(obj->dict_keys)));
+    PyObject *keys = keys_of(f->t, obj);
+    return keys ? new_const(f->t, PyLong_FromSsize_t(PyTuple_GET_SIZE(keys))) : NULL;
 }
 
 /* (contract: translate_int.h) */
@@ -122,11 +157,14 @@ Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, 
     if (ok <= 0)
         return NULL;                    /* -1: stopped (reason or exception) */
     *handled = true;
+    PyObject *keys_now = keys_of(t, obj);
+    if (keys_now == NULL)
+        return NULL;
     if (get) {
         if (args[0]->kind != V_CONST)
             return tracer_unsupported(t, false, "a lookup in a dict input (%s.get) of a key not known while tracing",
                                       Py_TYPE(obj->obj)->tp_name), NULL;
-        int has = PySequence_Contains(obj->dict_keys, args[0]->obj);
+        int has = PySequence_Contains(keys_now, args[0]->obj);
         if (has < 0)
             return NULL;
         if (!has)
@@ -134,8 +172,8 @@ Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, 
         return item_of(t, obj, args[0]->obj);
     }
     Value *out = view_tuple(t, keys ? "dict_keys" : values ? "dict_values" : "dict_items");
-    for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(obj->dict_keys); i++) {
-        PyObject *k = PyTuple_GET_ITEM(obj->dict_keys, i);
+    for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(keys_now); i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys_now, i);
         Value *kv = keys || items ? new_const(t, Py_NewRef(k)) : NULL;
         Value *vv = values || items ? item_of(t, obj, k) : NULL;
         if ((keys || items) && kv == NULL)
@@ -168,9 +206,10 @@ Value *tr_dict_view_keys_for(TFrame *f, Value *obj, const char *dunder)
     if (ok == 0)
         return tracer_unsupported(f->t, false, "'in' on a %s: its class defines %s",
                                   Py_TYPE(obj->obj)->tp_name, dunder), NULL;
-    Value *out = view_tuple(f->t, "dict_keyiterator");
-    for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(obj->dict_keys); i++) {
-        Value *kv = new_const(f->t, Py_NewRef(PyTuple_GET_ITEM(obj->dict_keys, i)));
+    PyObject *keys = keys_of(f->t, obj);
+    Value *out = keys ? view_tuple(f->t, "dict_keyiterator") : NULL;
+    for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(keys); i++) {
+        Value *kv = new_const(f->t, Py_NewRef(PyTuple_GET_ITEM(keys, i)));
         if (kv == NULL || value_append(f->t, out, kv) < 0)
             return NULL;
     }
@@ -188,10 +227,13 @@ Value *tr_dict_view_getitem(TFrame *f, Value *obj, Value *key)
     if (key->kind != V_CONST)
         return tracer_unsupported(t, false, "subscript of a %s by a key not known while tracing",
                                   Py_TYPE(obj->obj)->tp_name), NULL;
-    int has = PySequence_Contains(obj->dict_keys, key->obj);
+    if (!PyUnicode_CheckExact(key->obj) && !PyLong_CheckExact(key->obj) && !PyBytes_CheckExact(key->obj))
+        return tracer_unsupported(t, false, "subscript of a %s by a key not known while tracing",
+                                  Py_TYPE(obj->obj)->tp_name), NULL;
+    int has = PyDict_Contains(obj->obj, key->obj);
     if (has < 0)
         return NULL;
     if (!has)       /* __missing__ (defaultdict, Counter) or a KeyError: the program's */
         return tracer_unsupported(t, false, "a missing key of a %s", Py_TYPE(obj->obj)->tp_name), NULL;
-    return item_of(t, obj, key->obj);
+    return item_of(t, obj, key->obj);    /* its accessor guards it present */
 }

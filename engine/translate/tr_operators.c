@@ -397,11 +397,12 @@ int tr_contains(TFrame *f, Value *a, Value *b)
     }
     if (tr_is_dict_view_object(b)) {
         /* key in d, d a dict subclass leaving `in` to dict's C code */
-        if (tr_dict_view_keys_for(f, b, "__contains__") == NULL)
+        Value *keys = tr_dict_view_keys_for(f, b, "__contains__");
+        if (keys == NULL)
             return -1;
         if (!foldable(a))
             return tracer_unsupported(f->t, false, "'in' of a key not known while tracing");
-        return PySequence_Contains(b->dict_keys, a->obj);
+        return PySequence_Contains(b->dict_keys, a->obj);      /* (read by keys_for) */
     }
     if (b->kind == V_NEWOBJ) {
         Value *args[1] = {a};

@@ -152,8 +152,8 @@ typedef struct Value {
     struct TFrame *gen;      /* V_GEN: its frame, the tracer's (Tracer.gens) */
     PyObject *dict_keys;     /* strong or NULL: a V_OBJECT that is a dict
                                 subclass instance read from a source: its keys
-                                in its iteration order, guarded (DICT_KEYS);
-                                what tr_dictsub.c answers from */
+                                in its iteration order, once an operation
+                                needed them (tr_dictsub.c, which guards them) */
     PyObject *real;          /* borrowed: a V_DICT read from a source: the dict
                                 it stands for (alive while tracing: the inputs
                                 hold it), for telling dicts apart (tr_effects.c) */

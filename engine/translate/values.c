@@ -10,9 +10,9 @@
  *                                           (torch also: GRAD_MODE)
  *   tuple / list                            TUPLE_LENGTH / LIST_LENGTH, items recursively
  *   dict (str/int keys)                     DICT_KEYS, values recursively
- *   dict subclass instance (str/int keys)   TYPE_MATCH + DICT_KEYS of a subclass,
- *                                           an opaque V_OBJECT with its keys
- *                                           (Value.dict_keys: tr_dictsub.c)
+ *   dict subclass instance                  TYPE_MATCH, opaque V_OBJECT (its keys
+ *                                           read and guarded where an operation
+ *                                           needs them: tr_dictsub.c)
  *   modules, functions, classes, builtins,
  *   ufuncs, dtypes, torch dtype / device /
  *   layout / memory_format                  ID_MATCH
@@ -409,40 +409,6 @@ static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
     return v;
 }
 
-/* A dict subclass instance (ModelOutput, OrderedDict, ...) as an opaque
-   object: its keys, when all are str / int / bytes and at most 256, are
-   read in the order its iteration gives (an OrderedDict's own) and guarded
-   (DICT_KEYS, length 1: a subclass, whose TYPE_MATCH comes first), for
-   tr_dictsub.c.  Other keys: left opaque.  0 / -1. */
-static int dict_subclass_keys(Tracer *t, int acc, Value *v)
-{
-    PyObject *obj = v->obj;
-    PyObject *it = PyObject_TypeCheck(obj, &PyODict_Type) ? PyODict_Type.tp_iter(obj)
-                                                          : PyDict_Type.tp_iter(obj);
-    PyObject *keys = it ? PySequence_List(it) : NULL;
-    Py_XDECREF(it);
-    if (keys == NULL)
-        return -1;
-    Py_ssize_t n = PyList_GET_SIZE(keys);
-    /* (an OrderedDict written through dict.__setitem__ lists fewer keys
-       than its storage holds: left opaque) */
-    bool plain = n <= 256 && n == PyDict_GET_SIZE(obj);
-    for (Py_ssize_t i = 0; plain && i < n; i++) {
-        PyObject *k = PyList_GET_ITEM(keys, i);
-        plain = PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBytes_CheckExact(k);
-    }
-    PyObject *kt = plain ? PyList_AsTuple(keys) : NULL;
-    Py_DECREF(keys);
-    if (!plain)
-        return 0;
-    if (kt == NULL || guard(t, GUARD_DICT_KEYS, acc, kt, 1) < 0) {
-        Py_XDECREF(kt);
-        return -1;
-    }
-    v->dict_keys = kt;
-    return 0;
-}
-
 /* Whether obj may be a key the guards hold: a class, or an object of
    typing's own classes (Union, Optional, Literal: module-level singletons),
    hashed and compared by identity in C. */
@@ -543,10 +509,7 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
         return NULL;
     if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
         return NULL;
-    Value *v = remember(t, acc, value_new(t, V_OBJECT, obj));
-    if (v != NULL && PyDict_Check(obj) && dict_subclass_keys(t, acc, v) < 0)
-        return NULL;
-    return v;
+    return remember(t, acc, value_new(t, V_OBJECT, obj));
 }
 
 Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims)
