@@ -154,3 +154,17 @@ def test_an_ordered_dict_written_through_dict_setitem_stays_opaque(capfd):
     got = dynscope.optimize("eager")(f)(o, np.ones(2))
     assert got[:2] == (3, ["a", "b"])
     assert "internal error" not in capfd.readouterr().err
+
+
+def test_an_item_read_guards_that_item_not_every_key():
+    class D(dict):
+        pass
+    d = D(a=np.ones(2))
+    cf = dynscope.optimize("eager")(lambda d, x: x + d["a"])
+    np.testing.assert_array_equal(cf(d, np.ones(2)), np.full(2, 2.0))
+    d["b"] = 1                               # a key the frame never reads
+    np.testing.assert_array_equal(cf(d, np.ones(2)), np.full(2, 2.0))
+    assert counters()["compiles"] == 1
+    del d["a"]
+    d["a"] = np.zeros(2)                     # the item read: guarded
+    np.testing.assert_array_equal(cf(d, np.ones(2)), np.ones(2))
