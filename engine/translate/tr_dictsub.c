@@ -10,7 +10,10 @@
  * by the first operation here that needs them, into Value.dict_keys, and
  * guarded then (DICT_KEYS over its own iteration order): a frame that only
  * reads attributes of a ModelOutput is not recompiled when its keys
- * change.  Each operation here first checks, and guards, that the
+ * change.  One item (d[key], d.get(key), key in d) is read as super()'s
+ * dict methods read it (tr_dict_method_of_subclass: the item's accessor, or
+ * its absence), with no keys guard.  Each operation here first checks, and
+ * guards, that the
  * class resolves it to the C method of dict or OrderedDict: the class
  * attribute is the same descriptor (ID_MATCH on type(obj).name) and, for a
  * method, no instance attribute hides it (DICT_LACKS on obj.__dict__).
@@ -157,20 +160,11 @@ Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, 
     if (ok <= 0)
         return NULL;                    /* -1: stopped (reason or exception) */
     *handled = true;
+    if (get)                            /* one item, present or absent: no keys guard */
+        return tr_dict_method_of_subclass(f, c_dict_descr(obj->obj, name), obj, args, nargs, NULL);
     PyObject *keys_now = keys_of(t, obj);
     if (keys_now == NULL)
         return NULL;
-    if (get) {
-        if (args[0]->kind != V_CONST)
-            return tracer_unsupported(t, false, "a lookup in a dict input (%s.get) of a key not known while tracing",
-                                      Py_TYPE(obj->obj)->tp_name), NULL;
-        int has = PySequence_Contains(keys_now, args[0]->obj);
-        if (has < 0)
-            return NULL;
-        if (!has)
-            return nargs == 2 ? args[1] : new_const(t, Py_NewRef(Py_None));
-        return item_of(t, obj, args[0]->obj);
-    }
     Value *out = view_tuple(t, keys ? "dict_keys" : values ? "dict_values" : "dict_items");
     for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(keys_now); i++) {
         PyObject *k = PyTuple_GET_ITEM(keys_now, i);
@@ -195,17 +189,14 @@ Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, 
 }
 
 /* (contract: translate_int.h) */
-Value *tr_dict_view_keys_for(TFrame *f, Value *obj, const char *dunder)
+Value *tr_dict_view_iter(TFrame *f, Value *obj)
 {
-    int ok = guard_c_dict_method(f->t, obj, dunder, true);
+    int ok = guard_c_dict_method(f->t, obj, "__iter__", true);
     if (ok < 0)
         return NULL;
-    if (ok == 0 && strcmp(dunder, "__iter__") == 0)
+    if (ok == 0)
         return tracer_unsupported(f->t, false, "iterating a %s: its class defines __iter__",
                                   Py_TYPE(obj->obj)->tp_name), NULL;
-    if (ok == 0)
-        return tracer_unsupported(f->t, false, "'in' on a %s: its class defines %s",
-                                  Py_TYPE(obj->obj)->tp_name, dunder), NULL;
     PyObject *keys = keys_of(f->t, obj);
     Value *out = keys ? view_tuple(f->t, "dict_keyiterator") : NULL;
     for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(keys); i++) {
@@ -213,27 +204,23 @@ Value *tr_dict_view_keys_for(TFrame *f, Value *obj, const char *dunder)
         if (kv == NULL || value_append(f->t, out, kv) < 0)
             return NULL;
     }
-    return out;
+    return out ? tr_make_iter(f, out) : NULL;
 }
 
 /* (contract: translate_int.h) */
-Value *tr_dict_view_getitem(TFrame *f, Value *obj, Value *key)
+Value *tr_dict_view_item(TFrame *f, Value *obj, const char *dunder, Value *key)
 {
-    Tracer *t = f->t;
-    int ok = guard_c_dict_method(t, obj, "__getitem__", true);
-    if (ok <= 0)
-        return ok < 0 ? NULL : (tracer_unsupported(t, false, "subscript of a %s: its class defines __getitem__",
-                                                   Py_TYPE(obj->obj)->tp_name), NULL);
-    if (key->kind != V_CONST)
-        return tracer_unsupported(t, false, "subscript of a %s by a key not known while tracing",
-                                  Py_TYPE(obj->obj)->tp_name), NULL;
-    if (!PyUnicode_CheckExact(key->obj) && !PyLong_CheckExact(key->obj) && !PyBytes_CheckExact(key->obj))
-        return tracer_unsupported(t, false, "subscript of a %s by a key not known while tracing",
-                                  Py_TYPE(obj->obj)->tp_name), NULL;
-    int has = PyDict_Contains(obj->obj, key->obj);
-    if (has < 0)
+    int ok = guard_c_dict_method(f->t, obj, dunder, true);
+    if (ok < 0)
         return NULL;
-    if (!has)       /* __missing__ (defaultdict, Counter) or a KeyError: the program's */
-        return tracer_unsupported(t, false, "a missing key of a %s", Py_TYPE(obj->obj)->tp_name), NULL;
-    return item_of(t, obj, key->obj);    /* its accessor guards it present */
+    if (ok == 0 && strcmp(dunder, "__getitem__") == 0)
+        return tracer_unsupported(f->t, false, "subscript of a %s: its class defines __getitem__",
+                                  Py_TYPE(obj->obj)->tp_name), NULL;
+    if (ok == 0)
+        return tracer_unsupported(f->t, false, "'in' on a %s: its class defines __contains__",
+                                  Py_TYPE(obj->obj)->tp_name), NULL;
+    PyObject *name = PyUnicode_InternFromString(dunder);
+    PyObject *meth = name ? c_dict_descr(obj->obj, name) : NULL;
+    Py_XDECREF(name);
+    return meth ? tr_dict_method_of_subclass(f, meth, obj, &key, 1, NULL) : NULL;
 }

@@ -55,7 +55,7 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index)
                 return NULL;
         }
         if (tr_is_dict_view_object(base))
-            return tr_dict_view_getitem(f, base, index);
+            return tr_dict_view_item(f, base, "__getitem__", index);
     }
     if (base->kind == V_TUPLE || base->kind == V_LIST) {
         if (index->kind == V_CONST && PyLong_CheckExact(index->obj)) {
@@ -372,11 +372,8 @@ Value *tr_make_iter(TFrame *f, Value *v)
         Value *mi = value_module_iter(t, v, &handled);
         if (handled)
             return mi;
-        if (tr_is_dict_view_object(v)) {
-            /* iter(d), d a dict subclass: over its keys as guarded */
-            Value *keys = tr_dict_view_keys_for(f, v, "__iter__");
-            return keys ? tr_make_iter(f, keys) : NULL;
-        }
+        if (tr_is_dict_view_object(v))
+            return tr_dict_view_iter(f, v);     /* iter(d): over its keys as guarded */
         break;
     }
     default:

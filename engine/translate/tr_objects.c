@@ -416,12 +416,9 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
     return tracer_unsupported(t, false, "super() has no attribute '%U'", name), NULL;
 }
 
-/* dict.get / __getitem__ / __contains__ (meth, a method descriptor of
-   dict) of self, a dict subclass reached by an accessor, as super() gives
-   them: the item read as self[key] from its storage (ACC_DICT_ITEM), its
-   absence guarded (DICT_LACKS).  NULL when tracing stops. */
-static Value *dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value **args,
-                                      int nargs, PyObject *kwnames)
+/* (contract: translate_int.h) */
+Value *tr_dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value **args,
+                                  int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
     const char *name = ((PyMethodDescrObject *)meth)->d_method->ml_name;
@@ -466,7 +463,7 @@ Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject 
         return tr_generic_attr(f, self, args[0]->obj);
     }
     if (fn->kind == V_CONST && Py_IS_TYPE(fn->obj, &PyMethodDescr_Type))
-        return dict_method_of_subclass(f, fn->obj, self, args, nargs, kwnames);
+        return tr_dict_method_of_subclass(f, fn->obj, self, args, nargs, kwnames);
     if (nargs + 1 >= MAX_STACK)
         return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
     Value *full[MAX_STACK];

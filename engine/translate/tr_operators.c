@@ -397,12 +397,8 @@ int tr_contains(TFrame *f, Value *a, Value *b)
     }
     if (tr_is_dict_view_object(b)) {
         /* key in d, d a dict subclass leaving `in` to dict's C code */
-        Value *keys = tr_dict_view_keys_for(f, b, "__contains__");
-        if (keys == NULL)
-            return -1;
-        if (!foldable(a))
-            return tracer_unsupported(f->t, false, "'in' of a key not known while tracing");
-        return PySequence_Contains(b->dict_keys, a->obj);      /* (read by keys_for) */
+        Value *r = tr_dict_view_item(f, b, "__contains__", a);
+        return r ? tr_truth(f, r, "'in'") : -1;
     }
     if (b->kind == V_NEWOBJ) {
         Value *args[1] = {a};

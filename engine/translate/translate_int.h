@@ -487,10 +487,11 @@ Value *tr_dict_view_len(TFrame *f, Value *obj);
    d.get(k[, default]); *handled false (NULL, no stop) for other methods. */
 Value *tr_dict_view_method(TFrame *f, Value *obj, PyObject *name, Value **args, int nargs,
                            PyObject *kwnames, bool *handled);
-/* The keys, as a tuple standing for an iterator, once `dunder` (__iter__,
-   __contains__) is dict's C code, guarded. */
-Value *tr_dict_view_keys_for(TFrame *f, Value *obj, const char *dunder);
-Value *tr_dict_view_getitem(TFrame *f, Value *obj, Value *key);
+/* iter(d) over its keys, once __iter__ is dict's C code, guarded. */
+Value *tr_dict_view_iter(TFrame *f, Value *obj);
+/* d[key] (dunder "__getitem__") or key in d ("__contains__", a constant
+   bool), once the class leaves it to dict: tr_dict_method_of_subclass. */
+Value *tr_dict_view_item(TFrame *f, Value *obj, const char *dunder, Value *key);
 /* out, an enumerate() (count >= 0) or zip() (count -1) over iterators
    its[0..n), remembers where each stands.  0 / -1. */
 int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count);
@@ -510,6 +511,13 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
    called as func(*args, *call_args, **{**keywords, **call_kw}) with func,
    args and keywords read through their accessors and guarded. */
 bool tr_is_partial(Value *v);
+/* dict.get / __getitem__ / __contains__ (meth, a method descriptor of
+   dict) of self, a dict subclass reached by an accessor (as super() or the
+   class itself leaves them to dict): the item read as self[key] from its
+   storage (ACC_DICT_ITEM), its absence guarded (DICT_LACKS).  NULL when
+   tracing stops. */
+Value *tr_dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value **args,
+                                  int nargs, PyObject *kwnames);
 Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames);
 
 /* ---- tr_builtins.c ---- */
