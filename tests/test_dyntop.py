@@ -1290,8 +1290,10 @@ def test_ranks_shown_live_while_their_files_grow(pane, tmp_path):
         p.send("v")
         for proc in procs:
             assert proc.wait(timeout=120) == 0
-        screen = p.wait(lambda s: re.search(r"odd\s+rank 1\s+compiles 20 vs 30", s),
-                        what="rank 1 odd once both ended")
+        # (a compile's rows are on disk as it ends, the run's end when the
+        # process closes its recording: the counts can show first)
+        screen = p.wait(lambda s: re.search(r"odd\s+rank 1\s+compiles 20 vs 30", s)
+                        and "ended" in s.splitlines()[0], what="rank 1 odd once both ended")
         assert "ended" in screen.splitlines()[0]
     finally:
         for proc in procs:
