@@ -370,3 +370,141 @@ def test_a_slice_by_a_dynamic_int_has_the_size_the_int_gives():
         x = np.arange(10.0)
         assert opt(x, n) == sliced_by(x, n)
     assert compiles() == 2
+
+
+# ---- a source first read in a miss on changed sizes (issue 37) ----
+
+class Past:
+    """What a decoding loop hands its step: nothing on the prompt, then the
+    cache the prompt filled, one row longer each step."""
+
+    def __init__(self):
+        self.k = None
+
+
+def decode_step(ids, past):
+    h = ids * 2.0
+    if past.k is None:
+        return h.sum(1)
+    return h.sum(1) + past.k.sum(1)
+
+
+def test_a_cache_first_read_when_the_prompts_length_changed_is_dynamic_at_once():
+    # the prompt (1, 7), then steps (1, 1) with a cache of 7, 8, 9, ...
+    # columns: the step's miss saw ids' 7 become 1, so the cache it reads
+    # for the first time takes its 7 as dynamic -- one compile for every
+    # step, not one for the first step and one for the rest
+    opt = dynscope.optimize("eager")(decode_step)
+    past, ref = Past(), Past()
+    prompt = np.arange(7.0)[None]
+    np.testing.assert_array_equal(opt(prompt, past), decode_step(prompt, ref))
+    past.k, ref.k = prompt.copy(), prompt.copy()
+    for i in range(6):
+        ids = np.full((1, 1), float(i))
+        np.testing.assert_array_equal(opt(ids, past), decode_step(ids, ref))
+        past.k = ref.k = np.concatenate([ref.k, ids], axis=1)
+    assert compiles() == 2
+    (reason,) = reasons()
+    assert reason.startswith("L['ids'].shape == (1, 7) (observed (1, 1))")
+    assert "L['past'].k.size(1) is now dynamic (a graph input)" in reason
+    assert "L['past'].k.size(0)" not in reason           # its 1 is no size that changed
+
+
+def test_a_source_first_read_with_a_size_no_miss_saw_change_stays_static():
+    # the same step, but the cache arrives with 5 columns, a size the
+    # miss did not see change: static, then dynamic once it grows
+    opt = dynscope.optimize("eager")(decode_step)
+    past = Past()
+    opt(np.ones((1, 7)), past)
+    for n in (5, 6, 7, 8):
+        past.k = np.ones((1, n))
+        np.testing.assert_array_equal(opt(np.ones((1, 1)), past), decode_step(np.ones((1, 1)), past))
+    assert compiles() == 3
+    assert "L['past'].k.size(1) is now dynamic" not in reasons()[0]
+    assert "L['past'].k.size(1) is now dynamic" in reasons()[1]
+
+
+# ---- products of sizes ----
+
+def flat_rows(x):
+    if x.size == 0:                       # s0 * s1 >= 4: decided, no guard
+        return x.sum(0)
+    rows = x.reshape(-1, x.shape[1])      # -1: s0 * s1 / s1 = s0
+    if rows.shape[0] > 3:
+        return rows.sum(0)
+    return rows.mean(0)
+
+
+def test_an_element_count_of_two_dynamic_sizes_is_an_expression():
+    opt = dynscope.optimize("eager")(flat_rows)
+    for shape in ((4, 5), (6, 7), (8, 3), (5, 9), (2, 6), (3, 3)):
+        x = np.arange(float(np.prod(shape))).reshape(shape)
+        np.testing.assert_array_equal(opt(x), flat_rows(x))
+    assert _C.counters()["graph_breaks"] == 0
+    # (4, 5) static; (6, 7) both dynamic, rows > 3 guarded; (2, 6) the other side
+    assert compiles() == 3
+    assert not any("stays static" in r for r in reasons())
+    general = [e for e in dynscope.cache_entries(flat_rows) if e.compile_id == "0/1"][0]
+    assert [g.expr for g in general.guards if g.kind == "SIZES_HOLD"] == ["L['x'].size(0) - 3 > 0"]
+
+
+def big_or_small(x):
+    if x.size > 40:
+        return x.sum()
+    return x.max()
+
+
+def test_a_branch_on_a_product_of_sizes_is_guarded_as_that_product():
+    opt = dynscope.optimize("eager")(big_or_small)
+    for shape in ((4, 5), (6, 7), (5, 9), (3, 5), (2, 9), (7, 7)):
+        x = np.arange(float(np.prod(shape))).reshape(shape)
+        assert opt(x) == big_or_small(x)
+    assert compiles() == 3               # static (4, 5); size > 40; size <= 40
+    general = [e for e in dynscope.cache_entries(big_or_small) if e.compile_id == "0/1"][0]
+    assert [g.expr for g in general.guards if g.kind == "SIZES_HOLD"] == [
+        "L['x'].size(0) * L['x'].size(1) - 40 > 0"]
+    assert reasons()[1].startswith("L['x'].size(0) * L['x'].size(1) - 40 > 0")
+
+
+def rows_of_mask(ids, mask):
+    m = mask.reshape(ids.shape[0], -1)
+    if m.shape[1] > 4:
+        return m.sum(1) + ids.sum(1)
+    return ids.sum(1)
+
+
+def test_a_view_whose_minus_one_does_not_divide_as_written_relates_the_sizes_under_a_guard():
+    # ids and mask both go from batch 1 to 2: the mask (s2, s3) viewed as
+    # (s0, -1) is (s0, s3) where s0 == s2, guarded.  (It was a graph value:
+    # the branch on it stopped the dynamic translation, and both inputs
+    # stayed static for good.)
+    opt = dynscope.optimize("eager")(rows_of_mask)
+    opt(np.ones((1, 7)), np.ones((1, 7)))
+    for n in (9, 5, 11):
+        ids, mask = np.ones((2, n)), np.arange(2.0 * n).reshape(2, n)
+        np.testing.assert_array_equal(opt(ids, mask), rows_of_mask(ids, mask))
+    assert compiles() == 2
+    assert not any("stays static" in r for r in reasons())
+    general = [e for e in dynscope.cache_entries(rows_of_mask) if e.compile_id == "0/1"][0]
+    assert [g.expr for g in general.guards if g.kind == "SIZES_HOLD"] == [
+        "L['mask'].size(0) - L['ids'].size(0) == 0", "L['mask'].size(1) - 4 > 0"]
+    ids, mask = np.ones((3, 4)), np.ones((2, 6))     # batches apart: the guard fails
+    np.testing.assert_array_equal(opt(ids, mask), rows_of_mask(ids, mask))
+    assert compiles() == 3
+
+
+def test_a_view_of_a_static_input_by_a_dynamic_size_fixes_that_size_under_a_guard():
+    # the mask keeps its shape (2, 9) while ids' batch and length go
+    # dynamic: 18 elements viewed as (s0, -1) are (s0, 9) for s0 == 2
+    opt = dynscope.optimize("eager")(rows_of_mask)
+    mask = np.arange(18.0).reshape(2, 9)
+    opt(np.ones((1, 7)), mask)
+    for n in (9, 5, 11):
+        ids = np.ones((2, n))
+        np.testing.assert_array_equal(opt(ids, mask), rows_of_mask(ids, mask))
+    assert compiles() == 2
+    general = [e for e in dynscope.cache_entries(rows_of_mask) if e.compile_id == "0/1"][0]
+    assert [g.expr for g in general.guards if g.kind == "SIZES_HOLD"] == ["L['ids'].size(0) - 2 == 0"]
+    ids = np.ones((3, 4))                            # 18 rows of 6: the guard fails
+    np.testing.assert_array_equal(opt(ids, mask), rows_of_mask(ids, mask))
+    assert compiles() == 3

@@ -22,17 +22,13 @@
 
 static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_stack);
 
-/* mark_dynamic for a TENSOR_MATCH that `seen` (the value, borrowed, or
-   NULL) failed: the dimensions whose size changed -- same type, dtype and
-   rank; sizes from 2 on, as 0 and 1 broadcast apart -- become dynamic for
-   slot `slot` (CacheFrame.dyn_dims).  Returns "L['x'].size(0)" (new str)
-   when a dimension was newly marked, else NULL. */
-static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g, PyObject *seen,
-                                   uint64_t bit, Py_ssize_t slot)
+/* The dimensions where `seen` (borrowed, or NULL), failing TENSOR_MATCH
+   tm, has another size -- same type, dtype and rank -- of at least
+   min_now.  Cannot fail. */
+static uint32_t changed_dims(const TensorMeta *tm, PyObject *seen, Py_ssize_t min_now)
 {
-    const TensorMeta *tm = g->tensor;
-    if (seen == NULL || tm == NULL || Py_TYPE(seen) != tm->type || (cf->static_only & bit))
-        return NULL;
+    if (seen == NULL || tm == NULL || Py_TYPE(seen) != tm->type)
+        return 0;
     PyObject *shape = PyObject_GetAttrString(seen, "shape");
     PyObject *dtype = shape ? PyObject_GetAttrString(seen, "dtype") : NULL;
     int same_dtype = dtype ? PyObject_RichCompareBool(dtype, tm->dtype, Py_EQ) : -1;
@@ -40,13 +36,28 @@ static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g
     if (same_dtype == 1 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == tm->ndim) {
         for (int d = 0; d < tm->ndim && d < 32; d++) {
             Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
-            if (now >= 2 && tm->shape[d] >= 2 && now != tm->shape[d])
+            if (now >= min_now && tm->shape[d] >= 0 && now != tm->shape[d])
                 dims |= 1u << d;
         }
     }
     Py_XDECREF(shape);
     Py_XDECREF(dtype);
     PyErr_Clear();
+    return dims;
+}
+
+/* mark_dynamic for a TENSOR_MATCH that `seen` (the value, borrowed, or
+   NULL) failed: the dimensions whose size changed to one from 2 on (as 0
+   and 1 broadcast apart; a size of 1 before does not keep one from 2 on
+   static: a cache's length 1, then 2, then 3) become dynamic for slot
+   `slot` (CacheFrame.dyn_dims).  Returns "L['x'].size(0)" (new str) when a
+   dimension was newly marked, else NULL. */
+static PyObject *mark_dynamic_dims(CacheFrame *cf, CacheEntry *e, const Guard *g, PyObject *seen,
+                                   uint64_t bit, Py_ssize_t slot)
+{
+    if (cf->static_only & bit)
+        return NULL;
+    uint32_t dims = changed_dims(g->tensor, seen, 2);
     dims &= ~cf->dyn_dims[slot];
     if (dims == 0)
         return NULL;
@@ -157,11 +168,34 @@ static void note_sources(CacheFrame *cf, PyObject *now_dynamic, PyObject *kept_s
  * report: the first failing guard of each entry, and the entry nearest to
  * the new inputs with every guard of it that fails.  Strong or NULL.
  */
+#define MISS_CHANGED_SIZES 8
+
 typedef struct MissReport {
     PyObject *failures;  /* list of GuardFailureInfo (guards.h) */
     PyObject *nearest;   /* dict {"entry", "failing", "guards", "capture_ns"}
                             (docs/events.md, recompile) or NULL */
+    /* TranslateRequest.changed_sizes: the first distinct ones */
+    Py_ssize_t changed_sizes[MISS_CHANGED_SIZES];
+    int nchanged_sizes;
 } MissReport;
+
+/* The sizes from 2 on that g, a failing TENSOR_MATCH of an entry, expected
+   where `seen` (borrowed or NULL) now has another (a prompt's 7 where a
+   decoding step has 1): into mr->changed_sizes.
+   Cannot fail. */
+static void note_changed_sizes(MissReport *mr, const Guard *g, PyObject *seen)
+{
+    uint32_t dims = changed_dims(g->tensor, seen, 0);
+    for (int d = 0; dims != 0 && d < 32; d++) {
+        if (!(dims & (1u << d)) || g->tensor->shape[d] < 2)
+            continue;
+        bool known = false;
+        for (int i = 0; i < mr->nchanged_sizes; i++)
+            known = known || mr->changed_sizes[i] == g->tensor->shape[d];
+        if (!known && mr->nchanged_sizes < MISS_CHANGED_SIZES)
+            mr->changed_sizes[mr->nchanged_sizes++] = g->tensor->shape[d];
+    }
+}
 
 static void miss_report_clear(MissReport *mr)
 {
@@ -230,7 +264,14 @@ static int collect_failures(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
             *now_dynamic = mark_dynamic(cc, cf, e, fail.guard, fv);
         if (r == 0 && fail.guard >= 0) {
             /* the newest of the entries with the fewest failing guards */
-            int n = guardset_failing(&e->guards, fv, vals, tc->config.backend, NULL, 0);
+            int failing[GUARD_DIFF_MAX];
+            int n = guardset_failing(&e->guards, fv, vals, tc->config.backend, failing,
+                                     GUARD_DIFF_MAX);
+            for (int j = 0; j < n && j < GUARD_DIFF_MAX && tc->config.dynamic < 0; j++) {
+                const Guard *g = &e->guards.guards[failing[j]];
+                if (g->kind == GUARD_TENSOR_MATCH)
+                    note_changed_sizes(mr, g, guardset_value(&e->guards, g->acc, fv, vals));
+            }
             if (n < nearest_failing) {
                 nearest = e;
                 nearest_failing = n;
@@ -326,7 +367,7 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
 {
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
     Py_ssize_t attempts = nentries + cf->failed;   /* toward the limit */
-    *mr = (MissReport){NULL, NULL};
+    *mr = (MissReport){.failures = NULL};
     if (cf->limit_warned && attempts >= engine.config.cache_size_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
     if (nentries > 0) {
@@ -578,6 +619,8 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
        another thread reset the cache, which drops the frame's dict */
     PyObject *source_sizes = Py_XNewRef(cf->source_sizes);
     rq.source_sizes = source_sizes;
+    rq.changed_sizes = mr.changed_sizes;
+    rq.nchanged_sizes = mr.nchanged_sizes;
     rq.static_module_state = engine.config.force_parameter_static_shapes;
     translated_beside_threads = other_threads_exist();
     TranslateStatus st = translate_frame(&rq, &e->guards, &e->plan, &reason, &permanent);

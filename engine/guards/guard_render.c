@@ -334,28 +334,45 @@ render_guard_with(const GuardSet *gs, const Guard *g, PyObject *src)
     return res;
 }
 
-/* GUARD_SIZES_HOLD as "L['k'].size(2) + 1 - L['m'].size(1) <= 0".  New
-   str or NULL. */
+/* GUARD_SIZES_HOLD as "L['k'].size(2) + 1 - L['m'].size(1) <= 0", a
+   product as "2 * L['x'].size(0) * L['x'].size(1)".  New str or NULL. */
 static PyObject *
 render_sizes_relation(const GuardSet *gs, PyObject *e)
 {
     static const char *const ops[6] = {"<", "<=", "==", "!=", ">", ">="};
     PyObject *parts = PyList_New(0);
+    PyObject *factors = NULL;            /* "L['x'].size(0) * " of the term so far */
     for (Py_ssize_t i = 2; parts != NULL && i + 2 < PyTuple_GET_SIZE(e); i += 3) {
         long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(e, i + 2));
         PyObject *src = guardset_render_source(gs, (int)PyLong_AsLong(PyTuple_GET_ITEM(e, i)));
         long dim = PyLong_AsLong(PyTuple_GET_ITEM(e, i + 1));
-        long long mag = k < 0 ? -k : k;
-        PyObject *term = src == NULL ? NULL
-                         : mag == 1 ? PyUnicode_FromFormat("%s%U.size(%ld)", i == 2 ? (k < 0 ? "-" : "")
-                                                           : (k < 0 ? " - " : " + "), src, dim)
-                         : PyUnicode_FromFormat("%s%lld * %U.size(%ld)", i == 2 ? (k < 0 ? "-" : "")
-                                                : (k < 0 ? " - " : " + "), mag, src, dim);
+        PyObject *size = src ? PyUnicode_FromFormat("%s%U.size(%ld)", factors ? " * " : "", src, dim)
+                             : NULL;
         Py_XDECREF(src);
+        PyObject *sofar = size == NULL ? NULL
+                          : factors ? PyUnicode_Concat(factors, size) : Py_NewRef(size);
+        Py_XDECREF(size);
+        Py_CLEAR(factors);
+        if (sofar == NULL) {
+            Py_CLEAR(parts);
+            break;
+        }
+        if (k == 0) {                    /* a factor: the term goes on */
+            factors = sofar;
+            continue;
+        }
+        bool first = PyList_GET_SIZE(parts) == 0;
+        long long mag = k < 0 ? -k : k;
+        PyObject *term = mag == 1 ? PyUnicode_FromFormat("%s%U", first ? (k < 0 ? "-" : "")
+                                                         : (k < 0 ? " - " : " + "), sofar)
+                         : PyUnicode_FromFormat("%s%lld * %U", first ? (k < 0 ? "-" : "")
+                                                : (k < 0 ? " - " : " + "), mag, sofar);
+        Py_DECREF(sofar);
         if (term == NULL || PyList_Append(parts, term) < 0)
             Py_CLEAR(parts);
         Py_XDECREF(term);
     }
+    Py_XDECREF(factors);
     long long c = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 0));
     long op = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
     PyObject *empty = PyUnicode_FromString("");

@@ -421,13 +421,18 @@ sizes_hold(const GuardSet *gs, PyObject *expected, const FrameView *fv, PyObject
     long long sum = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, 0));
     long op = PyLong_AsLong(PyTuple_GET_ITEM(expected, 1));
 
+    long long product = 1;               /* of a term's factors so far */
     for (Py_ssize_t i = 2; i + 2 < n; i += 3) {
         PyObject *v = value_of(gs, (int)PyLong_AsLong(PyTuple_GET_ITEM(expected, i)), fv, vals);
         Py_ssize_t size = v ? guard_tensor_size(v, (int)PyLong_AsLong(PyTuple_GET_ITEM(expected, i + 1)))
                             : -1;
-        if (size < 0)
+        if (size < 0 || __builtin_mul_overflow(product, (long long)size, &product))
             return false;
-        sum += PyLong_AsLongLong(PyTuple_GET_ITEM(expected, i + 2)) * (long long)size;
+        long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, i + 2));
+        if (k == 0)
+            continue;                    /* a factor: the term goes on */
+        sum += k * product;
+        product = 1;
     }
     return guard_relation_holds((int)op, sum);
 }

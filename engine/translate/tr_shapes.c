@@ -472,62 +472,52 @@ static bool listed_sizes(Value **args, int npos, int first, Shape *r)
     return true;
 }
 
+/* The element count of shape s: the product of its sizes.  false when a
+   size is unknown or the product has no expression (SymExpr's limits). */
 static bool product(const Shape *s, SymExpr *p)
 {
     sym_expr_const(p, 1);
-    for (int i = 0; i < s->n; i++) {
-        if (!(s->known & (1u << i)))
+    for (int i = 0; i < s->n; i++)
+        if (!(s->known & (1u << i)) || !sym_expr_mul(p, p, &s->d[i]))
             return false;
-        if (s->d[i].n == 0) {
-            SymExpr q;
-            sym_expr_const(&q, 0);
-            if (!sym_expr_add(&q, p, s->d[i].c))
-                return false;
-            *p = q;
-        }
-        else if (p->n == 0) {
-            SymExpr q;
-            sym_expr_const(&q, 0);
-            if (!sym_expr_add(&q, &s->d[i], p->c))
-                return false;
-            *p = q;
-        }
-        else {
-            return false;                     /* a product of symbols: not linear */
-        }
-    }
     return true;
 }
 
 /* view / reshape: the listed sizes, a -1 worked out from the input's
-   element count when that divides exactly. */
-static bool rule_reshape(Value **args, int npos, int first, Value *x, Shape *r)
+   element count over the product of the others (sym_view_quotient).
+   1 / 0 (no rule) / -1 (tracing stops). */
+static int rule_reshape(Tracer *t, Value **args, int npos, int first, Value *x, Shape *r)
 {
     Shape in;
     if (!shape_of(x, &in) || !listed_sizes(args, npos, first, r))
-        return false;
+        return 0;
     int minus = -1;
     for (int i = 0; i < r->n; i++) {
         if (r->d[i].n == 0 && r->d[i].c == -1) {
             if (minus >= 0)
-                return false;
+                return 0;
             minus = i;
         }
     }
     if (minus < 0)
-        return true;
-    /* -1: the input's element count over the product of the others, when
-       that divides exactly (128 * s / (32 * s) is 4, 64 * s / 16 is 4 * s) */
+        return 1;
+    /* -1: the input's element count over the product of the others
+       (128 * s / (32 * s) is 4, 64 * s / 16 is 4 * s); unknown where it
+       has no expression */
     r->known &= ~(1u << minus);
     Shape others = *r;
     others.d[minus].c = 1;
     others.known |= 1u << minus;
     SymExpr total, rest;
-    if (!product(&in, &total) || !product(&others, &rest) || !sym_expr_div_exact(&total, &rest))
-        return true;
-    r->d[minus] = total;
+    if (!product(&in, &total) || !product(&others, &rest))
+        return 1;
+    SymExpr quotient;
+    int h = sym_view_quotient(t, &total, &rest, &quotient);
+    if (h <= 0)
+        return h < 0 ? -1 : 1;
+    r->d[minus] = quotient;
     r->known |= 1u << minus;
-    return true;
+    return 1;
 }
 
 /* expand(sizes): -1 keeps the input's dimension. */
@@ -661,7 +651,7 @@ static int shape_rule(Tracer *t, const char *hint, Value **args, int nargs, PyOb
     if (strcmp(hint, "getitem") == 0 && npos == 2)
         return rule_getitem(t, x, args[1], r);
     if ((strcmp(hint, "view") == 0 || strcmp(hint, "reshape") == 0) && npos >= 2)
-        return rule_reshape(args, npos, 1, x, r);
+        return rule_reshape(t, args, npos, 1, x, r);
     if (strcmp(hint, "expand") == 0 && npos >= 2)
         return rule_expand(args, npos, x, r);
     if ((strcmp(hint, "matmul") == 0 || strcmp(hint, "bmm") == 0) && npos == 2)

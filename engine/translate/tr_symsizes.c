@@ -5,10 +5,13 @@
  * be, instead of keeping the whole source static.
  *
  * A symbol is one dynamic dimension of an input (tr_sym_input): a size of
- * 2 or more, as its TENSOR_MATCH checks.  A size value is a linear
- * expression over symbols (SymExpr: c + sum of k * s).  What gets one:
+ * 2 or more, as its TENSOR_MATCH checks.  A size value is a polynomial
+ * over symbols (SymExpr: c + sum of k * m, each m a product of up to
+ * SYM_DEGREE symbols: s0, or s0 * s2 for the element count of a tensor
+ * whose batch and length are both dynamic).  What gets one:
  *   - a shape read of an input's dynamic dimension (tensorops_dim);
- *   - +, -, unary -, * by a constant, exact // by a constant, of those;
+ *   - +, -, unary -, *, exact // by a constant, of those; an element count
+ *     over the product of the other sizes (view(-1, s1)) where it divides;
  *   - every dimension of an op result that has a shape rule (tr_shapes.c: cat,
  *     elementwise ops with broadcasting, getitem with slices, reshape,
  *     matmul, ...), checked against the result's example.
@@ -32,6 +35,70 @@
 #include <string.h>
 
 #define SIZE_MIN_VALUE 2           /* what TENSOR_MATCH lets a dynamic size be */
+
+/* ---- monomials ---- */
+
+/* A term's monomial (SymExpr.t[i].sym): its symbols' indexes, ascending,
+   packed MONO_BITS each -- the first as it is, the others plus 1 (0: no
+   more) -- so that a single symbol's monomial is its index. */
+#define MONO_BITS 10
+#define MONO_MASK ((1 << MONO_BITS) - 1)
+#define MONO_MAX_SYMBOL (MONO_MASK - 1)
+
+/* The symbols of monomial m into s (SYM_DEGREE of room): its degree. */
+static int mono_symbols(int m, int *s)
+{
+    int n = 0;
+    s[n++] = m & MONO_MASK;
+    for (m >>= MONO_BITS; m != 0 && n < SYM_DEGREE; m >>= MONO_BITS)
+        s[n++] = (m & MONO_MASK) - 1;
+    return n;
+}
+
+/* The monomial of symbols s[0..n) (ascending, 1 <= n <= SYM_DEGREE). */
+static int mono_pack(const int *s, int n)
+{
+    int m = s[0];
+    for (int i = 1; i < n; i++)
+        m |= (s[i] + 1) << (MONO_BITS * i);
+    return m;
+}
+
+/* a * b into *m: false when its degree exceeds SYM_DEGREE or a symbol
+   cannot be packed. */
+static bool mono_mul(int a, int b, int *m)
+{
+    int x[SYM_DEGREE], y[SYM_DEGREE], r[SYM_DEGREE];
+    int nx = mono_symbols(a, x), ny = mono_symbols(b, y), n = 0, i = 0, j = 0;
+    if (nx + ny > SYM_DEGREE)
+        return false;
+    while (i < nx || j < ny)
+        r[n++] = j >= ny || (i < nx && x[i] <= y[j]) ? x[i++] : y[j++];
+    for (int k = 0; k < n; k++)
+        if (r[k] > MONO_MAX_SYMBOL)
+            return false;
+    *m = mono_pack(r, n);
+    return true;
+}
+
+/* m / d when d's symbols are among m's: *q the rest (*qdeg 0: 1).  false
+   otherwise. */
+static bool mono_div(int m, int d, int *q, int *qdeg)
+{
+    int x[SYM_DEGREE], y[SYM_DEGREE], r[SYM_DEGREE];
+    int nx = mono_symbols(m, x), ny = mono_symbols(d, y), n = 0, j = 0;
+    for (int i = 0; i < nx; i++) {
+        if (j < ny && x[i] == y[j])
+            j++;
+        else
+            r[n++] = x[i];
+    }
+    if (j < ny)
+        return false;
+    *qdeg = n;
+    *q = n > 0 ? mono_pack(r, n) : 0;
+    return true;
+}
 
 /* ---- expressions ---- */
 
@@ -78,10 +145,58 @@ bool sym_expr_add(SymExpr *e, const SymExpr *b, long long k)
     return true;
 }
 
-/* *e /= d when the quotient is exact and linear: d a constant dividing
+/* (contract: translate_int.h) */
+bool sym_expr_mul(SymExpr *e, const SymExpr *a, const SymExpr *b)
+{
+    SymExpr r, at = *a, bt = *b;
+    at.c = bt.c = 0;
+    if (__builtin_mul_overflow(a->c, b->c, &r.c))
+        return false;
+    r.n = 0;
+    if (!sym_expr_add(&r, &bt, a->c) || !sym_expr_add(&r, &at, b->c))
+        return false;
+    for (int i = 0; i < a->n; i++) {
+        for (int j = 0; j < b->n; j++) {
+            SymExpr term;
+            sym_expr_const(&term, 0);
+            term.n = 1;
+            if (!mono_mul(a->t[i].sym, b->t[j].sym, &term.t[0].sym)
+                || __builtin_mul_overflow(a->t[i].k, b->t[j].k, &term.t[0].k)
+                || !sym_expr_add(&r, &term, 1))
+                return false;
+        }
+    }
+    *e = r;
+    return true;
+}
+
+/* *e /= d when the quotient is exact: d a constant dividing
    every coefficient, or e a constant multiple of d.  false otherwise. */
 bool sym_expr_div_exact(SymExpr *e, const SymExpr *d)
 {
+    if (d->n == 1 && d->c == 0 && e->c == 0 && e->n > 0) {
+        /* by one term k * m: each of e's terms a multiple of it
+           (64 * s0 * s1 / (64 * s1) is s0) */
+        SymExpr r;
+        sym_expr_const(&r, 0);
+        for (int i = 0; i < e->n; i++) {
+            int q, qdeg;
+            if (e->t[i].k % d->t[0].k != 0 || !mono_div(e->t[i].sym, d->t[0].sym, &q, &qdeg))
+                goto linear;
+            SymExpr term;
+            sym_expr_const(&term, qdeg == 0 ? e->t[i].k / d->t[0].k : 0);
+            if (qdeg > 0) {
+                term.n = 1;
+                term.t[0].sym = q;
+                term.t[0].k = e->t[i].k / d->t[0].k;
+            }
+            if (!sym_expr_add(&r, &term, 1))
+                return false;
+        }
+        *e = r;
+        return true;
+    }
+linear:
     if (d->n == 0) {
         if (d->c == 0 || e->c % d->c != 0)
             return false;
@@ -121,24 +236,33 @@ bool sym_expr_equal(const SymExpr *a, const SymExpr *b)
 long long sym_expr_value(Tracer *t, const SymExpr *e)
 {
     long long v = e->c;
-    for (int i = 0; i < e->n; i++)
-        v += e->t[i].k * (long long)t->syms[e->t[i].sym].value;
+    for (int i = 0; i < e->n; i++) {
+        int syms[SYM_DEGREE];
+        long long m = e->t[i].k;
+        for (int j = 0, n = mono_symbols(e->t[i].sym, syms); j < n; j++)
+            m *= (long long)t->syms[syms[j]].value;
+        v += m;
+    }
     return v;
 }
 
-/* The least and greatest values e can take (each symbol >= 2); has_lo /
-   has_hi false for none. */
+/* The least and greatest values e can take (each symbol >= 2, so a
+   monomial of degree d >= 2^d); has_lo / has_hi false for none. */
 static void expr_range(const SymExpr *e, long long *lo, bool *has_lo, long long *hi, bool *has_hi)
 {
     *lo = *hi = e->c;
     *has_lo = *has_hi = true;
     for (int i = 0; i < e->n; i++) {
+        int syms[SYM_DEGREE];
+        long long least = e->t[i].k;
+        for (int j = 0, n = mono_symbols(e->t[i].sym, syms); j < n; j++)
+            least *= SIZE_MIN_VALUE;
         if (e->t[i].k > 0) {
-            *lo += e->t[i].k * SIZE_MIN_VALUE;
+            *lo += least;
             *has_hi = false;
         }
         else {
-            *hi += e->t[i].k * SIZE_MIN_VALUE;
+            *hi += least;
             *has_lo = false;
         }
     }
@@ -321,16 +445,23 @@ static int compare_decided(const SymExpr *e, int op)
 /* Guard that `e OP 0` holds (GUARD_SIZES_HOLD).  0 / -1. */
 static int guard_relation(Tracer *t, const SymExpr *e, int op)
 {
-    PyObject *tup = PyTuple_New(2 + 3 * e->n);
+    /* a term of a product: a triple with k 0 per factor but the last */
+    int nfactors = 0, syms[SYM_DEGREE];
+    for (int i = 0; i < e->n; i++)
+        nfactors += mono_symbols(e->t[i].sym, syms);
+    PyObject *tup = PyTuple_New(2 + 3 * nfactors);
     if (tup == NULL)
         return -1;
     PyTuple_SET_ITEM(tup, 0, PyLong_FromLongLong(e->c));
     PyTuple_SET_ITEM(tup, 1, PyLong_FromLong(op));
-    for (int i = 0; i < e->n; i++) {
-        const struct SymVar *s = &t->syms[e->t[i].sym];
-        PyTuple_SET_ITEM(tup, 2 + 3 * i, PyLong_FromLong(s->acc));
-        PyTuple_SET_ITEM(tup, 3 + 3 * i, PyLong_FromLong(s->dim));
-        PyTuple_SET_ITEM(tup, 4 + 3 * i, PyLong_FromLongLong(e->t[i].k));
+    for (int i = 0, at = 2; i < e->n; i++) {
+        int n = mono_symbols(e->t[i].sym, syms);
+        for (int j = 0; j < n; j++, at += 3) {
+            const struct SymVar *s = &t->syms[syms[j]];
+            PyTuple_SET_ITEM(tup, at, PyLong_FromLong(s->acc));
+            PyTuple_SET_ITEM(tup, at + 1, PyLong_FromLong(s->dim));
+            PyTuple_SET_ITEM(tup, at + 2, PyLong_FromLongLong(j == n - 1 ? e->t[i].k : 0));
+        }
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tup); i++) {
         if (PyTuple_GET_ITEM(tup, i) == NULL) {
@@ -338,7 +469,8 @@ static int guard_relation(Tracer *t, const SymExpr *e, int op)
             return -1;
         }
     }
-    int acc = t->syms[e->t[0].sym].acc;
+    mono_symbols(e->t[0].sym, syms);
+    int acc = t->syms[syms[0]].acc;
     int rc = guardset_add(t->gs, GUARD_SIZES_HOLD, acc, tup, 0) < 0 ? -1 : 0;
     Py_DECREF(tup);
     return rc;
@@ -356,6 +488,89 @@ int sym_relation_holds(Tracer *t, const SymExpr *e, int op)
     if (guard_relation(t, e, holds ? op : negated[op]) < 0)
         return -1;
     return holds;
+}
+
+/* rest's symbols that total's lack, each replaced by one of total's own
+   with the same example size (a mask's batch s2 for ids' batch s0), the
+   equalities guarded: so that total / rest divides as written (s2 * s3 /
+   s0 is s3 where s0 == s2).  1 with *out, 0 for none, -1 (stops). */
+static int unify_by_size(Tracer *t, const SymExpr *total, const SymExpr *rest, SymExpr *out)
+{
+    if (total->n != 1 || rest->n != 1 || total->c != 0 || rest->c != 0)
+        return 0;
+    int have[SYM_DEGREE], want[SYM_DEGREE];
+    int nh = mono_symbols(total->t[0].sym, have), nw = mono_symbols(rest->t[0].sym, want);
+    bool used[SYM_DEGREE] = {false};
+    int pairs[SYM_DEGREE][2], npairs = 0;
+    for (int i = 0; i < nw; i++) {
+        int j = 0;
+        while (j < nh && (used[j] || have[j] != want[i]))
+            j++;
+        if (j == nh) {                  /* not in total: one of the same size */
+            for (j = 0; j < nh; j++)
+                if (!used[j] && t->syms[have[j]].value == t->syms[want[i]].value)
+                    break;
+            if (j == nh)
+                return 0;
+            pairs[npairs][0] = want[i];
+            pairs[npairs++][1] = have[j];
+            want[i] = have[j];
+        }
+        used[j] = true;
+    }
+    if (npairs == 0)
+        return 0;
+    for (int i = 0; i < nw; i++)        /* ascending again */
+        for (int j = i + 1; j < nw; j++)
+            if (want[j] < want[i]) {
+                int x = want[i];
+                want[i] = want[j];
+                want[j] = x;
+            }
+    SymExpr d = *rest;
+    d.t[0].sym = mono_pack(want, nw);
+    *out = *total;
+    if (!sym_expr_div_exact(out, &d))
+        return 0;
+    for (int i = 0; i < npairs; i++) {
+        SymExpr eq;
+        sym_expr_const(&eq, 0);
+        eq.n = 2;
+        eq.t[0].sym = pairs[i][0] < pairs[i][1] ? pairs[i][0] : pairs[i][1];
+        eq.t[1].sym = pairs[i][0] < pairs[i][1] ? pairs[i][1] : pairs[i][0];
+        eq.t[0].k = 1;
+        eq.t[1].k = -1;
+        if (sym_relation_holds(t, &eq, 2) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/* (contract: translate_int.h) */
+int sym_view_quotient(Tracer *t, const SymExpr *total, const SymExpr *rest, SymExpr *q)
+{
+    *q = *total;
+    if (sym_expr_div_exact(q, rest))
+        return 1;
+    int u = unify_by_size(t, total, rest, q);
+    if (u != 0)
+        return u;
+    long long num = sym_expr_value(t, total), den = sym_expr_value(t, rest);
+    if (den <= 0 || num % den != 0)
+        return 0;
+    /* the others' product fixed at its example size where the count
+       divides by that (a mask (2, s1) viewed as (s0, -1) is (s0, s1) for
+       s0 == 2); else the quotient fixed, total - q * rest == 0 */
+    SymExpr by = *rest, divisor;
+    sym_expr_const(&divisor, den);
+    *q = *total;
+    if (!sym_expr_add(&by, &divisor, -1) || !sym_expr_div_exact(q, &divisor)) {
+        by = *total;
+        sym_expr_const(q, num / den);
+        if (!sym_expr_add(&by, rest, -(num / den)))
+            return 0;
+    }
+    return sym_relation_holds(t, &by, 2) < 0 ? -1 : 1;
 }
 
 /* (contract: translate.h) */
@@ -377,9 +592,8 @@ int tr_sym_operator(Tracer *t, const char *opname, Value *a, Value *b, Value **o
         if (!sym_expr_add(e, &y, opname[0] == 'a' ? 1 : -1))
             return 0;
     }
-    else if (strcmp(opname, "mul") == 0 && (x.n == 0 || y.n == 0)) {
-        sym_expr_const(e, 0);
-        if (!sym_expr_add(e, x.n == 0 ? &y : &x, x.n == 0 ? x.c : y.c))
+    else if (strcmp(opname, "mul") == 0) {
+        if (!sym_expr_mul(e, &x, &y))
             return 0;
     }
     else if (strcmp(opname, "floordiv") == 0 && y.n == 0 && y.c > 0) {

@@ -344,11 +344,15 @@ static int note_now_dynamic(TranslateRequest *rq, PyObject *src, uint32_t dims)
 
 /* Automatic dynamic on one source, as Dynamo's frame state: compare obj's
    shape with the one this source had at the frame's last translations; a
-   dimension whose size changed (same rank; sizes 2 and up, as 0 and 1
+   dimension whose size changed (same rank; to a size from 2 on, as 0 and 1
    broadcast apart) becomes dynamic for the frame's next translations, this
    one too.  A size of 0 or 1 does not replace the size from 2 on recorded
    before it: a prompt of 7 tokens, then decoding steps of 1, then a prompt
-   of 11 makes the prompt's length dynamic.  0 / -1. */
+   of 11 makes the prompt's length dynamic.  A source not seen before takes
+   as dynamic its dimensions of a size this miss saw change
+   (rq->changed_sizes): the first decoding step, which the prompt's length
+   7 -> 1 missed, reads a KV cache of length 7 that grows from then on.
+   0 / -1. */
 static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t *want)
 {
     TranslateRequest *rq = t->rq;
@@ -372,7 +376,7 @@ static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t
             for (Py_ssize_t d = 0; d < n && d < 32; d++) {
                 Py_ssize_t was = PyLong_AsSsize_t(PyTuple_GET_ITEM(before, d));
                 Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
-                if (was >= 2 && now >= 2 && was != now)
+                if (now >= 2 && was != now)    /* from 1 too: a cache of length 1, then 2 */
                     changed |= 1u << d;
                 if (was >= 2 && now < 2)           /* keep the last size from 2 on */
                     keep |= 1u << d;
@@ -386,6 +390,20 @@ static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t
     else if (rec == NULL && PyErr_Occurred()) {
         Py_DECREF(shape);
         return -1;
+    }
+    else if (rec == NULL) {
+        /* first seen, in a miss on changed sizes: a dimension of one of
+           those sizes most likely carries it (the cache a prompt filled) */
+        for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape) && d < 32; d++) {
+            Py_ssize_t now = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+            for (int i = 0; now >= 2 && i < rq->nchanged_sizes; i++)
+                if (rq->changed_sizes[i] == now)
+                    changed |= 1u << d;
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(shape);
+            return -1;
+        }
     }
     uint32_t fresh = changed & ~mask;
     mask |= changed;

@@ -80,10 +80,12 @@ typedef enum VKind {
                     the members in order unless `merged` */
 } VKind;
 
-/* A size the graph computes, as a linear expression over the frame's size
-   symbols (tr_symsizes.c): c + sum of k * symbol.  Terms are sorted by
-   symbol, none with k == 0. */
+/* A size the graph computes, as a polynomial over the frame's size
+   symbols (tr_symsizes.c): c + sum of k * monomial, a monomial (sym) a
+   product of 1 to SYM_DEGREE symbols -- a single symbol's is its index.
+   Terms are sorted by monomial, none with k == 0. */
 #define SYM_TERMS 4
+#define SYM_DEGREE 3
 typedef struct SymExpr {
     long long c;
     int n;

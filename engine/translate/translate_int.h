@@ -605,13 +605,21 @@ int tr_op_swap(TFrame *f, const Instr *in);
 
 /* the most dimensions the size layer follows per tensor (tr_symsizes.c, tr_shapes.c) */
 #define SYM_MAX_DIMS 32
-/* tr_symsizes.c: expressions (c + sum of k * symbol), for tr_shapes.c */
+/* tr_symsizes.c: expressions (c + sum of k * monomial), for tr_shapes.c */
 void sym_expr_const(SymExpr *e, long long c);
 /* *e += k * b; false when it needs more than SYM_TERMS terms or overflows */
 bool sym_expr_add(SymExpr *e, const SymExpr *b, long long k);
-/* *e /= d when exact and linear (d constant, or e a constant multiple of d) */
+/* *e /= d when exact: d a constant, or one term dividing each of e's, or
+   e a constant multiple of d */
 bool sym_expr_div_exact(SymExpr *e, const SymExpr *d);
+/* *e = a * b; false when a monomial would exceed SYM_DEGREE symbols, a
+   result SYM_TERMS terms, or a number overflow */
+bool sym_expr_mul(SymExpr *e, const SymExpr *a, const SymExpr *b);
 bool sym_expr_equal(const SymExpr *a, const SymExpr *b);
+/* The size a view's -1 takes: *q = total / rest, exact for every input the
+   entry's guards pass -- where it divides as written, else under guarded
+   relations.  1, 0 (no expression: the size stays unknown), -1 (stops). */
+int sym_view_quotient(Tracer *t, const SymExpr *total, const SymExpr *rest, SymExpr *q);
 long long sym_expr_value(Tracer *t, const SymExpr *e);    /* in this trace */
 /* Whether `e OP 0` holds (op 0-5: < <= == != > >=): by the symbols' range,
    else on the example and guarded (GUARD_SIZES_HOLD).  1 / 0 / -1 (stops). */

@@ -42,6 +42,13 @@ typedef struct TranslateRequest {
        kept static (bool)], which each translation reads and updates.
        Borrowed; NULL: only the slots are automatic. */
     PyObject *source_sizes;
+    /* Sizes (from 2 on) that tensor dimensions had in the entries this miss
+       failed, where the inputs now have another size: a tensor source that
+       source_sizes has not seen yet takes a dimension of one of these sizes
+       as dynamic (a KV cache first read when the prompt's length changed
+       carries that length).  Borrowed; nchanged_sizes may be 0. */
+    const Py_ssize_t *changed_sizes;
+    int nchanged_sizes;
     bool static_module_state; /* parameters and buffers keep static sizes
                                  (config.force_parameter_static_shapes) */
     /* out */
