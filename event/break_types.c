@@ -377,6 +377,8 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^a value that cannot be rebuilt", T_SIDE_EFFECT},
     {"^a weak reference", T_SIDE_EFFECT},
     {"__dict__ of an object", T_SIDE_EFFECT},
+    {" read after this frame wrote one", T_SIDE_EFFECT},
+    {"^changing a ", T_SIDE_EFFECT},
     {"^setting attribute ", T_SIDE_EFFECT},
     {" the program can see", T_SIDE_EFFECT},
     /* objects made while tracing */
@@ -412,6 +414,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^** of ", T_BUILTIN_OP},
     {"^a lookup in a dict input", T_BUILTIN_OP},
     {"^isinstance() ", T_BUILTIN_OP},
+    {"^type.__instancecheck__ ", T_BUILTIN_OP},
     {"^type() of ", T_BUILTIN_OP},
     {"^callable() ", T_BUILTIN_OP},
     {"^inspect.signature() ", T_BUILTIN_OP},

@@ -141,8 +141,10 @@ typedef enum GuardKind {
                              tuple (c, op, acc, dim, k, acc, dim, k, ...) of
                              ints, c + sum(k * size(dim) of the array or tensor
                              of accessor acc) OP 0, op 0-5 for < <= == != > >=;
-                             v (the first term's) unused but for its accessor.
-                             The branch a translation decided on sizes */
+                             a triple with k 0 is a factor of the next one's
+                             term (k * size * size: an element count); v (the
+                             first term's) unused but for its accessor.  The
+                             branch a translation decided on sizes */
     GUARD__COUNT
 } GuardKind;
 

@@ -593,7 +593,8 @@ static void run_returning_output(const Plan *p, const GuardSet *gs, const FrameV
         PyMem_Free(args);
 }
 
-/* The plan's effects: each attribute write, in order.  0 / -1. */
+/* The plan's effects: each attribute or item write, in order, through
+   the class or by the builtin's own store (RB_SETATTR).  0 / -1. */
 static int run_effects(const Plan *p, const RebuildEnv *env)
 {
     for (int i = 0; i < p->neffects; i++) {
@@ -602,8 +603,12 @@ static int run_effects(const Plan *p, const RebuildEnv *env)
         int rc = -1;
         if (rebuild(&r->items[0], env, &target) == 0 && target != NULL
             && (r->n < 2 || (rebuild(&r->items[1], env, &value) == 0 && value != NULL)))
-            rc = r->kind == RB_SETITEM ? PyObject_SetItem(target, r->obj, value)
-                                       : PyObject_SetAttr(target, r->obj, value);
+            rc = r->kind == RB_SETITEM
+                 ? (r->index == 0 ? PyObject_SetItem(target, r->obj, value)
+                    : PyODict_Check(target) ? PyODict_SetItem(target, r->obj, value)
+                    : PyDict_SetItem(target, r->obj, value))
+                 : r->index == 0 ? PyObject_SetAttr(target, r->obj, value)
+                 : PyObject_GenericSetAttr(target, r->obj, value);
         Py_XDECREF(target);
         Py_XDECREF(value);
         if (rc < 0)

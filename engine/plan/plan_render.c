@@ -203,6 +203,17 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
     }
     for (int i = 0; i < p->neffects; i++) {
         const Rebuild *r = &p->effects[i];
+        if (r->index == 1) {
+            /* the builtin's store: object.__setattr__(o, 'name', v) */
+            if (append_fmt(parts, "%s(", r->kind == RB_SETITEM ? "dict.__setitem__"
+                                         : "object.__setattr__") < 0
+                || render_rebuild(parts, &r->items[0], gs) < 0
+                || append_fmt(parts, ", %R, ", r->obj) < 0
+                || render_rebuild(parts, &r->items[1], gs) < 0
+                || append_fmt(parts, ")    # a write the program sees, by the builtin's own store\n") < 0)
+                goto fail;
+            continue;
+        }
         if (append_fmt(parts, "%s", r->n < 2 ? "del " : "") < 0 || render_rebuild(parts, &r->items[0], gs) < 0
             || (r->kind == RB_SETITEM ? append_fmt(parts, "[%R] = ", r->obj)
                 : append_fmt(parts, ".%U%s", r->obj, r->n < 2 ? "" : " = ")) < 0

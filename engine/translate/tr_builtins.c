@@ -378,6 +378,38 @@ static Value *builtin_sorted(TFrame *f, PyObject *fn, Value **args, int nargs, P
     return out;
 }
 
+/* isinstance(x, cls) for a class whose metaclass defines __instancecheck__
+   in Python (torch.nn.Parameter's _ParameterMeta): that method inlined,
+   reached through type(cls) and guarded to stay it, and the truth of what
+   it returns.  NULL when tracing stops. */
+static Value *instancecheck_inlined(TFrame *f, Value *cls, Value *x)
+{
+    Tracer *t = f->t;
+    PyObject *name = PyUnicode_InternFromString("__instancecheck__");
+    PyObject *fn = name ? _PyType_Lookup(Py_TYPE(cls->obj), name) : NULL;      /* borrowed */
+    if (fn == NULL || !PyFunction_Check(fn) || cls->src < 0) {
+        Py_XDECREF(name);
+        return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "isinstance() on these values"), NULL);
+    }
+    int ta = guardset_accessor(t->gs, ACC_TYPE, cls->src, 0, NULL, NULL);
+    int fa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
+    Py_DECREF(name);
+    Value *fv = fa < 0 ? NULL : value_from_source(t, fa, fn);
+    Value *args[2] = {cls, x};
+    Value *r = fv ? tr_call_or_undo(f, fv, args, 2, NULL) : NULL;
+    int b = r ? tr_truth(f, r, "isinstance()") : -1;
+    return b < 0 ? NULL : new_const(t, PyBool_FromLong(b));
+}
+
+/* (contract: translate_int.h) */
+Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls)
+{
+    PyObject *tp = known_type(x);
+    if (tp == NULL || !PyType_Check(cls) || !class_is_own_type(tp))
+        return tracer_unsupported(f->t, false, "type.__instancecheck__ on these values"), NULL;
+    return new_const(f->t, PyBool_FromLong(PyType_IsSubtype((PyTypeObject *)tp, (PyTypeObject *)cls)));
+}
+
 /* Calls of functions of the builtins module: len, isinstance, min, max,
    abs, getattr, sorted, sum, any, all are modelled; any other call, or one on a tensor, is a
    break.  NULL when tracing stops. */
@@ -397,6 +429,11 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
             cls = Py_NewRef(args[1]->obj);
         else if (args[1]->kind == V_TUPLE && (cls = value_as_constant(t, args[1])) == NULL)
             return NULL;
+        if (tp != NULL && cls != NULL && PyType_Check(cls) && !plain_type_or_tuple(cls)
+            && class_is_own_type(tp) && args[1]->kind == V_CONST) {
+            Py_DECREF(cls);
+            return instancecheck_inlined(f, args[1], args[0]);
+        }
         if (tp == NULL || cls == NULL || !plain_type_or_tuple(cls) || !class_is_own_type(tp)) {
             Py_XDECREF(cls);
             return tracer_unsupported(t, false, "isinstance() on these values"), NULL;
@@ -435,25 +472,30 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     if ((strcmp(name, "any") == 0 || strcmp(name, "all") == 0) && nokw && nargs == 1
         && args[0]->kind != V_TENSOR)
         return builtin_any_all(f, args[0], name[1] == 'n');
-    if (strcmp(name, "hasattr") == 0 && nokw && nargs == 2 && args[0]->kind == V_TENSOR
+    bool has_or_get = (strcmp(name, "hasattr") == 0 && nargs == 2)
+                      || (strcmp(name, "getattr") == 0 && nargs == 3);
+    if (has_or_get && nokw && args[0]->kind == V_TENSOR
         && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj)) {
         /* a tensor an op made has no attributes of its own: its type answers
-           (hasattr(x, "jax"), hasattr(t, "shape")); an input's is guarded */
+           (hasattr(x, "jax"), hasattr(t, "shape"), getattr(t, "_is_param",
+           False)); an input's is guarded.  A present one is read as t.name */
         PyObject *found = _PyType_Lookup(Py_TYPE(args[0]->obj), args[1]->obj);
+        int has = found != NULL;
         if (args[0]->node->op == NODE_PLACEHOLDER && !found) {
             if (args[0]->src < 0 || Py_TYPE(args[0]->obj)->tp_getattro != PyObject_GenericGetAttr)
-                return tracer_break(t, STOP_CALL, "call to builtin hasattr on a tensor value"), NULL;
+                return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
             PyObject *got = PyObject_GetAttr(args[0]->obj, args[1]->obj);
-            int has = got != NULL;
+            has = got != NULL;
             Py_XDECREF(got);
             if (!has && !PyErr_ExceptionMatches(PyExc_AttributeError))
                 return NULL;
             PyErr_Clear();
             if (guardset_add(t->gs, GUARD_HASATTR, args[0]->src, args[1]->obj, has) < 0)
                 return NULL;
-            return new_const(t, Py_NewRef(has ? Py_True : Py_False));
         }
-        return new_const(t, Py_NewRef(found ? Py_True : Py_False));
+        if (name[0] == 'g')
+            return has ? tr_load_attr(f, args[0], args[1]->obj) : args[2];
+        return new_const(t, Py_NewRef(has ? Py_True : Py_False));
     }
     if (nargs >= 1 && args[0]->kind == V_TENSOR)
         return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;

@@ -17,9 +17,12 @@
  * class resolves it to the C method of dict or OrderedDict: the class
  * attribute is the same descriptor (ID_MATCH on type(obj).name) and, for a
  * method, no instance attribute hides it (DICT_LACKS on obj.__dict__).
- * Writes to such an object go through a method this file does not model
- * (the class's own __setitem__ ends in dict's, a C call): tracing stops
- * there, so the keys read stay true for the whole translated region.
+ * d[key] = value (tr_dict_view_store): the class's own __setitem__ in
+ * Python is inlined; dict's or OrderedDict's -- the store such a method
+ * ends in too, bound by super() -- is recorded and replayed after the graph
+ * (tr_effects.c).  The storage changes only then, so this frame reads no
+ * item of an instance it wrote (tr_note_dictsub_read stops): the keys read
+ * stay true for the whole translated region.
  */
 #include "translate_int.h"
 
@@ -84,6 +87,8 @@ bool tr_is_dict_view_object(Value *v)
    dict.__setitem__) stop tracing.  Borrowed, or NULL. */
 static PyObject *keys_of(Tracer *t, Value *obj)
 {
+    if (tr_note_dictsub_read(t, obj) < 0)
+        return NULL;
     if (obj->dict_keys == NULL) {
         PyObject *o = obj->obj;
         PyObject *it = PyObject_TypeCheck(o, &PyODict_Type) ? PyODict_Type.tp_iter(o)
@@ -112,6 +117,8 @@ static PyObject *keys_of(Tracer *t, Value *obj)
 /* The value of obj[key] for one of its keys, read through its accessor. */
 static Value *item_of(Tracer *t, Value *obj, PyObject *key)
 {
+    if (tr_note_dictsub_read(t, obj) < 0)
+        return NULL;
     PyObject *item = PyDict_GetItemWithError(obj->obj, key);   /* borrowed */
     if (item == NULL)
         return PyErr_Occurred() ? NULL
@@ -223,4 +230,32 @@ Value *tr_dict_view_item(TFrame *f, Value *obj, const char *dunder, Value *key)
     PyObject *meth = name ? c_dict_descr(obj->obj, name) : NULL;
     Py_XDECREF(name);
     return meth ? tr_dict_method_of_subclass(f, meth, obj, &key, 1, NULL) : NULL;
+}
+
+/* (contract: translate_int.h) */
+int tr_dict_view_store(TFrame *f, Value *obj, Value *key, Value *value)
+{
+    Tracer *t = f->t;
+    PyObject *name = PyUnicode_InternFromString("__setitem__");
+    if (name == NULL)
+        return -1;
+    PyObject *own = _PyType_Lookup(Py_TYPE(obj->obj), name);      /* borrowed */
+    if (own != NULL && PyFunction_Check(own)) {
+        /* the class's __setitem__, inlined (guarded to stay the class's) */
+        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+        int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
+        Py_DECREF(name);
+        Value *fn = sa < 0 ? NULL : value_from_source(t, sa, own);
+        Value *args[3] = {obj, key, value};
+        return fn != NULL && tr_call_or_undo(f, fn, args, 3, NULL) != NULL ? 0 : -1;
+    }
+    Py_DECREF(name);
+    int ok = guard_c_dict_method(t, obj, "__setitem__", true);
+    if (ok <= 0)
+        return ok < 0 ? -1 : tracer_unsupported(t, false, "item assignment into a %s: its class "
+                                                "defines __setitem__ in C", Py_TYPE(obj->obj)->tp_name);
+    if (!foldable(key))
+        return tracer_unsupported(t, false, "item assignment into a %s with a key that is not "
+                                  "a constant", Py_TYPE(obj->obj)->tp_name);
+    return tr_visible_dict_set_item(f, obj, key->obj, value);
 }

@@ -28,6 +28,15 @@
  *     plan assumed holds on every call it serves.
  *   - A call that stops (it will run eagerly) drops the writes it made
  *     (tr_call_or_undo truncates Tracer.writes).
+ *
+ * A class with its own __setattr__ (ModelOutput's, nn.Module's) written
+ * to: the method is inlined, and what it ends in is recorded -- super()'s
+ * object.__setattr__ as a generic write (no data descriptor of that name,
+ * guarded), dict's or OrderedDict's __setitem__ on a dict subclass
+ * instance as an item write -- each replayed by that builtin store, so the
+ * class's Python code runs once, while tracing.  The items of an instance
+ * so written are not read again in the frame (tr_note_dictsub_read stops:
+ * the storage changes only after the graph).
  */
 #include "translate_int.h"
 
@@ -50,18 +59,21 @@ static bool sets_generically(PyObject *obj, const char **why)
     return true;
 }
 
-/* Guard what writing obj.name into its __dict__ relies on: the class's
-   __setattr__, and no data descriptor of that name.  0 / -1. */
-static int guard_plain_write(Tracer *t, Value *obj, PyObject *name)
+static PyObject *setattr_name_str(void)
 {
     static PyObject *setattr_name;
-    if (setattr_name == NULL && (setattr_name = PyUnicode_InternFromString("__setattr__")) == NULL)
-        return -1;
+    if (setattr_name == NULL)
+        setattr_name = PyUnicode_InternFromString("__setattr__");
+    return setattr_name;
+}
+
+/* Guard what writing obj.name into its __dict__ relies on: no data
+   descriptor of that name on the class.  0 / -1. */
+static int guard_no_data_descr(Tracer *t, Value *obj, PyObject *name)
+{
     PyTypeObject *tp = Py_TYPE(obj->obj);
     int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
-    int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, setattr_name, NULL);
-    PyObject *setter = _PyType_Lookup(tp, setattr_name);                   /* borrowed */
-    if (sa < 0 || setter == NULL || guardset_add(t->gs, GUARD_ID_MATCH, sa, setter, 0) < 0)
+    if (ta < 0)
         return -1;
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr == NULL)
@@ -76,9 +88,25 @@ static int guard_plain_write(Tracer *t, Value *obj, PyObject *name)
     return v ? 0 : -1;
 }
 
+/* Guard what writing obj.name into its __dict__ relies on: the class's
+   __setattr__, and no data descriptor of that name.  0 / -1. */
+static int guard_plain_write(Tracer *t, Value *obj, PyObject *name)
+{
+    PyObject *setattr_name = setattr_name_str();
+    if (setattr_name == NULL)
+        return -1;
+    int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+    int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, setattr_name, NULL);
+    PyObject *setter = _PyType_Lookup(Py_TYPE(obj->obj), setattr_name);    /* borrowed */
+    if (sa < 0 || setter == NULL || guardset_add(t->gs, GUARD_ID_MATCH, sa, setter, 0) < 0)
+        return -1;
+    return guard_no_data_descr(t, obj, name);
+}
+
 /* Record write w (target, name, value, item) at the end of t->writes.
    0 / -1. */
-static int append_write(Tracer *t, Value *target, PyObject *name, Value *value, bool item)
+static int append_write(Tracer *t, Value *target, PyObject *name, Value *value, bool item,
+                        bool builtin)
 {
     if (t->nwrites == t->writes_cap) {
         int cap = t->writes_cap ? t->writes_cap * 2 : 8;
@@ -95,8 +123,25 @@ static int append_write(Tracer *t, Value *target, PyObject *name, Value *value, 
     w->name = Py_NewRef(name);
     w->value = value;
     w->item = item;
+    w->builtin = builtin;
     return 0;
 }
+
+/* obj.name = value for obj's class with its own __setattr__ in Python
+   (setter, borrowed): the method inlined, guarded to stay the class's. */
+static int own_setattr(TFrame *f, Value *obj, PyObject *setter, PyObject *name, Value *value)
+{
+    Tracer *t = f->t;
+    int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+    int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, setattr_name_str(), NULL);
+    Value *fn = sa < 0 ? NULL : value_from_source(t, sa, setter);
+    Value *key = fn ? new_const(t, Py_NewRef(name)) : NULL;
+    Value *args[3] = {obj, key, value};
+    return key != NULL && tr_call_or_undo(f, fn, args, 3, NULL) != NULL ? 0 : -1;
+}
+
+static int guard_apart(Tracer *t, int a, int b);
+static int dictsub_apart(Tracer *t, Value *d, bool reading);
 
 /* (contract: translate_int.h) */
 int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
@@ -106,9 +151,14 @@ int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
     if ((obj->kind != V_OBJECT && obj->kind != V_CONST) || obj->src < 0)
         return tracer_unsupported(t, false, "%s attribute '%U' of a value no accessor reaches",
                                   value ? "setting" : "deleting", name);
-    if (!sets_generically(obj->obj, &why))
+    if (!sets_generically(obj->obj, &why)) {
+        PyObject *setter = value ? _PyType_Lookup(Py_TYPE(obj->obj), setattr_name_str()) : NULL;
+        if (setter != NULL && PyFunction_Check(setter) && !PyType_Check(obj->obj)
+            && !PyModule_Check(obj->obj))
+            return own_setattr(f, obj, setter, name, value);
         return tracer_unsupported(t, false, "%s attribute '%U' of %s the program can see: %s",
                                   value ? "setting" : "deleting", name, Py_TYPE(obj->obj)->tp_name, why);
+    }
     if (value == NULL) {
         bool found;
         Value *cur = tr_written_attr(f, obj, name, &found);
@@ -118,7 +168,61 @@ int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
     }
     if (guard_plain_write(t, obj, name) < 0)
         return -1;
-    return append_write(t, obj, name, value, false);
+    return append_write(t, obj, name, value, false, false);
+}
+
+/* (contract: translate_int.h) */
+int tr_visible_generic_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
+{
+    Tracer *t = f->t;
+    if ((obj->kind != V_OBJECT && obj->kind != V_CONST) || obj->src < 0 || PyType_Check(obj->obj)
+        || PyModule_Check(obj->obj) || _PyObject_GetDictPtr(obj->obj) == NULL)
+        return tracer_unsupported(t, false, "object.__setattr__ of a %s", Py_TYPE(obj->obj)->tp_name);
+    if (guard_no_data_descr(t, obj, name) < 0)
+        return -1;
+    return append_write(t, obj, name, value, false, true);
+}
+
+/* (contract: translate_int.h) */
+int tr_visible_dict_set_item(TFrame *f, Value *d, PyObject *key, Value *value)
+{
+    Tracer *t = f->t;
+    if (d->kind != V_OBJECT || d->src < 0 || !PyDict_Check(d->obj)
+        || !(PyUnicode_CheckExact(key) || PyLong_CheckExact(key) || PyBytes_CheckExact(key)))
+        return tracer_unsupported(t, false, "item assignment into a %s with such a key",
+                                  Py_TYPE(d->obj)->tp_name);
+    if (dictsub_apart(t, d, false) < 0)          /* other instances written: apart */
+        return -1;
+    return append_write(t, d, key, value, true, true);
+}
+
+/* The dict subclass instances this frame wrote items of, other than d:
+   guarded to stay other objects than d.  When d itself was written, -1
+   after stopping if `reading`, else 0 (another write: replayed in order).
+   0 / -1. */
+static int dictsub_apart(Tracer *t, Value *d, bool reading)
+{
+    for (int i = 0; i < t->nwrites; i++) {
+        AttrWrite *w = &t->writes[i];
+        if (!w->item || !w->builtin)
+            continue;
+        if (w->target->obj == d->obj) {
+            if (reading)
+                return tracer_unsupported(t, false, "the items of a %s read after this frame "
+                                          "wrote one", Py_TYPE(d->obj)->tp_name);
+            continue;
+        }
+        if (d->src >= 0 && w->target->src >= 0 && d->src != w->target->src
+            && guard_apart(t, d->src, w->target->src) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* (contract: translate_int.h) */
+int tr_note_dictsub_read(Tracer *t, Value *d)
+{
+    return dictsub_apart(t, d, true);
 }
 
 /* Guard that the dicts accessors a and b reach stay two objects. */
@@ -156,7 +260,7 @@ int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value)
         d->items[i] = value;
     else if (PyList_Append(d->obj, key) < 0 || value_append(t, d, value) < 0)
         return -1;
-    return append_write(t, d, key, value, true);
+    return append_write(t, d, key, value, true, false);
 }
 
 /* (contract: translate_int.h) */
@@ -164,7 +268,7 @@ int tr_note_dict_read(Tracer *t, int acc, PyObject *obj)
 {
     for (int i = 0; i < t->nwrites; i++) {
         AttrWrite *w = &t->writes[i];
-        if (!w->item)
+        if (!w->item || w->builtin)       /* (a dict subclass instance: never a plain dict) */
             continue;
         if (w->target->real == obj)
             return tracer_unsupported(t, false, "a dict reached two ways after an item "
@@ -217,6 +321,38 @@ Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found)
     }
     *found = true;
     return hit;       /* NULL: deleted */
+}
+
+/* (contract: translate_int.h) */
+Value *tr_instance_dict_after_writes(Tracer *t, Value *obj, Value *d)
+{
+    if (d->kind != V_DICT)
+        return tracer_unsupported(t, false, "__dict__ of an object with writes to replay"), NULL;
+    Value *c = value_new(t, V_DICT, NULL);
+    if (c == NULL || (c->obj = PyList_New(0)) == NULL)
+        return NULL;
+    c->stands_for = "__dict__ read after writes to its object";
+    for (int i = 0; i < d->n; i++)
+        if (tr_dict_set_item(t, c, PyList_GET_ITEM(d->obj, i), d->items[i]) < 0)
+            return NULL;
+    for (int i = 0; i < t->nwrites; i++) {
+        AttrWrite *w = &t->writes[i];
+        if (w->item)
+            continue;
+        if (w->target->obj != obj->obj) {
+            if (obj->src >= 0 && w->target->src >= 0 && w->target->src != obj->src
+                && guardset_add(t->gs, GUARD_NOT_SAME_AS, obj->src > w->target->src ? obj->src : w->target->src,
+                                NULL, obj->src > w->target->src ? w->target->src : obj->src) < 0)
+                return NULL;
+            continue;
+        }
+        if (w->value == NULL)
+            return tracer_unsupported(t, false, "__dict__ of an object with an attribute deleted "
+                                      "while tracing"), NULL;
+        if (tr_dict_set_item(t, c, w->name, w->value) < 0)
+            return NULL;
+    }
+    return c;
 }
 
 /* (contract: translate_int.h) */

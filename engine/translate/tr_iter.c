@@ -154,6 +154,8 @@ int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value)
     }
     if (container->kind == V_DICT && container->src >= 0 && container->real != NULL && foldable(idx))
         return tr_visible_set_item(f, container, idx->obj, value);
+    if (tr_is_dict_view_object(container))
+        return tr_dict_view_store(f, container, idx, value);
     if (container->kind == V_TENSOR && tensor_is_torch(container->obj)) {
         /* t[idx] = v: an in-place graph op (tr_inplace.c), on a clone of a
            tensor the program holds while tracing */

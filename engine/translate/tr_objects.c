@@ -314,8 +314,9 @@ Value *tr_make_super(TFrame *f, Value *cls, Value *obj)
             return tracer_unsupported(t, false, "super(type, obj): obj is not an instance of type"), NULL;
     }
     else if (cls->kind != V_CONST || !PyType_Check(cls->obj) || (obj->kind != V_OBJECT && obj->kind != V_CONST)
-        || obj->src < 0 || PyType_Check(obj->obj))
-        return tracer_unsupported(t, false, "super() of these values"), NULL;
+        || obj->src < 0
+        || (PyType_Check(obj->obj) && !PyType_IsSubtype((PyTypeObject *)cls->obj, &PyType_Type)))
+        return tracer_unsupported(t, false, "super() of these values"), NULL;   /* (a class: in its metaclass) */
     else if (!PyObject_TypeCheck(obj->obj, (PyTypeObject *)cls->obj))
         return tracer_unsupported(t, false, "super(type, obj): obj is not an instance of type"), NULL;
     Value *s = value_new(t, V_SUPER, NULL);
@@ -393,6 +394,24 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
         int fa = guardset_accessor(t->gs, ACC_ATTR, ka, 0, name, NULL);
         if (PyFunction_Check(attr))
             return bind_function(f, fa, attr, obj);
+        bool own_store = Py_IS_TYPE(attr, &PyWrapperDescr_Type)
+                         && ((klass == (PyObject *)&PyBaseObject_Type
+                              && PyUnicode_CompareWithASCIIString(name, "__setattr__") == 0)
+                             || ((klass == (PyObject *)&PyDict_Type || klass == (PyObject *)&PyODict_Type)
+                                 && PyUnicode_CompareWithASCIIString(name, "__setitem__") == 0));
+        if (klass == (PyObject *)&PyType_Type && Py_IS_TYPE(attr, &PyMethodDescr_Type)
+            && PyUnicode_CompareWithASCIIString(name, "__instancecheck__") == 0)
+            own_store = true;        /* (not a store: type's instance check, by type) */
+        if (own_store) {
+            /* object.__setattr__, dict's or OrderedDict's __setitem__: what a
+               class's own __setattr__ / __setitem__ ends in (tr_call_bound
+               records the write) */
+            Value *g = value_new(t, V_BOUNDFN, NULL);
+            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
+            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
+                return NULL;
+            return g;
+        }
         if (klass == (PyObject *)&PyDict_Type && Py_IS_TYPE(attr, &PyMethodDescr_Type)
             && (PyUnicode_CompareWithASCIIString(name, "get") == 0
                 || PyUnicode_CompareWithASCIIString(name, "__getitem__") == 0
@@ -427,6 +446,8 @@ Value *tr_dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value 
         || !foldable(args[0]) || self->src < 0 || !PyDict_Check(self->obj))
         return tracer_unsupported(t, false, "dict.%s() of a dict subclass with these arguments",
                                   name), NULL;
+    if (tr_note_dictsub_read(t, self) < 0)
+        return NULL;
     PyObject *key = args[0]->obj;
     PyObject *item = PyDict_GetItemWithError(self->obj, key);              /* borrowed */
     if (item == NULL && PyErr_Occurred())
@@ -456,11 +477,36 @@ Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject 
         && (Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type) || Py_IS_TYPE(fn->obj, &PyMethodDescr_Type)))
         return tr_newobj_call_builtin(f, self, fn->obj, args, nargs, kwnames);
     if (fn->kind == V_CONST && Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type)) {
+        const char *slot = ((PyWrapperDescrObject *)fn->obj)->d_base->name;
+        bool plain = !kwnames || PyTuple_GET_SIZE(kwnames) == 0;
+        if (strcmp(slot, "__setattr__") == 0) {
+            /* object.__setattr__(self, name, value) bound by super() */
+            if (nargs != 2 || !plain || args[0]->kind != V_CONST || !PyUnicode_CheckExact(args[0]->obj))
+                return tracer_unsupported(t, false, "object.__setattr__ of a name that is not a "
+                                          "constant"), NULL;
+            return tr_visible_generic_set_attr(f, self, args[0]->obj, args[1]) < 0 ? NULL
+                   : new_const(t, Py_NewRef(Py_None));
+        }
+        if (strcmp(slot, "__setitem__") == 0) {
+            /* dict's / OrderedDict's __setitem__(self, key, value) bound by super() */
+            if (nargs != 2 || !plain || !foldable(args[0]))
+                return tracer_unsupported(t, false, "dict.__setitem__ of a key that is not a "
+                                          "constant"), NULL;
+            return tr_visible_dict_set_item(f, self, args[0]->obj, args[1]) < 0 ? NULL
+                   : new_const(t, Py_NewRef(Py_None));
+        }
         /* object.__getattribute__ bound by super(): the generic lookup */
         if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0) || args[0]->kind != V_CONST
             || !PyUnicode_CheckExact(args[0]->obj))
             return tracer_unsupported(t, false, "object.__getattribute__ of a name that is not a constant"), NULL;
         return tr_generic_attr(f, self, args[0]->obj);
+    }
+    if (fn->kind == V_CONST && Py_IS_TYPE(fn->obj, &PyMethodDescr_Type)
+        && PyDescr_TYPE(fn->obj) == &PyType_Type) {
+        /* type.__instancecheck__(self, x) bound by super() in a metaclass */
+        if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0))
+            return tracer_unsupported(t, false, "type.__instancecheck__ with these arguments"), NULL;
+        return tr_isinstance_by_type(f, args[0], self->obj);
     }
     if (fn->kind == V_CONST && Py_IS_TYPE(fn->obj, &PyMethodDescr_Type))
         return tr_dict_method_of_subclass(f, fn->obj, self, args, nargs, kwnames);

@@ -559,8 +559,10 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
         if (written || PyErr_Occurred())
             return w || PyErr_Occurred() ? w
                    : (tracer_unsupported(f->t, false, "attribute '%U' deleted while tracing", name), NULL);
-        if (PyUnicode_CompareWithASCIIString(name, "__dict__") == 0 && tr_has_writes(f->t, base->obj))
-            return tracer_unsupported(f->t, false, "__dict__ of an object with writes to replay"), NULL;
+        if (PyUnicode_CompareWithASCIIString(name, "__dict__") == 0 && tr_has_writes(f->t, base->obj)) {
+            Value *d = load_object_attr(f, base, name);
+            return d ? tr_instance_dict_after_writes(f->t, base, d) : NULL;
+        }
         return load_object_attr(f, base, name);
     }
     case V_SUPER:
@@ -632,9 +634,10 @@ int tr_load_method(TFrame *f, Value *base, PyObject *name)
         }
     }
     if ((base->kind == V_LIST && is_method_of_type(&PyList_Type, NULL, name))
-        || (base->kind == V_DICT && base->stands_for == NULL && is_method_of_type(&PyDict_Type, NULL, name))) {
+        || (base->kind == V_DICT && is_method_of_type(&PyDict_Type, NULL, name))) {
         /* list.append, dict.get ...: the method, called with the list
-           (the exact type: its guards say so) */
+           (the exact type: its guards say so; a dict standing for another
+           mapping reads alike, and stops at a change) */
         Value *m = value_new(t, V_METHOD, name);
         if (m == NULL || value_append(t, m, base) < 0)
             return -1;

@@ -289,6 +289,11 @@ typedef struct AttrWrite {
     PyObject *name;          /* strong: the attribute name, or the item's key */
     struct Value *value;     /* NULL: del target.name */
     bool item;               /* target[name] = value */
+    bool builtin;            /* done by the builtin's own store, not the class's:
+                                object.__setattr__, or dict's / OrderedDict's
+                                __setitem__ on a dict subclass instance (what
+                                the class's own __setattr__ / __setitem__ ends
+                                in, traced) */
 } AttrWrite;
 
 /* One mutation of a container value, to undo it (values.c). */
@@ -304,7 +309,9 @@ typedef struct Undo {
 } Undo;
 
 /* Record the state of `container` before a mutation (item `index`, or -1
-   for a length change).  0 / -1. */
+   for a length change); a dict standing for another object (a
+   mappingproxy, a __dict__ read after writes: Value.stands_for) stops
+   tracing.  0 / -1. */
 int tracer_note_mutation(Tracer *t, Value *container, int index);
 /* Stop tracing (unsupported, -1) when a loop still running iterates over
    `container`, which is about to change, and would see the change (item

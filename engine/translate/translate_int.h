@@ -425,11 +425,16 @@ Value *tr_gen_next(TFrame *f, Value *gen);
 Value *tr_contextlib_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
                           bool *handled);
 
+/* type.__instancecheck__(cls, x), bound by super() in a metaclass's own
+   __instancecheck__: by x's type (tr_builtins.c).  NULL when tracing stops. */
+Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls);
+
 /* ---- tr_effects.c ---- */
 
 /* obj.name = value (value NULL: del obj.name) for obj an object the
-   program sees: recorded, replayed by the plan after the graph.  0 / -1
-   (a class that does not set attributes plainly stops tracing). */
+   program sees: recorded, replayed by the plan after the graph; a class
+   with its own __setattr__ in Python has it inlined.  0 / -1 (a class
+   that sets attributes otherwise stops tracing). */
 int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value);
 /* What the writes recorded so far make obj.name: *found true with the
    value written (NULL: deleted), else *found false (NULL; NULL with an
@@ -438,6 +443,25 @@ Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found);
 /* d[key] = value for d a dict read from a source (V_DICT, src >= 0), key
    a constant: recorded and replayed as tr_visible_set_attr's writes.  0 / -1. */
 int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value);
+/* object.__setattr__(obj, name, value), bound by super() inside a class's
+   own __setattr__: recorded as obj.name = value done generically (no
+   data descriptor of that name, guarded).  0 / -1. */
+int tr_visible_generic_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value);
+/* dict's or OrderedDict's __setitem__(d, key, value) on d, a dict subclass
+   instance read from a source, key a constant: recorded, replayed by that
+   store (PyDict_SetItem / PyODict_SetItem).  0 / -1. */
+int tr_visible_dict_set_item(TFrame *f, Value *d, PyObject *key, Value *value);
+/* d's items (a dict subclass instance) are about to be read: stop when
+   this frame wrote one of them (the plan writes after the graph: the read
+   would see the old storage), and guard the other instances written to
+   stay other objects.  0 / -1. */
+int tr_note_dictsub_read(Tracer *t, Value *d);
+/* obj.__dict__ read after this frame wrote attributes of obj: a copy of d
+   (the dict as the frame found it) with those writes applied, standing
+   for it (read only: a change stops tracing, as does handing it to the
+   program); the other objects written guarded to stay others.  NULL when
+   tracing stops. */
+Value *tr_instance_dict_after_writes(Tracer *t, Value *obj, Value *d);
 /* Whether a write to concrete object obj is recorded. */
 bool tr_has_writes(Tracer *t, PyObject *obj);
 /* Drop the writes recorded after the first `mark`; free them all. */
@@ -492,6 +516,9 @@ Value *tr_dict_view_iter(TFrame *f, Value *obj);
 /* d[key] (dunder "__getitem__") or key in d ("__contains__", a constant
    bool), once the class leaves it to dict: tr_dict_method_of_subclass. */
 Value *tr_dict_view_item(TFrame *f, Value *obj, const char *dunder, Value *key);
+/* d[key] = value: the class's own __setitem__ in Python inlined, or dict's
+   (OrderedDict's) recorded (tr_visible_dict_set_item).  0 / -1. */
+int tr_dict_view_store(TFrame *f, Value *obj, Value *key, Value *value);
 /* out, an enumerate() (count >= 0) or zip() (count -1) over iterators
    its[0..n), remembers where each stands.  0 / -1. */
 int tr_derive_iter(Tracer *t, Value *out, Value **its, int n, long count);

@@ -68,6 +68,8 @@ int tracer_break(Tracer *t, StopKind kind, const char *fmt, ...)
 
 int tracer_note_mutation(Tracer *t, Value *c, int index)
 {
+    if (c->kind == V_DICT && c->stands_for != NULL)
+        return tracer_unsupported(t, false, "changing a %s", c->stands_for);
     if (tracer_check_iterated(t, c, index) < 0)
         return -1;
     if (t->nundo == t->undo_cap) {
