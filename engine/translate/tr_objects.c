@@ -52,8 +52,11 @@ static Value *bind_function(TFrame *f, int fn_acc, PyObject *fn, Value *obj)
 }
 
 /* A property's getter, when it is Python: obj.name read by calling it
-   (inlined).  *handled false when descr is no such property. */
-static Value *property_get(TFrame *f, Value *obj, PyObject *name, PyObject *descr, bool *handled)
+   (inlined).  descr_acc reaches descr (super(): type(obj).__mro__[i].name),
+   or -1 for type(obj).name.  *handled false when descr is no such
+   property. */
+static Value *property_get(TFrame *f, Value *obj, PyObject *name, PyObject *descr, int descr_acc,
+                           bool *handled)
 {
     *handled = false;
     if (!Py_IS_TYPE(descr, &PyProperty_Type))
@@ -69,7 +72,7 @@ static Value *property_get(TFrame *f, Value *obj, PyObject *name, PyObject *desc
         r = NULL;
     }
     else {
-        int pa = class_attr_accessor(f->t, obj->src, Py_TYPE(obj->obj), name);
+        int pa = descr_acc >= 0 ? descr_acc : class_attr_accessor(f->t, obj->src, Py_TYPE(obj->obj), name);
         PyObject *fget_name = PyUnicode_FromString("fget");
         int ga = pa < 0 || fget_name == NULL ? -1 : guardset_accessor(f->t->gs, ACC_ATTR, pa, 0, fget_name, NULL);
         Py_XDECREF(fget_name);
@@ -99,7 +102,7 @@ Value *tr_generic_attr(TFrame *f, Value *obj, PyObject *name)
     PyObject *descr = _PyType_Lookup(tp, name);                 /* borrowed */
     if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
         bool handled;
-        Value *r = property_get(f, obj, name, descr, &handled);
+        Value *r = property_get(f, obj, name, descr, -1, &handled);
         if (handled || r != NULL || PyErr_Occurred())
             return r;
         if (!value_descr_is_c_getter(descr))
@@ -282,7 +285,7 @@ Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr == NULL)
         return NULL;
-    Value *r = property_get(f, base, name, descr, handled);
+    Value *r = property_get(f, base, name, descr, -1, handled);
     return *handled ? r : NULL;
 }
 
@@ -425,7 +428,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
             return g;
         }
         bool handled;
-        Value *r = property_get(f, obj, name, attr, &handled);
+        Value *r = property_get(f, obj, name, attr, fa, &handled);
         if (handled || PyErr_Occurred())
             return r;
         if (value_is_plain_constant(attr))
