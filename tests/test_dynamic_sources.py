@@ -508,3 +508,59 @@ def test_a_view_of_a_static_input_by_a_dynamic_size_fixes_that_size_under_a_guar
     ids = np.ones((3, 4))                            # 18 rows of 6: the guard fails
     np.testing.assert_array_equal(opt(ids, mask), rows_of_mask(ids, mask))
     assert compiles() == 3
+
+
+# ---- ints read through attributes ----
+
+class Window:
+    """A sliding-window cache's bookkeeping: its size, and how much it saw."""
+
+    def __init__(self, size):
+        self.size = size
+        self.seen = 0
+
+
+def window_read(w, x):
+    full = w.seen >= w.size
+    offset = max(w.seen - w.size + 1, 0)
+    n = w.size - 1 + x.shape[0] if full else w.seen + x.shape[0]
+    return x * n + offset
+
+
+def test_an_int_attribute_that_changes_is_a_symbol_with_guarded_relations():
+    # seen 7 static; 8 makes it dynamic: `full` and max() decided under
+    # guards on it (seen - 12 < 0, 11 - seen > 0), which 9 and 10 pass;
+    # 11 (max() picks the other side) and 12 (full) once each, which 13
+    # to 20 pass -- 4 compiles for 14 values (it was one per value, to the
+    # cache limit)
+    opt = dynscope.optimize("eager")(window_read)
+    w, x = Window(12), np.ones(2)
+    for seen in range(7, 21):
+        w.seen = seen
+        np.testing.assert_array_equal(opt(w, x), window_read(w, x))
+    assert compiles() == 4
+    assert reasons()[0] == ("L['w'].seen == 7 (observed 8); "
+                            "L['w'].seen is now dynamic (a graph input)")
+    general = [e for e in dynscope.cache_entries(window_read) if e.compile_id == "0/1"][0]
+    assert [g.expr for g in general.guards if g.kind == "SIZES_HOLD"] == [
+        "L['w'].seen - 2 >= 0",                             # a symbol's range, as a size's
+        "L['w'].seen - 12 < 0", "-L['w'].seen + 11 > 0"]
+    w.seen = 1                                              # 0 and 1 stay specialized
+    np.testing.assert_array_equal(opt(w, x), window_read(w, x))
+    assert compiles() == 5
+
+
+def grow(w, x):
+    w.seen += x.shape[0]                  # the symbol plus a size, written back
+    return x[:2] * w.seen
+
+
+def test_an_int_attribute_written_from_its_symbol_lands_as_an_int():
+    opt = dynscope.optimize("eager")(grow)
+    mine, ref = Window(4), Window(4)
+    mine.seen = ref.seen = 5
+    for n in (3, 4, 2, 5, 3):
+        x = np.arange(float(n))
+        np.testing.assert_array_equal(opt(mine, x), grow(ref, x))
+        assert type(mine.seen) is int and mine.seen == ref.seen
+    assert compiles() <= 3

@@ -140,7 +140,8 @@ def _generate(model, kwargs):
 # then on, as Dynamo's frame state does); left padding brings an
 # attention mask (new keys, batch 2: the batch dynamic too, the mask
 # viewed as (batch, -1) guarded batch == 2): its prefill and its steps
-GENERATE_COMPILES = {"llama": [2, 2, 3, 3, 3, 5], "gpt2": [2, 2, 3, 3, 3, 5]}
+GENERATE_COMPILES = {"llama": [2, 2, 3, 3, 3, 5], "gpt2": [2, 2, 3, 3, 3, 5],
+                     "mistral": [2, 2, 3, 3, 3, 5]}
 
 
 @pytest.mark.parametrize("name", sorted(GENERATE_COMPILES))
@@ -161,6 +162,35 @@ def test_generate_gives_eagers_tokens_and_stops_recompiling(name):
     c = dynscope._C.counters()
     assert c["cache_limits"] == 0 and c["graph_breaks"] == 0
     assert compiles == GENERATE_COMPILES[name]
+
+
+def test_generate_past_a_sliding_window_gives_eagers_tokens():
+    # Mistral with a window of 16: its cache layers count what they saw in
+    # an int attribute (cumulative_length), which the mask sizes compare
+    # with the window.  That int is a symbol from the first step (read
+    # first in the miss on the prompt's length 7, its value; it was a
+    # constant, one compile per token to the cache limit).  Compiles: the
+    # prefill, the steps, then once at each point where the window's code
+    # goes the other way (the cache 15 long: its slice keeps the last 15;
+    # max(seen - 15, 0) > 0; seen >= 16: full), and the new prompt's prefill
+    needs("mistral")
+    import transformers
+    cfg = transformers.MistralConfig(num_hidden_layers=models.LAYERS, hidden_size=models.WIDTH,
+                                     num_attention_heads=2, num_key_value_heads=1,
+                                     intermediate_size=2 * models.WIDTH, vocab_size=models.VOCAB,
+                                     max_position_embeddings=64, sliding_window=16, **models.IDS)
+    torch.manual_seed(0)
+    model = transformers.MistralForCausalLM(cfg).eval()
+    model.generation_config.eos_token_id = None
+    cases = _prompts()[:3]
+    with torch.no_grad():
+        want = [_generate(model, kw) for _, kw in cases]
+        model.forward = dynscope.optimize("eager")(model.forward)
+        for (label, kw), expected in zip(cases, want):
+            assert torch.equal(_generate(model, kw), expected), f"mistral window 16, {label}"
+    c = dynscope._C.counters()
+    assert c["cache_limits"] == 0 and c["graph_breaks"] == 0
+    assert c["compiles"] == 6
 
 
 def test_generate_of_an_encoder_decoder_gives_eagers_tokens():

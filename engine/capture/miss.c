@@ -138,7 +138,9 @@ static void note_sources(CacheFrame *cf, PyObject *now_dynamic, PyObject *kept_s
     PyErr_Fetch(&et, &ev, &tb);         /* the translation's error stays its */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(now_dynamic); i++) {
         PyObject *dim = PyList_GET_ITEM(now_dynamic, i);
-        Py_ssize_t said = PyUnicode_Find(cf->last_failure, dim, 0, PY_SSIZE_T_MAX, 1);
+        PyObject *marked = PyUnicode_FromFormat("%U is now dynamic", dim);
+        Py_ssize_t said = marked ? PyUnicode_Find(cf->last_failure, marked, 0, PY_SSIZE_T_MAX, 1) : -2;
+        Py_XDECREF(marked);
         if (said == -2)
             PyErr_Clear();
         if (said >= 0)

@@ -253,8 +253,9 @@ nearest_requirement(const GuardSet *gs, int acc)
 }
 
 /* GUARD_SIZES_HOLD's expected (guards.h): an exact tuple of exact ints,
-   (c, op, then (acc, dim, k) triples naming accessors of the set), at
-   least one triple, the last with k != 0.  Cannot fail. */
+   (c, op, then (acc, dim, k) triples naming accessors of the set, dim -1
+   for an int's value), at least one triple, the last with k != 0.  Cannot
+   fail. */
 static bool
 sizes_relation_is_valid(const GuardSet *gs, PyObject *e)
 {
@@ -268,7 +269,7 @@ sizes_relation_is_valid(const GuardSet *gs, PyObject *e)
     for (Py_ssize_t i = 2; ok && i < PyTuple_GET_SIZE(e); i += 3) {
         long acc = PyLong_AsLong(PyTuple_GET_ITEM(e, i));
         long dim = PyLong_AsLong(PyTuple_GET_ITEM(e, i + 1));
-        ok = acc >= 0 && acc < gs->nacc && dim >= 0 && dim < 64;
+        ok = acc >= 0 && acc < gs->nacc && dim >= -1 && dim < 64;
     }
     ok = ok && PyLong_AsLongLong(PyTuple_GET_ITEM(e, PyTuple_GET_SIZE(e) - 1)) != 0;
     PyErr_Clear();

@@ -346,8 +346,9 @@ render_sizes_relation(const GuardSet *gs, PyObject *e)
         long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(e, i + 2));
         PyObject *src = guardset_render_source(gs, (int)PyLong_AsLong(PyTuple_GET_ITEM(e, i)));
         long dim = PyLong_AsLong(PyTuple_GET_ITEM(e, i + 1));
-        PyObject *size = src ? PyUnicode_FromFormat("%s%U.size(%ld)", factors ? " * " : "", src, dim)
-                             : NULL;
+        PyObject *size = src == NULL ? NULL
+                         : dim < 0 ? PyUnicode_FromFormat("%s%U", factors ? " * " : "", src)
+                         : PyUnicode_FromFormat("%s%U.size(%ld)", factors ? " * " : "", src, dim);
         Py_XDECREF(src);
         PyObject *sofar = size == NULL ? NULL
                           : factors ? PyUnicode_Concat(factors, size) : Py_NewRef(size);

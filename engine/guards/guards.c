@@ -424,9 +424,20 @@ sizes_hold(const GuardSet *gs, PyObject *expected, const FrameView *fv, PyObject
     long long product = 1;               /* of a term's factors so far */
     for (Py_ssize_t i = 2; i + 2 < n; i += 3) {
         PyObject *v = value_of(gs, (int)PyLong_AsLong(PyTuple_GET_ITEM(expected, i)), fv, vals);
-        Py_ssize_t size = v ? guard_tensor_size(v, (int)PyLong_AsLong(PyTuple_GET_ITEM(expected, i + 1)))
-                            : -1;
-        if (size < 0 || __builtin_mul_overflow(product, (long long)size, &product))
+        int dim = (int)PyLong_AsLong(PyTuple_GET_ITEM(expected, i + 1));
+        long long size;
+        if (dim < 0) {                   /* an int's own value */
+            int overflow = 0;
+            size = v != NULL && PyLong_CheckExact(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
+            if (v == NULL || !PyLong_CheckExact(v) || overflow != 0 || (size == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                return false;
+            }
+        }
+        else if (v == NULL || (size = guard_tensor_size(v, dim)) < 0) {
+            return false;
+        }
+        if (__builtin_mul_overflow(product, size, &product))
             return false;
         long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(expected, i + 2));
         if (k == 0)

@@ -142,7 +142,8 @@ typedef enum GuardKind {
                              ints, c + sum(k * size(dim) of the array or tensor
                              of accessor acc) OP 0, op 0-5 for < <= == != > >=;
                              a triple with k 0 is a factor of the next one's
-                             term (k * size * size: an element count); v (the
+                             term (k * size * size: an element count); dim -1:
+                             the value of accessor acc, an int; v (the
                              first term's) unused but for its accessor.  The
                              branch a translation decided on sizes */
     GUARD__COUNT

@@ -459,6 +459,28 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
             single = items;
         }
         PyObject *cargs = single ? const_args(single->items, single->n) : const_args(args, nargs);
+        if (cargs == NULL && !PyErr_Occurred() && name[0] == 'm') {
+            /* sizes (an expression each, or int constants): compared as
+               min() / max() compare, the relations guarded; the first of
+               equal ones wins */
+            Value **items = single ? single->items : args;
+            int n = single ? single->n : nargs;
+            Value *best = n > 0 ? items[0] : NULL;
+            for (int i = 1; best != NULL && i < n; i++) {
+                Value *better = NULL;
+                int r = tr_sym_operator(t, name[1] == 'a' ? "gt" : "lt", items[i], best, &better, NULL);
+                if (r < 0)
+                    return NULL;
+                if (r != 1 || better == NULL || better->kind != V_CONST) {
+                    best = NULL;
+                    break;
+                }
+                if (better->obj == Py_True)
+                    best = items[i];
+            }
+            if (best != NULL)
+                return best;
+        }
         if (cargs == NULL)
             return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "%s() on values that are not constants", name), NULL);
         PyObject *r = single ? PyObject_CallOneArg(fn, cargs) : PyObject_Call(fn, cargs, NULL);

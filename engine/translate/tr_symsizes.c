@@ -5,7 +5,9 @@
  * be, instead of keeping the whole source static.
  *
  * A symbol is one dynamic dimension of an input (tr_sym_input): a size of
- * 2 or more, as its TENSOR_MATCH checks.  A size value is a polynomial
+ * 2 or more, as its TENSOR_MATCH checks -- or an int input's value
+ * (tr_sym_int_input: a cache's cumulative length), guarded to be 2 or more
+ * too (its dimension is -1 in GUARD_SIZES_HOLD).  A size value is a polynomial
  * over symbols (SymExpr: c + sum of k * m, each m a product of up to
  * SYM_DEGREE symbols: s0, or s0 * s2 for the element count of a tensor
  * whose batch and length are both dynamic).  What gets one:
@@ -35,6 +37,8 @@
 #include <string.h>
 
 #define SIZE_MIN_VALUE 2           /* what TENSOR_MATCH lets a dynamic size be */
+
+static int guard_relation(Tracer *t, const SymExpr *e, int op);
 
 /* ---- monomials ---- */
 
@@ -356,6 +360,27 @@ int tr_sym_input(Tracer *t, Value *v, int acc, uint32_t dims)
         }
     }
     return sym_set_dims(v, e, n, n >= 32 ? ~(uint32_t)0 : (1u << n) - 1);
+}
+
+/* (contract: translate.h) */
+int tr_sym_int_input(Tracer *t, Value *v, int acc)
+{
+    long long value = PyLong_AsLongLong(v->obj);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    int s = new_symbol(t, acc, -1, (Py_ssize_t)value);
+    if (s < 0)
+        return -1;
+    SymExpr e, least;
+    sym_expr_const(&e, 0);
+    e.n = 1;
+    e.t[0].sym = s;
+    e.t[0].k = 1;
+    least = e;                                 /* s - 2 >= 0: a size's range */
+    least.c = -SIZE_MIN_VALUE;
+    if (guard_relation(t, &least, 5) < 0)
+        return -1;
+    return sym_set_sym(v, &e);
 }
 
 /* The expression of size value v: a plain int constant, or a value with

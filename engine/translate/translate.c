@@ -464,6 +464,70 @@ uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj)
     return dims;
 }
 
+/* (contract: translate.h) */
+bool tr_source_dynamic_int(Tracer *t, int acc, PyObject *obj)
+{
+    TranslateRequest *rq = t->rq;
+    if (!t->dyn_shapes || rq->dynamic == 0 || rq->source_sizes == NULL || !PyLong_CheckExact(obj))
+        return false;
+    const Accessor *a = &t->gs->acc[acc];
+    if (a->base < 0)
+        return false;                        /* the frame's own slots: their own rule */
+    int overflow = 0;
+    long long now = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow != 0 || now < 2) {          /* 0 and 1 stay specialized, as sizes do */
+        PyErr_Clear();
+        return false;
+    }
+    PyObject *src = guardset_render_source(t->gs, acc);
+    PyObject *rec = src ? PyDict_GetItemWithError(rq->source_sizes, src) : NULL;   /* borrowed */
+    bool dynamic = rq->dynamic > 0, fresh = false;
+    if (rec != NULL && PyList_Check(rec) && PyList_GET_SIZE(rec) == 3) {
+        if (PyObject_IsTrue(PyList_GET_ITEM(rec, 2)) == 1) {    /* kept static */
+            Py_DECREF(src);
+            return false;
+        }
+        PyObject *was = PyList_GET_ITEM(rec, 0);
+        dynamic = dynamic || PyObject_IsTrue(PyList_GET_ITEM(rec, 1)) == 1;
+        if (!dynamic && PyLong_CheckExact(was)) {
+            int eq = PyObject_RichCompareBool(was, obj, Py_EQ);
+            fresh = dynamic = eq == 0;
+        }
+    }
+    else if (rec == NULL && src != NULL && !PyErr_Occurred()) {
+        /* first read in a miss on changed sizes: one of those sizes */
+        for (int i = 0; !dynamic && i < rq->nchanged_sizes; i++)
+            fresh = dynamic = rq->changed_sizes[i] == now;
+    }
+    PyObject *flag = src ? PyLong_FromLong(dynamic) : NULL;
+    PyObject *now_rec = flag ? PyList_New(3) : NULL;
+    if (now_rec != NULL) {
+        PyList_SET_ITEM(now_rec, 0, Py_NewRef(obj));
+        PyList_SET_ITEM(now_rec, 1, flag);
+        PyList_SET_ITEM(now_rec, 2, Py_NewRef(Py_False));
+        flag = NULL;
+    }
+    Py_XDECREF(flag);
+    bool ok = now_rec != NULL && PyDict_SetItem(rq->source_sizes, src, now_rec) == 0;
+    Py_XDECREF(now_rec);
+    if (ok && fresh) {
+        if (rq->now_dynamic == NULL)
+            rq->now_dynamic = PyList_New(0);
+        ok = rq->now_dynamic != NULL && PyList_Append(rq->now_dynamic, src) == 0;
+    }
+    if (ok && dynamic) {
+        if (t->dyn_sources == NULL)
+            t->dyn_sources = PyList_New(0);
+        ok = t->dyn_sources != NULL && PyList_Append(t->dyn_sources, src) == 0;
+    }
+    Py_XDECREF(src);
+    if (!ok) {
+        PyErr_Clear();                       /* undecided: static */
+        return false;
+    }
+    return dynamic;
+}
+
 /* The value of live slot k (locals first, then stack) of a resume frame:
    numbers an eager step produced stay unspecialized, and a for-loop
    iterator arrives as the tuple of its remaining items. */

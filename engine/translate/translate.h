@@ -359,6 +359,13 @@ Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims);
    as dynamic (TranslateRequest.source_sizes).  Cannot fail: what it
    cannot decide stays static (0). */
 uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj);
+/* Automatic dynamic for an int obj (2 or more, not a bool) read through
+   accessor acc, a source other than the frame's own slots, by the same
+   frame state: whether this attempt takes it as a graph input with a
+   symbol (tr_sym_int_input) -- its value changed since the frame's last
+   translation, or it is first read with a size this miss saw change (a
+   cache's cumulative length).  Cannot fail: undecided is static. */
+bool tr_source_dynamic_int(Tracer *t, int acc, PyObject *obj);
 /* An input the entry must not specialize on its value (a number produced
    by an eager step, a NumPy scalar): TYPE_MATCH only, and a graph input.
    NULL when tracing stops. */
@@ -518,6 +525,10 @@ bool tr_sizes_is_read(NodeObject *n);
 /* Input tensor v, read by accessor acc with dynamic dimensions `dims`:
    a symbol per dynamic dimension, the others constants.  0 / -1. */
 int tr_sym_input(Tracer *t, Value *v, int acc, uint32_t dims);
+/* Input int v (a graph input, its value 2 or more), read by accessor acc:
+   a symbol for its value, guarded to stay from 2 on as a dynamic size is.
+   0 / -1. */
+int tr_sym_int_input(Tracer *t, Value *v, int acc);
 /* Dimension d of tensor x when its expression is a constant: a V_CONST;
    else NULL, no exception (the caller reads it in the graph, and
    tr_sym_size_read gives that value its expression). */

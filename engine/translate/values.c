@@ -457,6 +457,11 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
     if (obj == NULL)
         return tracer_unsupported(t, false, "an unbound variable"), NULL;
 
+    if (PyLong_CheckExact(obj) && tr_source_dynamic_int(t, acc, obj)) {
+        /* automatic dynamic: a graph input with a symbol */
+        Value *v = value_unspecialized(t, acc, obj);
+        return v == NULL || tr_sym_int_input(t, v, acc) < 0 ? NULL : v;
+    }
     if (is_equals_type(obj)) {
         if (guard(t, GUARD_EQUALS_MATCH, acc, obj, 0) < 0)
             return NULL;
