@@ -349,6 +349,11 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
                            " ORDER BY started_at LIMIT ?", (args.limit,)).fetchall()
         print(table(["function", "where", "compile", "recompile reason"], rows))
         print()
+        print("Sources that keep recompiling (3 recompiles or more on one), and what to do")
+        from dynscope import advice
+        print(table(["function", "where", "source", "recompiles", "what to do"],
+                    advice.recompile_advice(con)))
+        print()
         print("Top graph-break reasons")
         rows = con.execute("SELECT kind, reason, filename || ':' || lineno, count FROM break_sites"
                            " ORDER BY count DESC, kind, reason, filename, lineno LIMIT ?",
