@@ -564,3 +564,19 @@ def test_an_int_attribute_written_from_its_symbol_lands_as_an_int():
         np.testing.assert_array_equal(opt(mine, x), grow(ref, x))
         assert type(mine.seen) is int and mine.seen == ref.seen
     assert compiles() <= 3
+
+
+def picks(w, names, x):
+    return max(names), min(w.seen - 3, 9), max([w.seen]), x * 2
+
+
+def test_min_and_max_of_one_iterable_are_not_taken_for_sizes():
+    # max(a_set) iterates the set (functools.total_ordering's max(roots));
+    # only sizes given as arguments, or in a list or tuple, are compared
+    opt = dynscope.optimize("eager")(picks)
+    w, x = Window(4), np.ones(2)
+    for seen in (5, 6, 7, 20):
+        w.seen = seen
+        got, want = opt(w, {"__lt__", "__gt__", "__le__"}, x), picks(w, {"__lt__", "__gt__", "__le__"}, x)
+        assert got[:3] == want[:3]
+        np.testing.assert_array_equal(got[3], want[3])

@@ -459,10 +459,11 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
             single = items;
         }
         PyObject *cargs = single ? const_args(single->items, single->n) : const_args(args, nargs);
-        if (cargs == NULL && !PyErr_Occurred() && name[0] == 'm') {
+        if (cargs == NULL && !PyErr_Occurred() && name[0] == 'm' && (single != NULL || nargs >= 2)) {
             /* sizes (an expression each, or int constants): compared as
                min() / max() compare, the relations guarded; the first of
-               equal ones wins */
+               equal ones wins.  (One argument is an iterable, unless a
+               list or tuple made while tracing: not a candidate) */
             Value **items = single ? single->items : args;
             int n = single ? single->n : nargs;
             Value *best = n > 0 ? items[0] : NULL;
