@@ -17,7 +17,7 @@ ratios).
 Writes the section "generate() with a KV cache" of --out (docs/models.md
 by default; make zoo runs it), replacing the one there.
 
-    python scripts/generate_bench.py [--models llama,gpt2,t5] [--tokens 40]
+    python scripts/generate_bench.py [--models llama,gpt2,t5,mistral] [--tokens 40]
                                      [--reps 5] [--out docs/models.md]
 """
 import argparse
@@ -133,13 +133,19 @@ def section(rows: list, command: str, tokens: int) -> str:
                      f"{r['limits']} | {r['breaks']} | {'yes' if r['equal'] else 'NO'} | "
                      f"{r['seconds'] * 1e3:.1f} | {r['per_token_ms']:.2f} | {r['ratio']:.2f} |")
     lines += ["",
-              "A decoder-only model compiles its prompt, the first decoding step, then the step",
-              "with the cache's length dynamic (`L['kwargs']['cache'].layers[0].keys.size(2) is now",
-              "dynamic`) and the mask's relation to it guarded (`SIZES_HOLD`); a prompt of",
-              "another length compiles once more, with the prompt's length dynamic from then on",
-              "(Dynamo's count is the same). The recompile reasons are in any recording",
-              "(`python -m dynscope run --db run.db script.py`, then `SELECT name, reason FROM",
-              "recompiles`)."]
+              "A decoder-only model compiles its prompt, then the first decoding step, which",
+              "takes the KV cache's length as dynamic at once: the cache is first read in the",
+              "miss on the prompt's length 7 becoming 1, with that length (`L['kwargs']['cache']",
+              ".layers[0].keys.size(2) is now dynamic`), the mask's relation to it guarded",
+              "(`SIZES_HOLD`). Dynamo compiles the first step static and a third time for the",
+              "second. A prompt of another length compiles once more, its length dynamic from",
+              "then on. Mistral's sliding-window cache counts what it saw in an int attribute",
+              "(`cumulative_length`), a symbol from the first step. T5 (encoder-decoder)",
+              "compiles its prompt, the first step (the self-attention cache made: its length",
+              "1, specialized as a size of 1 is), the second (length 2: dynamic), and those three",
+              "again for the new prompt's encoder length. The recompile reasons are in any",
+              "recording (`python -m dynscope run --db run.db script.py`, then `SELECT name,",
+              "reason FROM recompiles`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +163,7 @@ def write_section(path: str, text: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="llama,gpt2,t5", help="comma-separated zoo names")
+    ap.add_argument("--models", default="llama,gpt2,t5,mistral", help="comma-separated zoo names")
     ap.add_argument("--tokens", type=int, default=40, help="new tokens per generate()")
     ap.add_argument("--reps", type=int, default=10, help="timed rounds (a generate() per system)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "models.md"))
