@@ -948,24 +948,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         if (handled || o != NULL || PyErr_Occurred())
             return o;
     }
-    if (Py_IS_TYPE(fn, &PyWrapperDescr_Type) && nargs == 3
-        && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)
-        && (args[0]->kind == V_OBJECT || args[0]->kind == V_CONST) && args[0]->src >= 0) {
-        /* object.__setattr__(o, name, v), dict.__setitem__(d, k, v) called
-           as functions: the builtin stores a class's own __setattr__ /
-           __setitem__ ends in (tr_effects.c) */
-        PyTypeObject *owner = PyDescr_TYPE(fn);
-        const char *slot = ((PyWrapperDescrObject *)fn)->d_base->name;
-        if (owner == &PyBaseObject_Type && strcmp(slot, "__setattr__") == 0 && args[1]->kind == V_CONST
-            && PyUnicode_CheckExact(args[1]->obj))
-            return tr_visible_generic_set_attr(f, args[0], args[1]->obj, args[2]) < 0 ? NULL
-                   : new_const(t, Py_NewRef(Py_None));
-        if ((owner == &PyDict_Type || owner == &PyODict_Type) && strcmp(slot, "__setitem__") == 0
-            && PyObject_TypeCheck(args[0]->obj, owner) && !PyDict_CheckExact(args[0]->obj)
-            && foldable(args[1]))
-            return tr_visible_dict_set_item(f, args[0], args[1]->obj, args[2]) < 0 ? NULL
-                   : new_const(t, Py_NewRef(Py_None));
-    }
+    Value *stored = tr_builtin_store_call(f, fn, args, nargs, kwnames, &handled);
+    if (handled)
+        return stored;
     PyObject *r = PyObject_Repr(fn);
     if (r == NULL)
         return NULL;

@@ -220,6 +220,31 @@ static int dictsub_apart(Tracer *t, Value *d, bool reading)
 }
 
 /* (contract: translate_int.h) */
+Value *tr_builtin_store_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                             bool *handled)
+{
+    *handled = false;
+    if (!Py_IS_TYPE(fn, &PyWrapperDescr_Type) || nargs != 3
+        || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        || (args[0]->kind != V_OBJECT && args[0]->kind != V_CONST) || args[0]->src < 0)
+        return NULL;
+    PyTypeObject *owner = PyDescr_TYPE(fn);
+    const char *slot = ((PyWrapperDescrObject *)fn)->d_base->name;
+    int rc;
+    if (owner == &PyBaseObject_Type && strcmp(slot, "__setattr__") == 0 && args[1]->kind == V_CONST
+        && PyUnicode_CheckExact(args[1]->obj))
+        rc = tr_visible_generic_set_attr(f, args[0], args[1]->obj, args[2]);
+    else if ((owner == &PyDict_Type || owner == &PyODict_Type) && strcmp(slot, "__setitem__") == 0
+             && PyObject_TypeCheck(args[0]->obj, owner) && !PyDict_CheckExact(args[0]->obj)
+             && foldable(args[1]))
+        rc = tr_visible_dict_set_item(f, args[0], args[1]->obj, args[2]);
+    else
+        return NULL;
+    *handled = true;
+    return rc < 0 ? NULL : new_const(f->t, Py_NewRef(Py_None));
+}
+
+/* (contract: translate_int.h) */
 int tr_note_dictsub_read(Tracer *t, Value *d)
 {
     return dictsub_apart(t, d, true);

@@ -451,6 +451,11 @@ int tr_visible_generic_set_attr(TFrame *f, Value *obj, PyObject *name, Value *va
    instance read from a source, key a constant: recorded, replayed by that
    store (PyDict_SetItem / PyODict_SetItem).  0 / -1. */
 int tr_visible_dict_set_item(TFrame *f, Value *d, PyObject *key, Value *value);
+/* fn(*args) for fn object.__setattr__ (o, name, v) or dict's / OrderedDict's
+   __setitem__ (d, key, v), called as a function on an object the program
+   holds: those writes; *handled false (NULL, no stop) for any other call. */
+Value *tr_builtin_store_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                             bool *handled);
 /* d's items (a dict subclass instance) are about to be read: stop when
    this frame wrote one of them (the plan writes after the graph: the read
    would see the old storage), and guard the other instances written to
