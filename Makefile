@@ -371,6 +371,15 @@ zoo: all
 	$(PY) scripts/model_zoo.py --out $(ZOO_DOC)
 	$(PY) scripts/generate_bench.py --out $(ZOO_DOC)
 
+# Every architecture of transformers' base-model table, built tiny, dynscope
+# and TorchDynamo side by side: docs/sweep.md (scripts/hf_sweep.py; issue 38).
+# Resumable (build/sweep.jsonl keeps what ran: SWEEP_ARGS=--fresh forgets it),
+# about 40 minutes here.  Needs torch and transformers; not in make test
+# (tests/test_sweep.py runs a fixed sample of 20).
+.PHONY: sweep
+sweep: all
+	$(PY) scripts/hf_sweep.py $(SWEEP_ARGS)
+
 .PHONY: fuzz
 fuzz: all
 	DYNSCOPE_FUZZ_RANDOM=1 DYNSCOPE_FUZZ_EXAMPLES=20000 $(VENV_PY) -m pytest -q -s tests/test_fuzz.py

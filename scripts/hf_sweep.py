@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""hf_sweep.py -- every transformers architecture, dynscope and TorchDynamo
+side by side (`make sweep`; issue 38).
+
+    .venv/bin/python scripts/hf_sweep.py                  # all, resumable; writes docs/sweep.md
+    .venv/bin/python scripts/hf_sweep.py --types gpt2,bert,vit --out /tmp/s.md
+    .venv/bin/python scripts/hf_sweep.py --sample         # the 20 of tests/test_sweep.py
+    .venv/bin/python scripts/hf_sweep.py --fresh          # forget earlier results
+
+It walks transformers' own table of base models
+(`transformers.models.auto.modeling_auto.MODEL_MAPPING_NAMES`: model type ->
+class) and, for each type, builds a tiny random-init model from the type's
+default config made small (SMALL: 2 layers, width 64, 4 heads, a vocabulary
+of 256, 32-pixel images; OVERRIDES holds what one family needs besides),
+with inputs made from its `main_input_name` (and decoder ids for an
+encoder-decoder).  Offline: no weights, no hub.  Then, in that process:
+
+  eager      the outputs every captured call must equal exactly;
+  dynscope   dynscope.explain(forward) for graphs and breaks (each break and
+             skipped frame typed by the registry, docs/breaks.md), then
+             dynscope.optimize("eager")(forward): the first call's time
+             (capture), exactness on it and on a cache hit, per-call time;
+  dynamo     torch._dynamo.explain(forward) and torch.compile(forward,
+             backend="eager"), the same measures.
+
+Models run BATCH to a process (imports are paid once), each under an alarm
+of --timeout seconds; results go to a JSON-lines file as they come
+(build/sweep.jsonl), so an interrupted sweep resumes where it stopped and
+a process that dies costs only the model it was on (retried alone, then
+recorded as a failure).  docs/sweep.md gets one row per architecture,
+the totals first, the break types that cost the most models, and the
+architectures that could not be built or run, each with its reason.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+RESULTS = os.path.join(ROOT, "build", "sweep.jsonl")
+BATCH = 12
+
+# What every config is made to, where it has the attribute (through its
+# attribute_map too: n_embd, d_model ...), in its sub-configs as well.
+SMALL = {
+    "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "encoder_layers": 2,
+    "decoder_layers": 2, "num_decoder_layers": 2, "num_encoder_layers": 2,
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "embed_dim": 64,
+    "num_attention_heads": 4, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16,
+    "intermediate_size": 128, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "d_ff": 128,
+    "ffn_dim": 128, "n_inner": 128,
+    "vocab_size": 256, "max_position_embeddings": 128, "n_positions": 128,
+    "image_size": 32, "patch_size": 8, "num_channels": 3,
+    "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+}
+# A family's own needs, by model type (applied after SMALL).
+OVERRIDES = {
+    "bigbird_pegasus": {"attention_type": "original_full"},
+    "big_bird": {"attention_type": "original_full"},
+    "reformer": {"axial_pos_shape": [8, 16], "axial_pos_embds_dim": [32, 32]},
+    "longformer": {"attention_window": 8},
+    "led": {"attention_window": 8},
+}
+TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+             "sep_token_id", "cls_token_id", "unk_token_id", "mask_token_id")
+SEQ = 8
+
+# The fixed sample tests/test_sweep.py runs in CI (dynscope only).
+SAMPLE = ("bert", "gpt2", "llama", "mistral", "qwen2", "phi", "gemma", "opt", "bloom", "gpt_neo",
+          "roberta", "distilbert", "electra", "t5", "bart", "vit", "deit", "resnet", "mobilebert",
+          "xglm")
+
+
+class Timeout(Exception):
+    pass
+
+
+def shrink(cfg, overrides: dict, seen=None) -> None:
+    """Make cfg (a PretrainedConfig) small, in place, sub-configs too."""
+    import transformers
+    seen = set() if seen is None else seen
+    if id(cfg) in seen:
+        return
+    seen.add(id(cfg))
+    amap = getattr(cfg, "attribute_map", {}) or {}
+    for key, value in {**SMALL, **overrides}.items():
+        target = amap.get(key, key)
+        if target == "num_stages" or (isinstance(cfg.__dict__.get(target), (list, tuple))
+                                      and not isinstance(value, (list, tuple))):
+            continue                  # per-stage lists: made small below
+        if key in cfg.__dict__ or key in amap:
+            try:
+                setattr(cfg, key, value)
+            except Exception:
+                pass
+    # staged models (ConvNext, Swin, ResNet): one block a stage, narrow stages
+    staged = isinstance(cfg.__dict__.get("depths"), (list, tuple))
+    if staged:
+        cfg.depths = [1] * len(cfg.depths)
+    if isinstance(cfg.__dict__.get("hidden_sizes"), (list, tuple)):
+        cfg.hidden_sizes = [16 * 2 ** i for i in range(len(cfg.hidden_sizes))]
+    if isinstance(cfg.__dict__.get("num_heads"), (list, tuple)):
+        cfg.num_heads = [4] * len(cfg.num_heads)
+    if staged and "image_size" in cfg.__dict__:
+        cfg.image_size = 64           # four stages of downsampling need room
+    for key in TOKEN_IDS:
+        v = getattr(cfg, key, None)
+        if isinstance(v, int) and v >= SMALL["vocab_size"]:
+            setattr(cfg, key, TOKEN_IDS.index(key) % 3)
+    for v in list(cfg.__dict__.values()):
+        if isinstance(v, transformers.PretrainedConfig):
+            shrink(v, overrides, seen)
+
+
+def build(model_type: str):
+    """(model, kwargs) of a tiny random-init model of model_type."""
+    import torch
+    import transformers
+    from transformers.models.auto import modeling_auto
+    names = modeling_auto.MODEL_MAPPING_NAMES[model_type]
+    name = names[0] if isinstance(names, (tuple, list)) else names
+    cls = getattr(transformers, name)
+    cfg = transformers.AutoConfig.for_model(model_type)
+    shrink(cfg, OVERRIDES.get(model_type, {}))
+    if hasattr(cfg, "_attn_implementation"):
+        cfg._attn_implementation = "sdpa" if getattr(cls, "_supports_sdpa", False) else "eager"
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
+    return model, inputs_for(model, cfg)
+
+
+def _sub(cfg, key, default):
+    for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "text_config", None)):
+        if c is not None and getattr(c, key, None) is not None:
+            return getattr(c, key)
+    return default
+
+
+def inputs_for(model, cfg) -> dict:
+    """Inputs from the model's main input name (and decoder ids)."""
+    import inspect
+    import torch
+    g = torch.Generator().manual_seed(1)
+    main = getattr(model, "main_input_name", "input_ids")
+    vocab = _sub(cfg, "vocab_size", 256)
+    if main == "input_ids":
+        kw = {"input_ids": torch.randint(3, max(4, min(vocab, 256)), (1, SEQ), generator=g)}
+    elif main == "pixel_values":
+        size = _sub(cfg, "image_size", 64)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        kw = {"pixel_values": torch.randn(1, _sub(cfg, "num_channels", 3), size, size, generator=g)}
+    elif main == "input_values":
+        kw = {"input_values": torch.randn(1, 4000, generator=g)}
+    else:
+        raise ValueError(f"no inputs made for main_input_name {main!r}")
+    params = inspect.signature(model.forward).parameters
+    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+        kw["decoder_input_ids"] = torch.randint(3, max(4, min(vocab, 256)), (1, 4), generator=g)
+    return kw
+
+
+def _median_call_us(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        fn()
+        times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times) / 1e3
+
+
+def _tensors(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _same(a, b) -> bool:
+    import torch
+    ta, tb = _tensors(a), _tensors(b)
+    return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb))
+
+
+def measure(model_type: str, reps: int, systems=("dynscope", "dynamo")) -> dict:
+    """One architecture, each of systems; a dict for JSON."""
+    import warnings
+    warnings.simplefilter("ignore")
+    import torch
+    torch.set_num_threads(1)
+    row = {"type": model_type}
+    t0 = time.perf_counter()
+    try:
+        model, kw = build(model_type)
+    except Exception as exc:                 # the sweep's finding, not its failure
+        return {**row, "stage": "build", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    row["class"] = type(model).__name__
+    row["params"] = sum(p.numel() for p in model.parameters())
+
+    def forward():
+        return model(**kw)
+
+    with torch.no_grad():
+        try:
+            want = forward()
+        except Exception as exc:
+            return {**row, "stage": "eager", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        forward()                             # warm, as the captured calls are
+        row["eager_us"] = _median_call_us(forward, reps)
+        for system in systems:
+            try:
+                row[system] = run_system(system, forward, want, reps)
+            except Exception as exc:
+                row[system] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    row["seconds"] = round(time.perf_counter() - t0, 2)
+    return row
+
+
+def run_system(system: str, forward, want, reps: int) -> dict:
+    import torch
+    if system == "dynscope":
+        import dynscope
+        from dynscope import _C
+        dynscope.reset()
+        ex = dynscope.explain(forward)()
+        types = collections.Counter(_C.break_type_of(b.kind, str(b.reason))[1] for b in ex.break_reasons)
+        types.update(_C.break_type_of("skip", s[2])[1] for s in ex.skipped
+                     if len(s) > 2 and isinstance(s[2], str))
+        out = {"graphs": ex.graph_count, "breaks": ex.graph_break_count,
+               "reasons": collections.Counter(str(b.reason).splitlines()[0][:100]
+                                              for b in ex.break_reasons).most_common(3),
+               "types": dict(types)}
+        dynscope.reset()
+        captured = dynscope.optimize("eager")(forward)
+    else:
+        import torch._dynamo as dynamo
+        dynamo.reset()
+        ex = dynamo.explain(forward)()
+        out = {"graphs": ex.graph_count, "breaks": ex.graph_break_count,
+               "reasons": collections.Counter(str(getattr(b, "reason", b)).splitlines()[0][:100]
+                                              for b in ex.break_reasons).most_common(3)}
+        dynamo.reset()
+        captured = torch.compile(forward, backend="eager")
+    t0 = time.perf_counter()
+    first = captured()
+    out["capture_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+    out["equal"] = _same(first, want) and _same(captured(), want)
+    out["us"] = _median_call_us(captured, reps)
+    return out
+
+
+def batch_worker(types: list, reps: int, timeout: int, systems: tuple) -> None:
+    """Measure each type, a JSON line each, under an alarm each."""
+    def on_alarm(signum, frame):
+        raise Timeout()
+    signal.signal(signal.SIGALRM, on_alarm)
+    for t in types:
+        signal.alarm(timeout)
+        try:
+            row = measure(t, reps, systems)
+        except Timeout:
+            row = {"type": t, "stage": "timeout", "error": f"over {timeout} s"}
+        except BaseException as exc:             # noqa: BLE001 -- one model, not the batch
+            row = {"type": t, "stage": "run", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        finally:
+            signal.alarm(0)
+        try:
+            import dynscope
+            dynscope.reset()
+            import torch._dynamo
+            torch._dynamo.reset()
+        except Exception:
+            pass
+        print(json.dumps(row), flush=True)
+
+
+def all_types() -> list:
+    from transformers.models.auto import modeling_auto
+    return sorted(modeling_auto.MODEL_MAPPING_NAMES)
+
+
+def load(path: str) -> dict:
+    done = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                done[row["type"]] = row
+    return done
+
+
+def run_chunk(chunk: list, args) -> list:
+    """The rows a worker process reported for chunk (one may die: fewer)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", ",".join(chunk),
+           "--reps", str(args.reps), "--timeout", str(args.timeout), "--systems", args.systems]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                           timeout=args.timeout * len(chunk) + 120)
+        stdout = p.stdout
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+    rows = []
+    for line in stdout.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass
+    return rows
+
+
+def record(rows: list, args) -> None:
+    with open(args.results, "a") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    for row in rows:
+        ds, dy = row.get("dynscope") or {}, row.get("dynamo") or {}
+        said = (row["error"][:70] if "error" in row else
+                f"dynscope {ds.get('graphs')} graphs {ds.get('breaks')} breaks, "
+                f"Dynamo {dy.get('graphs')} / {dy.get('breaks')}")
+        print(f"{row['type']:32} {said}", flush=True)
+
+
+def run_batches(todo: list, args) -> None:
+    """Each chunk in a process; a type a dead process did not report runs
+    alone, and if that dies too it is recorded as a crash."""
+    os.makedirs(os.path.dirname(args.results), exist_ok=True)
+    for i in range(0, len(todo), args.batch):
+        chunk = todo[i:i + args.batch]
+        rows = run_chunk(chunk, args)
+        record(rows, args)
+        reported = {r["type"] for r in rows}
+        for t in chunk:
+            if t in reported:
+                continue
+            alone = run_chunk([t], args) if len(chunk) > 1 else []
+            record(alone or [{"type": t, "stage": "crash",
+                              "error": "the worker process died or ran out of time on it"}], args)
+
+
+def one_graph(r: dict, system: str) -> bool:
+    s = r.get(system) or {}
+    return "error" not in s and s.get("graphs") == 1 and s.get("breaks") == 0
+
+
+def write_doc(rows: list, path: str, command: str) -> None:
+    import torch
+    import transformers
+    built = [r for r in rows if "error" not in r]
+    failed = [r for r in rows if "error" in r]
+    ds1 = [r for r in built if one_graph(r, "dynscope")]
+    dy1 = [r for r in built if one_graph(r, "dynamo")]
+    wrong = [r for r in built if (r.get("dynscope") or {}).get("equal") is False]
+    dy_wrong = [r for r in built if (r.get("dynamo") or {}).get("equal") is False]
+    both = [r for r in built if "us" in (r.get("dynscope") or {}) and "us" in (r.get("dynamo") or {})
+            and one_graph(r, "dynscope") and one_graph(r, "dynamo")]
+    ratios = [r["dynscope"]["us"] / r["dynamo"]["us"] for r in both if r["dynamo"]["us"] > 0]
+    at_or_below = sum(1 for x in ratios if x <= 1.0)
+    lines = ["# Every transformers architecture: dynscope and TorchDynamo side by side", "",
+             f"Made by `{command}` on {datetime.date.today().isoformat()} (CPython "
+             f"{platform.python_version()}, torch {torch.__version__}, transformers "
+             f"{transformers.__version__}, {os.cpu_count()} cores). Each architecture of "
+             "transformers' base-model table, built tiny from its default config (2 layers, width "
+             "64, random weights, offline), called with `torch.no_grad()` on inputs made from its "
+             "`main_input_name`; see `scripts/hf_sweep.py` for how.", "",
+             "## Totals", "",
+             "| | count |", "|---|---:|",
+             f"| model types in the table | {len(rows)} |",
+             f"| built and run eagerly | {len(built)} |",
+             f"| dynscope: one graph, no break | {len(ds1)} |",
+             f"| Dynamo (eager backend): one graph, no break | {len(dy1)} |",
+             f"| dynscope: outputs not equal to eager's | {len(wrong)} |",
+             f"| Dynamo: outputs not equal to eager's | {len(dy_wrong)} |",
+             f"| one graph in both: dynscope's per-call time at or below Dynamo's | "
+             f"{at_or_below} of {len(ratios)} |",
+             f"| median per-call ratio dynscope / Dynamo (one graph in both) | "
+             f"{statistics.median(ratios):.2f} |" if ratios else "| median ratio | - |",
+             ""]
+    # break types that cost the most models
+    cost = collections.Counter()
+    for r in built:
+        ds = r.get("dynscope") or {}
+        if not one_graph(r, "dynscope"):
+            for t in (ds.get("types") or {}):
+                cost[t] += 1
+    lines += ["## Break types that cost the most models", "",
+              "Models that are not one graph under dynscope, by the registry type of their breaks "
+              "and skipped frames (docs/breaks.md).", "",
+              "| type | models |", "|---|---:|"]
+    lines += [f"| {t} | {n} |" for t, n in cost.most_common(15)] or ["| (none) | 0 |"]
+    lines += ["", "## Each architecture", "",
+              "| type | class | dynscope graphs / breaks | equal | capture ms | us per call "
+              "| Dynamo graphs / breaks | equal | capture ms | us per call | eager us | ratio to Dynamo "
+              "| dynscope's first break |",
+              "|---|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---|"]
+
+    def cells(s):
+        if not s:
+            return ["-", "-", "-", "-"]
+        if "error" in s:
+            return [f"error: {s['error'][:60]}", "-", "-", "-"]
+        return [f"{s['graphs']} / {s['breaks']}", "yes" if s.get("equal") else "**NO**",
+                f"{s.get('capture_ms', 0):.0f}", f"{s.get('us', 0):.0f}"]
+    for r in sorted(built, key=lambda r: r["type"]):
+        ds, dy = r.get("dynscope") or {}, r.get("dynamo") or {}
+        ratio = (f"{ds['us'] / dy['us']:.2f}" if "us" in ds and "us" in dy and dy["us"] else "-")
+        first = (ds.get("reasons") or [["", 0]])[0][0] if ds.get("reasons") else ""
+        lines.append("| " + " | ".join([r["type"], r.get("class", "")] + cells(ds) + cells(dy)
+                                       + [f"{r.get('eager_us', 0):.0f}", ratio,
+                                          first.replace("|", "\\|")[:80]]) + " |")
+    lines += ["", "## Not built or not run", "",
+              "| type | stage | reason |", "|---|---|---|"]
+    lines += [f"| {r['type']} | {r.get('stage', '?')} | {r['error'].replace('|', chr(92) + '|')[:160]} |"
+              for r in sorted(failed, key=lambda r: r["type"])]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--types", help="comma-separated model types (default: every one)")
+    ap.add_argument("--sample", action="store_true", help="the fixed sample of tests/test_sweep.py")
+    ap.add_argument("--fresh", action="store_true", help="forget the earlier results")
+    ap.add_argument("--reps", type=int, default=5, help="calls per time measure")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per model")
+    ap.add_argument("--batch", type=int, default=BATCH, help="models per process")
+    ap.add_argument("--results", default=RESULTS, help="the JSON-lines file of results")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "sweep.md"))
+    ap.add_argument("--systems", default="dynscope,dynamo", help="which to measure (dynscope,dynamo)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        batch_worker(args.worker.split(","), args.reps, args.timeout, tuple(args.systems.split(",")))
+        return 0
+    if args.fresh and os.path.exists(args.results):
+        os.remove(args.results)
+    types = (list(SAMPLE) if args.sample else args.types.split(",") if args.types else all_types())
+    done = load(args.results)
+    todo = [t for t in types if t not in done]
+    print(f"hf_sweep: {len(types)} model types, {len(types) - len(todo)} done before, "
+          f"{len(todo)} to run", flush=True)
+    run_batches(todo, args)
+    done = load(args.results)
+    rows = [done[t] for t in types if t in done]
+    command = "make sweep" if not (args.types or args.sample) else \
+        "python scripts/hf_sweep.py " + ("--sample" if args.sample else f"--types {args.types}")
+    write_doc(rows, args.out, command)
+    print(f"hf_sweep: wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
