@@ -323,6 +323,10 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^method .", T_OPAQUE_CALL},
     {"^a call of a dead weak reference", T_SIDE_EFFECT},
     {"^a functools.partial whose ", T_OPAQUE_CALL},
+    {".apply with grad mode on", T_OPAQUE_CALL},
+    {".apply with keyword arguments", T_OPAQUE_CALL},
+    {"^autograd.Function ", T_OPAQUE_CALL},
+    {".forward returns an input as it is", T_OPAQUE_CALL},
     {"^a ModuleList without", T_MODULE_CONTAINER},
     {" without _modules", T_MODULE_CONTAINER},
     /* tensors */

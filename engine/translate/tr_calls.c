@@ -439,6 +439,8 @@ Value *tr_split_method_object(Tracer *t, Value *m)
 static Value *call_method_object(TFrame *f, Value *m, Value **args, int nargs, PyObject *kwnames)
 {
     Value *bound = tr_split_method_object(f->t, m);
+    if (bound != NULL && tr_is_autograd_apply(bound->items[0]->obj))
+        return tr_autograd_apply(f, bound->items[1], args, nargs, kwnames);   /* Fn.apply(...) */
     return bound ? tr_call_bound(f, bound, args, nargs, kwnames) : NULL;
 }
 
@@ -803,6 +805,13 @@ static Value *call_bound_c_method(TFrame *f, Value *callable, Value **args, int 
         Value *r = tr_dict_view_method(f, self, callable->obj, args, nargs, kwnames, &handled);
         if (handled || PyErr_Occurred() || t->reason != NULL)
             return r;
+    }
+    if (self->src >= 0 && self->obj && PyType_Check(self->obj) && PyUnicode_Check(callable->obj)
+        && PyUnicode_CompareWithASCIIString(callable->obj, "apply") == 0) {
+        bool handled;
+        Value *r = tr_autograd_apply_of_class(f, self, args, nargs, kwnames, &handled);
+        if (handled)
+            return r;                        /* Fn.apply(...): a torch.autograd.Function */
     }
     return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                         self->obj ? Py_TYPE(self->obj)->tp_name : "value"), NULL;

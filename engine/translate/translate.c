@@ -471,8 +471,10 @@ bool tr_source_dynamic_int(Tracer *t, int acc, PyObject *obj)
     if (!t->dyn_shapes || rq->dynamic == 0 || rq->source_sizes == NULL || !PyLong_CheckExact(obj))
         return false;
     const Accessor *a = &t->gs->acc[acc];
-    if (a->base < 0)
-        return false;                        /* the frame's own slots: their own rule */
+    if (a->base < 0 || (a->kind != ACC_ATTR && a->kind != ACC_OBJATTR && a->kind != ACC_DICT_ITEM))
+        return false;      /* an object's state, a dict's item: not the frame's own slots
+                              (their own rule) or the items of a sequence (a loop's
+                              remaining range in a resume frame) */
     int overflow = 0;
     long long now = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (overflow != 0 || now < 2) {          /* 0 and 1 stay specialized, as sizes do */

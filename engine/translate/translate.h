@@ -360,7 +360,8 @@ Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims);
    cannot decide stays static (0). */
 uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj);
 /* Automatic dynamic for an int obj (2 or more, not a bool) read through
-   accessor acc, a source other than the frame's own slots, by the same
+   accessor acc, an attribute or a dict item (not the frame's own slots, not
+   a sequence's items), by the same
    frame state: whether this attempt takes it as a graph input with a
    symbol (tr_sym_int_input) -- its value changed since the frame's last
    translation, or it is first read with a size this miss saw change (a

@@ -429,6 +429,21 @@ Value *tr_contextlib_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyOb
    __instancecheck__: by x's type (tr_builtins.c).  NULL when tracing stops. */
 Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls);
 
+/* ---- tr_autograd.c ---- */
+
+/* Whether fn is torch.autograd.Function.apply's function (Fn.apply). */
+bool tr_is_autograd_apply(PyObject *fn);
+/* Fn.apply(*args) for cls a torch.autograd.Function subclass read from a
+   source, grad mode off: Fn.forward inlined with a FunctionCtx made while
+   tracing (setup_context too when the class defines it); with grad mode
+   on, a break.  NULL when tracing stops. */
+Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames);
+/* cls.apply(*args) called as LOAD_METHOD leaves it (cls a class read from
+   a source): tr_autograd_apply when cls.apply is Function.apply bound to
+   cls (guarded), else *handled false (NULL, no stop). */
+Value *tr_autograd_apply_of_class(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames,
+                                  bool *handled);
+
 /* ---- tr_effects.c ---- */
 
 /* obj.name = value (value NULL: del obj.name) for obj an object the

@@ -1,0 +1,181 @@
+/*
+ * tr_autograd.c -- torch.autograd.Function.apply where autograd records
+ * nothing (grad mode off: torch.no_grad(), inference): the Function's
+ * forward inlined, as the C apply calls it.  Contract: translate_int.h.
+ *
+ * Fn.apply(*args) reaches torch.autograd.Function.apply, which (outside
+ * functorch transforms) calls the C _FunctionBase.apply: it makes a
+ * context, calls Fn.forward(ctx, *args) -- or Fn.forward(*args) then
+ * Fn.setup_context(ctx, args, output) when the class defines
+ * setup_context -- and, with nothing to record, hands forward's outputs
+ * back unchanged except an input returned as it is, which comes back as
+ * a view.  Here the context is a torch.autograd.function.FunctionCtx made
+ * while tracing (its save_for_backward and the rest are Python that only
+ * note what a backward would need; the context is dropped after), and
+ * forward and setup_context are inlined like any Python function.
+ *
+ * Invariants:
+ *   - grad mode is off where apply is called (the frame's starting mode is
+ *     guarded, GUARD_GRAD_MODE, and tracing follows its changes); with it
+ *     on, the call is a break (autograd would record a backward node);
+ *   - Fn.forward and Fn.setup_context are guarded by identity (through
+ *     the class's accessor), so a class patched later recompiles;
+ *   - an output that is an input is a stop (apply would return a view of
+ *     it, another object).
+ */
+#include "translate_int.h"
+#include "../base/tensorlib.h"
+
+/* torch.autograd.Function.apply's function (its classmethod's __func__)
+   and torch.autograd.function.FunctionCtx, once torch.autograd.function is
+   imported; strong, held for the process. */
+static PyObject *apply_function, *ctx_class, *base_setup_context;
+
+static bool load(void)
+{
+    if (apply_function != NULL)
+        return true;
+    PyObject *name = PyUnicode_FromString("torch.autograd.function");
+    PyObject *mod = name ? PyImport_GetModule(name) : NULL;         /* only if imported */
+    Py_XDECREF(name);
+    PyObject *fn_cls = mod ? PyObject_GetAttrString(mod, "Function") : NULL;
+    PyObject *ctx = mod ? PyObject_GetAttrString(mod, "FunctionCtx") : NULL;
+    Py_XDECREF(mod);
+    PyObject *descr = fn_cls && PyType_Check(fn_cls)
+                      ? PyDict_GetItemString(((PyTypeObject *)fn_cls)->tp_dict, "apply") : NULL;
+    PyObject *func = descr ? PyObject_GetAttrString(descr, "__func__") : NULL;
+    PyObject *setup = fn_cls && PyType_Check(fn_cls)
+                      ? _PyType_Lookup((PyTypeObject *)fn_cls, PyUnicode_InternFromString("setup_context"))
+                      : NULL;
+    PyErr_Clear();
+    if (func == NULL || !PyFunction_Check(func) || ctx == NULL || !PyType_Check(ctx)) {
+        Py_XDECREF(func);
+        Py_XDECREF(ctx);
+        Py_XDECREF(fn_cls);
+        return false;
+    }
+    apply_function = func;
+    ctx_class = ctx;
+    base_setup_context = Py_XNewRef(setup);
+    Py_XDECREF(fn_cls);
+    return true;
+}
+
+/* (contract: translate_int.h) */
+bool tr_is_autograd_apply(PyObject *fn)
+{
+    return fn != NULL && PyFunction_Check(fn) && load() && fn == apply_function;
+}
+
+/* cls.name (a staticmethod's function), read through cls's accessor and
+   guarded.  NULL when tracing stops. */
+static Value *class_function(Tracer *t, Value *cls, const char *cname)
+{
+    PyObject *name = PyUnicode_InternFromString(cname);
+    PyObject *fn = name ? PyObject_GetAttr(cls->obj, name) : NULL;
+    int fa = fn ? guardset_accessor(t->gs, ACC_ATTR, cls->src, 0, name, NULL) : -1;
+    Py_XDECREF(name);
+    if (fn != NULL && !PyFunction_Check(fn)) {
+        Py_DECREF(fn);
+        return tracer_unsupported(t, false, "autograd.Function %s.%s that is not a Python function",
+                                  ((PyTypeObject *)cls->obj)->tp_name, cname), NULL;
+    }
+    Value *v = fa < 0 ? NULL : value_from_source(t, fa, fn);
+    Py_XDECREF(fn);
+    return v;
+}
+
+/* Whether v is, or a tuple or list value holds, one of args[0..nargs). */
+static bool returns_an_input(Value *v, Value **args, int nargs)
+{
+    for (int i = 0; i < nargs; i++)
+        if (v == args[i] && v->kind == V_TENSOR)
+            return true;
+    if (v->kind == V_TUPLE || v->kind == V_LIST)
+        for (int i = 0; i < v->n; i++)
+            if (returns_an_input(v->items[i], args, nargs))
+                return true;
+    return false;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    const char *name = PyType_Check(cls->obj) ? ((PyTypeObject *)cls->obj)->tp_name : "Function";
+    if (!PyType_Check(cls->obj) || cls->src < 0 || nargs + 1 >= MAX_STACK
+        || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
+        return tracer_break(t, STOP_CALL, "%s.apply with keyword arguments or on this class", name), NULL;
+    PyObject *enabled_fn = tensorlib_grad_enabled_fn();             /* borrowed */
+    PyObject *enabled = enabled_fn ? PyObject_CallNoArgs(enabled_fn) : NULL;
+    int on = enabled ? PyObject_IsTrue(enabled) : -1;
+    Py_XDECREF(enabled);
+    if (on < 0 || tensorops_note_torch(t) < 0)
+        return NULL;
+    if (on)
+        return tracer_break(t, STOP_CALL, "%s.apply with grad mode on (autograd records its "
+                            "backward)", name), NULL;
+    PyObject *setup = _PyType_Lookup((PyTypeObject *)cls->obj, PyUnicode_InternFromString("setup_context"));
+    bool own_setup = setup != NULL && setup != base_setup_context;
+    Value *forward = class_function(t, cls, "forward");
+    Value *setup_fn = forward && own_setup ? class_function(t, cls, "setup_context") : NULL;
+    if (forward == NULL || (own_setup && setup_fn == NULL))
+        return NULL;
+    /* the context: torch.autograd.function.FunctionCtx(), made while tracing
+       (the class reached through its module, guarded) */
+    PyObject *modname = PyUnicode_FromString("torch.autograd.function");
+    PyObject *ctx_name = PyUnicode_InternFromString("FunctionCtx");
+    int ma = modname ? guardset_accessor(t->gs, ACC_MODULE, -1, 0, modname, NULL) : -1;
+    int ca = ma < 0 || ctx_name == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, ma, 0, ctx_name, NULL);
+    Py_XDECREF(modname);
+    Value *ctx_type = ca < 0 ? NULL : value_from_source(t, ca, ctx_class);
+    Value *ctx = ctx_type ? tr_call_or_undo(f, ctx_type, NULL, 0, NULL) : NULL;
+    if (ctx == NULL)
+        return NULL;
+    Value *full[MAX_STACK];
+    int first = own_setup ? 0 : 1;
+    full[0] = ctx;
+    for (int i = 0; i < nargs; i++)
+        full[first + i] = args[i];
+    Value *out = tr_call_or_undo(f, forward, full, nargs + first, NULL);
+    if (out == NULL)
+        return NULL;
+    if (returns_an_input(out, args, nargs))
+        return tracer_unsupported(t, false, "%s.forward returns an input as it is (apply hands "
+                                  "back a view of it)", name), NULL;
+    if (own_setup) {
+        Value *inputs = value_new(t, V_TUPLE, NULL);
+        for (int i = 0; inputs != NULL && i < nargs; i++)
+            if (value_append(t, inputs, args[i]) < 0)
+                inputs = NULL;
+        Value *sargs[3] = {ctx, inputs, out};
+        if (inputs == NULL || tr_call_or_undo(f, setup_fn, sargs, 3, NULL) == NULL)
+            return NULL;
+    }
+    return out;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_autograd_apply_of_class(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames,
+                                  bool *handled)
+{
+    Tracer *t = f->t;
+    *handled = false;
+    PyObject *apply_name = PyUnicode_InternFromString("apply");
+    PyObject *bound = apply_name ? PyObject_GetAttr(cls->obj, apply_name) : NULL;
+    bool is_apply = bound != NULL && PyMethod_Check(bound)
+                    && tr_is_autograd_apply(PyMethod_GET_FUNCTION(bound))
+                    && PyMethod_GET_SELF(bound) == cls->obj;
+    Py_XDECREF(bound);
+    PyErr_Clear();
+    if (!is_apply)
+        return NULL;
+    *handled = true;
+    /* cls.apply.__func__ is Function.apply's: guarded */
+    PyObject *func_name = PyUnicode_InternFromString("__func__");
+    int aa = guardset_accessor(t->gs, ACC_ATTR, cls->src, 0, apply_name, NULL);
+    int fa = aa < 0 || func_name == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, aa, 0, func_name, NULL);
+    if (fa < 0 || guardset_add(t->gs, GUARD_ID_MATCH, fa, apply_function, 0) < 0)
+        return NULL;
+    return tr_autograd_apply(f, cls, args, nargs, kwnames);
+}
