@@ -292,3 +292,20 @@ def test_fx_backends_see_each_placeholders_dynamic_dims():
         assert torch.equal(opt(torch.ones(b, 2), torch.ones(2)), torch.ones(b, 2) * b + 1)
     assert isinstance(seen[0], dict) and list(seen[0].values()) == [None, None]
     assert sorted(v for v in seen[1].values() if v is not None) == [(0,)]
+
+
+def repeat_rows(a, n):
+    return np.concatenate((a,) * n), [0] * n
+
+
+def test_a_sequence_repeated_by_a_dynamic_number_follows_the_number():
+    # (a,) * n with n a graph input made a graph op whose result was then
+    # unpacked with the first example's length: 4 and 5 gave 3 copies, a
+    # silent wrong answer.  The count must be a constant: n stays static.
+    opt = dynscope.optimize("eager")(repeat_rows)
+    a = np.arange(3.0)
+    for n in (2, 3, 4, 5):
+        got, want = opt(a, n), repeat_rows(a, n)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1]
+    assert any("L['n'] stays static" in e["reason"] for e in events("recompile"))

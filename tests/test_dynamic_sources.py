@@ -580,3 +580,21 @@ def test_min_and_max_of_one_iterable_are_not_taken_for_sizes():
         got, want = opt(w, {"__lt__", "__gt__", "__le__"}, x), picks(w, {"__lt__", "__gt__", "__le__"}, x)
         assert got[:3] == want[:3]
         np.testing.assert_array_equal(got[3], want[3])
+
+
+class Grid:
+    def __init__(self, rows, cols):
+        self.rows, self.cols = rows, cols
+
+
+def tiled(a, g):
+    n = g.rows * g.cols                          # a product of two symbols
+    repeats = -(-n // a.size)                    # not an expression: a graph number
+    return np.concatenate((a,) * repeats)[:n].reshape(g.rows, g.cols)
+
+
+def test_int_attributes_whose_product_counts_a_repetition_stay_right():
+    opt = dynscope.optimize("eager")(tiled)
+    a = np.arange(4.0)
+    for r, c in ((2, 4), (4, 2), (4, 3), (3, 5), (6, 7)):
+        np.testing.assert_array_equal(opt(a, Grid(r, c)), tiled(a, Grid(r, c)))

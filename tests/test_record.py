@@ -387,6 +387,10 @@ def report_expectations(dump):
              and ("is now dynamic" in e["reason"] or "stays static (the code needs" in e["reason"])],
         "Cache-limit hits":
             [(e["name"], where[e["name"]], e["last_failure"]) for e in evs if e["event"] == "cache_limit"],
+        # scale recompiles 3 times on 3 different guards (dtype, shape, a
+        # constant), limited once: no source 3 times (tests/test_report_advice.py
+        # has a recording with some)
+        "Sources that keep recompiling (3 recompiles or more on one), and what to do": [],
     }
 
 

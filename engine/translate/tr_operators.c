@@ -150,6 +150,15 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
     if (op == NULL)
         return NULL;
     if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
+        Value *other = a->kind == V_TENSOR ? b : a, *num = a->kind == V_TENSOR ? a : b;
+        bool seq = other->kind == V_LIST || other->kind == V_TUPLE
+                   || (other->kind == V_CONST && (PyTuple_Check(other->obj) || PyList_Check(other->obj)
+                                                  || PyUnicode_Check(other->obj) || PyBytes_Check(other->obj)));
+        if (seq && !tensorlib_is_tensor(num->obj))
+            /* (a, ) * n with n a graph number: a sequence whose length only
+               the graph would know -- the number must be a constant here */
+            return tracer_unsupported(t, false, "operator %s on a sequence and a number known only "
+                                      "when the graph runs", hint), NULL;
         if (inplace && a->kind == V_TENSOR && tensorlib_is_tensor(a->obj)) {
             /* (a number that is a graph input is immutable: n += 1 is n + 1) */
             if (!tensor_is_torch(a->obj))
