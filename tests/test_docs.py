@@ -1253,12 +1253,30 @@ def ex_getrefcount(tmp_path):
         "a frame that names sys.getrefcount is now captured"
 
 
+def ex_autograd_with_grad(tmp_path):
+    torch = pytest.importorskip("torch", exc_type=ImportError)
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    out = dynscope.explain(lambda x: Double.apply(x) + 1)(torch.ones(3, requires_grad=True))
+    assert any("apply with grad mode on" in b.reason for b in out.break_reasons), \
+        "an autograd.Function's apply with grad mode on is now captured"
+
+
 NOT_YET_EXAMPLES = {
     "CPython 3.14.": ex_cpython_314,
     "Generators kept for later.": ex_generators,
     "Graph breaks inside `try` and `with`.": ex_try_with,
     "Exceptions out of the captured function.": ex_exceptions,
     "Some writes the program can see.": ex_visible_writes,
+    "torch.autograd.Function with gradients.": ex_autograd_with_grad,
     "Copies with hooks.": ex_copy_hooks,
     "Frame objects kept past an eager step.": ex_frame_locals,
     "Loops the interpreter finishes.": ex_interpreter_loops,
