@@ -4,7 +4,10 @@
  * forward inlined, as the C apply calls it.  Contract: translate_int.h.
  *
  * Fn.apply(*args) reaches torch.autograd.Function.apply, which (outside
- * functorch transforms) calls the C _FunctionBase.apply: it makes a
+ * functorch transforms) calls the C _FunctionBase.apply -- or, from torch
+ * 2.14 on, is that C classmethod itself (Fn.apply a builtin method bound
+ * to Fn; its __qualname__ guarded, as a class's own apply would differ).
+ * The C apply makes a
  * context, calls Fn.forward(ctx, *args) -- or Fn.forward(*args) then
  * Fn.setup_context(ctx, args, output) when the class defines
  * setup_context -- and, with nothing to record, hands forward's outputs
@@ -26,14 +29,19 @@
 #include "translate_int.h"
 #include "../base/tensorlib.h"
 
-/* torch.autograd.Function.apply's function (its classmethod's __func__)
-   and torch.autograd.function.FunctionCtx, once torch.autograd.function is
-   imported; strong, held for the process. */
+/* What Fn.apply is, by torch release: torch.autograd.Function.apply's
+   Python function (its classmethod's __func__; torch 2.13), or the C
+   classmethod of torch._C._FunctionBase (2.14: Fn.apply is then a builtin
+   method bound to Fn, its C function this one).  And
+   torch.autograd.function.FunctionCtx, and the base classes'
+   setup_context.  Strong, held for the process, once
+   torch.autograd.function is imported. */
 static PyObject *apply_function, *ctx_class, *base_setup_context;
+static PyCFunction apply_c;
 
 static bool load(void)
 {
-    if (apply_function != NULL)
+    if (ctx_class != NULL)
         return true;
     PyObject *name = PyUnicode_FromString("torch.autograd.function");
     PyObject *mod = name ? PyImport_GetModule(name) : NULL;         /* only if imported */
@@ -41,23 +49,29 @@ static bool load(void)
     PyObject *fn_cls = mod ? PyObject_GetAttrString(mod, "Function") : NULL;
     PyObject *ctx = mod ? PyObject_GetAttrString(mod, "FunctionCtx") : NULL;
     Py_XDECREF(mod);
-    PyObject *descr = fn_cls && PyType_Check(fn_cls)
-                      ? PyDict_GetItemString(((PyTypeObject *)fn_cls)->tp_dict, "apply") : NULL;
-    PyObject *func = descr ? PyObject_GetAttrString(descr, "__func__") : NULL;
-    PyObject *setup = fn_cls && PyType_Check(fn_cls)
-                      ? _PyType_Lookup((PyTypeObject *)fn_cls, PyUnicode_InternFromString("setup_context"))
-                      : NULL;
-    PyErr_Clear();
-    if (func == NULL || !PyFunction_Check(func) || ctx == NULL || !PyType_Check(ctx)) {
-        Py_XDECREF(func);
-        Py_XDECREF(ctx);
+    if (fn_cls == NULL || !PyType_Check(fn_cls) || ctx == NULL || !PyType_Check(ctx)) {
+        PyErr_Clear();
         Py_XDECREF(fn_cls);
+        Py_XDECREF(ctx);
         return false;
     }
-    apply_function = func;
-    ctx_class = ctx;
+    PyObject *apply_name = PyUnicode_InternFromString("apply");
+    PyObject *descr = apply_name ? _PyType_Lookup((PyTypeObject *)fn_cls, apply_name) : NULL;
+    if (descr != NULL && Py_IS_TYPE(descr, &PyClassMethod_Type)) {
+        PyObject *func = PyObject_GetAttrString(descr, "__func__");
+        if (func != NULL && PyFunction_Check(func))
+            apply_function = func;
+        else
+            Py_XDECREF(func);
+    }
+    else if (descr != NULL && Py_IS_TYPE(descr, &PyClassMethodDescr_Type)) {
+        apply_c = ((PyMethodDescrObject *)descr)->d_method->ml_meth;
+    }
+    PyObject *setup = _PyType_Lookup((PyTypeObject *)fn_cls, PyUnicode_InternFromString("setup_context"));
+    PyErr_Clear();
     base_setup_context = Py_XNewRef(setup);
-    Py_XDECREF(fn_cls);
+    ctx_class = ctx;
+    Py_DECREF(fn_cls);
     return true;
 }
 
@@ -161,21 +175,34 @@ Value *tr_autograd_apply_of_class(TFrame *f, Value *cls, Value **args, int nargs
 {
     Tracer *t = f->t;
     *handled = false;
+    if (!load())
+        return NULL;
     PyObject *apply_name = PyUnicode_InternFromString("apply");
     PyObject *bound = apply_name ? PyObject_GetAttr(cls->obj, apply_name) : NULL;
-    bool is_apply = bound != NULL && PyMethod_Check(bound)
-                    && tr_is_autograd_apply(PyMethod_GET_FUNCTION(bound))
-                    && PyMethod_GET_SELF(bound) == cls->obj;
+    bool python = bound != NULL && PyMethod_Check(bound)
+                  && tr_is_autograd_apply(PyMethod_GET_FUNCTION(bound))
+                  && PyMethod_GET_SELF(bound) == cls->obj;
+    bool c = !python && bound != NULL && apply_c != NULL && PyCFunction_Check(bound)
+             && PyCFunction_GET_SELF(bound) == cls->obj
+             && ((PyCFunctionObject *)bound)->m_ml->ml_meth == apply_c;
     Py_XDECREF(bound);
     PyErr_Clear();
-    if (!is_apply)
+    if (!python && !c)
         return NULL;
     *handled = true;
-    /* cls.apply.__func__ is Function.apply's: guarded */
-    PyObject *func_name = PyUnicode_InternFromString("__func__");
+    /* what cls.apply is, guarded: Function.apply's function (its __func__),
+       or the C classmethod (its __qualname__: a class that defines its own
+       apply has another) */
     int aa = guardset_accessor(t->gs, ACC_ATTR, cls->src, 0, apply_name, NULL);
-    int fa = aa < 0 || func_name == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, aa, 0, func_name, NULL);
-    if (fa < 0 || guardset_add(t->gs, GUARD_ID_MATCH, fa, apply_function, 0) < 0)
+    PyObject *key = PyUnicode_InternFromString(python ? "__func__" : "__qualname__");
+    int fa = aa < 0 || key == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, aa, 0, key, NULL);
+    PyObject *again = python || fa < 0 ? NULL : PyObject_GetAttr(cls->obj, apply_name);
+    PyObject *qualname = again ? PyObject_GetAttr(again, key) : NULL;
+    Py_XDECREF(again);
+    int rc = fa < 0 ? -1 : python ? guardset_add(t->gs, GUARD_ID_MATCH, fa, apply_function, 0)
+             : qualname != NULL ? guardset_add(t->gs, GUARD_EQUALS_MATCH, fa, qualname, 0) : -1;
+    Py_XDECREF(qualname);
+    if (rc < 0)
         return NULL;
     return tr_autograd_apply(f, cls, args, nargs, kwnames);
 }
