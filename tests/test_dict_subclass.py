@@ -168,3 +168,42 @@ def test_an_item_read_guards_that_item_not_every_key():
     del d["a"]
     d["a"] = np.zeros(2)                     # the item read: guarded
     np.testing.assert_array_equal(cf(d, np.ones(2)), np.ones(2))
+
+
+# ---- ** of a dict subclass instance (a call's keyword arguments) ----
+
+def takes(a=None, b=None, c=None):
+    return (a if a is not None else 0) * 2 + (b if b is not None else 0)
+
+
+def spread_held(o):
+    return takes(**o)
+
+
+def spread_made(x):
+    o = Output()                        # made while tracing
+    o["a"] = x + 1
+    o["b"] = x * 3
+    return takes(**o)
+
+
+class Plain(dict):
+    def __getitem__(self, k):          # dict's merge never calls it: storage is read
+        return 0
+
+
+def spread_plain(d, x):
+    return dict(x=x, **d)
+
+
+def test_spreading_a_dict_subclass_reads_it_as_dicts_merge_does():
+    x = np.arange(3.0)
+    held = Output(a=np.ones(3), b=np.arange(3.0))
+    np.testing.assert_array_equal(check(spread_held, held), takes(**held))
+    np.testing.assert_array_equal(check(spread_made, x), spread_made(x))
+    got = dynscope.optimize("eager")(spread_plain)(Plain(a=5), x)
+    assert got["a"] == 5 and list(got) == ["x", "a"]          # the storage, not __getitem__
+    for fn, args in ((spread_held, (held,)), (spread_made, (x,)), (spread_plain, (Plain(a=5), x))):
+        assert dynscope.explain(fn)(*args).graph_break_count == 0
+    with pytest.raises(TypeError):                             # a key given twice, as eagerly
+        dynscope.optimize("eager")(lambda o: takes(a=1, **o))(held)

@@ -259,3 +259,63 @@ int tr_dict_view_store(TFrame *f, Value *obj, Value *key, Value *value)
                                   "a constant", Py_TYPE(obj->obj)->tp_name);
     return tr_visible_dict_set_item(f, obj, key->obj, value);
 }
+
+/* d[key] as PyObject_GetItem does it: the class's own __getitem__ in
+   Python inlined (guarded to stay it), or dict's.  NULL when tracing
+   stops. */
+static Value *get_item(TFrame *f, Value *obj, PyObject *key)
+{
+    Tracer *t = f->t;
+    PyObject *name = PyUnicode_InternFromString("__getitem__");
+    PyObject *own = name ? _PyType_Lookup(Py_TYPE(obj->obj), name) : NULL;      /* borrowed */
+    Value *k = new_const(t, Py_NewRef(key));
+    if (k == NULL)
+        return NULL;
+    if (own != NULL && PyFunction_Check(own)) {
+        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+        int ga = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
+        Value *fn = ga < 0 ? NULL : value_from_source(t, ga, own);
+        Value *args[2] = {obj, k};
+        return fn ? tr_call_or_undo(f, fn, args, 2, NULL) : NULL;
+    }
+    return tr_dict_view_item(f, obj, "__getitem__", k);
+}
+
+/* (contract: translate_int.h) */
+int tr_dict_view_merge(TFrame *f, Value *into, Value *obj, bool refuse_twice)
+{
+    Tracer *t = f->t;
+    /* dict's merge reads a dict subclass's storage directly when its
+       class keeps dict's iteration, else calls keys() and __getitem__
+       (an OrderedDict's: ModelOutput's): both read here only where the
+       class leaves keys() to dict's or OrderedDict's C code (the same
+       keys, in the order both ways give) */
+    bool direct = Py_TYPE(obj->obj)->tp_iter == PyDict_Type.tp_iter;
+    int ok = guard_c_dict_method(t, obj, "keys", false);
+    if (ok <= 0)
+        return ok < 0 ? -1 : tracer_unsupported(t, false, "** of a %s whose class defines keys()",
+                                                Py_TYPE(obj->obj)->tp_name);
+    if (direct && (ok = guard_c_dict_method(t, obj, "__getitem__", true)) <= 0)
+        return ok < 0 ? -1 : tracer_unsupported(t, false, "** of a %s whose class defines "
+                                                "__getitem__ but keeps dict's iteration",
+                                                Py_TYPE(obj->obj)->tp_name);
+    PyObject *keys = keys_of(t, obj);
+    if (keys == NULL)
+        return -1;
+    Py_INCREF(keys);                    /* (get_item runs code that could drop obj's cache) */
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, i);
+        if (refuse_twice) {
+            int has = PySequence_Contains(into->obj, key);
+            if (has != 0) {
+                rc = has < 0 ? -1 : tracer_unsupported(t, false, "keyword argument %R given twice", key);
+                break;
+            }
+        }
+        Value *v = direct ? item_of(t, obj, key) : get_item(f, obj, key);
+        rc = v == NULL || tr_dict_set_item(t, into, key, v) < 0 ? -1 : 0;
+    }
+    Py_DECREF(keys);
+    return rc;
+}

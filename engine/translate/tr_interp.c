@@ -463,6 +463,10 @@ static int op_dict_merge(TFrame *f, const Instr *in)
     Value *d = peek(f, in->oparg);
     if (d->kind != V_DICT || d->src >= 0)
         return tracer_unsupported(t, true, "merging into a dict the program can see");
+    if (update->kind != V_DICT && tr_is_dict_view_object(update))
+        return tr_dict_view_merge(f, d, update, in->op == OP_DICT_MERGE);
+    if (update->kind == V_NEWOBJ)
+        return tr_newobj_merge(f, d, update, in->op == OP_DICT_MERGE);
     if (update->kind != V_DICT)
         return tracer_unsupported(t, false, "** of a %s (only dicts are modelled)",
                                   update->obj ? Py_TYPE(update->obj)->tp_name : "container");

@@ -706,3 +706,51 @@ int tr_newobj_truth(TFrame *f, Value *o)
         return -1;
     return 1;
 }
+
+/* (contract: translate_int.h) */
+int tr_newobj_merge(TFrame *f, Value *into, Value *o, bool refuse_twice)
+{
+    Tracer *t = f->t;
+    PyTypeObject *tp = (PyTypeObject *)o->obj;
+    if (o->n < 3 || o->items[2]->kind != V_DICT)
+        return tracer_unsupported(t, false, "** of a new %s, which is no mapping", tp->tp_name);
+    Value *mapping = o->items[2];
+    /* as dict's merge: the storage itself where the class keeps dict's
+       iteration, else keys() -- dict's or OrderedDict's here, guarded --
+       and __getitem__ per key (ModelOutput's, inlined) */
+    bool direct = tp->tp_iter == PyDict_Type.tp_iter;
+    PyObject *keys_name = PyUnicode_InternFromString("keys");
+    PyObject *keys_descr = keys_name ? _PyType_Lookup(tp, keys_name) : NULL;      /* borrowed */
+    if (!direct && (keys_descr == NULL || !is_mapping_method(o, keys_descr)))
+        return tracer_unsupported(t, false, "** of a new %s whose class defines keys()", tp->tp_name);
+    if (!direct && guard_class_attr_is(t, o->items[1], keys_name, keys_descr) < 0)
+        return -1;
+    PyObject *keys = PySequence_List(mapping->obj);       /* __getitem__ may change the mapping */
+    if (keys == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(keys); i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (refuse_twice) {
+            int has = PySequence_Contains(into->obj, key);
+            if (has != 0) {
+                rc = has < 0 ? -1 : tracer_unsupported(t, false, "keyword argument %R given twice", key);
+                break;
+            }
+        }
+        Value *v = NULL;
+        if (direct) {
+            v = i < mapping->n ? mapping->items[i] : NULL;
+            if (v == NULL)
+                rc = tracer_unsupported(t, false, "a new %s changed while merged", tp->tp_name);
+        }
+        else {
+            Value *k = new_const(t, Py_NewRef(key));
+            v = k ? tr_newobj_protocol(f, o, "__getitem__", &k, 1) : NULL;
+        }
+        if (rc == 0)
+            rc = v == NULL || tr_dict_set_item(t, into, key, v) < 0 ? -1 : 0;
+    }
+    Py_DECREF(keys);
+    return rc;
+}

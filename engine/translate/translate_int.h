@@ -407,6 +407,11 @@ Value *tr_newobj_call_builtin(TFrame *f, Value *o, PyObject *descr, Value **args
    tracing stops. */
 Value *tr_newobj_protocol(TFrame *f, Value *o, const char *dunder, Value **args, int nargs);
 
+/* DICT_MERGE / DICT_UPDATE of V_NEWOBJ o, a mapping made while tracing (a
+   ModelOutput), into `into` (refuse_twice: a call's **): its keys in
+   order, each with o[key] as dict's merge reads it.  0 / -1. */
+int tr_newobj_merge(TFrame *f, Value *into, Value *o, bool refuse_twice);
+
 /* ---- tr_generators.c ---- */
 
 /* A zeroed frame for a generator, the tracer's (freed by
@@ -536,6 +541,11 @@ Value *tr_dict_view_iter(TFrame *f, Value *obj);
 /* d[key] (dunder "__getitem__") or key in d ("__contains__", a constant
    bool), once the class leaves it to dict: tr_dict_method_of_subclass. */
 Value *tr_dict_view_item(TFrame *f, Value *obj, const char *dunder, Value *key);
+/* DICT_MERGE / DICT_UPDATE of a dict subclass instance obj into `into` (a
+   dict this frame builds; refuse_twice: a call's **, which refuses a key
+   given twice): its keys, in its order, each with obj[key] as dict's merge
+   reads it.  0 / -1. */
+int tr_dict_view_merge(TFrame *f, Value *into, Value *obj, bool refuse_twice);
 /* d[key] = value: the class's own __setitem__ in Python inlined, or dict's
    (OrderedDict's) recorded (tr_visible_dict_set_item).  0 / -1. */
 int tr_dict_view_store(TFrame *f, Value *obj, Value *key, Value *value);
