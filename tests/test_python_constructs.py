@@ -1719,3 +1719,17 @@ def test_dict_keyed_by_classes_and_typing_forms_is_read_key_by_key():
     finally:
         VALIDATORS.update({typing.Union: "union", list: "list"})
         del VALIDATORS[int]
+
+
+def enumerate_from(xs, x):
+    for i, v in enumerate(xs, start=3):
+        x = x * i + v
+    return x
+
+
+def test_enumerate_with_start_given_by_keyword_is_captured():
+    opt, _ = capture(enumerate_from)
+    x = np.ones(2)
+    for xs in ([1.0, 2.0], [4.0, 5.0, 6.0]):
+        np.testing.assert_array_equal(opt(xs, x), enumerate_from(xs, x))
+    assert dynscope.explain(enumerate_from)([1.0, 2.0], x).graph_break_count == 0

@@ -891,6 +891,9 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         return call_dict_or_set(f, tp, args, nargs, kwnames);
     if (tr_exception_class_is_plain(tp) && nokw)
         return tr_make_exception(f, tp, args, nargs);
+    if (tp == (PyObject *)&PyEnum_Type && nargs == 2 && !nokw && PyTuple_GET_SIZE(kwnames) == 1
+        && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "start") == 0)
+        return call_enumerate(f, args, nargs);          /* enumerate(xs, start=k) */
     if (!nokw)
         return tracer_unsupported(t, false, "keyword arguments to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
     if (tp == (PyObject *)&PyRange_Type || tp == (PyObject *)&PyLong_Type
