@@ -985,3 +985,21 @@ def test_a_torch_without_what_the_engine_uses_falls_back_and_equals_eager(missin
         assert "no torch.default_generator" in r.stdout
     elif missing == "nothing":
         assert "breaks []" in r.stdout
+
+
+def test_tensor_type_names_and_converts_inside_the_graph():
+    # x.type() is a constant (dtype and device fix it), x.type(dtype) is
+    # x.to(dtype); a string type stays a break
+    def f(x):
+        y = (x * 2).type(torch.float64)
+        return y + 1, x.type(), y.type(torch.int32)
+
+    x = torch.arange(3.0)
+    e = dynscope.explain(f)(x)
+    assert e.graph_count == 1 and e.graph_break_count == 0
+    got, want = dynscope.optimize("eager")(f)(x), f(x)
+    assert got[1] == want[1] == "torch.FloatTensor"
+    for a, b in ((got[0], want[0]), (got[2], want[2])):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    e = dynscope.explain(lambda x: x.type("torch.DoubleTensor") + 1)(x)
+    assert e.graph_break_count == 1

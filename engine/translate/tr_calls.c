@@ -747,45 +747,6 @@ static bool is_keyed_dict_get(Value *b, int nargs, PyObject *kwnames)
            && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0);
 }
 
-/* V_BOUND b(...) when b is a drawing method of a NumPy Generator or
-   RandomState reached by an accessor (a global, an attribute; not an
-   argument): a random graph op whose target is the bound method, the
-   receiver guarded to be that object.  NULL with nothing set when b is
-   something else. */
-static Value *call_numpy_draw(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames)
-{
-    Tracer *t = f->t;
-    Value *self = b->items[0];
-    if (!PyUnicode_Check(b->obj) || tensorlib_kind(self->obj) != TENSORLIB_NONE)
-        return NULL;
-    PyObject *meth = PyObject_GetAttr(self->obj, b->obj);
-    if (meth == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    /* the receiver itself (rng.normal), or a module holding a drawing
-       method (np.random.rand: the global RandomState's) */
-    PyObject *owner = tr_random_numpy_owner(meth);
-    int acc = self->src;
-    AccessorKind root = t->gs->acc[acc].kind;
-    if (owner == self->obj && (root == ACC_LOCAL || root == ACC_STACK)) {
-        /* a generator passed in: its identity guarded would recompile for
-           each new one (the draw stays an eager step) */
-        owner = NULL;
-    }
-    if (owner != NULL && owner != self->obj && PyModule_Check(self->obj))
-        acc = guardset_accessor(t->gs, ACC_ATTR, self->src, 0, b->obj, NULL);
-    else if (owner != self->obj)
-        owner = NULL;
-    Value *r = NULL;
-    if (owner != NULL && acc >= 0
-        && guardset_add(t->gs, GUARD_ID_MATCH, acc, acc == self->src ? self->obj : meth, 0) >= 0) {
-        const char *hint = PyUnicode_AsUTF8(b->obj);
-        r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, meth, hint, args, nargs, kwnames) : NULL;
-    }
-    Py_DECREF(meth);
-    return r;
-}
 
 /* obj.name(...) of an object the program holds, name a C method: a numpy
    generator's draw (rng.normal), a dict subclass's view or get (d.keys(),
@@ -796,7 +757,7 @@ static Value *call_bound_c_method(TFrame *f, Value *callable, Value **args, int 
     Tracer *t = f->t;
     Value *self = callable->items[0];
     if (self->src >= 0 && self->obj) {
-        Value *r = call_numpy_draw(f, callable, args, nargs, kwnames);     /* rng.normal(...) */
+        Value *r = tr_random_numpy_draw_call(f, callable, args, nargs, kwnames);     /* rng.normal(...) */
         if (r != NULL || PyErr_Occurred() || t->reason != NULL)
             return r;
     }
@@ -817,6 +778,47 @@ static Value *call_bound_c_method(TFrame *f, Value *callable, Value **args, int 
                         self->obj ? Py_TYPE(self->obj)->tp_name : "value"), NULL;
 }
 
+/* x.type() of a torch tensor (args[0] is x): "torch.FloatTensor", a
+   constant its dtype and device fix; x.type(dtype) is x.to(dtype) -- x
+   itself when it has that dtype, else a converted copy.  *handled false
+   (NULL) for any other call: .type("torch.DoubleTensor") stays a break. */
+static Value *tensor_type_call(Tracer *t, Value *self, PyObject *name, Value **args, int nargs,
+                               PyObject *kwnames, bool *handled)
+{
+    *handled = PyUnicode_CompareWithASCIIString(name, "type") == 0 && tensor_is_torch(self->obj)
+               && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)
+               && (nargs == 1 || (nargs == 2 && args[1]->kind == V_CONST
+                                  && tensorlib_is_torch_dtype(args[1]->obj)));
+    if (!*handled)
+        return NULL;
+    if (nargs == 1)
+        return new_const(t, PyObject_CallMethod(self->obj, "type", NULL));
+    PyObject *to = PyUnicode_InternFromString("to");
+    Value *r = to ? tensorops_call(t, NODE_CALL_METHOD, to, "to", args, nargs, NULL) : NULL;
+    Py_XDECREF(to);
+    return r;
+}
+
+/* x.name(*args) of a tensor value (args[0] is x): a graph op for a pure
+   method, else a break.  NULL when tracing stops. */
+static Value *call_tensor_method(Tracer *t, Value *self, PyObject *name, Value **args, int nargs,
+                                 PyObject *kwnames)
+{
+    bool handled;
+    Value *typed = tensor_type_call(t, self, name, args, nargs, kwnames, &handled);
+    if (handled)
+        return typed;
+    if (!tensorops_is_pure_method(name)) {
+        if (tensorops_is_escape_method(name))
+            return tracer_break(t, STOP_ESCAPE, "data escape: .%U() on a tensor value", name), NULL;
+        return tracer_break(t, STOP_CALL, "call to .%U(), not a pure tensor method", name), NULL;
+    }
+    const char *hint = PyUnicode_AsUTF8(name);
+    if (hint == NULL)
+        return NULL;
+    return tensorops_call(t, NODE_CALL_METHOD, name, hint, args, nargs, kwnames);
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -834,18 +836,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (callable->kind == V_METHOD) {
         Value *self = callable->items[0];
-        if (self->kind == V_TENSOR) {
-            PyObject *name = callable->obj;
-            if (!tensorops_is_pure_method(name)) {
-                if (tensorops_is_escape_method(name))
-                    return tracer_break(t, STOP_ESCAPE, "data escape: .%U() on a tensor value", name), NULL;
-                return tracer_break(t, STOP_CALL, "call to .%U(), not a pure tensor method", name), NULL;
-            }
-            const char *hint = PyUnicode_AsUTF8(name);
-            if (hint == NULL)
-                return NULL;
-            return tensorops_call(t, NODE_CALL_METHOD, name, hint, args, nargs, kwnames);
-        }
+        if (self->kind == V_TENSOR)
+            return call_tensor_method(t, self, callable->obj, args, nargs, kwnames);
         return call_container_method(f, callable, args, nargs, kwnames);
     }
     if (callable->kind == V_FUNC)

@@ -195,3 +195,39 @@ void tr_random_restore(Tracer *t)
     Py_CLEAR(t->rng_saved);
     PyErr_Restore(type, value, tb);
 }
+
+/* (contract: translate_int.h) */
+Value *tr_random_numpy_draw_call(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *self = b->items[0];
+    if (!PyUnicode_Check(b->obj) || tensorlib_kind(self->obj) != TENSORLIB_NONE)
+        return NULL;
+    PyObject *meth = PyObject_GetAttr(self->obj, b->obj);
+    if (meth == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* the receiver itself (rng.normal), or a module holding a drawing
+       method (np.random.rand: the global RandomState's) */
+    PyObject *owner = tr_random_numpy_owner(meth);
+    int acc = self->src;
+    AccessorKind root = t->gs->acc[acc].kind;
+    if (owner == self->obj && (root == ACC_LOCAL || root == ACC_STACK)) {
+        /* a generator passed in: its identity guarded would recompile for
+           each new one (the draw stays an eager step) */
+        owner = NULL;
+    }
+    if (owner != NULL && owner != self->obj && PyModule_Check(self->obj))
+        acc = guardset_accessor(t->gs, ACC_ATTR, self->src, 0, b->obj, NULL);
+    else if (owner != self->obj)
+        owner = NULL;
+    Value *r = NULL;
+    if (owner != NULL && acc >= 0
+        && guardset_add(t->gs, GUARD_ID_MATCH, acc, acc == self->src ? self->obj : meth, 0) >= 0) {
+        const char *hint = PyUnicode_AsUTF8(b->obj);
+        r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, meth, hint, args, nargs, kwnames) : NULL;
+    }
+    Py_DECREF(meth);
+    return r;
+}

@@ -434,6 +434,13 @@ Value *tr_contextlib_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyOb
    __instancecheck__: by x's type (tr_builtins.c).  NULL when tracing stops. */
 Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls);
 
+/* tr_random.c: b(...) for V_BOUND b a drawing method of a NumPy Generator
+   or RandomState reached by an accessor (a global, an attribute; not an
+   argument): a random graph op whose target is the bound method, the
+   receiver guarded to be that object.  NULL with nothing set when b is
+   something else. */
+Value *tr_random_numpy_draw_call(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames);
+
 /* ---- tr_autograd.c ---- */
 
 /* Whether fn is torch.autograd.Function.apply's function (Fn.apply). */
