@@ -374,7 +374,7 @@ zoo: all
 # Every architecture of transformers' base-model table, built tiny, dynscope
 # and TorchDynamo side by side: docs/sweep.md (scripts/hf_sweep.py; issue 38).
 # Resumable (build/sweep.jsonl keeps what ran: SWEEP_ARGS=--fresh forgets it),
-# about 40 minutes here.  Needs torch and transformers; not in make test
+# 25-30 minutes here.  Needs torch and transformers; not in make test
 # (tests/test_sweep.py runs a fixed sample of 20).
 .PHONY: sweep
 sweep: all

@@ -38,11 +38,22 @@
    torch.autograd.function is imported. */
 static PyObject *apply_function, *ctx_class, *base_setup_context;
 static PyCFunction apply_c;
+/* names asked of every such class: interned once, held for the process */
+static PyObject *s_apply, *s_setup_context, *s_function_ctx, *s_func, *s_qualname;
 
 static bool load(void)
 {
     if (ctx_class != NULL)
         return true;
+    if (s_apply == NULL && ((s_apply = PyUnicode_InternFromString("apply")) == NULL
+                            || (s_setup_context = PyUnicode_InternFromString("setup_context")) == NULL
+                            || (s_function_ctx = PyUnicode_InternFromString("FunctionCtx")) == NULL
+                            || (s_func = PyUnicode_InternFromString("__func__")) == NULL
+                            || (s_qualname = PyUnicode_InternFromString("__qualname__")) == NULL)) {
+        PyErr_Clear();
+        Py_CLEAR(s_apply);             /* (asked again next time) */
+        return false;
+    }
     PyObject *name = PyUnicode_FromString("torch.autograd.function");
     PyObject *mod = name ? PyImport_GetModule(name) : NULL;         /* only if imported */
     Py_XDECREF(name);
@@ -55,8 +66,7 @@ static bool load(void)
         Py_XDECREF(ctx);
         return false;
     }
-    PyObject *apply_name = PyUnicode_InternFromString("apply");
-    PyObject *descr = apply_name ? _PyType_Lookup((PyTypeObject *)fn_cls, apply_name) : NULL;
+    PyObject *descr = _PyType_Lookup((PyTypeObject *)fn_cls, s_apply);       /* borrowed */
     if (descr != NULL && Py_IS_TYPE(descr, &PyClassMethod_Type)) {
         PyObject *func = PyObject_GetAttrString(descr, "__func__");
         if (func != NULL && PyFunction_Check(func))
@@ -67,8 +77,7 @@ static bool load(void)
     else if (descr != NULL && Py_IS_TYPE(descr, &PyClassMethodDescr_Type)) {
         apply_c = ((PyMethodDescrObject *)descr)->d_method->ml_meth;
     }
-    PyObject *setup = _PyType_Lookup((PyTypeObject *)fn_cls, PyUnicode_InternFromString("setup_context"));
-    PyErr_Clear();
+    PyObject *setup = _PyType_Lookup((PyTypeObject *)fn_cls, s_setup_context);
     base_setup_context = Py_XNewRef(setup);
     ctx_class = ctx;
     Py_DECREF(fn_cls);
@@ -129,7 +138,7 @@ Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObjec
     if (on)
         return tracer_break(t, STOP_CALL, "%s.apply with grad mode on (autograd records its "
                             "backward)", name), NULL;
-    PyObject *setup = _PyType_Lookup((PyTypeObject *)cls->obj, PyUnicode_InternFromString("setup_context"));
+    PyObject *setup = _PyType_Lookup((PyTypeObject *)cls->obj, s_setup_context);
     bool own_setup = setup != NULL && setup != base_setup_context;
     Value *forward = class_function(t, cls, "forward");
     Value *setup_fn = forward && own_setup ? class_function(t, cls, "setup_context") : NULL;
@@ -138,9 +147,8 @@ Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObjec
     /* the context: torch.autograd.function.FunctionCtx(), made while tracing
        (the class reached through its module, guarded) */
     PyObject *modname = PyUnicode_FromString("torch.autograd.function");
-    PyObject *ctx_name = PyUnicode_InternFromString("FunctionCtx");
     int ma = modname ? guardset_accessor(t->gs, ACC_MODULE, -1, 0, modname, NULL) : -1;
-    int ca = ma < 0 || ctx_name == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, ma, 0, ctx_name, NULL);
+    int ca = ma < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ma, 0, s_function_ctx, NULL);
     Py_XDECREF(modname);
     Value *ctx_type = ca < 0 ? NULL : value_from_source(t, ca, ctx_class);
     Value *ctx = ctx_type ? tr_call_or_undo(f, ctx_type, NULL, 0, NULL) : NULL;
@@ -177,28 +185,24 @@ Value *tr_autograd_apply_of_class(TFrame *f, Value *cls, Value **args, int nargs
     *handled = false;
     if (!load())
         return NULL;
-    PyObject *apply_name = PyUnicode_InternFromString("apply");
-    PyObject *bound = apply_name ? PyObject_GetAttr(cls->obj, apply_name) : NULL;
+    PyObject *bound = PyObject_GetAttr(cls->obj, s_apply);
     bool python = bound != NULL && PyMethod_Check(bound)
                   && tr_is_autograd_apply(PyMethod_GET_FUNCTION(bound))
                   && PyMethod_GET_SELF(bound) == cls->obj;
     bool c = !python && bound != NULL && apply_c != NULL && PyCFunction_Check(bound)
              && PyCFunction_GET_SELF(bound) == cls->obj
              && ((PyCFunctionObject *)bound)->m_ml->ml_meth == apply_c;
+    /* what cls.apply is, guarded: Function.apply's function (its __func__),
+       or the C classmethod (its __qualname__: a class that defines its own
+       apply has another) */
+    PyObject *qualname = c ? PyObject_GetAttr(bound, s_qualname) : NULL;
     Py_XDECREF(bound);
     PyErr_Clear();
     if (!python && !c)
         return NULL;
     *handled = true;
-    /* what cls.apply is, guarded: Function.apply's function (its __func__),
-       or the C classmethod (its __qualname__: a class that defines its own
-       apply has another) */
-    int aa = guardset_accessor(t->gs, ACC_ATTR, cls->src, 0, apply_name, NULL);
-    PyObject *key = PyUnicode_InternFromString(python ? "__func__" : "__qualname__");
-    int fa = aa < 0 || key == NULL ? -1 : guardset_accessor(t->gs, ACC_ATTR, aa, 0, key, NULL);
-    PyObject *again = python || fa < 0 ? NULL : PyObject_GetAttr(cls->obj, apply_name);
-    PyObject *qualname = again ? PyObject_GetAttr(again, key) : NULL;
-    Py_XDECREF(again);
+    int aa = guardset_accessor(t->gs, ACC_ATTR, cls->src, 0, s_apply, NULL);
+    int fa = aa < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, aa, 0, python ? s_func : s_qualname, NULL);
     int rc = fa < 0 ? -1 : python ? guardset_add(t->gs, GUARD_ID_MATCH, fa, apply_function, 0)
              : qualname != NULL ? guardset_add(t->gs, GUARD_EQUALS_MATCH, fa, qualname, 0) : -1;
     Py_XDECREF(qualname);

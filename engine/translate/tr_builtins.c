@@ -384,21 +384,13 @@ static Value *builtin_sorted(TFrame *f, PyObject *fn, Value **args, int nargs, P
    it returns.  NULL when tracing stops. */
 static Value *instancecheck_inlined(TFrame *f, Value *cls, Value *x)
 {
-    Tracer *t = f->t;
-    PyObject *name = PyUnicode_InternFromString("__instancecheck__");
-    PyObject *fn = name ? _PyType_Lookup(Py_TYPE(cls->obj), name) : NULL;      /* borrowed */
-    if (fn == NULL || !PyFunction_Check(fn) || cls->src < 0) {
-        Py_XDECREF(name);
-        return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "isinstance() on these values"), NULL);
-    }
-    int ta = guardset_accessor(t->gs, ACC_TYPE, cls->src, 0, NULL, NULL);
-    int fa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
-    Py_DECREF(name);
-    Value *fv = fa < 0 ? NULL : value_from_source(t, fa, fn);
-    Value *args[2] = {cls, x};
-    Value *r = fv ? tr_call_or_undo(f, fv, args, 2, NULL) : NULL;
+    bool handled;
+    Value *r = tr_call_own_method(f, cls, "__instancecheck__", &x, 1, &handled);
+    if (!handled)
+        return PyErr_Occurred() ? NULL
+               : (tracer_unsupported(f->t, false, "isinstance() on these values"), NULL);
     int b = r ? tr_truth(f, r, "isinstance()") : -1;
-    return b < 0 ? NULL : new_const(t, PyBool_FromLong(b));
+    return b < 0 ? NULL : new_const(f->t, PyBool_FromLong(b));
 }
 
 /* (contract: translate_int.h) */

@@ -60,6 +60,17 @@ int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val)
     return 0;
 }
 
+/* (contract: translate_int.h) */
+int tr_dict_merge_item(Tracer *t, Value *d, PyObject *key, Value *val, bool refuse_twice)
+{
+    if (refuse_twice) {
+        int has = PySequence_Contains(d->obj, key);
+        if (has != 0)
+            return has < 0 ? -1 : tracer_unsupported(t, false, "keyword argument %R given twice", key);
+    }
+    return tr_dict_set_item(t, d, key, val);
+}
+
 /* BUILD_MAP (oparg key, value pairs) / BUILD_CONST_KEY_MAP (oparg values
    under a constant tuple of keys). */
 int tr_op_build_map(TFrame *f, const Instr *in)

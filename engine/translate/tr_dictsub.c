@@ -236,20 +236,11 @@ Value *tr_dict_view_item(TFrame *f, Value *obj, const char *dunder, Value *key)
 int tr_dict_view_store(TFrame *f, Value *obj, Value *key, Value *value)
 {
     Tracer *t = f->t;
-    PyObject *name = PyUnicode_InternFromString("__setitem__");
-    if (name == NULL)
-        return -1;
-    PyObject *own = _PyType_Lookup(Py_TYPE(obj->obj), name);      /* borrowed */
-    if (own != NULL && PyFunction_Check(own)) {
-        /* the class's __setitem__, inlined (guarded to stay the class's) */
-        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
-        int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
-        Py_DECREF(name);
-        Value *fn = sa < 0 ? NULL : value_from_source(t, sa, own);
-        Value *args[3] = {obj, key, value};
-        return fn != NULL && tr_call_or_undo(f, fn, args, 3, NULL) != NULL ? 0 : -1;
-    }
-    Py_DECREF(name);
+    bool handled;
+    Value *args[2] = {key, value};
+    Value *r = tr_call_own_method(f, obj, "__setitem__", args, 2, &handled);   /* the class's own */
+    if (handled || PyErr_Occurred())
+        return r ? 0 : -1;
     int ok = guard_c_dict_method(t, obj, "__setitem__", true);
     if (ok <= 0)
         return ok < 0 ? -1 : tracer_unsupported(t, false, "item assignment into a %s: its class "
@@ -265,20 +256,12 @@ int tr_dict_view_store(TFrame *f, Value *obj, Value *key, Value *value)
    stops. */
 static Value *get_item(TFrame *f, Value *obj, PyObject *key)
 {
-    Tracer *t = f->t;
-    PyObject *name = PyUnicode_InternFromString("__getitem__");
-    PyObject *own = name ? _PyType_Lookup(Py_TYPE(obj->obj), name) : NULL;      /* borrowed */
-    Value *k = new_const(t, Py_NewRef(key));
+    Value *k = new_const(f->t, Py_NewRef(key));
     if (k == NULL)
         return NULL;
-    if (own != NULL && PyFunction_Check(own)) {
-        int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
-        int ga = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
-        Value *fn = ga < 0 ? NULL : value_from_source(t, ga, own);
-        Value *args[2] = {obj, k};
-        return fn ? tr_call_or_undo(f, fn, args, 2, NULL) : NULL;
-    }
-    return tr_dict_view_item(f, obj, "__getitem__", k);
+    bool handled;
+    Value *r = tr_call_own_method(f, obj, "__getitem__", &k, 1, &handled);   /* the class's own */
+    return handled || PyErr_Occurred() ? r : tr_dict_view_item(f, obj, "__getitem__", k);
 }
 
 /* (contract: translate_int.h) */
@@ -306,15 +289,8 @@ int tr_dict_view_merge(TFrame *f, Value *into, Value *obj, bool refuse_twice)
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(keys); i++) {
         PyObject *key = PyTuple_GET_ITEM(keys, i);
-        if (refuse_twice) {
-            int has = PySequence_Contains(into->obj, key);
-            if (has != 0) {
-                rc = has < 0 ? -1 : tracer_unsupported(t, false, "keyword argument %R given twice", key);
-                break;
-            }
-        }
         Value *v = direct ? item_of(t, obj, key) : get_item(f, obj, key);
-        rc = v == NULL || tr_dict_set_item(t, into, key, v) < 0 ? -1 : 0;
+        rc = v == NULL ? -1 : tr_dict_merge_item(t, into, key, v, refuse_twice);
     }
     Py_DECREF(keys);
     return rc;

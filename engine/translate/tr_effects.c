@@ -59,14 +59,6 @@ static bool sets_generically(PyObject *obj, const char **why)
     return true;
 }
 
-static PyObject *setattr_name_str(void)
-{
-    static PyObject *setattr_name;
-    if (setattr_name == NULL)
-        setattr_name = PyUnicode_InternFromString("__setattr__");
-    return setattr_name;
-}
-
 /* Guard what writing obj.name into its __dict__ relies on: no data
    descriptor of that name on the class.  0 / -1. */
 static int guard_no_data_descr(Tracer *t, Value *obj, PyObject *name)
@@ -92,8 +84,8 @@ static int guard_no_data_descr(Tracer *t, Value *obj, PyObject *name)
    __setattr__, and no data descriptor of that name.  0 / -1. */
 static int guard_plain_write(Tracer *t, Value *obj, PyObject *name)
 {
-    PyObject *setattr_name = setattr_name_str();
-    if (setattr_name == NULL)
+    static PyObject *setattr_name;
+    if (setattr_name == NULL && (setattr_name = PyUnicode_InternFromString("__setattr__")) == NULL)
         return -1;
     int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
     int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, setattr_name, NULL);
@@ -127,19 +119,6 @@ static int append_write(Tracer *t, Value *target, PyObject *name, Value *value, 
     return 0;
 }
 
-/* obj.name = value for obj's class with its own __setattr__ in Python
-   (setter, borrowed): the method inlined, guarded to stay the class's. */
-static int own_setattr(TFrame *f, Value *obj, PyObject *setter, PyObject *name, Value *value)
-{
-    Tracer *t = f->t;
-    int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
-    int sa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, setattr_name_str(), NULL);
-    Value *fn = sa < 0 ? NULL : value_from_source(t, sa, setter);
-    Value *key = fn ? new_const(t, Py_NewRef(name)) : NULL;
-    Value *args[3] = {obj, key, value};
-    return key != NULL && tr_call_or_undo(f, fn, args, 3, NULL) != NULL ? 0 : -1;
-}
-
 static int guard_apart(Tracer *t, int a, int b);
 static int dictsub_apart(Tracer *t, Value *d, bool reading);
 
@@ -152,10 +131,14 @@ int tr_visible_set_attr(TFrame *f, Value *obj, PyObject *name, Value *value)
         return tracer_unsupported(t, false, "%s attribute '%U' of a value no accessor reaches",
                                   value ? "setting" : "deleting", name);
     if (!sets_generically(obj->obj, &why)) {
-        PyObject *setter = value ? _PyType_Lookup(Py_TYPE(obj->obj), setattr_name_str()) : NULL;
-        if (setter != NULL && PyFunction_Check(setter) && !PyType_Check(obj->obj)
-            && !PyModule_Check(obj->obj))
-            return own_setattr(f, obj, setter, name, value);
+        /* the class's own __setattr__ in Python, inlined */
+        bool handled = false;
+        Value *key = value && !PyType_Check(obj->obj) && !PyModule_Check(obj->obj)
+                     ? new_const(t, Py_NewRef(name)) : NULL;
+        Value *args[2] = {key, value};
+        Value *r = key ? tr_call_own_method(f, obj, "__setattr__", args, 2, &handled) : NULL;
+        if (handled || PyErr_Occurred())
+            return r ? 0 : -1;
         return tracer_unsupported(t, false, "%s attribute '%U' of %s the program can see: %s",
                                   value ? "setting" : "deleting", name, Py_TYPE(obj->obj)->tp_name, why);
     }

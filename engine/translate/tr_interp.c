@@ -470,18 +470,10 @@ static int op_dict_merge(TFrame *f, const Instr *in)
     if (update->kind != V_DICT)
         return tracer_unsupported(t, false, "** of a %s (only dicts are modelled)",
                                   update->obj ? Py_TYPE(update->obj)->tp_name : "container");
-    for (int i = 0; i < update->n; i++) {
-        PyObject *key = PyList_GET_ITEM(update->obj, i);
-        if (in->op == OP_DICT_MERGE) {
-            int has = PySequence_Contains(d->obj, key);
-            if (has < 0)
-                return -1;
-            if (has)
-                return tracer_unsupported(t, false, "keyword argument %R given twice", key);
-        }
-        if (tr_dict_set_item(t, d, key, update->items[i]) < 0)
+    for (int i = 0; i < update->n; i++)
+        if (tr_dict_merge_item(t, d, PyList_GET_ITEM(update->obj, i), update->items[i],
+                               in->op == OP_DICT_MERGE) < 0)
             return -1;
-    }
     return 0;
 }
 

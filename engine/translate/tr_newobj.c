@@ -721,9 +721,13 @@ int tr_newobj_merge(TFrame *f, Value *into, Value *o, bool refuse_twice)
     bool direct = tp->tp_iter == PyDict_Type.tp_iter;
     PyObject *keys_name = PyUnicode_InternFromString("keys");
     PyObject *keys_descr = keys_name ? _PyType_Lookup(tp, keys_name) : NULL;      /* borrowed */
-    if (!direct && (keys_descr == NULL || !is_mapping_method(o, keys_descr)))
+    if (!direct && (keys_descr == NULL || !is_mapping_method(o, keys_descr))) {
+        Py_XDECREF(keys_name);
         return tracer_unsupported(t, false, "** of a new %s whose class defines keys()", tp->tp_name);
-    if (!direct && guard_class_attr_is(t, o->items[1], keys_name, keys_descr) < 0)
+    }
+    int guarded = direct ? 0 : guard_class_attr_is(t, o->items[1], keys_name, keys_descr);
+    Py_XDECREF(keys_name);
+    if (guarded < 0)
         return -1;
     PyObject *keys = PySequence_List(mapping->obj);       /* __getitem__ may change the mapping */
     if (keys == NULL)
@@ -731,25 +735,16 @@ int tr_newobj_merge(TFrame *f, Value *into, Value *o, bool refuse_twice)
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(keys); i++) {
         PyObject *key = PyList_GET_ITEM(keys, i);
-        if (refuse_twice) {
-            int has = PySequence_Contains(into->obj, key);
-            if (has != 0) {
-                rc = has < 0 ? -1 : tracer_unsupported(t, false, "keyword argument %R given twice", key);
-                break;
-            }
-        }
         Value *v = NULL;
         if (direct) {
-            v = i < mapping->n ? mapping->items[i] : NULL;
-            if (v == NULL)
-                rc = tracer_unsupported(t, false, "a new %s changed while merged", tp->tp_name);
+            /* (the storage, as it was: nothing traced runs in between) */
+            v = mapping->items[i];
         }
         else {
             Value *k = new_const(t, Py_NewRef(key));
             v = k ? tr_newobj_protocol(f, o, "__getitem__", &k, 1) : NULL;
         }
-        if (rc == 0)
-            rc = v == NULL || tr_dict_set_item(t, into, key, v) < 0 ? -1 : 0;
+        rc = v == NULL ? -1 : tr_dict_merge_item(t, into, key, v, refuse_twice);
     }
     Py_DECREF(keys);
     return rc;

@@ -289,6 +289,32 @@ Value *tr_object_attr(TFrame *f, Value *base, PyObject *name, bool *handled)
     return *handled ? r : NULL;
 }
 
+/* (contract: translate_int.h) */
+Value *tr_call_own_method(TFrame *f, Value *obj, const char *cname, Value **args, int nargs,
+                          bool *handled)
+{
+    Tracer *t = f->t;
+    *handled = false;
+    PyObject *name = PyUnicode_InternFromString(cname);
+    PyObject *fn = name ? _PyType_Lookup(Py_TYPE(obj->obj), name) : NULL;      /* borrowed */
+    if (fn == NULL || !PyFunction_Check(fn) || obj->src < 0 || nargs + 1 >= MAX_STACK) {
+        Py_XDECREF(name);
+        return NULL;
+    }
+    *handled = true;
+    int ta = guardset_accessor(t->gs, ACC_TYPE, obj->src, 0, NULL, NULL);
+    int fa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
+    Py_DECREF(name);
+    Value *fv = fa < 0 ? NULL : value_from_source(t, fa, fn);
+    if (fv == NULL)
+        return NULL;
+    Value *full[MAX_STACK];
+    full[0] = obj;
+    if (nargs > 0)
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+    return tr_call_or_undo(f, fv, full, nargs + 1, NULL);
+}
+
 /* ---- super() ---- */
 
 /* super(cls, obj), or the zero-argument form of frame f (cls its __class__

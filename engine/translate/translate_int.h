@@ -254,6 +254,10 @@ int tr_run_frame(TFrame *f, int start);
 /* d[key] = val in dict value d (made by this frame), key a constant.
    0 / -1. */
 int tr_dict_set_item(Tracer *t, Value *d, PyObject *key, Value *val);
+/* The same for an item a merge brings (DICT_MERGE / DICT_UPDATE): with
+   refuse_twice (a call's **), a key d has already stops, as the call would
+   raise.  0 / -1. */
+int tr_dict_merge_item(Tracer *t, Value *d, PyObject *key, Value *val, bool refuse_twice);
 /* owner.name = value (value NULL: del owner.name), as STORE_ATTR /
    DELETE_ATTR and setattr() / delattr() do (tr_interp.c).  0 / -1. */
 int tr_store_attr(TFrame *f, Value *owner, PyObject *name, Value *value);
@@ -440,6 +444,13 @@ Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls);
    receiver guarded to be that object.  NULL with nothing set when b is
    something else. */
 Value *tr_random_numpy_draw_call(TFrame *f, Value *b, Value **args, int nargs, PyObject *kwnames);
+
+/* tr_objects.c: type(obj).name(obj, *args) when the class (a metaclass,
+   for a class obj) has that method in Python -- __setattr__, __setitem__,
+   __getitem__, __instancecheck__: inlined, reached through type(obj) and
+   guarded to stay it (*handled true); else *handled false (NULL, no stop). */
+Value *tr_call_own_method(TFrame *f, Value *obj, const char *cname, Value **args, int nargs,
+                          bool *handled);
 
 /* ---- tr_autograd.c ---- */
 
