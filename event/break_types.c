@@ -319,6 +319,8 @@ static const struct { const char *fragment; int type; } rules[] = {
     {", whose forward is not a Python function", T_MODULE_CALL},
     {"^call to builtin ", T_BUILTIN},
     {"^call to ", T_OPAQUE_CALL},
+    {"its meta kernel gives other sizes", T_DATA_SHAPE},
+    {"^call of torch.ops ", T_OPAQUE_CALL},
     {"^call of a ", T_OPAQUE_CALL},
     {"^method .", T_OPAQUE_CALL},
     {"^a call of a dead weak reference", T_SIDE_EFFECT},

@@ -392,6 +392,12 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
             else
                 PyTuple_SET_ITEM(c, i, item);
         }
+        if (r->kind == RB_TUPLE && r->obj != NULL) {
+            /* a named tuple (a struct sequence): its type made from the items */
+            *out = PyObject_CallOneArg(r->obj, c);
+            Py_DECREF(c);
+            return *out ? 0 : -1;
+        }
         *out = c;
         return 0;
     }

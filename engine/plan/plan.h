@@ -40,7 +40,8 @@ typedef enum RebuildKind {
     RB_INPUT,      /* the value of accessor `index`                     */
     RB_LOCAL,      /* the frame's local `index` as it came in (may be NULL) */
     RB_NULL,       /* NULL: an unbound local or the NULL slot of a call */
-    RB_TUPLE,      /* tuple of items                                    */
+    RB_TUPLE,      /* tuple of items; obj (or NULL): a struct sequence
+                      type, called with that tuple (a named tuple)     */
     RB_LIST,       /* new list of items                                 */
     RB_DICT,       /* new dict: keys in obj (tuple), values in items    */
     RB_SLICE,      /* slice(items[0], items[1], items[2])               */

@@ -101,10 +101,14 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
         bool iter = r->kind == RB_ITER || r->kind == RB_LIST_ITER || r->kind == RB_SLOT_ITER;
         const char *open = iter ? "iter((" : r->kind == RB_TUPLE ? "(" : r->kind == RB_LIST ? "[" : r->kind == RB_DICT ? "{" : r->kind == RB_SET ? "set([" : "slice(";
         const char *close = iter ? "))" : r->kind == RB_TUPLE ? (r->n == 1 ? ",)" : ")") : r->kind == RB_LIST ? "]" : r->kind == RB_DICT ? "}" : r->kind == RB_SET ? "])" : ")";
-        s = PyUnicode_FromString(open);
+        bool named = r->kind == RB_TUPLE && r->obj != NULL;     /* a struct sequence */
+        s = named ? PyUnicode_FromFormat("%s((", ((PyTypeObject *)r->obj)->tp_name)
+                  : PyUnicode_FromString(open);
         if (s == NULL || PyList_Append(parts, s) < 0)
             goto fail;
         Py_CLEAR(s);
+        if (named)
+            close = r->n == 1 ? ",))" : "))";
         for (int i = 0; i < r->n; i++) {
             if (i > 0) {
                 s = PyUnicode_FromString(", ");

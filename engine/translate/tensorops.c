@@ -33,9 +33,9 @@
  * x.stride(), x.device, x.requires_grad, torch.is_tensor(x), ...) is folded
  * into a constant instead of becoming a node.  Ops returning a plain tuple
  * or list of tensors (split, chunk, unbind) become one node plus a getitem
- * node per item; ops returning a named tuple (torch.max(x, 0), sort, topk)
- * are call breaks: a rebuilt plain tuple would change the type the program
- * sees.
+ * node per item; so do ops returning a named tuple (torch.max(x, 0), sort,
+ * topk: a struct sequence), whose Value keeps its type: fields read by
+ * name, rebuilt as that type.  Operators of torch.ops: tensorops_library.c.
  *
  * Every op runs once on the example values, so shapes and dtypes of its
  * result are known.  The examples run as eager code would run them -- in

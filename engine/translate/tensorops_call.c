@@ -12,6 +12,7 @@
 #include <numpy/ndarraytypes.h>    /* struct layouts only: no import_array */
 #include <numpy/ufuncobject.h>
 
+#include <structmember.h>         /* T_OBJECT: a struct sequence's fields */
 #include <string.h>
 
 /* Of torch's metadata methods folded to constants (tensorops.c), the ones
@@ -397,9 +398,44 @@ static bool is_tensor_result(PyObject *r)
 }
 
 /* Whether r is an exact tuple or list whose items are arrays or tensors. */
+/* (contract: translate.h) */
+bool tensorops_is_plain_structseq(PyTypeObject *tp)
+{
+    if (tp->tp_base != &PyTuple_Type || tp->tp_members == NULL)
+        return false;
+    long n[3];
+    const char *const names[3] = {"n_fields", "n_sequence_fields", "n_unnamed_fields"};
+    for (int i = 0; i < 3; i++) {
+        PyObject *c = PyObject_GetAttrString((PyObject *)tp, names[i]);
+        n[i] = c != NULL && PyLong_CheckExact(c) ? PyLong_AsLong(c) : -1;
+        Py_XDECREF(c);
+    }
+    PyErr_Clear();
+    return n[0] > 0 && n[0] == n[1] && n[2] == 0;
+}
+
+/* (contract: translate.h)  A struct sequence's fields are members of its
+   type reading the tuple's item slots. */
+int tensorops_structseq_field(PyTypeObject *tp, PyObject *name)
+{
+    const char *want = PyUnicode_AsUTF8(name);
+    if (want == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (PyMemberDef *m = tp->tp_members; m->name != NULL; m++)
+        if (strcmp(m->name, want) == 0 && m->type == T_OBJECT
+            && m->offset >= (Py_ssize_t)offsetof(PyTupleObject, ob_item))
+            return (int)((m->offset - (Py_ssize_t)offsetof(PyTupleObject, ob_item)) / (Py_ssize_t)sizeof(PyObject *));
+    return -1;
+}
+
+/* A tuple or list of tensors (or a struct sequence of them, its type
+   kept by the Value: tensorops_is_plain_structseq). */
 static bool is_tensor_sequence(PyObject *r)
 {
-    if (!PyTuple_CheckExact(r) && !PyList_CheckExact(r))
+    if (!PyTuple_CheckExact(r) && !PyList_CheckExact(r)
+        && !(PyTuple_Check(r) && tensorops_is_plain_structseq(Py_TYPE(r))))
         return false;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(r);
     if (n == 0 || n > 1024)
@@ -417,10 +453,12 @@ static bool is_tensor_sequence(PyObject *r)
    reads is dead code, not a graph output.  NULL when tracing stops. */
 static Value *sequence_result(Tracer *t, NodeObject *node, PyObject *result, bool dynshape)
 {
-    Value *out = value_new(t, PyTuple_CheckExact(result) ? V_TUPLE : V_LIST, NULL);
+    Value *out = value_new(t, PyTuple_Check(result) ? V_TUPLE : V_LIST, NULL);
     PyObject *getitem = tensorops_operator("getitem");
     if (out == NULL || getitem == NULL || PySet_Add(t->used_nodes, (PyObject *)node) < 0)
         return NULL;
+    if (!PyTuple_CheckExact(result) && !PyList_CheckExact(result))
+        out->tuple_type = Py_NewRef(Py_TYPE(result));   /* a named tuple: its items read by position */
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(result); i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(result, i);
         PyObject *gargs = Py_BuildValue("(On)", (PyObject *)node, i);
@@ -492,7 +530,8 @@ static bool is_torch_call(NodeOp op, PyObject *target, PyObject *eargs)
 {
     if (op == NODE_CALL_METHOD)
         return tensorops_is_torch_like(PyTuple_GET_ITEM(eargs, 0));
-    return tensorops_rules.torch_functions != NULL && PySet_Contains(tensorops_rules.torch_functions, target) == 1;
+    return (tensorops_rules.torch_functions != NULL && PySet_Contains(tensorops_rules.torch_functions, target) == 1)
+           || tensorops_is_library_op(target);
 }
 
 Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_hint,
@@ -593,6 +632,9 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
     }
     if ((torch_call || tensorops_is_torch_like(result)) && tensorops_note_torch(t) < 0)
+        goto out;
+    if (op == NODE_CALL_FUNCTION && tensorops_is_library_op(target)
+        && tensorops_library_op_sizes(t, target, name_hint, eargs, ekw, result) < 0)
         goto out;
     if (!dynshape)
         dynshape = shape_depends_on_data(op, target, args, nargs);

@@ -76,7 +76,8 @@ static PyObject *known_type(Value *v)
     case V_CONST:
     case V_OBJECT:
         return (PyObject *)Py_TYPE(v->obj);
-    case V_TUPLE: return v->stands_for ? NULL : (PyObject *)&PyTuple_Type;
+    case V_TUPLE:
+        return v->stands_for ? NULL : v->tuple_type ? v->tuple_type : (PyObject *)&PyTuple_Type;
     case V_LIST: return (PyObject *)&PyList_Type;
     case V_DICT: return v->stands_for ? NULL : (PyObject *)&PyDict_Type;
     case V_SET: return (PyObject *)&PySet_Type;

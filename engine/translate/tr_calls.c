@@ -893,6 +893,10 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (tr_is_partial(callable))
         return tr_call_partial(f, callable, args, nargs, kwnames);
+    if (callable->kind != V_CONST && callable->obj != NULL && tensorops_is_library_op_type(callable->obj))
+        return tracer_break(t, STOP_CALL, "call of torch.ops %S, which writes an input, draws "
+                            "random numbers or makes sizes from data (by its schema and tags)",
+                            callable->obj), NULL;
     if (callable->kind != V_CONST)
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
@@ -910,7 +914,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);
         return handled ? r : inline_call(f, callable, args, nargs, kwnames);
     }
-    if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL) {
+    if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL
+        || tensorops_is_library_op(fn)) {
         PyObject *name = PyObject_GetAttrString(fn, "__name__");
         if (name == NULL) {
             PyErr_Clear();

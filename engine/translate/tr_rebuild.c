@@ -266,6 +266,8 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
                      : v->kind == V_CELL ? RB_CELL : v->kind == V_SET ? RB_SET : RB_DICT;
         if (v->kind == V_DICT && (built.obj = PyList_AsTuple(v->obj)) == NULL)
             return -1;
+        if (v->kind == V_TUPLE)
+            built.obj = Py_XNewRef(v->tuple_type);     /* a named tuple's type, or NULL */
         if (make_rebuild_items(t, o, v, 0, &built) < 0) {
             rebuild_clear(&built);
             return -1;

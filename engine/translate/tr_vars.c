@@ -569,6 +569,16 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
         return tr_super_attr(f, base, name);
     case V_NEWOBJ:
         return tr_newobj_attr(f, base, name);
+    case V_TUPLE:
+        if (base->tuple_type != NULL) {
+            /* r.values of torch.topk's result: an item of the tuple */
+            int i = tensorops_structseq_field((PyTypeObject *)base->tuple_type, name);
+            if (i >= 0 && i < base->n)
+                return base->items[i];
+            return tracer_unsupported(f->t, false, "attribute '%U' of a %s", name,
+                                      ((PyTypeObject *)base->tuple_type)->tp_name), NULL;
+        }
+        /* fall through */
     default:
         return tracer_unsupported(f->t, false, "attribute '%U' of a container", name), NULL;
     }

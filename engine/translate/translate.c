@@ -583,6 +583,7 @@ static void tracer_free(Tracer *t)
     for (int i = 0; i < t->nall; i++) {
         Py_XDECREF(t->all[i]->obj);
         Py_XDECREF(t->all[i]->dict_keys);
+        Py_XDECREF(t->all[i]->tuple_type);
         PyMem_Free(t->all[i]->items);
         PyMem_Free(t->all[i]->sym);
         PyMem_Free(t->all[i]->sdims);

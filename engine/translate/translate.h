@@ -142,6 +142,11 @@ typedef struct Value {
                                 (values.c), a signature's parameters
                                 (mappingproxy, tr_builtins.c); never rebuilt,
                                 its type unknown, or NULL */
+    PyObject *tuple_type;    /* strong or NULL: a V_TUPLE that is a struct
+                                sequence (a named tuple of torch's:
+                                torch.return_types.topk ...): its type, what
+                                type() says and what it is rebuilt as, its
+                                fields read by name (tensorops_call.c) */
     bool attrs_of_newobj;    /* V_DICT: the __dict__ of a V_NEWOBJ, rebuilt
                                 only as part of it (never a dict of its own) */
     bool escape_walked;      /* tr_mark_escapes went through it already (it
@@ -514,6 +519,22 @@ bool tensorops_is_node_attribute(PyObject *name);
    Returns a V_TENSOR value, or NULL when tracing stops. */
 Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_hint,
                       Value **args, int nargs, PyObject *kwnames);
+/* Whether fn is an operator of torch.ops (an OpOverloadPacket or
+   OpOverload) that is functional by its schema and tags: a graph op
+   (tensorops_library.c). */
+bool tensorops_is_library_op(PyObject *fn);
+/* Whether fn is an operator of torch.ops at all (functional or not). */
+bool tensorops_is_library_op_type(PyObject *fn);
+/* After such an op ran on the examples (eargs, ekw) giving result: 0 when
+   its meta kernel, on meta copies of them, gives result's sizes and
+   dtypes; -1 when not (a call break saying why) or on an error. */
+int tensorops_library_op_sizes(Tracer *t, PyObject *op, const char *hint, PyObject *eargs,
+                               PyObject *ekw, PyObject *result);
+/* Whether tp is a struct sequence every field of which is named and in
+   the sequence (torch.return_types.topk, sort, max ...): tp(tuple) makes
+   one back from its items.  Its field `name`'s index, or -1 (no error). */
+bool tensorops_is_plain_structseq(PyTypeObject *tp);
+int tensorops_structseq_field(PyTypeObject *tp, PyObject *name);
 /* operator.<name> (borrowed), e.g. "add", "getitem", "neg". */
 PyObject *tensorops_operator(const char *name);
 

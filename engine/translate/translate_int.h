@@ -51,6 +51,8 @@
  *   tensorops_call.c adding a tensor call to the graph: arguments, torch's
  *                   argument rules, folding metadata, results
  *                   (tensorops_int.h is what the two share)
+ *   tensorops_library.c operators of torch.ops as graph ops: functional by
+ *                   schema and tags, sizes checked by their meta kernels
  *   tr_rebuild.c    materialization: how values are rebuilt after a graph
  *                   ran (Rebuild trees, memo slots, the live state)
  *   tr_exit.c       the end of the root frame (return, eager step, branch,

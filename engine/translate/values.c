@@ -233,8 +233,8 @@ static bool is_identity_object(PyObject *obj)
     PyTypeObject *tp = Py_TYPE(obj);
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyCallable_Check(obj))
         return !PyWeakref_Check(obj) && strcmp(tp->tp_name, "method-wrapper") != 0;
-    if (tensorlib_is_numpy_dtype(obj))
-        return true;
+    if (tensorlib_is_numpy_dtype(obj) || tensorops_is_library_op(obj))
+        return true;             /* torch.ops.ns.op: registered for the process */
     return tensorlib_is_torch_constant(obj) && !PyTuple_Check(obj);
 }
 
@@ -577,6 +577,11 @@ PyObject *value_as_constant(Tracer *t, Value *v)
                 return NULL;
             }
             PyTuple_SET_ITEM(out, i, c);
+        }
+        if (v->kind == V_TUPLE && v->tuple_type != NULL) {
+            PyObject *nt = PyObject_CallOneArg(v->tuple_type, out);
+            Py_DECREF(out);
+            return nt;
         }
         if (v->kind == V_TUPLE)
             return out;

@@ -1,0 +1,146 @@
+"""Torch calls whose results or callables are not plain: named tuples
+(torch.topk, sort, max(dim) return struct sequences) and operators of
+torch.ops (torch.library custom ops, aten's overloads) as graph ops, their
+sizes checked by their meta kernels.  Skipped without torch."""
+import pytest
+
+from conftest import TORCH_SKIP_REASON
+
+torch = pytest.importorskip("torch", reason=TORCH_SKIP_REASON, exc_type=ImportError)
+
+import dynscope  # noqa: E402
+
+
+def _reasons(out):
+    return [b.reason for b in out.break_reasons]
+
+
+# ---- named tuples ----
+
+def test_named_tuple_results_are_graph_values_read_by_field_and_position():
+    def f(x):
+        r = torch.topk(x, 2, dim=-1)
+        v, i = torch.sort(x, dim=-1, descending=True)
+        m = x.max(dim=-1)
+        return r.values * 2 + r.indices, v[..., :2] - i[..., :2], m[0] + m.indices
+    x = torch.randn(3, 5)
+    out = dynscope.explain(f)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    g = dynscope.optimize("eager")(f)
+    for y in (x, torch.randn(3, 5)):
+        for a, b in zip(f(y), g(y)):
+            assert torch.equal(a, b)
+
+
+def test_a_named_tuple_the_program_gets_keeps_its_type():
+    def f(x):
+        r = torch.min(x, dim=0)
+        return r, type(r).__name__, isinstance(r, tuple)
+    x = torch.randn(4, 3)
+    want = f(x)
+    got = dynscope.optimize("eager")(f)(x)
+    assert type(got[0]) is torch.return_types.min and got[1:] == want[1:] == ("min", True)
+    assert torch.equal(got[0].values, want[0].values) and torch.equal(got[0].indices, want[0].indices)
+    out = dynscope.explain(f)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+
+
+def test_an_unknown_field_of_a_named_tuple_stops_with_its_name():
+    def f(x):
+        r = torch.topk(x, 1)
+        return r.n_fields, r.values + 1
+    x = torch.randn(4)
+    assert f(x)[0] == dynscope.optimize("eager")(f)(x)[0] == 2
+    out = dynscope.explain(f)(x)
+    assert any("attribute 'n_fields' of a torch.return_types.topk" in r for r in _reasons(out))
+
+
+# ---- operators of torch.ops ----
+
+@torch.library.custom_op("dynscope_test::scaled_rows", mutates_args=())
+def scaled_rows(x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    # opaque: loops over the values of a tensor, as a grouped kernel does
+    out = torch.zeros_like(x)
+    start = 0
+    for i, end in enumerate(counts.tolist()):
+        out[start:end] = x[start:end] * (i + 1)
+        start = end
+    return out
+
+
+@scaled_rows.register_fake
+def _(x, counts):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("dynscope_test::positives", mutates_args=())
+def positives(x: torch.Tensor) -> torch.Tensor:
+    return x[x > 0].clone()
+
+
+@positives.register_fake
+def _(x):
+    n = torch.library.get_ctx().new_dynamic_size()
+    return x.new_empty(n)
+
+
+@torch.library.custom_op("dynscope_test::no_fake", mutates_args=())
+def no_fake(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@torch.library.custom_op("dynscope_test::bump", mutates_args=("x",))
+def bump(x: torch.Tensor) -> None:
+    x.add_(1)
+
+
+def test_a_custom_op_with_a_meta_kernel_is_one_node_of_the_graph():
+    def f(x, counts):
+        y = torch.ops.dynscope_test.scaled_rows(x.sin(), counts)
+        return y.view(2, -1).sum(0) + 1
+    x, counts = torch.randn(6, 4), torch.tensor([2, 5, 6])
+    out = dynscope.explain(f)(x, counts)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    names = [str(op) for ops in out.ops_per_graph for op in ops]
+    assert any("scaled_rows" in n for n in names), names
+    g = dynscope.optimize("eager")(f)
+    for c in (counts, torch.tensor([1, 1, 6]), torch.tensor([0, 3, 6])):
+        assert torch.equal(g(x, c), f(x, c))   # the op's own loop runs each call
+
+
+def test_an_overload_of_aten_is_a_graph_op():
+    def f(x):
+        return torch.ops.aten.mul.Tensor(x, 2) + torch.ops.aten.relu(x)
+    x = torch.randn(5)
+    out = dynscope.explain(f)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    assert torch.equal(dynscope.optimize("eager")(f)(x), f(x))
+
+
+def test_a_custom_op_whose_sizes_need_data_or_that_has_no_meta_kernel_breaks():
+    def f(x):
+        return torch.ops.dynscope_test.positives(x).sum() + 1
+
+    def h(x):
+        return torch.ops.dynscope_test.no_fake(x) + 1
+    x = torch.randn(50)
+    for fn, why in ((f, "positives: its meta kernel"), (h, "no_fake: its meta kernel")):
+        out = dynscope.explain(fn)(x)
+        assert any(why in r and "missing or needs the data" in r for r in _reasons(out)), _reasons(out)
+        g = dynscope.optimize("eager")(fn)
+        for y in (x, torch.randn(50)):
+            assert torch.equal(g(y), fn(y))
+
+
+def test_a_custom_op_that_writes_its_input_is_not_a_graph_op():
+    def f(x):
+        torch.ops.dynscope_test.bump(x)
+        return x * 2
+    x = torch.zeros(3)
+    out = dynscope.explain(f)(x.clone())
+    assert any(r.startswith("call of torch.ops dynscope_test.bump, which writes an input")
+               for r in _reasons(out)), _reasons(out)
+    g = dynscope.optimize("eager")(f)
+    y = torch.zeros(3)
+    assert torch.equal(g(y), torch.full((3,), 2.0)) and torch.equal(y, torch.ones(3))
+    assert torch.equal(g(y), torch.full((3,), 4.0)) and torch.equal(y, torch.full((3,), 2.0))
