@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import inspect
 import os
 import re
@@ -1270,6 +1271,28 @@ def ex_autograd_with_grad(tmp_path):
         "an autograd.Function's apply with grad mode on is now captured"
 
 
+_LRU_STATE = {"k": 2}
+
+
+@functools.lru_cache
+def _lru_scale():
+    return _LRU_STATE["k"]
+
+
+def ex_lru_cache_clear(tmp_path):
+    _lru_scale.cache_clear()
+    _LRU_STATE["k"] = 2
+    opt = dynscope.optimize("eager")(lambda x: x * _lru_scale())
+    opt(np.ones(3))
+    _LRU_STATE["k"] = 5
+    opt(np.ones(3))                      # the cache answers 2, and so does the graph
+    _lru_scale.cache_clear()             # eager would compute 5 now
+    got = opt(np.ones(3))
+    _LRU_STATE["k"] = 2
+    _lru_scale.cache_clear()
+    assert got[0] == 2.0, "a call after lru_cache's cache_clear() is now seen"
+
+
 NOT_YET_EXAMPLES = {
     "CPython 3.14.": ex_cpython_314,
     "Generators kept for later.": ex_generators,
@@ -1277,6 +1300,7 @@ NOT_YET_EXAMPLES = {
     "Exceptions out of the captured function.": ex_exceptions,
     "Some writes the program can see.": ex_visible_writes,
     "torch.autograd.Function with gradients.": ex_autograd_with_grad,
+    "`functools.lru_cache` after `cache_clear()`.": ex_lru_cache_clear,
     "Copies with hooks.": ex_copy_hooks,
     "Frame objects kept past an eager step.": ex_frame_locals,
     "Loops the interpreter finishes.": ex_interpreter_loops,

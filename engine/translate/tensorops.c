@@ -154,9 +154,11 @@ static const char *const inplace_operator_names[] = {
  * what they get while dynscope captures: what they get under TorchDynamo,
  * so that libraries take their compile-friendly path (docs/architecture.md
  * "What captured code sees").  Each is looked up in a module already
- * imported; a missing one is skipped.
+ * imported; a missing one is skipped.  -2: torch's once-per-key usage
+ * log, called on its constant key while tracing (its effect, once) and
+ * None in the graph.
  */
-static const struct { const char *module, *name; int result; /* 1 True, 0 False, -1 None */ }
+static const struct { const char *module, *name; int result; /* 1 True, 0 False, -1 None, -2 above */ }
 torch_known_calls[] = {
     {"torch.compiler", "is_compiling", 1},
     {"torch.compiler", "is_dynamo_compiling", 1},
@@ -167,6 +169,7 @@ torch_known_calls[] = {
     {"torch.jit", "is_scripting", 0},
     {"torch.jit", "is_tracing", 0},
     {"torch._C", "_get_tracing_state", -1},
+    {"torch._C", "_log_api_usage_once", -2},
     {NULL, NULL, 0},
 };
 
@@ -454,7 +457,8 @@ static int load_torch(PyObject *torch)
             continue;
         }
         int r = torch_known_calls[i].result;
-        int rc = PyDict_SetItem(tensorops_rules.torch_known_results, fn, r < 0 ? Py_None : r ? Py_True : Py_False);
+        int rc = PyDict_SetItem(tensorops_rules.torch_known_results, fn,
+                                r == -2 ? Py_Ellipsis : r < 0 ? Py_None : r ? Py_True : Py_False);
         Py_DECREF(fn);
         if (rc < 0)
             return -1;

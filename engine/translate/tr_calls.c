@@ -893,6 +893,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (tr_is_partial(callable))
         return tr_call_partial(f, callable, args, nargs, kwnames);
+    if (tr_is_lru_wrapper(callable))
+        return tr_call_lru_wrapper(f, callable, args, nargs, kwnames);
     if (callable->kind != V_CONST && callable->obj != NULL && tensorops_is_library_op_type(callable->obj))
         return tracer_break(t, STOP_CALL, "call of torch.ops %S, which writes an input, draws "
                             "random numbers or makes sizes from data (by its schema and tags)",
@@ -902,6 +904,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
     PyObject *fn = callable->obj;
     PyObject *known = tensorops_known_result(fn);
+    if (known == Py_Ellipsis)
+        return fold_call(f, fn, args, nargs, kwnames);   /* a log call: once, while tracing */
     if (known != NULL && nargs == 0)
         return value_new(t, V_CONST, known);
     if (tr_is_inspect_signature(fn) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
@@ -909,6 +913,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     bool deep;
     if (tr_is_copy_function(fn, &deep) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
         return tr_copy(f, args[0], deep);
+    if (tr_is_marked_constant(fn))
+        return tr_call_marked_constant(f, fn, args, nargs, kwnames);
     if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn)) {
         bool handled;
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);

@@ -634,3 +634,87 @@ Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *k
         return NULL;
     return tr_call_or_undo(f, fn, all, n, PyTuple_GET_SIZE(tup) ? tup : NULL);
 }
+
+/* ---- functools.lru_cache wrappers, and functions whose result is marked
+   constant ---- */
+
+/* (contract: translate_int.h) */
+bool tr_is_lru_wrapper(Value *v)
+{
+    return v->kind == V_OBJECT && v->src >= 0
+           && strcmp(Py_TYPE(v->obj)->tp_name, "functools._lru_cache_wrapper") == 0;
+}
+
+/* (contract: translate_int.h)  The marker torch._dynamo.assume_constant_result
+   sets (transformers sets it on its install probes without importing torch). */
+bool tr_is_marked_constant(PyObject *fn)
+{
+    if (!PyFunction_Check(fn))
+        return false;
+    PyObject *mark = PyObject_GetAttrString(fn, "_dynamo_marked_constant");
+    bool r = mark == Py_True;
+    Py_XDECREF(mark);
+    PyErr_Clear();
+    return r;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_call_marked_constant(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    for (int i = 0; i < nargs; i++)
+        if (!foldable(args[i]))
+            return tracer_unsupported(t, false, "a call of %S, whose result is a constant, "
+                                      "with arguments that are not constants", fn), NULL;
+    PyObject *pos = PyTuple_New(nargs - nkw), *kw = nkw ? PyDict_New() : NULL, *r = NULL;
+    int rc = pos == NULL || (nkw && kw == NULL) ? -1 : 0;
+    for (int i = 0; rc == 0 && i < nargs; i++) {
+        if (i < nargs - nkw)
+            PyTuple_SET_ITEM(pos, i, Py_NewRef(args[i]->obj));
+        else
+            rc = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), args[i]->obj);
+    }
+    if (rc == 0)
+        r = PyObject_Call(fn, pos, kw);   /* once, here: the graph holds its result */
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return tracer_break(t, STOP_CALL, "call of %S, whose result is a constant, raises", fn), NULL;
+    }
+    if (r != NULL && !value_is_plain_constant(r)) {
+        Py_DECREF(r);
+        return tracer_unsupported(t, false, "a call of %S, whose result is marked constant, "
+                                  "returned a value that is not a constant", fn), NULL;
+    }
+    return r ? new_const(t, r) : NULL;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    Value *fn = partial_member(t, w, "__wrapped__");
+    if (fn == NULL)
+        return NULL;
+    if (fn->kind == V_CONST && tr_is_marked_constant(fn->obj))
+        return tr_call_marked_constant(f, w->obj, args, nargs, kwnames);
+    for (int i = 0; i < nargs; i++)
+        if (!foldable(args[i]))
+            return tracer_break(t, STOP_CALL, "call of a functools.lru_cache wrapper with "
+                                "arguments that are not constants"), NULL;
+    /* The wrapped function inlined, to see that it is pure: no graph op,
+       nothing written that the program sees, a constant result.  Then the
+       wrapper itself, once, as eager calls it here: its cache answers (a
+       hit keeps an old result the function would no longer give). */
+    int ops_mark = graph_op_count(t->graph), writes_mark = t->nwrites;
+    Value *r = tr_call_or_undo(f, fn, args, nargs, kwnames);
+    if (r == NULL)
+        return NULL;
+    if (graph_op_count(t->graph) != ops_mark || t->nwrites != writes_mark || !foldable(r))
+        return tracer_break(t, STOP_CALL, "call of a functools.lru_cache wrapper whose function "
+                            "computes tensors, writes state the program sees or returns a value "
+                            "that is not a constant (a cache hit would skip it)"), NULL;
+    return tr_call_marked_constant(f, w->obj, args, nargs, kwnames);
+}

@@ -476,7 +476,8 @@ int tensorops_note_torch(Tracer *t);
 /* What calling `fn` gives while dynscope captures, when fn is one of the
    functions libraries ask "am I being compiled?" (torch.compiler.
    is_compiling() is True, torch.jit.is_scripting() False ...): borrowed,
-   or NULL for any other fn. */
+   or NULL for any other fn.  Ellipsis: torch._C._log_api_usage_once, a
+   call folded on its constant argument (tr_calls.c). */
 PyObject *tensorops_known_result(PyObject *fn);
 /* The grad mode the context manager fn(*args) sets -- torch.no_grad() 0,
    enable_grad() 1, set_grad_enabled(mode) mode: 0 / 1; -1 when fn is

@@ -596,6 +596,19 @@ bool tr_is_partial(Value *v);
 Value *tr_dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value **args,
                                   int nargs, PyObject *kwnames);
 Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames);
+/* tr_objects.c: a functools.lru_cache wrapper the program holds, called
+   on constants: the wrapper itself, once, while tracing (its cache answers
+   as in eager), its result a constant of the graph -- when its __wrapped__
+   is marked constant (below), or when __wrapped__, inlined first, is pure
+   (no graph op, nothing written the program sees, a constant result: what
+   a cache hit would skip); a call break when not. */
+bool tr_is_lru_wrapper(Value *v);
+Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObject *kwnames);
+/* Whether fn is a Python function marked `_dynamo_marked_constant` (by
+   torch._dynamo.assume_constant_result): called once while tracing, on
+   constant arguments, its result (a constant) folded into the graph. */
+bool tr_is_marked_constant(PyObject *fn);
+Value *tr_call_marked_constant(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
 
 /* ---- tr_builtins.c ---- */
 
