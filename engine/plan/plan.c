@@ -599,8 +599,9 @@ static void run_returning_output(const Plan *p, const GuardSet *gs, const FrameV
         PyMem_Free(args);
 }
 
-/* The plan's effects: each attribute or item write, in order, through
-   the class or by the builtin's own store (RB_SETATTR).  0 / -1. */
+/* The plan's effects: each attribute or item write (or del: no value),
+   in order, through the class or by the builtin's own store (RB_SETATTR).
+   0 / -1. */
 static int run_effects(const Plan *p, const RebuildEnv *env)
 {
     for (int i = 0; i < p->neffects; i++) {
@@ -609,7 +610,11 @@ static int run_effects(const Plan *p, const RebuildEnv *env)
         int rc = -1;
         if (rebuild(&r->items[0], env, &target) == 0 && target != NULL
             && (r->n < 2 || (rebuild(&r->items[1], env, &value) == 0 && value != NULL)))
-            rc = r->kind == RB_SETITEM
+            rc = r->kind == RB_SETITEM && value == NULL
+                 ? (r->index == 0 ? PyObject_DelItem(target, r->obj)
+                    : PyODict_Check(target) ? PyODict_DelItem(target, r->obj)
+                    : PyDict_DelItem(target, r->obj))
+                 : r->kind == RB_SETITEM
                  ? (r->index == 0 ? PyObject_SetItem(target, r->obj, value)
                     : PyODict_Check(target) ? PyODict_SetItem(target, r->obj, value)
                     : PyDict_SetItem(target, r->obj, value))

@@ -78,9 +78,9 @@ typedef enum RebuildKind {
                       (n == 1: del items[0].<obj>); index 1: by
                       object.__setattr__ (PyObject_GenericSetAttr), not the
                       class's own __setattr__                              */
-    RB_SETITEM,    /* a plan's effect: items[0][obj] = items[1]; index 1:
-                      by dict's / OrderedDict's own store, not the class's
-                      __setitem__                                          */
+    RB_SETITEM,    /* a plan's effect: items[0][obj] = items[1] (n == 1:
+                      del items[0][obj]); index 1: by dict's / OrderedDict's
+                      own store, not the class's __setitem__               */
     RB_SET,        /* new set: items added in order                      */
 } RebuildKind;
 

@@ -219,7 +219,7 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
             continue;
         }
         if (append_fmt(parts, "%s", r->n < 2 ? "del " : "") < 0 || render_rebuild(parts, &r->items[0], gs) < 0
-            || (r->kind == RB_SETITEM ? append_fmt(parts, "[%R] = ", r->obj)
+            || (r->kind == RB_SETITEM ? append_fmt(parts, "[%R]%s", r->obj, r->n < 2 ? "" : " = ")
                 : append_fmt(parts, ".%U%s", r->obj, r->n < 2 ? "" : " = ")) < 0
             || (r->n >= 2 && render_rebuild(parts, &r->items[1], gs) < 0)
             || append_fmt(parts, "    # a write the program sees\n") < 0)

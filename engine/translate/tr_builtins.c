@@ -413,6 +413,15 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
     if (strcmp(name, "next") == 0 && nargs == 1 && nokw && args[0]->kind == V_GEN)
         return tr_gen_next(f, args[0]);
+    if (strcmp(name, "next") == 0 && (nargs == 1 || nargs == 2) && nokw && args[0]->kind == V_ITER) {
+        /* as FOR_ITER steps it; exhausted: the default, or StopIteration
+           raised by the call run eagerly */
+        Value *it = args[0];
+        if (it->pos < it->n)
+            return it->items[it->pos++];
+        return nargs == 2 ? args[1]
+               : (tracer_break(t, STOP_CALL, "next() of an exhausted iterator (StopIteration)"), NULL);
+    }
     if (strcmp(name, "len") == 0 && nargs == 1 && nokw)
         return builtin_len(f, args[0]);
     if (strcmp(name, "isinstance") == 0 && nargs == 2 && nokw) {
@@ -907,5 +916,7 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         return call_enumerate(f, args, nargs);
     if (tp == (PyObject *)&PyZip_Type && nargs >= 1)
         return call_zip(f, args, nargs);
+    if (tp == (PyObject *)&PyReversed_Type && nargs == 1)
+        return tr_reversed(f, args[0]);
     return tracer_break(t, STOP_CALL, "call to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
 }

@@ -342,6 +342,12 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
     if (self->kind == V_DICT && self->src < 0 && PyUnicode_CompareWithASCIIString(name, "pop") == 0
         && (nargs == 2 || nargs == 3))
         return dict_pop(f, self, args[1], nargs == 3 ? args[2] : NULL);
+    if (self->kind == V_DICT && self->src >= 0 && self->real != NULL && self->stands_for == NULL) {
+        bool handled;
+        Value *r = tr_visible_dict_method(f, self, name, args + 1, nargs - 1, &handled);
+        if (handled)
+            return r;
+    }
     if (self->kind == V_DICT && PyUnicode_CompareWithASCIIString(name, "get") == 0
         && (nargs == 2 || nargs == 3)) {
         /* d.get(key[, default]): the keys are known (an input dict's are
@@ -748,6 +754,27 @@ static bool is_keyed_dict_get(Value *b, int nargs, PyObject *kwnames)
 }
 
 
+/* dict.fromkeys(keys[, value]): a new dict of constant keys, each holding
+   value (one object: None by default).  NULL when tracing stops. */
+static Value *dict_fromkeys(TFrame *f, Value *keys, Value *value)
+{
+    Tracer *t = f->t;
+    Value *it = tr_make_iter(f, keys);
+    Value *d = it ? value_new(t, V_DICT, NULL) : NULL;
+    if (d == NULL || (d->obj = PyList_New(0)) == NULL)
+        return NULL;
+    if (value == NULL && (value = new_const(t, Py_NewRef(Py_None))) == NULL)
+        return NULL;
+    for (int i = it->pos; i < it->n; i++) {
+        if (!foldable(it->items[i]))
+            return tracer_unsupported(t, false, "dict.fromkeys() of keys that are not constants"), NULL;
+        if (tr_dict_set_item(t, d, it->items[i]->obj, value) < 0)
+            return NULL;
+    }
+    it->pos = it->n;                                    /* consumed */
+    return d;
+}
+
 /* obj.name(...) of an object the program holds, name a C method: a numpy
    generator's draw (rng.normal), a dict subclass's view or get (d.keys(),
    d.items(), d.get(k)); any other is a break.  NULL when tracing stops. */
@@ -774,6 +801,10 @@ static Value *call_bound_c_method(TFrame *f, Value *callable, Value **args, int 
         if (handled)
             return r;                        /* Fn.apply(...): a torch.autograd.Function */
     }
+    if (self->obj == (PyObject *)&PyDict_Type && PyUnicode_Check(callable->obj)
+        && PyUnicode_CompareWithASCIIString(callable->obj, "fromkeys") == 0
+        && (nargs == 1 || nargs == 2) && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        return dict_fromkeys(f, args[0], nargs == 2 ? args[1] : NULL);
     return tracer_break(t, STOP_CALL, "call to method .%U() of a %s", callable->obj,
                         self->obj ? Py_TYPE(self->obj)->tp_name : "value"), NULL;
 }

@@ -239,11 +239,10 @@ static int guard_apart(Tracer *t, int a, int b)
     return guardset_add(t->gs, GUARD_NOT_SAME_AS, a > b ? a : b, NULL, a > b ? b : a);
 }
 
-/* (contract: translate_int.h) */
-int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value)
+/* Every other dict read so far is another object than d, which is about
+   to be written: guarded so.  0 / -1. */
+static int guard_other_dicts_apart(Tracer *t, Value *d)
 {
-    Tracer *t = f->t;
-    /* every other dict read so far is another object: guarded so */
     for (int a = 0; a < t->by_acc_cap; a++) {
         Value *o = t->by_acc[a];
         if (o == NULL || o == d || o->kind != V_DICT || o->real == NULL)
@@ -254,6 +253,33 @@ int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value)
         if (guard_apart(t, a, d->src) < 0)
             return -1;
     }
+    return 0;
+}
+
+/* (contract: translate_int.h) */
+int tr_visible_del_item(TFrame *f, Value *d, int i)
+{
+    Tracer *t = f->t;
+    if (guard_other_dicts_apart(t, d) < 0 || tracer_note_snapshot(t, d) < 0)
+        return -1;
+    PyObject *key = Py_NewRef(PyList_GET_ITEM(d->obj, i));
+    if (PySequence_DelItem(d->obj, i) < 0) {
+        Py_DECREF(key);
+        return -1;
+    }
+    memmove(d->items + i, d->items + i + 1, sizeof(Value *) * (size_t)(d->n - i - 1));
+    d->n--;
+    int rc = append_write(t, d, key, NULL, true, false);
+    Py_DECREF(key);
+    return rc;
+}
+
+/* (contract: translate_int.h) */
+int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value)
+{
+    Tracer *t = f->t;
+    if (guard_other_dicts_apart(t, d) < 0)
+        return -1;
     int i = -1;
     for (int j = 0; j < d->n && i < 0; j++) {
         int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, j), key, Py_EQ);
@@ -388,4 +414,58 @@ void tr_writes_free(Tracer *t)
     PyMem_Free(t->writes);
     t->writes = NULL;
     t->writes_cap = 0;
+}
+
+/* The index of constant key in V_DICT d's keys, -1 when absent, -2 on an
+   error. */
+static int dict_key_index(Value *d, PyObject *key)
+{
+    for (int i = 0; i < d->n; i++) {
+        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(d->obj, i), key, Py_EQ);
+        if (eq != 0)
+            return eq < 0 ? -2 : i;
+    }
+    return -1;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_visible_dict_method(TFrame *f, Value *d, PyObject *name, Value **args, int nargs,
+                              bool *handled)
+{
+    Tracer *t = f->t;
+    bool pop = PyUnicode_CompareWithASCIIString(name, "pop") == 0;
+    bool setdefault = PyUnicode_CompareWithASCIIString(name, "setdefault") == 0;
+    bool update = PyUnicode_CompareWithASCIIString(name, "update") == 0;
+    *handled = ((pop || setdefault) && (nargs == 1 || nargs == 2)) || (update && nargs == 1);
+    if (!*handled)
+        return NULL;
+    if (update) {
+        /* d.update(other): other's items set in its order */
+        Value *o = args[0];
+        if (o->kind != V_DICT || o->stands_for != NULL || o == d)
+            return tracer_unsupported(t, false, "dict.update() of a dict the program can see "
+                                      "with this argument"), NULL;
+        int n = o->n;
+        for (int i = 0; i < n; i++)
+            if (tr_visible_set_item(f, d, PyList_GET_ITEM(o->obj, i), o->items[i]) < 0)
+                return NULL;
+        return new_const(t, Py_NewRef(Py_None));
+    }
+    if (!foldable(args[0]))
+        return tracer_unsupported(t, false, "dict.%U() of a key that is not a constant", name), NULL;
+    int i = dict_key_index(d, args[0]->obj);
+    if (i == -2)
+        return NULL;
+    if (i >= 0) {
+        Value *v = d->items[i];
+        if (pop && tr_visible_del_item(f, d, i) < 0)
+            return NULL;
+        return v;
+    }
+    if (pop && nargs == 1)
+        return tracer_break(t, STOP_CALL, "dict.pop() of a missing key (KeyError)"), NULL;
+    Value *dflt = nargs == 2 ? args[1] : new_const(t, Py_NewRef(Py_None));
+    if (setdefault && (dflt == NULL || tr_visible_set_item(f, d, args[0]->obj, dflt) < 0))
+        return NULL;
+    return dflt;
 }

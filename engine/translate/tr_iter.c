@@ -205,7 +205,8 @@ static bool iter_reads(Value *v, Value *container)
         return false;
     /* one that came into a resume frame may read any list (which, only the
        run knows: see RB_SLOT_ITER) */
-    if (v->seq == container || (v->came_in_slot && container->kind == V_LIST))
+    if (v->seq == container || v->reversed_of == container
+        || (v->came_in_slot && container->kind == V_LIST))
         return true;
     for (int k = 0; v->srcs && k < v->srcs->n; k++)
         if (iter_reads(v->srcs->items[k], container))
@@ -382,4 +383,25 @@ Value *tr_make_iter(TFrame *f, Value *v)
         break;
     }
     return tracer_unsupported(t, false, "iterating over this kind of value"), NULL;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_reversed(TFrame *f, Value *v)
+{
+    Tracer *t = f->t;
+    bool fixed = (v->kind == V_TUPLE && v->stands_for == NULL)
+                 || (v->kind == V_CONST && (PyTuple_CheckExact(v->obj) || PyRange_Check(v->obj)
+                                            || PyUnicode_CheckExact(v->obj)));
+    if (!fixed && v->kind != V_LIST)
+        return tracer_break(t, STOP_CALL, "call to reversed() of this kind of value"), NULL;
+    Value *it = tr_make_iter(f, v);
+    Value *out = it ? value_new(t, V_ITER, NULL) : NULL;
+    if (out == NULL)
+        return NULL;
+    for (int i = it->n - 1; i >= it->pos; i--)
+        if (value_append(t, out, it->items[i]) < 0)
+            return NULL;
+    if (v->kind == V_LIST)
+        out->reversed_of = v;
+    return out;
 }

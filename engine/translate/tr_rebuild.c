@@ -108,6 +108,8 @@ static bool reads_seq(const Value *it)
    0 / -1. */
 static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool live, Rebuild *rb)
 {
+    if (it->reversed_of != NULL)      /* an eager step could change the list it reads */
+        return tracer_unsupported(t, false, "a reversed() iterator over a list, held across a break");
     int left = it->n - from;
     bool lists_only = it->srcs != NULL;   /* every source plain, over a list or fixed items */
     bool any_seq = false;
@@ -228,6 +230,10 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
             rebuild_clear(&built);
             return -1;
         }
+    }
+    else if (v->kind == V_ITER && v->reversed_of != NULL) {
+        /* an eager step, or the program, could change the list it reads */
+        return tracer_unsupported(t, false, "a reversed() iterator over a list, held across a break");
     }
     else if (v->kind == V_ITER && v->escapes) {
         /* iter() of a real iterator (or of the rows / items left) */

@@ -104,6 +104,10 @@ typedef struct Value {
                                 these are (item i is seq's item seq_start + i),
                                 so a change to it must be seen; else NULL */
     int seq_start;
+    struct Value *reversed_of; /* V_ITER made by reversed() of a list: that list
+                                (its items, last first, are these; a change to
+                                it while the iterator lives stops, and so does
+                                carrying it across a break: tr_iter.c) */
     struct Value *srcs;      /* V_ITER made by enumerate() or zip(): a V_TUPLE
                                 of one V_ITER per iterable, each at the
                                 position of items[0]; else NULL */

@@ -483,6 +483,14 @@ Value *tr_written_attr(TFrame *f, Value *obj, PyObject *name, bool *found);
 /* d[key] = value for d a dict read from a source (V_DICT, src >= 0), key
    a constant: recorded and replayed as tr_visible_set_attr's writes.  0 / -1. */
 int tr_visible_set_item(TFrame *f, Value *d, PyObject *key, Value *value);
+/* del d[key] of such a dict, key its i-th: recorded (replayed as del) and
+   taken out of d.  0 / -1. */
+int tr_visible_del_item(TFrame *f, Value *d, int i);
+/* d.pop(key[, dflt]), d.setdefault(key[, dflt]), d.update(other) of such
+   a dict (key a constant; other a dict): the writes recorded as above.
+   *handled false for another method or arity (NULL, no stop). */
+Value *tr_visible_dict_method(TFrame *f, Value *d, PyObject *name, Value **args, int nargs,
+                              bool *handled);
 /* object.__setattr__(obj, name, value), bound by super() inside a class's
    own __setattr__: recorded as obj.name = value done generically (no
    data descriptor of that name, guarded).  0 / -1. */
@@ -545,6 +553,10 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index);
 int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value);
 /* Items v iterates over, as a V_ITER (an iterator is its own). */
 Value *tr_make_iter(TFrame *f, Value *v);
+/* reversed(v) of a tuple, a list or a constant range, tuple or str: a
+   V_ITER over its items, last first (of a list, reading it: a change to
+   the list while the iterator lives stops).  NULL when tracing stops. */
+Value *tr_reversed(TFrame *f, Value *v);
 
 /* tr_dictsub.c: a dict subclass instance read from a source (Value.dict_keys
    set by values.c), for the operations its class leaves to dict's C code,
