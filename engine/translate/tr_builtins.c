@@ -188,6 +188,16 @@ static Value *builtin_sum(TFrame *f, Value **args, int nargs)
    where the answer is known, as they do.  NULL when tracing stops. */
 static Value *builtin_any_all(TFrame *f, Value *iterable, bool is_any)
 {
+    while (iterable->kind == V_GEN) {
+        /* a generator runs only as far as the answer needs */
+        Value *y;
+        int r = tr_gen_resume(f, iterable, &y);
+        int tv = r > 0 ? tr_truth(f, y, is_any ? "any()" : "all()") : r;
+        if (tv < 0)
+            return NULL;
+        if (r == 0 || tv == is_any)
+            return new_const(f->t, PyBool_FromLong(r == 0 ? !is_any : is_any));
+    }
     Value *it = tr_make_iter(f, iterable);
     if (it == NULL)
         return NULL;

@@ -174,7 +174,7 @@ static int bind_arguments(TFrame *callee, Value **args, int nargs, PyObject *kwn
    bound to the arguments and not started (tr_generators.c).  NULL when
    tracing stops. */
 static Value *make_generator(TFrame *f, PyObject *fn, int fn_src, PyCodeObject *co,
-                             Value **args, int nargs, PyObject *kwnames)
+                             Value *made, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
     TFrame *g = tr_gen_frame_new(t);
@@ -182,6 +182,7 @@ static Value *make_generator(TFrame *f, PyObject *fn, int fn_src, PyCodeObject *
         return NULL;
     g->suspends = true;
     g->resume_at = -1;
+    g->made = made;
     if (bind_arguments(g, args, nargs, kwnames) < 0)
         return NULL;
     Value *gen = value_new(t, V_GEN, NULL);
@@ -216,7 +217,7 @@ static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObje
         return t->eager_generators
                ? (tracer_break(t, STOP_CALL, "call to generator function %U, whose generator the "
                                "program gets", co->co_qualname), NULL)
-               : make_generator(f, fn, fn_src, co, args, nargs, kwnames);
+               : make_generator(f, fn, fn_src, co, NULL, args, nargs, kwnames);
     TFrame callee;
     Value *result = NULL;
     if (tr_frame_setup(&callee, t, f, fn, fn_src, co) < 0)
@@ -243,6 +244,16 @@ out:
 }
 
 static Value *fold_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
+
+/* (contract: translate_int.h) */
+Value *tr_lazy_generator_expression(TFrame *f, Value *fnv, Value **args, int nargs)
+{
+    PyCodeObject *co = (PyCodeObject *)fnv->obj;
+    const char *why = tr_code_unsupported_reason(co);
+    if (why != NULL)
+        return tracer_unsupported(f->t, false, "call to %U: %s", co->co_qualname, why), NULL;
+    return make_generator(f, fnv->fn_creator, fnv->fn_creator_src, co, fnv, args, nargs, NULL);
+}
 
 /* d.pop(key[, dflt]) of a dict this translation made (its keys known):
    the item removed (undone with the call that breaks), or dflt.  NULL

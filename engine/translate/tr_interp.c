@@ -229,11 +229,10 @@ static int op_yield_value(TFrame *f)
    the very next instruction: a
    call of one argument, it, to tuple(), list(), sum(), any(), all(),
    min(), max() or sorted(), which take every item at once and run nothing
-   in between, or an UNPACK_SEQUENCE; or next() when making the items was
-   `pure` (no graph op, no write the program sees: only the first is
-   wanted).  A generator expression kept, looped over, or passed anywhere
-   else must yield lazily, which the translator does not model. */
-static bool generator_consumed_at_once(TFrame *f, const Instr *in, int depth, bool pure)
+   in between, or an UNPACK_SEQUENCE: it is run to its end at once.  Any
+   other generator expression -- kept, looped over, given to next() or
+   passed on -- yields lazily, a V_GEN (tr_lazy_generator_expression). */
+static bool generator_consumed_at_once(TFrame *f, const Instr *in, int depth)
 {
     Instr next = *in;
     do {
@@ -255,9 +254,7 @@ static bool generator_consumed_at_once(TFrame *f, const Instr *in, int depth, bo
     if (!PyCFunction_Check(fn) || PyCFunction_GET_SELF(fn) == NULL || !PyModule_Check(PyCFunction_GET_SELF(fn)))
         return false;
     PyObject *builtins = PyEval_GetBuiltins();                  /* borrowed */
-    if (pure && builtins && PyDict_GetItemString(builtins, "next") == fn)
-        return true;   /* next(... for ... if ...): the items past the first were
-                          computed for nothing, and nothing else (pure) */
+
     static const char *const consumers[] = {"sum", "any", "all", "min", "max", "sorted", NULL};
     for (int i = 0; consumers[i]; i++)
         if (builtins && PyDict_GetItemString(builtins, consumers[i]) == fn)
@@ -284,15 +281,18 @@ static int op_call(TFrame *f, const Instr *in)
         args[nargs++] = self;
     for (int i = 0; i < argc; i++)
         args[nargs++] = peek(f, argc - i);
-    int ops_mark = graph_op_count(f->t->graph), writes_mark = f->t->nwrites;
-    Value *r = tr_call_or_undo(f, callable, args, nargs, f->kwnames);
+    bool genexpr = callable->kind == V_FUNC && (((PyCodeObject *)callable->obj)->co_flags & CO_GENERATOR);
+    Value *r;
+    if (genexpr && !f->t->eager_generators && !generator_consumed_at_once(f, in, argc + 2))
+        r = tr_lazy_generator_expression(f, callable, args, nargs);
+    else
+        r = tr_call_or_undo(f, callable, args, nargs, f->kwnames);
     if (r == NULL)
         return -1;
-    bool pure = graph_op_count(f->t->graph) == ops_mark && f->t->nwrites == writes_mark;
-    if (r->kind == V_ITER && r->from_generator && !generator_consumed_at_once(f, in, argc + 2, pure))
+    if (r->kind == V_ITER && r->from_generator && !generator_consumed_at_once(f, in, argc + 2))
         return tracer_unsupported(f->t, false, "a generator expression not passed straight to "
                                   "tuple(), list(), sum(), any(), all(), min(), max(), sorted() "
-                                  "or unpacking (or to next(), computing no tensor)");
+                                  "or unpacking, whose generator the program gets");
     if ((r->kind == V_GRADMODE || r->kind == V_STATECM) && tr_next_op(f, in) != OP_BEFORE_WITH)
         return tracer_unsupported(f->t, false, "a grad-mode manager used other than by a with "
                                   "statement (torch.set_grad_enabled(b) alone sets the mode)");

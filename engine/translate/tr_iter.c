@@ -244,18 +244,28 @@ static bool sees_change(Value *v, Value *container, int index)
 /* A list or dict is about to change: refuse when an iterator the frames
    still hold reads it (a loop not yet finished would have to see the
    change -- even one past its last item, as a list iterator is). */
+static bool frame_sees_change(TFrame *f, Value *container, int index)
+{
+    for (int i = 0; i < f->sp; i++)
+        if (sees_change(f->stack[i], container, index))
+            return true;
+    for (int i = 0; i < f->nlocals; i++)
+        if (sees_change(f->locals[i], container, index))
+            return true;
+    return false;
+}
+
 int tracer_check_iterated(Tracer *t, Value *container, int index)
 {
-    for (TFrame *f = t->current; f != NULL; f = f->parent) {
-        bool reads = false;
-        for (int i = 0; i < f->sp && !reads; i++)
-            reads = sees_change(f->stack[i], container, index);
-        for (int i = 0; i < f->nlocals && !reads; i++)
-            reads = sees_change(f->locals[i], container, index);
-        if (reads)
-            return tracer_unsupported(t, false, "a %s changed while a loop iterates over it",
-                                      container->kind == V_DICT ? "dict" : "list");
-    }
+    bool reads = false;
+    for (TFrame *f = t->current; f != NULL && !reads; f = f->parent)
+        reads = frame_sees_change(f, container, index);
+    /* a suspended generator's frame too: (q for q in lst) holds iter(lst) */
+    for (int g = 0; g < t->ngens && !reads; g++)
+        reads = frame_sees_change(t->gens[g], container, index);
+    if (reads)
+        return tracer_unsupported(t, false, "a %s changed while a loop iterates over it",
+                                  container->kind == V_DICT ? "dict" : "list");
     return 0;
 }
 
@@ -325,6 +335,21 @@ Value *tr_make_iter(TFrame *f, Value *v)
     if (it == NULL)
         return NULL;
     switch (v->kind) {
+    case V_GEN:
+        /* what takes every item at once (tuple(), list(), *args): the
+           generator run to its end now */
+        for (;;) {
+            Value *y;
+            int r = tr_gen_resume(f, v, &y);
+            if (r < 0)
+                return NULL;
+            if (r == 0)
+                return it;
+            if (it->n >= 10000)
+                return tracer_unsupported(t, false, "a generator of more than 10000 items"), NULL;
+            if (value_append(t, it, y) < 0)
+                return NULL;
+        }
     case V_ITER:
         if (v->view) {
             /* iter(d.keys()): a new iterator over the view's items */

@@ -553,6 +553,10 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index);
 int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value);
 /* Items v iterates over, as a V_ITER (an iterator is its own). */
 Value *tr_make_iter(TFrame *f, Value *v);
+/* A generator expression made while tracing (fnv, a V_FUNC of generator
+   code) called on args: a V_GEN run lazily, as the program would run it
+   (tr_calls.c).  NULL when tracing stops. */
+Value *tr_lazy_generator_expression(TFrame *f, Value *fnv, Value **args, int nargs);
 /* reversed(v) of a tuple, a list or a constant range, tuple or str: a
    V_ITER over its items, last first (of a list, reading it: a change to
    the list while the iterator lives stops).  NULL when tracing stops. */
