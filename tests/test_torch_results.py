@@ -144,3 +144,19 @@ def test_a_custom_op_that_writes_its_input_is_not_a_graph_op():
     y = torch.zeros(3)
     assert torch.equal(g(y), torch.full((3,), 2.0)) and torch.equal(y, torch.ones(3))
     assert torch.equal(g(y), torch.full((3,), 4.0)) and torch.equal(y, torch.full((3,), 2.0))
+
+
+def test_a_private_torch_builtin_that_is_a_functional_aten_op_is_a_graph_op():
+    # torch._weight_norm (nn.utils.parametrizations.weight_norm's forward) is
+    # aten::_weight_norm; torch._standard_gamma draws (nondeterministic_seeded)
+    def f(v, g):
+        return torch._weight_norm(v, g, 0) + 1
+
+    def draws(x):
+        return torch._standard_gamma(x) + 1
+    v, g = torch.randn(4, 3), torch.randn(4, 1)
+    out = dynscope.explain(f)(v, g)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    assert torch.equal(dynscope.optimize("eager")(f)(v, g), f(v, g))
+    out = dynscope.explain(draws)(torch.ones(3))
+    assert any("_standard_gamma" in r for r in _reasons(out)), _reasons(out)

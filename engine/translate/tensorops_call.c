@@ -531,7 +531,7 @@ static bool is_torch_call(NodeOp op, PyObject *target, PyObject *eargs)
     if (op == NODE_CALL_METHOD)
         return tensorops_is_torch_like(PyTuple_GET_ITEM(eargs, 0));
     return (tensorops_rules.torch_functions != NULL && PySet_Contains(tensorops_rules.torch_functions, target) == 1)
-           || tensorops_is_library_op(target);
+           || tensorops_is_library_op(target) || tensorops_private_torch_op(target) != NULL;
 }
 
 Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_hint,
@@ -633,8 +633,9 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
     }
     if ((torch_call || tensorops_is_torch_like(result)) && tensorops_note_torch(t) < 0)
         goto out;
-    if (op == NODE_CALL_FUNCTION && tensorops_is_library_op(target)
-        && tensorops_library_op_sizes(t, target, name_hint, eargs, ekw, result) < 0)
+    PyObject *library_op = op != NODE_CALL_FUNCTION ? NULL : tensorops_is_library_op(target) ? target
+                           : tensorops_private_torch_op(target);      /* borrowed */
+    if (library_op != NULL && tensorops_library_op_sizes(t, library_op, name_hint, eargs, ekw, result) < 0)
         goto out;
     if (!dynshape)
         dynshape = shape_depends_on_data(op, target, args, nargs);

@@ -18,6 +18,10 @@
  * of the same inputs, it must give the sizes and dtypes the real run gave.
  * A meta kernel missing, or one that needs data (get_ctx().new_dynamic_size()),
  * is a call break that says so.  Verdicts per op are kept for the process.
+ *
+ * torch's private builtins (torch._weight_norm) are not among the public
+ * functions tensorops.c allows; one is a graph op when it is aten's op of
+ * that name (torch.ops.aten._weight_norm) and that op is, by the rule above.
  */
 #include "tensorops_int.h"
 #include "../base/tensorlib.h"
@@ -136,6 +140,49 @@ bool tensorops_is_library_op(PyObject *fn)
     if (PyDict_SetItem(verdicts, fn, ok == 1 ? Py_True : Py_False) < 0)
         PyErr_Clear();
     return ok == 1;
+}
+
+/* fn -> its aten packet, or None: private torch builtins (below). */
+static PyObject *private_ops;
+
+/* (contract: translate.h) */
+PyObject *tensorops_private_torch_op(PyObject *fn)
+{
+    if (!PyCFunction_Check(fn) || PyCFunction_GET_SELF(fn) != NULL)
+        return NULL;
+    const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    if (name[0] != '_' || name[1] == '_')
+        return NULL;
+    if (private_ops == NULL && (private_ops = PyDict_New()) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *known = PyDict_GetItemWithError(private_ops, fn);          /* borrowed */
+    if (known != NULL)
+        return known == Py_None ? NULL : known;
+    PyErr_Clear();
+    /* torch.<name> is fn itself, and torch.ops.aten.<name> a functional op */
+    PyObject *mod = PyObject_GetAttrString(fn, "__module__");
+    PyObject *torch = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch") == 0
+                      ? PyImport_GetModule(mod) : NULL;
+    PyObject *same = torch ? PyObject_GetAttrString(torch, name) : NULL;
+    PyObject *ops = same == fn ? PyObject_GetAttrString(torch, "ops") : NULL;
+    PyObject *aten = ops ? PyObject_GetAttrString(ops, "aten") : NULL;
+    PyObject *packet = aten ? PyObject_GetAttrString(aten, name) : NULL;
+    Py_XDECREF(mod);
+    Py_XDECREF(torch);
+    Py_XDECREF(same);
+    Py_XDECREF(ops);
+    Py_XDECREF(aten);
+    PyErr_Clear();
+    if (packet != NULL && !tensorops_is_library_op(packet))
+        Py_CLEAR(packet);
+    if (PyDict_SetItem(private_ops, fn, packet ? packet : Py_None) < 0)
+        PyErr_Clear();
+    Py_XDECREF(packet);                                 /* the dict keeps it */
+    known = PyDict_GetItemWithError(private_ops, fn);
+    PyErr_Clear();
+    return known == Py_None ? NULL : known;
 }
 
 /* x with every tensor in it (at the top, or in a list or tuple) copied to

@@ -963,7 +963,7 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return handled ? r : inline_call(f, callable, args, nargs, kwnames);
     }
     if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL
-        || tensorops_is_library_op(fn)) {
+        || tensorops_is_library_op(fn) || tensorops_private_torch_op(fn) != NULL) {
         PyObject *name = PyObject_GetAttrString(fn, "__name__");
         if (name == NULL) {
             PyErr_Clear();

@@ -528,6 +528,10 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
    OpOverload) that is functional by its schema and tags: a graph op
    (tensorops_library.c). */
 bool tensorops_is_library_op(PyObject *fn);
+/* For fn a private builtin of torch (torch._weight_norm) that is aten's
+   functional op of that name: that op (an OpOverloadPacket, borrowed, kept
+   for the process), whose meta kernel checks fn's sizes; else NULL. */
+PyObject *tensorops_private_torch_op(PyObject *fn);
 /* Whether fn is an operator of torch.ops at all (functional or not). */
 bool tensorops_is_library_op_type(PyObject *fn);
 /* After such an op ran on the examples (eargs, ekw) giving result: 0 when
