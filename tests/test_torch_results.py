@@ -160,3 +160,24 @@ def test_a_private_torch_builtin_that_is_a_functional_aten_op_is_a_graph_op():
     assert torch.equal(dynscope.optimize("eager")(f)(v, g), f(v, g))
     out = dynscope.explain(draws)(torch.ones(3))
     assert any("_standard_gamma" in r for r in _reasons(out)), _reasons(out)
+
+
+class _Decorated(torch.nn.Module):
+    @torch.no_grad()
+    def helper(self, x):
+        return x * 2
+
+    def forward(self, x):
+        return self.helper(x) + x
+
+
+def test_a_method_decorated_by_no_grad_is_captured_with_its_grad_mode():
+    # the decorator's `with self.clone():` gets its manager from an inlined
+    # `return self.__class__()`
+    m, x = _Decorated(), torch.ones(3, requires_grad=True)
+    out = dynscope.explain(m)(x)
+    assert (out.graph_count, out.graph_break_count, out.skipped) == (1, 0, []), _reasons(out)
+    got, want = dynscope.optimize("eager")(m)(x), m(x)
+    assert torch.equal(got, want) and got.requires_grad and want.requires_grad
+    got.sum().backward()
+    assert torch.equal(x.grad, torch.ones(3))          # the no_grad part adds nothing

@@ -293,7 +293,13 @@ static int op_call(TFrame *f, const Instr *in)
         return tracer_unsupported(f->t, false, "a generator expression not passed straight to "
                                   "tuple(), list(), sum(), any(), all(), min(), max(), sorted() "
                                   "or unpacking, whose generator the program gets");
-    if ((r->kind == V_GRADMODE || r->kind == V_STATECM) && tr_next_op(f, in) != OP_BEFORE_WITH)
+    /* a manager returned by an inlined call (@torch.no_grad()'s clone():
+       `return self.__class__()`) reaches the caller's with -- unless making
+       it acts (torch.set_grad_enabled(b) sets the mode there) */
+    bool returned = f->parent != NULL && tr_next_op(f, in) == OP_RETURN_VALUE
+                    && (r->kind == V_STATECM
+                        || (callable->kind == V_CONST && tensorops_grad_manager_mode(callable->obj, NULL, 0, NULL) >= 0));
+    if ((r->kind == V_GRADMODE || r->kind == V_STATECM) && tr_next_op(f, in) != OP_BEFORE_WITH && !returned)
         return tracer_unsupported(f->t, false, "a grad-mode manager used other than by a with "
                                   "statement (torch.set_grad_enabled(b) alone sets the mode)");
     f->kwnames = NULL;

@@ -699,22 +699,10 @@ Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObjec
     if (fn == NULL)
         return NULL;
     if (fn->kind == V_CONST && tr_is_marked_constant(fn->obj))
-        return tr_call_marked_constant(f, w->obj, args, nargs, kwnames);
-    for (int i = 0; i < nargs; i++)
-        if (!foldable(args[i]))
-            return tracer_break(t, STOP_CALL, "call of a functools.lru_cache wrapper with "
-                                "arguments that are not constants"), NULL;
-    /* The wrapped function inlined, to see that it is pure: no graph op,
-       nothing written that the program sees, a constant result.  Then the
-       wrapper itself, once, as eager calls it here: its cache answers (a
-       hit keeps an old result the function would no longer give). */
-    int ops_mark = graph_op_count(t->graph), writes_mark = t->nwrites;
-    Value *r = tr_call_or_undo(f, fn, args, nargs, kwnames);
-    if (r == NULL)
-        return NULL;
-    if (graph_op_count(t->graph) != ops_mark || t->nwrites != writes_mark || !foldable(r))
-        return tracer_break(t, STOP_CALL, "call of a functools.lru_cache wrapper whose function "
-                            "computes tensors, writes state the program sees or returns a value "
-                            "that is not a constant (a cache hit would skip it)"), NULL;
-    return tr_call_marked_constant(f, w->obj, args, nargs, kwnames);
+        return tr_call_marked_constant(f, w->obj, args, nargs, kwnames);   /* its cache answers */
+    /* Any other: the program may read the cache's statistics (cache_info())
+       or empty it, which a graph that skips the call would not keep. */
+    return tracer_break(t, STOP_CALL, "call of a functools.lru_cache wrapper (its cache and "
+                        "statistics are the program's; a function marked with "
+                        "torch._dynamo.assume_constant_result is folded)"), NULL;
 }

@@ -612,12 +612,11 @@ bool tr_is_partial(Value *v);
 Value *tr_dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value **args,
                                   int nargs, PyObject *kwnames);
 Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames);
-/* tr_objects.c: a functools.lru_cache wrapper the program holds, called
-   on constants: the wrapper itself, once, while tracing (its cache answers
-   as in eager), its result a constant of the graph -- when its __wrapped__
-   is marked constant (below), or when __wrapped__, inlined first, is pure
-   (no graph op, nothing written the program sees, a constant result: what
-   a cache hit would skip); a call break when not. */
+/* tr_objects.c: a functools.lru_cache wrapper the program holds, called:
+   when its __wrapped__ is marked constant (below), the wrapper itself,
+   once, while tracing (its cache answers as in eager), its result a
+   constant of the graph; any other is a call break (the program may read
+   the cache's statistics, cache_info()). */
 bool tr_is_lru_wrapper(Value *v);
 Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObject *kwnames);
 /* Whether fn is a Python function marked `_dynamo_marked_constant` (by
