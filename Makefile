@@ -17,7 +17,9 @@
 #   make check-c                 build and run tests/c/*.c (if any; not bench_*.c)
 #   make check-c-asan            the store's C tests under ASan+UBSan
 #   make bench-store             the SQLite recorder's throughput (tests/c/bench_store.c)
-#   make bench                   run scripts/bench_*.py
+#   make bench                   run scripts/bench_*.py, each rewriting its section of
+#                                docs/performance.md; each also takes --quick (seconds,
+#                                prints only), as tests/test_benches.py runs them
 #   make demo                    install missing deps, build, record scripts/demo_workload.py,
 #                                report it and show dyntop on it
 #   make demo-ranks              the demo workload as 4 ranks of one job (rank 2 made to

@@ -4,6 +4,7 @@ functions of a few sizes of graph.
 
     make bench                          # runs every scripts/bench_*.py
     .venv/bin/python scripts/bench_capture.py [--copies 200] [--no-doc]
+    .venv/bin/python scripts/bench_capture.py --quick     # every case, 5 copies: < 1 s
     PYTHONPATH=OTHER_TREE .venv/bin/python scripts/bench_capture.py --no-doc   # compare a build
 
 Each case is compiled --copies times, each copy its own code object (the
@@ -37,6 +38,7 @@ import numpy as np  # noqa: E402
 
 import dynscope  # noqa: E402
 import perfdoc  # noqa: E402
+from dynscope import _C  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "performance.md")
 START = "<!-- bench_capture:start -->"
@@ -74,9 +76,11 @@ def copies_of(fn, n):
 
 def measure(copies: int):
     rows = []
+    dynscope.reset()
     for name, fn, make_args in CASES:
         args = make_args()
-        fns = [dynscope.optimize("eager")(f) for f in copies_of(fn, copies)]
+        plain = copies_of(fn, copies)
+        fns = [dynscope.optimize("eager")(f) for f in plain]
         times = []
         gc.collect()
         tracemalloc.start()
@@ -88,7 +92,13 @@ def measure(copies: int):
         gc.collect()
         after = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
-        entries = sum(len(dynscope.cache_entries(f)) for f in copies_of(fn, 0)) or copies
+        # Each first call must have compiled one entry, else the times are not
+        # first calls (a copy sharing a cache, a call that ran eagerly).
+        compiles = _C.counters()["compiles"]
+        entries = sum(len(dynscope.cache_entries(f)) for f in plain)
+        if compiles != copies or entries != copies:
+            raise SystemExit(f"bench_capture: {name}: {copies} first calls made {compiles} "
+                             f"compiles and {entries} cache entries, expected {copies} of each")
         rows.append((name, statistics.median(times) / 1e3, (after - before) / entries / 1024))
         dynscope.reset()
     return rows
@@ -111,7 +121,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--copies", type=int, default=200)
     ap.add_argument("--no-doc", action="store_true")
-    args = ap.parse_args(argv)
+    args = perfdoc.parse_args(ap, argv, quick={"copies": 5})
     rows = measure(args.copies)
     text = render(rows, args.copies)
     print(text)

@@ -4,6 +4,7 @@ failures, measured by dyntop itself.
     make bench                               # runs every scripts/bench_*.py
     .venv/bin/python scripts/bench_dyntop.py [--codes 10000] [--failures 1000000]
                                              [--refreshes 20] [--keep DB] [--no-doc]
+    .venv/bin/python scripts/bench_dyntop.py --quick     # 200 codes, 5k failures: ~1 s
 
 The database is made in two steps: a tiny recording (`python -m dynscope run`)
 creates a real dynscope file, so the schema, the application id and the
@@ -66,7 +67,7 @@ def record_schema(path: str, tmp: str) -> None:
     if not os.path.exists(py):
         py = sys.executable
     subprocess.run([py, "-m", "dynscope", "run", "--db", path, script],
-                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL, timeout=120)
 
 
 def fill(path: str, ncodes: int, nfailures: int, seed: int = 0) -> dict:
@@ -188,8 +189,9 @@ def fill(path: str, ncodes: int, nfailures: int, seed: int = 0) -> dict:
 
 def run_bench(db: str, refreshes: int) -> list[tuple[str, dict]]:
     """Run dyntop --bench-refresh; parse its `screen: key=value ...` lines."""
+    # (a bound: a dyntop that hangs fails the benchmark, TimeoutExpired names it)
     out = subprocess.run([DYNTOP, "--bench-refresh", str(refreshes), db],
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True, text=True, timeout=600).stdout
     res = []
     for line in out.splitlines():
         screen, _, rest = line.partition(":")
@@ -298,10 +300,10 @@ def main(argv=None) -> int:
     p.add_argument("--keep", metavar="DB", help="write the database here and keep it")
     p.add_argument("--reuse", metavar="DB", help="benchmark this existing database")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/ alone")
-    args = p.parse_args(argv)
+    args = perfdoc.parse_args(p, argv, quick={"codes": 200, "failures": 5000, "refreshes": 2})
     if not os.access(DYNTOP, os.X_OK):
-        print(f"bench_dyntop: {DYNTOP} is not built (make)", file=sys.stderr)
-        return 2
+        print("bench_dyntop: build/dyntop is not built (make); skipped")
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench_dyntop.") as tmp:
         t0 = time.perf_counter()
         if args.reuse:

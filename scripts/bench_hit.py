@@ -3,6 +3,7 @@ same call run eagerly, in one process with interleaved repetitions.
 
     make bench                          # runs every scripts/bench_*.py
     .venv/bin/python scripts/bench_hit.py [--rounds 7] [--calls 200000] [--no-doc]
+    .venv/bin/python scripts/bench_hit.py --quick       # 1 round of 2000 calls: < 1 s
 
 Each round times every case once (a loop of --calls calls, gc disabled, as
 timeit does); the table shows per-case medians over the rounds, so a noisy
@@ -174,12 +175,16 @@ def build_cases(ncalls):
     # 8 entries of add2_multi, shapes (4,) .. (11,).  Calling the shapes in
     # order after the last compile always hits the entry checked last: a hit
     # moves its entry to the front (MRU), so the next shape's entry is then
-    # at the back.
+    # at the back.  dynamic=False: under automatic dynamic the second shape
+    # would make the size dynamic and one entry would serve all 8.
     pairs8 = [(np.linspace(-1.0, 1.0, k), np.full(k, 0.5)) for k in range(4, 12)]
-    multi_opt = dynscope.optimize("eager")(add2_multi)
+    multi_opt = dynscope.optimize("eager", dynamic=False)(add2_multi)
     for a, b in pairs8:
         multi_opt(a, b)
-    assert len(dynscope.cache_entries(add2_multi)) == 8
+    n = len(dynscope.cache_entries(add2_multi))
+    if n != 8:
+        raise SystemExit(f"bench_hit: 8 shapes of add2_multi made {n} cache entries, expected 8 "
+                         "(one per shape): the 8-entry case would measure something else")
     seq8 = pairs8 * (ncalls // 8)
     # The 1-entry case walks a list of the same length, all of shape (4,).
     seq1 = [(a4, b4)] * len(seq8)
@@ -435,7 +440,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--calls", type=int, default=200_000, help="calls per case per round")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/ alone")
-    args = p.parse_args(argv)
+    args = perfdoc.parse_args(p, argv, quick={"rounds": 1, "calls": 2000})
     if args.calls < 8:
         p.error("--calls must be at least 8")
 

@@ -7,11 +7,15 @@
   * events dropped at the default queue size (16384) for the workload.
 
     make bench                          # runs every scripts/bench_*.py
-    .venv/bin/python scripts/bench_record.py [--rounds 7] [--no-doc]
+    .venv/bin/python scripts/bench_record.py [--rounds 21] [--recompiles 120] [--no-doc]
+    .venv/bin/python scripts/bench_record.py --quick     # every measure, small: ~1 s
 
 Recording on and off alternate round by round; the tables show medians.
 Results go to stdout and to docs/performance.md, replacing only the section
-between <!-- bench_record:start --> and <!-- bench_record:end -->.  < 60 s.
+between <!-- bench_record:start --> and <!-- bench_record:end -->.  The
+workload is optimize(dynamic=False): each new constant must recompile, and
+the benchmark stops with a message when it does not (or when the writer
+does not drain its queue) instead of waiting for ever.
 """
 from __future__ import annotations
 
@@ -44,12 +48,13 @@ START = "<!-- bench_record:start -->"
 END = "<!-- bench_record:end -->"
 ns = time.perf_counter_ns
 
-RECOMPILES = 120      # distinct constants per round: 120 compiles, ~7.5k guard failures
-HIT_CALLS = 20_000
-HIT_PAIRS = 25        # recording off/on pairs of HIT_CALLS calls, order alternating
+DRAIN_S = 20          # the writer must write a parked queue out within this
 
 
-@dynscope.optimize("eager")
+# dynamic=False: every new k recompiles.  Under automatic dynamic (the
+# default) the first recompile makes k a graph input, the workload is two
+# compiles, and writer_throughput's queue never fills.
+@dynscope.optimize("eager", dynamic=False)
 def heavy(x, k):
     return x * k + 1
 
@@ -59,27 +64,33 @@ def hot(x, y):
     return (x + y) * 2
 
 
-def recompile_round() -> int:
-    """One round of the recompile-heavy workload; its time in ns."""
+def recompile_round(recompiles: int) -> int:
+    """One round of the recompile-heavy workload, `recompiles` new constants;
+    its time in ns.  SystemExit when they did not each compile."""
     dynscope.reset()
     x = np.ones(4)
     t0 = ns()
-    for k in range(RECOMPILES):
+    for k in range(recompiles):
         heavy(x, k)
-    return ns() - t0
+    t = ns() - t0
+    compiles = _C.counters()["compiles"]
+    if compiles != recompiles:
+        raise SystemExit(f"bench_record: {recompiles} new constants made {compiles} compiles, "
+                         f"expected {recompiles}: heavy() no longer recompiles per constant")
+    return t
 
 
-def hit_round() -> int:
-    """HIT_CALLS cache hits; ns per call * 1000 (ps) for resolution."""
+def hit_round(calls: int) -> int:
+    """`calls` cache hits; ns per call * 1000 (ps) for resolution."""
     x = np.ones(4)
     y = np.ones(4)
     hot(x, y)
     gc.disable()
     try:
         t0 = ns()
-        for _ in range(HIT_CALLS):
+        for _ in range(calls):
             hot(x, y)
-        return (ns() - t0) * 1000 // HIT_CALLS
+        return (ns() - t0) * 1000 // calls
     finally:
         gc.enable()
 
@@ -93,67 +104,97 @@ def runs_row(db):
         con.close()
 
 
-def measure(rounds: int, tmp: str):
+def measure(args, tmp: str):
     off_rc, on_rc, off_hit, on_hit, dropped, submitted = [], [], [], [], [], []
-    for r in range(rounds):
-        off_rc.append(recompile_round())                 # recording off
+    for r in range(args.rounds):
+        off_rc.append(recompile_round(args.recompiles))  # recording off
         db = os.path.join(tmp, f"on{r}.db")              # on: a fresh file each round
         dynscope.record(db)
-        on_rc.append(recompile_round())
-        dynscope.stop_recording()
+        try:
+            on_rc.append(recompile_round(args.recompiles))
+        finally:
+            dynscope.stop_recording()
         written, drop = runs_row(db)
         dropped.append(drop)
         submitted.append(written + drop)
     db = os.path.join(tmp, "hits.db")
-    for r in range(HIT_PAIRS):
+    for r in range(args.hit_pairs):
         for on in ((False, True) if r % 2 else (True, False)):
             if on:
                 dynscope.record(db)
-                on_hit.append(hit_round())
+                on_hit.append(hit_round(args.hit_calls))
                 dynscope.stop_recording()
             else:
-                off_hit.append(hit_round())
+                off_hit.append(hit_round(args.hit_calls))
     return off_rc, on_rc, off_hit, on_hit, dropped, submitted
 
 
-def writer_throughput(tmp: str):
-    """Fill the queue while the writer is parked (below its 16384 bound), then
-    let it go and time it until everything is written (store counters)."""
+def writer_throughput(tmp: str, target: int):
+    """Fill the queue with `target` events while the writer is parked (below
+    its 16384 bound), then let it go and time it until everything is written
+    (store counters).  Returns (events written, ns).  SystemExit when new
+    constants stop submitting events or the writer does not catch up."""
     db = os.path.join(tmp, "tp.db")
     dynscope.record(db)
-    dynscope.reset()
+    try:
+        dynscope.reset()
+        queued, elapsed = fill_and_drain(target)
+        written = _C.record_stats()["written"]
+    finally:
+        dynscope.stop_recording()
+        dynscope.reset()
+    if written < queued:
+        raise SystemExit(f"bench_record: the writer wrote {written} of {queued} queued events "
+                         f"in {DRAIN_S} s")
+    return written, elapsed
+
+
+def fill_and_drain(target: int):
+    """Park the writer, call heavy() with new constants until `target` events
+    are queued, resume it and wait (at most DRAIN_S) until they are written.
+    Returns (events queued, ns from resume to written)."""
     x = np.ones(4)
     _C.record_before_fork()          # store_pause(): the writer is parked
     try:
+        # Every call compiles, and a compile submits events: `target` calls
+        # without `target` events means calls stopped compiling.
         k = 0
-        while _C.record_stats()["submitted"] < 12000:
+        while _C.record_stats()["submitted"] < target:
+            if k == target:
+                raise SystemExit(f"bench_record: {target} calls of heavy() with new constants "
+                                 f"submitted {_C.record_stats()['submitted']} events, fewer "
+                                 f"than {target}: the calls no longer recompile")
             heavy(x, 10_000 + k)
             k += 1
     finally:
         t0 = ns()
         _C.record_after_fork_parent()   # store_resume()
     queued = _C.record_stats()["submitted"]
-    while _C.record_stats()["written"] < queued and ns() - t0 < 20e9:
+    while _C.record_stats()["written"] < queued and ns() - t0 < DRAIN_S * 1e9:
         time.sleep(0.0005)
-    elapsed = ns() - t0
-    written = _C.record_stats()["written"]
-    dynscope.stop_recording()
-    dynscope.reset()
-    return written, elapsed
+    return queued, ns() - t0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--recompiles", type=int, default=120,
+                    help="new constants per round of the recompile workload (each a compile)")
+    ap.add_argument("--hit-calls", type=int, default=20_000, help="cache hits per timed loop")
+    ap.add_argument("--hit-pairs", type=int, default=25,
+                    help="recording off/on pairs of hit loops, order alternating")
+    ap.add_argument("--tp-events", type=int, default=12_000,
+                    help="events queued for the writer-throughput measure (< 16384)")
     ap.add_argument("--no-doc", action="store_true")
-    args = ap.parse_args()
+    args = perfdoc.parse_args(ap, argv, quick={
+        "rounds": 2, "recompiles": 20, "hit_calls": 2000, "hit_pairs": 2, "tp_events": 2000})
     warnings.simplefilter("ignore")
     dynscope.config.cache_size_limit = 100_000
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        recompile_round(), hit_round()       # warm up
-        off_rc, on_rc, off_hit, on_hit, dropped, submitted = measure(args.rounds, tmp)
-        tp_written, tp_ns = writer_throughput(tmp)
+        recompile_round(args.recompiles), hit_round(args.hit_calls)       # warm up
+        off_rc, on_rc, off_hit, on_hit, dropped, submitted = measure(args, tmp)
+        tp_written, tp_ns = writer_throughput(tmp, args.tp_events)
     med = statistics.median
     rc_ratio = med(on_rc) / med(off_rc)
     rc_ratio_min = min(on_rc) / min(off_rc)
@@ -170,12 +211,12 @@ def main() -> int:
         "",
         "| measure | recording off | recording on | ratio |",
         "|---|---|---|---|",
-        f"| recompile-heavy workload ({RECOMPILES} compiles of one frame, "
+        f"| recompile-heavy workload ({args.recompiles} compiles of one frame, "
         f"{med(submitted):.0f} events) | {med(off_rc) / 1e6:.2f} ms | {med(on_rc) / 1e6:.2f} ms "
         f"| {rc_ratio:.3f} |",
         f"| the same, best round | {min(off_rc) / 1e6:.2f} ms | {min(on_rc) / 1e6:.2f} ms "
         f"| {rc_ratio_min:.3f} |",
-        f"| cache hit, per call, best of {HIT_PAIRS} loops of {HIT_CALLS} | "
+        f"| cache hit, per call, best of {args.hit_pairs} loops of {args.hit_calls} | "
         f"{min(off_hit) / 1000:.0f} ns | {min(on_hit) / 1000:.0f} ns | {hit_ratio:.3f} "
         f"(target <= 1.02: {'met' if hit_ratio <= 1.02 else 'NOT met'}) |",
         f"| cache hit, per call, median of the same loops | {med(off_hit) / 1000:.0f} ns "

@@ -5,11 +5,16 @@ captured, each in a fresh process.
 
     make bench                          # runs every scripts/bench_*.py
     .venv/bin/python scripts/bench_sizes.py [--rounds 5] [--sizes 10,1000,...]
-                                            [--budget 0.02] [--no-rss] [--no-doc]
+                                            [--budget 0.02] [--rss-sizes 1000000,...]
+                                            [--no-rss] [--no-doc]
+    .venv/bin/python scripts/bench_sizes.py --quick      # 3 sizes up to 100k: ~2 s
 
 A round times every (case, size) once, eager then captured, each a loop
 sized to take about --budget seconds; the tables show the median over the
-rounds of captured / eager (below 1.00: the graph is faster).  The targets
+rounds of captured / eager (below 1.00: the graph is faster).  Each size
+is its own static graph (optimize(dynamic=False)), as before automatic
+dynamic: one graph made dynamic at a small size would not choose the
+block-by-block run of large arrays.  The targets
 (docs/performance.md): at most 1.00 from 10k elements up, and below 0.95 for
 chains of 4+ elementwise ops from 100k up.  Printed, and written to
 docs/performance.md between <!-- bench_sizes:start --> and
@@ -108,12 +113,16 @@ def measure(sizes, rounds: int, budget: float):
     data = {n: (rng.standard_normal(n), rng.standard_normal(n)) for n in sizes}
     captured = {}
     for name, _, fn in CASES:
-        opt = dynscope.optimize("eager")(fn)
+        opt = dynscope.optimize("eager", dynamic=False)(fn)
         for n in sizes:
             a, b = data[n]
             want, got = fn(a, b), opt(a, b)            # compiles; checks the result
             if not np.array_equal(np.asarray(want), np.asarray(got)):
                 raise SystemExit(f"bench_sizes: {name} at n={n}: captured result differs")
+        entries = len(dynscope.cache_entries(fn))
+        if entries != len(sizes):
+            raise SystemExit(f"bench_sizes: {name}: {len(sizes)} sizes made {entries} cache "
+                             "entries, expected one graph per size")
         captured[name] = opt
     calls = {(name, n): calibrate(fn, *data[n], budget) for name, _, fn in CASES for n in sizes}
     samples = {key: ([], []) for key in calls}
@@ -163,7 +172,7 @@ def peak_memory(name: str, n: int) -> dict:
     res = {}
     for mode in ("eager", "captured"):
         r = subprocess.run([sys.executable, "-c", code, name, str(n), mode],
-                           capture_output=True, text=True, check=True)
+                           capture_output=True, text=True, check=True, timeout=300)
         first, steady = map(int, r.stdout.split())
         res[mode] = (first, steady)
     return res
@@ -193,7 +202,8 @@ def render(res, sizes, rss, rounds: int, budget: float) -> str:
         "",
         "Captured time / eager time of the same function (median of "
         f"{rounds} interleaved rounds, each loop about {budget * 1000:.0f} ms; "
-        "float64 inputs of n elements; below 1.00 the graph is faster).  "
+        "float64 inputs of n elements, each size its own graph (`dynamic=False`); "
+        "below 1.00 the graph is faster).  "
         "Targets: at most 1.00 from 10k elements up; below 0.95 for chains of "
         "4+ elementwise ops from 100k up.",
         "",
@@ -213,7 +223,8 @@ def render(res, sizes, rss, rounds: int, budget: float) -> str:
         "operators on arrays of 256 KiB and more, extended to ufunc calls "
         "(`np.sqrt(t)`) and to arrays from 4 KiB; an operator on arrays calls its "
         "ufunc directly; and a run of such ops whose arrays do not fit in the "
-        "last-level cache runs block by block (512 KiB per operand), its "
+        "last-level cache (the size Linux gives for cpu0's, or "
+        "`DYNSCOPE_CACHE_BYTES` when set) runs block by block (512 KiB per operand), its "
         "intermediates sharing the result's buffer or one scratch block.  Where "
         "eager already elides every temporary of an operator chain and the arrays "
         "sit in cache (the chain of 4 at 1M: 24 MB in a 32 MB L3) there is "
@@ -252,15 +263,18 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=0.02,
                     help="seconds per timed loop (default 0.02)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--rss-sizes", default="1000000,10000000",
+                    help="sizes of the peak-memory runs (default 1000000,10000000)")
     ap.add_argument("--no-rss", action="store_true", help="skip the peak-memory runs")
     ap.add_argument("--no-doc", action="store_true", help="print only")
-    args = ap.parse_args(argv)
+    args = perfdoc.parse_args(ap, argv, quick={"rounds": 1, "budget": 0.002,
+                                               "sizes": "10,1000,100000", "rss_sizes": "100000"})
     sizes = [int(s) for s in args.sizes.split(",") if s]
     res, _ = measure(sizes, args.rounds, args.budget)
     rss = {}
     if not args.no_rss:
         for name, _, _ in CASES[:2]:
-            for n in (1_000_000, 10_000_000):
+            for n in (int(s) for s in args.rss_sizes.split(",") if s):
                 rss[(name, n)] = peak_memory(name, n)
     text = render(res, sizes, rss, args.rounds, args.budget)
     print(text)

@@ -4,6 +4,7 @@ with interleaved rounds.
 
     make bench                          # runs every scripts/bench_*.py (skips without torch)
     .venv/bin/python scripts/bench_torch_hit.py [--rounds 9] [--calls 20000] [--no-doc]
+    .venv/bin/python scripts/bench_torch_hit.py --quick  # 200 calls, 1 round: ~5 s (compiles)
 
 Cases: a 3-tensor function (x * y + z on 4x8 float32) and a small nn.Module
 (Linear-ReLU-Linear, its 4 parameters guarded).  The table shows the median
@@ -51,6 +52,7 @@ def measure(rounds, calls):
     import torch.nn as nn
 
     import dynscope
+    from dynscope import _C
 
     torch.manual_seed(0)
     mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
@@ -64,6 +66,7 @@ def measure(rounds, calls):
         for f in (fn, ds, dy, ds, dy):
             f(*args)                                   # compile, then warm
         samples = {"eager": [], "dynscope": [], "dynamo": []}
+        misses = _C.counters()["misses"]
         gc.disable()
         try:
             for _ in range(rounds):
@@ -71,6 +74,11 @@ def measure(rounds, calls):
                     samples[key].append(loop(f, args, calls))
         finally:
             gc.enable()
+        # every timed dynscope call must have been a hit, else the row is not one
+        misses = _C.counters()["misses"] - misses
+        if misses:
+            raise SystemExit(f"bench_torch_hit: {name}: {misses} cache misses in the timed "
+                             "loops, expected only hits")
         med = {k: statistics.median(v) for k, v in samples.items()}
         rows.append((name, med))
         torch._dynamo.reset()
@@ -88,8 +96,9 @@ def render(rows, rounds, calls):
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, m in rows:
         ds, dy = m["dynscope"] - m["eager"], m["dynamo"] - m["eager"]
+        ratio = f"{ds / dy:.3f} (1/{dy / ds:.0f})" if ds and dy else "n/a"   # (a noisy zero)
         lines.append(f"| {name} | {m['eager']:.0f} | {m['dynscope']:.0f} | {m['dynamo']:.0f} | "
-                     f"{ds:+.0f} | {dy:+.0f} | {ds / dy:.3f} (1/{dy / ds:.0f}) |")
+                     f"{ds:+.0f} | {dy:+.0f} | {ratio} |")
     lines += ["", "A torch TENSOR_MATCH that passes is decided by torch's own C++ tensor "
               "check (`torch._C._dynamo.guards.TensorGuards`): the tensors a guard set reads "
               "from fast locals in one call, others one call each; only a check that fails "
@@ -106,7 +115,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--no-doc", action="store_true")
-    args = ap.parse_args(argv)
+    args = perfdoc.parse_args(ap, argv, quick={"rounds": 1, "calls": 200})
     try:
         import torch  # noqa: F401
     except ImportError:

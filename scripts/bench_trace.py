@@ -5,13 +5,15 @@ session, and recorded under scripts/lttng-capture.sh.
     make bench                          # runs every scripts/bench_*.py
     .venv/bin/python scripts/bench_trace.py [--rounds 7] [--iters 20000000]
                                             [--enabled-iters 20000] [--no-doc]
+    .venv/bin/python scripts/bench_trace.py --quick      # 1 round, short loops: ~3 s
 
 Each scenario is one process; inside it every case (the loop alone, the loop
 with trace_frame_eval, the loop with a compile_end trace_emit) runs once per
 round, rotated, and the table gives the medians over the rounds minus the
 loop alone.  The table is printed and written to docs/performance.md,
 replacing only the section between <!-- bench_trace:start --> and
-<!-- bench_trace:end -->.
+<!-- bench_trace:end -->.  Every program it starts has a time limit
+(TIMEOUT_S): a loop or a capture that hangs fails the benchmark.
 """
 from __future__ import annotations
 
@@ -36,11 +38,12 @@ CAPTURE = os.path.join(HERE, "lttng-capture.sh")
 DOC = os.path.join(ROOT, "docs", "performance.md")
 START = "<!-- bench_trace:start -->"
 END = "<!-- bench_trace:end -->"
+TIMEOUT_S = 600       # per program started (make, the C loop, a capture)
 
 
 def build():
     subprocess.run(["make", "--no-print-directory", "-C", ROOT, "tp", "build/bench_trace"],
-                   check=True, stdout=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, timeout=TIMEOUT_S)
 
 
 def parse(stdout):
@@ -58,7 +61,7 @@ def parse(stdout):
 def run_plain(args, provider):
     env = dict(os.environ, DYNSCOPE_TRACE_PROVIDER=provider)
     r = subprocess.run([BENCH, str(args.rounds), str(args.iters), str(args.enabled_iters)],
-                       env=env, capture_output=True, text=True, check=True)
+                       env=env, capture_output=True, text=True, check=True, timeout=TIMEOUT_S)
     return parse(r.stdout) + ("",)
 
 
@@ -69,9 +72,10 @@ def run_captured(args, loglevel):
         if loglevel:
             cmd += ["-l", loglevel]
         cmd += ["--", BENCH, str(args.rounds), str(args.iters), str(args.enabled_iters)]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
     if r.returncode == 125:
-        print(f"bench_trace: no LTTng session here:\n{r.stderr}", file=sys.stderr)
+        print(f"bench_trace: LTTng cannot run here (no session); its scenarios are left "
+              f"out:\n{r.stderr}", file=sys.stderr)
         return None
     r.check_returncode()
     note = "tracer discarded events (result is a lower bound)" if "discarded" in r.stderr else ""
@@ -163,11 +167,13 @@ def main(argv=None):
     p.add_argument("--enabled-iters", type=int, default=20_000,
                    help="iterations per case per round when a session records it")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/ alone")
-    args = p.parse_args(argv)
+    args = perfdoc.parse_args(p, argv, quick={"rounds": 1, "iters": 200_000,
+                                              "enabled_iters": 2000})
 
     build()
     if not os.path.exists(PROVIDER):
-        print("bench_trace: no build/libdynscope-tp.so (lttng-ust headers missing); skipped")
+        print("bench_trace: LTTng cannot run here (no build/libdynscope-tp.so: lttng-ust "
+              "headers missing); skipped")
         return 0
     t0 = time.perf_counter()
     results = []

@@ -3,6 +3,7 @@ on the engine itself (scripts/bench_trace.py measures trace/trace.h alone).
 
     make bench                                   # runs every scripts/bench_*.py
     .venv/bin/python scripts/bench_trace_engine.py [--no-doc] [options: --help]
+    .venv/bin/python scripts/bench_trace_engine.py --quick   # one short phase each: ~10 s
 
 Four questions:
 
@@ -30,7 +31,9 @@ of its user.  So the cost of an event is (session - off) - (loaded - off).
 
 The tables are printed and written to docs/performance.md between
 <!-- bench_trace_engine:start --> and <!-- bench_trace_engine:end -->;
-other sections stay as they are.
+other sections stay as they are.  A child that does not answer within
+ANSWER_S is killed and the benchmark fails, naming it; so does a workload
+that reaches no cache limit (it would no longer be the workload described).
 """
 from __future__ import annotations
 
@@ -42,7 +45,9 @@ import json
 import os
 import platform
 import re
+import select
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -60,6 +65,7 @@ DOC = os.path.join(ROOT, "docs", "performance.md")
 START = "<!-- bench_trace_engine:start -->"
 END = "<!-- bench_trace_engine:end -->"
 TARGET = 0.02      # provider loaded, no session: within 2 % of not loaded
+ANSWER_S = 300     # a child's start or one round, at most
 
 
 # ---------------------------------------------------------------------------
@@ -116,8 +122,11 @@ def workload_child(epochs):
     def scale(x, n):
         return x * n + 1
 
-    opt_step = dynscope.optimize("eager")(step)
-    opt_scale = dynscope.optimize("eager")(scale)
+    # dynamic=False: each shape and constant recompiles, as the workload says
+    # (automatic dynamic would make them graph inputs after one recompile,
+    # and scale() would never reach the cache limit).
+    opt_step = dynscope.optimize("eager", dynamic=False)(step)
+    opt_scale = dynscope.optimize("eager", dynamic=False)(scale)
     rng = np.random.default_rng(0)
     shapes = [(8, 4), (16, 4), (32, 4), (8, 4)]
     data = {s: (rng.standard_normal(s), rng.standard_normal((s[1], 4))) for s in shapes}
@@ -217,7 +226,8 @@ class Child:
             env["DYNSCOPE_TRACE_PROVIDER"] = provider
         self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
+        self.pid = None
+        line = self.answer("start")
         if not line.startswith("READY "):
             _, err = self.proc.communicate(timeout=120)
             if session and self.proc.returncode == 125:
@@ -227,10 +237,26 @@ class Child:
         self.pid, self.trace = ready["pid"], ready["trace"]
         self.rounds = []
 
+    def answer(self, what):
+        """The child's next line, waited for at most ANSWER_S; RuntimeError
+        (the child killed) when none comes.  A child writes one line per
+        command, so after readline nothing is left buffered for select to miss."""
+        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_S)
+        if not ready:
+            if self.pid is not None:       # the Python child itself, under a capture
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.proc.kill()
+            raise RuntimeError(f"bench_trace_engine: child {self.pid or self.proc.args} did not "
+                               f"answer '{what}' within {ANSWER_S} s; killed")
+        return self.proc.stdout.readline()
+
     def run(self):
         self.proc.stdin.write("run\n")
         self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
+        line = self.answer("run")
         if not line.startswith("ROUND "):
             raise RuntimeError(f"child {self.pid}: {line!r}")
         self.rounds.append(float(line[6:]))
@@ -240,7 +266,7 @@ class Child:
         counts and losses."""
         self.proc.stdin.write("end\n")
         self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
+        line = self.answer("end")
         if not line.startswith("END "):
             raise RuntimeError(f"child {self.pid}: {line!r}")
         res = json.loads(line[4:])
@@ -361,6 +387,9 @@ def summarize(args, ph):
     s["session_events"] = ph["session"][0][2]["events"]
     end = ph["wl_loaded"][0][2]
     s["wl_counters"] = {k: v / end["epochs"] for k, v in end["counters"].items()}
+    if not (s["wl_counters"]["cache_limits"] >= 1 and s["wl_counters"]["recompiles"] >= 1):
+        raise SystemExit("bench_trace_engine: the workload is not recompile-heavy any more "
+                         f"(per epoch: {s['wl_counters']}); expected recompiles and a cache limit")
     return s
 
 
@@ -542,12 +571,15 @@ def main(argv=None):
     p.add_argument("--wl-rounds", type=int, default=20, help="rounds per workload child")
     p.add_argument("--epochs", type=int, default=10, help="workload epochs per round")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/ alone")
-    args = p.parse_args(argv)
+    args = perfdoc.parse_args(p, argv, quick={
+        "reps": 1, "rounds": 2, "calls": 500, "session_reps": 1, "session_rounds": 2,
+        "wl_reps": 1, "wl_rounds": 1, "epochs": 1})
 
     subprocess.run(["make", "--no-print-directory", "-C", ROOT, "tp"], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, timeout=600)
     if not os.path.exists(PROVIDER):
-        print("bench_trace_engine: no build/libdynscope-tp.so (lttng-ust headers missing); skipped")
+        print("bench_trace_engine: LTTng cannot run here (no build/libdynscope-tp.so: lttng-ust "
+              "headers missing); skipped")
         return 0
     t0 = time.perf_counter()
 

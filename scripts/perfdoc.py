@@ -3,7 +3,9 @@
 Each benchmark owns the section between its `<!-- NAME:start -->` and
 `<!-- NAME:end -->` markers; write_section replaces that section (or appends
 it) and leaves every other section as it is.  The file is replaced
-atomically.
+atomically.  parse_args gives every benchmark the same --quick: a smoke run
+of every case in seconds that never writes the file (tests/test_benches.py
+runs each benchmark so).
 """
 import os
 
@@ -32,6 +34,22 @@ def write_section(doc: str, start: str, end: str, text: str) -> None:
     with open(tmp, "w") as fh:
         fh.write(new)
     os.replace(tmp, doc)
+
+
+def parse_args(parser, argv, quick: dict):
+    """parser.parse_args(argv) with --quick added: when given, each option
+    in `quick` (dest -> value) is set to its quick value and --no-doc is
+    implied, so a quick run only prints (its numbers are not worth keeping)."""
+    sizes = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in quick.items())
+    parser.add_argument("--quick", action="store_true",
+                        help=f"every case, smallest sizes, in seconds ({sizes}); prints "
+                        "only, never writes docs/ (tests/test_benches.py runs this)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        for dest, value in quick.items():
+            setattr(args, dest, value)
+        args.no_doc = True
+    return args
 
 
 def cpu_model() -> str:
