@@ -382,9 +382,9 @@ EXPLAINED = {
                            "counted: dynscope counts call_method nodes (b.sum()) as ops, "
                            "Dynamo's explain lists only call_function targets."),
     "torch.max(x, 0) (named tuple)": (
-        "deliberate", "dynscope does not model named-tuple results (torch.return_types.max): "
-        "rebuilding them as plain tuples would change the type the program sees, so the call "
-        "is an eager step. Dynamo models them (NamedTupleVariable)."),
+        "same", "Both model the named tuple in the graph: dynscope keeps its type "
+        "(torch.return_types.max), reads its fields by name and rebuilds it as that type "
+        "where the program gets it; Dynamo has NamedTupleVariable."),
     "float(t) escape": ("same", "Both break on the data escape."),
     ".item() escape": (
         "deliberate", "Same graphs and break. Dynamo specializes the float that .item() "
