@@ -377,7 +377,7 @@ zoo: all
 # and TorchDynamo side by side: docs/sweep.md (scripts/hf_sweep.py; issue 38).
 # Resumable (build/sweep.jsonl keeps what ran: SWEEP_ARGS=--fresh forgets it),
 # 25-30 minutes here.  Needs torch and transformers; not in make test
-# (tests/test_sweep.py runs a fixed sample of 20).
+# (tests/test_sweep.py runs a fixed sample of 24).
 .PHONY: sweep
 sweep: all
 	$(PY) scripts/hf_sweep.py $(SWEEP_ARGS)

@@ -82,7 +82,13 @@ SEQ = 8
 # The fixed sample tests/test_sweep.py runs in CI (dynscope only).
 SAMPLE = ("bert", "gpt2", "llama", "mistral", "qwen2", "phi", "gemma", "opt", "bloom", "gpt_neo",
           "roberta", "distilbert", "electra", "t5", "bart", "vit", "deit", "resnet", "mobilebert",
-          "xglm")
+          "xglm",
+          # one each of what the sweep taught the translator: a mixture of
+          # experts (topk's named tuple, a custom op of torch.ops), sort and
+          # max(dim) results, a weight-norm parametrization (torch's private
+          # _weight_norm, a generator expression kept), @torch.no_grad() on a
+          # method
+          "mixtral", "gpt_oss", "hubert", "m2m_100")
 
 
 class Timeout(Exception):

@@ -1,9 +1,10 @@
-"""The sweep (scripts/hf_sweep.py, `make sweep`) on its fixed sample of 20
+"""The sweep (scripts/hf_sweep.py, `make sweep`) on its fixed sample of 24
 architectures, dynscope only, held to a budget the way tests/test_models.py
 holds the zoo: every one builds, every output equals eager's exactly, and
-all 20 are one graph with no break (bloom's GeLU is a
-torch.autograd.Function: tr_autograd.c).  The full table, side by side
-with Dynamo, is docs/sweep.md."""
+all 24 are one graph with no break (bloom's GeLU is a
+torch.autograd.Function: tr_autograd.c; mixtral's experts a custom op of
+torch.ops: tensorops_library.c).  The full table, side by side with
+Dynamo, is docs/sweep.md."""
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ from conftest import skip_transformers_under_asan  # noqa: E402
 
 import hf_sweep  # noqa: E402
 
-ONE_GRAPH_BUDGET = 20
+ONE_GRAPH_BUDGET = 24
 
 
 @skip_transformers_under_asan
