@@ -425,6 +425,8 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^** of ", T_BUILTIN_OP},
     {"^a lookup in a dict input", T_BUILTIN_OP},
     {"^isinstance() ", T_BUILTIN_OP},
+    {"^issubclass() ", T_BUILTIN_OP},
+    {" of sequences whose items are known only", T_NOT_CONSTANT},
     {"^type.__instancecheck__ ", T_BUILTIN_OP},
     {"^type() of ", T_BUILTIN_OP},
     {"^callable() ", T_BUILTIN_OP},

@@ -1903,3 +1903,18 @@ def test_a_list_changed_under_a_kept_generator_expression_is_seen():
         np.testing.assert_array_equal(opt(x), generator_over_a_list_then_appended(x))
     out = dynscope.explain(generator_over_a_list_then_appended)(np.ones(2))
     assert [name for name, _, _ in out.skipped] == ["generator_over_a_list_then_appended"]
+
+
+def compare_shapes(x, cls):
+    a, b = x.shape
+    same = list(x.shape) == [a, b] and (a, b) != [a, b] and (1, [2]) == (1, [2]) and [a] != [a + 1]
+    return (x * 2 if same else x * 3), issubclass(cls, tuple), issubclass(cls, (dict, list))
+
+
+def test_lists_and_tuples_compare_item_by_item_and_issubclass_of_classes_is_known():
+    opt, backend = capture(compare_shapes)
+    for shape, cls in (((2, 3), tuple), ((4, 3), dict), ((5, 3), int)):
+        got, want = opt(np.ones(shape), cls), compare_shapes(np.ones(shape), cls)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+    assert _C.counters()["graph_breaks"] == 0

@@ -181,3 +181,32 @@ def test_a_method_decorated_by_no_grad_is_captured_with_its_grad_mode():
     assert torch.equal(got, want) and got.requires_grad and want.requires_grad
     got.sum().backward()
     assert torch.equal(x.grad, torch.ones(3))          # the no_grad part adds nothing
+
+
+def test_modules_made_in_the_function_are_called_in_the_graph():
+    # transformers' ACT2FN[...] and code like canine's make a module per call
+    def f(x):
+        pooled = torch.nn.MaxPool1d(kernel_size=2, stride=2)(x.unsqueeze(0))
+        return torch.nn.Softmax(dim=-1)(x) + pooled.sum()
+    x = torch.randn(3, 4)
+    out = dynscope.explain(f)(x)
+    assert (out.graph_count, out.graph_break_count, out.skipped) == (1, 0, []), _reasons(out)
+    names = [getattr(op, "__name__", str(op)) for ops in out.ops_per_graph for op in ops]
+    assert "softmax" in names and "max_pool1d" in names, names
+    g = dynscope.optimize("eager")(f)
+    for y in (x, torch.randn(3, 4)):
+        assert torch.equal(g(y), f(y))
+
+
+def test_a_module_made_in_the_function_that_the_program_keeps_is_built_for_real():
+    class Holder:
+        pass
+    h = Holder()
+
+    def f(x):
+        h.act = torch.nn.ReLU()
+        return h.act(x) + 1
+    x = torch.randn(4)
+    got = dynscope.optimize("eager")(f)(x)
+    assert torch.equal(got, torch.relu(x) + 1) and isinstance(h.act, torch.nn.ReLU)
+    assert torch.equal(h.act(-x), torch.relu(-x))

@@ -454,6 +454,19 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
         Py_DECREF(cls);
         return r < 0 ? NULL : new_const(t, PyBool_FromLong(r));
     }
+    if (strcmp(name, "issubclass") == 0 && nargs == 2 && nokw && args[0]->kind == V_CONST
+        && PyType_Check(args[0]->obj) && (args[1]->kind == V_CONST || args[1]->kind == V_TUPLE)) {
+        /* of classes the guards fix, against classes whose check goes by
+           type (their metaclass's, as isinstance() above) */
+        PyObject *cls = args[1]->kind == V_CONST ? Py_NewRef(args[1]->obj) : value_as_constant(t, args[1]);
+        if (cls == NULL)
+            return PyErr_Occurred() ? NULL : (tracer_unsupported(t, false, "issubclass() of these values"), NULL);
+        int r = plain_type_or_tuple(cls) ? PyObject_IsSubclass(args[0]->obj, cls) : -2;
+        Py_DECREF(cls);
+        if (r == -2)
+            return tracer_unsupported(t, false, "issubclass() against a class with its own check"), NULL;
+        return r < 0 ? NULL : new_const(t, PyBool_FromLong(r));
+    }
     if ((strcmp(name, "min") == 0 || strcmp(name, "max") == 0 || strcmp(name, "abs") == 0)
         && nokw && nargs >= 1) {
         if (strcmp(name, "abs") == 0 && nargs == 1 && args[0]->kind == V_TENSOR)
@@ -901,6 +914,15 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
     }
     if (tp == (PyObject *)&PyDict_Type || tp == (PyObject *)&PySet_Type)
         return call_dict_or_set(f, tp, args, nargs, kwnames);
+    if (tp == (PyObject *)&PyODict_Type && nargs == 0) {
+        /* OrderedDict(): read as the dict it is (the hook tables of an
+           nn.Module made while tracing); never handed to the program */
+        Value *d = value_new(t, V_DICT, NULL);
+        if (d == NULL || (d->obj = PyList_New(0)) == NULL)
+            return NULL;
+        d->stands_for = "collections.OrderedDict";
+        return d;
+    }
     if (tr_exception_class_is_plain(tp) && nokw)
         return tr_make_exception(f, tp, args, nargs);
     if (tp == (PyObject *)&PyEnum_Type && nargs == 2 && !nokw && PyTuple_GET_SIZE(kwnames) == 1

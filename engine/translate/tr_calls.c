@@ -933,6 +933,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
             return fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
         }
     }
+    if (callable->kind == V_NEWOBJ)
+        return tr_newobj_call(f, callable, args, nargs, kwnames);
     if (tr_is_partial(callable))
         return tr_call_partial(f, callable, args, nargs, kwnames);
     if (tr_is_lru_wrapper(callable))

@@ -749,3 +749,60 @@ int tr_newobj_merge(TFrame *f, Value *into, Value *o, bool refuse_twice)
     Py_DECREF(keys);
     return rc;
 }
+
+/* Whether the hook dict `name` in attrs (a new module's __dict__) is an
+   empty dict, or absent. */
+static bool attr_dict_empty(Value *attrs, const char *name)
+{
+    for (int i = 0; i < attrs->n; i++)
+        if (PyUnicode_CompareWithASCIIString(PyList_GET_ITEM(attrs->obj, i), name) == 0)
+            return attrs->items[i]->kind == V_DICT && attrs->items[i]->n == 0;
+    return true;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_newobj_call(TFrame *f, Value *o, Value **args, int nargs, PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    PyTypeObject *tp = (PyTypeObject *)o->obj, *mod = tensorlib_nn_module_type();
+    Value *cls = o->items[1];
+    PyObject *call;
+    if (mod == NULL || !PyType_IsSubtype(tp, mod) || cls->src < 0) {
+        if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+            return tracer_unsupported(t, false, "a call of a new %s with keyword arguments",
+                                      tp->tp_name), NULL;
+        return tr_newobj_protocol(f, o, "__call__", args, nargs);
+    }
+    /* an nn.Module made while tracing (nn.Softmax(dim=-1)(x)): its forward
+       inlined, as value_module_forward does for a module the program holds --
+       its own hook dicts are the empty ones its __init__ made */
+    static const char *const own[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                      "_backward_pre_hooks", NULL};
+    Value *attrs = attrs_of(o);
+    bool plain = value_module_call_is_plain(tp, &call);
+    for (int i = 0; plain && own[i]; i++)
+        plain = attr_dict_empty(attrs, own[i]);
+    for (int i = 0; plain && i < attrs->n; i++) {
+        PyObject *k = PyList_GET_ITEM(attrs->obj, i);
+        plain = PyUnicode_CompareWithASCIIString(k, "forward") != 0
+                && (PyUnicode_CompareWithASCIIString(k, "_compiled_call_impl") != 0
+                    || (attrs->items[i]->kind == V_CONST && attrs->items[i]->obj == Py_None));
+    }
+    PyObject *fwd_name = PyUnicode_InternFromString("forward");
+    PyObject *fwd = fwd_name ? _PyType_Lookup(tp, fwd_name) : NULL;        /* borrowed */
+    if (!plain || fwd == NULL || !PyFunction_Check(fwd) || nargs + 1 >= MAX_STACK) {
+        Py_XDECREF(fwd_name);
+        return tracer_break(t, STOP_CALL, "call to a new %s with hooks, an instance forward "
+                            "or a forward not in Python", tp->tp_name), NULL;
+    }
+    Value *fn = value_guard_module_call(t, cls->src, call) < 0 ? NULL
+                : class_attr_value(t, cls, fwd_name);
+    Py_DECREF(fwd_name);
+    if (fn == NULL)
+        return NULL;
+    Value *full[MAX_STACK];
+    full[0] = o;
+    if (nargs > 0)
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+    return tr_call_or_undo(f, fn, full, nargs + 1, kwnames);
+}

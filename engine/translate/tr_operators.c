@@ -142,6 +142,59 @@ static Value *repeat_sequence(Tracer *t, Value *a, Value *b, bool inplace)
 
 /* Apply operator.<opname> to a and b: fold constants, add a node for
    tensors, combine tuples/lists.  NULL when tracing stops. */
+/* v as a sequence the translator can compare item by item: a V_LIST or
+   V_TUPLE (standing for nothing else), or a constant tuple or list, whose
+   items become constant Values.  *is_list says which.  NULL when it is
+   none of them. */
+static Value *as_sequence(Tracer *t, Value *v, bool *is_list)
+{
+    if ((v->kind == V_LIST || v->kind == V_TUPLE) && v->stands_for == NULL && v->tuple_type == NULL) {
+        *is_list = v->kind == V_LIST;
+        return v;
+    }
+    if (v->kind != V_CONST || !(PyTuple_CheckExact(v->obj) || PyList_CheckExact(v->obj)))
+        return NULL;
+    *is_list = PyList_CheckExact(v->obj);
+    Value *out = value_new(t, V_TUPLE, NULL);
+    for (Py_ssize_t i = 0; out != NULL && i < PySequence_Fast_GET_SIZE(v->obj); i++) {
+        Value *c = value_new(t, V_CONST, PySequence_Fast_GET_ITEM(v->obj, i));
+        if (c == NULL || value_append(t, out, c) < 0)
+            out = NULL;
+    }
+    return out;
+}
+
+/* a == b / a != b of two lists or two tuples, as Python compares them:
+   the lengths, then item by item (the same object is equal), each item's
+   answer known while tracing (sizes: decided and guarded).  *handled false
+   (NULL) when a or b is no such sequence.  NULL when tracing stops. */
+static Value *compare_sequences(TFrame *f, const char *opname, Value *a, Value *b, bool *handled)
+{
+    Tracer *t = f->t;
+    bool la, lb;
+    Value *sa = as_sequence(t, a, &la), *sb = sa ? as_sequence(t, b, &lb) : NULL;
+    *handled = sa != NULL && sb != NULL;
+    if (!*handled)
+        return PyErr_Occurred() ? (*handled = true, NULL) : NULL;
+    bool ne = opname[0] == 'n';
+    bool equal = la == lb && sa->n == sb->n;
+    for (int i = 0; equal && i < sa->n; i++) {
+        if (sa->items[i] == sb->items[i])
+            continue;
+        Value *r = tr_apply_binary(f, "eq", "==", sa->items[i], sb->items[i], false);
+        if (r == NULL)
+            return NULL;
+        if (r->kind != V_CONST)
+            return tracer_unsupported(t, false, "%s of sequences whose items are known only when "
+                                      "the graph runs", ne ? "!=" : "=="), NULL;
+        int tv = PyObject_IsTrue(r->obj);
+        if (tv < 0)
+            return NULL;
+        equal = tv;
+    }
+    return new_const(t, PyBool_FromLong(equal != ne));
+}
+
 Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
                        Value *a, Value *b, bool inplace)
 {
@@ -221,6 +274,12 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
         return repeat_sequence(t, a, b, inplace);
     if ((strcmp(opname, "eq") == 0 || strcmp(opname, "ne") == 0) && is_enum_member(a) && is_enum_member(b))
         return compare_enum_members(t, op, opname, a, b);
+    if (strcmp(opname, "eq") == 0 || strcmp(opname, "ne") == 0) {
+        bool handled;
+        Value *r = compare_sequences(f, opname, a, b, &handled);
+        if (handled)
+            return r;
+    }
     /* torch.Size + (n,), (n,) * 2 ...: plain constants (C operators) */
     PyObject *ca = plain_constant_of(a), *cb = ca ? plain_constant_of(b) : NULL;
     if (ca != NULL && cb != NULL) {

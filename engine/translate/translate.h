@@ -411,6 +411,12 @@ Value *value_module_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
    guarded in every place nn.Module looks; -1 when tracing stops. */
 int value_module_has_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
 Value *value_module_forward(Tracer *t, Value *v, bool *handled);
+/* Whether class tp's __call__ (*call, borrowed) is nn.Module.__call__ and
+   nn.Module's global hook dicts are empty now. */
+bool value_module_call_is_plain(PyTypeObject *tp, PyObject **call);
+/* Guard what value_module_call_is_plain relied on, for the class read by
+   accessor cls.  0 / -1. */
+int value_guard_module_call(Tracer *t, int cls, PyObject *call);
 Value *value_module_iter(Tracer *t, Value *v, bool *handled);
 /* v[index] of an nn.Sequential / nn.ModuleList, index a constant int: the
    module, through v._modules (its keys guarded). */

@@ -412,6 +412,11 @@ Value *tr_newobj_call_builtin(TFrame *f, Value *o, PyObject *descr, Value **args
    class's own in Python inlined, or dict's on o's mapping.  NULL when
    tracing stops. */
 Value *tr_newobj_protocol(TFrame *f, Value *o, const char *dunder, Value **args, int nargs);
+/* o(*args) for o a V_NEWOBJ: an nn.Module made while tracing calls its
+   forward (no hooks: its own hook dicts empty, nn.Module's global ones
+   guarded empty; no instance forward), any other class its __call__
+   (tr_newobj_protocol).  NULL when tracing stops. */
+Value *tr_newobj_call(TFrame *f, Value *o, Value **args, int nargs, PyObject *kwnames);
 
 /* DICT_MERGE / DICT_UPDATE of V_NEWOBJ o, a mapping made while tracing (a
    ModelOutput), into `into` (refuse_twice: a call's **): its keys in

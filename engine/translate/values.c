@@ -860,6 +860,33 @@ static bool global_hooks_guarded(Tracer *t)
     return false;
 }
 
+/* (contract: translate.h) */
+int value_guard_module_call(Tracer *t, int cls, PyObject *call)
+{
+    int ca = attr_accessor(t, cls, "__call__");
+    Value *callv = ca < 0 ? NULL : value_from_source(t, ca, call);
+    if (callv == NULL)
+        return -1;
+    if (!global_hooks_guarded(t)) {
+        /* once per entry: every module whose __call__ is this very function
+           (ID_MATCH above) reads the same globals */
+        int ga = attr_accessor(t, ca, "__globals__");
+        if (ga < 0 || guard_hooks_empty(t, ga, global_hook_dicts, true) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* (contract: translate.h) */
+bool value_module_call_is_plain(PyTypeObject *tp, PyObject **call)
+{
+    PyTypeObject *mod = tensorlib_nn_module_type();     /* borrowed */
+    PyObject *module_call = mod ? type_lookup(mod, "__call__") : NULL;
+    *call = type_lookup(tp, "__call__");
+    return module_call != NULL && *call == module_call && PyFunction_Check(*call)
+           && hook_dicts_empty(PyFunction_GET_GLOBALS(*call), global_hook_dicts);
+}
+
 Value *value_module_forward(Tracer *t, Value *m, bool *handled)
 {
     *handled = false;
@@ -889,17 +916,8 @@ Value *value_module_forward(Tracer *t, Value *m, bool *handled)
        hook dicts are empty; m's own hook dicts are empty; m.__dict__ has no
        forward or _compiled_call_impl; type(m).forward is this function */
     int cls = guardset_accessor(t->gs, ACC_TYPE, m->src, 0, NULL, NULL);
-    int ca = cls < 0 ? -1 : attr_accessor(t, cls, "__call__");
-    Value *callv = ca < 0 ? NULL : value_from_source(t, ca, call);
-    if (callv == NULL)
+    if (cls < 0 || value_guard_module_call(t, cls, call) < 0)
         return NULL;
-    if (!global_hooks_guarded(t)) {
-        /* once per entry: every module whose __call__ is this very function
-           (ID_MATCH above) reads the same globals */
-        int ga = attr_accessor(t, ca, "__globals__");
-        if (ga < 0 || guard_hooks_empty(t, ga, global_hook_dicts, true) < 0)
-            return NULL;
-    }
     if (guard_hooks_empty(t, m->src, instance_hook_dicts, false) < 0)
         return NULL;
     PyObject *names[2] = {PyUnicode_FromString("forward"), PyUnicode_FromString("_compiled_call_impl")};
