@@ -933,16 +933,10 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
             return fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
         }
     }
-    if (callable->kind == V_NEWOBJ)
-        return tr_newobj_call(f, callable, args, nargs, kwnames);
-    if (tr_is_partial(callable))
-        return tr_call_partial(f, callable, args, nargs, kwnames);
-    if (tr_is_lru_wrapper(callable))
-        return tr_call_lru_wrapper(f, callable, args, nargs, kwnames);
-    if (callable->kind != V_CONST && callable->obj != NULL && tensorops_is_library_op_type(callable->obj))
-        return tracer_break(t, STOP_CALL, "call of torch.ops %S, which writes an input, draws "
-                            "random numbers or makes sizes from data (by its schema and tags)",
-                            callable->obj), NULL;
+    bool held;
+    Value *got = tr_call_held_object(f, callable, args, nargs, kwnames, &held);
+    if (held)
+        return got;
     if (callable->kind != V_CONST)
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;

@@ -706,3 +706,22 @@ Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObjec
                         "statistics are the program's; a function marked with "
                         "torch._dynamo.assume_constant_result is folded)"), NULL;
 }
+
+/* (contract: translate_int.h) */
+Value *tr_call_held_object(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames,
+                           bool *handled)
+{
+    *handled = true;
+    if (callable->kind == V_NEWOBJ)
+        return tr_newobj_call(f, callable, args, nargs, kwnames);
+    if (tr_is_partial(callable))
+        return tr_call_partial(f, callable, args, nargs, kwnames);
+    if (tr_is_lru_wrapper(callable))
+        return tr_call_lru_wrapper(f, callable, args, nargs, kwnames);
+    if (callable->kind != V_CONST && callable->obj != NULL && tensorops_is_library_op_type(callable->obj))
+        return tracer_break(f->t, STOP_CALL, "call of torch.ops %S, which writes an input, draws "
+                            "random numbers or makes sizes from data (by its schema and tags)",
+                            callable->obj), NULL;
+    *handled = false;
+    return NULL;
+}

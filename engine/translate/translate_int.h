@@ -623,6 +623,12 @@ Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *k
    constant of the graph; any other is a call break (the program may read
    the cache's statistics, cache_info()). */
 bool tr_is_lru_wrapper(Value *v);
+/* callable(*args) for the objects above -- an object made while tracing
+   (tr_newobj_call), a partial, an lru_cache wrapper -- and a torch.ops
+   operator the program holds that is no graph op (a break saying why).
+   *handled false (NULL) for any other callable. */
+Value *tr_call_held_object(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames,
+                           bool *handled);
 Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObject *kwnames);
 /* Whether fn is a Python function marked `_dynamo_marked_constant` (by
    torch._dynamo.assume_constant_result): called once while tracing, on
