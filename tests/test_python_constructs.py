@@ -1918,3 +1918,31 @@ def test_lists_and_tuples_compare_item_by_item_and_issubclass_of_classes_is_know
         np.testing.assert_array_equal(got[0], want[0])
         assert got[1:] == want[1:]
     assert _C.counters()["graph_breaks"] == 0
+
+
+class SkipList:
+    pass
+
+
+SKIPS = SkipList()
+SKIPS.skip = {"a", "b"}
+
+
+def skip_or_scale(x, name):
+    return x * 2 if name not in SKIPS.skip else x * 3
+
+
+def test_membership_in_a_set_the_program_holds_is_guarded_by_its_members():
+    opt, backend = capture(skip_or_scale)
+    x = np.ones(2)
+    try:
+        for change in (None, lambda s: s.add("c"), lambda s: s.discard("a"), None):
+            if change:
+                change(SKIPS.skip)
+            for name in ("a", "c"):
+                np.testing.assert_array_equal(opt(x, name), skip_or_scale(x, name))
+        assert _C.counters()["graph_breaks"] == 0
+        out = dynscope.explain(skip_or_scale)(x, "a")
+        assert any(g.kind == "EQUALS_MATCH" and "skip ==" in g.expr for g in out.out_guards)
+    finally:
+        SKIPS.skip = {"a", "b"}

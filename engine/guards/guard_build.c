@@ -310,7 +310,7 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
         if (expected == NULL || !guard_const_is_simple(expected, 0)) {
             PyErr_Format(PyExc_TypeError,
                          "EQUALS_MATCH needs an int, float, bool, str, bytes, "
-                         "complex, None or a tuple of these, not %.100s",
+                         "complex, None or a tuple or set of these, not %.100s",
                          expected ? Py_TYPE(expected)->tp_name : "NULL");
             return -1;
         }

@@ -36,8 +36,8 @@ is_torch_size(PyObject *o)
 
 /*
  * Whether o is None, or an exact bool, int, float, complex, str or bytes, or
- * an exact tuple of these (or a torch.Size) nested at most MAX_CONST_DEPTH
- * deep.  These are
+ * an exact tuple (or a torch.Size), set or frozenset of these nested at most
+ * MAX_CONST_DEPTH deep.  These are
  * the values EQUALS_MATCH and dict-item accessors accept: their hash and
  * comparison are implemented in C by the interpreter.  Cannot fail.
  */
@@ -50,6 +50,15 @@ guard_const_is_simple(PyObject *o, int depth)
         || t == &PyFloat_Type || t == &PyComplex_Type
         || t == &PyUnicode_Type || t == &PyBytes_Type)
         return true;
+    if ((t == &PySet_Type || t == &PyFrozenSet_Type) && depth < MAX_CONST_DEPTH) {
+        Py_ssize_t pos = 0;
+        PyObject *key;
+        Py_hash_t hash;
+        while (_PySet_NextEntry(o, &pos, &key, &hash))
+            if (!guard_const_is_simple(key, depth + 1))
+                return false;
+        return true;
+    }
     if ((t != &PyTuple_Type && !is_torch_size(o)) || depth >= MAX_CONST_DEPTH)
         return false;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
@@ -113,6 +122,22 @@ guard_const_equal(PyObject *a, PyObject *b)
         for (Py_ssize_t i = 0; i < n; i++)
             if (!guard_const_equal(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i)))
                 return false;
+        return true;
+    }
+    if (t == &PySet_Type || t == &PyFrozenSet_Type) {
+        /* a set of plain constants (tr_contains): the same members */
+        if (PySet_GET_SIZE(a) != PySet_GET_SIZE(b))
+            return false;
+        Py_ssize_t pos = 0;
+        PyObject *key;
+        Py_hash_t hash;
+        while (_PySet_NextEntry(b, &pos, &key, &hash)) {
+            int r = PySet_Contains(a, key);
+            if (r != 1) {
+                PyErr_Clear();
+                return false;
+            }
+        }
         return true;
     }
     return false;               /* None, bool: identity was the test */

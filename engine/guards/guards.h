@@ -106,7 +106,8 @@ typedef enum GuardKind {
     GUARD_ID_MATCH,       /* v is expected                                       */
     GUARD_EQUALS_MATCH,   /* type(v) is type(expected) and v == expected;
                              expected is int/float/bool/str/bytes/complex/None or
-                             a tuple of these (compared in C, never calls Python) */
+                             a tuple, set or frozenset of these (compared in C,
+                             never calls Python) */
     GUARD_TENSOR_MATCH,   /* type, dtype, ndim, shape, strides, and for torch
                              device and requires_grad (see TensorMeta)       */
     GUARD_LIST_LENGTH,    /* type(v) is list and len(v) == length                */

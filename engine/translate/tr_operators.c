@@ -443,6 +443,25 @@ int tr_contains(TFrame *f, Value *a, Value *b)
         }
         return r;
     }
+    if (foldable(a) && b->kind == V_OBJECT && b->src >= 0 && PyAnySet_CheckExact(b->obj)
+        && PySet_GET_SIZE(b->obj) <= 256) {
+        /* key in s, a set the program holds of plain constants: its members
+           guarded (EQUALS_MATCH against a copy) */
+        Py_ssize_t pos = 0;
+        PyObject *key;
+        Py_hash_t hash;
+        bool plain = true;
+        while (plain && _PySet_NextEntry(b->obj, &pos, &key, &hash))
+            plain = value_is_plain_constant(key);
+        PyObject *copy = plain ? (PySet_CheckExact(b->obj) ? PySet_New(b->obj) : PyFrozenSet_New(b->obj)) : NULL;
+        if (copy != NULL) {
+            int rc = guardset_add(f->t->gs, GUARD_EQUALS_MATCH, b->src, copy, 0);
+            Py_DECREF(copy);
+            return rc < 0 ? -1 : PySet_Contains(b->obj, a->obj);
+        }
+        if (PyErr_Occurred())
+            return -1;
+    }
     if (b->kind == V_OBJECT && b->src >= 0 && PyDict_CheckExact(b->obj)) {
         /* key in d, a dict input with keys of several types */
         bool found;
