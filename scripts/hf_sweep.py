@@ -21,7 +21,11 @@ encoder-decoder).  Offline: no weights, no hub.  Then, in that process:
              dynscope.optimize("eager")(forward): the first call's time
              (capture), exactness on it and on a cache hit, per-call time;
   dynamo     torch._dynamo.explain(forward) and torch.compile(forward,
-             backend="eager"), the same measures.
+             backend="eager"), the same measures;
+  time       eager, dynscope's and Dynamo's captured calls timed together:
+             --reps rounds, each calling every one once in turn (the order
+             rotated), the median of each -- so a load that comes and goes
+             on the machine falls on all three alike, and the ratios hold.
 
 Models run BATCH to a process (imports are paid once), each under an alarm
 of --timeout seconds; results go to a JSON-lines file as they come
@@ -179,13 +183,18 @@ def inputs_for(model, cfg) -> dict:
     return kw
 
 
-def _median_call_us(fn, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times) / 1e3
+def _interleaved_us(fns: list, reps: int) -> list:
+    """Median microseconds per call of each of fns, timed in rounds that
+    call each once in turn (order rotated): a load on the machine that comes
+    and goes falls on all of them alike, so their ratios hold."""
+    times = [[] for _ in fns]
+    for r in range(reps):
+        for k in range(len(fns)):
+            i = (k + r) % len(fns)
+            t0 = time.perf_counter_ns()
+            fns[i]()
+            times[i].append(time.perf_counter_ns() - t0)
+    return [statistics.median(t) / 1e3 for t in times]
 
 
 def _tensors(out):
@@ -229,11 +238,11 @@ def measure(model_type: str, reps: int, systems=("dynscope", "dynamo")) -> dict:
         except Exception as exc:
             return {**row, "stage": "eager", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         row["eager_repeats"] = _same(want, forward())   # random in forward: it does not
-        row["eager_us"] = _median_call_us(forward, reps)
         as_compiled = None
+        timed = {"eager": forward}                     # timed together below
         for system in systems:
             try:
-                row[system], first = run_system(system, forward, want, reps)
+                row[system], first, timed[system] = run_system(system, forward, want)
                 if row[system]["equal"] is False:
                     # transformers takes other paths under torch.compile
                     # (is_compiling(), which dynscope answers as Dynamo):
@@ -243,6 +252,18 @@ def measure(model_type: str, reps: int, systems=("dynscope", "dynamo")) -> dict:
                     row[system]["equal_compiled"] = _same(first, as_compiled)
             except Exception as exc:
                 row[system] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        try:
+            us = _interleaved_us(list(timed.values()), reps)
+        except Exception as exc:
+            us = None
+            for system in systems:
+                if system in timed:
+                    row[system] = {"error": f"timing: {type(exc).__name__}: {str(exc)[:200]}"}
+        for name, t in zip(timed, us or ()):
+            if name == "eager":
+                row["eager_us"] = t
+            else:
+                row[name]["us"] = t
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row
 
@@ -256,8 +277,9 @@ def eager_as_compiled(forward):
         return forward()
 
 
-def run_system(system: str, forward, want, reps: int):
-    """(the measures, a dict for JSON; the first captured call's output)."""
+def run_system(system: str, forward, want):
+    """(the measures, a dict for JSON; the first captured call's output;
+    the captured callable, which measure() times beside the others)."""
     import torch
     if system == "dynscope":
         import dynscope
@@ -286,8 +308,7 @@ def run_system(system: str, forward, want, reps: int):
     first = captured()
     out["capture_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
     out["equal"] = _same(first, want) and _same(captured(), want)
-    out["us"] = _median_call_us(captured, reps)
-    return out, first
+    return out, first, captured
 
 
 def batch_worker(types: list, reps: int, timeout: int, systems: tuple) -> None:
@@ -411,7 +432,9 @@ def write_doc(rows: list, path: str, command: str) -> None:
              f"{transformers.__version__}, {os.cpu_count()} cores). Each architecture of "
              "transformers' base-model table, built tiny from its default config (2 layers, width "
              "64, random weights, offline), called with `torch.no_grad()` on inputs made from its "
-             "`main_input_name`; see `scripts/hf_sweep.py` for how.", "",
+             "`main_input_name`. Per-call times: eager, dynscope and Dynamo timed in the same "
+             "rounds, each called once per round in turn, the median of each (a load that comes and "
+             "goes falls on all three alike); see `scripts/hf_sweep.py` for how.", "",
              "## Totals", "",
              "| | count |", "|---|---:|",
              f"| model types in the table | {len(rows)} |",
@@ -479,7 +502,8 @@ def main() -> int:
     ap.add_argument("--types", help="comma-separated model types (default: every one)")
     ap.add_argument("--sample", action="store_true", help="the fixed sample of tests/test_sweep.py")
     ap.add_argument("--fresh", action="store_true", help="forget the earlier results")
-    ap.add_argument("--reps", type=int, default=5, help="calls per time measure")
+    ap.add_argument("--reps", type=int, default=9,
+                    help="rounds of timing (each calls eager, dynscope and Dynamo once, in turn)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per model")
     ap.add_argument("--batch", type=int, default=BATCH, help="models per process")
     ap.add_argument("--results", default=RESULTS, help="the JSON-lines file of results")
