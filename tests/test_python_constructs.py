@@ -1946,3 +1946,23 @@ def test_membership_in_a_set_the_program_holds_is_guarded_by_its_members():
         assert any(g.kind == "EQUALS_MATCH" and "skip ==" in g.expr for g in out.out_guards)
     finally:
         SKIPS.skip = {"a", "b"}
+
+
+def starred_targets(x, xs):
+    a, *b, c = xs
+    first, *rest = (x, x * 2, x * 3)
+    *init, last = [1, 2]
+    (p, *q), r = (x, x), 5
+    return a + c + sum(b) + first + rest[1] + len(init) + last + p + r + len(q), b
+
+
+def test_starred_assignment_targets_are_captured():
+    opt, backend = capture(starred_targets)
+    x = np.ones(2)
+    for xs in ([1.0, 2.0], [1.0, 2.0, 3.0, 4.0]):
+        got, want = opt(x, list(xs)), starred_targets(x, list(xs))
+        np.testing.assert_array_equal(got[0], want[0])
+        assert type(got[1]) is list and got[1] == want[1]
+    assert _C.counters()["graph_breaks"] == 0
+    with pytest.raises(ValueError):                      # too few values: raises as Python does
+        opt(x, [1.0])

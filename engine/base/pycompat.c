@@ -193,6 +193,7 @@ static void decode_op(Instr *in)
     case LIST_TO_TUPLE: in->op = OP_LIST_TO_TUPLE; break;
 #endif
     case UNPACK_SEQUENCE: in->op = OP_UNPACK_SEQUENCE; break;
+    case UNPACK_EX: in->op = OP_UNPACK_EX; break;
     case POP_TOP: in->op = OP_POP_TOP; break;
     case COPY: in->op = OP_COPY; break;
     case SWAP: in->op = OP_SWAP; break;

@@ -324,6 +324,8 @@ typedef enum Op {
     OP_LIST_EXTEND,
     OP_LIST_TO_TUPLE,
     OP_UNPACK_SEQUENCE,
+    OP_UNPACK_EX,             /* a, *b, c = v: oparg low byte the names before the
+                                 star, high byte those after */
     OP_POP_TOP,
     OP_COPY,
     OP_SWAP,

@@ -294,18 +294,35 @@ int tr_op_list_to_tuple(TFrame *f)
     return push(f, tup);
 }
 
-/* UNPACK_SEQUENCE n: push the n items of the top value, last first. */
+/* UNPACK_SEQUENCE n: push the n items of the top value, last first.
+   UNPACK_EX (a, *b, c = v): the items after the star last first, a new
+   list of those the star takes, then the ones before it. */
 int tr_op_unpack_sequence(TFrame *f, const Instr *in)
 {
     Value *it = tr_make_iter(f, pop(f));
     if (it == NULL)
         return -1;
-    if (it->n - it->pos != in->oparg)
-        return tracer_unsupported(f->t, false, "unpacking %d values into %d names",
-                                  it->n - it->pos, in->oparg);
-    for (int i = it->n - 1; i >= it->pos; i--)
+    int left = it->n - it->pos;
+    bool star = in->op == OP_UNPACK_EX;
+    int before = star ? in->oparg & 0xFF : in->oparg, after = star ? in->oparg >> 8 : 0;
+    if (star ? left < before + after : left != before)
+        return tracer_unsupported(f->t, false, "unpacking %d values into %d names%s",
+                                  left, before + after, star ? " and a starred one" : "");
+    for (int i = it->n - 1; i >= it->n - after; i--)
         if (push(f, it->items[i]) < 0)
             return -1;
+    if (star) {
+        Value *rest = value_new(f->t, V_LIST, NULL);
+        for (int i = it->pos + before; rest != NULL && i < it->n - after; i++)
+            if (value_append(f->t, rest, it->items[i]) < 0)
+                return -1;
+        if (rest == NULL || push(f, rest) < 0)
+            return -1;
+    }
+    for (int i = it->pos + before - 1; i >= it->pos; i--)
+        if (push(f, it->items[i]) < 0)
+            return -1;
+    it->pos = it->n;                                  /* consumed */
     return 0;
 }
 

@@ -240,7 +240,7 @@ static bool generator_consumed_at_once(TFrame *f, const Instr *in, int depth)
             return false;
         instr_decode(&f->bc, next.next, &next);
     } while (next.op == OP_NOP);
-    if (next.op == OP_UNPACK_SEQUENCE)
+    if (next.op == OP_UNPACK_SEQUENCE || next.op == OP_UNPACK_EX)
         return true;                       /* a, b = (... for ...): every item, at once */
     if (next.op != OP_CALL || next.oparg != 1 || f->kwnames != NULL || f->sp < depth + 2)
         return false;
@@ -835,6 +835,7 @@ resume:
             rc = tr_op_list_to_tuple(f);
             break;
         case OP_UNPACK_SEQUENCE:
+        case OP_UNPACK_EX:
             rc = tr_op_unpack_sequence(f, &in);
             break;
         case OP_POP_TOP:
