@@ -1966,3 +1966,21 @@ def test_starred_assignment_targets_are_captured():
     assert _C.counters()["graph_breaks"] == 0
     with pytest.raises(ValueError):                      # too few values: raises as Python does
         opt(x, [1.0])
+
+
+def merge_options(x, d):
+    e = {"a": x, "b": 2} | d
+    e |= {"z": 3}
+    c = d.copy()
+    c["new"] = 1
+    return e["a"] * e["b"] + e["z"], list(e), c, d
+
+
+def test_dict_union_and_copy_are_captured():
+    opt, backend = capture(merge_options)
+    x = np.ones(2)
+    for d in ({"b": 5.0}, {"c": 1.0}):
+        got, want = opt(x, dict(d)), merge_options(x, dict(d))
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:] and got[2] is not got[3]
+    assert _C.counters()["graph_breaks"] == 0

@@ -359,6 +359,17 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
         if (handled)
             return r;
     }
+    if (self->kind == V_DICT && self->stands_for == NULL && nargs == 1
+        && PyUnicode_CompareWithASCIIString(name, "copy") == 0) {
+        /* d.copy(): a new dict of the same items, this frame's own */
+        Value *c = value_new(t, V_DICT, NULL);
+        if (c == NULL || (c->obj = PyList_New(0)) == NULL)
+            return NULL;
+        for (int i = 0; i < self->n; i++)
+            if (tr_dict_set_item(t, c, PyList_GET_ITEM(self->obj, i), self->items[i]) < 0)
+                return NULL;
+        return c;
+    }
     if (self->kind == V_DICT && PyUnicode_CompareWithASCIIString(name, "get") == 0
         && (nargs == 2 || nargs == 3)) {
         /* d.get(key[, default]): the keys are known (an input dict's are

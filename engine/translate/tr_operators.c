@@ -269,6 +269,27 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
             return list_becomes(t, a, out);     /* list += : the same list object, extended */
         return out;
     }
+    if (strcmp(opname, "or_") == 0 && a->kind == V_DICT && b->kind == V_DICT
+        && a->stands_for == NULL && b->stands_for == NULL && !(inplace && a->src >= 0)) {
+        /* a | b of dicts: a's items, then b's over them; a |= b: into a */
+        Value *out = a;
+        if (!inplace) {
+            out = value_new(t, V_DICT, NULL);
+            if (out == NULL || (out->obj = PyList_New(0)) == NULL)
+                return NULL;
+        }
+        else if (tracer_note_snapshot(t, a) < 0 || tracer_check_iterated(t, a, -1) < 0) {
+            return NULL;
+        }
+        for (int p = inplace ? 1 : 0; p < 2; p++) {
+            Value *d = p ? b : a;
+            int n = d->n;
+            for (int i = 0; i < n; i++)
+                if (tr_dict_set_item(t, out, PyList_GET_ITEM(d->obj, i), d->items[i]) < 0)
+                    return NULL;
+        }
+        return out;
+    }
     if (strcmp(opname, "mul") == 0 && (a->kind == V_LIST || a_tuple || b->kind == V_LIST || b_tuple)
         && !a->stands_for && !b->stands_for)   /* (torch.Size, a dict view: their own rules) */
         return repeat_sequence(t, a, b, inplace);
