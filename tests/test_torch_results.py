@@ -210,3 +210,22 @@ def test_a_module_made_in_the_function_that_the_program_keeps_is_built_for_real(
     got = dynscope.optimize("eager")(f)(x)
     assert torch.equal(got, torch.relu(x) + 1) and isinstance(h.act, torch.nn.ReLU)
     assert torch.equal(h.act(-x), torch.relu(-x))
+
+
+class _Registered(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pe", torch.ones(3))
+
+    def forward(self, x):
+        # torch's own Module.__setattr__ asks so, before it registers a buffer
+        same = getattr(self.register_buffer, "__func__", None) is torch.nn.Module.register_buffer
+        return (x + self.pe if same else x), getattr(self.forward, "__self__", None) is self
+
+
+def test_a_bound_methods_function_and_receiver_are_read_in_the_graph():
+    m, x = _Registered(), torch.ones(3)
+    out = dynscope.explain(m)(x)
+    assert (out.graph_count, out.graph_break_count, out.skipped) == (1, 0, []), _reasons(out)
+    got = dynscope.optimize("eager")(m)(x)
+    assert torch.equal(got[0], torch.full((3,), 2.0)) and got[1] is True

@@ -305,6 +305,16 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
             return r == NULL || dflt ? r : new_const(t, Py_NewRef(Py_True));
         return dflt ? dflt : new_const(t, Py_NewRef(Py_False));
     }
+    if (v->kind == V_BOUND && dflt != NULL && (PyUnicode_CompareWithASCIIString(name, "__func__") == 0
+                                               || PyUnicode_CompareWithASCIIString(name, "__self__") == 0)) {
+        /* getattr(obj.method, "__func__", None): the class's function, as
+           the generic lookup finds it (guarded so); "__self__": obj */
+        if (PyUnicode_CompareWithASCIIString(name, "__self__") == 0)
+            return v->items[0];
+        Value *bf = tr_bound_as_function(f, v);
+        return bf == NULL ? NULL : bf->kind == V_BOUNDFN ? bf->items[0]
+               : (tracer_unsupported(t, false, "getattr() of a method's __func__ found this way"), NULL);
+    }
     if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
         return tracer_unsupported(t, false, "%s() of a value no accessor reaches",
                                   dflt ? "getattr" : "hasattr"), NULL;
