@@ -229,3 +229,28 @@ def test_a_bound_methods_function_and_receiver_are_read_in_the_graph():
     assert (out.graph_count, out.graph_break_count, out.skipped) == (1, 0, []), _reasons(out)
     got = dynscope.optimize("eager")(m)(x)
     assert torch.equal(got[0], torch.full((3,), 2.0)) and got[1] is True
+
+
+class _WithClassmethod(torch.nn.Module):
+    scale = 2.0
+
+    @classmethod
+    def merge(cls, x):
+        return x * cls.scale
+
+    def forward(self, x):
+        return self.merge(x) + 1
+
+
+def test_a_classmethod_read_through_a_module_is_called_in_the_graph():
+    # gpt_neox_japanese's self._merge_heads, pegasus_x's self.pad_local_tokens
+    m, x = _WithClassmethod(), torch.ones(3)
+    out = dynscope.explain(m)(x)
+    assert (out.graph_count, out.graph_break_count, out.skipped) == (1, 0, []), _reasons(out)
+    opt = dynscope.optimize("eager")(m)
+    assert torch.equal(opt(x), torch.full((3,), 3.0))
+    try:
+        _WithClassmethod.scale = 5.0                 # the class it binds is read again
+        assert torch.equal(opt(x), torch.full((3,), 6.0))
+    finally:
+        _WithClassmethod.scale = 2.0

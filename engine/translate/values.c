@@ -762,9 +762,11 @@ Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
             return NULL;
         if (PyFunction_Check(cls_attr))
             return bound_method(t, base, name);
-        if (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type)) {
+        if (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type) || Py_IS_TYPE(cls_attr, &PyClassMethod_Type)) {
             /* self.helper of a staticmethod: the plain function, as
-               type(self).helper reads it */
+               type(self).helper reads it; of a classmethod: the method bound
+               to the class, as it reads that (its __func__ and __self__ read
+               through it when it is called) */
             int ca = guardset_accessor(t->gs, ACC_TYPE, base->src, 0, NULL, NULL);
             int fa = ca < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ca, 0, name, NULL);
             PyObject *fn = PyObject_GetAttr((PyObject *)tp, name);
