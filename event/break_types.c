@@ -322,6 +322,8 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"its meta kernel gives other sizes", T_DATA_SHAPE},
     {"^call of torch.ops ", T_OPAQUE_CALL},
     {"^next() of an exhausted iterator", T_RAISES},
+    {"() inside a torch state manager entered while tracing", T_CONTEXT_MANAGER},
+    {"() raises on these arguments", T_RAISES},
     {", whose result is marked constant, returned", T_NOT_CONSTANT},
     {", whose result is a constant, with arguments", T_NOT_CONSTANT},
     {", whose result is a constant, raises", T_RAISES},

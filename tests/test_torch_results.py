@@ -254,3 +254,30 @@ def test_a_classmethod_read_through_a_module_is_called_in_the_graph():
         assert torch.equal(opt(x), torch.full((3,), 6.0))
     finally:
         _WithClassmethod.scale = 2.0
+
+
+def _autocast_branch(x):
+    if torch.is_autocast_enabled("cpu"):
+        return x * 2
+    return x + torch.ones(1, dtype=torch.get_autocast_dtype("cpu")).float()
+
+
+def test_a_read_of_autocast_state_is_folded_under_a_guard_on_it():
+    x = torch.ones(3)
+    out = dynscope.explain(_autocast_branch)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    exprs = [g.expr for g in out.out_guards if g.kind == "STATE_QUERY"]
+    assert "torch.is_autocast_enabled('cpu') == False" in exprs, exprs
+    opt = dynscope.optimize("eager")(_autocast_branch)
+    assert torch.equal(opt(x), _autocast_branch(x))
+    with torch.autocast("cpu"):                      # the guard fails: the other branch
+        assert torch.equal(opt(x), torch.full((3,), 2.0))
+    assert torch.equal(opt(x), torch.full((3,), 2.0))  # bfloat16's 1 + 1, back outside
+
+
+def test_a_read_of_autocast_state_inside_autocast_entered_by_the_code_runs_eagerly():
+    def f(x):
+        with torch.autocast("cpu"):
+            return x * 2 if torch.is_autocast_enabled("cpu") else x
+    x = torch.ones(3)
+    assert torch.equal(dynscope.optimize("eager")(f)(x), f(x))

@@ -233,7 +233,7 @@ kind_is_structural(GuardKind k)
 static inline bool
 kind_is_global(GuardKind k)
 {
-    return k == GUARD_BACKEND_MATCH || k == GUARD_GRAD_MODE;
+    return k == GUARD_BACKEND_MATCH || k == GUARD_GRAD_MODE || k == GUARD_STATE_QUERY;
 }
 
 /* The first structural guard on the nearest strict ancestor of acc that has
@@ -362,6 +362,12 @@ guard_validate(const GuardSet *gs, Guard *g, PyObject *expected, Py_ssize_t leng
             return -1;
         }
         break;
+    case GUARD_STATE_QUERY:
+        if (expected == NULL || !PyTuple_CheckExact(expected) || PyTuple_GET_SIZE(expected) != 3
+            || !PyCFunction_Check(PyTuple_GET_ITEM(expected, 0))
+            || !PyTuple_CheckExact(PyTuple_GET_ITEM(expected, 1)))
+            goto out_type;
+        break;
     case GUARD_DICT_LACKS:
         /* a simple constant (a name), or a key hashed and compared by
            identity, in C (held weakly when it can be): copyreg's
@@ -399,6 +405,8 @@ guard_same(const Guard *e, const Guard *g, const TensorMeta *tm)
     case GUARD_DICT_LACKS:
     case GUARD_SIZES_HOLD:
         return guard_const_equal(e->expected, g->expected);
+    case GUARD_STATE_QUERY:
+        return PyObject_RichCompareBool(e->expected, g->expected, Py_EQ) == 1 || (PyErr_Clear(), false);
     case GUARD_TENSOR_MATCH:
         return guard_tensor_meta_equal(e->tensor, tm);
     default:

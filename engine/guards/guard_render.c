@@ -34,6 +34,7 @@ static const char *const guard_kind_names[GUARD__COUNT] = {
     [GUARD_DICT_LACKS] = "DICT_LACKS",
     [GUARD_DICT_EMPTY] = "DICT_EMPTY",
     [GUARD_GRAD_MODE] = "GRAD_MODE",
+    [GUARD_STATE_QUERY] = "STATE_QUERY",
     [GUARD_BACKEND_MATCH] = "BACKEND_MATCH",
     [GUARD_SAME_AS] = "SAME_AS",
     [GUARD_NOT_SAME_AS] = "NOT_SAME_AS",
@@ -450,6 +451,8 @@ render_guard_text(const GuardSet *gs, const Guard *g, PyObject *src)
         return PyUnicode_FromFormat("len(%U) == 0", src);
     case GUARD_GRAD_MODE:
         return PyUnicode_FromFormat("%U == %s", src, g->expected == Py_True ? "True" : "False");
+    case GUARD_STATE_QUERY:
+        return PyUnicode_FromFormat("%U == %R", src, PyTuple_GET_ITEM(g->expected, 2));
     case GUARD_BACKEND_MATCH:
         if ((d = describe_ref(g->expected)) == NULL)
             return NULL;
@@ -470,6 +473,16 @@ guard_source_ref(const GuardSet *gs, const Guard *g)
 {
     if (g->kind == GUARD_GRAD_MODE)
         return PyUnicode_FromString("torch.is_grad_enabled()");
+    if (g->kind == GUARD_STATE_QUERY) {
+        /* torch.is_autocast_enabled('cpu') */
+        PyObject *fn = PyTuple_GET_ITEM(g->expected, 0), *args = PyTuple_GET_ITEM(g->expected, 1);
+        PyObject *shown = PyTuple_GET_SIZE(args) == 1 ? PyObject_Repr(PyTuple_GET_ITEM(args, 0))
+                          : PyTuple_GET_SIZE(args) == 0 ? PyUnicode_FromString("") : PyObject_Repr(args);
+        PyObject *r = shown ? PyUnicode_FromFormat("torch.%s(%U)", ((PyCFunctionObject *)fn)->m_ml->ml_name,
+                                                   shown) : NULL;
+        Py_XDECREF(shown);
+        return r;
+    }
     if (g->acc < 0)
         return PyUnicode_FromString("backend");
     return guardset_render_source(gs, g->acc);
@@ -627,6 +640,13 @@ guard_failure_render(const GuardSet *gs, int gi, const FrameView *fv, PyObject *
     if (g->kind == GUARD_BACKEND_MATCH) {
         *expr = render_guard_with(gs, g, src);
         *observed = backend ? describe_ref(backend) : PyUnicode_FromString("<none>");
+        goto out;
+    }
+    if (g->kind == GUARD_STATE_QUERY) {
+        PyObject *now = PyObject_Call(PyTuple_GET_ITEM(g->expected, 0), PyTuple_GET_ITEM(g->expected, 1), NULL);
+        *expr = render_guard_with(gs, g, src);
+        *observed = now ? PyObject_Repr(now) : (PyErr_Clear(), PyUnicode_FromString("<unreadable>"));
+        Py_XDECREF(now);
         goto out;
     }
     if (g->kind == GUARD_GRAD_MODE) {

@@ -437,6 +437,20 @@ grad_mode_matches(PyObject *expected)
     return guard_grad_mode_now() == expected;
 }
 
+/* GUARD_STATE_QUERY: fn(*args) gives result again.  Cannot fail. */
+static bool
+state_query_holds(PyObject *expected)
+{
+    PyObject *now = PyObject_Call(PyTuple_GET_ITEM(expected, 0), PyTuple_GET_ITEM(expected, 1), NULL);
+    PyObject *want = PyTuple_GET_ITEM(expected, 2);
+    bool same = now != NULL && (now == want || (Py_TYPE(now) == Py_TYPE(want)
+                                                && guard_const_is_simple(want, 0)
+                                                && guard_const_equal(now, want)));
+    Py_XDECREF(now);
+    PyErr_Clear();
+    return same;
+}
+
 /* GUARD_SIZES_HOLD: whether the relation of sizes in expected holds
    (guards.h).  Cannot fail: a value that is no tensor fails it. */
 static bool
@@ -498,6 +512,8 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return backend == g->expected;
     if (g->kind == GUARD_GRAD_MODE)
         return grad_mode_matches(g->expected);
+    if (g->kind == GUARD_STATE_QUERY)
+        return state_query_holds(g->expected);
     if (g->kind == GUARD_SIZES_HOLD)
         return sizes_hold(gs, g->expected, fv, vals);
     if ((v = value_of(gs, g->acc, fv, vals)) == NULL)
@@ -542,6 +558,7 @@ guard_passes(const GuardSet *gs, const Guard *g, const FrameView *fv,
         return PyType_Check(v) && _PyType_Lookup((PyTypeObject *)v, g->expected) == NULL;
     case GUARD_BACKEND_MATCH:
     case GUARD_GRAD_MODE:
+    case GUARD_STATE_QUERY:
     case GUARD_SIZES_HOLD:
     case GUARD__COUNT:
         break;

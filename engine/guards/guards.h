@@ -129,6 +129,11 @@ typedef enum GuardKind {
                              one): two slots hold one object               */
     GUARD_GRAD_MODE,      /* torch.is_grad_enabled() is expected (Py_True or
                              Py_False; accessor unused, -1) */
+    GUARD_STATE_QUERY,    /* expected is (fn, args, result): fn(*args) is (or,
+                             for a number, equals) result -- fn one of torch's
+                             readers of global state, a C function
+                             (torch.is_autocast_enabled('cpu')); accessor
+                             unused, -1 */
     GUARD_NOT_SAME_AS,    /* v is not the value of accessor `length` (an earlier
                              one): a plan writes an attribute of one object
                              and reads the same name of the other */
@@ -179,8 +184,8 @@ typedef struct TensorMeta {
 
 typedef struct Guard {
     GuardKind kind;
-    int acc;               /* accessor index, -1 for GUARD_BACKEND_MATCH and
-                              GUARD_GRAD_MODE */
+    int acc;               /* accessor index, -1 for GUARD_BACKEND_MATCH,
+                              GUARD_GRAD_MODE and GUARD_STATE_QUERY */
     int requires;          /* index of a guard that must pass before this one runs
                               (the TYPE/ID guard of the accessor's base), or -1 */
     PyObject *expected;    /* strong: see GuardKind; NULL when unused -- but

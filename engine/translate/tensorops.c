@@ -115,6 +115,13 @@ static const char *const torch_fold_function_names[] = {
     "numel", NULL,
 };
 
+/* Readers of torch's global state (autocast) whose answer a translation
+   folds, guarded (STATE_QUERY): C functions, cheap to call again. */
+static const char *const torch_state_query_names[] = {
+    "is_autocast_enabled", "get_autocast_dtype", "is_autocast_cache_enabled",
+    "is_autocast_cpu_enabled", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", NULL,
+};
+
 /* Public names that are not graph ops, beyond the prefix rules. */
 static const char *const torch_denied_function_names[] = {
     /* random inside Python code of torch's own (not one op) */
@@ -425,6 +432,7 @@ static int load_torch(PyObject *torch)
     tensorops_rules.torch_fold_functions = PySet_New(NULL);
     tensorops_rules.torch_training_rule = PyDict_New();
     tensorops_rules.torch_random_functions = PySet_New(NULL);
+    tensorops_rules.torch_state_queries = PySet_New(NULL);
     tensorops_rules.torch_random_methods = name_set(torch_random_method_names);
     tensorops_rules.torch_inplace_methods = PySet_New(NULL);
     tensorops_rules.torch_known_results = PyDict_New();
@@ -470,7 +478,9 @@ static int load_torch(PyObject *torch)
     if (tensorops_rules.pure_functions == NULL && (tensorops_rules.pure_functions = PySet_New(NULL)) == NULL)
         return -1;
     if (add_torch_namespace(torch) < 0 || add_functions(tensorops_rules.torch_fold_functions, torch,
-                                                        torch_fold_function_names) < 0)
+                                                        torch_fold_function_names) < 0
+        || tensorops_rules.torch_state_queries == NULL
+        || add_functions(tensorops_rules.torch_state_queries, torch, torch_state_query_names) < 0)
         return -1;
     for (int i = 0; namespaces[i]; i++) {
         PyObject *m = tensorlib_loaded_module_ref(namespaces[i]);

@@ -670,3 +670,46 @@ out:
     Py_XDECREF(result);
     return v;
 }
+
+/* (contract: translate.h) */
+Value *tensorops_state_query(Tracer *t, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                             bool *handled)
+{
+    *handled = tensorops_rules.torch_state_queries != NULL
+               && PyCFunction_Check(fn) && PySet_Contains(tensorops_rules.torch_state_queries, fn) == 1;
+    if (!*handled)
+        return NULL;
+    if (t->state_modes != NULL && PyList_GET_SIZE(t->state_modes) > 0)
+        /* the guard reads the state where the frame starts, not inside a
+           manager the traced code entered */
+        return tracer_break(t, STOP_CALL, "%s() inside a torch state manager entered while tracing",
+                            ((PyCFunctionObject *)fn)->m_ml->ml_name), NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        return tracer_unsupported(t, false, "keyword arguments to %s()",
+                                  ((PyCFunctionObject *)fn)->m_ml->ml_name), NULL;
+    PyObject *cargs = PyTuple_New(nargs), *r = NULL, *expected = NULL;
+    for (int i = 0; cargs != NULL && i < nargs; i++) {
+        if (!foldable(args[i])) {
+            Py_DECREF(cargs);
+            return tracer_unsupported(t, false, "%s() of values that are not constants",
+                                      ((PyCFunctionObject *)fn)->m_ml->ml_name), NULL;
+        }
+        PyTuple_SET_ITEM(cargs, i, Py_NewRef(args[i]->obj));
+    }
+    r = cargs ? PyObject_Call(fn, cargs, NULL) : NULL;
+    if (r == NULL && cargs != NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        Py_DECREF(cargs);
+        return tracer_break(t, STOP_CALL, "%s() raises on these arguments",
+                            ((PyCFunctionObject *)fn)->m_ml->ml_name), NULL;
+    }
+    expected = r ? PyTuple_Pack(3, fn, cargs, r) : NULL;
+    Py_XDECREF(cargs);
+    if (expected == NULL || guardset_add(t->gs, GUARD_STATE_QUERY, -1, expected, 0) < 0) {
+        Py_XDECREF(expected);
+        Py_XDECREF(r);
+        return NULL;
+    }
+    Py_DECREF(expected);
+    return new_const(t, r);            /* takes r */
+}

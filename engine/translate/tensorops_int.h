@@ -39,6 +39,8 @@ typedef struct TensorRules {
     PyObject *torch_training_rule; /* dict fn -> (arg name, position, default): random
                                              unless that argument is False */
     PyObject *torch_random_functions; /* set: torch functions that always draw */
+    PyObject *torch_state_queries; /* set: readers of torch's global state folded
+                                      with a STATE_QUERY guard (tensorops_call.c) */
     PyObject *torch_random_methods; /* set of torch.Tensor method names that draw */
     PyObject *torch_inplace_methods; /* set of in-place torch.Tensor method names
                                               (tr_inplace_method_allowed) */

@@ -955,6 +955,10 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     PyObject *known = tensorops_known_result(fn);
     if (known == Py_Ellipsis)
         return fold_call(f, fn, args, nargs, kwnames);   /* a log call: once, while tracing */
+    bool query;
+    Value *answer = tensorops_state_query(t, fn, args, nargs, kwnames, &query);
+    if (query)
+        return answer;
     if (known != NULL && nargs == 0)
         return value_new(t, V_CONST, known);
     if (tr_is_inspect_signature(fn) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))

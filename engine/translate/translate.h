@@ -545,6 +545,13 @@ bool tensorops_is_library_op_type(PyObject *fn);
    dtypes; -1 when not (a call break saying why) or on an error. */
 int tensorops_library_op_sizes(Tracer *t, PyObject *op, const char *hint, PyObject *eargs,
                                PyObject *ekw, PyObject *result);
+/* fn(*args) for fn one of torch's readers of global state (autocast's
+   is_autocast_enabled, get_autocast_dtype ...): called now, on constants,
+   its answer a constant guarded to stay (STATE_QUERY); a call break inside
+   a state manager the traced code entered.  *handled false (NULL) for any
+   other fn. */
+Value *tensorops_state_query(Tracer *t, PyObject *fn, Value **args, int nargs, PyObject *kwnames,
+                             bool *handled);
 /* Whether tp is a struct sequence every field of which is named and in
    the sequence (torch.return_types.topk, sort, max ...): tp(tuple) makes
    one back from its items.  Its field `name`'s index, or -1 (no error). */
