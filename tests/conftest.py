@@ -80,6 +80,11 @@ skip_transformers_under_asan = pytest.mark.skipif(
     "throwing and catching a C++ exception; under make asan's preloaded ASan runtime "
     "__cxa_throw has no interceptor target and the process aborts")
 
+skip_torch_throw_under_asan = pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""), reason="the test makes torch's dispatcher "
+    "throw a C++ exception (a custom op's kernel raising, a meta kernel missing); under make "
+    "asan's preloaded ASan runtime __cxa_throw has no interceptor target and the process aborts")
+
 skip_dynamo_under_asan = pytest.mark.skipif(
     _TRITON_UNDER_ASAN, reason="the Python it starts imports torch._dynamo, which imports "
     "triton, whose import throws a C++ exception; under make asan's preloaded ASan runtime "

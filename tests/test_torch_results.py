@@ -4,7 +4,7 @@ torch.ops (torch.library custom ops, aten's overloads) as graph ops, their
 sizes checked by their meta kernels.  Skipped without torch."""
 import pytest
 
-from conftest import TORCH_SKIP_REASON
+from conftest import TORCH_SKIP_REASON, skip_torch_throw_under_asan
 
 torch = pytest.importorskip("torch", reason=TORCH_SKIP_REASON, exc_type=ImportError)
 
@@ -117,6 +117,7 @@ def test_an_overload_of_aten_is_a_graph_op():
     assert torch.equal(dynscope.optimize("eager")(f)(x), f(x))
 
 
+@skip_torch_throw_under_asan
 def test_a_custom_op_whose_sizes_need_data_or_that_has_no_meta_kernel_breaks():
     def f(x):
         return torch.ops.dynscope_test.positives(x).sum() + 1
