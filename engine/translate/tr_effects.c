@@ -390,6 +390,15 @@ Value *tr_instance_dict_after_writes(Tracer *t, Value *obj, Value *d)
 }
 
 /* (contract: translate_int.h) */
+bool tr_dict_has_item_writes(Tracer *t, Value *d)
+{
+    for (int i = 0; d != NULL && d->kind == V_DICT && d->real != NULL && i < t->nwrites; i++)
+        if (t->writes[i].item && t->writes[i].target->real == d->real)
+            return true;
+    return false;
+}
+
+/* (contract: translate_int.h) */
 bool tr_has_writes(Tracer *t, PyObject *obj)
 {
     for (int i = 0; i < t->nwrites; i++)

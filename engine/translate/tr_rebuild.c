@@ -106,8 +106,26 @@ static bool reads_seq(const Value *it)
        eagerly if an eager step changes the dict's size;
      - enumerate() or zip() over any of those: a real one (RB_DERIVED).
    0 / -1. */
+/* Whether iterator it reads a dict the program can see whose recorded
+   item writes the real dict does not have yet (see below). */
+static bool iter_reads_written_dict(Tracer *t, Value *it)
+{
+    if (it->seq != NULL && tr_dict_has_item_writes(t, it->seq))
+        return true;
+    for (int k = 0; it->srcs != NULL && k < it->srcs->n; k++)
+        if (iter_reads_written_dict(t, it->srcs->items[k]))
+            return true;
+    return false;
+}
+
 static int make_rebuild_iter(Tracer *t, Outputs *o, Value *it, int from, bool live, Rebuild *rb)
 {
+    /* the plan makes live iterators before it replays the writes (their
+       values may be objects it builds): one over a dict written while
+       tracing would walk the items it had before */
+    if (iter_reads_written_dict(t, it))
+        return tracer_unsupported(t, false, "a loop over a dict the program can see, after "
+                                  "writes into it, held across a break");
     if (it->reversed_of != NULL)      /* an eager step could change the list it reads */
         return tracer_unsupported(t, false, "a reversed() iterator over a list, held across a break");
     int left = it->n - from;
@@ -234,6 +252,10 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
     else if (v->kind == V_ITER && v->reversed_of != NULL) {
         /* an eager step, or the program, could change the list it reads */
         return tracer_unsupported(t, false, "a reversed() iterator over a list, held across a break");
+    }
+    else if (v->kind == V_ITER && iter_reads_written_dict(t, v)) {
+        return tracer_unsupported(t, false, "a loop over a dict the program can see, after "
+                                  "writes into it, held across a break");
     }
     else if (v->kind == V_ITER && v->escapes) {
         /* iter() of a real iterator (or of the rows / items left) */

@@ -522,6 +522,11 @@ int tr_note_dictsub_read(Tracer *t, Value *d);
 Value *tr_instance_dict_after_writes(Tracer *t, Value *obj, Value *d);
 /* Whether a write to concrete object obj is recorded. */
 bool tr_has_writes(Tracer *t, PyObject *obj);
+/* Whether item writes (or deletes) into d, a dict the program can see,
+   are recorded: replayed after the graph, they are not in the real dict
+   yet.  An iterator over it rebuilt for the program would walk the old
+   items (tr_rebuild.c refuses it). */
+bool tr_dict_has_item_writes(Tracer *t, Value *d);
 /* Drop the writes recorded after the first `mark`; free them all. */
 void tr_writes_truncate(Tracer *t, int mark);
 void tr_writes_free(Tracer *t);
