@@ -1984,3 +1984,26 @@ def test_dict_union_and_copy_are_captured():
         np.testing.assert_array_equal(got[0], want[0])
         assert got[1:] == want[1:] and got[2] is not got[3]
     assert _C.counters()["graph_breaks"] == 0
+
+
+def pop_then_loop(x, slotstate, obj):
+    g = slotstate.pop("__globals__")
+    y = x * 2
+    for k, v in slotstate.items():
+        setattr(obj, k, v)                # on a function: an eager step inside the loop
+    return y, g
+
+
+def test_a_loop_over_a_dict_after_pops_from_it_walks_what_is_left():
+    # found by attrs' suite under --capture-all (cloudpickle's
+    # _function_setstate): the pop is replayed after the graph, so a loop
+    # begun after it must not be handed to the program over the old items
+    opt, _ = capture(pop_then_loop)
+    for _ in range(3):
+        d = {"__globals__": 1, "a": 1, "b": 2}
+
+        def target():
+            pass
+        y, g = opt(np.ones(2), d, target)
+        np.testing.assert_array_equal(y, np.full(2, 2.0))
+        assert (g, d, target.__dict__) == (1, {"a": 1, "b": 2}, {"a": 1, "b": 2})
