@@ -51,13 +51,16 @@ guard_const_is_simple(PyObject *o, int depth)
         || t == &PyUnicode_Type || t == &PyBytes_Type)
         return true;
     if ((t == &PySet_Type || t == &PyFrozenSet_Type) && depth < MAX_CONST_DEPTH) {
-        Py_ssize_t pos = 0;
-        PyObject *key;
-        Py_hash_t hash;
-        while (_PySet_NextEntry(o, &pos, &key, &hash))
-            if (!guard_const_is_simple(key, depth + 1))
-                return false;
-        return true;
+        /* (iterating a set of these runs no Python code) */
+        PyObject *it = PyObject_GetIter(o), *key;
+        bool simple = it != NULL;
+        while (simple && (key = PyIter_Next(it)) != NULL) {
+            simple = guard_const_is_simple(key, depth + 1);
+            Py_DECREF(key);
+        }
+        Py_XDECREF(it);
+        PyErr_Clear();
+        return simple;
     }
     if ((t != &PyTuple_Type && !is_torch_size(o)) || depth >= MAX_CONST_DEPTH)
         return false;
@@ -128,17 +131,15 @@ guard_const_equal(PyObject *a, PyObject *b)
         /* a set of plain constants (tr_contains): the same members */
         if (PySet_GET_SIZE(a) != PySet_GET_SIZE(b))
             return false;
-        Py_ssize_t pos = 0;
-        PyObject *key;
-        Py_hash_t hash;
-        while (_PySet_NextEntry(b, &pos, &key, &hash)) {
-            int r = PySet_Contains(a, key);
-            if (r != 1) {
-                PyErr_Clear();
-                return false;
-            }
+        PyObject *it = PyObject_GetIter(b), *key;
+        bool same = it != NULL;
+        while (same && (key = PyIter_Next(it)) != NULL) {
+            same = PySet_Contains(a, key) == 1;
+            Py_DECREF(key);
         }
-        return true;
+        Py_XDECREF(it);
+        PyErr_Clear();
+        return same;
     }
     return false;               /* None, bool: identity was the test */
 }

@@ -468,12 +468,15 @@ int tr_contains(TFrame *f, Value *a, Value *b)
         && PySet_GET_SIZE(b->obj) <= 256) {
         /* key in s, a set the program holds of plain constants: its members
            guarded (EQUALS_MATCH against a copy) */
-        Py_ssize_t pos = 0;
-        PyObject *key;
-        Py_hash_t hash;
-        bool plain = true;
-        while (plain && _PySet_NextEntry(b->obj, &pos, &key, &hash))
+        PyObject *it = PyObject_GetIter(b->obj), *key;
+        bool plain = it != NULL;
+        while (plain && (key = PyIter_Next(it)) != NULL) {
             plain = value_is_plain_constant(key);
+            Py_DECREF(key);
+        }
+        Py_XDECREF(it);
+        if (PyErr_Occurred())
+            return -1;
         PyObject *copy = plain ? (PySet_CheckExact(b->obj) ? PySet_New(b->obj) : PyFrozenSet_New(b->obj)) : NULL;
         if (copy != NULL) {
             int rc = guardset_add(f->t->gs, GUARD_EQUALS_MATCH, b->src, copy, 0);
