@@ -2007,3 +2007,33 @@ def test_a_loop_over_a_dict_after_pops_from_it_walks_what_is_left():
         y, g = opt(np.ones(2), d, target)
         np.testing.assert_array_equal(y, np.full(2, 2.0))
         assert (g, d, target.__dict__) == (1, {"a": 1, "b": 2}, {"a": 1, "b": 2})
+
+
+class Maker:
+    k = 3.0
+
+    @classmethod
+    def make(cls, x):
+        return x * cls.k
+
+
+class SubMaker(Maker):
+    k = 5.0
+
+
+MAKER = Maker()
+
+
+def call_classmethods(x, obj):
+    return obj.make(x) + type(obj).make(x) + Maker.make(x)
+
+
+def test_classmethods_called_through_a_class_or_an_instance_are_captured():
+    opt, backend = capture(call_classmethods)
+    x = np.ones(2)
+    for obj in (MAKER, SubMaker(), MAKER):
+        np.testing.assert_array_equal(opt(x, obj), call_classmethods(x, obj))
+    assert _C.counters()["graph_breaks"] == 0
+    shadowed = Maker()
+    shadowed.make = lambda x: x * 100               # the instance's own wins
+    np.testing.assert_array_equal(opt(x, shadowed), call_classmethods(x, shadowed))

@@ -823,6 +823,39 @@ static Value *call_bound_c_method(TFrame *f, Value *callable, Value **args, int 
         if (handled)
             return r;                        /* Fn.apply(...): a torch.autograd.Function */
     }
+    bool is_class = self->obj && PyType_Check(self->obj) && Py_TYPE(self->obj) == &PyType_Type;
+    PyTypeObject *cls = is_class ? (PyTypeObject *)self->obj
+                        : self->obj && value_type_lookup_is_generic(Py_TYPE(self->obj)) ? Py_TYPE(self->obj) : NULL;
+    if (self->src >= 0 && cls != NULL && PyUnicode_Check(callable->obj)) {
+        /* C.cm(...) or obj.cm(...) of a classmethod (a plain metaclass, a
+           generic lookup): the method bound to C, read as C.cm -- its
+           __func__ and __self__ read through it, guarded; obj's own
+           __dict__ guarded not to shadow it */
+        PyObject *descr = _PyType_Lookup(cls, callable->obj);             /* borrowed */
+        PyObject **dictptr = is_class ? NULL : _PyObject_GetDictPtr(self->obj);
+        bool shadowed = dictptr != NULL && *dictptr != NULL
+                        && PyDict_GetItemWithError(*dictptr, callable->obj) != NULL;
+        if (PyErr_Occurred())
+            return NULL;
+        if (descr != NULL && Py_IS_TYPE(descr, &PyClassMethod_Type) && !shadowed) {
+            int base = is_class ? self->src : guardset_accessor(t->gs, ACC_TYPE, self->src, 0, NULL, NULL);
+            int acc = base < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, base, 0, callable->obj, NULL);
+            if (acc >= 0 && dictptr != NULL && *dictptr != NULL) {
+                PyObject *dn = PyUnicode_FromString("__dict__");
+                int da = dn ? guardset_accessor(t->gs, ACC_OBJATTR, self->src, 0, dn, NULL) : -1;
+                Py_XDECREF(dn);
+                if (da < 0 || guardset_add(t->gs, GUARD_DICT_LACKS, da, callable->obj, 0) < 0)
+                    acc = -1;
+            }
+            PyObject *m = acc < 0 ? NULL : PyObject_GetAttr((PyObject *)cls, callable->obj);
+            Value *mv = m ? value_from_source(t, acc, m) : NULL;
+            Py_XDECREF(m);
+            if (mv == NULL)
+                return NULL;
+            if (mv->kind == V_OBJECT && PyMethod_Check(mv->obj) && PyFunction_Check(PyMethod_GET_FUNCTION(mv->obj)))
+                return call_method_object(f, mv, args, nargs, kwnames);
+        }
+    }
     if (self->obj == (PyObject *)&PyDict_Type && PyUnicode_Check(callable->obj)
         && PyUnicode_CompareWithASCIIString(callable->obj, "fromkeys") == 0
         && (nargs == 1 || nargs == 2) && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
