@@ -392,16 +392,15 @@ EXPLAINED = {
         "another value, recompiles; dynscope passes numbers produced by an eager step to the "
         "resume frame unspecialized (a graph input guarded by type only), so it does not."),
     "torch.rand (RNG)": (
-        "deliberate", "dynscope never runs random ops while tracing (it runs every op on the "
-        "example values, which would advance the global RNG), so RNG calls are eager steps. "
-        "Dynamo puts them in the graph (it traces with fake tensors and replays the RNG "
-        "state)."),
+        "same", "Both put the draw in the graph: dynscope traces it under saved generator "
+        "states and puts them back afterwards (tr_random.c), so the graph draws what eager code "
+        "would; Dynamo replays the RNG state."),
     "F.dropout(training=True)": (
-        "deliberate", "Random, as torch.rand: an eager step in dynscope, a graph op in Dynamo."),
+        "same", "Random, as torch.rand: a graph op in both."),
     "in-place add_ on input": (
-        "deliberate", "dynscope runs in-place ops on tensors the program can see as eager "
-        "steps (its graphs are pure; tracing runs ops on the real inputs). Dynamo "
-        "functionalizes them into the graph."),
+        "same", "Both put the in-place op in the graph: dynscope's graph does the real in-place "
+        "op where the program does it (tracing does it on a clone of the input's example, "
+        "tr_inplace.c); Dynamo functionalizes it."),
     "print": ("same", "Both break at print (Dynamo: a graph break on print, with the "
               "resume function after it)."),
     "boolean mask x[x > 0]": (
@@ -410,9 +409,8 @@ EXPLAINED = {
         "shape is read. Dynamo (capture_dynamic_output_shape_ops=False) breaks at the "
         "nonzero."),
     "with torch.no_grad()": (
-        "gap", "dynscope does not translate `with` blocks: `torch.no_grad()` is an eager "
-        "call step and the resume frame hands the rest of the function to the interpreter at "
-        "BEFORE_WITH (a deopt exit; no graphs). Dynamo models grad-mode context managers."),
+        "same", "Both model grad-mode managers: the with block is in the graph (dynscope: the "
+        "mode is graph state, and the entry guards the mode the frame starts in)."),
     "nn.Sequential (eval, Dropout)": (
         "same", "Both inline the Sequential (dynscope: Module calls without hooks inline "
         "forward; nn.Sequential iteration is modelled)."),
@@ -430,10 +428,11 @@ NOTES = """
   while tracing (as eager code would, in the caller's grad mode); Dynamo
   runs them on fake tensors. Hence dynscope's captures are ~100-1000x
   faster (no FakeTensor, no ShapeEnv, no guard code generation), and hence
-  dynscope refuses to trace what would have an effect if run on real
-  tensors: RNG, in-place ops on tensors the program can see, `out=`,
-  `inplace=True`. Those become eager steps (graph breaks) where Dynamo
-  functionalizes them into the graph.
+  dynscope takes care with what would have an effect if run on real
+  tensors: random ops run under saved generator states, put back after
+  tracing; in-place ops on a tensor the program can see run on a clone of
+  its example (the graph does the real one); `out=` and `inplace=True`
+  stay eager steps (graph breaks), where Dynamo functionalizes them.
 - **Guards.** dynscope's guards are a C engine; a torch TENSOR_MATCH
   (dynscope does not link against libtorch) first asks torch's own C++
   tensor check, `torch._C._dynamo.guards.TensorGuards` -- the one
