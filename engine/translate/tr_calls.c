@@ -246,6 +246,18 @@ out:
 static Value *fold_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
 
 /* (contract: translate_int.h) */
+Value *tr_call_with_self(TFrame *f, Value *fn, Value *self, Value **args, int nargs, PyObject *kwnames)
+{
+    Value *full[MAX_STACK];
+    if (nargs + 1 >= MAX_STACK)
+        return tracer_unsupported(f->t, false, "a call with more than %d arguments", MAX_STACK), NULL;
+    full[0] = self;
+    if (nargs > 0)
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+    return tr_call_or_undo(f, fn, full, nargs + 1, kwnames);
+}
+
+/* (contract: translate_int.h) */
 Value *tr_lazy_generator_expression(TFrame *f, Value *fnv, Value **args, int nargs)
 {
     PyCodeObject *co = (PyCodeObject *)fnv->obj;

@@ -798,11 +798,5 @@ Value *tr_newobj_call(TFrame *f, Value *o, Value **args, int nargs, PyObject *kw
     Value *fn = value_guard_module_call(t, cls->src, call) < 0 ? NULL
                 : class_attr_value(t, cls, fwd_name);
     Py_DECREF(fwd_name);
-    if (fn == NULL)
-        return NULL;
-    Value *full[MAX_STACK];
-    full[0] = o;
-    if (nargs > 0)
-        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
-    return tr_call_or_undo(f, fn, full, nargs + 1, kwnames);
+    return fn ? tr_call_with_self(f, fn, o, args, nargs, kwnames) : NULL;
 }

@@ -306,13 +306,7 @@ Value *tr_call_own_method(TFrame *f, Value *obj, const char *cname, Value **args
     int fa = ta < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ta, 0, name, NULL);
     Py_DECREF(name);
     Value *fv = fa < 0 ? NULL : value_from_source(t, fa, fn);
-    if (fv == NULL)
-        return NULL;
-    Value *full[MAX_STACK];
-    full[0] = obj;
-    if (nargs > 0)
-        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
-    return tr_call_or_undo(f, fv, full, nargs + 1, NULL);
+    return fv ? tr_call_with_self(f, fv, obj, args, nargs, NULL) : NULL;
 }
 
 /* ---- super() ---- */

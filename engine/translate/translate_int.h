@@ -563,6 +563,9 @@ Value *tr_subscript(TFrame *f, Value *base, Value *index);
 int tr_store_subscript(TFrame *f, Value *container, Value *idx, Value *value);
 /* Items v iterates over, as a V_ITER (an iterator is its own). */
 Value *tr_make_iter(TFrame *f, Value *v);
+/* fn(self, *args): a method's function called with its receiver first
+   (tr_call_or_undo).  NULL when tracing stops. */
+Value *tr_call_with_self(TFrame *f, Value *fn, Value *self, Value **args, int nargs, PyObject *kwnames);
 /* A generator expression made while tracing (fnv, a V_FUNC of generator
    code) called on args: a V_GEN run lazily, as the program would run it
    (tr_calls.c).  NULL when tracing stops. */
