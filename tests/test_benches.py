@@ -1,4 +1,5 @@
-"""Every benchmark (scripts/bench_*.py) in its --quick mode (issue 39,
+"""Every benchmark (scripts/bench_*.py) but the two that start an LTTng
+session (tests/test_benches_lttng.py) in its --quick mode (issue 39,
 "Benches that cannot rot"): it finishes within TIMEOUT_S, exits 0, prints
 its tables with every case in them, and leaves docs/performance.md byte for
 byte as it was.  The checks are on the shape of the output and on counts,
@@ -121,23 +122,6 @@ def check_torch_hit(out, err):
     assert len(rows) == 2 and all(len(numbers(r[1:6])) == 5 for r in rows), rows
 
 
-def check_trace(out, err):
-    rows = table(out, "| scenario | loop alone")
-    if "LTTng cannot run here (no session)" in err:
-        assert len(rows) == 2, out
-        pytest.skip("LTTng cannot run here (no session): the two session rows are left out")
-    assert len(rows) == 4, out
-    assert all(len(numbers(r[1:])) == 3 for r in rows), rows
-
-
-def check_trace_engine(out, err):
-    assert len(table(out, "| case | ns/hit")) == 4, out
-    workload = table(out, "| case | s per round")
-    assert len(workload) == 4, out
-    assert numbers([workload[3][5]])[0] > numbers([workload[2][5]])[0] > 0   # all > INFO only
-    assert "**0 events lost** in 3 sessions" in out, out
-
-
 CHECKS = {
     "bench_capture": check_capture,
     "bench_dyntop": check_dyntop,
@@ -145,8 +129,6 @@ CHECKS = {
     "bench_record": check_record,
     "bench_sizes": check_sizes,
     "bench_torch_hit": check_torch_hit,
-    "bench_trace": check_trace,
-    "bench_trace_engine": check_trace_engine,
 }
 
 MARKS = {
@@ -154,16 +136,16 @@ MARKS = {
         not os.access(DYNTOP, os.X_OK), reason="build/dyntop is not built (make)")],
     "bench_torch_hit": [skip_dynamo_under_asan, pytest.mark.skipif(
         importlib.util.find_spec("torch") is None, reason=TORCH_SKIP_REASON)],
-    "bench_trace": [starts_programs],
-    "bench_trace_engine": [starts_programs],
 }
 
 
 def test_every_benchmark_has_a_quick_check():
-    assert sorted(CHECKS) == BENCHES
+    import test_benches_lttng
+    assert not set(CHECKS) & set(test_benches_lttng.CHECKS)
+    assert sorted({**CHECKS, **test_benches_lttng.CHECKS}) == BENCHES
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, ())) for n in BENCHES])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, ())) for n in sorted(CHECKS)])
 def test_the_quick_run_prints_every_case_and_leaves_the_doc_alone(name):
     if name not in CHECKS:
         pytest.fail(f"scripts/{name}.py has no check in tests/test_benches.py")
