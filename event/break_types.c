@@ -312,7 +312,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^call to generator function", T_GENERATOR},
     {"^a generator", T_GENERATOR},
     {"^yield outside", T_GENERATOR},
-    {"^FOR_ITER on an iterator", T_BUILTIN_OP},
+    {"^next item of an iterator", T_BUILTIN_OP},
     /* modules, calls */
     {" with hooks (nn.Module", T_MODULE_CALL},
     {" with an instance forward or a compiled call", T_MODULE_CALL},

@@ -819,6 +819,48 @@ def test_a_generator_the_program_would_get_is_made_eagerly(capsys):
     assert got_order == ORDER == ["first"]
 
 
+def scaled_items(xs, k):
+    for x in xs:
+        yield x * k
+    return len(xs)
+
+
+def delegates(xs):
+    n = yield from scaled_items(xs, 2.0)     # a generator: its return value comes back
+    yield from (n, n + 1)                     # a tuple
+    yield from zip(xs, xs)
+
+
+class Tree:
+    def __init__(self, value, *kids):
+        self.value, self.kids = value, kids
+
+    def walk(self):                            # nn.Module.named_modules' shape
+        yield self.value
+        for kid in self.kids:
+            yield from kid.walk()
+
+
+TREE = Tree(1.0, Tree(2.0, Tree(3.0)), Tree(4.0))
+
+
+def uses_yield_from(a):
+    items = list(delegates([a, a + 1.0]))
+    g = delegates([a * 3.0])
+    first = next(g)
+    total = a * 0.0
+    for v in TREE.walk():
+        total = total + a * v
+    return items[0] + items[1] + items[2] * items[3] + first + total + items[4][0] * items[5][1]
+
+
+def test_yield_from_runs_the_inner_generator_lazily_into_one_graph():
+    be = run_twice(uses_yield_from, np.arange(3.0))
+    assert graph_count(be) == 1 and breaks() == []
+    g = explain(uses_yield_from, np.arange(3.0))
+    assert g.graph_count == 1 and g.skipped == []
+
+
 @contextlib.contextmanager
 def scaled(k):
     yield k * 2.0

@@ -88,6 +88,11 @@ static void decode_calls_and_scopes(Instr *in)
 #endif
     case RETURN_GENERATOR: in->op = OP_RETURN_GENERATOR; break;
     case YIELD_VALUE: in->op = OP_YIELD_VALUE; break;
+    case GET_YIELD_FROM_ITER: in->op = OP_GET_YIELD_FROM_ITER; break;
+    case SEND: in->op = OP_SEND; in->target = in->next + oparg; in->flag = PY_311; break;
+#if !PY_311
+    case END_SEND: in->op = OP_END_SEND; break;
+#endif
     case RAISE_VARARGS: in->op = OP_RAISE_VARARGS; break;
     case PUSH_EXC_INFO: in->op = OP_PUSH_EXC_INFO; break;
     case CHECK_EXC_MATCH: in->op = OP_CHECK_EXC_MATCH; break;

@@ -364,6 +364,12 @@ typedef enum Op {
                                  oparg: name index; flag: a method (a call pair) */
     OP_RETURN_GENERATOR,      /* a generator's start: resumed with None */
     OP_YIELD_VALUE,           /* yield the top value, resumed with None */
+    OP_GET_YIELD_FROM_ITER,   /* yield from v: iter(v), a generator kept as is */
+    OP_SEND,                  /* yield from's step: [receiver, sent] -> [receiver,
+                                 item]; target: where an ended receiver goes, its
+                                 return value on top; flag: the receiver is then
+                                 popped (3.11; 3.12+: by END_SEND) */
+    OP_END_SEND,              /* 3.12+: [receiver, value] -> [value] */
     OP_RAISE_VARARGS,         /* oparg: 0 (bare raise), 1, 2 (raise ... from) */
     OP_PUSH_EXC_INFO,         /* an except handler's start */
     OP_CHECK_EXC_MATCH,       /* `except E`: is the exception an E? */

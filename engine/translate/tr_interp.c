@@ -319,23 +319,22 @@ static Value *iter_of_new_object(TFrame *f, Value *o)
                               ((PyTypeObject *)o->obj)->tp_name), NULL;
 }
 
-/* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
-static int op_for_iter(TFrame *f, const Instr *in, int *ip)
+/* The next item of an iterator made while tracing -- a generator (run to
+   its next yield), a zip, an iterator of known items -- as FOR_ITER and
+   SEND take it: 1 with *item set, 0 when it has ended (*item: what it
+   returned, None but for a generator), -1 when tracing stops. */
+static int iter_step(TFrame *f, Value *it, Value **item)
 {
-    Value *it = peek(f, 1);
+    *item = NULL;
     if (it->kind == V_GEN) {
-        /* a generator made while tracing: run to its next yield now */
-        Value *v;
-        int r = tr_gen_resume(f, it, &v);
-        if (r != 0)
-            return r > 0 ? push(f, v) : -1;
-        (void)pop(f);
-        *ip = instr_jump_target(in);
-        return 0;
+        int r = tr_gen_resume(f, it, item);
+        if (r == 0)
+            *item = it->gen->retval ? it->gen->retval : value_new(f->t, V_CONST, Py_None);
+        return r == 0 && *item == NULL ? -1 : r;
     }
     if (it->kind == V_ZIP) {
         /* zip: the next item of each iterator in order; the first that
-           has none ends the loop (items taken this round are lost) */
+           has none ends it (items taken this round are lost) */
         Value *tup = value_new(f->t, V_TUPLE, NULL);
         if (tup == NULL)
             return -1;
@@ -348,25 +347,52 @@ static int op_for_iter(TFrame *f, const Instr *in, int *ip)
                 v = src->items[src->pos++];
             else
                 r = 0;
-            if (r < 0)
-                return -1;
-            if (r == 0) {
-                (void)pop(f);
-                *ip = instr_jump_target(in);
-                return 0;
-            }
+            if (r <= 0)
+                return r < 0 ? -1 : (*item = value_new(f->t, V_CONST, Py_None)) ? 0 : -1;
             if (value_append(f->t, tup, v) < 0)
                 return -1;
         }
-        return push(f, tup);
+        *item = tup;
+        return 1;
     }
     if (it->kind != V_ITER)
-        return tracer_unsupported(f->t, false, "FOR_ITER on an iterator the translator does not model");
-    if (it->pos < it->n)
-        return push(f, it->items[it->pos++]);
+        return tracer_unsupported(f->t, false, "next item of an iterator the translator does not model");
+    if (it->pos < it->n) {
+        *item = it->items[it->pos++];
+        return 1;
+    }
+    return (*item = value_new(f->t, V_CONST, Py_None)) ? 0 : -1;
+}
+
+/* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
+static int op_for_iter(TFrame *f, const Instr *in, int *ip)
+{
+    Value *v;
+    int r = iter_step(f, peek(f, 1), &v);
+    if (r != 0)
+        return r > 0 ? push(f, v) : -1;
     (void)pop(f);
     *ip = instr_jump_target(in);
     return 0;
+}
+
+/* SEND, yield from's step: [receiver, sent] -> [receiver, its next item],
+   which the YIELD_VALUE after passes up.  A receiver that has ended jumps
+   (*ip) with what it returned on top (the receiver popped on 3.11, by
+   END_SEND after).  Only next() is modelled, which sends None. */
+static int op_send(TFrame *f, const Instr *in, int *ip)
+{
+    Value *sent = pop(f);
+    if (sent->kind != V_CONST || sent->obj != Py_None)
+        return tracer_unsupported(f->t, false, "send() of a value to a generator that delegates (yield from)");
+    Value *v;
+    int r = iter_step(f, peek(f, 1), &v);
+    if (r != 0)
+        return r > 0 ? push(f, v) : -1;
+    if (in->flag)
+        (void)pop(f);
+    *ip = instr_jump_target(in);
+    return push(f, v);
 }
 
 /* POP_JUMP_*_IF_FALSE / _IF_TRUE on a value whose truth is known. */
@@ -851,6 +877,7 @@ resume:
             rc = tr_op_swap(f, &in);
             break;
         case OP_GET_ITER:
+        case OP_GET_YIELD_FROM_ITER:
             /* iter(gen) is gen: a generator stays lazy in a for loop */
             rc = peek(f, 1)->kind == V_GEN || peek(f, 1)->kind == V_ZIP ? 0
                  : peek(f, 1)->kind == V_NEWOBJ ? push(f, iter_of_new_object(f, pop(f)))
@@ -859,6 +886,15 @@ resume:
         case OP_FOR_ITER:
             rc = op_for_iter(f, &in, &ip);
             break;
+        case OP_SEND:
+            rc = op_send(f, &in, &ip);
+            break;
+        case OP_END_SEND: {
+            Value *v = pop(f);
+            (void)pop(f);
+            rc = push(f, v);
+            break;
+        }
         case OP_JUMP:
             ip = instr_jump_target(&in);
             break;
