@@ -861,6 +861,84 @@ def test_yield_from_runs_the_inner_generator_lazily_into_one_graph():
     assert g.graph_count == 1 and g.skipped == []
 
 
+class Node:
+    """A plain object: == and hash are object's (identity)."""
+    def __init__(self, w):
+        self.w = w
+
+
+class Bag:
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def __len__(self):                       # a class's own __len__, in Python
+        return len(self.items)
+
+
+N1, N2 = Node(2.0), Node(3.0)
+
+
+def walks_once(a, nodes, bag):
+    seen = set()
+    total = a * 0.0
+    for n in nodes:
+        if n not in seen:                    # identity: a set of objects
+            seen.add(n)
+            total = total + a * n.w
+    return total * len(bag) + len(seen), N1 in [N2, N1], N2 in (N1,)
+
+
+def test_a_set_of_objects_compares_them_by_identity_and_a_class_len_is_inlined():
+    a = np.arange(3.0)
+    opt, be = capture(walks_once)
+    for nodes, bag in (([N1, N2, N1], Bag(1, 2)), ([N1, N2, N1], Bag(1, 2)), ([N1, N1], Bag(1)), ([N2, N1, N2, N2], Bag()), ([Node(5.0), N1], Bag(1, 2, 3))):
+        got, want = opt(a, nodes, bag), walks_once(a, nodes, bag)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:] == (True, False)
+    out = explain(walks_once, a, [N1, N2, N1], Bag(1, 2))
+    assert (out.graph_count, out.graph_break_count) == (1, 0) and out.skipped == []
+
+
+def iterates_a_set_of_objects(a, nodes):
+    seen = set()
+    for n in nodes:
+        seen.add(n)
+    total = a * 0.0
+    for n in seen:                           # in the order of their addresses
+        total = total * 2.0 + n.w
+    return total
+
+
+def test_iterating_a_set_of_objects_is_a_break_with_the_right_answer():
+    a = np.arange(3.0)
+    nodes = [Node(float(i)) for i in range(6)]
+    opt, _ = capture(iterates_a_set_of_objects)
+    np.testing.assert_array_equal(opt(a, nodes), iterates_a_set_of_objects(a, nodes))
+    out = str(explain(iterates_a_set_of_objects, a, nodes))
+    assert "iterating a set of objects compared by identity (it iterates in the order of their addresses)" in out
+
+
+def add_and_print(seen, k):
+    seen.add(k)
+    print("added", k)                        # a break inside the inlined call: its add undone
+
+
+def adds_then_breaks(a):
+    seen = {1, Node}
+    add_and_print(seen, 2)
+    return a + len(seen), sorted(x for x in seen if x is not Node)
+
+
+def test_a_set_add_undone_by_a_break_in_the_call_reaches_the_program_once(capsys):
+    opt, _ = capture(adds_then_breaks)
+    want = adds_then_breaks(np.ones(2))
+    for _ in range(2):
+        got = opt(np.ones(2))
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1] == [1, 2]
+    assert capsys.readouterr().out == "added 2\n" * 3
+
+
 @contextlib.contextmanager
 def scaled(k):
     yield k * 2.0

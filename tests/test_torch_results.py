@@ -282,3 +282,41 @@ def test_a_read_of_autocast_state_inside_autocast_entered_by_the_code_runs_eager
             return x * 2 if torch.is_autocast_enabled("cpu") else x
     x = torch.ones(3)
     assert torch.equal(dynscope.optimize("eager")(f)(x), f(x))
+
+
+# ---- a module's own walks: modules(), parameters(), len() ----
+
+class _Walked(torch.nn.Module):
+    """Module.modules() and parameters() run `yield from`, a set of the
+    modules seen (`self not in memo`, `memo.add(self)`) and of the
+    parameters seen; one layer is shared, so the walk must skip it once."""
+    def __init__(self):
+        super().__init__()
+        shared = torch.nn.Linear(3, 3)
+        self.layers = torch.nn.ModuleList([shared, torch.nn.Linear(3, 3), shared])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        n_params = sum(p.numel() for p in self.parameters())
+        first = next(self.parameters())
+        return x * len(self.layers) + n_params, first.dtype, len(list(self.modules())), n_params
+
+
+def test_a_modules_own_walks_are_one_graph_with_shared_layers_counted_once():
+    m = _Walked()
+    x = torch.randn(2, 3)
+    want = m(x)
+    assert want[2:] == (4, 24)  # the model, its ModuleList, two Linears: the shared one once
+    got = dynscope.optimize("eager")(m)(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    out = dynscope.explain(m)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    # another model of the same class, whose layers are not shared: other
+    # counts, a recompile, never the first model's answer
+    m2 = _Walked()
+    m2.layers[2] = torch.nn.Linear(3, 3)
+    want2 = m2(x)
+    assert want2[2:] == (5, 36)
+    got2 = dynscope.optimize("eager")(m2)(x)
+    assert torch.equal(got2[0], want2[0]) and got2[1:] == want2[1:]

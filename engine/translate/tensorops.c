@@ -805,6 +805,21 @@ bool tensorops_is_dtype_info(PyObject *fn)
     return r;
 }
 
+bool tensorops_hash_is_identity(PyTypeObject *tp)
+{
+    /* torch.Tensor.__hash__ is `return id(self)`, never dispatched to
+       __torch_function__ (torch/_tensor.py); a subclass may override it */
+    PyTypeObject *tensor = tensorlib_tensor_type();
+    if (tensor == NULL || !PyType_IsSubtype(tp, tensor))
+        return false;
+    PyObject *name = PyUnicode_InternFromString("__hash__");
+    PyObject *mine = name ? _PyType_Lookup(tp, name) : NULL;                /* borrowed */
+    PyObject *torchs = name ? _PyType_Lookup(tensor, name) : NULL;          /* borrowed */
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return mine != NULL && mine == torchs;
+}
+
 bool tensorops_is_dtype_info_object(PyObject *obj)
 {
     return tensorops_is_dtype_info((PyObject *)Py_TYPE(obj));

@@ -64,6 +64,21 @@ static Value *builtin_len(TFrame *f, Value *v)
             return new_const(f->t, PyLong_FromSsize_t(PyObject_Length(v->obj)));
         if (tr_is_dict_view_object(v))
             return tr_dict_view_len(f, v);
+        if ((v->kind == V_OBJECT || v->kind == V_CONST) && v->src >= 0 && !PyType_Check(v->obj)
+            && value_type_lookup_is_generic(Py_TYPE(v->obj))) {
+            /* len(obj), obj's class defining __len__ in Python (an
+               nn.ModuleList): inlined, an int known while tracing */
+            PyObject *name = PyUnicode_InternFromString("__len__");
+            PyObject *fn = name ? _PyType_Lookup(Py_TYPE(v->obj), name) : NULL;  /* borrowed */
+            Value *bound = fn && PyFunction_Check(fn) ? tr_generic_attr(f, v, name) : NULL;
+            Py_XDECREF(name);
+            Value *r = bound ? tr_call_or_undo(f, bound, NULL, 0, NULL) : NULL;
+            if (r != NULL && !(r->kind == V_CONST && PyLong_CheckExact(r->obj)))
+                return tracer_unsupported(f->t, false, "len() of a %s: its __len__ gives no int "
+                                          "known while tracing", Py_TYPE(v->obj)->tp_name), NULL;
+            if (r != NULL || PyErr_Occurred() || f->t->reason != NULL)
+                return r;
+        }
         return tracer_unsupported(f->t, false, "len() of this kind of value"), NULL;
     }
 }

@@ -317,6 +317,24 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
             return new_const(t, Py_NewRef(Py_None));
         }
     }
+    if (self->kind == V_SET && PyUnicode_CompareWithASCIIString(name, "add") == 0 && nargs == 2) {
+        /* memo.add(self) (nn.Module.named_modules): a constant into the
+           real set too, an object compared by identity into items only */
+        Value *x = args[1];
+        int had = foldable(x) || tr_hashed_by_identity(x) ? tr_contains(f, x, self)
+                  : tracer_unsupported(t, false, "set.add() of a value that is neither a constant "
+                                       "nor an object compared by identity");
+        if (had < 0)
+            return NULL;
+        if (had == 0) {
+            if (tracer_note_mutation(t, self, -1) < 0)
+                return NULL;
+            if (foldable(x) ? tr_set_add(t, self, x) : value_append(t, self, x))
+                return NULL;
+            self->unordered |= !foldable(x);
+        }
+        return new_const(t, Py_NewRef(Py_None));
+    }
     if (self->kind == V_DICT && nargs == 1
         && (PyUnicode_CompareWithASCIIString(name, "keys") == 0
             || PyUnicode_CompareWithASCIIString(name, "values") == 0

@@ -386,6 +386,9 @@ Value *tr_make_iter(TFrame *f, Value *v)
     case V_TENSOR:
         return iter_rows(f, it, v);
     case V_SET:
+        if (v->unordered)
+            return tracer_unsupported(t, false, "iterating a set of objects compared by identity "
+                                      "(it iterates in the order of their addresses)"), NULL;
         return iter_constant(t, it, v->obj);    /* the real set's order */
     case V_NEWOBJ: {
         Value *r = tr_newobj_protocol(f, v, "__iter__", NULL, 0);

@@ -442,6 +442,29 @@ int tr_is_same(TFrame *f, Value *a, Value *b)
     return tracer_unsupported(f->t, false, "'is' between these values");
 }
 
+/* (contract: translate_int.h) */
+bool tr_equal_only_to_itself(Value *v)
+{
+    PyTypeObject *tp;
+    if (v->kind == V_GEN)
+        return true;
+    if (v->kind == V_NEWOBJ)
+        tp = (PyTypeObject *)v->obj;
+    else if ((v->kind == V_OBJECT || v->kind == V_CONST) && read_as_itself(v))
+        tp = Py_TYPE(v->obj);
+    else
+        return false;
+    return tp->tp_richcompare == PyBaseObject_Type.tp_richcompare
+           && tp->tp_hash == PyBaseObject_Type.tp_hash;
+}
+
+/* (contract: translate_int.h) */
+bool tr_hashed_by_identity(Value *v)
+{
+    return tr_equal_only_to_itself(v)
+           || (v->kind == V_TENSOR && read_as_itself(v) && tensorops_hash_is_identity(Py_TYPE(v->obj)));
+}
+
 /* `a in b` for a constant a and a constant or container b: 1, 0, or -1
    (tracing stops, or an exception). */
 int tr_contains(TFrame *f, Value *a, Value *b)
@@ -515,6 +538,17 @@ int tr_contains(TFrame *f, Value *a, Value *b)
         Value *args[1] = {a};
         Value *r = tr_newobj_protocol(f, b, "__contains__", args, 1);
         return r ? tr_truth(f, r, "'in'") : -1;
+    }
+    if (!foldable(a) && (b->kind == V_SET ? tr_hashed_by_identity(a)
+                         : tr_equal_only_to_itself(a) && (b->kind == V_TUPLE || b->kind == V_LIST))) {
+        /* self in memo (nn.Module.named_modules), p in memo (a parameter,
+           _named_members): in a container when one of its items is it --
+           == is identity, or (a set) the hash is the id, and a set
+           compares hashes first */
+        int r = 0;
+        for (int i = 0; i < b->n && r == 0; i++)
+            r = tr_is_same(f, a, b->items[i]);
+        return r;
     }
     if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST
                           || b->kind == V_SET))

@@ -644,7 +644,8 @@ int tr_load_method(TFrame *f, Value *base, PyObject *name)
         }
     }
     if ((base->kind == V_LIST && is_method_of_type(&PyList_Type, NULL, name))
-        || (base->kind == V_DICT && is_method_of_type(&PyDict_Type, NULL, name))) {
+        || (base->kind == V_DICT && is_method_of_type(&PyDict_Type, NULL, name))
+        || (base->kind == V_SET && is_method_of_type(&PySet_Type, NULL, name))) {
         /* list.append, dict.get ...: the method, called with the list
            (the exact type: its guards say so; a dict standing for another
            mapping reads alike, and stops at a change) */

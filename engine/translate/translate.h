@@ -77,7 +77,8 @@ typedef enum VKind {
                     items = its members, constants, in insertion order; obj =
                     the real set of them, changed as the program changes it
                     (so it iterates in the program's order); rebuilt by adding
-                    the members in order unless `merged` */
+                    the members in order unless `merged`.  Objects compared
+                    by identity are members too, in items only (`unordered`) */
 } VKind;
 
 /* A size the graph computes, as a polynomial over the frame's size
@@ -141,6 +142,12 @@ typedef struct Value {
                                 table a set copies: its layout (and order) is
                                 not that of adding its members, so it is not
                                 rebuilt */
+    bool unordered;          /* V_SET: its order is not known while tracing,
+                                so it is not iterated: it holds objects
+                                compared by identity (in items only, not in
+                                obj: a set of them iterates in the order of
+                                their addresses), or an undo took members
+                                out of obj */
     const char *stands_for;  /* V_TUPLE / V_DICT standing for an object of
                                 another type, named here: a ModuleList slice
                                 (values.c), a signature's parameters
@@ -513,6 +520,9 @@ bool tensorops_is_math_function(PyObject *fn);
    object of one of them: immutable, its attributes constants). */
 bool tensorops_is_dtype_info(PyObject *fn);
 bool tensorops_is_dtype_info_object(PyObject *obj);
+/* Whether objects of tp (a torch tensor type) hash by their id:
+   tp keeps torch.Tensor's __hash__. */
+bool tensorops_hash_is_identity(PyTypeObject *tp);
 /* Whether `fn` is a pure tensor function the graph may call. */
 bool tensorops_is_pure_function(PyObject *fn);
 /* Whether `name` is a pure ndarray method. */

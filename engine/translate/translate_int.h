@@ -548,6 +548,13 @@ int tr_truth(TFrame *f, Value *v, const char *what);
 /* `a is b`, `a in b`: 1, 0 or -1. */
 int tr_is_same(TFrame *f, Value *a, Value *b);
 int tr_contains(TFrame *f, Value *a, Value *b);
+/* Whether v is == only to itself, and hashed by identity: an object read
+   through an accessor (its type guarded) or made while tracing, of a
+   class that keeps object's __eq__ and __hash__ (an nn.Module). */
+bool tr_equal_only_to_itself(Value *v);
+/* Whether a set finds v by identity alone: tr_equal_only_to_itself, or
+   an input tensor, whose hash is its id (tensorops_hash_is_identity). */
+bool tr_hashed_by_identity(Value *v);
 /* An f-string part: format(conv(v), spec), conv_kind FORMAT_VALUE's
    oparg & 3. */
 Value *tr_format_value(TFrame *f, Value *v, Value *spec, int conv_kind);

@@ -139,6 +139,14 @@ void tracer_undo_to(Tracer *t, int mark)
         }
         if (u->index >= 0)
             c->items[u->index] = u->old_item;
+        if (c->kind == V_SET && c->n > u->old_n) {
+            /* s.add(x) taken back: out of the real set too, whose order
+               may not be what it was (a resize) */
+            for (int i = u->old_n; i < c->n; i++)
+                if (c->items[i]->kind == V_CONST && PySet_Discard(c->obj, c->items[i]->obj) < 0)
+                    PyErr_Clear();
+            c->unordered = true;
+        }
         c->n = u->old_n;
         if (c->kind == V_DICT && c->obj && PyList_GET_SIZE(c->obj) > u->old_keys)
             PyList_SetSlice(c->obj, u->old_keys, PyList_GET_SIZE(c->obj), NULL);
