@@ -695,6 +695,7 @@ def test_a_call_of_an_lru_cache_function_runs_as_the_program_would():
 # Objects of the program's classes made while tracing, generators run
 # lazily, contextlib.contextmanager and nullcontext.
 
+import collections  # noqa: E402
 import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 
@@ -937,6 +938,38 @@ def test_a_set_add_undone_by_a_break_in_the_call_reaches_the_program_once(capsys
         np.testing.assert_array_equal(got[0], want[0])
         assert got[1] == want[1] == [1, 2]
     assert capsys.readouterr().out == "added 2\n" * 3
+
+
+class Output(collections.OrderedDict):
+    """transformers' ModelOutput: its own __delitem__ refuses, the class's
+    code deletes through OrderedDict's."""
+    def __delitem__(self, key):
+        raise Exception("no deleting from an Output")
+
+    def drop(self, key):
+        super().__delitem__(key)
+
+
+def builds_and_trims_an_output(a):
+    o = Output()
+    o["first"] = a
+    o["rest"] = a + 1.0
+    o.drop("first")
+    it = iter([a, a * 2.0])                  # iter() of a list, and of an iterator
+    head = next(iter(it))
+    return o["rest"] + head + next(it), len(o), list(o.keys())
+
+
+def test_super_delitem_of_a_new_mapping_and_iter_are_modelled():
+    a = np.arange(3.0)
+    opt, _ = capture(builds_and_trims_an_output)
+    want = builds_and_trims_an_output(a)
+    for _ in range(2):
+        got = opt(a)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:] == (1, ["rest"])
+    out = explain(builds_and_trims_an_output, a)
+    assert (out.graph_count, out.graph_break_count) == (1, 0) and out.skipped == []
 
 
 @contextlib.contextmanager

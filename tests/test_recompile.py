@@ -164,7 +164,7 @@ def test_a_frame_needing_too_many_guards_is_not_specialized():
     g = dynscope.optimize("eager", dynamic=False)(lambda xs: len(xs))
     assert g(rows) == 256
     (skip,) = events("frame_skip")
-    assert skip["reason"] == "inputs that need more than 8192 guards"
+    assert skip["reason"] == "inputs that need more than 8192 guards (and 16 per graph node)"
 
 
 def test_reset_clears_entries_and_compile_ids_restart():

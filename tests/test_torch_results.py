@@ -320,3 +320,20 @@ def test_a_modules_own_walks_are_one_graph_with_shared_layers_counted_once():
     assert want2[2:] == (5, 36)
     got2 = dynscope.optimize("eager")(m2)(x)
     assert torch.equal(got2[0], want2[0]) and got2[1:] == want2[1:]
+
+
+def test_a_model_of_a_thousand_modules_is_one_graph():
+    # ~12 guards a module call (type, hooks, instance dict, forward): past
+    # the flat 8192, within the 16 more each graph node allows
+    def block():
+        return torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh())
+    m = torch.nn.Sequential(*[torch.nn.Sequential(*[block() for _ in range(12)]) for _ in range(30)])
+
+    def run(x):
+        return m(x)
+    x = torch.randn(3, 2)
+    out = dynscope.explain(run)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    assert out.skipped == []
+    assert len(out.out_guards) > 8192
+    assert torch.equal(dynscope.optimize("eager")(run)(x), m(x))

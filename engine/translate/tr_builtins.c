@@ -438,8 +438,8 @@ Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls)
     return new_const(f->t, PyBool_FromLong(PyType_IsSubtype((PyTypeObject *)tp, (PyTypeObject *)cls)));
 }
 
-/* Calls of functions of the builtins module: len, isinstance, min, max,
-   abs, getattr, sorted, sum, any, all are modelled; any other call, or one on a tensor, is a
+/* Calls of functions of the builtins module: next, iter, len, isinstance,
+   min, max, abs, getattr, sorted, sum, any, all are modelled; any other call, or one on a tensor, is a
    break.  NULL when tracing stops. */
 Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
 {
@@ -456,6 +456,11 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
             return it->items[it->pos++];
         return nargs == 2 ? args[1]
                : (tracer_break(t, STOP_CALL, "next() of an exhausted iterator (StopIteration)"), NULL);
+    }
+    if (strcmp(name, "iter") == 0 && nargs == 1 && nokw) {
+        /* iter(x), as GET_ITER takes it: an iterator or generator is itself */
+        Value *x = args[0];
+        return x->kind == V_ITER || x->kind == V_GEN || x->kind == V_ZIP ? x : tr_make_iter(f, x);
     }
     if (strcmp(name, "len") == 0 && nargs == 1 && nokw)
         return builtin_len(f, args[0]);

@@ -254,13 +254,17 @@ static Value *mapping_call(TFrame *f, Value *o, PyObject *name, Value **args, in
         return new_const(t, PyLong_FromLong(m->n));
     if (strcmp(n, "__iter__") == 0 && nargs == 0)
         return tr_make_iter(f, m);
+    bool del = strcmp(n, "__delitem__") == 0 && nargs == 1;    /* del d[k]: d.pop(k), None */
     if (strcmp(n, "keys") == 0 || strcmp(n, "values") == 0 || strcmp(n, "items") == 0
-        || strcmp(n, "get") == 0 || strcmp(n, "pop") == 0) {
-        Value *meth = value_new(t, V_METHOD, name);
+        || strcmp(n, "get") == 0 || strcmp(n, "pop") == 0 || del) {
+        PyObject *mname = del ? PyUnicode_InternFromString("pop") : Py_NewRef(name);
+        Value *meth = mname ? value_new(t, V_METHOD, mname) : NULL;
+        Py_XDECREF(mname);
         if (meth == NULL || value_append(t, meth, m) < 0)
             return NULL;
         meth->pos = 1;          /* the receiver is put first by the call */
-        return tr_call_or_undo(f, meth, args, nargs, NULL);
+        Value *r = tr_call_or_undo(f, meth, args, nargs, NULL);
+        return r && del ? value_new(t, V_CONST, Py_None) : r;
     }
     return tracer_unsupported(t, false, "dict method .%s() of a new %s", n,
                               ((PyTypeObject *)o->obj)->tp_name), NULL;

@@ -248,13 +248,20 @@ static bool is_identity_object(PyObject *obj)
 
 /* Past this many guards an entry would cost more to check than to run the
    frame (inputs such as a dict of thousands of items): the frame is not
-   specialized on them. */
+   specialized on them.  A graph's nodes raise the bound: a guard costs
+   ~10 ns, a tensor op a µs or more, so GUARDS_PER_NODE more per node keeps
+   the checks a small part of the run.  A model of a thousand modules needs
+   about ten guards each (type, hooks, instance dict, forward): ~10k in
+   all, for ~1.5k nodes (transformers' CvT, EfficientNet). */
 #define MAX_GUARDS 8192
+#define GUARDS_PER_NODE 16
 
 static int guard(Tracer *t, GuardKind kind, int acc, PyObject *expected, Py_ssize_t length)
 {
-    if (t->gs->n >= MAX_GUARDS)
-        return tracer_unsupported(t, false, "inputs that need more than %d guards", MAX_GUARDS);
+    Py_ssize_t nodes = t->graph && t->graph->nodes ? PyList_GET_SIZE(t->graph->nodes) : 0;
+    if (t->gs->n >= MAX_GUARDS + GUARDS_PER_NODE * nodes)
+        return tracer_unsupported(t, false, "inputs that need more than %d guards (and %d per "
+                                  "graph node)", MAX_GUARDS, GUARDS_PER_NODE);
     return guardset_add(t->gs, kind, acc, expected, length) < 0 ? -1 : 0;
 }
 
