@@ -940,18 +940,18 @@ def test_a_set_add_undone_by_a_break_in_the_call_reaches_the_program_once(capsys
     assert capsys.readouterr().out == "added 2\n" * 3
 
 
-class Output(collections.OrderedDict):
+class TrimmedOutput(collections.OrderedDict):
     """transformers' ModelOutput: its own __delitem__ refuses, the class's
     code deletes through OrderedDict's."""
     def __delitem__(self, key):
-        raise Exception("no deleting from an Output")
+        raise Exception("no deleting from a TrimmedOutput")
 
     def drop(self, key):
         super().__delitem__(key)
 
 
 def builds_and_trims_an_output(a):
-    o = Output()
+    o = TrimmedOutput()
     o["first"] = a
     o["rest"] = a + 1.0
     o.drop("first")

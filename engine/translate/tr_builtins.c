@@ -438,6 +438,31 @@ Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls)
     return new_const(f->t, PyBool_FromLong(PyType_IsSubtype((PyTypeObject *)tp, (PyTypeObject *)cls)));
 }
 
+/* next(it[, default]) of an iterator made while tracing, iter(x).
+   *handled false when the arguments are not of those. */
+static Value *builtin_next_or_iter(TFrame *f, const char *name, Value **args, int nargs, bool *handled)
+{
+    *handled = true;
+    if (strcmp(name, "next") == 0 && nargs == 1 && args[0]->kind == V_GEN)
+        return tr_gen_next(f, args[0]);
+    if (strcmp(name, "next") == 0 && (nargs == 1 || nargs == 2) && args[0]->kind == V_ITER) {
+        /* as FOR_ITER steps it; exhausted: the default, or StopIteration
+           raised by the call run eagerly */
+        Value *it = args[0];
+        if (it->pos < it->n)
+            return it->items[it->pos++];
+        return nargs == 2 ? args[1]
+               : (tracer_break(f->t, STOP_CALL, "next() of an exhausted iterator (StopIteration)"), NULL);
+    }
+    if (strcmp(name, "iter") == 0 && nargs == 1) {
+        /* iter(x), as GET_ITER takes it: an iterator or generator is itself */
+        Value *x = args[0];
+        return x->kind == V_ITER || x->kind == V_GEN || x->kind == V_ZIP ? x : tr_make_iter(f, x);
+    }
+    *handled = false;
+    return NULL;
+}
+
 /* Calls of functions of the builtins module: next, iter, len, isinstance,
    min, max, abs, getattr, sorted, sum, any, all are modelled; any other call, or one on a tensor, is a
    break.  NULL when tracing stops. */
@@ -446,21 +471,11 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     Tracer *t = f->t;
     const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
     bool nokw = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
-    if (strcmp(name, "next") == 0 && nargs == 1 && nokw && args[0]->kind == V_GEN)
-        return tr_gen_next(f, args[0]);
-    if (strcmp(name, "next") == 0 && (nargs == 1 || nargs == 2) && nokw && args[0]->kind == V_ITER) {
-        /* as FOR_ITER steps it; exhausted: the default, or StopIteration
-           raised by the call run eagerly */
-        Value *it = args[0];
-        if (it->pos < it->n)
-            return it->items[it->pos++];
-        return nargs == 2 ? args[1]
-               : (tracer_break(t, STOP_CALL, "next() of an exhausted iterator (StopIteration)"), NULL);
-    }
-    if (strcmp(name, "iter") == 0 && nargs == 1 && nokw) {
-        /* iter(x), as GET_ITER takes it: an iterator or generator is itself */
-        Value *x = args[0];
-        return x->kind == V_ITER || x->kind == V_GEN || x->kind == V_ZIP ? x : tr_make_iter(f, x);
+    if (nokw && (strcmp(name, "next") == 0 || strcmp(name, "iter") == 0)) {
+        bool handled;
+        Value *r = builtin_next_or_iter(f, name, args, nargs, &handled);
+        if (handled)
+            return r;
     }
     if (strcmp(name, "len") == 0 && nargs == 1 && nokw)
         return builtin_len(f, args[0]);
