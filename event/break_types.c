@@ -254,7 +254,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     /* writes */
     {" with out= (writes", T_VISIBLE_WRITE},
     {" with a positional out argument", T_VISIBLE_WRITE},
-    {" with inplace=True", T_VISIBLE_WRITE},
+    {" with inplace=", T_VISIBLE_WRITE},
     {" writes into a leaf tensor", T_VISIBLE_WRITE},
     {"^in-place operator ", T_VISIBLE_WRITE},
     {"^item assignment into a dict the frame reaches two ways", T_CONTAINER_MUTATION},

@@ -230,16 +230,20 @@ static int function_param(PyObject *fn, const char *name, int *dflt)
 
 /* The rules of the file comment for a call of torch function (or method
    name) `target`: 0 when it is a graph op, 1 when it is one that draws
-   random numbers, -1 (a call break) when it is not. */
+   random numbers, -1 (a call break) when it is not.  *writes_input: the
+   call has inplace=True (F.relu(x, inplace=True)): it writes into its
+   first argument, a tensor, as an in-place method writes its receiver. */
 static int torch_call_rules(Tracer *t, NodeOp op, PyObject *target, const char *hint,
-                            Value **args, int nargs, PyObject *kwnames)
+                            Value **args, int nargs, PyObject *kwnames, bool *writes_input)
 {
     int dflt;
     int pos = function_param(target, "inplace", &dflt);
     Value *v = call_arg(args, nargs, kwnames, "inplace", pos);
-    if (v != NULL && !value_is_false(v))
-        return tracer_break(t, STOP_CALL, "%s with inplace=True (writes into a tensor the "
-                            "program can see)", hint);
+    *writes_input = v != NULL && !value_is_false(v);
+    if (*writes_input && (v->kind != V_CONST || v->obj != Py_True || nargs == 0 || args[0]->kind != V_TENSOR))
+        return tracer_break(t, STOP_CALL, "%s with inplace=%s (writes into a value the "
+                            "program can see)", hint, v->kind == V_CONST ? "True" : "a value known "
+                            "only when the graph runs");
     PyObject *always = op == NODE_CALL_METHOD ? tensorops_rules.torch_random_methods : tensorops_rules.torch_random_functions;
     int r = PySet_Contains(always, target);
     if (r != 0)
@@ -579,13 +583,14 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
     v = NULL;
     torch_call = is_torch_call(op, target, eargs);
-    random = torch_call ? torch_call_rules(t, op, target, name_hint, args, nargs, kwnames) : 0;
+    writes = false;
+    random = torch_call ? torch_call_rules(t, op, target, name_hint, args, nargs, kwnames, &writes) : 0;
     if (random < 0 || (random && note_random(t, name_hint, eargs, ekw) < 0))
         goto out;
     if (numbers_may_raise_in_try(t, target, name_hint, eargs))
         goto out;
     writes = nargs > 0 && args[0]->kind == V_TENSOR && tensorops_is_torch_like(args[0]->obj)
-             && is_inplace_op(op, target);
+             && (writes || is_inplace_op(op, target));
     inplace = writes ? tr_inplace_prepare(t, args[0], name_hint, eargs) : 0;
     if (inplace < 0)
         goto out;
