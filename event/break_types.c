@@ -61,7 +61,7 @@ static const BreakType types[T__COUNT] = {
         "def f(x, step):\n    print(f\"step {step}: {x.mean()}\")\n    return x"},
     [T_VISIBLE_WRITE] = {"DS0007", "write-into-visible-array", BREAK_YOUR_CODE,
         "An operation writes into an array or tensor the program can see (out=, "
-        "inplace=True, a[i] = v on an input NumPy array, an in-place write into a "
+        "inplace= of a value known only when the graph runs, a[i] = v on an input NumPy array, an in-place write into a "
         "leaf tensor that requires grad): the graph computes values, it does not "
         "write into the program's buffers.",
         "Compute out of place (y = x + 1) and return the result; write into the "

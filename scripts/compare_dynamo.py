@@ -431,8 +431,9 @@ NOTES = """
   dynscope takes care with what would have an effect if run on real
   tensors: random ops run under saved generator states, put back after
   tracing; in-place ops on a tensor the program can see run on a clone of
-  its example (the graph does the real one); `out=` and `inplace=True`
-  stay eager steps (graph breaks), where Dynamo functionalizes them.
+  its example (the graph does the real one), and so do calls with
+  `inplace=True`; `out=` stays an eager step (a graph break), where Dynamo
+  functionalizes it.
 - **Guards.** dynscope's guards are a C engine; a torch TENSOR_MATCH
   (dynscope does not link against libtorch) first asks torch's own C++
   tensor check, `torch._C._dynamo.guards.TensorGuards` -- the one
