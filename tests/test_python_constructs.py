@@ -1266,6 +1266,32 @@ def test_item_writes_into_a_visible_dict_are_replayed_and_aliasing_is_guarded():
     assert mine.is_updated == theirs.is_updated
 
 
+class Holder:
+    def __init__(self, table, other):
+        self.table, self.other = table, other
+
+
+def writes_one_reads_other(a, h):
+    d = h.table                       # two accessors of what may be one dict
+    e = h.__dict__["other"]
+    d["x"] = a * 2.0
+    return e["x"] + 1.0
+
+
+def test_a_dict_reached_two_ways_is_one_value_and_the_aliasing_is_guarded():
+    a = np.ones(2)
+    opt, be = capture(writes_one_reads_other)
+    for _ in range(2):
+        shared = {}
+        h = Holder(shared, shared)    # the write is read back through the other accessor
+        np.testing.assert_array_equal(opt(a, h), a * 2.0 + 1.0)
+        np.testing.assert_array_equal(h.table["x"], a * 2.0)
+    apart = Holder({}, {"x": np.zeros(2)})      # two dicts: SAME_AS fails, a new entry
+    np.testing.assert_array_equal(opt(a, apart), np.ones(2))
+    assert list(apart.table) == ["x"] and np.array_equal(apart.other["x"], np.zeros(2))
+    assert graph_count(be) == 2 and breaks() == []
+
+
 # ---------------------------------------------------------------------------
 # Objects made while tracing whose class derives from dict or OrderedDict (a
 # dataclass over an OrderedDict with its own __setattr__, __setitem__ and

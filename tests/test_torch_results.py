@@ -337,3 +337,19 @@ def test_a_model_of_a_thousand_modules_is_one_graph():
     assert out.skipped == []
     assert len(out.out_guards) > 8192
     assert torch.equal(dynscope.optimize("eager")(run)(x), m(x))
+
+
+def test_an_input_tensors_own_attributes_are_read_and_guarded():
+    # torch.nn.Buffer sets _is_buffer and persistent on the tensor; its
+    # instance check reads getattr(x, "_is_buffer", False)
+    def f(x, y):
+        return x * 2 if isinstance(x, torch.nn.Buffer) and x.persistent else y, \
+            getattr(y, "_is_buffer", False), hasattr(x * 1, "_is_buffer")
+    buf, plain = torch.nn.Buffer(torch.ones(3)), torch.zeros(3)
+    out = dynscope.explain(f)(buf, plain)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    g = dynscope.optimize("eager")(f)
+    for x, y in ((buf, plain), (torch.nn.Buffer(torch.ones(3), persistent=False), plain),
+                 (plain, buf), (buf, plain)):
+        got, want = g(x, y), f(x, y)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:]

@@ -307,6 +307,7 @@ static Value *builtin_callable(TFrame *f, Value *v)
     return new_const(t, Py_NewRef(yes ? Py_True : Py_False));
 }
 
+
 /* getattr(v, name, dflt) (dflt non-NULL) or hasattr(v, name) of an object
    an accessor reaches: whether it has the attribute is guarded (HASATTR),
    and a present one is read as v.name is.  NULL when tracing stops. */
@@ -573,19 +574,29 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
            (hasattr(x, "jax"), hasattr(t, "shape"), getattr(t, "_is_param",
            False)); an input's is guarded.  A present one is read as t.name */
         PyObject *found = _PyType_Lookup(Py_TYPE(args[0]->obj), args[1]->obj);
+        PyObject *own = NULL;        /* strong: an input's own attribute (torch.nn.Buffer's
+                                        _is_buffer, read by its instance check) */
         int has = found != NULL;
         if (args[0]->node->op == NODE_PLACEHOLDER && !found) {
             if (args[0]->src < 0 || Py_TYPE(args[0]->obj)->tp_getattro != PyObject_GenericGetAttr)
                 return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
-            PyObject *got = PyObject_GetAttr(args[0]->obj, args[1]->obj);
-            has = got != NULL;
-            Py_XDECREF(got);
+            own = PyObject_GetAttr(args[0]->obj, args[1]->obj);
+            has = own != NULL;
             if (!has && !PyErr_ExceptionMatches(PyExc_AttributeError))
                 return NULL;
             PyErr_Clear();
-            if (guardset_add(t->gs, GUARD_HASATTR, args[0]->src, args[1]->obj, has) < 0)
+            if (guardset_add(t->gs, GUARD_HASATTR, args[0]->src, args[1]->obj, has) < 0) {
+                Py_XDECREF(own);
                 return NULL;
+            }
         }
+        if (name[0] == 'g' && own != NULL) {
+            int a = guardset_accessor(t->gs, ACC_ATTR, args[0]->src, 0, args[1]->obj, NULL);
+            Value *r = a < 0 ? NULL : value_from_source(t, a, own);
+            Py_DECREF(own);
+            return r;
+        }
+        Py_XDECREF(own);
         if (name[0] == 'g')
             return has ? tr_load_attr(f, args[0], args[1]->obj) : args[2];
         return new_const(t, Py_NewRef(has ? Py_True : Py_False));

@@ -5,8 +5,9 @@
  *
  * `d[key] = value` on a dict read from a source is recorded the same way,
  * the dict's value updated for the reads that follow; dicts are told apart
- * by identity, a dict reached two ways stops tracing, and dicts read
- * besides one written are guarded to stay other objects (NOT_SAME_AS).
+ * by identity (a dict two accessors reach is one Value, values.c), and
+ * dicts read besides one written are guarded to stay other objects
+ * (NOT_SAME_AS).
  *
  * `obj.name = value` (or `del obj.name`) on an object reached by an
  * accessor whose class sets attributes as object.__setattr__ does (into

@@ -443,6 +443,18 @@ static Value *load_tensor_attr(TFrame *f, Value *base, PyObject *name)
         m->pos = 1;          /* bound: a call gives its receiver first */
         return m;
     }
+    if (base->node != NULL && base->node->op == NODE_PLACEHOLDER && base->src >= 0 && tensor_is_torch(ex)
+        && Py_TYPE(ex)->tp_getattro == PyObject_GenericGetAttr && _PyType_Lookup(Py_TYPE(ex), name) == NULL) {
+        /* an input's own attribute (a torch.nn.Buffer's persistent):
+           read through an accessor, guarded as any value */
+        PyObject *d = PyObject_GenericGetDict(ex, NULL);
+        PyObject *own = d ? PyDict_GetItemWithError(d, name) : NULL;    /* borrowed from d */
+        int a = own ? guardset_accessor(t->gs, ACC_ATTR, base->src, 0, name, NULL) : -1;
+        Value *r = a >= 0 ? value_from_source(t, a, own) : NULL;
+        Py_XDECREF(d);
+        if (r != NULL || PyErr_Occurred() || a >= 0)
+            return r;
+    }
     return tracer_unsupported(t, false, "array attribute '%U'", name), NULL;
 }
 

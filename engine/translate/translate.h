@@ -256,6 +256,9 @@ typedef struct Tracer {
     struct Undo *undo;       /* owned: mutations of frame-made containers, so a
                                 call that breaks after mutating can be undone */
     int nundo, undo_cap;
+    PyObject *dicts_read;    /* strong, or NULL: {id(dict): V_DICT capsule} of
+                                the dicts read from sources, so a dict two
+                                accessors reach is one Value (values.c) */
     PyObject *state_modes;   /* strong list of (exit fn, mode): torch state
                                 managers (V_STATECM) entered while tracing
                                 and not left yet, innermost last */

@@ -370,7 +370,48 @@ static Value *sequence_from_source(Tracer *t, int acc, PyObject *obj, VKind kind
     return v;
 }
 
+static Value *dict_from_source_first(Tracer *t, int acc, PyObject *obj);
+
+/* The V_DICT of a dict read already through another accessor, or NULL
+   (*key: the dict's id, new, for dict_from_source to note it under). */
+static Value *dict_read_before(Tracer *t, PyObject *obj, PyObject **key)
+{
+    *key = PyLong_FromVoidPtr(obj);
+    if (*key == NULL || t->dicts_read == NULL)
+        return NULL;
+    PyObject *cap = PyDict_GetItemWithError(t->dicts_read, *key);     /* borrowed */
+    return cap ? PyCapsule_GetPointer(cap, NULL) : NULL;
+}
+
+/* A dict read from a source: a V_DICT of its keys (guarded) and items.
+   A dict another accessor reached already is that Value, the two
+   accessors guarded to reach one object (SAME_AS): what the frame writes
+   through one, it reads through the other (nn.Module.__setattr__ reads
+   self.__dict__["_buffers"], register_buffer writes self._buffers). */
 static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
+{
+    PyObject *id;
+    Value *seen = dict_read_before(t, obj, &id);
+    if (seen != NULL || PyErr_Occurred()) {
+        Py_XDECREF(id);
+        if (seen == NULL || guard(t, GUARD_SAME_AS, acc > seen->src ? acc : seen->src, NULL,
+                                  acc > seen->src ? seen->src : acc) < 0)
+            return NULL;
+        return remember(t, acc, seen);
+    }
+    Value *v = id ? dict_from_source_first(t, acc, obj) : NULL;
+    if (v != NULL && v->kind == V_DICT && v->real == obj) {
+        PyObject *cap = PyCapsule_New(v, NULL, NULL);
+        if (cap == NULL || (t->dicts_read == NULL && (t->dicts_read = PyDict_New()) == NULL)
+            || PyDict_SetItem(t->dicts_read, id, cap) < 0)
+            v = NULL;
+        Py_XDECREF(cap);
+    }
+    Py_XDECREF(id);
+    return v;
+}
+
+static Value *dict_from_source_first(Tracer *t, int acc, PyObject *obj)
 {
     PyObject *keys = PyDict_Keys(obj);
     if (keys == NULL)
