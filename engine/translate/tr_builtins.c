@@ -439,6 +439,44 @@ Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls)
     return new_const(f->t, PyBool_FromLong(PyType_IsSubtype((PyTypeObject *)tp, (PyTypeObject *)cls)));
 }
 
+/* getattr(x, attr, dflt) / hasattr(x, attr) (dflt NULL) of a tensor:
+   a tensor an op made has no attributes of its own, its type answers
+   (hasattr(x, "jax"), hasattr(t, "shape"), getattr(t, "_is_param",
+   False)); an input's are guarded, and one it has is read through an
+   accessor (torch.nn.Buffer's _is_buffer).  A present one of the type is
+   read as t.name.  NULL when tracing stops. */
+static Value *tensor_getattr_or_hasattr(TFrame *f, const char *name, Value *x, PyObject *attr, Value *dflt)
+{
+    Tracer *t = f->t;
+    PyObject *found = _PyType_Lookup(Py_TYPE(x->obj), attr);
+    PyObject *own = NULL;        /* strong: an input's own attribute (torch.nn.Buffer's
+                                    _is_buffer, read by its instance check) */
+    int has = found != NULL;
+    if (x->node->op == NODE_PLACEHOLDER && !found) {
+        if (x->src < 0 || Py_TYPE(x->obj)->tp_getattro != PyObject_GenericGetAttr)
+            return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
+        own = PyObject_GetAttr(x->obj, attr);
+        has = own != NULL;
+        if (!has && !PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        if (guardset_add(t->gs, GUARD_HASATTR, x->src, attr, has) < 0) {
+            Py_XDECREF(own);
+            return NULL;
+        }
+    }
+    if (dflt != NULL && own != NULL) {
+        int a = guardset_accessor(t->gs, ACC_ATTR, x->src, 0, attr, NULL);
+        Value *r = a < 0 ? NULL : value_from_source(t, a, own);
+        Py_DECREF(own);
+        return r;
+    }
+    Py_XDECREF(own);
+    if (dflt != NULL)
+        return has ? tr_load_attr(f, x, attr) : dflt;
+    return new_const(t, Py_NewRef(has ? Py_True : Py_False));
+}
+
 /* next(it[, default]) of an iterator made while tracing, iter(x).
    *handled false when the arguments are not of those. */
 static Value *builtin_next_or_iter(TFrame *f, const char *name, Value **args, int nargs, bool *handled)
@@ -566,41 +604,9 @@ Value *tr_call_builtin(TFrame *f, PyObject *fn, Value **args, int nargs, PyObjec
     if ((strcmp(name, "any") == 0 || strcmp(name, "all") == 0) && nokw && nargs == 1
         && args[0]->kind != V_TENSOR)
         return builtin_any_all(f, args[0], name[1] == 'n');
-    bool has_or_get = (strcmp(name, "hasattr") == 0 && nargs == 2)
-                      || (strcmp(name, "getattr") == 0 && nargs == 3);
-    if (has_or_get && nokw && args[0]->kind == V_TENSOR
-        && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj)) {
-        /* a tensor an op made has no attributes of its own: its type answers
-           (hasattr(x, "jax"), hasattr(t, "shape"), getattr(t, "_is_param",
-           False)); an input's is guarded.  A present one is read as t.name */
-        PyObject *found = _PyType_Lookup(Py_TYPE(args[0]->obj), args[1]->obj);
-        PyObject *own = NULL;        /* strong: an input's own attribute (torch.nn.Buffer's
-                                        _is_buffer, read by its instance check) */
-        int has = found != NULL;
-        if (args[0]->node->op == NODE_PLACEHOLDER && !found) {
-            if (args[0]->src < 0 || Py_TYPE(args[0]->obj)->tp_getattro != PyObject_GenericGetAttr)
-                return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
-            own = PyObject_GetAttr(args[0]->obj, args[1]->obj);
-            has = own != NULL;
-            if (!has && !PyErr_ExceptionMatches(PyExc_AttributeError))
-                return NULL;
-            PyErr_Clear();
-            if (guardset_add(t->gs, GUARD_HASATTR, args[0]->src, args[1]->obj, has) < 0) {
-                Py_XDECREF(own);
-                return NULL;
-            }
-        }
-        if (name[0] == 'g' && own != NULL) {
-            int a = guardset_accessor(t->gs, ACC_ATTR, args[0]->src, 0, args[1]->obj, NULL);
-            Value *r = a < 0 ? NULL : value_from_source(t, a, own);
-            Py_DECREF(own);
-            return r;
-        }
-        Py_XDECREF(own);
-        if (name[0] == 'g')
-            return has ? tr_load_attr(f, args[0], args[1]->obj) : args[2];
-        return new_const(t, Py_NewRef(has ? Py_True : Py_False));
-    }
+    if (((strcmp(name, "hasattr") == 0 && nargs == 2) || (strcmp(name, "getattr") == 0 && nargs == 3))
+        && nokw && args[0]->kind == V_TENSOR && args[1]->kind == V_CONST && PyUnicode_CheckExact(args[1]->obj))
+        return tensor_getattr_or_hasattr(f, name, args[0], args[1]->obj, nargs == 3 ? args[2] : NULL);
     if (nargs >= 1 && args[0]->kind == V_TENSOR)
         return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
     if (strcmp(name, "callable") == 0 && nokw && nargs == 1)
