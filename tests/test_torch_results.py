@@ -353,3 +353,18 @@ def test_an_input_tensors_own_attributes_are_read_and_guarded():
                  (plain, buf), (buf, plain)):
         got, want = g(x, y), f(x, y)
         assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+
+
+def test_is_between_tensors_the_graph_made_follows_their_objects():
+    # nn.MultiheadAttention's `query is not key or key is not value`
+    def f(x, cache=None):
+        q = x * 2
+        k, v = q, x + 1
+        same = (q is k, k is not v, q is x, q.to(torch.float32) is q, q.to(torch.float64) is q)
+        return torch.where(q > 0, k, v), same, getattr(cache, "is_compileable", False), q.is_nested
+    x = torch.randn(4)
+    out = dynscope.explain(f)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    got, want = dynscope.optimize("eager")(f)(x), f(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    assert want[1] == (True, True, False, True, False)

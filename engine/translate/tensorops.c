@@ -92,14 +92,14 @@ static const char *const ndarray_method_names[] = {
 static const char *const node_attribute_names[] = {
     "T", "mT", "H", "mH", "real", "imag", "data",
     "device", "requires_grad", "is_cuda", "is_cpu", "is_meta", "is_sparse",
-    "is_quantized", "is_mkldnn", "layout", NULL,
+    "is_quantized", "is_mkldnn", "is_nested", "layout", NULL,
 };
 
 /* ---- torch name rules (see the file comment) ---- */
 
 static const char *const torch_fold_attr_names[] = {
     "device", "requires_grad", "is_cuda", "is_cpu", "is_meta", "is_sparse",
-    "is_quantized", "is_mkldnn", "layout", NULL,
+    "is_quantized", "is_mkldnn", "is_nested", "layout", NULL,
 };
 
 /* Tensor methods whose result TENSOR_MATCH (shape, strides, dtype, device)

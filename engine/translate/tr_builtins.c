@@ -331,6 +331,18 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
         return bf == NULL ? NULL : bf->kind == V_BOUNDFN ? bf->items[0]
                : (tracer_unsupported(t, false, "getattr() of a method's __func__ found this way"), NULL);
     }
+    if (v->kind == V_CONST && v->src < 0 && value_is_plain_constant(v->obj)) {
+        /* getattr(None, "is_compileable", False): a constant's attributes
+           are its type's */
+        PyObject *got = PyObject_GetAttr(v->obj, name);
+        if (got == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        if (got == NULL || !dflt)
+            return got == NULL ? (dflt ? dflt : new_const(t, Py_NewRef(Py_False)))
+                               : (Py_DECREF(got), new_const(t, Py_NewRef(Py_True)));
+        return new_const(t, got);
+    }
     if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
         return tracer_unsupported(t, false, "%s() of a value no accessor reaches",
                                   dflt ? "getattr" : "hasattr"), NULL;

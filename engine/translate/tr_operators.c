@@ -439,6 +439,13 @@ int tr_is_same(TFrame *f, Value *a, Value *b)
             return -1;
         return same;
     }
+    if (a->kind == V_TENSOR && b->kind == V_TENSOR && a->node != NULL && b->node != NULL
+        && (a->node->op != NODE_PLACEHOLDER || b->node->op != NODE_PLACEHOLDER))
+        /* `query is not key` with a tensor the graph made: a new object,
+           or -- an op that gives its input back (x.to() of its own dtype,
+           an in-place op) -- the very object its input is, as the
+           examples are (the guards fix dtype, device, strides) */
+        return a->obj == b->obj;
     return tracer_unsupported(f->t, false, "'is' between these values");
 }
 
