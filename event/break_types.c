@@ -265,6 +265,12 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^merging into a dict the program can see", T_CONTAINER_MUTATION},
     {"^MAP_ADD into a dict the program can see", T_CONTAINER_MUTATION},
     {"^a dict reached two ways", T_CONTAINER_MUTATION},
+    {"^a write into a set the frame reaches two ways", T_CONTAINER_MUTATION},
+    {"^a set read after a write into it", T_CONTAINER_MUTATION},
+    {") of a value that is not a hashable constant", T_CONTAINER_MUTATION},
+    {" of a module whose _parameters the frame wrote", T_CONTAINER_MUTATION},
+    {" of a module whose _buffers the frame wrote", T_CONTAINER_MUTATION},
+    {" of a module whose _modules the frame wrote", T_CONTAINER_MUTATION},
     /* errors the code raises */
     {"^list assignment index out of range", T_RAISES},
     {"^an unhashable ", T_RAISES},
@@ -315,6 +321,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^next item of an iterator", T_BUILTIN_OP},
     /* modules, calls */
     {" with hooks (nn.Module", T_MODULE_CALL},
+    {" whose hooks the traced code changed", T_MODULE_CALL},
     {" with an instance forward or a compiled call", T_MODULE_CALL},
     {", whose forward is not a Python function", T_MODULE_CALL},
     {"^call to builtin ", T_BUILTIN},

@@ -1266,12 +1266,12 @@ def test_item_writes_into_a_visible_dict_are_replayed_and_aliasing_is_guarded():
     assert mine.is_updated == theirs.is_updated
 
 
-class Holder:
+class TwoWays:
     def __init__(self, table, other):
         self.table, self.other = table, other
 
 
-def writes_one_reads_other(a, h):
+def writes_one_reads_another(a, h):
     d = h.table                       # two accessors of what may be one dict
     e = h.__dict__["other"]
     d["x"] = a * 2.0
@@ -1280,16 +1280,55 @@ def writes_one_reads_other(a, h):
 
 def test_a_dict_reached_two_ways_is_one_value_and_the_aliasing_is_guarded():
     a = np.ones(2)
-    opt, be = capture(writes_one_reads_other)
+    opt, be = capture(writes_one_reads_another)
     for _ in range(2):
         shared = {}
-        h = Holder(shared, shared)    # the write is read back through the other accessor
+        h = TwoWays(shared, shared)    # the write is read back through the other accessor
         np.testing.assert_array_equal(opt(a, h), a * 2.0 + 1.0)
         np.testing.assert_array_equal(h.table["x"], a * 2.0)
-    apart = Holder({}, {"x": np.zeros(2)})      # two dicts: SAME_AS fails, a new entry
+    apart = TwoWays({}, {"x": np.zeros(2)})      # two dicts: SAME_AS fails, a new entry
     np.testing.assert_array_equal(opt(a, apart), np.ones(2))
     assert list(apart.table) == ["x"] and np.array_equal(apart.other["x"], np.zeros(2))
     assert graph_count(be) == 2 and breaks() == []
+
+
+class NameSets:
+    def __init__(self):
+        self.names = {"a"}
+        self.other = {"z"}
+
+
+def marks_names(x, reg, persistent):
+    had = "a" in reg.names                    # read before the write: its members guarded
+    if persistent:
+        reg.names.discard("a")
+    else:
+        reg.names.add("b")
+    return x + 1.0 if had and "z" in reg.other else x
+
+
+def adds_then_reads(x, reg):
+    reg.names.add("c")
+    return x * 2.0 if "c" in reg.names else x  # read after the write: not in the graph
+
+
+def test_set_add_and_discard_on_a_set_the_program_holds_are_replayed():
+    a = np.ones(2)
+    opt, be = capture(marks_names)
+    for persistent in (True, False, False, True):
+        mine, theirs = NameSets(), NameSets()
+        np.testing.assert_array_equal(opt(a, mine, persistent), marks_names(a, theirs, persistent))
+        assert mine.names == theirs.names
+    assert graph_count(be) == 2 and breaks() == []
+    shared, theirs = NameSets(), NameSets()   # one set two ways: guarded apart, a new entry
+    shared.other = shared.names
+    theirs.other = theirs.names
+    np.testing.assert_array_equal(opt(a, shared, True), marks_names(a, theirs, True))
+    assert shared.names == theirs.names == set()
+    mine, theirs = NameSets(), NameSets()
+    np.testing.assert_array_equal(capture(adds_then_reads)[0](a, mine), adds_then_reads(a, theirs))
+    assert mine.names == theirs.names == {"a", "c"}
+    assert "a set read after a write into it" in str(explain(adds_then_reads, a, NameSets()))
 
 
 # ---------------------------------------------------------------------------

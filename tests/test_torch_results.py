@@ -368,3 +368,29 @@ def test_is_between_tensors_the_graph_made_follows_their_objects():
     got, want = dynscope.optimize("eager")(f)(x), f(x)
     assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
     assert want[1] == (True, True, False, True, False)
+
+
+class _Positions(torch.nn.Module):
+    """wav2vec2-conformer's positional table: a non-persistent buffer that
+    forward assigns again (nn.Module.__setattr__ -> register_buffer, which
+    writes self._buffers and the set of non-persistent names)."""
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pe", torch.zeros(4), persistent=False)
+
+    def forward(self, x):
+        self.pe = self.pe * 0 + x
+        return self.pe + 1
+
+
+def test_assigning_a_buffer_in_forward_is_one_graph_and_keeps_it_a_buffer():
+    m, ref = _Positions(), _Positions()
+    x = torch.randn(4)
+    out = dynscope.explain(_Positions().forward)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    g = dynscope.optimize("eager")(m.forward)
+    for _ in range(2):
+        assert torch.equal(g(x), ref(x))
+    assert torch.equal(m.pe, ref.pe) and "pe" in m._buffers and "pe" not in m.__dict__
+    assert m._non_persistent_buffers_set == ref._non_persistent_buffers_set == {"pe"}
+    assert list(m.state_dict()) == list(ref.state_dict()) == []

@@ -436,6 +436,7 @@ static int rebuild(const Rebuild *r, const RebuildEnv *env, PyObject **out)
         return rebuild_new_object(r, env, out);
     case RB_SETATTR:
     case RB_SETITEM:
+    case RB_SETMEMBER:
         PyErr_SetString(PyExc_SystemError, "dynscope: a plan's effect used as a value");
         return -1;
     case RB_DICT: {
@@ -600,8 +601,8 @@ static void run_returning_output(const Plan *p, const GuardSet *gs, const FrameV
 }
 
 /* The plan's effects: each attribute or item write (or del: no value),
-   in order, through the class or by the builtin's own store (RB_SETATTR).
-   0 / -1. */
+   in order, through the class or by the builtin's own store (RB_SETATTR),
+   and each set member added or discarded (RB_SETMEMBER).  0 / -1. */
 static int run_effects(const Plan *p, const RebuildEnv *env)
 {
     for (int i = 0; i < p->neffects; i++) {
@@ -610,7 +611,11 @@ static int run_effects(const Plan *p, const RebuildEnv *env)
         int rc = -1;
         if (rebuild(&r->items[0], env, &target) == 0 && target != NULL
             && (r->n < 2 || (rebuild(&r->items[1], env, &value) == 0 && value != NULL)))
-            rc = r->kind == RB_SETITEM && value == NULL
+            rc = r->kind == RB_SETMEMBER
+                 ? (!PySet_Check(target) ? (PyErr_SetString(PyExc_TypeError, "dynscope: a set's "
+                                                             "member written into a non-set"), -1)
+                    : value != NULL ? PySet_Add(target, r->obj) : PySet_Discard(target, r->obj) < 0 ? -1 : 0)
+                 : r->kind == RB_SETITEM && value == NULL
                  ? (r->index == 0 ? PyObject_DelItem(target, r->obj)
                     : PyODict_Check(target) ? PyODict_DelItem(target, r->obj)
                     : PyDict_DelItem(target, r->obj))

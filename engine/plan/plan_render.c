@@ -54,6 +54,7 @@ static int render_rebuild(PyObject *parts, const Rebuild *r, const GuardSet *gs)
         break;
     case RB_SETATTR:
     case RB_SETITEM:
+    case RB_SETMEMBER:
         s = PyUnicode_FromString("<effect>");
         break;
     case RB_NEWOBJ:
@@ -215,6 +216,13 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
                 || append_fmt(parts, ", %R, ", r->obj) < 0
                 || render_rebuild(parts, &r->items[1], gs) < 0
                 || append_fmt(parts, ")    # a write the program sees, by the builtin's own store\n") < 0)
+                goto fail;
+            continue;
+        }
+        if (r->kind == RB_SETMEMBER) {
+            if (render_rebuild(parts, &r->items[0], gs) < 0
+                || append_fmt(parts, ".%s(%R)    # a write the program sees\n",
+                              r->n < 2 ? "discard" : "add", r->obj) < 0)
                 goto fail;
             continue;
         }

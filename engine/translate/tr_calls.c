@@ -846,6 +846,12 @@ static Value *call_bound_c_method(TFrame *f, Value *callable, Value **args, int 
         if (handled || PyErr_Occurred() || t->reason != NULL)
             return r;
     }
+    if ((kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) && PyUnicode_Check(callable->obj)) {
+        bool handled;
+        Value *r = tr_visible_set_method(f, self, callable->obj, args, nargs, &handled);
+        if (handled)
+            return r;                        /* s.add(k), s.discard(k) of a set it holds */
+    }
     if (self->src >= 0 && self->obj && PyType_Check(self->obj) && PyUnicode_Check(callable->obj)
         && PyUnicode_CompareWithASCIIString(callable->obj, "apply") == 0) {
         bool handled;

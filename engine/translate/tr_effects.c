@@ -117,6 +117,7 @@ static int append_write(Tracer *t, Value *target, PyObject *name, Value *value, 
     w->value = value;
     w->item = item;
     w->builtin = builtin;
+    w->set_member = false;
     return 0;
 }
 
@@ -478,4 +479,70 @@ Value *tr_visible_dict_method(TFrame *f, Value *d, PyObject *name, Value **args,
     if (setdefault && (dflt == NULL || tr_visible_set_item(f, d, args[0]->obj, dflt) < 0))
         return NULL;
     return dflt;
+}
+
+/* ---- sets the program holds ---- */
+
+/* Whether v is a set the program holds, reached by an accessor. */
+static bool visible_set(Value *v)
+{
+    return v->kind == V_OBJECT && v->src >= 0 && v->obj != NULL && PySet_CheckExact(v->obj);
+}
+
+/* (contract: translate_int.h) */
+Value *tr_visible_set_method(TFrame *f, Value *s, PyObject *name, Value **args, int nargs, bool *handled)
+{
+    Tracer *t = f->t;
+    bool add = PyUnicode_CompareWithASCIIString(name, "add") == 0;
+    *handled = visible_set(s) && nargs == 1
+               && (add || PyUnicode_CompareWithASCIIString(name, "discard") == 0);
+    if (!*handled)
+        return NULL;
+    Value *key = args[0];
+    if (!foldable(key) || PyObject_Hash(key->obj) == -1) {
+        PyErr_Clear();
+        return tracer_unsupported(t, false, "set.%U() of a value that is not a hashable constant",
+                                  name), NULL;
+    }
+    /* every other set read so far is another object (NOT_SAME_AS) */
+    for (int a = 0; a < t->by_acc_cap; a++) {
+        Value *o = t->by_acc[a];
+        if (o == NULL || o == s || !visible_set(o))
+            continue;
+        if (o->obj == s->obj)
+            return tracer_unsupported(t, false, "a write into a set the frame reaches two ways"), NULL;
+        if (guard_apart(t, a, s->src) < 0)
+            return NULL;
+    }
+    if (append_write(t, s, key->obj, add ? key : NULL, false, false) < 0)
+        return NULL;
+    t->writes[t->nwrites - 1].set_member = true;
+    return new_const(t, Py_NewRef(Py_None));
+}
+
+/* (contract: translate_int.h) */
+int tr_note_set_read(Tracer *t, Value *s)
+{
+    for (int i = 0; i < t->nwrites; i++) {
+        AttrWrite *w = &t->writes[i];
+        if (!w->set_member)
+            continue;
+        if (w->target->obj == s->obj)
+            return tracer_unsupported(t, false, "a set read after a write into it (the write "
+                                      "lands after the graph)");
+        if (w->target->src != s->src && guard_apart(t, s->src, w->target->src) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* (contract: translate_int.h) */
+Value *tr_dict_after_writes(Tracer *t, PyObject *real)
+{
+    for (int i = t->nwrites - 1; i >= 0; i--) {
+        AttrWrite *w = &t->writes[i];
+        if (w->item && !w->builtin && w->target->kind == V_DICT && w->target->real == real)
+            return w->target;
+    }
+    return NULL;
 }

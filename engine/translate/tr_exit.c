@@ -433,8 +433,8 @@ static int compile_graph(Tracer *t, Outputs *o, Plan *p)
     return 0;
 }
 
-/* The plan's effects from t->writes: RB_SETATTR / RB_SETITEM each, in
-   order (index 1: by the builtin's own store).  0 / -1
+/* The plan's effects from t->writes: RB_SETATTR / RB_SETITEM /
+   RB_SETMEMBER each, in order (index 1: by the builtin's own store).  0 / -1
    (t->reason set when a value cannot be rebuilt). */
 static int plan_effects(Tracer *t, Outputs *o, Plan *p)
 {
@@ -448,7 +448,7 @@ static int plan_effects(Tracer *t, Outputs *o, Plan *p)
     for (int i = 0; i < t->nwrites; i++) {
         AttrWrite *w = &t->writes[i];
         Rebuild *r = &p->effects[p->neffects++];
-        r->kind = w->item ? RB_SETITEM : RB_SETATTR;
+        r->kind = w->set_member ? RB_SETMEMBER : w->item ? RB_SETITEM : RB_SETATTR;
         r->index = w->builtin;
         r->obj = Py_NewRef(w->name);
         r->n = w->value ? 2 : 1;

@@ -496,6 +496,8 @@ int tr_contains(TFrame *f, Value *a, Value *b)
     }
     if (foldable(a) && b->kind == V_OBJECT && b->src >= 0 && PyAnySet_CheckExact(b->obj)
         && PySet_GET_SIZE(b->obj) <= 256) {
+        if (tr_note_set_read(f->t, b) < 0)
+            return -1;
         /* key in s, a set the program holds of plain constants: its members
            guarded (EQUALS_MATCH against a copy) */
         PyObject *it = PyObject_GetIter(b->obj), *key;

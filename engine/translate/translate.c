@@ -599,7 +599,7 @@ static void tracer_free(Tracer *t)
     tr_gen_frames_free(t);
     tr_writes_free(t);
     Py_CLEAR(t->state_modes);
-    Py_CLEAR(t->dicts_read);
+    Py_CLEAR(t->read_by_id);
     Py_CLEAR(t->iter_objs);
     Py_CLEAR(t->graph);
     Py_CLEAR(t->example_inputs);

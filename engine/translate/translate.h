@@ -256,8 +256,8 @@ typedef struct Tracer {
     struct Undo *undo;       /* owned: mutations of frame-made containers, so a
                                 call that breaks after mutating can be undone */
     int nundo, undo_cap;
-    PyObject *dicts_read;    /* strong, or NULL: {id(dict): V_DICT capsule} of
-                                the dicts read from sources, so a dict two
+    PyObject *read_by_id;    /* strong, or NULL: {id(obj): Value capsule} of the
+                                dicts and sets read from sources, so one two
                                 accessors reach is one Value (values.c) */
     PyObject *state_modes;   /* strong list of (exit fn, mode): torch state
                                 managers (V_STATECM) entered while tracing
@@ -308,6 +308,8 @@ typedef struct AttrWrite {
     PyObject *name;          /* strong: the attribute name, or the item's key */
     struct Value *value;     /* NULL: del target.name */
     bool item;               /* target[name] = value */
+    bool set_member;         /* target (a set) .add(name), or .discard(name)
+                                when value is NULL */
     bool builtin;            /* done by the builtin's own store, not the class's:
                                 object.__setattr__, or dict's / OrderedDict's
                                 __setitem__ on a dict subclass instance (what
@@ -361,7 +363,10 @@ int tracer_offset(Tracer *t);
    to it through another accessor; guard it apart from the dicts written.
    0 / -1.  (tr_effects.c) */
 int tr_note_dict_read(Tracer *t, int acc, PyObject *obj);
-
+/* The V_DICT of dict `real` (read from a source) when the frame wrote
+   items into it -- its items are then what the program will see, the
+   real dict's are not yet -- else NULL. */
+Value *tr_dict_after_writes(Tracer *t, PyObject *real);
 /* values.c */
 Value *value_new(Tracer *t, VKind kind, PyObject *obj);   /* obj borrowed */
 int value_append(Tracer *t, Value *container, Value *item);

@@ -496,6 +496,16 @@ int tr_visible_del_item(TFrame *f, Value *d, int i);
    *handled false for another method or arity (NULL, no stop). */
 Value *tr_visible_dict_method(TFrame *f, Value *d, PyObject *name, Value **args, int nargs,
                               bool *handled);
+/* s.add(key) / s.discard(key) of a set the program holds (an accessor
+   reaches it; key a hashable constant): recorded, replayed after the graph
+   (RB_SETMEMBER); the frame does not read that set again
+   (tr_note_set_read), and the sets read besides are guarded to be other
+   objects.  *handled false for another method or value (NULL, no stop). */
+Value *tr_visible_set_method(TFrame *f, Value *s, PyObject *name, Value **args, int nargs,
+                             bool *handled);
+/* A read of the contents of set s the program holds: a stop when the
+   frame wrote into it, else guarded apart from the sets it wrote.  0 / -1. */
+int tr_note_set_read(Tracer *t, Value *s);
 /* object.__setattr__(obj, name, value), bound by super() inside a class's
    own __setattr__: recorded as obj.name = value done generically (no
    data descriptor of that name, guarded).  0 / -1. */

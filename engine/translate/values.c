@@ -371,44 +371,46 @@ static Value *sequence_from_source(Tracer *t, int acc, PyObject *obj, VKind kind
 }
 
 static Value *dict_from_source_first(Tracer *t, int acc, PyObject *obj);
+static Value *set_from_source_first(Tracer *t, int acc, PyObject *obj);
 
-/* The V_DICT of a dict read already through another accessor, or NULL
-   (*key: the dict's id, new, for dict_from_source to note it under). */
-static Value *dict_read_before(Tracer *t, PyObject *obj, PyObject **key)
+/* A dict or set read from a source: a V_DICT of its keys (guarded) and
+   items, a set a V_OBJECT.  One another accessor reached already is that
+   Value, the two accessors guarded to reach one object (SAME_AS): what
+   the frame writes through one, it reads through the other
+   (nn.Module.__setattr__ reads self.__dict__["_buffers"], register_buffer
+   writes self._buffers).  Tracer.read_by_id maps the objects to their
+   Values. */
+static Value *container_from_source(Tracer *t, int acc, PyObject *obj)
 {
-    *key = PyLong_FromVoidPtr(obj);
-    if (*key == NULL || t->dicts_read == NULL)
-        return NULL;
-    PyObject *cap = PyDict_GetItemWithError(t->dicts_read, *key);     /* borrowed */
-    return cap ? PyCapsule_GetPointer(cap, NULL) : NULL;
-}
-
-/* A dict read from a source: a V_DICT of its keys (guarded) and items.
-   A dict another accessor reached already is that Value, the two
-   accessors guarded to reach one object (SAME_AS): what the frame writes
-   through one, it reads through the other (nn.Module.__setattr__ reads
-   self.__dict__["_buffers"], register_buffer writes self._buffers). */
-static Value *dict_from_source(Tracer *t, int acc, PyObject *obj)
-{
-    PyObject *id;
-    Value *seen = dict_read_before(t, obj, &id);
-    if (seen != NULL || PyErr_Occurred()) {
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *cap = id && t->read_by_id ? PyDict_GetItemWithError(t->read_by_id, id) : NULL;  /* borrowed */
+    Value *seen = cap ? PyCapsule_GetPointer(cap, NULL) : NULL;
+    if (seen != NULL || id == NULL || PyErr_Occurred()) {
         Py_XDECREF(id);
         if (seen == NULL || guard(t, GUARD_SAME_AS, acc > seen->src ? acc : seen->src, NULL,
                                   acc > seen->src ? seen->src : acc) < 0)
             return NULL;
         return remember(t, acc, seen);
     }
-    Value *v = id ? dict_from_source_first(t, acc, obj) : NULL;
-    if (v != NULL && v->kind == V_DICT && v->real == obj) {
-        PyObject *cap = PyCapsule_New(v, NULL, NULL);
-        if (cap == NULL || (t->dicts_read == NULL && (t->dicts_read = PyDict_New()) == NULL)
-            || PyDict_SetItem(t->dicts_read, id, cap) < 0)
+    Value *v = PyDict_CheckExact(obj) ? dict_from_source_first(t, acc, obj) : set_from_source_first(t, acc, obj);
+    if (v != NULL && v->src == acc && ((v->kind == V_DICT && v->real == obj) || v->kind == V_OBJECT)) {
+        cap = PyCapsule_New(v, NULL, NULL);
+        if (cap == NULL || (t->read_by_id == NULL && (t->read_by_id = PyDict_New()) == NULL)
+            || PyDict_SetItem(t->read_by_id, id, cap) < 0)
             v = NULL;
         Py_XDECREF(cap);
     }
-    Py_XDECREF(id);
+    Py_DECREF(id);
     return v;
+}
+
+/* A set the program holds: an object, by its type (its members guarded
+   where they are read, tr_contains). */
+static Value *set_from_source_first(Tracer *t, int acc, PyObject *obj)
+{
+    if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
+        return NULL;
+    return remember(t, acc, value_new(t, V_OBJECT, obj));
 }
 
 static Value *dict_from_source_first(Tracer *t, int acc, PyObject *obj)
@@ -552,8 +554,8 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
         return sequence_from_source(t, acc, obj, V_TUPLE);
     if (PyList_CheckExact(obj))
         return sequence_from_source(t, acc, obj, V_LIST);
-    if (PyDict_CheckExact(obj))
-        return dict_from_source(t, acc, obj);
+    if (PyDict_CheckExact(obj) || PySet_CheckExact(obj))
+        return container_from_source(t, acc, obj);
     if (tensorlib_is_numpy_scalar(obj))
         return value_unspecialized(t, acc, obj);
     if (PyMethod_Check(obj)) {
@@ -752,6 +754,10 @@ int value_module_has_attr(Tracer *t, Value *m, PyObject *name, bool *handled)
     static const char *const dicts[] = {"_parameters", "_buffers", "_modules"};
     for (int k = 0; has == 0 && k < 3; k++) {
         PyObject *sub = PyDict_GetItemString(d, dicts[k]);    /* borrowed */
+        Value *written = sub ? tr_dict_after_writes(t, sub) : NULL;
+        if (written != NULL)
+            return tracer_unsupported(t, false, "hasattr() of a module whose %s the frame wrote",
+                                      dicts[k]);
         if (sub != NULL && PyDict_CheckExact(sub))
             has = PyDict_Contains(sub, name);
     }
@@ -846,6 +852,18 @@ Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
         int da = earlier[k] = attr_accessor(t, base->src, dicts[k]);
         if (da < 0)
             return NULL;
+        Value *written = tr_dict_after_writes(t, sub);
+        if (written != NULL) {
+            /* self._buffers[name] = x earlier in the frame (register_buffer):
+               the dict as the frame left it */
+            for (int i = 0; i < written->n; i++) {
+                int eq = PyObject_RichCompareBool(PyList_GET_ITEM(written->obj, i), name, Py_EQ);
+                if (eq != 0)
+                    return eq < 0 ? NULL : written->items[i];
+            }
+            return tracer_unsupported(t, false, "attribute '%U' of a module whose %s the frame "
+                                      "wrote", name, dicts[k]), NULL;
+        }
         item = PyDict_GetItemWithError(sub, name);
         if (item == NULL) {
             if (PyErr_Occurred())
@@ -882,6 +900,19 @@ static int hook_dicts_empty(PyObject *ns, const char *const *names)
             return 0;
     }
     return 1;
+}
+
+/* Whether the frame wrote items into one of the dicts named in `names`
+   of namespace `ns` (hooks registered inside the traced code): the real
+   dicts then say nothing of what the program will have. */
+static bool hook_dicts_written(Tracer *t, PyObject *ns, const char *const *names)
+{
+    for (int i = 0; names[i]; i++) {
+        PyObject *h = PyDict_GetItemString(ns, names[i]);
+        if (h != NULL && tr_dict_after_writes(t, h) != NULL)
+            return true;
+    }
+    return false;
 }
 
 /* Guard every dict in `names` under accessor `base` (attributes, or dict
@@ -966,6 +997,10 @@ Value *value_module_forward(Tracer *t, Value *m, bool *handled)
     if (PyDict_GetItemString(d, "forward") != NULL || (cci != NULL && cci != Py_None))
         return tracer_break(t, STOP_CALL, "call to a %s with an instance forward or a compiled "
                             "call", tp->tp_name), NULL;
+    if (hook_dicts_written(t, d, instance_hook_dicts)
+        || hook_dicts_written(t, PyFunction_GET_GLOBALS(call), global_hook_dicts))
+        return tracer_break(t, STOP_CALL, "call to a %s whose hooks the traced code changed",
+                            tp->tp_name), NULL;
     if (!hook_dicts_empty(d, instance_hook_dicts)
         || !hook_dicts_empty(PyFunction_GET_GLOBALS(call), global_hook_dicts))
         return tracer_break(t, STOP_CALL, "call to a %s with hooks (nn.Module.__call__ runs them)",
