@@ -240,6 +240,25 @@ def test_in_place_op_on_a_leaf_that_requires_grad_raises_as_eager():
     assert torch.equal(w.detach(), torch.full((2,), 2.0)) and torch.equal(got, w.detach() * 2)
 
 
+def test_requires_grad_on_a_tensor_the_graph_made_is_a_graph_op():
+    # MRA's torch.zeros_like(query).requires_grad_(); on an input it stays a break
+    def fn(q):
+        z = torch.zeros_like(q).requires_grad_()
+        w = z + q * 2
+        return w, w.requires_grad, z.requires_grad
+
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad):
+            q = torch.randn(3)
+            out = dynscope.explain(fn)(q)
+            assert (out.graph_count, out.graph_break_count) == (1, 0)
+            got, want = dynscope.optimize("eager")(fn)(q), fn(q)
+            assert torch.equal(got[0], want[0]) and got[1:] == want[1:] == (grad, True)
+            assert (got[0].grad_fn is None) == (want[0].grad_fn is None) == (not grad)
+    out = dynscope.explain(lambda x: x.requires_grad_() * 2)(torch.ones(2))
+    assert out.graph_break_count == 1 and "requires_grad_" in out.break_reasons[0].reason
+
+
 def test_in_place_ops_that_change_metadata_still_break():
     def squeeze_in_place(x):
         x.unsqueeze_(0)

@@ -481,11 +481,14 @@ static Value *sequence_result(Tracer *t, NodeObject *node, PyObject *result, boo
 }
 
 /* The method check against the receiver: ndarray methods for arrays, torch
-   methods for tensors.  0, or -1 (a call break). */
+   methods for tensors (and requires_grad_, which tr_calls.c sends here for
+   a tensor the graph made only).  0, or -1 (a call break). */
 static int check_method(Tracer *t, PyObject *self, PyObject *name)
 {
     PyObject *set = tensorops_is_torch_like(self) ? tensorops_rules.torch_methods : tensorops_rules.pure_methods;
     if (set != NULL && PySet_Contains(set, name) == 1)
+        return 0;
+    if (tensorops_is_torch_like(self) && PyUnicode_CompareWithASCIIString(name, "requires_grad_") == 0)
         return 0;
     if (tensorops_is_torch_like(self) && tensorops_rules.torch_inplace_methods && PySet_Contains(tensorops_rules.torch_inplace_methods, name) == 1)
         return 0;

@@ -930,6 +930,12 @@ static Value *call_tensor_method(Tracer *t, Value *self, PyObject *name, Value *
     Value *typed = tensor_type_call(t, self, name, args, nargs, kwnames, &handled);
     if (handled)
         return typed;
+    if (PyUnicode_CompareWithASCIIString(name, "requires_grad_") == 0 && tr_tensor_is_own(t, self)
+        && (nargs == 1 || (nargs == 2 && args[1]->kind == V_CONST && PyBool_Check(args[1]->obj)))
+        && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        /* torch.zeros_like(q).requires_grad_() (MRA): a flag of a tensor
+           this graph made, set on its example as the graph sets it */
+        return tensorops_call(t, NODE_CALL_METHOD, name, "requires_grad_", args, nargs, NULL);
     if (!tensorops_is_pure_method(name)) {
         if (tensorops_is_escape_method(name))
             return tracer_break(t, STOP_ESCAPE, "data escape: .%U() on a tensor value", name), NULL;
