@@ -392,6 +392,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^a dict changed while tracing", T_SIDE_EFFECT},
     {" changed while a loop iterates", T_SIDE_EFFECT},
     {"^a reversed() iterator over a list, held across", T_SIDE_EFFECT},
+    {"^an iterator iter() made that the program gets", T_SIDE_EFFECT},
     {"^a loop over a dict the program can see, after writes into it", T_SIDE_EFFECT},
     {"^a set made while tracing from another set", T_SIDE_EFFECT},
     {" the program would get", T_SIDE_EFFECT},

@@ -1312,6 +1312,13 @@ def adds_then_reads(x, reg):
     return x * 2.0 if "c" in reg.names else x  # read after the write: not in the graph
 
 
+def adds_method_names(x, reg):
+    for k in ("add", "discard", "names", "add"):   # members named as set methods (test_operator)
+        reg.names.add(k)
+    reg.names.discard("discard")
+    return x * 2.0
+
+
 def test_set_add_and_discard_on_a_set_the_program_holds_are_replayed():
     a = np.ones(2)
     opt, be = capture(marks_names)
@@ -1329,6 +1336,12 @@ def test_set_add_and_discard_on_a_set_the_program_holds_are_replayed():
     np.testing.assert_array_equal(capture(adds_then_reads)[0](a, mine), adds_then_reads(a, theirs))
     assert mine.names == theirs.names == {"a", "c"}
     assert "a set read after a write into it" in str(explain(adds_then_reads, a, NameSets()))
+    opt, be = capture(adds_method_names)
+    for _ in range(2):
+        mine, theirs = NameSets(), NameSets()
+        np.testing.assert_array_equal(opt(a, mine), adds_method_names(a, theirs))
+        assert mine.names == theirs.names == {"a", "add", "names"}
+    assert graph_count(be) == 1 and breaks() == []
 
 
 # ---------------------------------------------------------------------------

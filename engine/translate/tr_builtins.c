@@ -506,9 +506,15 @@ static Value *builtin_next_or_iter(TFrame *f, const char *name, Value **args, in
                : (tracer_break(f->t, STOP_CALL, "next() of an exhausted iterator (StopIteration)"), NULL);
     }
     if (strcmp(name, "iter") == 0 && nargs == 1) {
-        /* iter(x), as GET_ITER takes it: an iterator or generator is itself */
+        /* iter(x), as GET_ITER takes it: an iterator or generator is
+           itself (a dict view is no iterator) */
         Value *x = args[0];
-        return x->kind == V_ITER || x->kind == V_GEN || x->kind == V_ZIP ? x : tr_make_iter(f, x);
+        if ((x->kind == V_ITER && !x->view) || x->kind == V_GEN || x->kind == V_ZIP)
+            return x;
+        Value *it = tr_make_iter(f, x);
+        if (it != NULL && it != x && it->kind == V_ITER)
+            it->made_by_iter = true;
+        return it;
     }
     *handled = false;
     return NULL;

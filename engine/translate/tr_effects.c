@@ -304,7 +304,8 @@ int tr_note_dict_read(Tracer *t, int acc, PyObject *obj)
 {
     for (int i = 0; i < t->nwrites; i++) {
         AttrWrite *w = &t->writes[i];
-        if (!w->item || w->builtin)       /* (a dict subclass instance: never a plain dict) */
+        if (!w->item || w->builtin || w->set_member)  /* (a dict subclass instance, a set:
+                                                          never a plain dict) */
             continue;
         if (w->target->real == obj)
             return tracer_unsupported(t, false, "a dict reached two ways after an item "
@@ -514,7 +515,8 @@ Value *tr_visible_set_method(TFrame *f, Value *s, PyObject *name, Value **args, 
         if (guard_apart(t, a, s->src) < 0)
             return NULL;
     }
-    if (append_write(t, s, key->obj, add ? key : NULL, false, false) < 0)
+    /* an item write (no attribute of the set), of a member */
+    if (append_write(t, s, key->obj, add ? key : NULL, true, false) < 0)
         return NULL;
     t->writes[t->nwrites - 1].set_member = true;
     return new_const(t, Py_NewRef(Py_None));

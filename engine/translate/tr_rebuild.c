@@ -249,6 +249,10 @@ static int make_rebuild_memo(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
             return -1;
         }
     }
+    else if (v->kind == V_ITER && v->made_by_iter) {
+        /* iter(d.items()) is a dict_itemiterator: a rebuilt one would not be */
+        return tracer_unsupported(t, false, "an iterator iter() made that the program gets");
+    }
     else if (v->kind == V_ITER && v->reversed_of != NULL) {
         /* an eager step, or the program, could change the list it reads */
         return tracer_unsupported(t, false, "a reversed() iterator over a list, held across a break");

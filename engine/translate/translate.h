@@ -128,6 +128,10 @@ typedef struct Value {
     bool from_generator;     /* V_ITER: what a generator expression yields, all
                                 of it computed when it was made: it must be
                                 consumed there and then (tr_interp.c) */
+    bool made_by_iter;       /* V_ITER: iter(x) of a value that is no iterator
+                                (a list, a dict view): the program may not get
+                                it, whose rebuilt iterator would be of
+                                another type than iter(x)'s (tr_rebuild.c) */
     uint32_t dyn_dims;       /* V_TENSOR, an input: the dimensions whose size is
                                 dynamic (automatic dynamic: a graph value) */
     bool dynshape;           /* V_TENSOR: its shape depends on data (x[x > 0]),
@@ -309,7 +313,8 @@ typedef struct AttrWrite {
     struct Value *value;     /* NULL: del target.name */
     bool item;               /* target[name] = value */
     bool set_member;         /* target (a set) .add(name), or .discard(name)
-                                when value is NULL */
+                                when value is NULL (item is true: no
+                                attribute is written) */
     bool builtin;            /* done by the builtin's own store, not the class's:
                                 object.__setattr__, or dict's / OrderedDict's
                                 __setitem__ on a dict subclass instance (what
