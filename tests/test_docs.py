@@ -1170,10 +1170,17 @@ def _add_in_place(x):
     return x * 2
 
 
+def _set_read_after_write(x, s):
+    s.add("k")
+    return x * 2 if "k" in s else x
+
+
 def ex_visible_writes(tmp_path):
     out = dynscope.explain(_append_visible)(np.ones(3))
     assert any("list the program can see" in b.reason for b in out.break_reasons), \
         "a visible list's append is now captured"
+    assert "a set read after a write into it" in str(dynscope.explain(_set_read_after_write)(np.ones(3), set())), \
+        "reading a set the frame wrote into is now captured"
     assert "write-into-visible-array" in breaks_and_skips(dynscope.explain(_add_in_place)(np.ones(3))), \
         "an in-place op on an array the program holds is now a graph op"
 
