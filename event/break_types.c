@@ -366,6 +366,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^a loop iterator beyond", T_UNROLL},
     {"^a graph break inside a loop over enumerate()", T_UNROLL},
     {" items as input", T_INPUT_SIZE},
+    {" members as input", T_INPUT_SIZE},
     {"^the keys of a ", T_BUILTIN_OP},
     {"^inputs that need more than", T_INPUT_SIZE},
     {"^a value nested more than", T_INPUT_SIZE},

@@ -1319,6 +1319,31 @@ def adds_method_names(x, reg):
     return x * 2.0
 
 
+def walks_a_held_set(x, reg):
+    order = []
+    for k in reg.names:                       # the set's own order, guarded
+        order.append(k)
+    return x * len(order), tuple(order)
+
+
+def test_iterating_a_set_the_program_holds_follows_its_order_and_guards_it():
+    a = np.ones(2)
+    opt, be = capture(walks_a_held_set)
+    eight_first, sixteen_first = NameSets(), NameSets()
+    eight_first.names = {8, 16}               # equal sets, one hash slot: insertion order decides
+    sixteen_first.names = set()
+    sixteen_first.names.add(16)
+    sixteen_first.names.add(8)
+    assert eight_first.names == sixteen_first.names
+    assert tuple(eight_first.names) != tuple(sixteen_first.names)
+    for reg in (eight_first, sixteen_first, eight_first, sixteen_first):
+        got, want = opt(a, reg), walks_a_held_set(a, reg)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1] == tuple(reg.names)
+    assert graph_count(be) == 2 and breaks() == []
+    assert "tuple(L['reg'].names) == (8, 16)" in str(explain(walks_a_held_set, a, eight_first))
+
+
 def test_set_add_and_discard_on_a_set_the_program_holds_are_replayed():
     a = np.ones(2)
     opt, be = capture(marks_names)

@@ -125,7 +125,7 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
 {
     int depth = 0;
 
-    if ((unsigned)kind > ACC_WEAKREF) {
+    if ((unsigned)kind > ACC_SET_ORDER) {
         PyErr_Format(PyExc_ValueError, "bad accessor kind %d", (int)kind);
         return -1;
     }

@@ -295,6 +295,9 @@ guardset_render_source(const GuardSet *gs, int acc)
     case ACC_WEAKREF:
         res = PyUnicode_FromFormat("%U()", base);
         break;
+    case ACC_SET_ORDER:
+        res = PyUnicode_FromFormat("tuple(%U)", base);
+        break;
     }
     Py_XDECREF(base);
     return res;
@@ -542,6 +545,8 @@ unreachable_reason(const GuardSet *gs, int acc, const FrameView *fv, PyObject **
         if (!PyWeakref_CheckRefExact(base))
             return PyUnicode_FromFormat("<not a weakref.ref: %s>", Py_TYPE(base)->tp_name);
         return PyUnicode_FromString("<dead weak reference>");
+    case ACC_SET_ORDER:
+        return PyUnicode_FromFormat("<not a set: %s>", Py_TYPE(base)->tp_name);
     default:
         return PyUnicode_FromString("<missing>");
     }

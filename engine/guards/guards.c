@@ -304,6 +304,13 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
         if (!PyWeakref_CheckRefExact(base))
             return vals[i] = NULL;
         return vals[i] = weakref_referent_ref(base);   /* already strong */
+    case ACC_SET_ORDER:
+        if (!PySet_CheckExact(base) && !PyFrozenSet_CheckExact(base))
+            return vals[i] = NULL;
+        v = PySequence_Tuple(base);              /* new reference, or NULL */
+        if (v == NULL)
+            PyErr_Clear();
+        return vals[i] = v;                      /* already strong */
     case ACC_ITEM:
         v = sequence_item(base, a->index);
         break;

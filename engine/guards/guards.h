@@ -67,6 +67,9 @@ typedef enum AccessorKind {
                                             finds; never imports            */
     ACC_WEAKREF,    /* <base>()            base a weakref.ref: what it points
                                             to (a dead one reads as missing) */
+    ACC_SET_ORDER,  /* tuple(<base>)       base an exact set or frozenset: its
+                                            members in iteration order (any
+                                            other base reads as missing)     */
 } AccessorKind;
 
 typedef struct Accessor {

@@ -293,6 +293,32 @@ static Value *iter_constant(Tracer *t, Value *it, PyObject *obj)
     return it;
 }
 
+/* it (a new V_ITER) over set v the program holds, of plain constants
+   (`for t in self.unique_layer_types`): its members in its iteration order,
+   guarded by that order (tuple(s), ACC_SET_ORDER: two equal sets may
+   iterate apart, after other insertions).  A set the frame wrote into is
+   not read (tr_note_set_read).  Returns it, or NULL when tracing stops. */
+static Value *iter_held_set(TFrame *f, Value *it, Value *v)
+{
+    Tracer *t = f->t;
+    if (PySet_GET_SIZE(v->obj) > 256)
+        return tracer_unsupported(t, false, "a set of %zd members as input", PySet_GET_SIZE(v->obj)), NULL;
+    if (tr_note_set_read(t, v) < 0)
+        return NULL;
+    PyObject *order = PySequence_Tuple(v->obj);
+    if (order == NULL)
+        return NULL;
+    if (!value_is_plain_constant(order)) {
+        Py_DECREF(order);
+        return tracer_unsupported(t, false, "iterating a set of members that are not constants"), NULL;
+    }
+    int a = guardset_accessor(t->gs, ACC_SET_ORDER, v->src, 0, NULL, NULL);
+    Value *r = a >= 0 && guardset_add(t->gs, GUARD_EQUALS_MATCH, a, order, 0) >= 0
+               ? iter_constant(t, it, order) : NULL;
+    Py_DECREF(order);
+    return r;
+}
+
 /* it (a new V_ITER) over the rows of tensor v (its first axis, known from
    its shape; at most 1000).  Returns it, or NULL when tracing stops. */
 static Value *iter_rows(TFrame *f, Value *it, Value *v)
@@ -405,6 +431,8 @@ Value *tr_make_iter(TFrame *f, Value *v)
             return mi;
         if (tr_is_dict_view_object(v))
             return tr_dict_view_iter(f, v);     /* iter(d): over its keys as guarded */
+        if (v->src >= 0 && (PySet_CheckExact(v->obj) || PyFrozenSet_CheckExact(v->obj)))
+            return iter_held_set(f, it, v);
         break;
     }
     default:
