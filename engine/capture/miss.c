@@ -640,6 +640,19 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
     Py_XDECREF(rq.kept_static);
     Py_XDECREF(source_sizes);
 
+    if (st == TRANSLATE_ERROR && !PyErr_Occurred()) {
+        /* a translator path that failed without an exception is the
+           engine's bug, never the program's error (returning NULL would
+           be a SystemError in its code): logged once, counted, and the
+           frame runs without capture */
+        warn_internal_error("a translation failed without an exception");
+        Py_XSETREF(reason, PyUnicode_FromString("internal error: a translation failed without "
+                                                "an exception"));
+        if (reason == NULL)
+            PyErr_Clear();
+        st = TRANSLATE_UNSUPPORTED;
+        permanent = false;
+    }
     if (st == TRANSLATE_ERROR && !PyErr_ExceptionMatches(PyExc_Exception)) {
         /* Exceptions that are not ours to swallow reach the program. */
         events_compile_end(cc, e, "error");
