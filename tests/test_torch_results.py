@@ -394,3 +394,38 @@ def test_assigning_a_buffer_in_forward_is_one_graph_and_keeps_it_a_buffer():
     assert torch.equal(m.pe, ref.pe) and "pe" in m._buffers and "pe" not in m.__dict__
     assert m._non_persistent_buffers_set == ref._non_persistent_buffers_set == {"pe"}
     assert list(m.state_dict()) == list(ref.state_dict()) == []
+
+
+def test_a_numpy_ufunc_of_python_numbers_is_a_constant_and_one_that_warns_is_not():
+    # PEGASUS-X's positional table: -(np.log(float(max_scale)) / (half - 1)),
+    # inside a caller's try block; np.log(0.0) warns, so it stays the graph's
+    import warnings
+
+    import numpy as np
+
+    def table(x, half):
+        scale = -(np.log(float(10000)) / (half - 1))
+        return torch.exp(torch.arange(half).float() * scale) + x, np.sqrt(2.0)
+
+    def caller(x, half):
+        try:
+            return table(x, half)
+        except ZeroDivisionError:
+            return None
+
+    x = torch.zeros(4)
+    out = dynscope.explain(caller)(x, 4)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), _reasons(out)
+    g = dynscope.optimize("eager")(caller)
+    for half in (4, 5, 4):
+        got, want = g(torch.zeros(half), half), caller(torch.zeros(half), half)
+        assert torch.equal(got[0], want[0]) and got[1] == want[1]
+
+    def log_zero(a):
+        return a + np.log(0.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        h = dynscope.optimize("eager")(log_zero)
+        assert np.array_equal(h(np.ones(2)), log_zero(np.ones(2)))
+        assert np.array_equal(h(np.ones(2)), log_zero(np.ones(2)))
+    assert sum(issubclass(w.category, RuntimeWarning) for w in caught) == 4   # each call warns, as eager

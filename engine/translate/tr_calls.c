@@ -947,6 +947,64 @@ static Value *call_tensor_method(Tracer *t, Value *self, PyObject *name, Value *
     return tensorops_call(t, NODE_CALL_METHOD, name, hint, args, nargs, kwnames);
 }
 
+/* numpy.errstate(all="raise"), new, or NULL (an error cleared). */
+static PyObject *numpy_errstate_raise(void)
+{
+    PyObject *name = PyUnicode_FromString("numpy");
+    PyObject *np = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    PyObject *cls = np ? PyObject_GetAttrString(np, "errstate") : NULL;
+    Py_XDECREF(np);
+    PyObject *kw = cls ? Py_BuildValue("{s:s}", "all", "raise") : NULL;
+    PyObject *empty = kw ? PyTuple_New(0) : NULL;
+    PyObject *st = empty ? PyObject_Call(cls, empty, kw) : NULL;
+    Py_XDECREF(cls);
+    Py_XDECREF(kw);
+    Py_XDECREF(empty);
+    if (st == NULL)
+        PyErr_Clear();
+    return st;
+}
+
+/* A NumPy ufunc of Python numbers (`np.log(float(self.max_scale))` in a
+   positional encoding): computed now, a numpy scalar constant, as math's
+   functions are -- under np.errstate(all="raise"), so a result that would
+   warn (log(0), an overflow) is not folded but left to the graph, which
+   warns when it runs as eager code does.  NULL (no error) when not folded. */
+static Value *fold_ufunc_of_numbers(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    PyTypeObject *ufunc = tensorlib_ufunc_type();
+    if (ufunc == NULL || Py_TYPE(fn) != ufunc || nargs < 1 || nargs > 3
+        || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
+        return NULL;
+    PyObject *cargs = PyTuple_New(nargs);
+    for (int i = 0; cargs != NULL && i < nargs; i++) {
+        PyObject *o = args[i]->obj;
+        if (args[i]->kind != V_CONST || !(PyFloat_CheckExact(o) || PyLong_CheckExact(o))) {
+            Py_DECREF(cargs);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(cargs, i, Py_NewRef(o));
+    }
+    if (cargs == NULL)
+        return NULL;
+    PyObject *state = numpy_errstate_raise();
+    PyObject *entered = state ? PyObject_CallMethod(state, "__enter__", NULL) : NULL;
+    PyObject *r = entered ? PyObject_Call(fn, cargs, NULL) : NULL;
+    PyErr_Clear();              /* FloatingPointError and the like: not folded */
+    PyObject *left = entered ? PyObject_CallMethod(state, "__exit__", "OOO", Py_None, Py_None, Py_None) : NULL;
+    PyErr_Clear();
+    Py_XDECREF(left);
+    Py_XDECREF(entered);
+    Py_XDECREF(state);
+    Py_DECREF(cargs);
+    if (r == NULL || !value_is_plain_constant(r)) {
+        Py_XDECREF(r);
+        return NULL;
+    }
+    return new_const(f->t, r);
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -1048,6 +1106,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);
         return handled ? r : inline_call(f, callable, args, nargs, kwnames);
     }
+    Value *folded = fold_ufunc_of_numbers(f, fn, args, nargs, kwnames);
+    if (folded != NULL || PyErr_Occurred())
+        return folded;
     if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL
         || tensorops_is_library_op(fn) || tensorops_private_torch_op(fn) != NULL) {
         PyObject *name = PyObject_GetAttrString(fn, "__name__");
