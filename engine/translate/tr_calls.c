@@ -1005,6 +1005,25 @@ static Value *fold_ufunc_of_numbers(TFrame *f, PyObject *fn, Value **args, int n
     return new_const(f->t, r);
 }
 
+/* A call of a function tensorops models (a NumPy or torch function, an
+   operator of torch.ops, a draw): a graph op, or a constant when it is a
+   ufunc of numbers.  NULL when tracing stops. */
+static Value *call_tensor_function(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames)
+{
+    Value *folded = fold_ufunc_of_numbers(f, fn, args, nargs, kwnames);
+    if (folded != NULL || PyErr_Occurred())
+        return folded;
+    PyObject *name = PyObject_GetAttrString(fn, "__name__");
+    if (name == NULL) {
+        PyErr_Clear();
+        name = PyUnicode_FromString("call");
+    }
+    const char *hint = name ? PyUnicode_AsUTF8(name) : NULL;
+    Value *r = hint ? tensorops_call(f->t, NODE_CALL_FUNCTION, fn, hint, args, nargs, kwnames) : NULL;
+    Py_XDECREF(name);
+    return r;
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -1106,21 +1125,9 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);
         return handled ? r : inline_call(f, callable, args, nargs, kwnames);
     }
-    Value *folded = fold_ufunc_of_numbers(f, fn, args, nargs, kwnames);
-    if (folded != NULL || PyErr_Occurred())
-        return folded;
     if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL
-        || tensorops_is_library_op(fn) || tensorops_private_torch_op(fn) != NULL) {
-        PyObject *name = PyObject_GetAttrString(fn, "__name__");
-        if (name == NULL) {
-            PyErr_Clear();
-            name = PyUnicode_FromString("call");
-        }
-        const char *hint = name ? PyUnicode_AsUTF8(name) : NULL;
-        Value *r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, fn, hint, args, nargs, kwnames) : NULL;
-        Py_XDECREF(name);
-        return r;
-    }
+        || tensorops_is_library_op(fn) || tensorops_private_torch_op(fn) != NULL)
+        return call_tensor_function(f, fn, args, nargs, kwnames);
     if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != NULL && PyModule_Check(PyCFunction_GET_SELF(fn))) {
         PyObject *modname = PyModule_GetNameObject(PyCFunction_GET_SELF(fn));
         int is_builtins = modname && PyUnicode_CompareWithASCIIString(modname, "builtins") == 0;
