@@ -377,10 +377,11 @@ class _Positions(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.register_buffer("pe", torch.zeros(4), persistent=False)
+        self.scale = torch.nn.Identity()
 
     def forward(self, x):
         self.pe = self.pe * 0 + x
-        return self.pe + 1
+        return self.scale(self.pe) + 1        # a submodule read after the write into _buffers
 
 
 def test_assigning_a_buffer_in_forward_is_one_graph_and_keeps_it_a_buffer():

@@ -861,8 +861,11 @@ Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
                 if (eq != 0)
                     return eq < 0 ? NULL : written->items[i];
             }
-            return tracer_unsupported(t, false, "attribute '%U' of a module whose %s the frame "
-                                      "wrote", name, dicts[k]), NULL;
+            int had = PyDict_Contains(sub, name);
+            if (had != 0)       /* deleted by the frame: the guards below read the start */
+                return had < 0 ? NULL : (tracer_unsupported(t, false, "attribute '%U' of a module "
+                                         "whose %s the frame wrote", name, dicts[k]), NULL);
+            continue;           /* in neither: nn.Module looks on */
         }
         item = PyDict_GetItemWithError(sub, name);
         if (item == NULL) {
