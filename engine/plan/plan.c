@@ -600,6 +600,18 @@ static void run_returning_output(const Plan *p, const GuardSet *gs, const FrameV
         PyMem_Free(args);
 }
 
+/* s.add(obj) / s.discard(obj) of RB_SETMEMBER r on target s.  0 / -1. */
+static int set_member_effect(PyObject *target, const Rebuild *r)
+{
+    if (!PySet_Check(target)) {
+        PyErr_SetString(PyExc_TypeError, "dynscope: a set's member written into a non-set");
+        return -1;
+    }
+    if (r->index == 1)
+        return PySet_Add(target, r->obj);
+    return PySet_Discard(target, r->obj) < 0 ? -1 : 0;
+}
+
 /* The plan's effects: each attribute or item write (or del: no value),
    in order, through the class or by the builtin's own store (RB_SETATTR),
    and each set member added or discarded (RB_SETMEMBER).  0 / -1. */
@@ -611,10 +623,7 @@ static int run_effects(const Plan *p, const RebuildEnv *env)
         int rc = -1;
         if (rebuild(&r->items[0], env, &target) == 0 && target != NULL
             && (r->n < 2 || (rebuild(&r->items[1], env, &value) == 0 && value != NULL)))
-            rc = r->kind == RB_SETMEMBER
-                 ? (!PySet_Check(target) ? (PyErr_SetString(PyExc_TypeError, "dynscope: a set's "
-                                                             "member written into a non-set"), -1)
-                    : value != NULL ? PySet_Add(target, r->obj) : PySet_Discard(target, r->obj) < 0 ? -1 : 0)
+            rc = r->kind == RB_SETMEMBER ? set_member_effect(target, r)
                  : r->kind == RB_SETITEM && value == NULL
                  ? (r->index == 0 ? PyObject_DelItem(target, r->obj)
                     : PyODict_Check(target) ? PyODict_DelItem(target, r->obj)

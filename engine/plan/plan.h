@@ -81,8 +81,9 @@ typedef enum RebuildKind {
     RB_SETITEM,    /* a plan's effect: items[0][obj] = items[1] (n == 1:
                       del items[0][obj]); index 1: by dict's / OrderedDict's
                       own store, not the class's __setitem__               */
-    RB_SETMEMBER,  /* a plan's effect: items[0].add(obj) (n == 1:
-                      items[0].discard(obj)), a set the program holds    */
+    RB_SETMEMBER,  /* a plan's effect: items[0].add(obj) (index 1) or
+                      items[0].discard(obj) (index 0), a set the program
+                      holds; n == 1                                       */
     RB_SET,        /* new set: items added in order                      */
 } RebuildKind;
 

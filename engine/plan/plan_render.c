@@ -222,7 +222,7 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
         if (r->kind == RB_SETMEMBER) {
             if (render_rebuild(parts, &r->items[0], gs) < 0
                 || append_fmt(parts, ".%s(%R)    # a write the program sees\n",
-                              r->n < 2 ? "discard" : "add", r->obj) < 0)
+                              r->index == 1 ? "add" : "discard", r->obj) < 0)
                 goto fail;
             continue;
         }

@@ -307,7 +307,6 @@ static Value *builtin_callable(TFrame *f, Value *v)
     return new_const(t, Py_NewRef(yes ? Py_True : Py_False));
 }
 
-
 /* getattr(v, name, dflt) (dflt non-NULL) or hasattr(v, name) of an object
    an accessor reaches: whether it has the attribute is guarded (HASATTR),
    and a present one is read as v.name is.  NULL when tracing stops. */
@@ -338,10 +337,12 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
         if (got == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError))
             return NULL;
         PyErr_Clear();
-        if (got == NULL || !dflt)
-            return got == NULL ? (dflt ? dflt : new_const(t, Py_NewRef(Py_False)))
-                               : (Py_DECREF(got), new_const(t, Py_NewRef(Py_True)));
-        return new_const(t, got);
+        if (dflt == NULL) {                                     /* hasattr */
+            bool has = got != NULL;
+            Py_XDECREF(got);
+            return new_const(t, Py_NewRef(has ? Py_True : Py_False));
+        }
+        return got ? new_const(t, got) : dflt;
     }
     if ((v->kind != V_CONST && v->kind != V_OBJECT) || v->src < 0)
         return tracer_unsupported(t, false, "%s() of a value no accessor reaches",
@@ -454,36 +455,26 @@ Value *tr_isinstance_by_type(TFrame *f, Value *x, PyObject *cls)
 /* getattr(x, attr, dflt) / hasattr(x, attr) (dflt NULL) of a tensor:
    a tensor an op made has no attributes of its own, its type answers
    (hasattr(x, "jax"), hasattr(t, "shape"), getattr(t, "_is_param",
-   False)); an input's are guarded, and one it has is read through an
-   accessor (torch.nn.Buffer's _is_buffer).  A present one of the type is
-   read as t.name.  NULL when tracing stops. */
+   False)); an input's are guarded (HASATTR).  A present one is read as
+   t.name (an input's own through an accessor: load_tensor_attr).  NULL
+   when tracing stops. */
 static Value *tensor_getattr_or_hasattr(TFrame *f, const char *name, Value *x, PyObject *attr, Value *dflt)
 {
     Tracer *t = f->t;
     PyObject *found = _PyType_Lookup(Py_TYPE(x->obj), attr);
-    PyObject *own = NULL;        /* strong: an input's own attribute (torch.nn.Buffer's
-                                    _is_buffer, read by its instance check) */
     int has = found != NULL;
     if (x->node->op == NODE_PLACEHOLDER && !found) {
         if (x->src < 0 || Py_TYPE(x->obj)->tp_getattro != PyObject_GenericGetAttr)
             return tracer_break(t, STOP_CALL, "call to builtin %s on a tensor value", name), NULL;
-        own = PyObject_GetAttr(x->obj, attr);
-        has = own != NULL;
+        PyObject *got = PyObject_GetAttr(x->obj, attr);
+        has = got != NULL;
+        Py_XDECREF(got);
         if (!has && !PyErr_ExceptionMatches(PyExc_AttributeError))
             return NULL;
         PyErr_Clear();
-        if (guardset_add(t->gs, GUARD_HASATTR, x->src, attr, has) < 0) {
-            Py_XDECREF(own);
+        if (guardset_add(t->gs, GUARD_HASATTR, x->src, attr, has) < 0)
             return NULL;
-        }
     }
-    if (dflt != NULL && own != NULL) {
-        int a = guardset_accessor(t->gs, ACC_ATTR, x->src, 0, attr, NULL);
-        Value *r = a < 0 ? NULL : value_from_source(t, a, own);
-        Py_DECREF(own);
-        return r;
-    }
-    Py_XDECREF(own);
     if (dflt != NULL)
         return has ? tr_load_attr(f, x, attr) : dflt;
     return new_const(t, Py_NewRef(has ? Py_True : Py_False));

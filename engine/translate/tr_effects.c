@@ -532,7 +532,7 @@ int tr_note_set_read(Tracer *t, Value *s)
         if (w->target->obj == s->obj)
             return tracer_unsupported(t, false, "a set read after a write into it (the write "
                                       "lands after the graph)");
-        if (w->target->src != s->src && guard_apart(t, s->src, w->target->src) < 0)
+        if (guard_apart(t, s->src, w->target->src) < 0)
             return -1;
     }
     return 0;

@@ -449,9 +449,9 @@ static int plan_effects(Tracer *t, Outputs *o, Plan *p)
         AttrWrite *w = &t->writes[i];
         Rebuild *r = &p->effects[p->neffects++];
         r->kind = w->set_member ? RB_SETMEMBER : w->item ? RB_SETITEM : RB_SETATTR;
-        r->index = w->builtin;
+        r->index = w->set_member ? w->value != NULL : w->builtin;     /* add / builtin store */
         r->obj = Py_NewRef(w->name);
-        r->n = w->value ? 2 : 1;
+        r->n = w->value && !w->set_member ? 2 : 1;
         r->items = PyMem_Calloc(3, sizeof(Rebuild));
         if (r->items == NULL) {
             r->n = 0;
@@ -459,7 +459,7 @@ static int plan_effects(Tracer *t, Outputs *o, Plan *p)
             return -1;
         }
         if (tr_make_rebuild(t, o, w->target, &r->items[0]) < 0
-            || (w->value && tr_make_rebuild(t, o, w->value, &r->items[1]) < 0))
+            || (r->n == 2 && tr_make_rebuild(t, o, w->value, &r->items[1]) < 0))
             return -1;
     }
     return 0;

@@ -321,16 +321,16 @@ static Value *iter_of_new_object(TFrame *f, Value *o)
 
 /* The next item of an iterator made while tracing -- a generator (run to
    its next yield), a zip, an iterator of known items -- as FOR_ITER and
-   SEND take it: 1 with *item set, 0 when it has ended (*item: what it
-   returned, None but for a generator), -1 when tracing stops. */
+   SEND take it: 1 with *item set, 0 when it has ended (*item: what a
+   generator returned, NULL for None), -1 when tracing stops. */
 static int iter_step(TFrame *f, Value *it, Value **item)
 {
     *item = NULL;
     if (it->kind == V_GEN) {
         int r = tr_gen_resume(f, it, item);
         if (r == 0)
-            *item = it->gen->retval ? it->gen->retval : value_new(f->t, V_CONST, Py_None);
-        return r == 0 && *item == NULL ? -1 : r;
+            *item = it->gen->retval;
+        return r;
     }
     if (it->kind == V_ZIP) {
         /* zip: the next item of each iterator in order; the first that
@@ -348,7 +348,7 @@ static int iter_step(TFrame *f, Value *it, Value **item)
             else
                 r = 0;
             if (r <= 0)
-                return r < 0 ? -1 : (*item = value_new(f->t, V_CONST, Py_None)) ? 0 : -1;
+                return r;
             if (value_append(f->t, tup, v) < 0)
                 return -1;
         }
@@ -361,7 +361,7 @@ static int iter_step(TFrame *f, Value *it, Value **item)
         *item = it->items[it->pos++];
         return 1;
     }
-    return (*item = value_new(f->t, V_CONST, Py_None)) ? 0 : -1;
+    return 0;
 }
 
 /* FOR_ITER: push the next item, or pop the iterator and jump (*ip). */
@@ -392,7 +392,7 @@ static int op_send(TFrame *f, const Instr *in, int *ip)
     if (in->flag)
         (void)pop(f);
     *ip = instr_jump_target(in);
-    return push(f, v);
+    return push(f, v ? v : value_new(f->t, V_CONST, Py_None));
 }
 
 /* POP_JUMP_*_IF_FALSE / _IF_TRUE on a value whose truth is known. */

@@ -372,6 +372,7 @@ int tr_note_dict_read(Tracer *t, int acc, PyObject *obj);
    items into it -- its items are then what the program will see, the
    real dict's are not yet -- else NULL. */
 Value *tr_dict_after_writes(Tracer *t, PyObject *real);
+
 /* values.c */
 Value *value_new(Tracer *t, VKind kind, PyObject *obj);   /* obj borrowed */
 int value_append(Tracer *t, Value *container, Value *item);

@@ -248,11 +248,12 @@ static bool is_identity_object(PyObject *obj)
 
 /* Past this many guards an entry would cost more to check than to run the
    frame (inputs such as a dict of thousands of items): the frame is not
-   specialized on them.  A graph's nodes raise the bound: a guard costs
-   ~10 ns, a tensor op a µs or more, so GUARDS_PER_NODE more per node keeps
-   the checks a small part of the run.  A model of a thousand modules needs
-   about ten guards each (type, hooks, instance dict, forward): ~10k in
-   all, for ~1.5k nodes (transformers' CvT, EfficientNet). */
+   specialized on them.  A graph's nodes raise the bound, GUARDS_PER_NODE
+   more each: a model of a thousand modules needs about ten guards each
+   (type, hooks, instance dict, forward).  Measured on transformers' tiny
+   CvT: 9,008 guards for 1,049 nodes, 2.0 ms of checks per hit in a ~30 ms
+   call; EfficientNet: 22,755 guards for 1,908 nodes, 5.5 ms in ~65 ms
+   (~230 ns a guard: CacheEntry.guard_ns / hits after 12 calls). */
 #define MAX_GUARDS 8192
 #define GUARDS_PER_NODE 16
 
