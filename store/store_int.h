@@ -57,7 +57,8 @@ void store_assert_fail(const char *expr, const char *file, int line);
 /*
  * One malloc'd block: the record, whose string fields point into text[].
  * Invariants: every string field of rec is non-NULL and points inside
- * text[0 .. size - sizeof(StoreEvent)); `size` is the whole block.
+ * text[0 .. size - sizeof(StoreEvent)), or, when empty, at a static "";
+ * `size` is the whole block.
  */
 typedef struct StoreEvent {
     EventRecord rec;

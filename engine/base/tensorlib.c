@@ -6,6 +6,9 @@
  */
 #include "tensorlib.h"
 
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/ndarraytypes.h>     /* struct accessors only: no import_array */
+
 #include <string.h>
 
 /* torch.Size, torch.dtype, torch.device, torch.layout, torch.memory_format:
@@ -388,6 +391,33 @@ bool
 tensorlib_is_numpy_dtype(PyObject *obj)
 {
     return state.np.dtype != NULL && PyObject_TypeCheck(obj, state.np.dtype);
+}
+
+/* Texts of NumPy's numeric dtypes (type numbers up to NPY_CLONGDOUBLE, and
+   NPY_HALF), by type number and byte order: str() of such a descr depends
+   on those two alone (not on its metadata; fields and subarrays are
+   NPY_VOID's).  Strong references, made on first use. */
+static PyObject *dtype_texts[NPY_HALF + 1][4];
+
+static int byteorder_slot(char b)
+{
+    return b == '<' ? 0 : b == '>' ? 1 : b == '=' ? 2 : b == '|' ? 3 : -1;
+}
+
+PyObject *
+tensorlib_dtype_str(PyObject *dtype)
+{
+    if (state.np.dtype == NULL || !PyObject_TypeCheck(dtype, state.np.dtype)
+        || Py_TYPE(dtype)->tp_str != state.np.dtype->tp_str)
+        return PyObject_Str(dtype);
+    const PyArray_Descr *d = (const PyArray_Descr *)dtype;
+    int slot = byteorder_slot(d->byteorder);
+    if (slot < 0 || !(d->type_num <= NPY_CLONGDOUBLE || d->type_num == NPY_HALF))
+        return PyObject_Str(dtype);
+    PyObject **text = &dtype_texts[d->type_num][slot];
+    if (*text == NULL)
+        *text = PyObject_Str(dtype);
+    return Py_XNewRef(*text);
 }
 
 bool

@@ -102,6 +102,11 @@ bool tensorlib_is_library_module(PyObject *obj);
 bool tensorlib_is_numpy_scalar(PyObject *obj);
 /* A NumPy dtype (numpy.dtype or a subclass). */
 bool tensorlib_is_numpy_dtype(PyObject *obj);
+/* str(dtype) for a NumPy or torch dtype (any object: str()).  NumPy's
+   dtype.__str__ runs Python (~29,000 instructions); the text of a builtin
+   numeric type in a byte order is made once and kept.  New str or NULL with
+   an exception. */
+PyObject *tensorlib_dtype_str(PyObject *dtype);
 /* Whether an object with a .dtype holds Python objects (dtype.kind == 'O':
    its ops run Python code).  Clears any error. */
 bool tensorlib_has_object_dtype(PyObject *obj);

@@ -84,6 +84,32 @@ static const char *utf8(PyObject *s)
 
 /* An event of `kind` about code cc (may be NULL) and entry e (may be NULL),
    its cheap record fields filled. */
+/* Write the decimal digits of v (>= 0) at p; returns the end. */
+static char *put_decimal(char *p, int v)
+{
+    char digits[12];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    return p;
+}
+
+/* "FRAME/COMPILE" into buf (events.h: 32 bytes, two ints fit).  Every
+   event of an entry carries it: a recompile storm's EV_GUARD_FAIL events
+   made it with snprintf at ~1,600 instructions each, a fifth of what
+   recording added to the storm (docs/performance.md). */
+static void format_compile_id(char *buf, int frame_id, int frame_compile_id)
+{
+    char *p = put_decimal(buf, frame_id < 0 ? 0 : frame_id);
+    *p++ = '/';
+    p = put_decimal(p, frame_compile_id < 0 ? 0 : frame_compile_id);
+    *p = '\0';
+}
+
 static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
 {
     EventRecord *r = &ev->rec;
@@ -105,8 +131,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
         r->firstlineno = cc->code->co_firstlineno;
     }
     if (e != NULL) {
-        PyOS_snprintf(ev->compile_id, sizeof(ev->compile_id), "%d/%d", e->frame_id,
-                      e->frame_compile_id);
+        format_compile_id(ev->compile_id, e->frame_id, e->frame_compile_id);
         r->compile_id = ev->compile_id;
         r->frame_id = e->frame_id;
         r->frame_compile_id = e->frame_compile_id;
@@ -200,9 +225,56 @@ static PyObject *graph_ops(PyObject *gm)
     return ops;
 }
 
+/* json.dumps's own C encoder (json.encoder.c_make_encoder, made with
+   dumps's defaults), made once: json.dumps makes one per call, in Python,
+   ~36,000 instructions for an event's small JSON.  NULL where this Python
+   has no C encoder; to_json then calls json.dumps. */
+static PyObject *json_encoder;      /* strong, made on first use */
+static bool json_encoder_tried;
+
+static PyObject *make_json_encoder(void)
+{
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *mod = json ? PyImport_ImportModule("json.encoder") : NULL;
+    PyObject *make = mod ? PyObject_GetAttrString(mod, "c_make_encoder") : NULL;
+    PyObject *esc = mod ? PyObject_GetAttrString(mod, "encode_basestring_ascii") : NULL;
+    PyObject *dflt = json ? PyObject_GetAttrString(json, "_default_encoder") : NULL;
+    PyObject *enc = NULL;
+    if (dflt != NULL)
+        Py_SETREF(dflt, PyObject_GetAttrString(dflt, "default"));   /* raises TypeError */
+    /* (markers, default, encoder, indent, key_separator, item_separator,
+       sort_keys, skipkeys, allow_nan): dumps's defaults but markers None, no
+       cycle check (a cycle raises RecursionError, and to_json falls back to
+       json.dumps, whose ValueError says so) */
+    if (make != NULL && make != Py_None && esc != NULL && dflt != NULL)
+        enc = PyObject_CallFunction(make, "OOOOssOOO", Py_None, dflt, esc, Py_None, ": ", ", ",
+                                    Py_False, Py_False, Py_True);
+    Py_XDECREF(json);
+    Py_XDECREF(mod);
+    Py_XDECREF(make);
+    Py_XDECREF(esc);
+    Py_XDECREF(dflt);
+    PyErr_Clear();
+    return enc;
+}
+
 /* json.dumps(obj) (new str) or NULL. */
 static PyObject *to_json(PyObject *obj)
 {
+    if (!json_encoder_tried) {
+        json_encoder_tried = true;
+        json_encoder = make_json_encoder();
+    }
+    if (json_encoder != NULL) {
+        PyObject *chunks = PyObject_CallFunction(json_encoder, "Oi", obj, 0);
+        PyObject *empty = chunks ? PyUnicode_FromString("") : NULL;
+        PyObject *s = empty ? PyUnicode_Join(empty, chunks) : NULL;
+        Py_XDECREF(empty);
+        Py_XDECREF(chunks);
+        if (s != NULL)
+            return s;
+        PyErr_Clear();          /* json.dumps says why, below */
+    }
     PyObject *json = PyImport_ImportModule("json");
     PyObject *s = json ? PyObject_CallMethod(json, "dumps", "O", obj) : NULL;
     Py_XDECREF(json);

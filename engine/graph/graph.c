@@ -330,7 +330,7 @@ node_meta_new(PyObject *example)
 
     v = PyObject_GetAttrString(example, "dtype");
     if (v != NULL)
-        Py_SETREF(v, PyObject_Str(v));
+        Py_SETREF(v, tensorlib_dtype_str(v));
     if (v == NULL)
         PyErr_Clear();
     else if (PyDict_SetItemString(meta, "dtype", v) < 0)

@@ -610,7 +610,7 @@ guard_tensor_render(const TensorMeta *tm, PyObject *src)
 
     if ((tn = guard_type_name_ref(tm->type)) == NULL)
         return NULL;
-    if ((dt = PyObject_Str(tm->dtype)) == NULL)
+    if ((dt = tensorlib_dtype_str(tm->dtype)) == NULL)
         goto out;
     if ((shape = sizes_repr(tm->shape, tm->ndim)) == NULL)
         goto out;
@@ -653,10 +653,10 @@ guard_tensor_failure(const TensorMeta *tm, PyObject *src, PyObject *v,
     case TM_TYPE:
         return guard_type_failure(src, tm->type, v, expr, observed);
     case TM_DTYPE:
-        if ((want = PyObject_Str(tm->dtype)) == NULL)
+        if ((want = tensorlib_dtype_str(tm->dtype)) == NULL)
             break;
         *expr = PyUnicode_FromFormat("%U.dtype == %U", src, want);
-        *observed = PyObject_Str(tv.dtype);
+        *observed = tensorlib_dtype_str(tv.dtype);
         break;
     case TM_DEVICE:
         if ((want = PyObject_Str(tm->device)) == NULL)
