@@ -66,6 +66,14 @@ typedef struct EventRecord {
        guard of it that failed: {"entry", "failing", "guards": [{"idx",
        "kind", "expr", "observed", "user_stack"}], "capture_ns"}; "" none */
     const char *nearest_json;
+    /* EV_RECOMPILE and EV_CACHE_LIMIT: the miss's failures, one per older
+       entry, as its EV_GUARD_FAIL events carry them, for a sink that takes
+       them with the event instead (the SQLite recorder: one event, not one
+       per entry, as a storm's misses fail every older entry).  Per failure
+       six fields, entry_compile_id, guard_kind, expr, observed, guard_file
+       and guard_line (decimal), each as "LEN:" and LEN bytes (no NUL);
+       "" none.  store/writer.c unpacks it. */
+    const char *failures_packed;
     /* EV_GRAPH_BREAK and EV_FRAME_SKIP: the registry's type and class
        (engine/base/breaks.h, docs/breaks.md) */
     const char *break_type;    /* "DS0001" */
@@ -99,7 +107,8 @@ enum {
     EVF_USER_STACK = 1u << 3,    /* user_stack_json (EV_GRAPH_BREAK)      */
     EVF_GUARD_SITES = 1u << 4,   /* guard_sites_json (EV_COMPILE_END)     */
     EVF_NEAREST = 1u << 5,       /* nearest_json (EV_RECOMPILE)           */
-    EVF_ALL = 0x3fu,
+    EVF_FAILURES = 1u << 6,      /* failures_packed (EV_RECOMPILE, EV_CACHE_LIMIT) */
+    EVF_ALL = 0x7fu,
 };
 
 /* The name of a kind as in docs/events.md ("compile_start", ...); "?" for

@@ -35,6 +35,7 @@ static const size_t string_fields[] = {
     offsetof(EventRecord, observed),
     offsetof(EventRecord, guard_file),
     offsetof(EventRecord, nearest_json),
+    offsetof(EventRecord, failures_packed),
     offsetof(EventRecord, break_type),
     offsetof(EventRecord, break_class),
     offsetof(EventRecord, break_kind),

@@ -386,6 +386,68 @@ static int write_compile_start(Store *s, const StoreEvent *e)
     return rc != SQLITE_OK ? rc : insert_compile(s, e, &row);
 }
 
+/* One field of failures_packed (event.h): "LEN:" and LEN bytes at *p,
+   before end.  false when malformed. */
+static bool unpack_field(const char **p, const char *end, const char **f, size_t *n)
+{
+    size_t len = 0;
+    const char *q = *p;
+    while (q < end && *q >= '0' && *q <= '9' && len < ((size_t)1 << 40))
+        len = len * 10 + (size_t)(*q++ - '0');
+    if (q == *p || q >= end || *q != ':' || len > (size_t)(end - q - 1))
+        return false;
+    *f = q + 1;
+    *n = len;
+    *p = q + 1 + len;
+    return true;
+}
+
+static void bind_opt_n(sqlite3_stmt *st, int i, const char *text, size_t n)
+{
+    if (n == 0)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_text(st, i, text, (int)n, SQLITE_STATIC);
+}
+
+/* The guard_failures rows packed in e (a recompile's or a cache limit's
+   failures_packed), compile_row `row` (0: none), as write_guard_fail
+   writes one EV_GUARD_FAIL. */
+static int write_packed_failures(Store *s, const StoreEvent *e, long long row)
+{
+    const char *p = e->rec.failures_packed;
+    const char *end = p + strlen(p);
+    while (p < end) {
+        const char *f[6];
+        size_t n[6];
+        for (int i = 0; i < 6; i++)
+            if (!unpack_field(&p, end, &f[i], &n[i])) {
+                report_once(s, LOG_EVENT, "a %s event's guard failures are malformed; "
+                            "the rest of them are dropped", event_kind_name(e->rec.kind));
+                return SQLITE_OK;
+            }
+        sqlite3_stmt *st = s->w->st[ST_GUARD_FAIL];
+        bind_head(s, st, e);
+        bind_opt(st, 4, e->rec.compile_id);
+        bind_row(st, 5, row);
+        for (int i = 0; i < 4; i++)
+            bind_opt_n(st, 6 + i, f[i], n[i]);
+        bind_u64(st, 10, e->rec.wall_ns);
+        bind_opt_n(st, 11, f[4], n[4]);
+        long line = 0;
+        for (size_t i = 0; i < n[5] && i < 10; i++)
+            line = line * 10 + (f[5][i] - '0');
+        if (line > 0)
+            sqlite3_bind_int(st, 12, (int)line);
+        else
+            sqlite3_bind_null(st, 12);
+        int rc = run(st);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
 static int write_recompile(Store *s, const StoreEvent *e)
 {
     long long row;
@@ -396,15 +458,16 @@ static int write_recompile(Store *s, const StoreEvent *e)
     sqlite3_bind_int64(st, 1, row);
     bind_opt(st, 2, e->rec.reason);
     rc = run(st);
-    if (rc != SQLITE_OK || e->rec.nearest_json[0] == '\0')
-        return rc;
-    st = s->w->st[ST_RECOMPILE_DIFF];
-    bind_head(s, st, e);
-    bind_key(st, 4, e->rec.compile_id);
-    bind_row(st, 5, row);
-    sqlite3_bind_text(st, 6, e->rec.nearest_json, -1, SQLITE_STATIC);
-    bind_u64(st, 7, e->rec.wall_ns);
-    return run(st);
+    if (rc == SQLITE_OK && e->rec.nearest_json[0] != '\0') {
+        st = s->w->st[ST_RECOMPILE_DIFF];
+        bind_head(s, st, e);
+        bind_key(st, 4, e->rec.compile_id);
+        bind_row(st, 5, row);
+        sqlite3_bind_text(st, 6, e->rec.nearest_json, -1, SQLITE_STATIC);
+        bind_u64(st, 7, e->rec.wall_ns);
+        rc = run(st);
+    }
+    return rc == SQLITE_OK ? write_packed_failures(s, e, row) : rc;
 }
 
 /* One guards row from a line of guards_text: "KIND<tab>expr" or "expr". */
@@ -559,7 +622,8 @@ static int write_cache_limit(Store *s, const StoreEvent *e)
     sqlite3_bind_int(st, 5, r->resume_offset);
     bind_opt(st, 6, r->reason);
     bind_u64(st, 7, r->wall_ns);
-    return run(st);
+    int rc = run(st);
+    return rc == SQLITE_OK ? write_packed_failures(s, e, 0) : rc;
 }
 
 static int write_frame_skip(Store *s, const StoreEvent *e)

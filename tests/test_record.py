@@ -412,6 +412,49 @@ def test_report_sections_equal_the_engine_view(recorded):
         "DS0001", "DS0003", "DS0004", "DS0014"}
 
 
+def test_each_miss_records_every_older_entrys_failure_with_where_its_guard_was_made(tmp_path):
+    """A miss's failures travel packed in its recompile (or cache-limit)
+    event, one row each in guard_failures: which entry, the guard, what was
+    observed, and the line of user code that made the guard (f's call of g,
+    whose branch reads k); a cache limit's rows have no compile.
+    A guard whose text holds the packing's own separator (':') and digits
+    comes back whole."""
+    db = tmp_path / "fail.db"
+    script = tmp_path / "fail_prog.py"
+    script.write_text(textwrap.dedent('''
+        import numpy as np, dynscope, warnings
+        warnings.simplefilter("ignore")
+        dynscope.config.cache_size_limit = 3
+        def g(x, k):
+            if k > "12:3":
+                return x * 2
+            return x + 1
+        @dynscope.optimize("eager", dynamic=False)
+        def f(x, k):
+            return g(x, k) * 2
+        for k in ("0:a", "1:bb", "12:4", "12:5", "9"):
+            f(np.ones(2), k)
+    '''))
+    p = run(["-m", "dynscope", "run", "--db", str(db), str(script)])
+    assert p.returncode == 0, p.stderr
+    got = rows(db, """SELECT compile_id, compile_row IS NULL, entry_compile_id, kind, expr,
+                             observed, filename, lineno
+                        FROM guard_failures ORDER BY failure_id""")
+    s = str(script)
+    assert got == [            # f's guards: made at its call of g (line 11)
+        ("0/1", 0, "0/0", "EQUALS_MATCH", "L['k'] == '0:a'", "'1:bb'", s, 11),
+        ("0/2", 0, "0/1", "EQUALS_MATCH", "L['k'] == '1:bb'", "'12:4'", s, 11),
+        ("0/2", 0, "0/0", "EQUALS_MATCH", "L['k'] == '0:a'", "'12:4'", s, 11),
+        (None, 1, "0/2", "EQUALS_MATCH", "L['k'] == '12:4'", "'12:5'", s, 11),
+        (None, 1, "0/1", "EQUALS_MATCH", "L['k'] == '1:bb'", "'12:5'", s, 11),
+        (None, 1, "0/0", "EQUALS_MATCH", "L['k'] == '0:a'", "'12:5'", s, 11),
+        # f past its limit runs uncaptured; g, now a frame of its own, guards
+        # k at its branch (line 6)
+        ("1/1", 0, "1/0", "EQUALS_MATCH", "L['k'] == '12:5'", "'9'", s, 6),
+    ], got
+    assert rows(db, "SELECT count(*) FROM cache_limits") == [(1,)]
+
+
 def downgrade_to_v2(src, dst):
     """A copy of a recorded file as schema v2 wrote it: v3 added only views,
     v4 the guard-provenance columns and recompile_diffs."""
@@ -598,8 +641,8 @@ def test_locked_database_drops_and_counts(workdir, tmp_path):
 
 
 def test_queue_overflow_drops_and_counts(tmp_path):
-    """Tens of thousands of events at once (every recompile reports each older
-    entry's failing guard) while the writer waits on a lock: the queue
+    """Tens of thousands of events at once (9,000 compiles of 300 functions,
+    each compile 4 events) while the writer waits on a lock: the queue
     (16384 events) overflows; drops are counted, the program is fine."""
     db = tmp_path / "overflow.db"
     script = tmp_path / "overflow_prog.py"
@@ -613,11 +656,13 @@ def test_queue_overflow_drops_and_counts(tmp_path):
         holder = subprocess.Popen([sys.executable, "-c", {LOCK_HOLDER!r}, {str(db)!r}],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "locked"
-        @dynscope.optimize("eager", dynamic=False)   # each k specializes
-        def f(x, k):
-            return x * k
+        fs = []
+        for i in range(300):                         # a code object each
+            ns = {{}}
+            exec(f"def f{{i}}(x, k):\\n    return x * k", ns)
+            fs.append(dynscope.optimize("eager", dynamic=False)(ns[f"f{{i}}"]))  # each k specializes
         x = np.ones(2)
-        total = sum(float(f(x, k)[0]) for k in range(260))
+        total = sum(float(f(x, k)[0]) for k in range(30) for f in fs)
         holder.stdin.write("\\n"); holder.stdin.flush(); holder.wait()
         st = dynscope.stop_recording()
         print(json.dumps({{"total": total, "stats": st}}))
@@ -625,7 +670,7 @@ def test_queue_overflow_drops_and_counts(tmp_path):
     p = run([str(script)], timeout=60)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.splitlines()[-1])
-    assert out["total"] == float(sum(range(260)))
+    assert out["total"] == float(300 * sum(range(30)))
     st = out["stats"]
     assert st["submitted"] > 16384 * 2
     assert st["dropped_queue"] > 0

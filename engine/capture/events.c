@@ -82,8 +82,6 @@ static const char *utf8(PyObject *s)
     return c;
 }
 
-/* An event of `kind` about code cc (may be NULL) and entry e (may be NULL),
-   its cheap record fields filled. */
 /* Write the decimal digits of v (>= 0) at p; returns the end. */
 static char *put_decimal(char *p, int v)
 {
@@ -110,6 +108,8 @@ static void format_compile_id(char *buf, int frame_id, int frame_compile_id)
     *p = '\0';
 }
 
+/* An event of `kind` about code cc (may be NULL) and entry e (may be NULL),
+   its cheap record fields filled. */
 static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
 {
     EventRecord *r = &ev->rec;
@@ -120,7 +120,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     r->qualname = r->filename = r->compile_id = r->outcome = r->guards_text = r->reason = "";
     r->entry_compile_id = r->guard_kind = r->expr = r->observed = r->break_kind = "";
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
-    r->guard_sites_json = r->guard_file = r->nearest_json = "";
+    r->guard_sites_json = r->guard_file = r->nearest_json = r->failures_packed = "";
     r->break_type = r->break_class = "";
     ev->cc = cc;
     ev->entry = e;
@@ -159,6 +159,105 @@ static const char *keep_text(Event *ev, PyObject *s)
         return "";
     }
     return utf8(s);          /* the list holds s */
+}
+
+/* Like keep_text, for a bytes object (stolen) without NUL. */
+static const char *keep_bytes(Event *ev, PyObject *b)
+{
+    if (b == NULL || !PyBytes_Check(b)) {
+        Py_XDECREF(b);
+        PyErr_Clear();
+        return "";
+    }
+    if ((ev->texts == NULL && (ev->texts = PyList_New(0)) == NULL)
+        || PyList_Append(ev->texts, b) < 0) {
+        Py_DECREF(b);
+        PyErr_Clear();
+        return "";
+    }
+    Py_DECREF(b);
+    return PyBytes_AS_STRING(b);     /* the list holds b */
+}
+
+/* The UTF-8 of a failure's field up to any NUL (*n bytes): "" for what is
+   not a str.  Cannot fail. */
+static const char *failure_field(PyObject *o, size_t *n)
+{
+    Py_ssize_t size = 0;
+    const char *c = o && PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &size) : NULL;
+    if (c == NULL) {
+        PyErr_Clear();
+        *n = 0;
+        return "";
+    }
+    const char *nul = memchr(c, '\0', (size_t)size);
+    *n = nul != NULL ? (size_t)(nul - c) : (size_t)size;
+    return c;
+}
+
+/* A growing byte buffer (PyMem). */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Packed;
+
+static bool packed_reserve(Packed *b, size_t more)
+{
+    if (b->len + more <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *p = PyMem_Realloc(b->p, cap);
+    if (p == NULL)
+        return false;
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+/* Append "LEN:" and the n bytes at f. */
+static bool packed_field(Packed *b, const char *f, size_t n)
+{
+    if (!packed_reserve(b, n + 24))
+        return false;
+    b->len = (size_t)(put_decimal(b->p + b->len, (int)n) - b->p);
+    b->p[b->len++] = ':';
+    memcpy(b->p + b->len, f, n);
+    b->len += n;
+    return true;
+}
+
+/* failures (a list of GuardFailureInfo) packed as event.h failures_packed
+   says: new bytes, or NULL with an exception. */
+static PyObject *pack_failures(PyObject *failures)
+{
+    Packed b = {NULL, 0, 0};
+    bool ok = true;
+    Py_ssize_t count = PyList_Check(failures) ? PyList_GET_SIZE(failures) : 0;
+    for (Py_ssize_t i = 0; ok && i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(failures, i), *file, *lineno;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 4
+            || !guard_failure_info_site(item, &file, &lineno))
+            continue;
+        for (int k = 0; ok && k < 4; k++) {
+            size_t n;
+            const char *f = failure_field(PyTuple_GET_ITEM(item, k), &n);
+            ok = packed_field(&b, f, n);
+        }
+        size_t n;
+        const char *f = failure_field(file, &n);        /* None: "" */
+        long l = PyLong_Check(lineno) ? PyLong_AsLong(lineno) : 0;
+        if (l == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        char line[16];
+        size_t nl = l > 0 && l <= INT_MAX ? (size_t)(put_decimal(line, (int)l) - line) : 0;
+        ok = ok && packed_field(&b, f, n) && packed_field(&b, line, nl);
+    }
+    PyObject *bytes = ok ? PyBytes_FromStringAndSize(b.p ? b.p : "", (Py_ssize_t)b.len)
+                         : PyErr_NoMemory();
+    PyMem_Free(b.p);
+    return bytes;
 }
 
 /* The rendered guards of e, each "expr" or, with_kind, "KIND\texpr": a new
@@ -321,6 +420,9 @@ const EventRecord *event_record(Event *ev, unsigned fields)
         r->guard_sites_json = keep_text(ev, guard_sites_json(e));
     if ((todo & EVF_NEAREST) && r->kind == EV_RECOMPILE && ev->nearest != NULL)
         r->nearest_json = keep_text(ev, to_json(ev->nearest));
+    if ((todo & EVF_FAILURES) && (r->kind == EV_RECOMPILE || r->kind == EV_CACHE_LIMIT)
+        && ev->failures != NULL)
+        r->failures_packed = keep_bytes(ev, pack_failures(ev->failures));
     if ((todo & EVF_USER_STACK) && r->kind == EV_GRAPH_BREAK && e && e->plan.brk.user_stack) {
         const char *json = keep_text(ev, to_json(e->plan.brk.user_stack));
         r->user_stack_json = *json ? json : "[]";

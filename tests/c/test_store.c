@@ -156,7 +156,7 @@ static EventRecord ev_make(EventKind kind, long long code_id, const char *compil
     e.outcome = e.guards_text = e.reason = e.entry_compile_id = "";
     e.guard_kind = e.expr = e.observed = e.break_kind = e.break_file = "";
     e.user_stack_json = e.backend = e.graph_code = e.ops = "";
-    e.guard_sites_json = e.guard_file = e.nearest_json = "";
+    e.guard_sites_json = e.guard_file = e.nearest_json = e.failures_packed = "";
     if (compile_id[0] != '\0')
         sscanf(compile_id, "%d/%d", &e.frame_id, &e.frame_compile_id);
     return e;
@@ -1584,6 +1584,43 @@ static void test_strings_are_bound_never_pasted(void)
     sqlite3_close(db);
 }
 
+/* A recompile's failures packed in one event (event.h failures_packed):
+   one guard_failures row each, with the recompile's compile row; a field
+   holding the separator and digits comes back whole; a malformed tail is
+   logged once and dropped, the rows before it kept. */
+static void test_packed_failures_are_one_row_each(void)
+{
+    const char *path = db_path("packed.db");
+    LogCapture cap;
+    StoreOptions o = test_options(&cap);
+    Store *s = store_open(path, &o, NULL);
+    EventRecord e = ev_make(EV_COMPILE_START, 3, "0/2");
+    store_submit(s, &e);
+    e = ev_make(EV_RECOMPILE, 3, "0/2");
+    e.reason = "L['k'] == '1:2' (observed '3')";
+    e.failures_packed = "3:0/112:EQUALS_MATCH13:L['k'] == 1:23:'3'9:/src/a.py2:12"
+                        "3:0/012:EQUALS_MATCH11:L['k'] == 02:-10:0:"
+                        "3:0/9";                         /* cut short */
+    store_submit(s, &e);
+    e = ev_make(EV_CACHE_LIMIT, 3, "");
+    e.failures_packed = "3:0/212:TENSOR_MATCH5:x.dim3:(4)0:3:140";
+    store_submit(s, &e);
+    store_close(s);
+    sqlite3 *db = ro(path);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), 3);
+    CHECK_STR(qs(db, "SELECT group_concat(entry_compile_id || '|' || kind || '|' || expr || '|'"
+                     " || observed || '|' || coalesce(filename, '-') || '|'"
+                     " || coalesce(lineno, '-') || '|' || coalesce(compile_id, '-'), ';')"
+                     " FROM (SELECT * FROM guard_failures ORDER BY failure_id)"),
+              "0/1|EQUALS_MATCH|L['k'] == 1:2|'3'|/src/a.py|12|0/2;"
+              "0/0|EQUALS_MATCH|L['k'] == 0|-1|-|-|0/2;"
+              "0/2|TENSOR_MATCH|x.dim|(4)|-|140|-");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures g JOIN compiles c"
+                    " ON c.compile_row = g.compile_row WHERE c.compile_id = '0/2'"), 2);
+    sqlite3_close(db);
+    CHECK_EQ(log_count(&cap, "malformed"), 1);
+}
+
 static void test_periodic_flush_makes_rows_visible_to_live_readers(void)
 {
     const char *path = db_path("live.db");
@@ -1675,6 +1712,7 @@ int main(void)
         T(test_reset_starts_a_new_epoch_of_entries),
         T(test_dropped_reset_still_starts_an_epoch),
         T(test_strings_are_bound_never_pasted),
+        T(test_packed_failures_are_one_row_each),
         T(test_periodic_flush_makes_rows_visible_to_live_readers),
         T(test_default_log_goes_to_stderr_once),
 #undef T
