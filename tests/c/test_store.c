@@ -1605,13 +1605,36 @@ static void test_packed_failures_are_one_row_each(void)
     e = ev_make(EV_CACHE_LIMIT, 3, "");
     e.failures_packed = "3:0/212:TENSOR_MATCH5:x.dim3:(4)0:3:140";
     store_submit(s, &e);
+    /* 19 failures: two statements of eight rows, then three alone */
+    static char many[4096];
+    char *m = many;
+    for (int i = 0; i < 19; i++) {
+        char expr[32], line[8];
+        int ne = snprintf(expr, sizeof expr, "L['k'] == %d", i);
+        int nl = snprintf(line, sizeof line, "%d", 100 + i);
+        m += sprintf(m, "%d:1/%d12:EQUALS_MATCH%d:%s1:%d9:/src/b.py%d:%s", i < 10 ? 3 : 4, i,
+                     ne, expr, i % 10, nl, line);
+    }
+    e = ev_make(EV_COMPILE_START, 4, "1/19");
+    store_submit(s, &e);
+    e = ev_make(EV_RECOMPILE, 4, "1/19");
+    e.failures_packed = many;
+    store_submit(s, &e);
     store_close(s);
     sqlite3 *db = ro(path);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), 3);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures WHERE code_id = 3"), 3);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures WHERE code_id = 4"), 19);
+    for (int i = 0; i < 19; i++)
+        CHECK_EQ(q1(db, "SELECT count(*) FROM (SELECT *, row_number() OVER (ORDER BY failure_id)"
+                        " - 1 AS n FROM guard_failures WHERE code_id = 4) WHERE n = %d"
+                        " AND entry_compile_id = '1/%d' AND expr = 'L[''k''] == %d'"
+                        " AND observed = '%d' AND filename = '/src/b.py' AND lineno = %d"
+                        " AND compile_id = '1/19' AND compile_row IS NOT NULL",
+                     i, i, i, i % 10, 100 + i), 1);
     CHECK_STR(qs(db, "SELECT group_concat(entry_compile_id || '|' || kind || '|' || expr || '|'"
                      " || observed || '|' || coalesce(filename, '-') || '|'"
                      " || coalesce(lineno, '-') || '|' || coalesce(compile_id, '-'), ';')"
-                     " FROM (SELECT * FROM guard_failures ORDER BY failure_id)"),
+                     " FROM (SELECT * FROM guard_failures WHERE code_id = 3 ORDER BY failure_id)"),
               "0/1|EQUALS_MATCH|L['k'] == 1:2|'3'|/src/a.py|12|0/2;"
               "0/0|EQUALS_MATCH|L['k'] == 0|-1|-|-|0/2;"
               "0/2|TENSOR_MATCH|x.dim|(4)|-|140|-");
