@@ -85,6 +85,15 @@ static const char *utf8(PyObject *s)
 /* Write the decimal digits of v (>= 0) at p; returns the end. */
 static char *put_decimal(char *p, int v)
 {
+    if (v >= 0 && v < 10) {               /* most of a packed failure's lengths */
+        *p++ = (char)('0' + v);
+        return p;
+    }
+    if (v >= 10 && v < 100) {
+        *p++ = (char)('0' + v / 10);
+        *p++ = (char)('0' + v % 10);
+        return p;
+    }
     char digits[12];
     int n = 0;
     do {
@@ -184,7 +193,14 @@ static const char *keep_bytes(Event *ev, PyObject *b)
 static const char *failure_field(PyObject *o, size_t *n)
 {
     Py_ssize_t size = 0;
-    const char *c = o && PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &size) : NULL;
+    const char *c;
+    if (o != NULL && PyUnicode_Check(o) && PyUnicode_IS_COMPACT_ASCII(o)) {
+        c = (const char *)PyUnicode_DATA(o);       /* its UTF-8, without a call */
+        size = PyUnicode_GET_LENGTH(o);
+    }
+    else {
+        c = o && PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &size) : NULL;
+    }
     if (c == NULL) {
         PyErr_Clear();
         *n = 0;
@@ -216,16 +232,13 @@ static bool packed_reserve(Packed *b, size_t more)
     return true;
 }
 
-/* Append "LEN:" and the n bytes at f. */
-static bool packed_field(Packed *b, const char *f, size_t n)
+/* Append "LEN:" and the n bytes at f; room reserved. */
+static void packed_field(Packed *b, const char *f, size_t n)
 {
-    if (!packed_reserve(b, n + 24))
-        return false;
     b->len = (size_t)(put_decimal(b->p + b->len, (int)n) - b->p);
     b->p[b->len++] = ':';
     memcpy(b->p + b->len, f, n);
     b->len += n;
-    return true;
 }
 
 /* failures (a list of GuardFailureInfo) packed as event.h failures_packed
@@ -240,19 +253,22 @@ static PyObject *pack_failures(PyObject *failures)
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 4
             || !guard_failure_info_site(item, &file, &lineno))
             continue;
-        for (int k = 0; ok && k < 4; k++) {
-            size_t n;
-            const char *f = failure_field(PyTuple_GET_ITEM(item, k), &n);
-            ok = packed_field(&b, f, n);
-        }
-        size_t n;
-        const char *f = failure_field(file, &n);        /* None: "" */
+        const char *f[6];
+        size_t n[6], total = 6 * 12;         /* each field's "LEN:" */
+        for (int k = 0; k < 4; k++)
+            f[k] = failure_field(PyTuple_GET_ITEM(item, k), &n[k]);
+        f[4] = failure_field(file, &n[4]);   /* None: "" */
         long l = PyLong_Check(lineno) ? PyLong_AsLong(lineno) : 0;
         if (l == -1 && PyErr_Occurred())
             PyErr_Clear();
         char line[16];
-        size_t nl = l > 0 && l <= INT_MAX ? (size_t)(put_decimal(line, (int)l) - line) : 0;
-        ok = ok && packed_field(&b, f, n) && packed_field(&b, line, nl);
+        f[5] = line;
+        n[5] = l > 0 && l <= INT_MAX ? (size_t)(put_decimal(line, (int)l) - line) : 0;
+        for (int k = 0; k < 6; k++)
+            total += n[k];
+        ok = packed_reserve(&b, total);
+        for (int k = 0; ok && k < 6; k++)
+            packed_field(&b, f[k], n[k]);
     }
     PyObject *bytes = ok ? PyBytes_FromStringAndSize(b.p ? b.p : "", (Py_ssize_t)b.len)
                          : PyErr_NoMemory();
