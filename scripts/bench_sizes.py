@@ -78,6 +78,14 @@ def max_abs_scaled(a, b):
     return np.max(np.abs(a * 2.0 - b))
 
 
+def exp_max_where_sum(a, b):
+    """Transcendental and selecting ops (issue 39's held-out-style check)."""
+    e = np.exp(a * 0.5)
+    m = np.maximum(e, b)
+    w = np.where(m > 1.0, np.log1p(m), m * 0.5)
+    return np.tanh(w - 1.0).sum()
+
+
 CASES = [
     ("chain of 8 (the issue's)", 8, chain8),
     ("chain of 4", 4, chain4),
@@ -86,6 +94,7 @@ CASES = [
     ("np.sum(a * b)", 1, sum_of_product),
     ("sqrt(((a-b)**2).mean())", 2, norm_of_difference),
     ("max(abs(a*2-b))", 3, max_abs_scaled),
+    ("exp, maximum, where, log1p, tanh, sum", 7, exp_max_where_sum),
 ]
 
 

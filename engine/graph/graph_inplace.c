@@ -18,9 +18,15 @@
  *   - Only ufuncs whose every result element is a correctly rounded (or
  *     exact) function of the input elements at the same index: arithmetic,
  *     sqrt, rounding, min/max, bitwise and sign ops.  Their loops give the
- *     same bits whatever buffer they write to (transcendental functions may
- *     pick another SIMD path when input and output overlap, so they are
- *     left out).  Real dtypes only.
+ *     same bits whatever buffer they write to.  Real dtypes only.
+ *   - And transcendental ufuncs (exp, log1p, tanh, arctan2, ...; the list
+ *     is probed_ufuncs) for float32 and float64 results, each only once
+ *     dynscope/_ufunc_probe.py has found, on this NumPy and CPU, that it
+ *     writes the same bits into an input's buffer or a fresh one at several
+ *     alignments as into the one it allocates: NumPy picks their SIMD or
+ *     scalar loop by overlap, strides and alignment, and those loops can
+ *     differ in the last bit.  They are not run block by block (that is
+ *     for the exactly rounded ones).
  *   - The donor is an array the graph itself made (never an input), read
  *     last by this instruction, of the result's dtype and shape at capture;
  *     at run time it must be an exact ndarray, owning, aligned and writeable
@@ -63,6 +69,19 @@ static const char *const exact_ufuncs[] = {
     "square", "reciprocal", "floor", "ceil", "trunc", "rint", "sign",
     "minimum", "maximum", "fmin", "fmax", "copysign", "bitwise_and",
     "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift",
+    NULL,
+};
+
+/* ufuncs that are not exactly rounded (transcendental: their bits depend on
+   the loop NumPy picks) but may still reuse a buffer where this NumPy, on
+   this CPU, gives the same bits writing into one: dynscope/_ufunc_probe.py
+   tries each, once per process, on float32 and float64 (the only result
+   dtypes they reuse for). */
+static const char *const probed_ufuncs[] = {
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
+    "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+    "arccosh", "arctanh", "cbrt", "deg2rad", "rad2deg", "arctan2", "hypot",
+    "logaddexp", "logaddexp2", "power",
     NULL,
 };
 
@@ -166,6 +185,78 @@ numpy_ufunc(const char *name, int nin)
     return k->obj != NULL && k->nin == nin ? k->obj : NULL;
 }
 
+/* probed_ufuncs, each looked up once (the object, strong, kept for the
+   process, NULL when NumPy lacks it; its number of inputs) and probed when
+   a graph first calls it. */
+static struct ProbedUfunc {
+    bool looked_up, probed, exact;
+    PyObject *obj;
+    int nin;
+} probed[sizeof(probed_ufuncs) / sizeof(probed_ufuncs[0])];
+
+/* Whether dynscope._ufunc_probe finds that ufunc u gives the same bits
+   writing into a buffer it is given.  Never leaves an exception set (a
+   probe that fails says no). */
+static bool
+probe_says_exact(PyObject *u)
+{
+    PyObject *mod = PyImport_ImportModule("dynscope._ufunc_probe");
+    PyObject *r = mod ? PyObject_CallMethod(mod, "reuses_buffer_exactly", "O", u) : NULL;
+    bool yes = r == Py_True;
+    Py_XDECREF(r);
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return yes;
+}
+
+/* Whether fn is one of probed_ufuncs, called with nargs inputs, that
+   passed its probe. */
+static bool
+is_probed_exact_ufunc(PyObject *fn, int nargs)
+{
+    PyTypeObject *ufunc_type = tensorlib_ufunc_type();      /* borrowed */
+
+    if (ufunc_type == NULL || !Py_IS_TYPE(fn, ufunc_type) || tensorlib_numpy() == NULL)
+        return false;
+    for (int i = 0; probed_ufuncs[i] != NULL; i++) {
+        struct ProbedUfunc *k = &probed[i];
+        if (!k->looked_up) {
+            PyObject *u = module_attr(tensorlib_numpy(), probed_ufuncs[i]);
+            PyObject *nin = u ? module_attr(u, "nin") : NULL;
+            k->looked_up = true;
+            if (u != NULL && Py_IS_TYPE(u, ufunc_type) && nin && PyLong_Check(nin)) {
+                k->obj = Py_NewRef(u);
+                k->nin = (int)PyLong_AsLong(nin);
+            }
+            Py_XDECREF(nin);
+            Py_XDECREF(u);
+            PyErr_Clear();
+        }
+        if (k->obj != fn)
+            continue;
+        if (!k->probed) {
+            k->probed = true;
+            k->exact = probe_says_exact(fn);
+        }
+        return k->exact && k->nin == nargs;
+    }
+    return false;
+}
+
+static PyObject *node_example(const NodeObject *node);
+
+/* Whether the result of `node` has dtype float32 or float64. */
+static bool
+result_is_float32_or_64(const NodeObject *node)
+{
+    PyObject *ex = node_example(node);                      /* borrowed */
+    PyTypeObject *ndarray = tensorlib_ndarray_type();       /* borrowed */
+    if (ex == NULL || ndarray == NULL || !Py_IS_TYPE(ex, ndarray))
+        return false;
+    int t = PyArray_DESCR((PyArrayObject *)ex)->type_num;
+    return t == NPY_FLOAT || t == NPY_DOUBLE;
+}
+
 /* Whether fn is one of NumPy's exactly rounded ufuncs, called with nargs
    inputs. */
 static bool
@@ -224,7 +315,8 @@ choose_function(Inplace *ip, const NodeObject *node, const Arg *args, int nargs,
 {
     ip->fn = NULL;
     if (!op_function) {
-        if (is_exact_ufunc(node->target, nargs))
+        if (is_exact_ufunc(node->target, nargs)
+            || (result_is_float32_or_64(node) && is_probed_exact_ufunc(node->target, nargs)))
             ip->fn = Py_NewRef(node->target);
         return;
     }
