@@ -634,7 +634,7 @@ int engine_module_init(PyObject *m)
         PyExc_RuntimeError, NULL);
     if (engine.recompile_error == NULL || PyModule_AddObjectRef(m, "RecompileError", engine.recompile_error) < 0)
         return -1;
-    if (warn_init(m) < 0 || event_log_init(m) < 0 || cache_init() < 0
+    if (warn_init(m) < 0 || event_json_init(m) < 0 || event_log_init(m) < 0 || cache_init() < 0
         || cache_types_init(m) < 0 || graph_types_init(m) < 0 || backend_init(m) < 0
         || guards_types_init(m) < 0 || record_init(m) < 0 || breaks_init(m) < 0)
         return -1;

@@ -455,6 +455,34 @@ def test_each_miss_records_every_older_entrys_failure_with_where_its_guard_was_m
     assert rows(db, "SELECT count(*) FROM cache_limits") == [(1,)]
 
 
+def test_the_recorders_json_is_json_dumps_byte_for_byte():
+    """The nearest-entry diff and the guard sites are written by the engine's
+    own JSON writer (engine/capture/event_json.c): for every tree of the types
+    it takes, the text json.dumps writes; anything else it leaves (None) to
+    json.dumps."""
+    import json
+    from hypothesis import given, settings, strategies as st
+    from dynscope._C import _event_json
+    text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+    leaves = (st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
+              | st.floats(allow_nan=True, allow_infinity=True) | text)
+    trees = st.recursive(leaves, lambda kids: st.lists(kids, max_size=4)
+                         | st.lists(kids, max_size=3).map(tuple)
+                         | st.dictionaries(text, kids, max_size=4), max_leaves=20)
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(trees)
+    def same(tree):
+        assert _event_json(tree) == json.dumps(tree)
+    same()
+    for other in ({1: 2}, [2**64], {"s": {1}}, [b"x"], [1] * 0 + [object()]):
+        assert _event_json(other) is None
+    deep = []
+    for _ in range(40):
+        deep = [deep]
+    assert _event_json(deep) is None           # deeper than it writes: json.dumps's
+
+
 def downgrade_to_v2(src, dst):
     """A copy of a recorded file as schema v2 wrote it: v3 added only views,
     v4 the guard-provenance columns and recompile_diffs."""

@@ -1,7 +1,8 @@
 /*
  * capture_int.h -- what the capture room's files share and nobody else
- * uses: hook.c (the hook, regions, lookup, the chain runner) and miss.c
- * (the miss path).  The room's contract is capture.h.
+ * uses: hook.c (the hook, regions, lookup, the chain runner), miss.c
+ * (the miss path) and event_json.c (JSON for events.c).  The room's
+ * contract is capture.h.
  */
 #ifndef DYNSCOPE_CAPTURE_INT_H
 #define DYNSCOPE_CAPTURE_INT_H
@@ -28,5 +29,10 @@ void hook_mark_skipped(CodeCache *cc, PyObject *reason_steal, bool report);
    entry kept without capture, 0 when they fail, -1 on an internal error. */
 int hook_try_new_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
                        PlanOutcome *out);
+
+/* The JSON json.dumps(tree) writes, for a tree of dict (str keys), list,
+   tuple, str, int, float, bool and None (event_json.c): a new str, or NULL
+   (no exception) for anything else, which the caller gives to json.dumps. */
+PyObject *event_json(PyObject *tree);
 
 #endif /* DYNSCOPE_CAPTURE_INT_H */

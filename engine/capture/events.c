@@ -9,6 +9,7 @@
  * program sees.  GIL protected.
  */
 #include "events.h"
+#include "capture_int.h"
 #include "../base/breaks.h"
 
 #include <string.h>
@@ -373,9 +374,12 @@ static PyObject *make_json_encoder(void)
     return enc;
 }
 
-/* json.dumps(obj) (new str) or NULL. */
+/* json.dumps(obj) (new str) or NULL: event_json's, else json's. */
 static PyObject *to_json(PyObject *obj)
 {
+    PyObject *fast = event_json(obj);
+    if (fast != NULL)
+        return fast;
     if (!json_encoder_tried) {
         json_encoder_tried = true;
         json_encoder = make_json_encoder();

@@ -103,6 +103,9 @@ int events_add_sink(EventSink *sink);
 /* Remove it; a sink not added is ignored.  Cannot fail. */
 void events_remove_sink(EventSink *sink);
 
+/* _C._event_json, the recorder's JSON writer for tests (event_json.c). */
+int event_json_init(PyObject *module);
+
 /* ---- one-time warnings and internal errors (warn.c) ---- */
 
 int warn_init(PyObject *module);
