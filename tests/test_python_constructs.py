@@ -2293,3 +2293,67 @@ def test_classmethods_called_through_a_class_or_an_instance_are_captured():
     shadowed = Maker()
     shadowed.make = lambda x: x * 100               # the instance's own wins
     np.testing.assert_array_equal(opt(x, shadowed), call_classmethods(x, shadowed))
+
+
+# ---------------------------------------------------------------------------
+# Lookups keyed by classes, and fields of named tuples the program holds.
+
+class _Scaled:
+    pass
+
+
+class _AbcKeyed(metaclass=__import__("abc").ABCMeta):
+    pass
+
+
+# keys of several metaclasses (type, ABCMeta), as torch's pytree registry
+SCALE_BY_TYPE = {list: 1.0, np.ndarray: 3.0, _AbcKeyed: 5.0, _Scaled: 7.0}
+
+
+def scale_by_type(x):
+    t = type(x)
+    if t not in SCALE_BY_TYPE:
+        return x
+    return x * SCALE_BY_TYPE[t] + SCALE_BY_TYPE.get(t, 0.0)
+
+
+def test_a_dict_keyed_by_classes_is_read_by_type_of_a_value():
+    """type(x) of a guarded x is a constant; looking it up in a dict of
+    classes is one graph, and a changed entry recompiles with the right
+    answer."""
+    x = np.arange(4.0)
+    be = run_twice(scale_by_type, x)
+    assert graph_count(be) == 1 and not breaks()
+    opt, _ = capture(scale_by_type)
+    np.testing.assert_array_equal(opt(x), x * 3.0 + 3.0)
+    SCALE_BY_TYPE[np.ndarray] = 4.0
+    try:
+        np.testing.assert_array_equal(opt(x), x * 4.0 + 4.0)
+        del SCALE_BY_TYPE[np.ndarray]
+        np.testing.assert_array_equal(opt(x), x)
+    finally:
+        SCALE_BY_TYPE[np.ndarray] = 3.0
+
+
+_Affine = __import__("collections").namedtuple("_Affine", "scale shift")
+AFFINE = _Affine(2.0, 1.0)
+
+
+def affine_field(x):
+    return x * AFFINE.scale + AFFINE.shift
+
+
+def test_a_field_of_a_named_tuple_the_program_holds_is_read_without_a_break():
+    """A named tuple's field is C code reading an item (collections'
+    _tuplegetter): one graph, and another tuple in the global recompiles."""
+    global AFFINE
+    x = np.arange(3.0)
+    be = run_twice(affine_field, x)
+    assert graph_count(be) == 1 and not breaks()
+    opt, _ = capture(affine_field)
+    np.testing.assert_array_equal(opt(x), x * 2.0 + 1.0)
+    saved, AFFINE = AFFINE, _Affine(3.0, -1.0)
+    try:
+        np.testing.assert_array_equal(opt(x), x * 3.0 - 1.0)
+    finally:
+        AFFINE = saved

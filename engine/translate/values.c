@@ -491,12 +491,16 @@ Value *value_keyed_dict_lookup(Tracer *t, Value *d, Value *key, bool *found)
     bool plain = key->kind == V_CONST && (PyUnicode_CheckExact(key->obj) || PyLong_CheckExact(key->obj)
                                           || PyBytes_CheckExact(key->obj) || key->obj == Py_None
                                           || PyBool_Check(key->obj) || PyFloat_CheckExact(key->obj));
-    if (!plain && !((key->kind == V_CONST || key->kind == V_OBJECT) && key->src >= 0
-                    && is_held_key(key->obj)))
+    /* A class read from the program is guarded by identity; a constant one
+       (type(x) of a guarded x, a literal's) is what the entry's guards
+       already fix. */
+    bool held = ((key->kind == V_CONST || key->kind == V_OBJECT) && key->src >= 0)
+                || key->kind == V_CONST;
+    if (!plain && !(held && is_held_key(key->obj)))
         return tracer_unsupported(t, false, "a lookup in a dict input with keys of several "
                                   "types, by a %s", key->obj ? Py_TYPE(key->obj)->tp_name
                                   : "computed value"), NULL;
-    if (!plain && guard(t, GUARD_ID_MATCH, key->src, key->obj, 0) < 0)
+    if (!plain && key->src >= 0 && guard(t, GUARD_ID_MATCH, key->src, key->obj, 0) < 0)
         return NULL;
     PyObject *item = PyDict_GetItemWithError(d->obj, key->obj);          /* borrowed */
     if (item == NULL) {
@@ -781,7 +785,11 @@ int value_module_has_attr(Tracer *t, Value *m, PyObject *name, bool *handled)
 
 bool value_descr_is_c_getter(PyObject *descr)
 {
-    return Py_IS_TYPE(descr, &PyGetSetDescr_Type) || Py_IS_TYPE(descr, &PyMemberDescr_Type);
+    if (Py_IS_TYPE(descr, &PyGetSetDescr_Type) || Py_IS_TYPE(descr, &PyMemberDescr_Type))
+        return true;
+    /* a named tuple's field (collections' C _tuplegetter): reads an item */
+    PyTypeObject *dt = Py_TYPE(descr);
+    return !(dt->tp_flags & Py_TPFLAGS_HEAPTYPE) && strcmp(dt->tp_name, "_collections._tuplegetter") == 0;
 }
 
 Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
