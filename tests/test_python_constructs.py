@@ -2357,3 +2357,21 @@ def test_a_field_of_a_named_tuple_the_program_holds_is_read_without_a_break():
         np.testing.assert_array_equal(opt(x), x * 3.0 - 1.0)
     finally:
         AFFINE = saved
+
+
+def tuple_identities(x, m):
+    s = tuple(range(m))
+    e = ()
+    code = (s * 1 is s) * 1 + (1 * s is s) * 2 + (s + e is s) * 4 + (e + s is s) * 8
+    return x + code
+
+
+def test_a_tuple_times_one_or_plus_the_empty_tuple_is_the_tuple_itself():
+    """CPython returns an exact tuple itself from t * 1, t + () and () + t
+    (seq_tests' test_repeat asserts id(s) == id(s * 1)); folded while
+    tracing, they are the same value, not a copy."""
+    x = np.ones(3)
+    be = run_twice(tuple_identities, x, 3)
+    opt, _ = capture(tuple_identities)
+    np.testing.assert_array_equal(opt(x, 3), x + 15)
+    assert graph_count(be) == 1 and not breaks()

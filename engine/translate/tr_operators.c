@@ -126,6 +126,8 @@ static Value *repeat_sequence(Tracer *t, Value *a, Value *b, bool inplace)
     if (overflow > 0 || (len > 0 && n > REPEAT_MAX_ITEMS / len))
         return tracer_unsupported(t, false, "operator * making a sequence of more than %d items",
                                   REPEAT_MAX_ITEMS), NULL;
+    if (seq->kind != V_LIST && n == 1)
+        return seq;              /* t * 1 is t itself (CPython's tuple_repeat) */
     Value *out = value_new(t, seq->kind == V_LIST ? V_LIST : V_TUPLE, NULL);
     for (long r = 0; out != NULL && r < n; r++) {
         for (Py_ssize_t i = 0; i < len; i++) {
@@ -246,6 +248,15 @@ Value *tr_apply_binary(TFrame *f, const char *opname, const char *hint,
             || (inplace && a->kind == V_LIST && (b_tuple || b->kind == V_LIST)))) {
         if (inplace && a->kind == V_LIST && a->src >= 0)
             return tracer_unsupported(t, false, "in-place += on a list the program can see"), NULL;
+        if (a_tuple && b_tuple) {
+            /* t + () is t, () + t is t (CPython's tuple_concat) */
+            Py_ssize_t na = a->kind == V_CONST ? PyTuple_GET_SIZE(a->obj) : a->n;
+            Py_ssize_t nb = b->kind == V_CONST ? PyTuple_GET_SIZE(b->obj) : b->n;
+            if (nb == 0)
+                return a;
+            if (na == 0)
+                return b;
+        }
         Value *out = value_new(t, a->kind == V_LIST ? V_LIST : V_TUPLE, NULL);
         if (out == NULL)
             return NULL;
