@@ -2375,3 +2375,19 @@ def test_a_tuple_times_one_or_plus_the_empty_tuple_is_the_tuple_itself():
     opt, _ = capture(tuple_identities)
     np.testing.assert_array_equal(opt(x, 3), x + 15)
     assert graph_count(be) == 1 and not breaks()
+
+
+def reversed_handed_on(m):
+    r, t, s = reversed(range(m)), reversed((1, 2, 3)), reversed("ab")
+    next(r)
+    return type(r), type(t), type(s), list(r), list(t), "".join(s)
+
+
+def test_a_reversed_iterator_the_program_gets_has_the_type_reversed_gives():
+    """reversed() of a range is a range_iterator, of a tuple or str a
+    `reversed` (test_enumerate's test_range_optimization): handed to the
+    program, never a rebuilt tuple_iterator."""
+    opt, _ = capture(reversed_handed_on)
+    for _ in range(3):
+        assert opt(4) == reversed_handed_on(4) == (
+            type(iter(range(1))), reversed, reversed, [2, 1, 0], [3, 2, 1], "ba")

@@ -459,5 +459,8 @@ Value *tr_reversed(TFrame *f, Value *v)
             return NULL;
     if (v->kind == V_LIST)
         out->reversed_of = v;
+    else
+        out->made_by_iter = true;   /* a range_iterator or a reversed: a rebuilt
+                                       tuple_iterator would not be */
     return out;
 }

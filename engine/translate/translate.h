@@ -129,7 +129,8 @@ typedef struct Value {
                                 of it computed when it was made: it must be
                                 consumed there and then (tr_interp.c) */
     bool made_by_iter;       /* V_ITER: iter(x) of a value that is no iterator
-                                (a list, a dict view): the program may not get
+                                (a list, a dict view), or reversed() of a
+                                tuple, range or str: the program may not get
                                 it, whose rebuilt iterator would be of
                                 another type than iter(x)'s (tr_rebuild.c) */
     uint32_t dyn_dims;       /* V_TENSOR, an input: the dimensions whose size is
