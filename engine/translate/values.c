@@ -783,13 +783,34 @@ int value_module_has_attr(Tracer *t, Value *m, PyObject *name, bool *handled)
     return ta < 0 || guard(t, GUARD_CLASS_LACKS, ta, name, 0) < 0 ? -1 : 0;
 }
 
+/* collections._tuplegetter, the C type of a named tuple's fields (a static
+   type on 3.11, a heap type of _collections' on 3.12 and later), once
+   collections is imported; NULL before, or where it is Python's fallback.
+   Borrowed: the strong reference is kept for the process. */
+static PyTypeObject *tuplegetter_type(void)
+{
+    static PyObject *tp;
+    if (tp == NULL) {
+        PyObject *name = PyUnicode_FromString("collections");
+        PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+        PyObject *t = mod ? PyObject_GetAttrString(mod, "_tuplegetter") : NULL;
+        if (t != NULL && PyType_Check(t))
+            tp = Py_NewRef(t);
+        Py_XDECREF(t);
+        Py_XDECREF(mod);
+        Py_XDECREF(name);
+        PyErr_Clear();
+    }
+    return (PyTypeObject *)tp;
+}
+
 bool value_descr_is_c_getter(PyObject *descr)
 {
     if (Py_IS_TYPE(descr, &PyGetSetDescr_Type) || Py_IS_TYPE(descr, &PyMemberDescr_Type))
         return true;
-    /* a named tuple's field (collections' C _tuplegetter): reads an item */
-    PyTypeObject *dt = Py_TYPE(descr);
-    return !(dt->tp_flags & Py_TPFLAGS_HEAPTYPE) && strcmp(dt->tp_name, "_collections._tuplegetter") == 0;
+    /* a named tuple's field: C code reading an item */
+    PyTypeObject *tg = tuplegetter_type();
+    return tg != NULL && Py_IS_TYPE(descr, tg);
 }
 
 Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
