@@ -149,8 +149,9 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     }
 }
 
-/* Keep `s` (stolen) alive with the event and return its UTF-8 ("" when s
-   is NULL or on error, error cleared). */
+/* Keep `s` (stolen: a str, or bytes without NUL) alive with the event and
+   return its UTF-8 or bytes ("" when s is NULL or on error, error
+   cleared). */
 static const char *keep_text(Event *ev, PyObject *s)
 {
     if (s == NULL) {
@@ -168,25 +169,7 @@ static const char *keep_text(Event *ev, PyObject *s)
         PyErr_Clear();
         return "";
     }
-    return utf8(s);          /* the list holds s */
-}
-
-/* Like keep_text, for a bytes object (stolen) without NUL. */
-static const char *keep_bytes(Event *ev, PyObject *b)
-{
-    if (b == NULL || !PyBytes_Check(b)) {
-        Py_XDECREF(b);
-        PyErr_Clear();
-        return "";
-    }
-    if ((ev->texts == NULL && (ev->texts = PyList_New(0)) == NULL)
-        || PyList_Append(ev->texts, b) < 0) {
-        Py_DECREF(b);
-        PyErr_Clear();
-        return "";
-    }
-    Py_DECREF(b);
-    return PyBytes_AS_STRING(b);     /* the list holds b */
+    return PyBytes_Check(s) ? PyBytes_AS_STRING(s) : utf8(s);   /* the list holds s */
 }
 
 /* The UTF-8 of a failure's field up to any NUL (*n bytes): "" for what is
@@ -341,59 +324,12 @@ static PyObject *graph_ops(PyObject *gm)
     return ops;
 }
 
-/* json.dumps's own C encoder (json.encoder.c_make_encoder, made with
-   dumps's defaults), made once: json.dumps makes one per call, in Python,
-   ~36,000 instructions for an event's small JSON.  NULL where this Python
-   has no C encoder; to_json then calls json.dumps. */
-static PyObject *json_encoder;      /* strong, made on first use */
-static bool json_encoder_tried;
-
-static PyObject *make_json_encoder(void)
-{
-    PyObject *json = PyImport_ImportModule("json");
-    PyObject *mod = json ? PyImport_ImportModule("json.encoder") : NULL;
-    PyObject *make = mod ? PyObject_GetAttrString(mod, "c_make_encoder") : NULL;
-    PyObject *esc = mod ? PyObject_GetAttrString(mod, "encode_basestring_ascii") : NULL;
-    PyObject *dflt = json ? PyObject_GetAttrString(json, "_default_encoder") : NULL;
-    PyObject *enc = NULL;
-    if (dflt != NULL)
-        Py_SETREF(dflt, PyObject_GetAttrString(dflt, "default"));   /* raises TypeError */
-    /* (markers, default, encoder, indent, key_separator, item_separator,
-       sort_keys, skipkeys, allow_nan): dumps's defaults but markers None, no
-       cycle check (a cycle raises RecursionError, and to_json falls back to
-       json.dumps, whose ValueError says so) */
-    if (make != NULL && make != Py_None && esc != NULL && dflt != NULL)
-        enc = PyObject_CallFunction(make, "OOOOssOOO", Py_None, dflt, esc, Py_None, ": ", ", ",
-                                    Py_False, Py_False, Py_True);
-    Py_XDECREF(json);
-    Py_XDECREF(mod);
-    Py_XDECREF(make);
-    Py_XDECREF(esc);
-    Py_XDECREF(dflt);
-    PyErr_Clear();
-    return enc;
-}
-
 /* json.dumps(obj) (new str) or NULL: event_json's, else json's. */
 static PyObject *to_json(PyObject *obj)
 {
     PyObject *fast = event_json(obj);
     if (fast != NULL)
         return fast;
-    if (!json_encoder_tried) {
-        json_encoder_tried = true;
-        json_encoder = make_json_encoder();
-    }
-    if (json_encoder != NULL) {
-        PyObject *chunks = PyObject_CallFunction(json_encoder, "Oi", obj, 0);
-        PyObject *empty = chunks ? PyUnicode_FromString("") : NULL;
-        PyObject *s = empty ? PyUnicode_Join(empty, chunks) : NULL;
-        Py_XDECREF(empty);
-        Py_XDECREF(chunks);
-        if (s != NULL)
-            return s;
-        PyErr_Clear();          /* json.dumps says why, below */
-    }
     PyObject *json = PyImport_ImportModule("json");
     PyObject *s = json ? PyObject_CallMethod(json, "dumps", "O", obj) : NULL;
     Py_XDECREF(json);
@@ -442,7 +378,7 @@ const EventRecord *event_record(Event *ev, unsigned fields)
         r->nearest_json = keep_text(ev, to_json(ev->nearest));
     if ((todo & EVF_FAILURES) && (r->kind == EV_RECOMPILE || r->kind == EV_CACHE_LIMIT)
         && ev->failures != NULL)
-        r->failures_packed = keep_bytes(ev, pack_failures(ev->failures));
+        r->failures_packed = keep_text(ev, pack_failures(ev->failures));
     if ((todo & EVF_USER_STACK) && r->kind == EV_GRAPH_BREAK && e && e->plan.brk.user_stack) {
         const char *json = keep_text(ev, to_json(e->plan.brk.user_stack));
         r->user_stack_json = *json ? json : "[]";
