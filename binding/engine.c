@@ -23,6 +23,7 @@ static const char *const stance_names[] = {
     [STANCE_FAIL_ON_RECOMPILE] = "fail_on_recompile",
     [STANCE_EAGER_ON_RECOMPILE] = "eager_on_recompile",
     [STANCE_FORCE_EAGER] = "force_eager",
+    [STANCE_EAGER_THEN_COMPILE] = "eager_then_compile",
 };
 
 /* ---- OptimizeContext ---- */
@@ -442,6 +443,33 @@ static PyObject *py_set_cache_size_limit(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_get_accumulated_cache_size_limit(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(engine.config.accumulated_cache_size_limit);
+}
+
+static PyObject *py_set_accumulated_cache_size_limit(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    if (v < 0 || v > 1000000)
+        return PyErr_Format(PyExc_ValueError,
+                            "accumulated_cache_size_limit must be between 0 and 1000000, got %ld", v);
+    engine.config.accumulated_cache_size_limit = (int)v;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_fail_on_cache_limit(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(engine.config.fail_on_cache_limit);
+}
+
 static PyObject *py_get_cache_limit_warning(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -465,6 +493,12 @@ static PyObject *py_set_cache_limit_warning(PyObject *self, PyObject *arg)
 {
     (void)self;
     return set_bool_setting(arg, "cache_limit_warning", &engine.config.cache_limit_warning);
+}
+
+static PyObject *py_set_fail_on_cache_limit(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    return set_bool_setting(arg, "fail_on_cache_limit", &engine.config.fail_on_cache_limit);
 }
 
 static PyObject *py_get_skip_tensorless_frames(PyObject *self, PyObject *unused)
@@ -558,7 +592,8 @@ static PyObject *py_set_stance(PyObject *self, PyObject *arg)
         }
     }
     PyErr_Format(PyExc_ValueError, "dynscope: unknown stance %R; one of 'default', "
-                 "'fail_on_recompile', 'eager_on_recompile', 'force_eager'", arg);
+                 "'fail_on_recompile', 'eager_on_recompile', 'force_eager', "
+                 "'eager_then_compile'", arg);
     return NULL;
 }
 
@@ -590,6 +625,10 @@ static PyMethodDef module_methods[] = {
     {"get_cache_size_limit", py_get_cache_size_limit, METH_NOARGS, NULL},
     {"set_cache_size_limit", py_set_cache_size_limit, METH_O, NULL},
     {"get_cache_limit_warning", py_get_cache_limit_warning, METH_NOARGS, NULL},
+    {"get_accumulated_cache_size_limit", py_get_accumulated_cache_size_limit, METH_NOARGS, NULL},
+    {"set_accumulated_cache_size_limit", py_set_accumulated_cache_size_limit, METH_O, NULL},
+    {"get_fail_on_cache_limit", py_get_fail_on_cache_limit, METH_NOARGS, NULL},
+    {"set_fail_on_cache_limit", py_set_fail_on_cache_limit, METH_O, NULL},
     {"get_skip_tensorless_frames", py_get_skip_tensorless_frames, METH_NOARGS, NULL},
     {"set_skip_tensorless_frames", py_set_skip_tensorless_frames, METH_O, NULL},
     {"get_force_parameter_static_shapes", py_get_force_parameter_static_shapes, METH_NOARGS, NULL},
@@ -634,9 +673,19 @@ int engine_module_init(PyObject *m)
         PyExc_RuntimeError, NULL);
     if (engine.recompile_error == NULL || PyModule_AddObjectRef(m, "RecompileError", engine.recompile_error) < 0)
         return -1;
+    engine.cache_limit_error = PyErr_NewExceptionWithDoc(
+        "dynscope.CacheLimitError",
+        "Raised under config.fail_on_cache_limit when a frame reaches a cache limit; "
+        "the message names the frame, the limit, its last failing guard and where "
+        "that guard was made.",
+        PyExc_RuntimeError, NULL);
+    if (engine.cache_limit_error == NULL
+        || PyModule_AddObjectRef(m, "CacheLimitError", engine.cache_limit_error) < 0)
+        return -1;
     if (warn_init(m) < 0 || event_json_init(m) < 0 || event_log_init(m) < 0 || cache_init() < 0
         || cache_types_init(m) < 0 || graph_types_init(m) < 0 || backend_init(m) < 0
-        || guards_types_init(m) < 0 || record_init(m) < 0 || breaks_init(m) < 0)
+        || guards_types_init(m) < 0 || record_init(m) < 0 || breaks_init(m) < 0
+        || hatch_init(m) < 0)
         return -1;
     return 0;
 }

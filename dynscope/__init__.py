@@ -21,9 +21,10 @@ import sysconfig
 import weakref
 
 from . import _C
-from ._C import CacheLimitWarning, RecompileError, Unsupported  # noqa: F401
+from ._C import CacheLimitError, CacheLimitWarning, RecompileError, Unsupported  # noqa: F401
 from ._C import ExplainBackend, ExplainOutput, BreakReason, StackFrame  # noqa: F401
 from .config import config
+from .hatches import disable, allow_in_graph, substitute_in_graph, assume_constant_result
 
 __all__ = [
     "optimize",
@@ -35,6 +36,7 @@ __all__ = [
     "Unsupported",
     "RecompileError",
     "CacheLimitWarning",
+    "CacheLimitError",
     "set_stance",
     "register_backend",
     "list_backends",
@@ -43,6 +45,10 @@ __all__ = [
     "ExplainOutput",
     "record",
     "stop_recording",
+    "disable",
+    "allow_in_graph",
+    "substitute_in_graph",
+    "assume_constant_result",
 ]
 
 
@@ -166,6 +172,8 @@ def set_stance(stance: str = "default"):
                           that failed (first compiles and skipped frames do not)
     "eager_on_recompile"  such a frame runs eagerly instead (cached entries still hit)
     "force_eager"         nothing is captured; the caches are kept for later
+    "eager_then_compile"  a frame's first call runs eagerly, the next compile
+                          (one-off calls cost no compile)
 
     Use as a call (the stance stays) or a context manager (restored on exit):
     ``with dynscope.set_stance("fail_on_recompile"): step(batch)``.

@@ -1,6 +1,8 @@
 """dynscope.config: engine settings, stored in the C engine.
 
     dynscope.config.cache_size_limit = 8   # entries per function (and resume point)
+    dynscope.config.accumulated_cache_size_limit = 256  # over all of a function's frames
+    dynscope.config.fail_on_cache_limit   # raise CacheLimitError at a limit (default False)
     dynscope.config.cache_limit_warning   # warn when a function reaches it (default True)
     dynscope.config.skip_prefixes         # files never captured: the standard library,
                                           # the tensor libraries, dynscope itself
@@ -30,6 +32,36 @@ class _Config:
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"cache_size_limit must be an int, got {type(value).__name__}")
         _C.set_cache_size_limit(value)
+
+    @property
+    def accumulated_cache_size_limit(self) -> int:
+        """Cache entries over all of a function's frames -- its start and
+        every resume point after a graph break -- (default 256, as
+        torch.compile's option of that name); past it each of its frames
+        runs without capture, as at cache_size_limit, and the cache_limits
+        row says which limit."""
+        return _C.get_accumulated_cache_size_limit()
+
+    @accumulated_cache_size_limit.setter
+    def accumulated_cache_size_limit(self, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError("accumulated_cache_size_limit must be an int, "
+                            f"got {type(value).__name__}")
+        _C.set_accumulated_cache_size_limit(value)
+
+    @property
+    def fail_on_cache_limit(self) -> bool:
+        """Raise dynscope.CacheLimitError at a cache limit instead of running
+        the frame without capture (default False; torch.compile's
+        fail_on_cache_limit_hit).  The message names the frame, the limit,
+        its last failing guard and where the translation made that guard."""
+        return _C.get_fail_on_cache_limit()
+
+    @fail_on_cache_limit.setter
+    def fail_on_cache_limit(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"fail_on_cache_limit must be a bool, got {type(value).__name__}")
+        _C.set_fail_on_cache_limit(value)
 
     @property
     def cache_limit_warning(self) -> bool:
@@ -109,6 +141,8 @@ class _Config:
 
     def __repr__(self) -> str:
         return (f"dynscope.config(cache_size_limit={self.cache_size_limit}, "
+                f"accumulated_cache_size_limit={self.accumulated_cache_size_limit}, "
+                f"fail_on_cache_limit={self.fail_on_cache_limit}, "
                 f"cache_limit_warning={self.cache_limit_warning}, "
                 f"skip_tensorless_frames={self.skip_tensorless_frames}, "
                 f"force_parameter_static_shapes={self.force_parameter_static_shapes}, "

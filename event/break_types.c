@@ -18,7 +18,7 @@ enum {
     T_RAISES, T_CONTEXT_MANAGER, T_TRY_BLOCK, T_ATTRIBUTE, T_NEW_OBJECT, T_NOT_CONSTANT,
     T_UNROLL, T_INPUT_SIZE, T_VARIABLES, T_BYTECODE, T_IMPORT, T_TENSOR_OP, T_SIDE_EFFECT,
     T_COPY, T_BUILTIN_OP, T_MODULE_CONTAINER, T_GENERATOR_FRAME, T_NOT_A_FUNCTION,
-    T_REFCOUNTS, T_SKIP_RULE, T_OTHER, T__COUNT
+    T_REFCOUNTS, T_SKIP_RULE, T_ESCAPE_HATCH, T_OTHER, T__COUNT
 };
 
 static const BreakType types[T__COUNT] = {
@@ -221,6 +221,12 @@ static const BreakType types[T__COUNT] = {
         "capture it.",
         "Remove the prefix from dynscope.config.skip_prefixes to capture it.",
         "dynscope.config.skip_prefixes = ('/opt/vendor/',)"},
+    [T_ESCAPE_HATCH] = {"DS0032", "escape-hatch", BREAK_YOUR_CODE,
+        "The function is marked dynscope.disable (or torch.compiler.disable): "
+        "the mark says to run it without capture, so the graph ends before the call.",
+        "Remove the mark to capture the call, or mark it dynscope.allow_in_graph "
+        "(one opaque node) if it is a pure tensor function.",
+        "@dynscope.disable\ndef log_stats(x):\n    print(x.mean())"},
     [T_OTHER] = {"DS0099", "other", BREAK_ENGINE_LIMIT,
         "A reason no rule of the registry names (an internal error of the engine "
         "or a reason added without a rule: tests/test_breaks_registry.py fails "
@@ -238,6 +244,10 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^module or class body", T_NOT_A_FUNCTION},
     {"^reads reference counts", T_REFCOUNTS},
     {"^file is in config.skip_prefixes", T_SKIP_RULE},
+    {": it runs without capture", T_ESCAPE_HATCH},
+    {"^marked dynscope.disable", T_ESCAPE_HATCH},
+    {"^marked torch.compiler.disable", T_ESCAPE_HATCH},
+    {"^a substitute_in_graph replacement", T_ESCAPE_HATCH},
     /* what data does */
     {"^call to builtin print", T_PRINT},
     {"on a tensor value `", T_DATA_BRANCH},

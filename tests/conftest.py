@@ -29,6 +29,9 @@ def fresh_engine():
     assert not _C.hook_installed(), "the frame hook stayed installed outside capture"
     dynscope.config.cache_size_limit = limit
     dynscope.config.skip_tensorless_frames = tensorless
+    dynscope.config.accumulated_cache_size_limit = 256
+    dynscope.config.fail_on_cache_limit = False
+    dynscope.set_stance("default")
     dynscope.reset()
     gc.collect()
 

@@ -190,6 +190,7 @@ void cache_reset_all(void (*on_reset)(void))
             cf->ncompiles = 0;
             cf->misses = 0;
             cf->limit_warned = false;
+            cf->ran_eager_first = false;
             cf->failed = 0;
             cf->dynamic = cf->static_only = cf->just_marked = 0;   /* learnt again */
             memset(cf->dyn_dims, 0, sizeof(cf->dyn_dims));
@@ -209,7 +210,8 @@ void cache_reset_all(void (*on_reset)(void))
                 PyErr_Clear();
             Py_CLEAR(cc->skip_reason);
         }
-        cc->classified = false;
+        cc->classified_at = 0;
+        cc->skip_callees = false;
     }
     registry.next_frame_id = 0;
     if (gc_was_enabled)

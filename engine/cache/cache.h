@@ -71,6 +71,7 @@ typedef struct CacheFrame {
                                  cache_size_limit as entries do, so that a frame
                                  is not translated again on every call */
     bool limit_warned;
+    bool ran_eager_first;     /* set_stance("eager_then_compile") ran its first call */
     PyObject *last_failure;   /* strong: str "expr (observed ...)" or NULL */
     /* Automatic dynamic (not part of the key): slots whose int or float a
        recompile found changed -- the next translations take it as a graph
@@ -89,11 +90,14 @@ typedef struct CacheFrame {
 typedef struct CodeCache {
     PyCodeObject *code;       /* borrowed: the cache lives in this code's co_extra */
     long long code_id;        /* process-unique, stable for the code's lifetime */
-    bool classified;          /* static skip rules applied (redone after reset) */
+    uint32_t classified_at;   /* hatch_generation when the static skip rules were
+                                 applied; 0: not yet (again after reset) */
     int nframes;
     CacheFrame **frames;      /* owned: array of owned frames */
     PyObject *skip_reason;    /* strong: str when the code runs eagerly for good, else NULL */
     bool skip_reported;       /* the skip was an event (not a path or static rule) */
+    bool skip_callees;        /* an escape hatch's: what its frames call runs
+                                 without capture too (dynscope.disable) */
     bool limit_warned;        /* the one CacheLimitWarning of this function was issued */
     uint64_t skip_calls;      /* calls passed through because of skip_reason (GIL) */
     uint64_t tensorless_calls;  /* calls run without capture: nothing in reach

@@ -71,6 +71,10 @@ typedef struct CaptureSession {
 /* Thread state: is this thread capturing, and is it inside the engine. */
 typedef struct ThreadCapture {
     int depth;                /* nested optimize() regions */
+    int off_at;               /* the depth at which a disable()d frame turned
+                                 capture off (0: none; the hook captures while
+                                 depth != off_at, so a region entered below
+                                 it captures again) */
     int in_engine;            /* >0 while the engine itself runs Python */
     CaptureConfig config;     /* of the innermost region */
     CaptureConfig saved[CAPTURE_MAX_DEPTH];  /* configs of the enclosing regions */
@@ -108,12 +112,17 @@ typedef enum Stance {
     STANCE_FAIL_ON_RECOMPILE,    /* a recompile raises RecompileError */
     STANCE_EAGER_ON_RECOMPILE,   /* a recompile runs the frame eagerly instead */
     STANCE_FORCE_EAGER,          /* nothing is captured; caches are kept */
+    STANCE_EAGER_THEN_COMPILE,   /* a frame's first call runs eagerly, then compile */
 } Stance;
 
 /* Global configuration (binding/engine.c). */
 typedef struct EngineConfig {
     Stance stance;            /* GIL; read per frame */
     int cache_size_limit;     /* entries per (code, resume offset); default 8 */
+    int accumulated_cache_size_limit; /* entries over all of a code's frames,
+                                         resume frames included; default 256 */
+    bool fail_on_cache_limit; /* a limit raises CacheLimitError instead of
+                                 running the frame without capture */
     PyObject *skip_prefixes;  /* strong: tuple of path prefixes never captured */
     PyObject *capture_prefixes; /* strong: tuple of path prefixes captured even
                                    inside a skip prefix (site-packages inside the
@@ -143,6 +152,7 @@ typedef struct EngineState {
     /* exceptions the program sees (binding/engine.c), strong */
     PyObject *unsupported_error;  /* dynscope.Unsupported, under fullgraph=True */
     PyObject *recompile_error;    /* dynscope.RecompileError, set_stance("fail_on_recompile") */
+    PyObject *cache_limit_error;  /* dynscope.CacheLimitError, config.fail_on_cache_limit */
 } EngineState;
 extern EngineState engine;
 

@@ -30,7 +30,8 @@
 /* The engine's process-wide state (capture.h): the capture room owns it;
    the layers above set its config through the capture layer. */
 EngineState engine = {
-    .config = {.cache_size_limit = 8, .cache_limit_warning = true,
+    .config = {.cache_size_limit = 8, .accumulated_cache_size_limit = 256,
+               .cache_limit_warning = true,
                .skip_tensorless_frames = true,
                .force_parameter_static_shapes = true},
 };
@@ -206,7 +207,7 @@ static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
 {
     CaptureSession *session = tc->session;
     CodeCache *cc = session ? session_cache(session, co) : cache_peek(co);
-    if (cc != NULL && cc->classified)
+    if (cc != NULL && cc->classified_at == hatch_generation)
         return cc;
     if (cc == NULL && session == NULL)
         cc = cache_for_code(co);
@@ -214,9 +215,20 @@ static CodeCache *lookup_code_cache(PyCodeObject *co, ThreadCapture *tc)
         warn_internal_error("creating the code cache");
         return NULL;
     }
-    cc->classified = true;
+    cc->classified_at = hatch_generation;
+    bool callees;
+    PyObject *hatch = hatch_code_rule(co, &callees);      /* borrowed */
     const char *why = static_skip_reason(co);
-    if (why != NULL)
+    if (hatch != NULL) {
+        PyObject *reason = PyUnicode_FromFormat("marked %U", hatch);
+        /* reported once; a wrapper that runs its callees uncaptured is not
+           the user's frame (its calls are breaks that name the mark) */
+        if (reason != NULL && (cc->skip_reason == NULL || PyUnicode_Compare(cc->skip_reason, reason) != 0))
+            hook_mark_skipped(cc, Py_NewRef(reason), !callees);
+        Py_XDECREF(reason);
+        cc->skip_callees = callees;
+    }
+    else if (why != NULL)
         hook_mark_skipped(cc, PyUnicode_FromString(why), false);
     else {
         PyObject *prefix = code_skip_prefix(co);   /* borrowed */
@@ -638,7 +650,7 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
     if (!call_fills_locals(co, nargs))
         return NULL;
     CodeCache *cc = cache_peek(co);
-    CacheFrame *cf = cc != NULL && cc->classified && cc->skip_reason == NULL
+    CacheFrame *cf = cc != NULL && cc->classified_at == hatch_generation && cc->skip_reason == NULL
                      ? start_frame(cc) : NULL;
     if (cf == NULL)
         return NULL;
@@ -686,6 +698,18 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
 
 /* ---- the hook ---- */
 
+/* A frame of dynscope.disable's (or torch.compiler.disable's) wrapper: it
+   and everything it calls run without capture, until an optimize() region
+   entered below it (tc->off_at, the hook's test). */
+static PyObject *eval_uncaptured(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)
+{
+    int saved = tc->off_at;
+    tc->off_at = tc->depth;
+    PyObject *r = frame_eval_default(ts, f, 0);
+    tc->off_at = saved;
+    return r;
+}
+
 static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *tc)
 {
     if (engine.config.stance == STANCE_FORCE_EAGER)
@@ -697,6 +721,8 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
             cc->skip_calls++;                  /* explain reports them by rule */
         if (cc != NULL && cc->skip_reported)   /* not the library code skipped by path */
             trace_frame_eval(cc->code_id, TRACE_FRAME_SKIP, -1, 0);
+        if (cc != NULL && cc->skip_callees)
+            return eval_uncaptured(ts, f, tc);
         return frame_eval_default(ts, f, 0);
     }
     capture_counters(tc)->frames_seen++;
@@ -710,7 +736,7 @@ static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag)
        propagation, which would otherwise redo the lookup (a call into the
        dynamic linker) in each helper tc is passed to. */
     __asm__("" : "+r"(tc));
-    if (tc->depth == 0 || tc->in_engine || throwflag || frame_is_generator(f)
+    if (tc->depth == tc->off_at || tc->in_engine || throwflag || frame_is_generator(f)
         || !frame_at_start(f))
         return frame_eval_default(ts, f, throwflag);
     return capture_frame(ts, f, tc);

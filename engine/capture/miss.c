@@ -358,6 +358,54 @@ static bool frame_worth_compiling(CodeCache *cc, CacheFrame *cf, const FrameView
     return names_reach_tensors(cc->code, fv->globals);
 }
 
+/* Entries and failed translations over all of cc's frames, resume frames
+   included (config.accumulated_cache_size_limit).  Cannot fail. */
+static Py_ssize_t accumulated_attempts(CodeCache *cc)
+{
+    Py_ssize_t n = 0;
+    for (int i = 0; i < cc->nframes; i++)
+        n += PyList_GET_SIZE(cc->frames[i]->entries) + cc->frames[i]->failed;
+    return n;
+}
+
+/* The cache-limit event's reason says which limit: the frame's own, or
+   this one.  Cannot fail (the reason stays as it was). */
+static void note_accumulated_limit(CacheFrame *cf)
+{
+    PyObject *r = PyUnicode_FromFormat("config.accumulated_cache_size_limit (%d) reached over "
+                                       "all of the function's frames; last failing guard: %S",
+                                       engine.config.accumulated_cache_size_limit,
+                                       cf->last_failure ? cf->last_failure : Py_None);
+    if (r == NULL)
+        PyErr_Clear();
+    else
+        Py_XSETREF(cf->last_failure, r);
+}
+
+/* CacheLimitError (config.fail_on_cache_limit): the frame, the limit, its
+   last failing guard and where the translation made that guard (the
+   newest entry's failure, GuardFailureInfo).  Always returns with the
+   exception set. */
+static void raise_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures, bool over_all)
+{
+    PyObject *last = failures != NULL && PyList_GET_SIZE(failures) > 0
+                     ? PyList_GET_ITEM(failures, 0) : NULL;       /* borrowed */
+    PyObject *file = last ? PyTuple_GET_ITEM(last, 4) : Py_None;
+    PyObject *line = last ? PyTuple_GET_ITEM(last, 5) : Py_None;
+    PyObject *made = file != Py_None ? PyUnicode_FromFormat("; the guard was made at %S:%S", file, line)
+                                     : PyUnicode_FromString("");
+    if (made == NULL)
+        return;
+    PyErr_Format(engine.cache_limit_error,
+                 "dynscope: %U (%U:%d) hit %s (%d) at frame %d (config.fail_on_cache_limit); "
+                 "last failing guard: %S%U",
+                 cc->code->co_qualname, cc->code->co_filename, cc->code->co_firstlineno,
+                 over_all ? "config.accumulated_cache_size_limit" : "config.cache_size_limit",
+                 over_all ? engine.config.accumulated_cache_size_limit : engine.config.cache_size_limit,
+                 cf->frame_id, cf->last_failure ? cf->last_failure : Py_None, made);
+    Py_DECREF(made);
+}
+
 /*
  * Before compiling on a miss: note why the older entries failed (into *mr
  * and cf->last_failure) and decide from the stance and the cache limit
@@ -369,8 +417,15 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
 {
     Py_ssize_t nentries = PyList_GET_SIZE(cf->entries);
     Py_ssize_t attempts = nentries + cf->failed;   /* toward the limit */
+    bool over_all = accumulated_attempts(cc) >= engine.config.accumulated_cache_size_limit;
+    bool at_limit = attempts >= engine.config.cache_size_limit || over_all;
     *mr = (MissReport){.failures = NULL};
-    if (cf->limit_warned && attempts >= engine.config.cache_size_limit)
+    if (engine.config.stance == STANCE_EAGER_THEN_COMPILE && attempts == 0
+        && cf->resume_offset == 0 && !cf->ran_eager_first) {
+        cf->ran_eager_first = true;       /* compile from the second call */
+        return MISS_EAGER;
+    }
+    if (cf->limit_warned && at_limit && !engine.config.fail_on_cache_limit)
         return MISS_EAGER;   /* reported once already: no more failure reports */
     if (nentries > 0) {
         PyObject *now_dynamic = NULL;
@@ -409,7 +464,13 @@ static MissOutcome miss_decide(CodeCache *cc, CacheFrame *cf, const FrameView *f
                      cf->frame_id, cf->last_failure ? cf->last_failure : Py_None);
         out = MISS_ERROR;
     }
-    else if (attempts >= engine.config.cache_size_limit) {
+    else if (at_limit && engine.config.fail_on_cache_limit) {
+        raise_cache_limit(cc, cf, mr->failures, over_all);
+        out = MISS_ERROR;
+    }
+    else if (at_limit) {
+        if (over_all && !cf->limit_warned)
+            note_accumulated_limit(cf);
         if (!cf->limit_warned) {
             cf->limit_warned = true;
             capture_counters(tc)->cache_limits++;

@@ -207,6 +207,12 @@ static Value *inline_call(TFrame *f, Value *fnv, Value **args, int nargs, PyObje
     const char *why = tr_code_unsupported_reason(co);
     if (why != NULL)
         return tracer_unsupported(t, false, "call to %U: %s", co->co_qualname, why), NULL;
+    if (!made) {
+        PyObject *rule, *extra;
+        HatchKind hatch = tr_hatch_of(fn, &rule, &extra);
+        if (hatch != HATCH_NONE)
+            return tr_call_marked(f, fnv, hatch, rule, extra, args, nargs, kwnames);
+    }
     if (!made && fnv->src < 0)
         return tracer_unsupported(t, false, "call to a function computed while tracing"), NULL;
     if (t->depth >= MAX_INLINE_DEPTH)
@@ -1104,6 +1110,10 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tracer_break(t, STOP_CALL, "call of a %s",
                                   callable->obj ? Py_TYPE(callable->obj)->tp_name : "value that is not a function"), NULL;
     PyObject *fn = callable->obj;
+    PyObject *rule, *extra;
+    HatchKind hatch = tr_hatch_of(fn, &rule, &extra);    /* (methods: inline_call's) */
+    if (hatch != HATCH_NONE)
+        return tr_call_marked(f, callable, hatch, rule, extra, args, nargs, kwnames);
     PyObject *known = tensorops_known_result(fn);
     if (known == Py_Ellipsis)
         return fold_call(f, fn, args, nargs, kwnames);   /* a log call: once, while tracing */

@@ -661,6 +661,23 @@ Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObjec
 bool tr_is_marked_constant(PyObject *fn);
 Value *tr_call_marked_constant(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
 
+/* ---- tr_hatches.c: the escape hatches (dynscope/hatches.py) ---- */
+
+typedef enum HatchKind {
+    HATCH_NONE,
+    HATCH_DISABLE,           /* a break: it runs without capture */
+    HATCH_ALLOW_IN_GRAPH,    /* one opaque graph node */
+    HATCH_SUBSTITUTE,        /* the replacement is traced instead */
+} HatchKind;
+/* The mark on callable fn (torch's disable marks learnt on first sight),
+   with *rule (borrowed str: the decorator, as a break names it) and
+   *extra (borrowed: a substitute's key, else None).  Cannot fail. */
+HatchKind tr_hatch_of(PyObject *fn, PyObject **rule, PyObject **extra);
+/* The call of a marked callable (a Value whose obj is the callable):
+   a break, a node, or the replacement traced.  NULL when tracing stops. */
+Value *tr_call_marked(TFrame *f, Value *callable, HatchKind kind, PyObject *rule, PyObject *extra,
+                      Value **args, int nargs, PyObject *kwnames);
+
 /* ---- tr_builtins.c ---- */
 
 /* fn(*args) for fn a function of the builtins module. */

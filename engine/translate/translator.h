@@ -73,4 +73,17 @@ typedef struct TranslateRequest {
 TranslateStatus translate_frame(TranslateRequest *rq, GuardSet *gs, Plan *plan,
                                 PyObject **reason, bool *permanent);
 
+/*
+ * Escape hatches (tr_hatches.c): code objects a user's mark keeps out of
+ * capture.  hatch_code_rule gives the rule (borrowed str, e.g.
+ * "dynscope.disable") that keeps co's frames out, with *recursive when
+ * everything those frames call runs without capture too; NULL when none.
+ * hatch_generation grows with each new code mark: a code classified at an
+ * older generation is classified again.  hatch_init adds _C.hatch_mark and
+ * _C.hatch_marks.  GIL.
+ */
+extern uint32_t hatch_generation;
+PyObject *hatch_code_rule(PyCodeObject *co, bool *recursive);
+int hatch_init(PyObject *module);
+
 #endif /* DYNSCOPE_TRANSLATOR_H */

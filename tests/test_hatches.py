@@ -1,0 +1,397 @@
+"""Escape hatches (dynscope/hatches.py, engine/translate/tr_hatches.c):
+disable, allow_in_graph, substitute_in_graph and assume_constant_result,
+each shown by the graph and break counts before and after the mark, in
+explain, in SQL and in what runs; torch's own disable marks; bad input.
+
+The marks are process-wide and kept by reset(), so each test marks
+functions of its own, made inside the test.
+"""
+import bisect
+import sqlite3
+
+import numpy as np
+import pytest
+
+import dynscope
+from dynscope import _C
+
+from conftest import events
+
+
+def counts(fn, *args):
+    e = dynscope.explain(fn)(*args)
+    return e.graph_count, e.graph_break_count
+
+
+def reasons(fn, *args):
+    return [b.reason for b in dynscope.explain(fn)(*args).break_reasons]
+
+
+# ---- disable ----
+
+def test_disable_turns_a_traced_call_into_a_break_and_runs_its_callees_uncaptured():
+    def inner(x):
+        return x + 1
+
+    def helper(x):
+        return inner(x) * 2
+
+    def program(x):
+        return np.cos(helper(np.sin(x)))
+
+    x = np.arange(4.0)
+    assert counts(program, x) == (1, 0)                      # traced into: one graph
+    helper_off = dynscope.disable(helper)
+    assert helper_off.__wrapped__ is helper and helper_off.__name__ == "helper"
+
+    def marked(x):
+        return np.cos(helper_off(np.sin(x)))
+
+    assert counts(marked, x) == (2, 1)
+    (reason,) = reasons(marked, x)
+    assert reason.endswith("<locals>.helper, marked dynscope.disable: it runs without capture")
+    (b,) = dynscope.explain(marked)(x).break_reasons
+    assert b.break_type == "DS0032"
+    g = dynscope.optimize("eager")(marked)
+    assert np.allclose(g(x), marked(x))
+    assert dynscope.cache_entries(inner) == []               # recursive: never captured
+    assert dynscope.cache_entries(helper) == []
+
+
+def test_disable_as_decorator_with_a_reason_and_on_the_function_called_first():
+    @dynscope.disable(reason="prints progress")
+    def step(x):
+        return np.tanh(x) * 3
+
+    def program(x):
+        return step(x) + 1
+
+    x = np.linspace(-1, 1, 5)
+    assert reasons(program, x) == ["call to test_disable_as_decorator_with_a_reason_and_on_the_"
+                                   "function_called_first.<locals>.step, marked dynscope.disable "
+                                   "(prints progress): it runs without capture"]
+    g = dynscope.optimize("eager")(step)                     # the frame optimize() starts at
+    assert np.allclose(g(x), np.tanh(x) * 3)
+    assert dynscope.cache_entries(step.__wrapped__) == []
+    assert events("compile_start") == []
+
+
+def test_disable_of_a_region_inside_still_captures_an_optimized_callee():
+    def leaf(x):
+        return np.exp(x) - 1
+
+    leaf_opt = dynscope.optimize("eager")(leaf)
+
+    @dynscope.disable
+    def middle(x):
+        return leaf_opt(x) * 2                               # optimize() entered below: captured
+
+    def top(x):
+        return middle(x) + 1
+
+    x = np.arange(3.0)
+    assert np.allclose(dynscope.optimize("eager")(top)(x), (np.exp(x) - 1) * 2 + 1)
+    assert len(dynscope.cache_entries(leaf)) == 1
+
+
+def test_disable_non_recursive_keeps_the_frame_out_and_captures_its_callees():
+    def inner(x):
+        return np.sqrt(x) + 1
+
+    def helper(x):
+        print("", end="")                                    # would break if captured
+        return inner(x) * 2
+
+    assert dynscope.disable(helper, recursive=False) is helper
+
+    def program(x):
+        return np.cos(helper(np.sin(x) ** 2))
+
+    x = np.arange(4.0)
+    assert reasons(program, x) == ["call to test_disable_non_recursive_keeps_the_frame_out_and_"
+                                   "captures_its_callees.<locals>.helper, marked "
+                                   "dynscope.disable(recursive=False): it runs without capture"]
+    g = dynscope.optimize("eager")(program)
+    assert np.allclose(g(x), program(x))
+    assert dynscope.cache_entries(helper) == []
+    assert len(dynscope.cache_entries(inner)) == 1           # its callee is captured
+    (skip,) = [e for e in events("frame_skip") if e["name"].endswith("helper")]
+    assert skip["reason"] == "marked dynscope.disable(recursive=False)"
+    assert skip["break_type"] == "DS0032"
+
+
+def test_disable_is_recorded_in_sql(tmp_path):
+    def helper(x):
+        return x * 2
+
+    def helper2(x):
+        return x * 3
+
+    helper_off = dynscope.disable(helper)
+    dynscope.disable(helper2, recursive=False)
+
+    def program(x):
+        return helper2(helper_off(np.sin(x)) + 1)
+
+    db = tmp_path / "run.db"
+    dynscope.record(str(db))
+    try:
+        x = np.arange(3.0)
+        assert np.allclose(dynscope.optimize("eager")(program)(x), (np.sin(x) * 2 + 1) * 3)
+    finally:
+        dynscope.stop_recording()
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT reason, break_type FROM graph_breaks ORDER BY at").fetchall()
+    assert [r[1] for r in rows] == ["DS0032", "DS0032"]
+    assert "marked dynscope.disable: it runs without capture" in rows[0][0]
+    assert "marked dynscope.disable(recursive=False)" in rows[1][0]
+    skips = con.execute("SELECT reason FROM frame_skips").fetchall()
+    assert ("marked dynscope.disable(recursive=False)",) in skips
+
+
+# ---- allow_in_graph ----
+
+def test_allow_in_graph_makes_an_untraceable_call_one_node():
+    seen = []
+
+    def scale(a, b):
+        seen.append(id(a))                                   # a visible write: a break when traced
+        return a * 2 + b
+
+    def program(x, y):
+        return np.sin(scale(np.cos(x), y))
+
+    x, y = np.arange(4.0), np.ones(4)
+    graphs, breaks = counts(program, x, y)
+    assert breaks >= 1                                       # traced into, it breaks
+    assert dynscope.allow_in_graph(scale) is scale
+    assert counts(program, x, y) == (1, 0)
+    graph = dynscope.explain(program)(x, y).graphs[0].graph
+    assert [n.target for n in graph.nodes if n.op == "call_function"][1] is scale
+    g = dynscope.optimize("eager")(program)
+    g(x, y)                                                  # compiles (fn runs once while tracing)
+    before = len(seen)
+    for k in range(3):
+        assert np.allclose(g(x + k, y), np.sin(np.cos(x + k) * 2 + y))
+    assert len(seen) == before + 3                           # the node runs on every call
+    assert len(dynscope.cache_entries(program)) == 1
+
+
+def test_allow_in_graph_result_that_is_not_an_array_stops_with_a_reason():
+    def count(a):
+        return int(a.size)
+
+    def describe(a):
+        return {"n": a.size}
+
+    dynscope.allow_in_graph(count)
+    dynscope.allow_in_graph(describe)
+
+    def program(x):
+        return x * count(x)                                  # a number: a graph value
+
+    def program2(x):
+        return x * describe(x)["n"]
+
+    assert counts(program, np.ones(3)) == (1, 0)
+    assert np.allclose(dynscope.optimize("eager")(program)(np.ones(4)), 4)
+    (reason,) = reasons(program2, np.ones(3))
+    assert "returned a dict, not an array" in reason
+
+
+# ---- substitute_in_graph ----
+
+def test_substitute_in_graph_makes_a_c_function_traceable():
+    def program(edges, x):
+        i = bisect.bisect_right(edges, 0.5)                 # a C function: a break
+        return np.cumsum(x)[i:] * 2
+
+    edges = [0.1, 0.3, 0.7]
+    x = np.arange(5.0)
+    assert counts(program, edges, x) == (1, 1)              # the call breaks: one graph after it
+
+    @dynscope.substitute_in_graph(bisect.bisect_right, skip_signature_check=True)
+    def bisect_right(a, x, lo=0, hi=None, *, key=None):
+        hi = len(a) if hi is None else hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if x < a[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    assert counts(program, edges, x) == (1, 0)
+    g = dynscope.optimize("eager")(program)
+    for e in ([0.1, 0.3, 0.7], [0.6, 0.8, 0.9], [0.0, 0.1, 0.2]):
+        assert np.array_equal(g(e, x), program(e, x))
+
+
+def test_substitute_in_graph_checks_the_signature_and_leaves_nothing_half_registered():
+    def original(a, b, *, c=1):
+        return a
+
+    with pytest.raises(TypeError, match=r"does not match .*original\(a, b, \*, c=1\)"):
+        @dynscope.substitute_in_graph(original)
+        def wrong(a, b, c=1):
+            return a
+
+    assert original not in [fn for fn, _ in dynscope.hatches.marks()]
+
+    @dynscope.substitute_in_graph(original)
+    def right(a, b, *, c=1):
+        return a + b
+
+    assert (original, "dynscope.substitute_in_graph(test_substitute_in_graph_checks_the_"
+            "signature_and_leaves_nothing_half_registered.<locals>.right)") in dynscope.hatches.marks()
+
+    def program(x):
+        return original(x, x)
+
+    assert np.allclose(dynscope.optimize("eager")(program)(np.ones(2)), 2)   # the replacement's answer
+
+
+# ---- assume_constant_result ----
+
+def test_assume_constant_result_folds_a_call_and_guards_its_value():
+    table = {"scale": 2.0}
+
+    def lookup(name):
+        return table[name]                                   # a dict the program changes
+
+    def program(x):
+        return x * lookup("scale")
+
+    x = np.ones(3)
+    assert dynscope.assume_constant_result(lookup) is lookup
+    assert counts(program, x) == (1, 0)
+    e = dynscope.explain(program)(x)
+    assert [n.op for n in e.graphs[0].graph.nodes].count("call_function") == 1   # only the multiply
+    g = dynscope.optimize("eager")(program)
+    assert np.allclose(g(x), 2.0)
+    table["scale"] = 5.0                                     # a constant: the user's promise
+    assert np.allclose(g(x), 2.0)
+
+
+# ---- bad input ----
+
+@pytest.mark.parametrize("bad", [3, "fn", None.__class__, int])
+def test_hatches_refuse_what_is_not_a_function(bad):
+    for hatch in (dynscope.allow_in_graph, dynscope.disable, dynscope.substitute_in_graph):
+        if bad is None.__class__ and hatch is dynscope.disable:
+            continue
+        with pytest.raises(TypeError, match="expected a function"):
+            hatch(bad)
+    with pytest.raises(TypeError, match="expected a Python function"):
+        dynscope.assume_constant_result(len)
+    with pytest.raises(TypeError, match="expected a Python function"):
+        dynscope.disable(len, recursive=False)
+    with pytest.raises(TypeError, match="replacement must be a Python function"):
+        dynscope.substitute_in_graph(len)(abs)
+    with pytest.raises(TypeError, match="reason must be a str"):
+        dynscope.disable(lambda: 0, reason=3)
+
+
+# ---- stance and limits ----
+
+def test_eager_then_compile_runs_the_first_call_eagerly():
+    def f(x):
+        return np.sin(x) + 1
+
+    g = dynscope.optimize("eager")(f)
+    x = np.arange(3.0)
+    with dynscope.set_stance("eager_then_compile"):
+        assert np.allclose(g(x), f(x))
+        assert dynscope.cache_entries(f) == [] and events("compile_start") == []
+        assert np.allclose(g(x), f(x))
+        assert len(dynscope.cache_entries(f)) == 1
+        assert np.allclose(g(x), f(x))
+        assert dynscope.cache_entries(f)[0].hits == 1
+    with pytest.raises(ValueError, match="'eager_then_compile'"):
+        dynscope.set_stance("eager_then_compiles")
+
+
+def _breaking(x, n):
+    y = x * n
+    print("", end="")          # a break: a resume frame of its own
+    return y + n
+
+
+def test_accumulated_cache_size_limit_counts_every_frame_of_a_function():
+    dynscope.config.accumulated_cache_size_limit = 5
+    try:
+        g = dynscope.optimize("eager", dynamic=False)(_breaking)
+        for n in range(6):
+            assert np.allclose(g(np.ones(2), n), n + n)
+        hit = events("cache_limit")[0]
+        assert hit["name"] == "_breaking"
+        assert hit["last_failure"].startswith("config.accumulated_cache_size_limit (5) reached")
+        frames = dynscope.cache_entries(_breaking)
+        assert len(frames) == 5                             # 3 starts and 2 resumes
+    finally:
+        dynscope.config.accumulated_cache_size_limit = 256
+
+
+def test_fail_on_cache_limit_raises_naming_the_frame_and_its_guard():
+    def scale(x, n):
+        return x * n
+
+    dynscope.config.cache_size_limit = 2
+    dynscope.config.fail_on_cache_limit = True
+    try:
+        g = dynscope.optimize("eager", dynamic=False)(scale)
+        g(np.ones(2), 1)
+        g(np.ones(2), 2)
+        with pytest.raises(dynscope.CacheLimitError) as info:
+            g(np.ones(2), 3)
+        msg = str(info.value)
+        assert "scale" in msg and "config.cache_size_limit (2)" in msg
+        assert "L['n'] == 2 (observed 3)" in msg
+        assert "the guard was made at" in msg and "test_hatches.py" in msg
+    finally:
+        dynscope.config.fail_on_cache_limit = False
+    assert np.allclose(g(np.ones(2), 3), 3)                  # without: eager at the limit
+
+
+def test_limit_settings_refuse_bad_values():
+    with pytest.raises(TypeError):
+        dynscope.config.accumulated_cache_size_limit = "8"
+    with pytest.raises(ValueError):
+        dynscope.config.accumulated_cache_size_limit = -1
+    with pytest.raises(TypeError):
+        dynscope.config.fail_on_cache_limit = 1
+    assert dynscope.config.accumulated_cache_size_limit == 256
+    assert dynscope.config.fail_on_cache_limit is False
+
+
+# ---- torch's marks ----
+
+def test_torch_disable_marks_are_honoured():
+    torch = pytest.importorskip("torch")
+
+    def inner(x):
+        return x + 1
+
+    @torch.compiler.disable
+    def helper(x):
+        return inner(x) * 2
+
+    def helper2(x):
+        return inner(x) * 3
+
+    helper2_off = torch._dynamo.disable(helper2, recursive=False)
+
+    def program(x):
+        return torch.sin(helper2_off(helper(torch.cos(x))))
+
+    x = torch.arange(4.0)
+    first, second = reasons(program, x)
+    assert first.endswith("<locals>.helper, marked torch.compiler.disable: it runs without capture")
+    assert second.endswith("<locals>.helper2, marked torch.compiler.disable(recursive=False): "
+                           "it runs without capture")
+    g = dynscope.optimize("eager")(program)
+    assert torch.allclose(g(x), program(x))
+    assert dynscope.cache_entries(helper.__wrapped__) == []
+    assert dynscope.cache_entries(helper2) == []
+    assert len(dynscope.cache_entries(inner)) == 1           # helper2's callee only
+    assert _C.code_status(helper2)["skip_reason"] == "marked torch.compiler.disable(recursive=False)"
