@@ -7,7 +7,11 @@ The marks are process-wide and kept by reset(), so each test marks
 functions of its own, made inside the test.
 """
 import bisect
+import json
+import os
 import sqlite3
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,7 +19,7 @@ import pytest
 import dynscope
 from dynscope import _C
 
-from conftest import events
+from conftest import events, skip_transformers_under_asan
 
 
 def counts(fn, *args):
@@ -395,3 +399,60 @@ def test_torch_disable_marks_are_honoured():
     assert dynscope.cache_entries(helper2) == []
     assert len(dynscope.cache_entries(inner)) == 1           # helper2's callee only
     assert _C.code_status(helper2)["skip_reason"] == "marked torch.compiler.disable(recursive=False)"
+
+
+# ---- a sweep model made one graph by substitute_in_graph ----
+
+SWEEP_SUBSTITUTE = r'''
+import json, os, sys, types
+os.environ["HF_HUB_OFFLINE"] = "1"
+sys.path.insert(0, os.path.join(sys.argv[1], "scripts"))
+import torch, hf_sweep, dynscope
+from transformers import masking_utils
+
+model, kw = hf_sweep.build(sys.argv[2])
+out = {}
+with torch.no_grad():
+    want = model(**kw).last_hidden_state
+    e = dynscope.explain(model)(**kw)
+    out["before"] = [e.graph_count, e.graph_break_count, e.break_reasons[0].reason]
+    # sdpa_mask builds a custom mask with torch.vmap inside a TorchFunctionMode;
+    # these models' mask functions are index based, so its broadcasting path
+    # (use_vmap=False) gives the same mask: a copy of the function, unmarked
+    orig = masking_utils.sdpa_mask
+    broadcasting = types.FunctionType(orig.__code__, orig.__globals__, "sdpa_mask",
+                                      orig.__defaults__, orig.__closure__)
+
+    @dynscope.substitute_in_graph(orig)
+    def sdpa_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0,
+                  mask_function=masking_utils.causal_mask_function, attention_mask=None,
+                  local_size=None, allow_is_causal_skip=True, allow_is_bidirectional_skip=False,
+                  use_vmap=False, device="cpu", **kwargs):
+        return broadcasting(batch_size, q_length, kv_length, q_offset, kv_offset, mask_function,
+                            attention_mask, local_size, allow_is_causal_skip,
+                            allow_is_bidirectional_skip, False, device, **kwargs)
+
+    e = dynscope.explain(model)(**kw)
+    out["after"] = [e.graph_count, e.graph_break_count]
+    got = dynscope.optimize("eager")(model)(**kw).last_hidden_state
+    out["equal"] = torch.equal(got, want)
+print(json.dumps(out))
+'''
+
+
+@skip_transformers_under_asan
+@pytest.mark.parametrize("model_type", ["unlimited_ocr", "t5gemma2"])
+def test_substitute_in_graph_makes_a_sweep_model_one_graph(model_type):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # its own process: the mark is process-wide and would change other tests' models
+    p = subprocess.run([sys.executable, "-c", SWEEP_SUBSTITUTE, root, model_type], cwd=root,
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=root))
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    graphs, breaks, first = out["before"]
+    assert breaks >= 3 and "_push_on_torch_function_stack" in first      # the TorchFunctionMode
+    assert out["after"] == [1, 0]
+    assert out["equal"] is True

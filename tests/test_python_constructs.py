@@ -2093,6 +2093,29 @@ def test_a_generator_expression_unpacked_or_given_to_next_is_captured():
     assert (out.graph_count, out.graph_break_count, out.skipped) == (1, 0, [])
 
 
+class Layer:
+    def __init__(self, kind):
+        self.kind = kind
+
+
+def find_or_default(x, layers):
+    layer = next((l for l in layers if l.kind == "ref"), None)     # transformers' idiom
+    if layer is None:
+        return x + 1
+    return x * 2 + next((l for l in layers if l.kind == "none"), 5)
+
+
+def test_next_of_a_generator_expression_with_a_default_is_captured():
+    opt, _ = capture(find_or_default)
+    x = np.ones(2)
+    cases = ([Layer("a"), Layer("ref")], [Layer("a")], [], [Layer("ref")], [Layer("ref"), Layer("a")])
+    for layers in cases:
+        np.testing.assert_array_equal(opt(x, layers), find_or_default(x, layers))
+    assert _C.counters()["graph_breaks"] == 0
+    out = dynscope.explain(find_or_default)(x, [Layer("a"), Layer("ref")])
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+
+
 def kept_generator(x):
     seen = []
     g = (seen.append(i) or x * i for i in range(1, 4))

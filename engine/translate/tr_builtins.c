@@ -487,6 +487,12 @@ static Value *builtin_next_or_iter(TFrame *f, const char *name, Value **args, in
     *handled = true;
     if (strcmp(name, "next") == 0 && nargs == 1 && args[0]->kind == V_GEN)
         return tr_gen_next(f, args[0]);
+    if (strcmp(name, "next") == 0 && nargs == 2 && args[0]->kind == V_GEN) {
+        /* next((x for x in xs if ...), None): the default once it ended */
+        Value *v;
+        int r = tr_gen_resume(f, args[0], &v);
+        return r > 0 ? v : r == 0 ? args[1] : NULL;
+    }
     if (strcmp(name, "next") == 0 && (nargs == 1 || nargs == 2) && args[0]->kind == V_ITER) {
         /* as FOR_ITER steps it; exhausted: the default, or StopIteration
            raised by the call run eagerly */
