@@ -210,8 +210,13 @@ def _badge(status) -> str:
     return f'<span class="badge b-{_STATUS_CLASS.get(status, "skipped")}">{esc(status)}</span>'
 
 
+def _cid(compile_id) -> str:
+    """A compile id as logs, explain and dyntop write it: [0/1]."""
+    return f"[{compile_id}]"
+
+
 def _compile_link(c, text=None) -> str:
-    return f'<a href="compile-{c["compile_row"]}.html">{esc(text or c["compile_id"])}</a>'
+    return f'<a href="compile-{c["compile_row"]}.html">{esc(text or _cid(c["compile_id"]))}</a>'
 
 
 def _site(filename, lineno) -> str:
@@ -572,7 +577,7 @@ def _breaks_section(d: _Data) -> str:
             if b["compile_row"] in d.by_row and b["compile_row"] not in seen:
                 seen.add(b["compile_row"])
                 c = d.by_row[b["compile_row"]]
-                links.append(_compile_link(c, f'{d.name(c["run_id"], c["code_id"])} {c["compile_id"]}'))
+                links.append(_compile_link(c, f'{d.name(c["run_id"], c["code_id"])} {_cid(c["compile_id"])}'))
         rows.append([esc(s["count"]), f'<span class="badge b-break">{esc(s["kind"])}</span>',
                      esc(s["reason"]), f'<span class="site">{esc(_site(s["filename"], s["lineno"]))}</span>',
                      source, esc(break_hint(s["kind"], s["reason"], s["filename"])), ", ".join(links)])
@@ -592,7 +597,7 @@ def _entries_section(d: _Data) -> str:
         c = d.by_row.get(e["compile_row"])
         per_hit = _dur(e["guard_ns"] // e["hits"]) if e["hits"] else ""
         rows.append([esc(e["run_id"]), esc(d.name(e["run_id"], e["code_id"])),
-                     _compile_link(c) if c else esc(e["compile_id"]),
+                     _compile_link(c) if c else esc(_cid(e["compile_id"])),
                      esc(_offset_text(e["resume_offset"])),
                      _badge("ok") if alive else '<span class="muted">gone (reset)</span>',
                      esc(e["hits"]), esc(_dur(e["guard_ns"])), esc(per_hit),
@@ -683,7 +688,7 @@ def _timeline(d: _Data, run, compiles) -> str:
             shape = f'<circle cx="{cx:.1f}" cy="{cy}" r="5" fill="#7b4fd6"'
         else:
             shape = f'<circle cx="{cx:.1f}" cy="{cy}" r="4.5" fill="#fff" stroke="#2f5bd3" stroke-width="2"'
-        tip = (f'{d.name(run_id, c["code_id"])} {c["compile_id"]} ({c["outcome"] or "compiling"}) at '
+        tip = (f'{d.name(run_id, c["code_id"])} {_cid(c["compile_id"])} ({c["outcome"] or "compiling"}) at '
                f'{_since(c["started_at"], start)}' + (f': {c["reason"]}' if c["reason"] else ""))
         parts.append(f'<a href="compile-{c["compile_row"]}.html">{shape}><title>{esc(tip)}</title>'
                      f'</circle></a>')
@@ -719,8 +724,8 @@ def _compile_page(d: _Data, c, neighbours, db_label: str) -> str:
     frame = _frame_anchor(run_id, code_id, epoch, c["frame_id"])
     prev, nxt = neighbours
     pager = " · ".join(p for p in (
-        _compile_link(prev, f"← {prev['compile_id']}") if prev else "",
-        _compile_link(nxt, f"{nxt['compile_id']} →") if nxt else "") if p)
+        _compile_link(prev, f"← {_cid(prev['compile_id'])}") if prev else "",
+        _compile_link(nxt, f"{_cid(nxt['compile_id'])} →") if nxt else "") if p)
     facts = [
         ("function", f'<a href="index.html#code-{run_id}-{code_id}">{esc(name)}</a> '
                      f'<span class="site">{esc(_site(co.get("filename"), co.get("firstlineno")))}</span>'),
@@ -738,14 +743,14 @@ def _compile_page(d: _Data, c, neighbours, db_label: str) -> str:
     if e:
         facts.append(("entry", esc(f'{e["hits"]} hits, {_dur(e["guard_ns"])} checking guards')))
     kv = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts)
-    body = (f'<section><span class="pager">{pager}</span><h2>{esc(name)} {esc(c["compile_id"])}</h2>'
+    body = (f'<section><span class="pager">{pager}</span><h2>{esc(name)} {esc(_cid(c["compile_id"]))}</h2>'
             f'<dl class="kv">{kv}</dl></section>')
     if c["frame_compile_id"]:
         body += _recompile_section(d, c)
     body += _ended_section(d, c, start)
     body += _graphs_section(d, c)
     body += _guards_section(d, c)
-    title = f"{name} {c['compile_id']}"
+    title = f"{name} {_cid(c['compile_id'])}"
     nav = (("index.html", "← Report"), (f"index.html#{frame}", "Frame"),
            ("index.html#failures", "Failures and restarts"), ("index.html#breaks", "Graph breaks"))
     return _page(title, f"compile attempt {c['compile_row']} · {db_label}", nav, body)
@@ -776,7 +781,7 @@ def _recompile_section(d: _Data, c) -> str:
 
 def _entry_link(d: _Data, run_id, code_id, epoch, compile_id) -> str:
     row = d.entry_row(run_id, code_id, epoch, compile_id)
-    return _compile_link(d.by_row[row], compile_id) if row is not None else esc(compile_id)
+    return _compile_link(d.by_row[row], _cid(compile_id)) if row is not None else esc(_cid(compile_id))
 
 
 def _nearest(d: _Data, c, diffs) -> str:

@@ -562,7 +562,7 @@ def test_a_recompile_page_shows_the_reason_and_the_nearest_entry(site, recording
         o = page(site, f"compile-{row}.html")
         nearest = o.text["nearest"]
         entry, failing = rows[0][1], rows[0][2]
-        assert f"Entry {entry} was the nearest" in squash(nearest)
+        assert f"Entry [{entry}] was the nearest" in squash(nearest)
         assert f"{failing} of its guards failed" in nearest
         for _, _, _, idx, expr, observed in rows:
             assert expr in nearest and observed in nearest
