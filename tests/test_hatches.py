@@ -170,8 +170,11 @@ def test_allow_in_graph_makes_an_untraceable_call_one_node():
     assert breaks >= 1                                       # traced into, it breaks
     assert dynscope.allow_in_graph(scale) is scale
     assert counts(program, x, y) == (1, 0)
-    graph = dynscope.explain(program)(x, y).graphs[0].graph
+    out = dynscope.explain(program)(x, y)
+    graph = out.graphs[0].graph
     assert [n.target for n in graph.nodes if n.op == "call_function"][1] is scale
+    # the plan says which mark kept the call in (explain, cache_entries, dyntop)
+    assert "# dynscope.allow_in_graph: " in str(out) and ".scale is one graph node" in str(out)
     g = dynscope.optimize("eager")(program)
     g(x, y)                                                  # compiles (fn runs once while tracing)
     before = len(seen)
@@ -227,6 +230,11 @@ def test_substitute_in_graph_makes_a_c_function_traceable():
 
     assert counts(program, edges, x) == (1, 0)
     g = dynscope.optimize("eager")(program)
+    g(edges, x)
+    (entry,) = dynscope.cache_entries(program)
+    assert entry.plan.startswith("# dynscope.substitute_in_graph(test_substitute_in_graph_makes_a_"
+                                 "c_function_traceable.<locals>.bisect_right) traced in place of "
+                                 "bisect_right\n")
     for e in ([0.1, 0.3, 0.7], [0.6, 0.8, 0.9], [0.0, 0.1, 0.2]):
         assert np.array_equal(g(e, x), program(e, x))
 

@@ -45,6 +45,7 @@ void plan_clear(Plan *p)
     rebuild_clear(&p->cond);
     Py_CLEAR(p->brk.reason);
     Py_CLEAR(p->brk.user_stack);
+    Py_CLEAR(p->hatches);
     memset(p, 0, sizeof(*p));
 }
 

@@ -161,6 +161,9 @@ typedef struct Plan {
     int branch_true, branch_false;  /* EXIT_BRANCH: code-unit indexes */
     int resume_line, true_line, false_line;  /* source lines of those offsets */
     BreakInfo brk;            /* why the graph ended (exits other than RETURN) */
+    PyObject *hatches;        /* strong list of str or NULL: the escape hatches
+                                 the translation honoured, what each kept in
+                                 ("dynscope.allow_in_graph: f is one graph node") */
 } Plan;
 
 void plan_clear(Plan *p);

@@ -193,6 +193,9 @@ PyObject *plan_render(const Plan *p, const GuardSet *gs)
     PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
+    for (Py_ssize_t i = 0; p->hatches != NULL && i < PyList_GET_SIZE(p->hatches); i++)
+        if (append_fmt(parts, "# %U\n", PyList_GET_ITEM(p->hatches, i)) < 0)
+            goto fail;
     if (p->compiled != NULL) {
         if (append_fmt(parts, "graph_out = graph(") < 0)
             goto fail;

@@ -1189,6 +1189,7 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
     int grad_mode = t->grad_mode_now;
     Py_ssize_t modes_mark = t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0;
     int writes_mark = t->nwrites;
+    Py_ssize_t hatches_mark = t->hatches ? PyList_GET_SIZE(t->hatches) : 0;
     Value *r = call_value(f, callable, args, nargs, kwnames);
     if (r == NULL && t->raised != NULL && f->parent != NULL && !PyErr_Occurred())
         return NULL;     /* an exception unwinding: a frame that catches it keeps what ran */
@@ -1197,6 +1198,8 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
         tracer_undo_to(t, undo_mark);
         tr_writes_truncate(t, writes_mark);
         tr_leave_state_modes(t, modes_mark);
+        if (t->hatches != NULL && PyList_SetSlice(t->hatches, hatches_mark, PY_SSIZE_T_MAX, NULL) < 0)
+            PyErr_Clear();
         tensorops_restore_grad_mode(t, grad_mode >= 0 ? grad_mode : t->grad_mode_start);
         if (f->parent == NULL && !PyErr_Occurred())
             graph_truncate(t->graph, ops_mark);

@@ -175,6 +175,20 @@ static Value *call_substitute(TFrame *f, PyObject *key, Value **args, int nargs,
     return r;
 }
 
+/* Note what a hatch kept in (Tracer.hatches, the plan's comment lines),
+   once per text.  Steals note.  0, or -1 with an exception. */
+static int note_hatch(Tracer *t, PyObject *note)
+{
+    if (note == NULL || (t->hatches == NULL && (t->hatches = PyList_New(0)) == NULL)) {
+        Py_XDECREF(note);
+        return -1;
+    }
+    int seen = PySequence_Contains(t->hatches, note);
+    int rc = seen < 0 ? -1 : seen ? 0 : PyList_Append(t->hatches, note);
+    Py_DECREF(note);
+    return rc;
+}
+
 /* (contract: translate_int.h) */
 Value *tr_call_marked(TFrame *f, Value *callable, HatchKind kind, PyObject *rule, PyObject *extra,
                       Value **args, int nargs, PyObject *kwnames)
@@ -195,9 +209,13 @@ Value *tr_call_marked(TFrame *f, Value *callable, HatchKind kind, PyObject *rule
     else if (kind == HATCH_ALLOW_IN_GRAPH) {
         const char *hint = PyUnicode_AsUTF8(name);
         r = hint ? tensorops_call(t, NODE_CALL_FUNCTION, fn, hint, args, nargs, kwnames) : NULL;
+        if (r != NULL && note_hatch(t, PyUnicode_FromFormat("%U: %U is one graph node", rule, name)) < 0)
+            r = NULL;
     }
     else if (kind == HATCH_SUBSTITUTE) {
         r = call_substitute(f, extra, args, nargs, kwnames);
+        if (r != NULL && note_hatch(t, PyUnicode_FromFormat("%U traced in place of %U", rule, name)) < 0)
+            r = NULL;
     }
 out:
     Py_DECREF(name);

@@ -599,6 +599,7 @@ static void tracer_free(Tracer *t)
     tr_gen_frames_free(t);
     tr_writes_free(t);
     Py_CLEAR(t->state_modes);
+    Py_CLEAR(t->hatches);
     Py_CLEAR(t->read_by_id);
     Py_CLEAR(t->iter_objs);
     Py_CLEAR(t->graph);
@@ -714,6 +715,8 @@ static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Pla
        is a reason of its own. */
     if (tr_finish(&t, &root, plan) < 0)
         goto stopped;
+    plan->hatches = t.hatches;      /* (stolen) */
+    t.hatches = NULL;
     rq->backend_ns = t.backend_ns;
     st = TRANSLATE_OK;
     goto out;

@@ -264,6 +264,8 @@ typedef struct Tracer {
     PyObject *read_by_id;    /* strong, or NULL: {id(obj): Value capsule} of the
                                 dicts and sets read from sources, so one two
                                 accessors reach is one Value (values.c) */
+    PyObject *hatches;       /* strong list of str or NULL: Plan.hatches, as
+                                tr_call_marked notes them (undone with the call) */
     PyObject *state_modes;   /* strong list of (exit fn, mode): torch state
                                 managers (V_STATECM) entered while tracing
                                 and not left yet, innermost last */
