@@ -464,3 +464,23 @@ def test_substitute_in_graph_makes_a_sweep_model_one_graph(model_type):
     assert breaks >= 3 and "_push_on_torch_function_stack" in first      # the TorchFunctionMode
     assert out["after"] == [1, 0]
     assert out["equal"] is True
+
+
+def test_torch_allow_in_graph_mark_is_honoured():
+    torch = pytest.importorskip("torch")
+    calls = []
+
+    def scale(a, b):
+        calls.append(1)                                      # a visible write: a break when traced
+        return a * 2 + b
+
+    def program(x, y):
+        return torch.sin(scale(torch.cos(x), y))
+
+    x, y = torch.arange(3.0), torch.ones(3)
+    assert counts(program, x, y)[1] >= 1
+    torch.compiler.allow_in_graph(scale)
+    assert counts(program, x, y) == (1, 0)
+    assert "# torch.compiler.allow_in_graph: " in str(dynscope.explain(program)(x, y))
+    g = dynscope.optimize("eager")(program)
+    assert torch.allclose(g(x, y), torch.sin(torch.cos(x) * 2 + y))

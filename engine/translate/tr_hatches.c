@@ -9,10 +9,13 @@
  *   substitute_in_graph     a call traces the replacement instead
  *
  * (assume_constant_result is torch's attribute, read by tr_objects.c.)
- * torch's own disable marks (torch.compiler.disable, torch._dynamo.disable:
- * the `_torchdynamo_disable` attribute of the wrapper it returns) are read
- * off the function the first time the translator meets it and registered
- * here as if dynscope had made them.
+ * torch's own marks on a Python function -- torch.compiler.disable (the
+ * `_torchdynamo_disable` attribute of the wrapper it returns) and
+ * allow_in_graph (Dynamo's id set) -- are read the first time the
+ * translator meets the function and registered here as if dynscope had made
+ * them.  torch's substitute_in_graph is not read: Dynamo registers its own
+ * polyfills (itertools, operator, ...) the same way, and capture would then
+ * depend on whether torch._dynamo was imported.
  *
  * Invariants: marked_functions maps a callable (strong key) to (kind: int,
  * rule: str, extra) -- extra is the key of the replacement in
@@ -111,6 +114,32 @@ static int learn_torch_disable(PyObject *fn)
     return rc < 0 ? -1 : 1;
 }
 
+/* torch.compiler.allow_in_graph's mark on Python function fn (Dynamo keeps
+   the ids it marked: torch._dynamo.trace_rules.is_callable_allowed, asked
+   only once that module is imported), registered as dynscope's.  1 when
+   fn carries it, 0 when not (or anything about asking fails). */
+static int learn_torch_allow(PyObject *fn)
+{
+    PyObject *name = PyUnicode_FromString("torch._dynamo.trace_rules");
+    PyObject *rules = name ? PyImport_GetModule(name) : NULL;
+    PyObject *ask = rules ? PyObject_GetAttrString(rules, "is_callable_allowed") : NULL;
+    PyObject *r = ask ? PyObject_CallOneArg(ask, fn) : NULL;
+    int marked = r == Py_True;
+    Py_XDECREF(name);
+    Py_XDECREF(rules);
+    Py_XDECREF(ask);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    if (!marked)
+        return 0;
+    PyObject *rule = PyUnicode_FromString("torch.compiler.allow_in_graph");
+    int rc = rule ? mark_function(fn, HATCH_ALLOW_IN_GRAPH, rule, NULL) : -1;
+    Py_XDECREF(rule);
+    if (rc < 0)
+        PyErr_Clear();
+    return rc == 0;
+}
+
 /* (contract: translate_int.h) */
 HatchKind tr_hatch_of(PyObject *fn, PyObject **rule, PyObject **extra)
 {
@@ -124,6 +153,8 @@ HatchKind tr_hatch_of(PyObject *fn, PyObject **rule, PyObject **extra)
         int learnt = learn_torch_disable(fn);
         if (learnt < 0)
             PyErr_Clear();
+        if (learnt == 0)
+            learnt = learn_torch_allow(fn);
         if (learnt == 1)
             v = PyDict_GetItemWithError(marked_functions, fn);
     }
