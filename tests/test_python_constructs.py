@@ -2414,3 +2414,87 @@ def test_a_reversed_iterator_the_program_gets_has_the_type_reversed_gives():
     for _ in range(3):
         assert opt(4) == reversed_handed_on(4) == (
             type(iter(range(1))), reversed, reversed, [2, 1, 0], [3, 2, 1], "ba")
+
+
+# ---- copies of sets, and the truth of new objects by their own __len__ / __bool__ ----
+
+class Settings:
+    def __init__(self):
+        self.names = {"a", "b"}
+        self.same = self.names
+        self.n = 3
+
+    def to_dict(self):
+        return copy.deepcopy(self.__dict__)
+
+
+def copies_sets(x, cfg):
+    d = cfg.to_dict()                       # a set inside a dict, and the same set twice
+    again = copy.deepcopy(Settings())       # a set made while tracing, copied
+    s = copy.copy(cfg.names)
+    s.add("z")
+    d["names"].add("y")
+    return (x * d["n"] + len(s), sorted(s), sorted(d["names"]), d["names"] is d["same"],
+            sorted(cfg.names), sorted(again.names))
+
+
+def test_copies_of_sets_are_captured_and_keep_the_programs_set():
+    opt, _ = capture(copies_sets)
+    x = np.ones(2)
+    for _ in range(2):
+        cfg = Settings()
+        got, want = opt(x, cfg), copies_sets(x, Settings())
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+        assert cfg.names == {"a", "b"}                       # the copy was written, not the original
+    out = dynscope.explain(copies_sets)(x, Settings())
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    cfg = Settings()
+    cfg.names.add("c")                                       # other members: the guard fails
+    np.testing.assert_array_equal(opt(x, cfg)[0], copies_sets(x, cfg)[0])
+    assert opt(x, cfg)[1] == ["a", "b", "c", "z"]
+
+
+class Sized:
+    def __init__(self, n):
+        self.items = list(range(n))
+
+    def __len__(self):
+        return len(self.items)
+
+
+class Flag:
+    def __init__(self, v):
+        self.v = v
+
+    def __bool__(self):
+        return self.v > 2
+
+
+class NegativeLength:
+    def __len__(self):
+        return -1
+
+
+def truth_of_new_objects(x, n, v):
+    r = x
+    if Sized(n):
+        r = r + 1
+    if Flag(v):
+        r = r * 2
+    if not Sized(n):
+        r = r - 5
+    return r
+
+
+def test_truth_of_a_new_object_runs_its_own_len_or_bool():
+    opt, _ = capture(truth_of_new_objects)
+    for n, v in [(0, 1), (3, 5), (2, 2), (0, 9)]:
+        np.testing.assert_array_equal(opt(np.ones(1), n, v), truth_of_new_objects(np.ones(1), n, v))
+    assert _C.counters()["graph_breaks"] == 0
+
+    def negative(x):
+        return x if NegativeLength() else -x
+
+    with pytest.raises(ValueError, match="should return >= 0"):
+        dynscope.optimize("eager")(negative)(np.ones(1))

@@ -279,6 +279,81 @@ static Value *copy_tuple(CopyCall *c, Value *v, int depth)
     return out;
 }
 
+/* A program's set of constants (a V_CONST, or a V_OBJECT an accessor
+   reaches: its members and their order guarded, as iterating it would): a
+   new set this frame owns, made as the copy makes it (its table copied,
+   so `merged`).  A deep copy needs members that copy to themselves. */
+static Value *copy_set(CopyCall *c, Value *v)
+{
+    Tracer *t = c->t;
+    Value *held = v;                           /* the memo's key */
+    if (v->kind == V_OBJECT) {
+        if (PySet_GET_SIZE(v->obj) > 256)
+            return tracer_unsupported(t, false, "copy of a set of %zd members",
+                                      PySet_GET_SIZE(v->obj)), NULL;
+        if (tr_note_set_read(t, v) < 0)
+            return NULL;
+        PyObject *order = PySequence_Tuple(v->obj);
+        if (order == NULL)
+            return NULL;
+        int a = value_is_plain_constant(order)
+                ? guardset_accessor(t->gs, ACC_SET_ORDER, v->src, 0, NULL, NULL) : -2;
+        int rc = a >= 0 ? guardset_add(t->gs, GUARD_EQUALS_MATCH, a, order, 0) : a;
+        Py_DECREF(order);
+        if (rc == -2)
+            return tracer_unsupported(t, false, "copy of a set of members that are not constants"), NULL;
+        if (rc < 0)
+            return NULL;
+        v = value_new(t, V_CONST, v->obj);     /* its contents, now guarded */
+        if (v == NULL)
+            return NULL;
+    }
+    PyObject *it = c->deep ? PyObject_GetIter(v->obj) : NULL, *m;
+    if (c->deep && it == NULL)
+        return NULL;
+    while (it != NULL && (m = PyIter_Next(it)) != NULL) {
+        bool plain = copies_to_itself(m);
+        PyTypeObject *tp = Py_TYPE(m);
+        Py_DECREF(m);
+        if (!plain) {
+            Py_DECREF(it);
+            return tracer_unsupported(t, false, "deep copy of a set with a member of type %s",
+                                      tp->tp_name), NULL;
+        }
+    }
+    Py_XDECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    Value *out = tr_new_set(t);
+    bool handled;
+    if (out == NULL || memo_put(c, held, out) < 0 || tr_set_merge(t->current, out, v, &handled) < 0)
+        return NULL;
+    return out;
+}
+
+/* A set made while tracing (its members constants, in items): a new one
+   whose table is copied from it, as set.copy() makes it (`merged`). */
+static Value *copy_traced_set(CopyCall *c, Value *v)
+{
+    Tracer *t = c->t;
+    for (int i = 0; c->deep && i < v->n; i++)
+        if (!copies_to_itself(v->items[i]->obj))
+            return tracer_unsupported(t, false, "deep copy of a set with a member of type %s",
+                                      Py_TYPE(v->items[i]->obj)->tp_name), NULL;
+    Value *out = tr_new_set(t);
+    if (out == NULL || memo_put(c, v, out) < 0)
+        return NULL;
+    PyObject *r = PyObject_CallMethod(out->obj, "update", "O", v->obj);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    out->merged = true;
+    for (int i = 0; i < v->n; i++)
+        if (value_append(t, out, v->items[i]) < 0)
+            return NULL;
+    return out;
+}
+
 static Value *copy_value(CopyCall *c, Value *v, int depth)
 {
     Tracer *t = c->t;
@@ -291,6 +366,8 @@ static Value *copy_value(CopyCall *c, Value *v, int depth)
     case V_CONST:
         if (copies_to_itself(v->obj))
             return v;
+        if (PySet_CheckExact(v->obj))
+            return copy_set(c, v);
         if (v->src >= 0 && Py_TYPE(v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
             return copy_object(c, v, depth);
         break;
@@ -305,12 +382,18 @@ static Value *copy_value(CopyCall *c, Value *v, int depth)
             return copy_container(c, v, depth);
         break;
     case V_OBJECT:
+        if (v->src >= 0 && PySet_CheckExact(v->obj))
+            return copy_set(c, v);
         if (v->src >= 0)
             return copy_object(c, v, depth);
         break;
     case V_NEWOBJ:
         if (v->n == 2 && v->items[1]->kind == V_CONST && v->items[1]->src >= 0)
             return object_from_attrs(c, v, v->items[1], v->items[0], depth);
+        break;
+    case V_SET:
+        if (!v->unordered)
+            return copy_traced_set(c, v);
         break;
     case V_TENSOR:
         return tracer_unsupported(t, false, "copy of a tensor"), NULL;

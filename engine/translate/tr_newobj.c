@@ -688,6 +688,26 @@ int tr_newobj_del_attr(TFrame *f, Value *o, PyObject *name)
     return 0;
 }
 
+/* The truth of new object o by its class's Python __bool__ or __len__
+   (name), inlined: 0 / 1, or -1 when tracing stops (the method's result
+   is not a constant bool or int, as Python's truth test needs). */
+static int call_truth_method(TFrame *f, Value *o, PyObject *name)
+{
+    Tracer *t = f->t;
+    Value *fn = class_attr_value(t, o->items[1], name);
+    Value *r = fn ? tr_call_with_self(f, fn, o, NULL, 0, NULL) : NULL;
+    if (r == NULL)
+        return -1;
+    Py_ssize_t n = r->kind == V_CONST && name == s_len && PyLong_CheckExact(r->obj)
+                   ? PyLong_AsSsize_t(r->obj) : -1;
+    PyErr_Clear();                   /* (a length past Py_ssize_t: refused below) */
+    if (r->kind == V_CONST && (name == s_bool ? PyBool_Check(r->obj) : n >= 0))
+        return PyObject_IsTrue(r->obj);
+    return tracer_unsupported(t, false, "truth of a new %s whose %U returns a value that is not "
+                              "a constant %s", ((PyTypeObject *)o->obj)->tp_name, name,
+                              name == s_bool ? "bool" : "int from 0"), -1;
+}
+
 /* (contract: translate_int.h) */
 int tr_newobj_truth(TFrame *f, Value *o)
 {
@@ -703,7 +723,11 @@ int tr_newobj_truth(TFrame *f, Value *o)
             return -1;
         return mapping_of(o)->n > 0;
     }
-    if (_PyType_Lookup(tp, s_bool) != NULL || len != NULL)
+    PyObject *truth_name = _PyType_Lookup(tp, s_bool) != NULL ? s_bool : len != NULL ? s_len : NULL;
+    PyObject *truth_fn = truth_name ? _PyType_Lookup(tp, truth_name) : NULL;      /* borrowed */
+    if (truth_fn != NULL && PyFunction_Check(truth_fn))
+        return call_truth_method(f, o, truth_name);
+    if (truth_fn != NULL)
         return tracer_unsupported(t, false, "truth of a new %s, which defines __bool__ or __len__",
                                   tp->tp_name);
     if (guard_class_lacks(t, o->items[1], s_bool) < 0 || guard_class_lacks(t, o->items[1], s_len) < 0)
