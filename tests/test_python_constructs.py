@@ -2498,3 +2498,15 @@ def test_truth_of_a_new_object_runs_its_own_len_or_bool():
 
     with pytest.raises(ValueError, match="should return >= 0"):
         dynscope.optimize("eager")(negative)(np.ones(1))
+
+
+def key_in_keys_view(x, key):
+    d = {"a": 1, "b": 2}
+    return x + (key in d.keys()) + (key not in d.keys()) * 10
+
+
+def test_key_in_a_dict_keys_view_is_captured():
+    opt, _ = capture(key_in_keys_view)
+    for k in ("a", "z"):
+        np.testing.assert_array_equal(opt(np.ones(1), k), key_in_keys_view(np.ones(1), k))
+    assert _C.counters()["graph_breaks"] == 0

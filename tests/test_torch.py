@@ -378,6 +378,36 @@ def test_a_forward_hook_added_later_recompiles_and_runs():
     assert (kind, expr, seen) == ("DICT_EMPTY", "len(L['self']._modules['fc']._forward_hooks) == 0", "1")
 
 
+def test_forward_hooks_run_in_the_graph_as_module_call_runs_them():
+    torch.manual_seed(0)
+    m = Net().eval()
+    kept = {}
+
+    def keep(mod, args, out):                  # a visible write, replayed after the graph
+        kept["fc"] = out
+
+    h_double = m.fc.register_forward_hook(lambda mod, args, out: out * 2)
+    m.fc.register_forward_hook(lambda mod, args, out: None)      # None keeps the output
+    m.fc.register_forward_hook(keep)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        want = m(x)
+        want_kept = kept.pop("fc")
+        out = dynscope.explain(m)(x)
+        assert (out.graph_count, out.graph_break_count) == (1, 0)
+        kept.clear()
+        opt = dynscope.optimize("eager")(m)
+        torch.testing.assert_close(opt(x), want, rtol=0, atol=0)
+        torch.testing.assert_close(kept["fc"], want_kept, rtol=0, atol=0)
+        h_double.remove()                      # the hooks' keys are guarded: a recompile
+        torch.testing.assert_close(opt(x), m(x), rtol=0, atol=0)
+        assert len(dynscope.cache_entries(Net.forward)) == 2
+        m.fc.register_forward_pre_hook(lambda mod, args: None)   # not modelled: a clean break
+        torch.testing.assert_close(opt(x), m(x), rtol=0, atol=0)
+        (b,) = dynscope.explain(m)(x).break_reasons
+        assert b.reason == "call to a Linear with hooks (nn.Module.__call__ runs them)"
+
+
 def test_train_eval_flag_is_guarded_and_dropout_breaks_only_in_training():
     seq = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 2))
 

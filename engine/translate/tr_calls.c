@@ -1030,6 +1030,30 @@ static Value *call_tensor_function(TFrame *f, PyObject *fn, Value **args, int na
     return r;
 }
 
+/* After module m's forward returned `out`, its forward hooks (a V_TUPLE),
+   as nn.Module.__call__ runs them: hook(m, args, out), where args is the
+   tuple of the call's positional arguments; a result that is not None
+   replaces out.  The final out, or NULL when tracing stops. */
+static Value *run_forward_hooks(TFrame *f, Value *m, Value *hooks, Value **args, int nargs,
+                                PyObject *kwnames, Value *out)
+{
+    Tracer *t = f->t;
+    int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
+    Value *pos = value_new(t, V_TUPLE, NULL);
+    for (int i = 0; pos != NULL && i < npos; i++)
+        if (value_append(t, pos, args[i]) < 0)
+            pos = NULL;
+    for (int i = 0; pos != NULL && out != NULL && i < hooks->n; i++) {
+        Value *hargs[3] = {m, pos, out};
+        Value *r = call_value(f, hooks->items[i], hargs, 3, NULL);
+        if (r == NULL)
+            return NULL;
+        if (!(r->kind == V_CONST && r->obj == Py_None))
+            out = r;
+    }
+    return pos != NULL ? out : NULL;
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -1093,13 +1117,16 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     if (callable->kind == V_OBJECT && nargs < MAX_STACK) {
         /* an nn.Module: inline type(m).forward(m, *args) */
         bool handled;
-        Value *fwd = value_module_forward(t, callable, &handled);
+        Value *hooks;
+        Value *fwd = value_module_forward(t, callable, &handled, &hooks);
         if (handled) {
             Value *full[MAX_STACK + 1];
             full[0] = callable;
             if (nargs > 0)
                 memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
-            return fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
+            Value *out = fwd ? inline_call(f, fwd, full, nargs + 1, kwnames) : NULL;
+            return out != NULL && hooks != NULL
+                   ? run_forward_hooks(f, callable, hooks, args, nargs, kwnames, out) : out;
         }
     }
     bool held;

@@ -570,6 +570,8 @@ int tr_contains(TFrame *f, Value *a, Value *b)
             r = tr_is_same(f, a, b->items[i]);
         return r;
     }
+    if (b->kind == V_ITER && b->view == 'k' && b->seq != NULL && b->seq->kind == V_DICT)
+        b = b->seq;                   /* key in d.keys(): a live view of d's keys */
     if (!foldable(a) || !(b->kind == V_DICT || b->kind == V_TUPLE || b->kind == V_LIST
                           || b->kind == V_SET))
         return tracer_unsupported(f->t, false, "'in' on these values");

@@ -425,7 +425,10 @@ bool value_is_plain_constant(PyObject *obj);
  *   value_module_forward  calling v: the function type(v).forward (inline it
  *                         with v as self), provided the call is the plain
  *                         forward call -- no hooks (instance or global,
- *                         guarded empty), no compiled or instance forward;
+ *                         guarded empty) but v's own forward hooks, no
+ *                         compiled or instance forward; *hooks: NULL, or a
+ *                         V_TUPLE of v's forward hooks, which the caller runs
+ *                         after forward as nn.Module.__call__ does;
  *   value_module_iter     iter(v) of an nn.Sequential / nn.ModuleList: a
  *                         V_ITER over v._modules.values();
  *   value_module_getitem  v[i] of one of them.
@@ -434,7 +437,7 @@ Value *value_module_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
 /* hasattr(v, name) of an nn.Module (*handled as above): 1 / 0, its absence
    guarded in every place nn.Module looks; -1 when tracing stops. */
 int value_module_has_attr(Tracer *t, Value *v, PyObject *name, bool *handled);
-Value *value_module_forward(Tracer *t, Value *v, bool *handled);
+Value *value_module_forward(Tracer *t, Value *v, bool *handled, Value **hooks);
 /* Whether class tp's __call__ (*call, borrowed) is nn.Module.__call__ and
    nn.Module's global hook dicts are empty now. */
 bool value_module_call_is_plain(PyTypeObject *tp, PyObject **call);

@@ -918,6 +918,13 @@ Value *value_module_attr(Tracer *t, Value *base, PyObject *name, bool *handled)
 static const char *const instance_hook_dicts[] = {
     "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks", NULL,
 };
+/* The hook dicts a module with forward hooks (run by the caller,
+   tr_calls.c) keeps empty: hooks that run before forward, on the backward,
+   with the call's kwargs, or even when forward raises. */
+static const char *const other_hook_dicts[] = {
+    "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks", "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called", NULL,
+};
 static const char *const global_hook_dicts[] = {
     "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
     "_global_backward_pre_hooks", NULL,
@@ -1009,9 +1016,37 @@ bool value_module_call_is_plain(PyTypeObject *tp, PyObject **call)
            && hook_dicts_empty(PyFunction_GET_GLOBALS(*call), global_hook_dicts);
 }
 
-Value *value_module_forward(Tracer *t, Value *m, bool *handled)
+/* m's forward hooks (m._forward_hooks, an OrderedDict of int ids to
+   functions, nonempty; the other hook dicts empty -- other_hook_dicts),
+   their keys guarded in order, each read through its accessor: a V_TUPLE,
+   or NULL when tracing stops. */
+static Value *module_forward_hooks(Tracer *t, Value *m, PyObject *hooks)
+{
+    int ha = attr_accessor(t, m->src, "_forward_hooks");
+    PyObject *it = ha < 0 ? NULL : PyObject_GetIter(hooks);
+    PyObject *keys = it ? PySequence_Tuple(it) : NULL;    /* OrderedDict's own order */
+    Py_XDECREF(it);
+    Value *out = keys ? value_new(t, V_TUPLE, NULL) : NULL;
+    bool ok = out != NULL && guard_hooks_empty(t, m->src, other_hook_dicts, false) == 0
+              && guard(t, GUARD_TYPE_MATCH, ha, (PyObject *)Py_TYPE(hooks), 0) >= 0
+              && guardset_add(t->gs, GUARD_DICT_KEYS, ha, keys, 1) >= 0;
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys, i);
+        PyObject *fn = PyLong_CheckExact(k) ? PyDict_GetItemWithError(hooks, k) : NULL;   /* borrowed */
+        int ka = fn ? guardset_accessor(t->gs, ACC_DICT_ITEM, ha, 0, k, NULL) : -1;
+        Value *hv = ka < 0 ? NULL : value_from_source(t, ka, fn);
+        ok = hv != NULL && value_append(t, out, hv) == 0;
+        if (fn == NULL && !PyErr_Occurred())
+            tracer_unsupported(t, false, "a forward hook registered under a key that is not an int");
+    }
+    Py_XDECREF(keys);
+    return ok ? out : NULL;
+}
+
+Value *value_module_forward(Tracer *t, Value *m, bool *handled, Value **hooks)
 {
     *handled = false;
+    *hooks = NULL;
     if (m->kind != V_OBJECT || m->src < 0 || !is_plain_module(m->obj))
         return NULL;
     *handled = true;
@@ -1034,7 +1069,10 @@ Value *value_module_forward(Tracer *t, Value *m, bool *handled)
         || hook_dicts_written(t, PyFunction_GET_GLOBALS(call), global_hook_dicts))
         return tracer_break(t, STOP_CALL, "call to a %s whose hooks the traced code changed",
                             tp->tp_name), NULL;
-    if (!hook_dicts_empty(d, instance_hook_dicts)
+    PyObject *fwd_hooks = PyDict_GetItemString(d, "_forward_hooks");           /* borrowed */
+    bool forward_hooks_only = fwd_hooks != NULL && PyDict_Check(fwd_hooks)
+                              && PyDict_GET_SIZE(fwd_hooks) > 0 && hook_dicts_empty(d, other_hook_dicts);
+    if ((!forward_hooks_only && !hook_dicts_empty(d, instance_hook_dicts))
         || !hook_dicts_empty(PyFunction_GET_GLOBALS(call), global_hook_dicts))
         return tracer_break(t, STOP_CALL, "call to a %s with hooks (nn.Module.__call__ runs them)",
                             tp->tp_name), NULL;
@@ -1044,7 +1082,8 @@ Value *value_module_forward(Tracer *t, Value *m, bool *handled)
     int cls = guardset_accessor(t->gs, ACC_TYPE, m->src, 0, NULL, NULL);
     if (cls < 0 || value_guard_module_call(t, cls, call) < 0)
         return NULL;
-    if (guard_hooks_empty(t, m->src, instance_hook_dicts, false) < 0)
+    if (forward_hooks_only ? (*hooks = module_forward_hooks(t, m, fwd_hooks)) == NULL
+                           : guard_hooks_empty(t, m->src, instance_hook_dicts, false) < 0)
         return NULL;
     PyObject *names[2] = {PyUnicode_FromString("forward"), PyUnicode_FromString("_compiled_call_impl")};
     int rc = names[0] && names[1] ? 0 : -1;
