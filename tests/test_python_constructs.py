@@ -2093,7 +2093,7 @@ def test_a_generator_expression_unpacked_or_given_to_next_is_captured():
     assert (out.graph_count, out.graph_break_count, out.skipped) == (1, 0, [])
 
 
-class Layer:
+class KindedLayer:
     def __init__(self, kind):
         self.kind = kind
 
@@ -2108,11 +2108,12 @@ def find_or_default(x, layers):
 def test_next_of_a_generator_expression_with_a_default_is_captured():
     opt, _ = capture(find_or_default)
     x = np.ones(2)
-    cases = ([Layer("a"), Layer("ref")], [Layer("a")], [], [Layer("ref")], [Layer("ref"), Layer("a")])
+    a, ref = KindedLayer("a"), KindedLayer("ref")
+    cases = ([a, ref], [a], [], [ref], [ref, a])
     for layers in cases:
         np.testing.assert_array_equal(opt(x, layers), find_or_default(x, layers))
     assert _C.counters()["graph_breaks"] == 0
-    out = dynscope.explain(find_or_default)(x, [Layer("a"), Layer("ref")])
+    out = dynscope.explain(find_or_default)(x, [KindedLayer("a"), KindedLayer("ref")])
     assert (out.graph_count, out.graph_break_count) == (1, 0)
 
 
@@ -2418,7 +2419,7 @@ def test_a_reversed_iterator_the_program_gets_has_the_type_reversed_gives():
 
 # ---- copies of sets, and the truth of new objects by their own __len__ / __bool__ ----
 
-class Settings:
+class SetHolder:
     def __init__(self):
         self.names = {"a", "b"}
         self.same = self.names
@@ -2430,7 +2431,7 @@ class Settings:
 
 def copies_sets(x, cfg):
     d = cfg.to_dict()                       # a set inside a dict, and the same set twice
-    again = copy.deepcopy(Settings())       # a set made while tracing, copied
+    again = copy.deepcopy(SetHolder())       # a set made while tracing, copied
     s = copy.copy(cfg.names)
     s.add("z")
     d["names"].add("y")
@@ -2442,14 +2443,14 @@ def test_copies_of_sets_are_captured_and_keep_the_programs_set():
     opt, _ = capture(copies_sets)
     x = np.ones(2)
     for _ in range(2):
-        cfg = Settings()
-        got, want = opt(x, cfg), copies_sets(x, Settings())
+        cfg = SetHolder()
+        got, want = opt(x, cfg), copies_sets(x, SetHolder())
         np.testing.assert_array_equal(got[0], want[0])
         assert got[1:] == want[1:]
         assert cfg.names == {"a", "b"}                       # the copy was written, not the original
-    out = dynscope.explain(copies_sets)(x, Settings())
+    out = dynscope.explain(copies_sets)(x, SetHolder())
     assert (out.graph_count, out.graph_break_count) == (1, 0)
-    cfg = Settings()
+    cfg = SetHolder()
     cfg.names.add("c")                                       # other members: the guard fails
     np.testing.assert_array_equal(opt(x, cfg)[0], copies_sets(x, cfg)[0])
     assert opt(x, cfg)[1] == ["a", "b", "c", "z"]
