@@ -1281,6 +1281,15 @@ def ex_lru_cache(tmp_path):
         "a call of an lru_cache function is now captured"
 
 
+def ex_module_hooks(tmp_path):
+    torch = pytest.importorskip("torch")
+    lin = torch.nn.Linear(2, 2)
+    lin.register_forward_pre_hook(lambda mod, args: None)
+    out = dynscope.explain(lambda x: lin(x) * 2)(torch.ones(1, 2))
+    assert any("with hooks" in b.reason for b in out.break_reasons), \
+        "a module with a forward pre-hook is now captured"
+
+
 NOT_YET_EXAMPLES = {
     "CPython 3.14.": ex_cpython_314,
     "Generators the program gets.": ex_generators,
@@ -1290,6 +1299,7 @@ NOT_YET_EXAMPLES = {
     "torch.autograd.Function with gradients.": ex_autograd_with_grad,
     "Calls of `functools.lru_cache` functions.": ex_lru_cache,
     "Copies with hooks.": ex_copy_hooks,
+    "Module hooks other than forward hooks.": ex_module_hooks,
     "Frame objects kept past an eager step.": ex_frame_locals,
     "Loops the interpreter finishes.": ex_interpreter_loops,
     "Frames that read reference counts.": ex_getrefcount,
