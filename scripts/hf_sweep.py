@@ -22,6 +22,12 @@ encoder-decoder).  Offline: no weights, no hub.  Then, in that process:
              (capture), exactness on it and on a cache hit, per-call time;
   dynamo     torch._dynamo.explain(forward) and torch.compile(forward,
              backend="eager"), the same measures;
+             dynscope runs as in a process where torch.compile never ran:
+             Dynamo, once it compiled, wraps nn.Module.__init__ for good (its
+             mutation_guard tags every module made later in a registry of
+             its own), which makes a module built inside forward a write
+             the program can see -- in this process only, where Dynamo ran
+             the models before (plain_module_init);
   time       eager, dynscope's and Dynamo's captured calls timed together:
              --reps rounds, each calling every one once in turn (the order
              rotated), the median of each -- so a load that comes and goes
@@ -38,6 +44,7 @@ architectures that could not be built or run, each with its reason.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import collections
 import datetime
 import json
@@ -277,6 +284,38 @@ def eager_as_compiled(forward):
         return forward()
 
 
+@contextlib.contextmanager
+def plain_module_init():
+    """nn.Module.__init__ (and __setstate__) as torch defines them, while the
+    block runs, when Dynamo's mutation_guard has wrapped them in this
+    process; restored after.  What a program that never called
+    torch.compile has."""
+    from torch.nn import Module
+    patched = {name: Module.__dict__[name] for name in ("__init__", "__setstate__")}
+    plain = {}
+    for name, fn in patched.items():
+        cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        inner = cells.get("init" if name == "__init__" else "setstate")
+        if getattr(fn, "__module__", "") == "torch._dynamo.mutation_guard" and inner is not None:
+            plain[name] = inner.cell_contents
+    for name, fn in plain.items():
+        setattr(Module, name, fn)
+    try:
+        yield
+    finally:
+        for name in plain:
+            setattr(Module, name, patched[name])
+
+
+def _plain(captured):
+    """captured (an optimize()d callable) called under plain_module_init;
+    the wrapper itself is not captured."""
+    def call():
+        with plain_module_init():
+            return captured()
+    return call
+
+
 def run_system(system: str, forward, want):
     """(the measures, a dict for JSON; the first captured call's output;
     the captured callable, which measure() times beside the others)."""
@@ -285,7 +324,8 @@ def run_system(system: str, forward, want):
         import dynscope
         from dynscope import _C
         dynscope.reset()
-        ex = dynscope.explain(forward)()
+        with plain_module_init():
+            ex = dynscope.explain(forward)()
         types = collections.Counter(_C.break_type_of(b.kind, str(b.reason))[1] for b in ex.break_reasons)
         types.update(_C.break_type_of("skip", s[2])[1] for s in ex.skipped
                      if len(s) > 2 and isinstance(s[2], str))
@@ -294,7 +334,7 @@ def run_system(system: str, forward, want):
                                               for b in ex.break_reasons).most_common(3),
                "types": dict(types)}
         dynscope.reset()
-        captured = dynscope.optimize("eager")(forward)
+        captured = _plain(dynscope.optimize("eager")(forward))
     else:
         import torch._dynamo as dynamo
         dynamo.reset()
