@@ -332,6 +332,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     /* modules, calls */
     {" with hooks (nn.Module", T_MODULE_CALL},
     {" whose hooks the traced code changed", T_MODULE_CALL},
+    {"^a forward hook registered under a key that is not an int", T_MODULE_CALL},
     {" with an instance forward or a compiled call", T_MODULE_CALL},
     {", whose forward is not a Python function", T_MODULE_CALL},
     {"^call to builtin ", T_BUILTIN},
