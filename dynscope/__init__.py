@@ -25,6 +25,7 @@ from ._C import CacheLimitError, CacheLimitWarning, RecompileError, Unsupported 
 from ._C import ExplainBackend, ExplainOutput, BreakReason, StackFrame  # noqa: F401
 from .config import config
 from .hatches import disable, allow_in_graph, substitute_in_graph, assume_constant_result
+from .logs import set_logs
 
 __all__ = [
     "optimize",
@@ -49,6 +50,7 @@ __all__ = [
     "allow_in_graph",
     "substitute_in_graph",
     "assume_constant_result",
+    "set_logs",
 ]
 
 

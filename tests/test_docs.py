@@ -1007,7 +1007,7 @@ def test_every_switch_a_source_reads_is_in_docs_config_md_and_no_other():
     assert "dynscope/recording.py" in reads["DYNSCOPE_DB"]
     assert "scripts/install-deps.sh" in reads["DYNSCOPE_SKIP_APT"]
     assert "tests/test_fuzz.py" in reads["DYNSCOPE_FUZZ_EXAMPLES"]
-    assert check_switches(reads, read("docs", "config.md"), DOCS, logs.NAMES) == []
+    assert check_switches(reads, read("docs", "config.md"), DOCS, logs.WORDS) == []
 
 
 def test_the_switch_check_catches_a_new_switch_in_a_copy_of_the_tree(tmp_path):
@@ -1031,8 +1031,8 @@ def test_the_switch_check_catches_a_new_switch_in_a_copy_of_the_tree(tmp_path):
     blocks.write_text(src.replace('getenv("DYNSCOPE_CACHE_BYTES")', "NULL"))
     reads = env_reads(tree)
     assert {"DYNSCOPE_ONLY_IN_A_COMMENT", "DYNSCOPE_SET_ONLY"}.isdisjoint(reads)
-    baseline = check_switches(env_reads(ROOT), read("docs", "config.md"), DOCS, logs.NAMES)
-    problems = check_switches(reads, read("docs", "config.md"), DOCS, logs.NAMES)
+    baseline = check_switches(env_reads(ROOT), read("docs", "config.md"), DOCS, logs.WORDS)
+    problems = check_switches(reads, read("docs", "config.md"), DOCS, logs.WORDS)
     assert added(problems, baseline) == [
         "DYNSCOPE_PLANTED_C is read by engine/planted.c but docs/config.md does not list it",
         "DYNSCOPE_PLANTED_PY is read by dynscope/planted.py but docs/config.md does not list it",
@@ -1048,8 +1048,8 @@ def test_the_switch_check_catches_a_row_without_default_a_dead_link_and_a_new_lo
     cells[2] = " "                                          # no default
     cells[4] = " [docs/nowhere.md](nowhere.md), [events](events.md) "
     planted = doc.replace(row, "|" + "|".join(cells) + "|")
-    baseline = check_switches(env_reads(ROOT), doc, DOCS, logs.NAMES)
-    problems = check_switches(env_reads(ROOT), planted, DOCS, tuple(logs.NAMES) + ("planted",))
+    baseline = check_switches(env_reads(ROOT), doc, DOCS, logs.WORDS)
+    problems = check_switches(env_reads(ROOT), planted, DOCS, tuple(logs.WORDS) + ("planted",))
     assert added(problems, baseline) == [
         "docs/config.md gives no default for DYNSCOPE_SIGTERM_FLUSH_MS",
         "docs/config.md's DYNSCOPE_SIGTERM_FLUSH_MS links to nowhere.md, which does not exist",

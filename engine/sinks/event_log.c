@@ -63,6 +63,7 @@ static void lines_emit(void *ctx, Event *ev)
     if (r == NULL) {
         Py_CLEAR(log_callable);
         events_dict_with_guards(false);
+        events_dict_with_detail(false);
         warn_internal_error("writing a DYNSCOPE_LOGS line");
     }
     Py_XDECREF(r);
@@ -122,14 +123,16 @@ static PyObject *py_event_stats(PyObject *self, PyObject *args)
                          warn_internal_error_count());
 }
 
-/* set_log_sink(callable or None, with_guards=False): every event of the
-   process's log is passed to callable as it happens (DYNSCOPE_LOGS). */
+/* set_log_sink(callable or None, with_guards=False, with_detail=False):
+   every event of the process's log is passed to callable as it happens
+   (DYNSCOPE_LOGS); compile_end dicts carry the guards' text, and the
+   graph, plan and code object, as asked. */
 static PyObject *py_set_log_sink(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *fn;
-    int with_guards = 0;
-    if (!PyArg_ParseTuple(args, "O|p:set_log_sink", &fn, &with_guards))
+    int with_guards = 0, with_detail = 0;
+    if (!PyArg_ParseTuple(args, "O|pp:set_log_sink", &fn, &with_guards, &with_detail))
         return NULL;
     if (fn != Py_None && !PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "set_log_sink: expected a callable or None");
@@ -137,6 +140,7 @@ static PyObject *py_set_log_sink(PyObject *self, PyObject *args)
     }
     Py_XSETREF(log_callable, fn == Py_None ? NULL : Py_NewRef(fn));
     events_dict_with_guards(fn != Py_None && with_guards);
+    events_dict_with_detail(fn != Py_None && with_detail);
     Py_RETURN_NONE;
 }
 
@@ -170,7 +174,7 @@ static PyMethodDef event_methods[] = {
     {"clear_events", py_clear_events, METH_NOARGS, "clear_events()\n--\n\nEmpty the in-memory event log."},
     {"event_stats", py_event_stats, METH_NOARGS, "event_stats()\n--\n\nCounts of dropped events and internal errors."},
     {"set_log_sink", py_set_log_sink, METH_VARARGS,
-     "set_log_sink(callable or None, with_guards=False)\n--\n\n"
+     "set_log_sink(callable or None, with_guards=False, with_detail=False)\n--\n\n"
      "Pass every event dict of the process's log to callable as it happens."},
     {NULL, NULL, 0, NULL},
 };
