@@ -408,6 +408,28 @@ def test_forward_hooks_run_in_the_graph_as_module_call_runs_them():
         assert b.reason == "call to a Linear with hooks (nn.Module.__call__ runs them)"
 
 
+def _mask_for(x, mask=None):
+    # transformers' shape (LongT5Stack.forward): a mask only eager code fills
+    if mask is None and not torch.compiler.is_compiling():
+        mask = torch.ones(x.shape[0], x.shape[1])
+    return _split(mask) * x.sum()
+
+
+def _split(mask):
+    return mask.reshape(mask.shape[0], -1, 2).sum(-1)       # None.shape on the compile path
+
+
+def test_a_compile_path_that_raises_is_traced_again_as_eager_code_runs():
+    x = torch.randn(2, 4)
+    want = _mask_for(x)
+    torch.testing.assert_close(dynscope.optimize("eager")(_mask_for)(x), want)
+    out = dynscope.explain(_mask_for)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(AttributeError):
+        mp.setattr(torch.compiler, "is_compiling", lambda: True)
+        _mask_for(x)                                         # what the compile path does
+
+
 def test_train_eval_flag_is_guarded_and_dropout_breaks_only_in_training():
     seq = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 2))
 

@@ -611,6 +611,7 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         PyErr_NormalizeException(&type, &value, &tb);
+        t->predicted_raise = true;
         tracer_unsupported(t, false, "%s raised %s: %S while tracing", name_hint,
                            ((PyTypeObject *)type)->tp_name, value ? value : Py_None);
         Py_XDECREF(type);

@@ -551,6 +551,7 @@ static Value *fold_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObje
     Py_XDECREF(kw);
     if (r == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
         PyErr_Clear();
+        t->predicted_raise = true;
         return tracer_break(t, STOP_CALL, "call to %S raises on these arguments", fn), NULL;
     }
     if (r == NULL || value_is_plain_constant(r) || tensorops_is_dtype_info_object(r))
@@ -1148,6 +1149,12 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     Value *answer = tensorops_state_query(t, fn, args, nargs, kwnames, &query);
     if (query)
         return answer;
+    if (known == Py_True && nargs == 0) {
+        /* is_compiling(): True as under TorchDynamo (libraries take their
+           compile-friendly path), unless that path raised (translate.c) */
+        t->answered_compiling = true;
+        return value_new(t, V_CONST, t->compiling_false ? Py_False : Py_True);
+    }
     if (known != NULL && nargs == 0)
         return value_new(t, V_CONST, known);
     if (tr_is_inspect_signature(fn) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))

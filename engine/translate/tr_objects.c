@@ -183,8 +183,10 @@ Value *tr_attr_missing(TFrame *f, Value *obj, PyObject *name, bool generic)
 {
     Tracer *t = f->t;
     const char *tname = Py_TYPE(obj->obj)->tp_name;
-    if (obj->src < 0 || !tr_missing_reaches_getattr(t))
+    if (obj->src < 0 || !tr_missing_reaches_getattr(t)) {
+        t->predicted_raise = true;      /* an AttributeError the program would get */
         return tracer_unsupported(t, false, "%s has no attribute '%U'", tname, name), NULL;
+    }
     if (!generic) {
         if (guardset_add(t->gs, GUARD_HASATTR, obj->src, name, 0) < 0)
             return NULL;

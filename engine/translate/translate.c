@@ -642,6 +642,9 @@ typedef struct Attempt {
     bool strict_try;          /* stop at the root frame's first protected
                                  instruction */
     bool eager_generators;    /* generator function calls are breaks */
+    bool compiling_false;     /* is_compiling() answered False (Tracer's) */
+    bool compile_path_raised; /* out: tracing stopped where the program would
+                                 raise, after is_compiling() was answered True */
     bool stopped_in_try;      /* out: tracing stopped inside a try range of
                                  the root frame, where a plan cannot end */
     bool gen_not_rebuilt;     /* out: the plan would hand the program a
@@ -677,6 +680,7 @@ static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Pla
     t.backend = rq->backend;
     t.strict_try = a->strict_try;
     t.eager_generators = a->eager_generators;
+    t.compiling_false = a->compiling_false;
     int dynamic = rq->dynamic;
     if (!a->all_static && dynamic != 0) {
         t.dyn = dynamic > 0 ? ~(uint64_t)0 : rq->dynamic_slots;
@@ -733,6 +737,7 @@ out:
     gs->site_ctx = NULL;
     a->dyn_used = t.dyn_used;
     a->dyn_used_exact = t.dyn_used_exact;
+    a->compile_path_raised = t.answered_compiling && t.predicted_raise && t.reason != NULL;
     Py_XSETREF(a->dyn_sources, Py_XNewRef(t.dyn_sources));
     tr_frame_teardown(&root);
     tr_leave_state_modes(&t, 0);
@@ -785,6 +790,26 @@ static TranslateStatus translate_retrying(TranslateRequest *rq, GuardSet *gs, Pl
         *permanent = false;
         a->strict_try = true;
         a->stopped_in_try = false;
+        st = translate_attempt(rq, gs, plan, reason, permanent, a);
+    }
+    if (a->compile_path_raised && !a->compiling_false && st != TRANSLATE_ERROR) {
+        /* The path a library takes for a compiler (is_compiling() True)
+           raised where tracing stopped: an eager step or the interpreter
+           would meet that raise with the state that path made -- a
+           `mask = None` only a compiler was to fill, say -- which eager
+           code never has.  Again, answering False, as the program gets. */
+        PyErr_Clear();
+        Py_CLEAR(*reason);
+        *permanent = false;
+        plan_clear(plan);
+        guardset_clear(gs);
+        guardset_init(gs);
+        Py_CLEAR(a->dyn_sources);
+        bool strict = a->strict_try, eager_gens = a->eager_generators;
+        *a = how;
+        a->strict_try = strict;
+        a->eager_generators = eager_gens;
+        a->compiling_false = true;
         st = translate_attempt(rq, gs, plan, reason, permanent, a);
     }
     return st;

@@ -235,6 +235,12 @@ typedef struct Tracer {
     bool eager_generators;   /* a generator function called is a break (the
                                 retry after a generator the plan could not
                                 hand to the program: translate.c) */
+    bool answered_compiling; /* torch.compiler.is_compiling() and its kin were
+                                answered True, as under TorchDynamo */
+    bool compiling_false;    /* ... answer False instead, as eager code gets
+                                (translate.c: the retry below) */
+    bool predicted_raise;    /* tracing stopped on a call or read the program
+                                would raise at (tr_note_predicted_raise) */
     bool gen_not_rebuilt;    /* a generator made while tracing was to leave
                                 the translation (tr_rebuild.c) */
     bool stopped_in_try;     /* tracing stopped inside a try range of the root
