@@ -25,8 +25,9 @@ Names (one formatter each, below):
 Lines start with `dynscope [NAME]` and carry the compile id as `[0/1]`, as
 explain, dyntop and the report write it.  The engine calls the sink from
 inside the engine (never captured); a sink that fails is reported once and
-removed.  With graph, graph_code or bytecode the compile_end events keep
-their graph and plan (the in-memory event log too, while logs are on).
+removed.  With graph, graph_code or bytecode the compile_end dicts this
+sink gets carry the graph, plan and code object (a copy: the in-memory
+event log keeps none of them).
 """
 from __future__ import annotations
 

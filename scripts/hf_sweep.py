@@ -22,12 +22,13 @@ encoder-decoder).  Offline: no weights, no hub.  Then, in that process:
              (capture), exactness on it and on a cache hit, per-call time;
   dynamo     torch._dynamo.explain(forward) and torch.compile(forward,
              backend="eager"), the same measures;
-             dynscope runs as in a process where torch.compile never ran:
-             Dynamo, once it compiled, wraps nn.Module.__init__ for good (its
-             mutation_guard tags every module made later in a registry of
-             its own), which makes a module built inside forward a write
-             the program can see -- in this process only, where Dynamo ran
-             the models before (plain_module_init);
+             each model is measured with nn.Module.__init__ as torch defines
+             it (plain_module_init): Dynamo, once it compiled in a process,
+             wraps it for good (its mutation_guard tags every module made
+             later in a registry of its own), which made a module built
+             inside forward a write into that registry for the models after
+             the first -- a program that calls torch.compile once has it,
+             one that never does has not;
   time       eager, dynscope's and Dynamo's captured calls timed together:
              --reps rounds, each calling every one once in turn (the order
              rotated), the median of each -- so a load that comes and goes
@@ -288,8 +289,9 @@ def eager_as_compiled(forward):
 def plain_module_init():
     """nn.Module.__init__ (and __setstate__) as torch defines them, while the
     block runs, when Dynamo's mutation_guard has wrapped them in this
-    process; restored after.  What a program that never called
-    torch.compile has."""
+    process (Dynamo does not wrap them again: its flag says it did);
+    restored after.  Around a whole model's measures, never around each
+    call: assigning a class attribute invalidates every type cache."""
     from torch.nn import Module
     patched = {name: Module.__dict__[name] for name in ("__init__", "__setstate__")}
     plain = {}
@@ -307,15 +309,6 @@ def plain_module_init():
             setattr(Module, name, patched[name])
 
 
-def _plain(captured):
-    """captured (an optimize()d callable) called under plain_module_init;
-    the wrapper itself is not captured."""
-    def call():
-        with plain_module_init():
-            return captured()
-    return call
-
-
 def run_system(system: str, forward, want):
     """(the measures, a dict for JSON; the first captured call's output;
     the captured callable, which measure() times beside the others)."""
@@ -324,8 +317,7 @@ def run_system(system: str, forward, want):
         import dynscope
         from dynscope import _C
         dynscope.reset()
-        with plain_module_init():
-            ex = dynscope.explain(forward)()
+        ex = dynscope.explain(forward)()
         types = collections.Counter(_C.break_type_of(b.kind, str(b.reason))[1] for b in ex.break_reasons)
         types.update(_C.break_type_of("skip", s[2])[1] for s in ex.skipped
                      if len(s) > 2 and isinstance(s[2], str))
@@ -334,7 +326,7 @@ def run_system(system: str, forward, want):
                                               for b in ex.break_reasons).most_common(3),
                "types": dict(types)}
         dynscope.reset()
-        captured = _plain(dynscope.optimize("eager")(forward))
+        captured = dynscope.optimize("eager")(forward)
     else:
         import torch._dynamo as dynamo
         dynamo.reset()
@@ -359,7 +351,8 @@ def batch_worker(types: list, reps: int, timeout: int, systems: tuple) -> None:
     for t in types:
         signal.alarm(timeout)
         try:
-            row = measure(t, reps, systems)
+            with plain_module_init():        # per model: what the first saw
+                row = measure(t, reps, systems)
         except Timeout:
             row = {"type": t, "stage": "timeout", "error": f"over {timeout} s"}
         except BaseException as exc:             # noqa: BLE001 -- one model, not the batch

@@ -17,7 +17,6 @@
 static EventSink *sinks[EVENTS_MAX_SINKS];   /* borrowed */
 static int nsinks;
 static bool dict_guard_exprs;     /* compile_end dicts carry "guard_exprs" */
-static bool dict_detail;          /* ... and "graph_module", "plan", "code" */
 
 int events_add_sink(EventSink *sink)
 {
@@ -49,10 +48,6 @@ void events_dict_with_guards(bool on)
     dict_guard_exprs = on;
 }
 
-void events_dict_with_detail(bool on)
-{
-    dict_detail = on;
-}
 
 /* Whether sink s takes an event of `kind` raised in or out of a session. */
 static bool sink_takes(EventSink *s, EventKind kind, bool private_capture)
@@ -442,12 +437,6 @@ static void dict_items(Event *ev, PyObject *d)
         set_item(d, "guards", PyLong_FromLong(e->guards.n));
         if (dict_guard_exprs && !ev->private_capture)
             set_item(d, "guard_exprs", guard_lines(e, false));
-        if (dict_detail && !ev->private_capture) {
-            /* DYNSCOPE_LOGS=graph, graph_code, bytecode: what it made */
-            set_item(d, "graph_module", Py_NewRef(e->plan.gm ? e->plan.gm : Py_None));
-            set_item(d, "plan", cache_entry_plan_text(e));
-            set_item(d, "code", Py_NewRef((PyObject *)ev->cc->code));
-        }
         break;
     case EV_RECOMPILE:
         set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));

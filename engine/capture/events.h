@@ -75,10 +75,7 @@ PyObject *event_dict(Event *ev);
 /* Whether compile_end dicts outside sessions carry "guard_exprs" (the
    rendered guards; DYNSCOPE_LOGS=+guards).  Cannot fail. */
 void events_dict_with_guards(bool on);
-/* Whether they also carry "graph_module" (the entry's GraphModule or
-   None), "plan" (its plan as text) and "code" (the code object):
-   DYNSCOPE_LOGS=graph, graph_code, bytecode.  Cannot fail. */
-void events_dict_with_detail(bool on);
+
 
 /* Kinds the in-memory log, DYNSCOPE_LOGS and explain see as dicts. */
 #define EV_MASK_DICT (EV_MASK(EV_COMPILE_START) | EV_MASK(EV_COMPILE_END)      \

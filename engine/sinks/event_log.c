@@ -17,6 +17,7 @@
 static PyObject *event_log;          /* strong: list of dicts */
 static unsigned long long dropped;
 static PyObject *log_callable;       /* strong or NULL: DYNSCOPE_LOGS */
+static bool log_detail;              /* compile_end dicts to it carry what was made */
 
 /* ---- the in-memory log ---- */
 
@@ -53,17 +54,42 @@ static bool lines_wanted(void *ctx, EventKind kind)
     return log_callable != NULL;
 }
 
+/* What the DYNSCOPE_LOGS callable gets: the event's dict; with log_detail,
+   a compile_end's copy with "graph_module" (the entry's GraphModule or
+   None), "plan" (its plan as text) and "code" (the code object) added --
+   a copy, so that the in-memory log keeps none of them alive
+   (DYNSCOPE_LOGS=graph, graph_code, bytecode).  New reference, or NULL
+   with an exception. */
+static PyObject *lines_dict(Event *ev, PyObject *d)
+{
+    CacheEntry *e = ev->entry;
+    if (!log_detail || ev->rec.kind != EV_COMPILE_END || ev->cc == NULL || e == NULL
+        || ev->private_capture)
+        return Py_NewRef(d);
+    PyObject *copy = PyDict_Copy(d);
+    PyObject *plan = copy ? cache_entry_plan_text(e) : NULL;
+    if (plan == NULL
+        || PyDict_SetItemString(copy, "graph_module", e->plan.gm ? e->plan.gm : Py_None) < 0
+        || PyDict_SetItemString(copy, "plan", plan) < 0
+        || PyDict_SetItemString(copy, "code", (PyObject *)ev->cc->code) < 0)
+        Py_CLEAR(copy);
+    Py_XDECREF(plan);
+    return copy;
+}
+
 static void lines_emit(void *ctx, Event *ev)
 {
     (void)ctx;
     PyObject *d = event_dict(ev);
     if (d == NULL || log_callable == NULL)
         return;
-    PyObject *r = PyObject_CallOneArg(log_callable, d);
+    PyObject *arg = lines_dict(ev, d);
+    PyObject *r = arg ? PyObject_CallOneArg(log_callable, arg) : NULL;
+    Py_XDECREF(arg);
     if (r == NULL) {
         Py_CLEAR(log_callable);
         events_dict_with_guards(false);
-        events_dict_with_detail(false);
+        log_detail = false;
         warn_internal_error("writing a DYNSCOPE_LOGS line");
     }
     Py_XDECREF(r);
@@ -140,7 +166,7 @@ static PyObject *py_set_log_sink(PyObject *self, PyObject *args)
     }
     Py_XSETREF(log_callable, fn == Py_None ? NULL : Py_NewRef(fn));
     events_dict_with_guards(fn != Py_None && with_guards);
-    events_dict_with_detail(fn != Py_None && with_detail);
+    log_detail = fn != Py_None && with_detail;
     Py_RETURN_NONE;
 }
 

@@ -1055,6 +1055,19 @@ static Value *run_forward_hooks(TFrame *f, Value *m, Value *hooks, Value **args,
     return pos != NULL ? out : NULL;
 }
 
+/* What a function of tensorops_known_result (torch.compiler.is_compiling,
+   torch.jit.is_scripting, ...) answers, as a constant.  is_compiling():
+   True as under TorchDynamo (libraries take their compile-friendly path),
+   unless that path raised (translate.c: the retry answering False). */
+static Value *known_result(Tracer *t, PyObject *known)
+{
+    if (known == Py_True) {
+        t->answered_compiling = true;
+        known = t->compiling_false ? Py_False : Py_True;
+    }
+    return value_new(t, V_CONST, known);
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -1149,14 +1162,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     Value *answer = tensorops_state_query(t, fn, args, nargs, kwnames, &query);
     if (query)
         return answer;
-    if (known == Py_True && nargs == 0) {
-        /* is_compiling(): True as under TorchDynamo (libraries take their
-           compile-friendly path), unless that path raised (translate.c) */
-        t->answered_compiling = true;
-        return value_new(t, V_CONST, t->compiling_false ? Py_False : Py_True);
-    }
     if (known != NULL && nargs == 0)
-        return value_new(t, V_CONST, known);
+        return known_result(t, known);
     if (tr_is_inspect_signature(fn) && nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
         return tr_inspect_signature(f, fn, args[0]);
     bool deep;
