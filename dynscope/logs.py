@@ -97,14 +97,19 @@ def _graph_breaks(ev, verbose, state):
     return lines
 
 
+def _failure_lines(failures) -> list:
+    """A line per older entry's failing guard (GuardFailureInfo items)."""
+    return [f"    entry [{entry}] failed {expr} (observed {observed})  [{kind}]"
+            for entry, kind, expr, observed in (tuple(f)[:4] for f in failures)]
+
+
 def _recompiles(ev, verbose, state):
     if ev["event"] != "recompile":
         return []
     failures = ev.get("failures") or []
     lines = [f"dynscope [recompiles] Recompiling {_where(ev)} {_cid(ev)}"]
     shown = failures if verbose else failures[:1]
-    for entry, kind, expr, observed in (tuple(f)[:4] for f in shown):
-        lines.append(f"    entry [{entry}] failed {expr} (observed {observed})  [{kind}]")
+    lines += _failure_lines(shown)
     if len(failures) > len(shown):
         lines.append(f"    ... {len(failures) - len(shown)} more entries (+recompiles shows all)")
     return lines
@@ -191,8 +196,7 @@ def _cache_limit(ev, verbose, state):
     lines = [f"dynscope [cache_limit] {_where(ev)} frame {ev.get('frame_id')} reached its cache "
              f"limit ({ev.get('last_failure')}); it now runs without capture"]
     if verbose:
-        for entry, kind, expr, observed in (tuple(f)[:4] for f in ev.get("failures") or []):
-            lines.append(f"    entry [{entry}] failed {expr} (observed {observed})  [{kind}]")
+        lines += _failure_lines(ev.get("failures") or [])
     return lines
 
 
