@@ -377,6 +377,8 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             print(_format_table(["type", "class", "what", "count", "sites", "a reason"],
                                 [r[1:] for r in rows]) if rows else "  (none)")
             print()
+        if version >= 5:
+            _report_hatches(con, table, args.limit)
         print("Cache-limit hits")
         rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, reason"
                            " FROM cache_limit_hits ORDER BY at").fetchall()
@@ -389,6 +391,31 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
     finally:
         con.close()
     return 0
+
+
+def _report_hatches(con, table, limit: int) -> None:
+    """What the program's escape hatches (dynscope.disable, allow_in_graph,
+    substitute_in_graph; torch's marks) kept in a graph, and the calls and
+    frames they kept out (break type DS0032)."""
+    print("Escape hatches: what a mark kept in a graph or out of capture")
+    kept_in = []
+    for run_id, name, where, cid, hatches in con.execute(
+            "SELECT c.run_id, co.name, co.filename || ':' || co.firstlineno, c.compile_id,"
+            " c.hatches FROM compiles c JOIN code_objects co USING (run_id, code_id)"
+            " WHERE c.hatches IS NOT NULL ORDER BY c.compile_row LIMIT ?", (limit,)):
+        kept_in += [(run_id, name, where, f"[{cid}]", "in", h) for h in hatches.splitlines()]
+    kept_out = con.execute(
+        "SELECT run_id, name, site, '', 'out', reason || ' (' || count(*) || 'x)' FROM ("
+        "  SELECT b.run_id, co.name, b.filename || ':' || b.lineno AS site, b.reason"
+        "  FROM graph_breaks b JOIN code_objects co USING (run_id, code_id)"
+        "  WHERE b.break_type = 'DS0032'"
+        "  UNION ALL"
+        "  SELECT s.run_id, co.name, co.filename || ':' || co.firstlineno, s.reason"
+        "  FROM frame_skips s JOIN code_objects co USING (run_id, code_id)"
+        "  WHERE s.break_type = 'DS0032')"
+        " GROUP BY run_id, name, site, reason ORDER BY count(*) DESC LIMIT ?", (limit,)).fetchall()
+    print(table(["function", "where", "compile", "kept", "by"], kept_in + kept_out))
+    print()
 
 
 def _report_divergence(con) -> None:

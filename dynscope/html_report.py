@@ -739,6 +739,8 @@ def _compile_page(d: _Data, c, neighbours, db_label: str) -> str:
         ("produced", esc(f'{c["graphs"] or 0} graph(s), {c["nodes"] or 0} node(s), '
                          f'{c["guards"] or 0} guard(s)')),
     ]
+    if "hatches" in c.keys() and c["hatches"]:      # schema v5: what an escape hatch kept in
+        facts.append(("kept in by", "<br>".join(esc(h) for h in c["hatches"].splitlines())))
     e = d.own_entry(c)
     if e:
         facts.append(("entry", esc(f'{e["hits"]} hits, {_dur(e["guard_ns"])} checking guards')))

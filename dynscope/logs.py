@@ -19,8 +19,8 @@ Names (one formatter each, below):
                         had to keep static, and why
     skips               each frame kept out of capture, and by which rule
     cache_limit         each frame that reached a cache limit
-    perf_hints          a frame that keeps recompiling (PERF_HINT_RECOMPILES
-                        recompiles: its inputs change every few calls)
+    perf_hints          a frame that recompiles on every call (PERF_HINT_RECOMPILES
+                        recompiles in a row with no cache hit between)
 
 Lines start with `dynscope [NAME]` and carry the compile id as `[0/1]`, as
 explain, dyntop and the report write it.  The engine calls the sink from
@@ -46,7 +46,8 @@ NAMES = ("graph_breaks", "recompiles", "recompiles_verbose", "guards", "graph", 
 # What DYNSCOPE_LOGS takes: the names, and "all" for every one.
 WORDS = NAMES + ("all",)
 
-# perf_hints: a frame's recompiles that earn a hint (then every that many more).
+# perf_hints: recompiles in a row, no hit between, that earn a hint (then every
+# that many more).
 PERF_HINT_RECOMPILES = 3
 
 
@@ -201,21 +202,27 @@ def _cache_limit(ev, verbose, state):
 
 
 def _perf_hints(ev, verbose, state):
+    """A frame that recompiled on PERF_HINT_RECOMPILES calls in a row (no
+    cache hit between: its recompile dicts' "frame_hits" stayed put), then
+    every that many more."""
     if ev["event"] == "reset":
-        state.pop("recompiles_of", None)
+        state.pop("miss_streaks", None)
         return []
     if ev["event"] != "recompile":
         return []
     key = (ev.get("code_id"), str(ev.get("compile_id")).split("/")[0])
-    counts = state.setdefault("recompiles_of", {})
-    counts[key] = n = counts.get(key, 0) + 1
-    if n % PERF_HINT_RECOMPILES:
+    streaks = state.setdefault("miss_streaks", {})
+    hits = ev.get("frame_hits", 0)
+    streak, seen_hits = streaks.get(key, (0, 0))
+    streak = streak + 1 if hits == seen_hits else 1
+    streaks[key] = (streak, hits)
+    if streak % PERF_HINT_RECOMPILES:
         return []
     failing = (ev.get("reason") or "").split("; ")[0]
-    return [f"dynscope [perf_hints] {_where(ev)} frame {key[1]} recompiled {n} times (now "
-            f"{_cid(ev)}; last failing guard: {failing}): its inputs keep changing -- mark the "
-            "changing size or number dynamic (dynscope.mark_dynamic) or static, or see "
-            "`python -m dynscope report`"]
+    return [f"dynscope [perf_hints] {_where(ev)} frame {key[1]} recompiled on each of its last "
+            f"{streak} calls, with no cache hit between (now {_cid(ev)}; last failing guard: "
+            f"{failing}): its inputs change on every call -- mark the changing size or number "
+            "dynamic (dynscope.mark_dynamic) or static, or see `python -m dynscope report`"]
 
 
 FORMATTERS = {

@@ -53,6 +53,9 @@ typedef struct EventRecord {
                                   {"sites": [user stack, ...], "guards":
                                   [site index or -1, ...]}, a user stack as
                                   user_stack_json */
+    const char *hatches;       /* what an escape hatch kept in the graph
+                                  (Plan.hatches: "allow_in_graph: f is one
+                                  graph node"), one per line; "" none */
     /* EV_RECOMPILE, EV_FRAME_SKIP, EV_CACHE_LIMIT, EV_GRAPH_BREAK */
     const char *reason;
     /* EV_GUARD_FAIL */

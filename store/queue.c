@@ -28,6 +28,7 @@ static const size_t string_fields[] = {
     offsetof(EventRecord, outcome),
     offsetof(EventRecord, guards_text),
     offsetof(EventRecord, guard_sites_json),
+    offsetof(EventRecord, hatches),
     offsetof(EventRecord, reason),
     offsetof(EventRecord, entry_compile_id),
     offsetof(EventRecord, guard_kind),

@@ -50,6 +50,7 @@ enum {
     Q_ENTRIES_NEW,
     Q_STATS_NEW,
     Q_CODE_ENTRIES,
+    Q_CODE_ENTRIES_V4,
     Q_ENTRY_GUARDS,
     Q_ENTRY_GUARDS_V3,           /* _V3: the same before STORE_PROVENANCE_VERSION */
     Q_TOP_FAILING,
@@ -103,6 +104,18 @@ enum {
 #define RUNS(who) \
     "SELECT run_id, pid, started_at, coalesce(ended_at, 0), resets, dropped_events, argv, " \
     who " FROM runs ORDER BY run_id"
+
+/* A code object's cache entries; column 10 is what an escape hatch kept in
+   the entry's graph, NULL for a file before v5 (Q_CODE_ENTRIES_V4). */
+#define CODE_ENTRIES(hatches)                                                        \
+    "SELECT compile_id, frame_id, resume_offset, hits, guard_ns, guards_text,"       \
+    " (SELECT count(*) FROM guards AS g WHERE g.run_id = e.run_id AND g.code_id = e.code_id" \
+    "    AND g.epoch = e.epoch AND g.compile_id = e.compile_id),"                     \
+    " (SELECT count(*) FROM cache_entries AS f WHERE f.run_id = e.run_id"            \
+    "    AND f.code_id = e.code_id AND f.epoch = e.epoch AND f.frame_id IS e.frame_id),"  \
+    " coalesce(stats_at, created_at, 0), stats_at IS NOT NULL, " hatches              \
+    " FROM cache_entries AS e WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3"      \
+    " ORDER BY resume_offset, frame_id, coalesce(stats_at, created_at, 0) DESC"
 
 /* The queries that read guard provenance or recompile_diffs (schema v4),
    each with the columns (and join) v4 added as a parameter: the _V3 variant
@@ -187,15 +200,9 @@ static const struct {
                        " FROM cache_entries WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
     [Q_STATS_NEW] = {"SELECT rowid, run_id, code_id, epoch, compile_id, 0, hits FROM entry_stats"
                      " WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
-    [Q_CODE_ENTRIES] = {
-        "SELECT compile_id, frame_id, resume_offset, hits, guard_ns, guards_text,"
-        " (SELECT count(*) FROM guards AS g WHERE g.run_id = e.run_id AND g.code_id = e.code_id"
-        "    AND g.epoch = e.epoch AND g.compile_id = e.compile_id),"
-        " (SELECT count(*) FROM cache_entries AS f WHERE f.run_id = e.run_id"
-        "    AND f.code_id = e.code_id AND f.epoch = e.epoch AND f.frame_id IS e.frame_id),"
-        " coalesce(stats_at, created_at, 0), stats_at IS NOT NULL"
-        " FROM cache_entries AS e WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3"
-        " ORDER BY resume_offset, frame_id, coalesce(stats_at, created_at, 0) DESC"},
+    [Q_CODE_ENTRIES] = {CODE_ENTRIES("(SELECT c.hatches FROM compiles AS c"
+                                     " WHERE c.compile_row = e.compile_row)")},
+    [Q_CODE_ENTRIES_V4] = {CODE_ENTRIES("NULL")},
     [Q_ENTRY_GUARDS] = {ENTRY_GUARDS("filename, lineno")},
     [Q_ENTRY_GUARDS_V3] = {ENTRY_GUARDS("NULL, NULL")},
     [Q_TOP_FAILING] = {TOP_FAILING("g.filename, g.lineno")},
@@ -813,13 +820,14 @@ int store_read_code_entries(StoreReader *r, long long run_id, long long code_id,
                             long long epoch,
                             void (*fn)(void *ctx, const StoreCodeEntryRow *row), void *ctx)
 {
-    sqlite3_stmt *st = of_code(r, Q_CODE_ENTRIES, run_id, code_id, epoch);
+    int q = r->version >= STORE_HATCHES_VERSION ? Q_CODE_ENTRIES : Q_CODE_ENTRIES_V4;
+    sqlite3_stmt *st = of_code(r, q, run_id, code_id, epoch);
     int rc;
     if (st == NULL)
         return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreCodeEntryRow row = {text(st, 0), I64(1), INT(2), I64(3), I64(4), text(st, 5),
-                                 I64(6), I64(7), I64(8), INT(9) != 0};
+                                 I64(6), I64(7), I64(8), INT(9) != 0, text(st, 10)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);

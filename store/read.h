@@ -35,7 +35,7 @@
 #include <stddef.h>
 
 /* The schema version this build writes; PRAGMA user_version of the file. */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 /* The oldest version a reader reads (v2's tables are v3's: the views v3
    added become TEMP views of the reader). */
 #define STORE_READ_MIN_VERSION 2
@@ -52,6 +52,9 @@
    On an older file they read as "", and store_read_skip_sites() hands over
    no rows. */
 #define STORE_BREAK_TYPES_VERSION 4
+/* The first version whose compiles say what an escape hatch kept in the
+   graph (compiles.hatches).  On an older file it reads as "". */
+#define STORE_HATCHES_VERSION 5
 
 /* The SQL that gives a connection to a file of schema `version` the views
    that file lacks, as TEMP views of that connection (the file is not
@@ -273,6 +276,8 @@ typedef struct StoreCodeEntryRow {
     long long in_frame;          /* entries of its frame in the epoch */
     long long t;                 /* stats_at, else created_at, else 0 (wall ns) */
     bool snapshotted;            /* t is a counter snapshot's time */
+    const char *hatches;         /* what an escape hatch kept in its graph, one
+                                    per line ("" none, or a file before v5) */
 } StoreCodeEntryRow;
 
 /* The cache entries of (run_id, code_id) in `epoch`, by resume offset,

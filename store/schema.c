@@ -484,6 +484,14 @@ static const char migration_4[] =
     "CREATE INDEX recompile_diffs_by_compile ON recompile_diffs (compile_row);\n"
     "CREATE INDEX recompile_diffs_by_code ON recompile_diffs (run_id, code_id);\n";
 
+/* ---- version 5 ----
+ * Adds what an escape hatch kept in a compile's graph (compiles.hatches:
+ * Plan.hatches, one per line, "allow_in_graph: f is one graph node";
+ * dynscope/hatches.py).  NULL when none kept anything, and in older rows. */
+
+static const char migration_5[] =
+    "ALTER TABLE compiles ADD COLUMN hatches TEXT;\n";
+
 /* Every view, with the version whose migration creates it. */
 static const struct {
     const char *name;
@@ -505,6 +513,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION + 1] = {
     migration_2,
     migration_3,
     migration_4,
+    migration_5,
 };
 
 const char *store_schema_migration_sql(int v)

@@ -96,7 +96,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_COMPILE_REASON] = "UPDATE compiles SET reason = ?2 WHERE compile_row = ?1",
     [ST_COMPILE_END] =
         "UPDATE compiles SET outcome = ?2, duration_ns = ?3, graphs = ?4, nodes = ?5,"
-        " guards = ?6, ended_at = ?7 WHERE compile_row = ?1",
+        " guards = ?6, ended_at = ?7, hatches = ?8 WHERE compile_row = ?1",
     [ST_ENTRY_FROM_COMPILE] =
         "INSERT INTO cache_entries (run_id, code_id, epoch, compile_id, compile_row,"
         " frame_id, resume_offset, guards_text, created_at)"
@@ -582,6 +582,7 @@ static int write_compile_end(Store *s, const StoreEvent *e)
     sqlite3_bind_int(st, 5, r->nodes);
     sqlite3_bind_int(st, 6, r->guards);
     bind_u64(st, 7, r->wall_ns);
+    bind_opt(st, 8, r->hatches);
     rc = run(st);
     if (rc != SQLITE_OK || strcmp(r->outcome, "ok") != 0)
         return rc;

@@ -237,7 +237,7 @@ def fmt_ms(ns):
 def downgrade_to_v3(src, dst):
     """A copy of a recorded file as schema v3 wrote it: v4 added the guard
     provenance columns, recompile_diffs, who recorded a run, and the break
-    registry's type and class."""
+    registry's type and class; v5 compiles.hatches."""
     shutil.copy(src, dst)
     con = sqlite3.connect(dst)
     con.execute("DROP TABLE recompile_diffs")
@@ -246,7 +246,7 @@ def downgrade_to_v3(src, dst):
                           ("graph_breaks", "break_type"), ("graph_breaks", "break_class"),
                           ("frame_skips", "break_type"), ("frame_skips", "break_class"),
                           ("runs", "hostname"), ("runs", "rank"), ("runs", "local_rank"),
-                          ("runs", "world_size")):
+                          ("runs", "world_size"), ("compiles", "hatches")):
         con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("PRAGMA user_version = 3")
     con.commit()
@@ -814,6 +814,46 @@ def test_a_v3_file_opens_in_the_detail_view_and_the_recompile_log(pane, nearest_
     screen = p.wait(lambda s: "Recompile log" in s and f"[{f['compile_id']}]" in s)
     assert "query failed" not in screen and "nearest [" not in screen
     assert "observed 'max'" in screen
+
+
+@pytest.fixture(scope="module")
+def hatches_db(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("hatches"))
+    with open(os.path.join(ROOT, "tests", "data", "escape_hatches.py")) as fh:
+        return record(tmp, fh.read(), name="escape_hatches.py", db="h.db")
+
+
+def open_detail(pane, db, name):
+    """A pane on db with the detail view of function `name` open: (pane, screen)."""
+    p = pane(db, height=60)
+    p.wait(lambda s: name in names(s))
+    p.send("/")
+    p.type(name)
+    p.wait(lambda s: names(s) == [name])
+    p.send("Enter", "Enter")          # keeps the filter, opens the detail
+    return p, p.wait("Cache entries in lookup order")
+
+
+@needs_tmux
+def test_detail_view_names_what_an_escape_hatch_kept_in(pane, hatches_db, tmp_path):
+    (hatches,) = sql(hatches_db, "SELECT hatches FROM compiles WHERE hatches IS NOT NULL")
+    assert hatches == ("dynscope.allow_in_graph: scale is one graph node",)
+    p, screen = open_detail(pane, hatches_db, "kept_in")
+    # under the entry, above its guards: the mark and what it kept in
+    assert re.search(r"^\s+\[0/0\]\s+hits 2 .*\n\s+kept in by dynscope\.allow_in_graph: scale is one "
+                     r"graph node$", screen, re.M), screen
+    p.kill()
+    # a file from before schema v5 has no compiles.hatches: the same view, without the line
+    old = str(tmp_path / "v4.db")
+    shutil.copy(hatches_db, old)
+    con = sqlite3.connect(old)
+    con.execute("ALTER TABLE compiles DROP COLUMN hatches")
+    con.execute("PRAGMA user_version = 4")
+    con.commit()
+    con.close()
+    p, screen = open_detail(pane, old, "kept_in")
+    assert "query failed" not in screen and "kept in by" not in screen
+    assert re.search(r"^\s+\[0/0\]\s+hits 2 ", screen, re.M), screen
 
 
 @needs_tmux

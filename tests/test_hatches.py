@@ -9,6 +9,7 @@ functions of its own, made inside the test.
 import bisect
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +21,8 @@ import dynscope
 from dynscope import _C
 
 from conftest import events, skip_transformers_under_asan
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def counts(fn, *args):
@@ -151,6 +154,40 @@ def test_disable_is_recorded_in_sql(tmp_path):
     assert "marked dynscope.disable(recursive=False)" in rows[1][0]
     skips = con.execute("SELECT reason FROM frame_skips").fetchall()
     assert ("marked dynscope.disable(recursive=False)",) in skips
+
+
+def test_what_a_hatch_kept_in_or_out_is_in_sql_and_the_report(tmp_path):
+    db = tmp_path / "run.db"
+    subprocess.run([sys.executable, "-m", "dynscope", "run", "--db", str(db), "escape_hatches.py"],
+                   cwd=os.path.join(ROOT, "tests", "data"), check=True, capture_output=True,
+                   env=dict(os.environ, PYTHONPATH=ROOT))
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT co.name, c.compile_id, c.hatches FROM compiles c"
+                       " JOIN code_objects co USING (run_id, code_id) ORDER BY c.compile_row").fetchall()
+    by_name = {name: hatches for name, _, hatches in rows}
+    assert by_name["kept_in"] == "dynscope.allow_in_graph: scale is one graph node"
+    assert by_name["kept_out"] is None                 # a break, not something kept in
+    # exactly one compile names a hatch: the rule is the compile's, not the run's
+    assert sum(1 for r in rows if r[2] is not None) == 1
+    (brk,) = con.execute("SELECT reason, break_type FROM graph_breaks").fetchall()
+    assert brk == ("call to noisy, marked dynscope.disable: it runs without capture", "DS0032")
+    report = subprocess.run([sys.executable, "-m", "dynscope", "report", str(db)], check=True,
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
+    section = report.split("Escape hatches: what a mark kept in a graph or out of capture\n")[1]
+    section = section.split("\n\n")[0]
+    assert re.search(r"kept_in\s+escape_hatches\.py:\d+\s+\[0/0\]\s+in\s+dynscope\.allow_in_graph: scale is one "
+                     r"graph node", section), section
+    assert re.search(r"kept_out\s+escape_hatches\.py:\d+\s+out\s+call to noisy, marked dynscope\.disable: it "
+                     r"runs without capture \(1x\)", section), section
+    # the HTML report's page of that compile says it, the other compiles' pages do not
+    out = tmp_path / "html"
+    subprocess.run([sys.executable, "-m", "dynscope", "report", "--html", str(out), str(db)],
+                   check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    (row,) = con.execute("SELECT compile_row FROM compiles WHERE hatches IS NOT NULL").fetchone()
+    for (r,) in con.execute("SELECT compile_row FROM compiles"):
+        page = (out / f"compile-{r}.html").read_text()
+        has = "<dt>kept in by</dt><dd>dynscope.allow_in_graph: scale is one graph node</dd>" in page
+        assert has == (r == row), r
 
 
 # ---- allow_in_graph ----

@@ -4,7 +4,8 @@ counts -- and the file, `+`, `all` and bad-name handling.
 
 One program drives them (step: a graph break, then recompiles as its
 shape, then its number, change; a second function recompiles on every new
-value into its cache limit; a frame kept out by dynscope.disable).
+value into its cache limit; a third recompiles as often with a hit after
+each; a frame kept out by dynscope.disable).
 """
 import dis
 import io
@@ -35,6 +36,10 @@ def counted(x, k):
     return x * k
 
 
+def alternating(x, k):
+    return x + k
+
+
 def kept_out(x):
     return x * 3
 
@@ -51,6 +56,9 @@ def program():
     for k in range(6):
         h(np.ones(2), k)
     dynscope.config.cache_size_limit = 8
+    a = dynscope.optimize("eager", dynamic=False)(alternating)
+    for k in (0, 0, 1, 1, 2, 2, 3, 3):        # 3 recompiles, each with a hit after it: no hint
+        a(np.ones(2), k)
     dynscope.optimize("eager")(kept_out)(np.ones(2))
 
 
@@ -156,7 +164,7 @@ def test_bytecode_shows_the_original_once_and_each_plan(run):
     plans = [re.search(r"\[(\S+)\]: replaced by the plan$", ln).group(1)
              for ln in heads(lines, "bytecode") if ln.endswith("replaced by the plan")]
     names = {ln.split()[2] for ln in originals}
-    assert names == {"step", "counted"}                     # once per code object
+    assert names == {"step", "counted", "alternating"}      # once per code object
     assert plans == [c for (c,) in rows(con, "SELECT compile_id FROM compiles WHERE outcome = 'ok' "
                                              "ORDER BY compile_row")]
     out = io.StringIO()
@@ -192,14 +200,19 @@ def test_cache_limit_lines_match_the_cache_limits_table(run):
     assert [(n, int(f), r) for n, f, r in got] == want and len(want) == 1
 
 
-def test_perf_hints_name_a_frame_that_keeps_recompiling(run):
+def test_perf_hints_name_a_frame_that_recompiles_on_every_call(run):
     lines, con = run("perf_hints")
-    per_frame = rows(con, "SELECT name, frame_id, count(*) FROM recompiles GROUP BY code_id, frame_id")
-    expected = sorted((n, str(f)) for n, f, k in per_frame
-                      for _ in range(k // logs.PERF_HINT_RECOMPILES))
-    got = sorted(re.search(r"\] (\S+) \(.*\) frame (\d+) recompiled", ln).groups()
-                 for ln in heads(lines, "perf_hints"))
-    assert got == expected and got
+    got = [re.search(r"\] (\S+) \(.*\) frame (\d+) recompiled on each of its last (\d+) calls, "
+                     r"with no cache hit between \(now \[(\S+)\]", ln).groups()
+           for ln in heads(lines, "perf_hints")]
+    # counted misses on every call: its third recompile earns the hint, as SQL numbers it
+    (third,) = rows(con, "SELECT name, frame_id, compile_id FROM recompiles WHERE name = 'counted'"
+                         " ORDER BY started_at LIMIT 1 OFFSET 2")
+    assert got == [("counted", str(third[1]), str(logs.PERF_HINT_RECOMPILES), third[2])], lines
+    # alternating recompiled as often, with a hit after each: no hint
+    assert rows(con, "SELECT count(*) FROM recompiles WHERE name = 'alternating'") == [(3,)]
+    assert rows(con, "SELECT sum(hits) FROM cache_entries e JOIN code_objects o"
+                     " USING (run_id, code_id) WHERE o.name = 'alternating'") == [(4,)]
 
 
 def test_all_is_every_name_and_plus_is_verbose():

@@ -27,7 +27,7 @@ import _programs
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 DYNTOP = os.environ.get("DYNTOP_BIN", os.path.join(ROOT, "build", "dyntop"))
-SCHEMA_VERSION = 4      # store/read.h STORE_SCHEMA_VERSION: what a new file gets
+SCHEMA_VERSION = 5      # store/read.h STORE_SCHEMA_VERSION: what a new file gets
 
 # ---------------------------------------------------------------------------
 # The workload: known recompiles (dtype, shape, constant), breaks (print,
@@ -374,6 +374,12 @@ def report_expectations(dump):
             t[2].add(e["reason"])
     types = sorted(((*k, str(v[0]), str(len(v[1])), min(v[2])) for k, v in by_type.items()),
                    key=lambda r: (-int(r[3]), r[0]))
+    kept_out = {}    # (name, site, reason) -> count, for breaks and skips of DS0032
+    for e in evs:
+        if e["event"] in ("graph_break", "frame_skip") and e["break_type"] == "DS0032":
+            line = e["lineno"] if e["event"] == "graph_break" else e["firstlineno"]
+            key = (e["name"], f"{e['filename']}:{line}", e["reason"])
+            kept_out[key] = kept_out.get(key, 0) + 1
     return {
         "Graph breaks and skipped frames by type (docs/breaks.md)": types[:10],
         "Top recompiling functions (last failing guard)":
@@ -387,6 +393,12 @@ def report_expectations(dump):
              and ("is now dynamic" in e["reason"] or "stays static (the code needs" in e["reason"])],
         "Cache-limit hits":
             [(e["name"], where[e["name"]], e["last_failure"]) for e in evs if e["event"] == "cache_limit"],
+        # what an escape hatch kept in (compile_end's "hatches") or out (DS0032)
+        "Escape hatches: what a mark kept in a graph or out of capture":
+            [(e["name"], where[e["name"]], f"[{e['compile_id']}]", "in", h) for e in evs
+             if e["event"] == "compile_end" for h in e["hatches"]]
+            + [(k[0], k[1], "", "out", f"{k[2]} ({n}x)")
+               for k, n in sorted(kept_out.items(), key=lambda kv: -kv[1])],
         # scale recompiles 3 times on 3 different guards (dtype, shape, a
         # constant), limited once: no source 3 times (tests/test_report_advice.py
         # has a recording with some)
@@ -485,7 +497,7 @@ def test_the_recorders_json_is_json_dumps_byte_for_byte():
 
 def downgrade_to_v2(src, dst):
     """A copy of a recorded file as schema v2 wrote it: v3 added only views,
-    v4 the guard-provenance columns and recompile_diffs."""
+    v4 the guard-provenance columns and recompile_diffs, v5 compiles.hatches."""
     with open(src, "rb") as fh, open(dst, "wb") as out:
         out.write(fh.read())
     con = sqlite3.connect(dst)
@@ -493,7 +505,8 @@ def downgrade_to_v2(src, dst):
         con.execute(f"DROP VIEW {view}")
     con.execute("DROP TABLE recompile_diffs")
     for table, column in (("guards", "filename"), ("guards", "lineno"), ("guards", "user_stack"),
-                          ("guard_failures", "filename"), ("guard_failures", "lineno")):
+                          ("guard_failures", "filename"), ("guard_failures", "lineno"),
+                          ("compiles", "hatches")):
         con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("PRAGMA user_version = 2")
     con.commit()
@@ -511,6 +524,7 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     newer = report_sections(new.stdout)
     del newer["Recompiles: the nearest older entry and the guards of it that failed"]   # v4's
     del newer["Graph breaks and skipped frames by type (docs/breaks.md)"]
+    del newer["Escape hatches: what a mark kept in a graph or out of capture"]   # v5's
     assert report_sections(p.stdout) == newer
     assert len(report_sections(p.stdout)["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])

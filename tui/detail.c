@@ -179,6 +179,16 @@ static void guards_of(Ctx *c, const char *cid, const char *guards_text)
     free(copy);
 }
 
+/* What an escape hatch kept in an entry's graph (compiles.hatches): a line
+   each, as explain's plan names them. */
+static void hatches_of(Ctx *c, const char *hatches)
+{
+    char *copy = xstrdup(hatches), *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        pager_add(c->p, -1, -1, "        %skept in by %s%s", S(AC_KIND), S(AC_NORMAL), line);
+    free(copy);
+}
+
 /* One cache entry of the detail view. */
 typedef struct DEntry {
     char cid[32];
@@ -189,6 +199,7 @@ typedef struct DEntry {
     bool snapshotted;            /* t is a counter snapshot's time */
     long group;                  /* snapshot cluster, 0 = newest */
     char *guards_text;           /* owned */
+    char *hatches;               /* owned: what a hatch kept in, a line each */
 } DEntry;
 
 /* Counter snapshots write an entry's row only when its hits changed, and
@@ -253,6 +264,7 @@ static void entry_seen(void *ctx, const StoreCodeEntryRow *row)
     d->hits = row->hits;
     d->guard_ns = row->guard_ns;
     d->guards_text = xstrdup(row->guards_text);
+    d->hatches = xstrdup(row->hatches);
     d->nguards = row->nguards;
     d->in_frame = row->in_frame;
     d->t = row->t;
@@ -263,8 +275,10 @@ static void entries(Ctx *c)
 {
     DEntries e = {NULL, 0, 0};
     if (store_read_code_entries(c->r, c->run_id, c->code_id, c->epoch, entry_seen, &e) < 0) {
-        for (size_t i = 0; i < e.n; i++)
+        for (size_t i = 0; i < e.n; i++) {
             free(e.v[i].guards_text);
+            free(e.v[i].hatches);
+        }
         free(e.v);
         read_failed(c);
         return;
@@ -286,8 +300,10 @@ static void entries(Ctx *c)
         pager_add(c->p, -1, -1, "    %s[%s]%s  hits %s%lld%s  guard time %s  %lld guard%s",
                   S(AC_HEADER_VALUE), d->cid, S(AC_NORMAL), S(AC_HEADER_VALUE), d->hits, S(AC_DIM),
                   gtime, d->nguards, d->nguards == 1 ? "" : "s");
+        hatches_of(c, d->hatches);
         guards_of(c, d->cid, d->guards_text);
         free(d->guards_text);
+        free(d->hatches);
     }
     free(v);
     if (n == 0)

@@ -132,7 +132,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     r->entry_compile_id = r->guard_kind = r->expr = r->observed = r->break_kind = "";
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
     r->guard_sites_json = r->guard_file = r->nearest_json = r->failures_packed = "";
-    r->break_type = r->break_class = "";
+    r->break_type = r->break_class = r->hatches = "";
     ev->cc = cc;
     ev->entry = e;
     if (cc != NULL) {
@@ -419,6 +419,16 @@ static void dict_break_items(PyObject *d, const BreakInfo *b)
     }
 }
 
+/* The hits of a frame's entries so far (a recompile's "frame_hits": the
+   perf_hints log tells a frame that misses on every call by it). */
+static uint64_t frame_hits(CacheFrame *cf)
+{
+    uint64_t n = 0;
+    for (Py_ssize_t i = 0; cf != NULL && i < PyList_GET_SIZE(cf->entries); i++)
+        n += ((CacheEntry *)PyList_GET_ITEM(cf->entries, i))->hits;
+    return n;
+}
+
 /* The kind-specific items of the dict. */
 static void dict_items(Event *ev, PyObject *d)
 {
@@ -437,11 +447,13 @@ static void dict_items(Event *ev, PyObject *d)
         set_item(d, "guards", PyLong_FromLong(e->guards.n));
         if (dict_guard_exprs && !ev->private_capture)
             set_item(d, "guard_exprs", guard_lines(e, false));
+        set_item(d, "hatches", e->plan.hatches ? PySequence_List(e->plan.hatches) : PyList_New(0));
         break;
     case EV_RECOMPILE:
         set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
         set_item(d, "failures", ev->failures ? PySequence_List(ev->failures) : PyList_New(0));
         set_item(d, "nearest", Py_NewRef(ev->nearest ? ev->nearest : Py_None));
+        set_item(d, "frame_hits", PyLong_FromUnsignedLongLong(frame_hits(ev->frame)));
         break;
     case EV_CACHE_LIMIT:
         set_item(d, "limit", PyLong_FromLong(engine.config.cache_size_limit));
@@ -556,6 +568,16 @@ void events_compile_start(CodeCache *cc, CacheEntry *e)
     pending_restore(p);
 }
 
+/* Plan.hatches as one text, a hatch per line (event.h hatches): new str or
+   NULL with an exception. */
+static PyObject *hatch_lines(PyObject *hatches)
+{
+    PyObject *nl = PyUnicode_FromString("\n");
+    PyObject *text = nl ? PyUnicode_Join(nl, hatches) : NULL;
+    Py_XDECREF(nl);
+    return text;
+}
+
 static void emit_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
 {
     Event ev;
@@ -565,6 +587,8 @@ static void emit_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
     ev.rec.graphs = e->plan.gm ? 1 : 0;
     ev.rec.nodes = e->plan.nops;
     ev.rec.guards = e->guards.n;
+    if (e->plan.hatches != NULL && PyList_GET_SIZE(e->plan.hatches) > 0)   /* rare: kept cheap */
+        ev.rec.hatches = keep_text(&ev, hatch_lines(e->plan.hatches));
     dispatch(&ev);
     if (e->plan.gm == NULL || !anyone_takes(EV_GRAPH_COMPILED))
         return;
@@ -608,11 +632,12 @@ static void guard_failures(CodeCache *cc, CacheEntry *e, PyObject *failures)
     }
 }
 
-static void emit_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
-                           PyObject *nearest)
+static void emit_recompile(CodeCache *cc, CacheFrame *cf, CacheEntry *e, PyObject *reason,
+                           PyObject *failures, PyObject *nearest)
 {
     Event ev;
     event_start(&ev, EV_RECOMPILE, cc, e);
+    ev.frame = cf;
     ev.reason = reason;
     ev.failures = failures;
     ev.nearest = nearest;
@@ -621,11 +646,11 @@ static void emit_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObj
     guard_failures(cc, e, failures);
 }
 
-void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
-                      PyObject *nearest)
+void events_recompile(CodeCache *cc, CacheFrame *cf, CacheEntry *e, PyObject *reason,
+                      PyObject *failures, PyObject *nearest)
 {
     PendingError p = pending_take();
-    emit_recompile(cc, e, reason, failures, nearest);
+    emit_recompile(cc, cf, e, reason, failures, nearest);
     pending_restore(p);
 }
 

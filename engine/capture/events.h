@@ -27,12 +27,13 @@
 void events_compile_start(CodeCache *cc, CacheEntry *e);
 /* outcome: "ok", "skipped", "error". */
 void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome);
-/* reason: "expr (observed v)" of the newest entry (borrowed, may be NULL);
+/* cf: the frame recompiled (its entries give the dict's "frame_hits");
+   reason: "expr (observed v)" of the newest entry (borrowed, may be NULL);
    failures: list of GuardFailureInfo (entry compile id, kind, expr,
    observed, and by name filename, lineno) (borrowed); nearest: the nearest-entry diff, a dict as
    docs/events.md's recompile "nearest" (borrowed, may be NULL). */
-void events_recompile(CodeCache *cc, CacheEntry *e, PyObject *reason, PyObject *failures,
-                      PyObject *nearest);
+void events_recompile(CodeCache *cc, CacheFrame *cf, CacheEntry *e, PyObject *reason,
+                      PyObject *failures, PyObject *nearest);
 /* Issued once per frame.  Events have no side effects but their sinks':
    the caller counts the limit and warns the user (warn_cache_limit). */
 void events_cache_limit(CodeCache *cc, CacheFrame *cf, PyObject *failures);
@@ -50,7 +51,7 @@ typedef struct Event {
     unsigned filled;          /* EVF_* text fields already in rec */
     CodeCache *cc;            /* borrowed; NULL for EV_RESET */
     CacheEntry *entry;        /* borrowed or NULL: the entry concerned */
-    CacheFrame *frame;        /* borrowed or NULL (EV_CACHE_LIMIT) */
+    CacheFrame *frame;        /* borrowed or NULL (EV_CACHE_LIMIT, EV_RECOMPILE) */
     PyObject *reason;         /* borrowed or NULL (recompile, skip, limit) */
     PyObject *failures;       /* borrowed list or NULL (recompile, limit) */
     PyObject *nearest;        /* borrowed dict or NULL (recompile) */

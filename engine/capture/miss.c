@@ -622,7 +622,7 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
                 PyErr_Clear();
             Py_XDECREF(ns);
         }
-        events_recompile(cc, e, cf->last_failure, mr->failures, mr->nearest);
+        events_recompile(cc, cf, e, cf->last_failure, mr->failures, mr->nearest);
     }
     events_compile_end(cc, e, "ok");
     if (e->plan.exit != EXIT_RETURN) {

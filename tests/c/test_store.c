@@ -156,7 +156,7 @@ static EventRecord ev_make(EventKind kind, long long code_id, const char *compil
     e.outcome = e.guards_text = e.reason = e.entry_compile_id = "";
     e.guard_kind = e.expr = e.observed = e.break_kind = e.break_file = "";
     e.user_stack_json = e.backend = e.graph_code = e.ops = "";
-    e.guard_sites_json = e.guard_file = e.nearest_json = e.failures_packed = "";
+    e.guard_sites_json = e.guard_file = e.nearest_json = e.failures_packed = e.hatches = "";
     if (compile_id[0] != '\0')
         sscanf(compile_id, "%d/%d", &e.frame_id, &e.frame_compile_id);
     return e;
@@ -297,6 +297,7 @@ static void submit_story(Store *s)
     e.nodes = 5;
     e.guards = 1;
     e.guards_text = "L['x'].shape == (5, 4)";
+    e.hatches = "dynscope.allow_in_graph: g is one graph node\nh traced in place of k";
     e.guard_sites_json = "{\"sites\": [[[\"/src/model.py\", 11, \"f\", \"y = x\"]]], \"guards\": [0]}";
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_GRAPH_BREAK, 7, "0/1");
@@ -377,6 +378,9 @@ static void test_events_written_and_read_back_exactly(void)
     CHECK_STR(qs(db, "SELECT reason FROM compiles WHERE compile_id = '0/1'"),
               "L['x'].shape == (3, 4) (observed (5, 4))");
     CHECK_STR(qs(db, "SELECT reason FROM compiles WHERE compile_id = '0/0'"), "(null)");
+    CHECK_STR(qs(db, "SELECT hatches FROM compiles WHERE compile_id = '0/1'"),
+              "dynscope.allow_in_graph: g is one graph node\nh traced in place of k");
+    CHECK_STR(qs(db, "SELECT hatches FROM compiles WHERE compile_id = '0/0'"), "(null)");
     CHECK_EQ(q1(db, "SELECT count(*) FROM frames"), 1);
 
     CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), 1);
