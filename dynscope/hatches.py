@@ -167,6 +167,18 @@ def substitute_in_graph(original, *, skip_signature_check=False):
     return register
 
 
+def _learn_torch_substitute(original, replacement):
+    """torch.compiler.substitute_in_graph's registration of `original`, made
+    dynscope's: the translator calls this the first time it meets a call of
+    `original` (engine/translate/tr_hatches.c; torch checked the signature
+    when it registered the replacement)."""
+    key = _key_of(original)
+    _substitutes[key] = replacement
+    _originals[key] = original
+    _C.hatch_mark("substitute", original,
+                  f"torch.compiler.substitute_in_graph({_name(replacement)})", key)
+
+
 def assume_constant_result(fn):
     """fn's result is a constant (torch._dynamo.assume_constant_result): a
     call from captured code runs once while tracing, on constant

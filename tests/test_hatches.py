@@ -524,3 +524,41 @@ def test_torch_allow_in_graph_mark_is_honoured():
     assert "# torch.compiler.allow_in_graph: " in str(dynscope.explain(program)(x, y))
     g = dynscope.optimize("eager")(program)
     assert torch.allclose(g(x, y), torch.sin(torch.cos(x) * 2 + y))
+
+
+def test_torch_substitute_in_graph_is_honoured_and_torchs_own_polyfills_are_not():
+    torch = pytest.importorskip("torch")
+    import torch._dynamo                                     # registers Dynamo's own polyfills
+
+    def program(edges, x):
+        i = bisect.bisect_left(edges, 0.5)                   # a C function: a break
+        big = any(v > 0.6 for v in edges)                    # `any`: one of torch's own polyfills
+        return torch.cumsum(x, 0)[i:] * (3 if big else 2)
+
+    edges = [0.1, 0.3, 0.7]
+    x = torch.arange(5.0)
+    assert counts(program, edges, x)[1] >= 1
+
+    @torch._dynamo.substitute_in_graph(bisect.bisect_left, skip_signature_check=True)
+    def bisect_left(a, x, lo=0, hi=None, *, key=None):
+        hi = len(a) if hi is None else hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if a[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    assert counts(program, edges, x) == (1, 0)
+    g = dynscope.optimize("eager")(program)
+    g(edges, x)
+    (entry,) = dynscope.cache_entries(program)
+    assert entry.plan.startswith("# torch.compiler.substitute_in_graph(test_torch_substitute_in_graph_is_"
+                                 "honoured_and_torchs_own_polyfills_are_not.<locals>.bisect_left) "
+                                 "traced in place of bisect_left\n"), entry.plan
+    for e in ([0.1, 0.3, 0.7], [0.6, 0.8, 0.9], [0.0, 0.1, 0.2]):
+        assert torch.equal(g(e, x), program(e, x))
+    # torch's own replacements (any, sum, itertools, operator, ...) are not taken as marks
+    torchs = [fn for fn, rule in dynscope.hatches.marks() if rule.startswith("torch.compiler.substitute")]
+    assert torchs == [bisect.bisect_left], torchs

@@ -9,13 +9,14 @@
  *   substitute_in_graph     a call traces the replacement instead
  *
  * (assume_constant_result is torch's attribute, read by tr_objects.c.)
- * torch's own marks on a Python function -- torch.compiler.disable (the
- * `_torchdynamo_disable` attribute of the wrapper it returns) and
- * allow_in_graph (Dynamo's id set) -- are read the first time the
- * translator meets the function and registered here as if dynscope had made
- * them.  torch's substitute_in_graph is not read: Dynamo registers its own
- * polyfills (itertools, operator, ...) the same way, and capture would then
- * depend on whether torch._dynamo was imported.
+ * torch's own marks -- torch.compiler.disable (the `_torchdynamo_disable`
+ * attribute of the wrapper it returns), allow_in_graph (Dynamo's id set)
+ * and substitute_in_graph (Dynamo's polyfill handlers) -- are read the
+ * first time the translator meets the callable and registered here as if
+ * dynscope had made them.  Of the substitutes, those torch registers for
+ * itself (replacements in torch's own modules: itertools, operator, ...)
+ * are left out: the translator follows those calls itself, and capture
+ * would otherwise depend on whether torch._dynamo was imported.
  *
  * Invariants: marked_functions maps a callable (strong key) to (kind: int,
  * rule: str, extra) -- extra is the key of the replacement in
@@ -140,6 +141,60 @@ static int learn_torch_allow(PyObject *fn)
     return rc == 0;
 }
 
+/* Dynamo's polyfill handlers (PolyfilledFunctionVariable's dict: the
+   original callable -> a wrapper whose __torch_dynamo_polyfill__ is the
+   replacement), once torch._dynamo.variables.functions is imported: strong,
+   or NULL until then. */
+static PyObject *torch_polyfills;
+
+static PyObject *torch_polyfill_handlers(void)
+{
+    if (torch_polyfills != NULL)
+        return torch_polyfills;
+    static PyObject *modname;
+    if (modname == NULL && (modname = PyUnicode_InternFromString("torch._dynamo.variables.functions")) == NULL)
+        return NULL;
+    PyObject *mod = PyImport_GetModule(modname);
+    PyObject *cls = mod ? PyObject_GetAttrString(mod, "PolyfilledFunctionVariable") : NULL;
+    PyObject *d = cls ? PyObject_CallMethod(cls, "_get_polyfill_handlers", NULL) : NULL;
+    if (d != NULL && PyDict_Check(d))
+        torch_polyfills = Py_NewRef(d);
+    Py_XDECREF(mod);
+    Py_XDECREF(cls);
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return torch_polyfills;
+}
+
+/* torch.compiler.substitute_in_graph's registration of callable fn, for a
+   replacement outside torch, registered as dynscope's
+   (dynscope.hatches._learn_torch_substitute).  1 when registered, 0 when
+   not (or anything about asking fails). */
+static int learn_torch_substitute(PyObject *fn)
+{
+    PyObject *handlers = torch_polyfill_handlers();   /* borrowed */
+    PyObject *wrapped = handlers ? PyDict_GetItemWithError(handlers, fn) : NULL;   /* borrowed */
+    if (wrapped == NULL) {
+        PyErr_Clear();                       /* an unhashable callable: never registered */
+        return 0;
+    }
+    PyObject *repl = PyObject_GetAttrString(wrapped, "__torch_dynamo_polyfill__");
+    PyObject *modname = repl && PyFunction_Check(repl) ? ((PyFunctionObject *)repl)->func_module : NULL;
+    const char *m = modname && PyUnicode_Check(modname) ? PyUnicode_AsUTF8(modname) : NULL;
+    bool torchs_own = m == NULL || strcmp(m, "torch") == 0 || strncmp(m, "torch.", 6) == 0;
+    int rc = 0;
+    if (!torchs_own) {
+        PyObject *hatches = PyImport_ImportModule("dynscope.hatches");
+        PyObject *r = hatches ? PyObject_CallMethod(hatches, "_learn_torch_substitute", "OO", fn, repl) : NULL;
+        rc = r != NULL;
+        Py_XDECREF(r);
+        Py_XDECREF(hatches);
+    }
+    Py_XDECREF(repl);
+    PyErr_Clear();
+    return rc;
+}
+
 /* (contract: translate_int.h) */
 HatchKind tr_hatch_of(PyObject *fn, PyObject **rule, PyObject **extra)
 {
@@ -158,8 +213,12 @@ HatchKind tr_hatch_of(PyObject *fn, PyObject **rule, PyObject **extra)
         if (learnt == 1)
             v = PyDict_GetItemWithError(marked_functions, fn);
     }
-    if (v == NULL)
+    if (v == NULL && !PyErr_Occurred() && learn_torch_substitute(fn) == 1)
+        v = PyDict_GetItemWithError(marked_functions, fn);
+    if (v == NULL) {
+        PyErr_Clear();
         return HATCH_NONE;
+    }
     *rule = PyTuple_GET_ITEM(v, 1);
     *extra = PyTuple_GET_ITEM(v, 2);
     return (HatchKind)PyLong_AsLong(PyTuple_GET_ITEM(v, 0));
