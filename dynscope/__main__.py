@@ -378,6 +378,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
                                 [r[1:] for r in rows]) if rows else "  (none)")
             print()
         if version >= 5:
+            _report_compile_time(con, table, args.limit)
             _report_hatches(con, table, args.limit)
         print("Cache-limit hits")
         rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, reason"
@@ -391,6 +392,29 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
     finally:
         con.close()
     return 0
+
+
+COMPILE_PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
+
+
+def _report_compile_time(con, table, limit: int) -> None:
+    """Where compile time goes: the slowest compiles with their phases
+    (compiles.*_ns, schema v5), then every compile's summed."""
+    print("Where compile time goes (ms; the phases add up to the total, events are outside it)")
+    ms = ", ".join(f"printf('%.2f', c.{p} / 1e6)" for p in COMPILE_PHASES)
+    rows = con.execute(
+        f"SELECT c.run_id, co.name, '[' || c.compile_id || ']', printf('%.2f', c.duration_ns / 1e6),"
+        f" {ms}, printf('%.2f', c.events_ns / 1e6), c.attempts"
+        " FROM compiles c JOIN code_objects co USING (run_id, code_id)"
+        " WHERE c.attempts IS NOT NULL ORDER BY c.duration_ns DESC LIMIT ?", (limit,)).fetchall()
+    sums = ", ".join(f"printf('%.2f', sum({p}) / 1e6)" for p in COMPILE_PHASES)
+    total = con.execute(
+        f"SELECT NULL, '(all ' || count(*) || ' compiles)', '', printf('%.2f', sum(duration_ns) / 1e6),"
+        f" {sums}, printf('%.2f', sum(events_ns) / 1e6), sum(attempts)"
+        " FROM compiles WHERE attempts IS NOT NULL HAVING count(*) > 0").fetchall()
+    print(table(["function", "compile", "total", "trace", "guards", "graph", "backend", "plan",
+                 "events", "attempts"], rows + total))
+    print()
 
 
 def _report_hatches(con, table, limit: int) -> None:

@@ -68,6 +68,11 @@ def chrome_trace(con: sqlite3.Connection, source: str) -> dict:
         con.rollback()
 
 
+# A compile's phases (compiles.*_ns, schema v5), in the order they add up to
+# its duration.
+PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
+
+
 def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
     runs = con.execute(
         "SELECT i.run_id, r.pid, r.argv, r.started_at"
@@ -77,10 +82,12 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
     codes = {(r[0], r[1]): r[2:] for r in con.execute(
         "SELECT run_id, code_id, name, filename, firstlineno FROM code_objects")}
     # A start lost with its compile_start event is recovered from the end.
+    phases = (", " + ", ".join(PHASES + ("events_ns", "attempts")) if version >= 5   # schema v5's
+              else ", NULL" * (len(PHASES) + 2))
     compiles = con.execute(
         "SELECT compile_row, run_id, code_id, epoch, compile_id, frame_id, resume_offset,"
         "       reason, coalesce(started_at, ended_at - coalesce(duration_ns, 0)) AS start,"
-        "       duration_ns, outcome, graphs, nodes, guards"
+        f"       duration_ns, outcome, graphs, nodes, guards{phases}"
         " FROM compiles ORDER BY start, compile_row").fetchall()
     recompiles = {r[0]: r[1:] for r in con.execute(
         "SELECT compile_row, reason, failures FROM recompiles")}
@@ -119,7 +126,7 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
     lane_ends: dict[tuple[int, int], list[int]] = {}
     span_of = {}      # compile_row -> (track, start ns)
     for (row, run_id, code_id, epoch, compile_id, frame_id, resume_offset, reason, start,
-         duration, outcome, graphs, nodes, guards) in compiles:
+         duration, outcome, graphs, nodes, guards, *times) in compiles:
         if start is None:
             untimed += 1
             continue
@@ -140,9 +147,20 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
         if reason is not None:
             args["reason"] = reason
         # duration_ns is NULL until compile_end: a 0-length span, outcome null
-        timed.append({"name": f"{name} {compile_id}", "cat": "compile", "ph": "X", "ts": start,
-                      "dur": (duration or 0) / 1000, "pid": pid_of[run_id], "tid": t,
-                      "args": args})
+        if times[-1] is not None:
+            args.update(zip(PHASES + ("events_ns", "attempts"), times))
+        span = {"name": f"{name} {compile_id}", "cat": "compile", "ph": "X", "ts": start,
+                "dur": (duration or 0) / 1000, "pid": pid_of[run_id], "tid": t, "args": args}
+        timed.append(span)
+        # its phases, nested: end to end in this order (the engine interleaves
+        # tracing and guard building; the spans give each one's share); each
+        # "dur" is set once times are in µs, so that they tile the span
+        at = start
+        for phase, ns in zip(PHASES, times) if times[-1] is not None else ():
+            timed.append({"name": phase[:-3], "cat": "compile_phase", "ph": "X", "ts": at,
+                          "_end": at + (ns or 0), "_span": span, "pid": pid_of[run_id], "tid": t,
+                          "args": {"compile_row": row, "compile_id": compile_id, "ns": ns}})
+            at += ns or 0
         if row in recompiles:
             # at the span's start: the row keeps no time of the recompile event
             why, failures = recompiles[row]
@@ -206,6 +224,11 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
     for ev in timed:
         ev["ts"] = (ev["ts"] - origin) / 1000
         ev["tid"] = tid_of[ev["tid"]]
+    for ev in timed:   # a phase ends where the next begins, never past its compile's span
+        if "_end" in ev:
+            span = ev.pop("_span")
+            end = min((ev.pop("_end") - origin) / 1000, span["ts"] + span["dur"])
+            ev["dur"] = max(0.0, end - ev["ts"])
     events = meta + timed
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 

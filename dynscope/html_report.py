@@ -352,6 +352,33 @@ _TREE_JS = """
 """
 
 
+# A click on a column of a table.sortable sorts its rows by it (numbers by a
+# cell's data-v, largest first; text A to Z); a second click reverses.
+_SORT_JS = """
+(function () {
+  document.querySelectorAll('table.sortable').forEach(function (table) {
+    table.querySelectorAll('th').forEach(function (th, col) {
+      th.style.cursor = 'pointer';
+      th.addEventListener('click', function () {
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        var num = th.classList.contains('num'), flip = th.getAttribute('data-desc') === '1';
+        function key(r) {
+          var c = r.cells[col], v = c.querySelector('[data-v]');
+          return num ? parseFloat(v ? v.getAttribute('data-v') : c.textContent) || 0 : c.textContent;
+        }
+        rows.sort(function (a, b) {
+          var x = key(a), y = key(b), o = num ? y - x : (x < y ? -1 : x > y ? 1 : 0);
+          return flip ? -o : o;
+        });
+        th.setAttribute('data-desc', flip ? '0' : '1');
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
+})();
+"""
+
+
 def _page(title, subtitle, nav, body, script="") -> str:
     links = "".join(f'<a href="{esc(href)}">{esc(text)}</a>' for href, text in nav)
     js = f"<script>{script}</script>" if script else ""
@@ -364,7 +391,7 @@ def _page(title, subtitle, nav, body, script="") -> str:
 
 _INDEX_NAV = (("#runs", "Runs"), ("#frames", "Frames"), ("#timeline", "Recompile timeline"),
               ("#failures", "Failures and restarts"), ("#breaks", "Graph breaks"),
-              ("#entries", "Cache entries"))
+              ("#compile-time", "Compile time"), ("#entries", "Cache entries"))
 
 
 def _frame_statuses(d: _Data, frame_key, compiles, skips) -> list:
@@ -710,8 +737,41 @@ def _timeline(d: _Data, run, compiles) -> str:
 
 def _index(d: _Data, db_label: str) -> str:
     body = (_runs_section(d) + _tree_section(d) + _timeline_section(d) + _failures_section(d)
-            + _breaks_section(d) + _entries_section(d))
-    return _page("dynscope report", f"{db_label} · schema v{d.version}", _INDEX_NAV, body, _TREE_JS)
+            + _breaks_section(d) + _compile_time_section(d) + _entries_section(d))
+    return _page("dynscope report", f"{db_label} · schema v{d.version}", _INDEX_NAV, body,
+                 _TREE_JS + _SORT_JS)
+
+
+_PHASES = (("trace", "trace_ns"), ("guards", "guards_ns"), ("graph", "graph_ns"),
+           ("backend", "backend_ns"), ("plan", "plan_ns"))
+
+
+def _compile_time_section(d: _Data) -> str:
+    """Every compile's time by phase (compiles.*_ns, schema v5): a table
+    sorted by total, that a click on a column sorts again."""
+    timed = [c for c in d.compiles if "attempts" in c.keys() and c["attempts"] is not None]
+    if not timed:
+        why = ("this recording has no compile phases (schema v5 added them)" if d.version < 5
+               else "no compile was recorded")
+        return f'<section id="compile-time"><h2>Where compile time goes</h2>{_none(why)}</section>'
+    rows = []
+    for c in sorted(timed, key=lambda c: -(c["duration_ns"] or 0)):
+        cells = [esc(c["run_id"]), esc(d.name(c["run_id"], c["code_id"])), _compile_link(c),
+                 esc(c["outcome"] or "")]
+        for ns in [c["duration_ns"]] + [c[col] for _, col in _PHASES] + [c["events_ns"]]:
+            cells.append(f'<span data-v="{ns or 0}">{esc(_dur(ns))}</span>')
+        cells.append(esc(c["attempts"]))
+        rows.append(cells)
+    total = sum(c["duration_ns"] or 0 for c in timed)
+    shares = ", ".join(f"{name} {100 * sum(c[col] or 0 for c in timed) / total:.0f}%"
+                       for name, col in _PHASES) if total else ""
+    table = _table(["#run", "function", "compile", "outcome", "#total"] + [f"#{n}" for n, _ in _PHASES]
+                   + ["#events", "#attempts"], rows).replace("<table>", '<table class="sortable">', 1)
+    return (f'<section id="compile-time"><h2>Where compile time goes</h2><p class="muted">'
+            f'{len(timed)} compiles, {esc(_dur(total))} in all: {esc(shares)}. The phases add up '
+            f'to each total (trace: following the bytecode, every attempt; guards: building them; '
+            f'graph: making the GraphModule; plan: the rest of the plan\'s making); events, outside '
+            f'it, are the events emitted for the compile. Click a column to sort.</p>{table}</section>')
 
 
 # ---- one page per compile attempt

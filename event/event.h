@@ -53,6 +53,13 @@ typedef struct EventRecord {
                                   {"sites": [user stack, ...], "guards":
                                   [site index or -1, ...]}, a user stack as
                                   user_stack_json */
+    /* where duration_ns went (disjoint parts; docs/sql.md compiles.*_ns):
+       tracing the bytecode, guard building, GraphModule making, the
+       backend (backend_ns below), the rest of the plan's making; and
+       events_ns, outside duration_ns: the events emitted for the compile
+       before compile_end.  attempts: translations made (retries count). */
+    uint64_t trace_ns, guards_ns, graph_ns, plan_ns, events_ns;
+    int attempts;
     const char *hatches;       /* what an escape hatch kept in the graph
                                   (Plan.hatches: "allow_in_graph: f is one
                                   graph node"), one per line; "" none */
@@ -87,7 +94,7 @@ typedef struct EventRecord {
     int break_line;
     int break_offset;          /* bytes, in the innermost frame */
     const char *user_stack_json;  /* [[file, line, name, source], ...] outermost first */
-    /* EV_GRAPH_COMPILED */
+    /* EV_GRAPH_COMPILED (backend_ns: EV_COMPILE_END too) */
     const char *backend;
     uint64_t backend_ns;
     const char *graph_code;    /* generated Python of the graph */

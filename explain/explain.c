@@ -51,6 +51,13 @@ static PyStructSequence_Field compile_time_fields[] = {
     {"function", "qualified name"},
     {"ms", "translation and backend time, milliseconds"},
     {"outcome", "ok, skipped or error"},
+    {"trace_ms", "of ms: tracing the bytecode, every attempt"},
+    {"guards_ms", "of ms: building the guards"},
+    {"graph_ms", "of ms: making the GraphModule"},
+    {"backend_ms", "of ms: the backend"},
+    {"plan_ms", "of ms: the rest of making the plan"},
+    {"events_ms", "outside ms: the events emitted for the compile"},
+    {"attempts", "translations made (retries count)"},
     {NULL, NULL},
 };
 static PyStructSequence_Desc compile_time_desc = {
@@ -180,6 +187,22 @@ static PyObject *make_stack(PyObject *raw)
         }
     }
     return out;
+}
+
+/* CompileTime's phase fields (4 on) from a compile_end's "phases" dict
+   (ns; None where the dict lacks one). */
+static void set_phases(PyObject *ct, PyObject *phases)
+{
+    static const char *const keys[] = {"trace_ns", "guards_ns", "graph_ns", "backend_ns",
+                                       "plan_ns", "events_ns"};
+    for (int i = 0; i < 6; i++) {
+        PyObject *v = PyDict_Check(phases) ? PyDict_GetItemString(phases, keys[i]) : NULL;
+        double ns = v ? PyFloat_AsDouble(v) : -1.0;
+        PyStructSequence_SET_ITEM(ct, 4 + i, ns >= 0 ? PyFloat_FromDouble(ns / 1e6) : Py_NewRef(Py_None));
+    }
+    PyObject *n = PyDict_Check(phases) ? PyDict_GetItemString(phases, "attempts") : NULL;
+    PyStructSequence_SET_ITEM(ct, 10, Py_NewRef(n ? n : Py_None));
+    PyErr_Clear();
 }
 
 static int append_steal(PyObject *list, PyObject *item)
@@ -353,6 +376,7 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
             PyStructSequence_SET_ITEM(ct, 1, Py_NewRef(ev_get(ev, "name")));
             PyStructSequence_SET_ITEM(ct, 2, PyFloat_FromDouble(ns / 1e6));
             PyStructSequence_SET_ITEM(ct, 3, Py_NewRef(ev_get(ev, "outcome")));
+            set_phases(ct, ev_get(ev, "phases"));
             if (append_steal(o->compile_times, ct) < 0)
                 goto fail;
         }
@@ -517,6 +541,40 @@ static PyObject *site_suffix(PyObject *stack)
     return text;
 }
 
+/* The compile-time section: each compile's time by phase, in ms. */
+static int compile_times_section(ExplainOutput *o, PyObject *out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(o->compile_times);
+    char line[256];
+    PyOS_snprintf(line, sizeof line, "  %-28s %8s %8s %8s %8s %8s %8s %8s %8s", "compile", "total",
+                  "trace", "guards", "graph", "backend", "plan", "events", "attempts");
+    if (n > 0 && (explain_line(out, "\nCompile time by phase (ms; events are outside the total)") < 0
+                  || explain_line(out, "%s", line) < 0))
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ct = PyList_GET_ITEM(o->compile_times, i);
+        char cells[7][16], label[128];
+        for (int k = 0; k < 7; k++) {
+            PyObject *v = PyStructSequence_GET_ITEM(ct, k == 0 ? 2 : 3 + k);
+            if (v == Py_None)
+                PyOS_snprintf(cells[k], sizeof cells[k], "-");
+            else
+                PyOS_snprintf(cells[k], sizeof cells[k], "%.2f", PyFloat_AsDouble(v));
+        }
+        PyObject *attempts = PyStructSequence_GET_ITEM(ct, 10);
+        long nattempts = PyLong_Check(attempts) ? PyLong_AsLong(attempts) : -1;
+        PyObject *name = PyStructSequence_GET_ITEM(ct, 1), *cid = PyStructSequence_GET_ITEM(ct, 0);
+        PyOS_snprintf(label, sizeof label, "%s [%s]", PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "?",
+                      PyUnicode_Check(cid) ? PyUnicode_AsUTF8(cid) : "?");
+        PyOS_snprintf(line, sizeof line, "  %-28s %8s %8s %8s %8s %8s %8s %8s %8ld", label, cells[0],
+                      cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], nattempts);
+        if (explain_line(out, "%s", line) < 0)
+            return -1;
+    }
+    PyErr_Clear();
+    return 0;
+}
+
 /* The Recompiles section: each recompile, why, and the nearest older entry
    with every guard of it that failed (what to change for a hit). */
 static int recompiles_section(ExplainOutput *o, PyObject *out)
@@ -643,7 +701,7 @@ static PyObject *output_str(ExplainOutput *o)
             goto fail;
     }
 
-    if (recompiles_section(o, out) < 0)
+    if (recompiles_section(o, out) < 0 || compile_times_section(o, out) < 0)
         goto fail;
 
     Py_ssize_t gi = 0;

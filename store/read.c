@@ -105,17 +105,19 @@ enum {
     "SELECT run_id, pid, started_at, coalesce(ended_at, 0), resets, dropped_events, argv, " \
     who " FROM runs ORDER BY run_id"
 
-/* A code object's cache entries; column 10 is what an escape hatch kept in
-   the entry's graph, NULL for a file before v5 (Q_CODE_ENTRIES_V4). */
-#define CODE_ENTRIES(hatches)                                                        \
-    "SELECT compile_id, frame_id, resume_offset, hits, guard_ns, guards_text,"       \
+/* A code object's cache entries; from column 10, what its compile recorded
+   in v5 (compiles.hatches and the phases), NULL for an older file
+   (Q_CODE_ENTRIES_V4). */
+#define CODE_ENTRIES(compile_cols, join)                                             \
+    "SELECT e.compile_id, e.frame_id, e.resume_offset, e.hits, e.guard_ns, e.guards_text," \
     " (SELECT count(*) FROM guards AS g WHERE g.run_id = e.run_id AND g.code_id = e.code_id" \
     "    AND g.epoch = e.epoch AND g.compile_id = e.compile_id),"                     \
     " (SELECT count(*) FROM cache_entries AS f WHERE f.run_id = e.run_id"            \
     "    AND f.code_id = e.code_id AND f.epoch = e.epoch AND f.frame_id IS e.frame_id),"  \
-    " coalesce(stats_at, created_at, 0), stats_at IS NOT NULL, " hatches              \
-    " FROM cache_entries AS e WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3"      \
-    " ORDER BY resume_offset, frame_id, coalesce(stats_at, created_at, 0) DESC"
+    " coalesce(e.stats_at, e.created_at, 0), e.stats_at IS NOT NULL, " compile_cols   \
+    " FROM cache_entries AS e " join                                                  \
+    " WHERE e.run_id = ?1 AND e.code_id = ?2 AND e.epoch = ?3"                       \
+    " ORDER BY e.resume_offset, e.frame_id, coalesce(e.stats_at, e.created_at, 0) DESC"
 
 /* The queries that read guard provenance or recompile_diffs (schema v4),
    each with the columns (and join) v4 added as a parameter: the _V3 variant
@@ -200,9 +202,10 @@ static const struct {
                        " FROM cache_entries WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
     [Q_STATS_NEW] = {"SELECT rowid, run_id, code_id, epoch, compile_id, 0, hits FROM entry_stats"
                      " WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
-    [Q_CODE_ENTRIES] = {CODE_ENTRIES("(SELECT c.hatches FROM compiles AS c"
-                                     " WHERE c.compile_row = e.compile_row)")},
-    [Q_CODE_ENTRIES_V4] = {CODE_ENTRIES("NULL")},
+    [Q_CODE_ENTRIES] = {CODE_ENTRIES("c.hatches, c.duration_ns, c.trace_ns, c.guards_ns, c.graph_ns,"
+                                     " c.backend_ns, c.plan_ns, c.events_ns, c.attempts",
+                                     "LEFT JOIN compiles AS c ON c.compile_row = e.compile_row")},
+    [Q_CODE_ENTRIES_V4] = {CODE_ENTRIES("NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL", "")},
     [Q_ENTRY_GUARDS] = {ENTRY_GUARDS("filename, lineno")},
     [Q_ENTRY_GUARDS_V3] = {ENTRY_GUARDS("NULL, NULL")},
     [Q_TOP_FAILING] = {TOP_FAILING("g.filename, g.lineno")},
@@ -827,7 +830,9 @@ int store_read_code_entries(StoreReader *r, long long run_id, long long code_id,
         return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreCodeEntryRow row = {text(st, 0), I64(1), INT(2), I64(3), I64(4), text(st, 5),
-                                 I64(6), I64(7), I64(8), INT(9) != 0, text(st, 10)};
+                                 I64(6), I64(7), I64(8), INT(9) != 0, text(st, 10),
+                                 {I64(11), I64(12), I64(13), I64(14), I64(15), I64(16), I64(17)},
+                                 INT(18)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);

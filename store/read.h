@@ -278,6 +278,12 @@ typedef struct StoreCodeEntryRow {
     bool snapshotted;            /* t is a counter snapshot's time */
     const char *hatches;         /* what an escape hatch kept in its graph, one
                                     per line ("" none, or a file before v5) */
+    /* Its compile's time, ns: total (duration_ns), then the phases trace,
+       guards, graph, backend, plan (they add up to the total) and events
+       (outside it); attempts: translations made.  0 for a file before v5
+       or a compile that recorded none (attempts 0). */
+    long long compile_ns[7];
+    int attempts;
 } StoreCodeEntryRow;
 
 /* The cache entries of (run_id, code_id) in `epoch`, by resume offset,

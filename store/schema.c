@@ -485,12 +485,22 @@ static const char migration_4[] =
     "CREATE INDEX recompile_diffs_by_code ON recompile_diffs (run_id, code_id);\n";
 
 /* ---- version 5 ----
- * Adds what an escape hatch kept in a compile's graph (compiles.hatches:
+ * Adds to compiles what an escape hatch kept in the graph (hatches:
  * Plan.hatches, one per line, "allow_in_graph: f is one graph node";
- * dynscope/hatches.py).  NULL when none kept anything, and in older rows. */
+ * dynscope/hatches.py; NULL when none kept anything) and where the compile's
+ * time went (trace_ns, guards_ns, graph_ns, backend_ns, plan_ns: disjoint
+ * parts of duration_ns; events_ns outside it; attempts).  Older rows keep
+ * NULL there. */
 
 static const char migration_5[] =
-    "ALTER TABLE compiles ADD COLUMN hatches TEXT;\n";
+    "ALTER TABLE compiles ADD COLUMN hatches TEXT;\n"
+    "ALTER TABLE compiles ADD COLUMN trace_ns INTEGER;\n"
+    "ALTER TABLE compiles ADD COLUMN guards_ns INTEGER;\n"
+    "ALTER TABLE compiles ADD COLUMN graph_ns INTEGER;\n"
+    "ALTER TABLE compiles ADD COLUMN backend_ns INTEGER;\n"
+    "ALTER TABLE compiles ADD COLUMN plan_ns INTEGER;\n"
+    "ALTER TABLE compiles ADD COLUMN events_ns INTEGER;\n"
+    "ALTER TABLE compiles ADD COLUMN attempts INTEGER;\n";
 
 /* Every view, with the version whose migration creates it. */
 static const struct {

@@ -96,7 +96,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_COMPILE_REASON] = "UPDATE compiles SET reason = ?2 WHERE compile_row = ?1",
     [ST_COMPILE_END] =
         "UPDATE compiles SET outcome = ?2, duration_ns = ?3, graphs = ?4, nodes = ?5,"
-        " guards = ?6, ended_at = ?7, hatches = ?8 WHERE compile_row = ?1",
+        " guards = ?6, ended_at = ?7, hatches = ?8, trace_ns = ?9, guards_ns = ?10,"
+        " graph_ns = ?11, backend_ns = ?12, plan_ns = ?13, events_ns = ?14, attempts = ?15"
+        " WHERE compile_row = ?1",
     [ST_ENTRY_FROM_COMPILE] =
         "INSERT INTO cache_entries (run_id, code_id, epoch, compile_id, compile_row,"
         " frame_id, resume_offset, guards_text, created_at)"
@@ -583,6 +585,15 @@ static int write_compile_end(Store *s, const StoreEvent *e)
     sqlite3_bind_int(st, 6, r->guards);
     bind_u64(st, 7, r->wall_ns);
     bind_opt(st, 8, r->hatches);
+    if (r->attempts > 0) {          /* else no translation ran: the phases stay NULL */
+        bind_u64(st, 9, r->trace_ns);
+        bind_u64(st, 10, r->guards_ns);
+        bind_u64(st, 11, r->graph_ns);
+        bind_u64(st, 12, r->backend_ns);
+        bind_u64(st, 13, r->plan_ns);
+        bind_u64(st, 14, r->events_ns);
+        sqlite3_bind_int(st, 15, r->attempts);
+    }
     rc = run(st);
     if (rc != SQLITE_OK || strcmp(r->outcome, "ok") != 0)
         return rc;

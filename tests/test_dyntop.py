@@ -484,7 +484,7 @@ def test_slash_filters_by_name_as_you_type_and_escape_clears(pane, workload_db):
 
 @needs_tmux
 def test_detail_view_shows_entries_guards_failures_and_the_cache_limit(pane, workload_db):
-    p = pane(workload_db, height=60)
+    p = pane(workload_db, height=80)
     p.wait(table_shown)
     # sorted by recompiles (the default): limited_fn has the most, first row
     p.wait(lambda s: names(s)[:1] == ["limited_fn"])
@@ -839,9 +839,16 @@ def test_detail_view_names_what_an_escape_hatch_kept_in(pane, hatches_db, tmp_pa
     (hatches,) = sql(hatches_db, "SELECT hatches FROM compiles WHERE hatches IS NOT NULL")
     assert hatches == ("dynscope.allow_in_graph: scale is one graph node",)
     p, screen = open_detail(pane, hatches_db, "kept_in")
-    # under the entry, above its guards: the mark and what it kept in
-    assert re.search(r"^\s+\[0/0\]\s+hits 2 .*\n\s+kept in by dynscope\.allow_in_graph: scale is one "
-                     r"graph node$", screen, re.M), screen
+    # under the entry, its compile's time by phase (as SQL has it), then the
+    # mark and what it kept in, then its guards
+    ns = sql(hatches_db, "SELECT duration_ns, trace_ns, guards_ns, graph_ns, backend_ns, plan_ns,"
+                         " attempts FROM compiles WHERE hatches IS NOT NULL")[0]
+    pct = [round(100 * v / ns[0]) for v in ns[1:6]]
+    m = re.search(r"^\s+\[0/0\]\s+hits 2 .*\n\s+compile \S+ \S+: trace (\d+)%, guards (\d+)%, graph (\d+)%, "
+                  r"backend (\d+)%, plan (\d+)%; events \S+ \S+; 1 attempt\n"
+                  r"\s+kept in by dynscope\.allow_in_graph: scale is one graph node$", screen, re.M)
+    assert m, screen
+    assert [int(v) for v in m.groups()] == pct and ns[6] == 1
     p.kill()
     # a file from before schema v5 has no compiles.hatches: the same view, without the line
     old = str(tmp_path / "v4.db")

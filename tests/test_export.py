@@ -48,6 +48,8 @@ WORKLOAD = textwrap.dedent('''
 ''')
 
 PHASES = {"X", "i", "M"}   # what the export writes, of the format's phases
+# a compile's phases (compiles.*_ns), in the order they add up to its duration
+COMPILE_PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
 
 
 def run(*args, cwd=ROOT):
@@ -187,6 +189,9 @@ def test_the_trace_says_what_the_database_says(recorded, tmp_path):
           FROM compiles c JOIN code_objects co USING (run_id, code_id) ORDER BY c.compile_row""")
     spans = of(trace, "compile")
     assert len(spans) == len(compiles) == rows(db, "SELECT count(*) FROM compiles")[0][0]
+    phases = {r[0]: dict(zip(COMPILE_PHASES + ("events_ns", "attempts"), r[1:])) for r in rows(
+        db, f"SELECT compile_row, {', '.join(COMPILE_PHASES)}, events_ns, attempts FROM compiles")}
+    assert all(p["attempts"] >= 1 for p in phases.values())
     assert all(ev["ph"] == "X" for ev in spans)
     assert [ev["args"]["compile_row"] for ev in spans] == [c[0] for c in compiles]
     assert [ev["ts"] for ev in spans] == sorted(ev["ts"] for ev in spans)
@@ -201,8 +206,21 @@ def test_the_trace_says_what_the_database_says(recorded, tmp_path):
                 "outcome": outcome, "graphs": graphs, "nodes": nodes, "guards": guards}
         if reason is not None:
             want["reason"] = reason
+        want.update(phases[row])
         assert ev["args"] == want
         span_of[row] = ev
+    # each compile's phases (schema v5): nested spans that tile it, in the order
+    # they add up, each as long as SQL says
+    children = of(trace, "compile_phase")
+    assert len(children) == len(COMPILE_PHASES) * len(compiles)
+    for row, ev in span_of.items():
+        mine = [c for c in children if c["args"]["compile_row"] == row]
+        assert [c["name"] for c in mine] == [p[:-3] for p in COMPILE_PHASES]
+        assert [c["args"]["ns"] for c in mine] == [phases[row][p] for p in COMPILE_PHASES]
+        assert mine[0]["ts"] == ev["ts"] and all(c["tid"] == ev["tid"] for c in mine)
+        for a, b in zip(mine, mine[1:]):
+            assert a["ts"] + a["dur"] == b["ts"]
+        assert abs(mine[-1]["ts"] + mine[-1]["dur"] - (ev["ts"] + ev["dur"])) < 1e-6
     assert min(ev["ts"] for ev in evs if ev["ph"] != "M") == 0
 
     # recompiles: an instant at the start of each recompile's span, with its reason
@@ -251,10 +269,13 @@ def test_dash_writes_the_trace_to_stdout(recorded, tmp_path):
 
 def downgrade(src, dst, version):
     """A copy as schema `version` wrote it: the tables export reads are v2's;
-    v3 added views, v4 the table recompile_diffs (and columns export does not read)."""
+    v3 added views, v4 the table recompile_diffs (and columns export does not
+    read), v5 the compile phases."""
     copy_db(src, dst)
     con = sqlite3.connect(dst)
     con.execute("DROP TABLE IF EXISTS recompile_diffs")
+    for col in COMPILE_PHASES + ("events_ns", "attempts", "hatches"):
+        con.execute(f"ALTER TABLE compiles DROP COLUMN {col}")
     if version < 3:
         for view in ("run_summary", "break_sites", "cache_limit_hits"):
             con.execute(f"DROP VIEW IF EXISTS {view}")
@@ -271,7 +292,11 @@ def test_older_schema_versions_give_the_same_trace(recorded, tmp_path, version):
     with open(old, "rb") as fh:
         before = fh.read()
     got = exported(old, tmp_path, "old.json")
-    assert got["traceEvents"] == want["traceEvents"]
+    # the same, but for what v5 added: the compile phases
+    for ev in want["traceEvents"]:
+        for key in COMPILE_PHASES + ("events_ns", "attempts"):
+            ev.get("args", {}).pop(key, None)
+    assert got["traceEvents"] == [ev for ev in want["traceEvents"] if ev.get("cat") != "compile_phase"]
     assert got["otherData"]["schema_version"] == str(version)
     with open(old, "rb") as fh:
         assert fh.read() == before, "the export wrote the file"

@@ -400,6 +400,26 @@ def test_the_tree_buttons_open_close_and_filter(site, browser):
     assert browser.evaluate(shown) == 1
 
 
+def test_the_compile_time_table_holds_every_compile_and_sorts_on_a_click(site, recording, browser):
+    _, problems = browser.load(site / "index.html")
+    assert problems == []
+    cells = ("[...document.querySelectorAll('#compile-time tbody tr')].map(r => "
+             "[r.cells[2].textContent, ...[...r.querySelectorAll('[data-v]')].map(c => +c.dataset.v), "
+             "+r.cells[11].textContent])")
+    want = [(f"[{cid}]", *vals) for cid, *vals in query(
+        recording, "SELECT compile_id, duration_ns, trace_ns, guards_ns, graph_ns, backend_ns, plan_ns,"
+                   " events_ns, attempts FROM compiles ORDER BY duration_ns DESC")]
+    assert [tuple(r) for r in browser.evaluate(cells)] == want and len(want) >= 3
+    for r in want:              # the phases add up to the total
+        assert sum(r[2:7]) == r[1]
+    # a click on "guards" sorts by it, largest first; a second click reverses
+    browser.evaluate("document.querySelectorAll('#compile-time th')[6].click()")
+    got = [r[3] for r in browser.evaluate(cells)]
+    assert got == sorted((r[3] for r in want), reverse=True)
+    browser.evaluate("document.querySelectorAll('#compile-time th')[6].click()")
+    assert [r[3] for r in browser.evaluate(cells)] == sorted(r[3] for r in want)
+
+
 def test_the_screenshot_of_the_index_is_an_image(site, browser):
     png = browser.screenshot(site / "index.html", 1280, 900)
     (site.parent / "index.png").write_bytes(png)
@@ -583,7 +603,9 @@ def downgrade(src, dst, version):
     con = sqlite3.connect(dst)
     con.execute("DROP TABLE IF EXISTS recompile_diffs")
     for table, cols in (("guards", ("filename", "lineno", "user_stack")),
-                        ("guard_failures", ("filename", "lineno"))):
+                        ("guard_failures", ("filename", "lineno")),
+                        ("compiles", ("hatches", "trace_ns", "guards_ns", "graph_ns", "backend_ns",
+                                      "plan_ns", "events_ns", "attempts"))):
         have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
         for col in cols:
             if col in have:
@@ -615,6 +637,8 @@ def test_an_older_file_renders_untouched(recording, tmp_path, version):
     # where the guards came from is unknown, not the engine's
     assert "does not say where guards came from" in o.text["guards"] and "engine" not in o.text["guards"]
     assert_links_resolve(out)
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert "this recording has no compile phases (schema v5 added them)" in index
 
 
 def test_text_from_the_database_is_escaped(recording, tmp_path):

@@ -338,6 +338,13 @@ def report_sections(text):
     return sections
 
 
+PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
+
+
+def ms(ns):
+    return f"{ns / 1e6:.2f}"
+
+
 def report_expectations(dump):
     """What the report must say, from the engine's own event log."""
     evs = dump["events"]
@@ -374,6 +381,7 @@ def report_expectations(dump):
             t[2].add(e["reason"])
     types = sorted(((*k, str(v[0]), str(len(v[1])), min(v[2])) for k, v in by_type.items()),
                    key=lambda r: (-int(r[3]), r[0]))
+    ends = [e for e in evs if e["event"] == "compile_end"]
     kept_out = {}    # (name, site, reason) -> count, for breaks and skips of DS0032
     for e in evs:
         if e["event"] in ("graph_break", "frame_skip") and e["break_type"] == "DS0032":
@@ -393,6 +401,16 @@ def report_expectations(dump):
              and ("is now dynamic" in e["reason"] or "stays static (the code needs" in e["reason"])],
         "Cache-limit hits":
             [(e["name"], where[e["name"]], e["last_failure"]) for e in evs if e["event"] == "cache_limit"],
+        # compile time by phase, slowest first, then every compile's summed
+        "Where compile time goes (ms; the phases add up to the total, events are outside it)":
+            [(e["name"], f"[{e['compile_id']}]", ms(e["duration_ns"]),
+              *(ms(e["phases"][p]) for p in PHASES), ms(e["phases"]["events_ns"]),
+              str(e["phases"]["attempts"]))
+             for e in sorted(ends, key=lambda e: -e["duration_ns"])][:10]     # --limit's default
+            + [(f"(all {len(ends)} compiles)", ms(sum(e["duration_ns"] for e in ends)),   # no compile id
+                *(ms(sum(e["phases"][p] for e in ends)) for p in PHASES),
+                ms(sum(e["phases"]["events_ns"] for e in ends)),
+                str(sum(e["phases"]["attempts"] for e in ends)))],
         # what an escape hatch kept in (compile_end's "hatches") or out (DS0032)
         "Escape hatches: what a mark kept in a graph or out of capture":
             [(e["name"], where[e["name"]], f"[{e['compile_id']}]", "in", h) for e in evs
@@ -418,7 +436,9 @@ def test_report_sections_equal_the_engine_view(recorded):
     p = run(["-m", "dynscope", "report", "--limit", "1", db])
     assert p.returncode == 0, p.stderr
     assert report_sections(p.stdout) == {
-        title: rows if title == "Cache-limit hits" else rows[:1] for title, rows in want.items()}
+        title: rows if title == "Cache-limit hits"
+        else rows[:1] + rows[-1:] if title.startswith("Where compile time goes")   # + the sum row
+        else rows[:1] for title, rows in want.items()}
     assert len(want["Recompiles: the nearest older entry and the guards of it that failed"]) >= 3
     assert {r[0] for r in want["Graph breaks and skipped frames by type (docs/breaks.md)"]} >= {
         "DS0001", "DS0003", "DS0004", "DS0014"}
@@ -525,6 +545,7 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     del newer["Recompiles: the nearest older entry and the guards of it that failed"]   # v4's
     del newer["Graph breaks and skipped frames by type (docs/breaks.md)"]
     del newer["Escape hatches: what a mark kept in a graph or out of capture"]   # v5's
+    del newer["Where compile time goes (ms; the phases add up to the total, events are outside it)"]
     assert report_sections(p.stdout) == newer
     assert len(report_sections(p.stdout)["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])

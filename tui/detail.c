@@ -200,6 +200,8 @@ typedef struct DEntry {
     long group;                  /* snapshot cluster, 0 = newest */
     char *guards_text;           /* owned */
     char *hatches;               /* owned: what a hatch kept in, a line each */
+    long long compile_ns[7];     /* StoreCodeEntryRow's: total, phases, events */
+    int attempts;                /* 0: the compile recorded no phases */
 } DEntry;
 
 /* Counter snapshots write an entry's row only when its hits changed, and
@@ -265,10 +267,31 @@ static void entry_seen(void *ctx, const StoreCodeEntryRow *row)
     d->guard_ns = row->guard_ns;
     d->guards_text = xstrdup(row->guards_text);
     d->hatches = xstrdup(row->hatches);
+    memcpy(d->compile_ns, row->compile_ns, sizeof d->compile_ns);
+    d->attempts = row->attempts;
     d->nguards = row->nguards;
     d->in_frame = row->in_frame;
     d->t = row->t;
     d->snapshotted = row->snapshotted;
+}
+
+/* Where the entry's compile time went (compiles.*_ns, v5): one line, the
+   total and each phase's share of it, in the order they add up; events
+   are outside the total. */
+static void compile_phases_of(Ctx *c, const DEntry *d)
+{
+    if (d->attempts <= 0)
+        return;
+    char total[32], events[32];
+    fmt_ns(total, sizeof total, d->compile_ns[0]);
+    fmt_ns(events, sizeof events, d->compile_ns[6]);
+    int pct[5];
+    for (int i = 0; i < 5; i++)
+        pct[i] = d->compile_ns[0] > 0 ? (int)(100.0 * (double)d->compile_ns[1 + i]
+                                              / (double)d->compile_ns[0] + 0.5) : 0;
+    pager_add(c->p, -1, -1, "        %scompile%s %s: trace %d%%, guards %d%%, graph %d%%, backend %d%%, "
+              "plan %d%%; events %s; %d attempt%s", S(AC_DIM), S(AC_NORMAL), total, pct[0], pct[1],
+              pct[2], pct[3], pct[4], events, d->attempts, d->attempts == 1 ? "" : "s");
 }
 
 static void entries(Ctx *c)
@@ -300,6 +323,7 @@ static void entries(Ctx *c)
         pager_add(c->p, -1, -1, "    %s[%s]%s  hits %s%lld%s  guard time %s  %lld guard%s",
                   S(AC_HEADER_VALUE), d->cid, S(AC_NORMAL), S(AC_HEADER_VALUE), d->hits, S(AC_DIM),
                   gtime, d->nguards, d->nguards == 1 ? "" : "s");
+        compile_phases_of(c, d);
         hatches_of(c, d->hatches);
         guards_of(c, d->cid, d->guards_text);
         free(d->guards_text);

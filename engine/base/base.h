@@ -57,6 +57,18 @@ uint64_t engine_ticks_to_ns(uint64_t ticks);
    no clock read, for the hot path. */
 uint64_t engine_ticks_to_ns_fast(uint64_t ticks);
 
+/* The clocks of a compile's phases (CacheEntry: trace_ns, guards_ns, ...).
+   `make CFLAGS_EXTRA=-DDYNSCOPE_NO_PHASE_TIMING` builds them out (every
+   phase then reads 0), the build docs/performance.md compares with to
+   measure what timing the phases costs. */
+#ifdef DYNSCOPE_NO_PHASE_TIMING
+static inline uint64_t engine_phase_ns(void) { return 0; }
+static inline uint64_t engine_phase_ticks(void) { return 0; }
+#else
+static inline uint64_t engine_phase_ns(void) { return engine_now_ns(); }
+static inline uint64_t engine_phase_ticks(void) { return engine_ticks(); }
+#endif
+
 /* ------------------------------------------------------------------ */
 /* Frame views (guards.c, plan.c).                                     */
 

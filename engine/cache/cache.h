@@ -39,7 +39,13 @@ typedef struct CacheEntry {
     uint64_t guard_ticks;     /* total time spent evaluating this entry's guards
                                  (engine_ticks units; guard_ns converts) */
     uint64_t compile_ns;
-    uint64_t backend_ns;      /* of compile_ns, the time in the backend */
+    /* Where compile_ns went (docs/sql.md compiles.*_ns), disjoint parts of
+       it: the backend, GraphModule making, the rest of the plan's making,
+       guard building, and the rest -- tracing the bytecode, over every
+       attempt (attempts: retries count).  events_ns is outside compile_ns:
+       the events emitted for the compile before compile_end. */
+    uint64_t backend_ns, graph_ns, plan_ns, guards_ns, trace_ns, events_ns;
+    int attempts;
     PyObject *eager_reason;   /* strong or NULL.  Set: translation stopped for
                                  inputs that pass `guards` (the guards read
                                  before it stopped), for this reason; a hit

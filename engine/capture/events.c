@@ -448,6 +448,14 @@ static void dict_items(Event *ev, PyObject *d)
         if (dict_guard_exprs && !ev->private_capture)
             set_item(d, "guard_exprs", guard_lines(e, false));
         set_item(d, "hatches", e->plan.hatches ? PySequence_List(e->plan.hatches) : PyList_New(0));
+        set_item(d, "phases", Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:i}",
+                                            "trace_ns", (unsigned long long)e->trace_ns,
+                                            "guards_ns", (unsigned long long)e->guards_ns,
+                                            "graph_ns", (unsigned long long)e->graph_ns,
+                                            "backend_ns", (unsigned long long)e->backend_ns,
+                                            "plan_ns", (unsigned long long)e->plan_ns,
+                                            "events_ns", (unsigned long long)e->events_ns,
+                                            "attempts", e->attempts));
         break;
     case EV_RECOMPILE:
         set_item(d, "reason", Py_NewRef(ev->reason ? ev->reason : Py_None));
@@ -587,6 +595,13 @@ static void emit_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
     ev.rec.graphs = e->plan.gm ? 1 : 0;
     ev.rec.nodes = e->plan.nops;
     ev.rec.guards = e->guards.n;
+    ev.rec.trace_ns = e->trace_ns;
+    ev.rec.guards_ns = e->guards_ns;
+    ev.rec.graph_ns = e->graph_ns;
+    ev.rec.backend_ns = e->backend_ns;
+    ev.rec.plan_ns = e->plan_ns;
+    ev.rec.events_ns = e->events_ns;
+    ev.rec.attempts = e->attempts;
     if (e->plan.hatches != NULL && PyList_GET_SIZE(e->plan.hatches) > 0)   /* rare: kept cheap */
         ev.rec.hatches = keep_text(&ev, hatch_lines(e->plan.hatches));
     dispatch(&ev);

@@ -622,7 +622,9 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
                 PyErr_Clear();
             Py_XDECREF(ns);
         }
+        uint64_t ev0 = engine_phase_ns();
         events_recompile(cc, cf, e, cf->last_failure, mr->failures, mr->nearest);
+        e->events_ns += engine_phase_ns() - ev0;
     }
     events_compile_end(cc, e, "ok");
     if (e->plan.exit != EXIT_RETURN) {
@@ -642,6 +644,19 @@ static MissOutcome miss_compiled(CodeCache *cc, CacheFrame *cf, const FrameView 
         report_self_mismatch(cc, e, fv, tc);
     Py_DECREF(e);
     return r == 1 ? MISS_RAN : MISS_EAGER;
+}
+
+/* e's compile time by phase, from what the translation measured (the
+   parts CacheEntry.compile_ns splits into; the trace is what is left). */
+static void compile_phases(CacheEntry *e, const TranslateRequest *rq)
+{
+    e->backend_ns = rq->backend_ns;
+    e->graph_ns = rq->graph_ns;
+    e->plan_ns = rq->plan_ns;
+    e->guards_ns = engine_ticks_to_ns(rq->guard_ticks);
+    e->attempts = rq->attempts;
+    uint64_t parts = e->backend_ns + e->graph_ns + e->plan_ns + e->guards_ns;
+    e->trace_ns = e->compile_ns > parts ? e->compile_ns - parts : 0;
 }
 
 /* (contract: capture_int.h) */
@@ -664,7 +679,9 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         miss_report_clear(&mr);
         return MISS_EAGER;
     }
+    uint64_t ev0 = engine_phase_ns();
     events_compile_start(cc, e);
+    e->events_ns = engine_phase_ns() - ev0;
     PyObject *reason = NULL;
     bool permanent = false;
     uint64_t t0 = engine_now_ns();
@@ -688,11 +705,11 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
     translated_beside_threads = other_threads_exist();
     TranslateStatus st = translate_frame(&rq, &e->guards, &e->plan, &reason, &permanent);
     translated_beside_threads = translated_beside_threads || other_threads_exist();
-    e->backend_ns = rq.backend_ns;
     cf->static_only |= rq.made_static;
     cf->dynamic &= ~rq.made_static;
     tc->in_engine--;
     e->compile_ns = engine_now_ns() - t0;
+    compile_phases(e, &rq);
     if ((cf->just_marked & cf->static_only) && cf->last_failure != NULL)
         note_kept_static(cf);
     cf->just_marked = 0;

@@ -163,9 +163,36 @@ accessor_validate(const GuardSet *gs, AccessorKind kind, int base,
     return 0;
 }
 
+static int accessor_made(GuardSet *gs, AccessorKind kind, int base, Py_ssize_t index,
+                         PyObject *key, PyObject *name);
+
+/* The two builders, timed: a compile's guard phase (GuardSet.build_ticks). */
 int
 guardset_accessor(GuardSet *gs, AccessorKind kind, int base,
                   Py_ssize_t index, PyObject *key, PyObject *name)
+{
+    uint64_t t0 = engine_phase_ticks();
+    int r = accessor_made(gs, kind, base, index, key, name);
+    gs->build_ticks += engine_phase_ticks() - t0;
+    return r;
+}
+
+static int guard_made(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
+                      Py_ssize_t length);
+
+int
+guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
+             Py_ssize_t length)
+{
+    uint64_t t0 = engine_phase_ticks();
+    int r = guard_made(gs, kind, acc, expected, length);
+    gs->build_ticks += engine_phase_ticks() - t0;
+    return r;
+}
+
+static int
+accessor_made(GuardSet *gs, AccessorKind kind, int base,
+              Py_ssize_t index, PyObject *key, PyObject *name)
 {
     Accessor *a;
 
@@ -517,9 +544,9 @@ out_free_meta:
     return -1;
 }
 
-int
-guardset_add(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
-             Py_ssize_t length)
+static int
+guard_made(GuardSet *gs, GuardKind kind, int acc, PyObject *expected,
+           Py_ssize_t length)
 {
     Guard g = {.kind = kind, .acc = acc, .requires = -1};
     TensorMeta *tm = NULL;

@@ -248,6 +248,9 @@ typedef struct GuardSet {
        translator). */
     int (*current_site)(struct GuardSet *gs, void *ctx);
     void *site_ctx;
+    /* Time spent in guardset_accessor and guardset_add (engine_ticks
+       units): the guard phase of the compile that built the set. */
+    uint64_t build_ticks;
 } GuardSet;
 
 /* Why a guard set did not match: the first failing guard and what was seen. */

@@ -419,7 +419,9 @@ static int compile_graph(Tracer *t, Outputs *o, Plan *p)
         return -1;
     }
     Py_DECREF(outs);
+    uint64_t g0 = engine_phase_ns();
     p->gm = graph_module_new(t->graph);
+    t->graph_ns = engine_phase_ns() - g0;
     if (p->gm == NULL)
         return -1;
     if (!(t->end.kind != END_RETURN && t->rq->fullgraph)) {

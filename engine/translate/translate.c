@@ -694,6 +694,8 @@ static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Pla
     TranslateStatus st = TRANSLATE_ERROR;
     TFrame root;
     memset(&root, 0, sizeof(root));
+    uint64_t guard_ticks0 = gs->build_ticks;
+    rq->attempts++;
     if (t.graph == NULL || t.example_inputs == NULL || t.used_nodes == NULL)
         goto out;
     if (tr_frame_setup(&root, &t, NULL, rq->func, -1, fv->code) < 0)
@@ -717,11 +719,17 @@ static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Pla
     }
     /* The reason (if any) now belongs to the break; a new stop in tr_finish()
        is a reason of its own. */
+    uint64_t f0 = engine_phase_ns(), finish_guard_ticks0 = gs->build_ticks;
     if (tr_finish(&t, &root, plan) < 0)
         goto stopped;
     plan->hatches = t.hatches;      /* (stolen) */
     t.hatches = NULL;
     rq->backend_ns = t.backend_ns;
+    rq->graph_ns = t.graph_ns;
+    uint64_t finish_ns = engine_phase_ns() - f0,
+             finish_guards = engine_ticks_to_ns(gs->build_ticks - finish_guard_ticks0),
+             parts = t.backend_ns + t.graph_ns + finish_guards;
+    rq->plan_ns = finish_ns > parts ? finish_ns - parts : 0;
     st = TRANSLATE_OK;
     goto out;
 stopped:
@@ -733,6 +741,7 @@ stopped:
         st = TRANSLATE_UNSUPPORTED;
     }
 out:
+    rq->guard_ticks += gs->build_ticks - guard_ticks0;
     gs->current_site = NULL;      /* the set outlives t */
     gs->site_ctx = NULL;
     a->dyn_used = t.dyn_used;
@@ -857,7 +866,8 @@ TranslateStatus translate_frame(TranslateRequest *rq, GuardSet *gs, Plan *plan,
     const FrameView *fv = rq->fv;
     PyObject *func = rq->func;
     rq->made_static = 0;
-    rq->backend_ns = 0;
+    rq->backend_ns = rq->graph_ns = rq->plan_ns = rq->guard_ticks = 0;
+    rq->attempts = 0;
     rq->now_dynamic = rq->kept_static = NULL;
     *reason = NULL;
     *permanent = false;

@@ -264,6 +264,7 @@ typedef struct Tracer {
     FrameEnd end;            /* how the root frame ended */
     PyObject *used_nodes;    /* strong: set of nodes some node reads */
     uint64_t backend_ns;     /* time spent in the backend */
+    uint64_t graph_ns;       /* time spent making the GraphModule */
     struct Undo *undo;       /* owned: mutations of frame-made containers, so a
                                 call that breaks after mutating can be undone */
     int nundo, undo_cap;

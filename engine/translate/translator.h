@@ -59,7 +59,13 @@ typedef struct TranslateRequest {
                                  was kept; source_sizes marks them static) */
     uint64_t made_static;     /* slots this translation needed as constants: the
                                  caller moves them from dynamic_slots to static_only */
-    uint64_t backend_ns;      /* time spent in the backend */
+    /* Where the compile's time went (out; docs/sql.md compiles.*_ns): the
+       kept attempt's backend, GraphModule making and the rest of its
+       finish (the plan), guard building over every attempt, and how many
+       attempts there were (retries: try blocks, generators, probes). */
+    uint64_t backend_ns;
+    uint64_t graph_ns, plan_ns, guard_ticks;
+    int attempts;
 } TranslateRequest;
 
 /*

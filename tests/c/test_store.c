@@ -298,6 +298,13 @@ static void submit_story(Store *s)
     e.guards = 1;
     e.guards_text = "L['x'].shape == (5, 4)";
     e.hatches = "dynscope.allow_in_graph: g is one graph node\nh traced in place of k";
+    e.attempts = 2;
+    e.trace_ns = 4000;
+    e.guards_ns = 1000;
+    e.graph_ns = 500;
+    e.backend_ns = 300;
+    e.plan_ns = 1200;
+    e.events_ns = 80;
     e.guard_sites_json = "{\"sites\": [[[\"/src/model.py\", 11, \"f\", \"y = x\"]]], \"guards\": [0]}";
     CHECK_EQ(store_submit(s, &e), 0);
     e = ev_make(EV_GRAPH_BREAK, 7, "0/1");
@@ -381,6 +388,11 @@ static void test_events_written_and_read_back_exactly(void)
     CHECK_STR(qs(db, "SELECT hatches FROM compiles WHERE compile_id = '0/1'"),
               "dynscope.allow_in_graph: g is one graph node\nh traced in place of k");
     CHECK_STR(qs(db, "SELECT hatches FROM compiles WHERE compile_id = '0/0'"), "(null)");
+    CHECK_STR(qs(db, "SELECT trace_ns || ' ' || guards_ns || ' ' || graph_ns || ' ' || backend_ns"
+                     " || ' ' || plan_ns || ' ' || events_ns || ' ' || attempts FROM compiles"
+                     " WHERE compile_id = '0/1'"), "4000 1000 500 300 1200 80 2");
+    CHECK_EQ(q1(db, "SELECT count(*) FROM compiles WHERE compile_id = '0/0' AND trace_ns IS NULL"
+                    " AND attempts IS NULL"), 1);   /* no attempts: nothing measured */
     CHECK_EQ(q1(db, "SELECT count(*) FROM frames"), 1);
 
     CHECK_EQ(q1(db, "SELECT count(*) FROM guard_failures"), 1);
