@@ -379,6 +379,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             print()
         if version >= 5:
             _report_compile_time(con, table, args.limit)
+            _report_call_paths(con)
             _report_hatches(con, table, args.limit)
         print("Cache-limit hits")
         rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, reason"
@@ -414,6 +415,16 @@ def _report_compile_time(con, table, limit: int) -> None:
         " FROM compiles WHERE attempts IS NOT NULL HAVING count(*) > 0").fetchall()
     print(table(["function", "compile", "total", "trace", "guards", "graph", "backend", "plan",
                  "events", "attempts"], rows + total))
+    print()
+
+
+def _report_call_paths(con) -> None:
+    """The stack trie: every compile's call path from the program's entry,
+    merged (dynscope/stacktrie.py)."""
+    from dynscope import stacktrie
+    print("Call paths that compiled (stack trie; compiles under each frame)")
+    rows = stacktrie.lines(stacktrie.from_db(con))
+    print(_format_table(["compiles", "call path"], rows) if rows else "  (none)")
     print()
 
 

@@ -330,6 +330,8 @@ tr.failed td{background:#fdeceb !important}
 .legend{font-size:12.5px;color:var(--muted);margin-top:4px}
 .legend svg{vertical-align:middle;margin:0 3px 0 12px}
 svg.timeline{width:100%;height:auto;display:block}
+ul.trie,ul.trie ul{list-style:none;padding-left:18px;margin:2px 0}
+ul.trie .count{display:inline-block;min-width:3em;text-align:right;color:var(--muted)}
 svg.timeline text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;font-size:12px;fill:#39465e}
 .pager{float:right;font-size:13px}
 .nowrap{white-space:nowrap}
@@ -391,7 +393,8 @@ def _page(title, subtitle, nav, body, script="") -> str:
 
 _INDEX_NAV = (("#runs", "Runs"), ("#frames", "Frames"), ("#timeline", "Recompile timeline"),
               ("#failures", "Failures and restarts"), ("#breaks", "Graph breaks"),
-              ("#compile-time", "Compile time"), ("#entries", "Cache entries"))
+              ("#compile-time", "Compile time"), ("#call-paths", "Call paths"),
+              ("#entries", "Cache entries"))
 
 
 def _frame_statuses(d: _Data, frame_key, compiles, skips) -> list:
@@ -737,9 +740,31 @@ def _timeline(d: _Data, run, compiles) -> str:
 
 def _index(d: _Data, db_label: str) -> str:
     body = (_runs_section(d) + _tree_section(d) + _timeline_section(d) + _failures_section(d)
-            + _breaks_section(d) + _compile_time_section(d) + _entries_section(d))
+            + _breaks_section(d) + _compile_time_section(d) + _call_paths_section(d)
+            + _entries_section(d))
     return _page("dynscope report", f"{db_label} · schema v{d.version}", _INDEX_NAV, body,
                  _TREE_JS + _SORT_JS)
+
+
+def _call_paths_section(d: _Data) -> str:
+    """The stack trie (dynscope/stacktrie.py): every compile's call path from
+    the program's entry, merged; each compile id links to its page."""
+    from dynscope import stacktrie
+    paths = [(c["call_path"], c["compile_row"]) for c in d.compiles
+             if "call_path" in c.keys() and c["call_path"] is not None]
+    head = '<section id="call-paths"><h2>Call paths that compiled</h2>'
+    if not paths:
+        why = ("this recording has no call paths (schema v5 added them)" if d.version < 5
+               else "no compile was recorded")
+        return f"{head}{_none(why)}</section>"
+    root = stacktrie.build(paths)
+
+    def link(row):
+        c = d.by_row[row]
+        return _compile_link(c, f'{d.name(c["run_id"], c["code_id"])} {_cid(c["compile_id"])}')
+    return (f'{head}<p class="muted">The call paths from the program\'s entry to every compiled '
+            f'frame, merged (a stack trie, as tlparse draws one): the number before a frame is '
+            f'the compiles under it.</p>{stacktrie.html(root, esc, link)}</section>')
 
 
 _PHASES = (("trace", "trace_ns"), ("guards", "guards_ns"), ("graph", "graph_ns"),

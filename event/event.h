@@ -44,6 +44,12 @@ typedef struct EventRecord {
     int frame_id;
     int frame_compile_id;
     int resume_offset;         /* bytes; 0 = function start */
+    /* EV_COMPILE_START: the call path that reached the frame, from the
+       program's entry: [[file, line, name], ...] outermost first, the
+       compiled frame last (its first line, or the resume line); at most
+       EVENT_CALL_PATH_MAX frames, the outermost dropped first (then the
+       first item is ["...", 0, "N frames not shown"]) */
+    const char *call_path_json;
     /* EV_COMPILE_END */
     const char *outcome;       /* "ok", "skipped", "error" */
     uint64_t duration_ns;
@@ -104,6 +110,9 @@ typedef struct EventRecord {
     uint64_t guard_ns;
 } EventRecord;
 
+/* The deepest call path a compile_start carries (call_path_json). */
+#define EVENT_CALL_PATH_MAX 64
+
 /* Sets of kinds, as a sink asks for them (engine/capture/events.h). */
 #define EV_MASK(kind) (1u << (unsigned)(kind))
 #define EV_MASK_ALL ((1u << (unsigned)EV__COUNT) - 1u)
@@ -118,7 +127,8 @@ enum {
     EVF_GUARD_SITES = 1u << 4,   /* guard_sites_json (EV_COMPILE_END)     */
     EVF_NEAREST = 1u << 5,       /* nearest_json (EV_RECOMPILE)           */
     EVF_FAILURES = 1u << 6,      /* failures_packed (EV_RECOMPILE, EV_CACHE_LIMIT) */
-    EVF_ALL = 0x7fu,
+    EVF_CALL_PATH = 1u << 7,     /* call_path_json (EV_COMPILE_START)     */
+    EVF_ALL = 0xffu,
 };
 
 /* The name of a kind as in docs/events.md ("compile_start", ...); "?" for

@@ -25,6 +25,7 @@ static const size_t string_fields[] = {
     offsetof(EventRecord, qualname),
     offsetof(EventRecord, filename),
     offsetof(EventRecord, compile_id),
+    offsetof(EventRecord, call_path_json),
     offsetof(EventRecord, outcome),
     offsetof(EventRecord, guards_text),
     offsetof(EventRecord, guard_sites_json),

@@ -58,6 +58,7 @@ enum {
     Q_CODE_BREAKS,
     Q_CODE_BREAKS_V3,
     Q_BREAK_STACK,
+    Q_CALL_PATHS,
     Q_CODE_RECOMPILES,
     Q_COMPILE_FAILURES,
     Q_COMPILE_FAILURES_V3,
@@ -218,6 +219,16 @@ static const struct {
         " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]')"
         " FROM graph_breaks AS b, json_each(b.user_stack) AS j"
         " WHERE b.break_id = ?1 AND json_valid(b.user_stack) ORDER BY j.key"},
+    /* ?3 unused (of_code binds it); a path's frames are consecutive, the
+       paths in text order (so paths with a common start are neighbours) */
+    [Q_CALL_PATHS] = {
+        "SELECT p.call_path, p.n, p.ids, j.key, json_extract(j.value, '$[0]'),"
+        " json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]')"
+        " FROM (SELECT call_path, count(*) AS n,"
+        "       group_concat('[' || compile_id || ']', ' ') AS ids FROM compiles"
+        "       WHERE run_id = ?1 AND code_id = ?2 AND ?3 = ?3 AND json_valid(call_path)"
+        "       GROUP BY call_path) AS p, json_each(p.call_path) AS j"
+        " ORDER BY p.call_path, j.key"},
     [Q_CODE_RECOMPILES] = {
         "SELECT compile_row, compile_id, started_at, duration_ns, coalesce(outcome, 'running'),"
         " reason, resume_offset FROM recompiles WHERE run_id = ?1 AND code_id = ?2"
@@ -900,6 +911,23 @@ int store_read_break_stack(StoreReader *r, long long break_id,
     bind(st, 1, break_id);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreStackFrame row = {text(st, 0), INT(1), text(st, 2), text(st, 3)};
+        fn(ctx, &row);
+    }
+    return finish(r, st, rc);
+}
+
+int store_read_call_paths(StoreReader *r, long long run_id, long long code_id,
+                          void (*fn)(void *ctx, const StoreCallPathFrame *row), void *ctx)
+{
+    if (r->version < STORE_HATCHES_VERSION)
+        return 0;                /* no call_path column: no paths */
+    sqlite3_stmt *st = of_code(r, Q_CALL_PATHS, run_id, code_id, 0);
+    int rc;
+    if (st == NULL)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreCallPathFrame row = {text(st, 0), I64(1), text(st, 2), INT(3), text(st, 4), INT(5),
+                                  text(st, 6)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);

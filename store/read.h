@@ -354,6 +354,25 @@ typedef struct StoreStackFrame {
 int store_read_break_stack(StoreReader *r, long long break_id,
                            void (*fn)(void *ctx, const StoreStackFrame *row), void *ctx);
 
+/* One frame of a call path that compiled a code object (compiles.call_path,
+   v5): the rows of one path are consecutive, outermost frame first, and
+   the paths come in their text's order, so paths with a common start are
+   neighbours. */
+typedef struct StoreCallPathFrame {
+    const char *call_path;       /* the whole path (JSON): the same for its frames */
+    long long compiles;          /* compiles of the code object with this path */
+    const char *compile_ids;     /* theirs, "[0/0] [0/1]" */
+    int index;                   /* 0 = the outermost frame */
+    const char *filename;
+    int lineno;
+    const char *name;
+} StoreCallPathFrame;
+
+/* The call paths of (run_id, code_id)'s compiles, frame by frame; nothing
+   for a file before v5. */
+int store_read_call_paths(StoreReader *r, long long run_id, long long code_id,
+                          void (*fn)(void *ctx, const StoreCallPathFrame *row), void *ctx);
+
 typedef struct StoreRecompileRow {
     long long compile_row;
     const char *compile_id;

@@ -489,8 +489,9 @@ static const char migration_4[] =
  * Plan.hatches, one per line, "allow_in_graph: f is one graph node";
  * dynscope/hatches.py; NULL when none kept anything) and where the compile's
  * time went (trace_ns, guards_ns, graph_ns, backend_ns, plan_ns: disjoint
- * parts of duration_ns; events_ns outside it; attempts).  Older rows keep
- * NULL there. */
+ * parts of duration_ns; events_ns outside it; attempts), and the call path
+ * from the program's entry to the compiled frame (call_path, JSON: the
+ * stack trie's).  Older rows keep NULL there. */
 
 static const char migration_5[] =
     "ALTER TABLE compiles ADD COLUMN hatches TEXT;\n"
@@ -500,7 +501,8 @@ static const char migration_5[] =
     "ALTER TABLE compiles ADD COLUMN backend_ns INTEGER;\n"
     "ALTER TABLE compiles ADD COLUMN plan_ns INTEGER;\n"
     "ALTER TABLE compiles ADD COLUMN events_ns INTEGER;\n"
-    "ALTER TABLE compiles ADD COLUMN attempts INTEGER;\n";
+    "ALTER TABLE compiles ADD COLUMN attempts INTEGER;\n"
+    "ALTER TABLE compiles ADD COLUMN call_path TEXT;\n";
 
 /* Every view, with the version whose migration creates it. */
 static const struct {

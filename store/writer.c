@@ -87,8 +87,8 @@ static const char *const stmt_sql[ST__COUNT] = {
         " first_compile_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_COMPILE_INSERT] =
         "INSERT INTO compiles (run_id, code_id, epoch, compile_id, frame_id,"
-        " frame_compile_id, resume_offset, started_at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        " frame_compile_id, resume_offset, started_at, call_path)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [ST_COMPILE_FIND] =
         "SELECT compile_row FROM compiles"
         " WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3 AND compile_id = ?4"
@@ -342,6 +342,7 @@ static int insert_compile(Store *s, const StoreEvent *e, long long *row)
     sqlite3_bind_int(st, 6, r->frame_compile_id);
     sqlite3_bind_int(st, 7, r->resume_offset);
     bind_u64(st, 8, started);
+    bind_opt(st, 9, r->call_path_json);     /* compile_start's; "" (NULL) for the others */
     int rc = run(st);
     if (rc != SQLITE_OK)
         return rc;

@@ -237,7 +237,7 @@ def fmt_ms(ns):
 def downgrade_to_v3(src, dst):
     """A copy of a recorded file as schema v3 wrote it: v4 added the guard
     provenance columns, recompile_diffs, who recorded a run, and the break
-    registry's type and class; v5 compiles.hatches."""
+    registry's type and class; v5 compiles.hatches, the phases and call_path."""
     shutil.copy(src, dst)
     con = sqlite3.connect(dst)
     con.execute("DROP TABLE recompile_diffs")
@@ -246,7 +246,10 @@ def downgrade_to_v3(src, dst):
                           ("graph_breaks", "break_type"), ("graph_breaks", "break_class"),
                           ("frame_skips", "break_type"), ("frame_skips", "break_class"),
                           ("runs", "hostname"), ("runs", "rank"), ("runs", "local_rank"),
-                          ("runs", "world_size"), ("compiles", "hatches")):
+                          ("runs", "world_size"),
+                          *(("compiles", c) for c in ("hatches", "trace_ns", "guards_ns", "graph_ns",
+                                                      "backend_ns", "plan_ns", "events_ns",
+                                                      "attempts", "call_path"))):
         con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("PRAGMA user_version = 3")
     con.commit()
@@ -861,6 +864,34 @@ def test_detail_view_names_what_an_escape_hatch_kept_in(pane, hatches_db, tmp_pa
     p, screen = open_detail(pane, old, "kept_in")
     assert "query failed" not in screen and "kept in by" not in screen
     assert re.search(r"^\s+\[0/0\]\s+hits 2 ", screen, re.M), screen
+
+
+@needs_tmux
+def test_detail_view_draws_the_call_paths_that_compiled_the_function(pane, tmp_path):
+    with open(os.path.join(ROOT, "tests", "data", "call_paths.py")) as fh:
+        text = fh.read()
+    db = record(str(tmp_path), text, name="call_paths.py", db="p.db")
+    lines = text.splitlines()
+
+    def at(fragment):
+        return next(i for i, line in enumerate(lines, 1) if fragment in line)
+    p = pane(db, height=100)
+    p.wait(lambda s: names(s) == ["leaf"])
+    p.send("Enter")
+    screen = p.wait("Call paths that compiled it")
+    section = screen.split("Call paths that compiled it")[1].split("\n\n")[0].splitlines()[1:]
+    got = [tuple(re.split(r"\s{2,}", ln.strip(), maxsplit=1)) for ln in section]
+    entry = next(i for i, line in enumerate(lines, 1) if line == "main()")
+    assert got == [
+        ("4", f"<module> (call_paths.py:{entry})"),
+        ("3", f"· main (call_paths.py:{at('step(3)')})"),
+        ("3", f"· · step (call_paths.py:{at('middle(np.ones(3 + k), k)')})"),
+        ("3", f"· · · middle (call_paths.py:{at('return leaf(x * k)')})"),
+        ("3", f"· · · · leaf (call_paths.py:{at('@dynscope.optimize')}) -> compiled [0/0] [0/1] [0/2]"),
+        ("1", f"· main (call_paths.py:{at('middle(np.ones(2), 1)')})"),
+        ("1", f"· · middle (call_paths.py:{at('return leaf(x * k)')})"),
+        ("1", f"· · · leaf (call_paths.py:{at('@dynscope.optimize')}) -> compiled [0/3]"),
+    ], screen
 
 
 @needs_tmux

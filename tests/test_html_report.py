@@ -605,7 +605,7 @@ def downgrade(src, dst, version):
     for table, cols in (("guards", ("filename", "lineno", "user_stack")),
                         ("guard_failures", ("filename", "lineno")),
                         ("compiles", ("hatches", "trace_ns", "guards_ns", "graph_ns", "backend_ns",
-                                      "plan_ns", "events_ns", "attempts"))):
+                                      "plan_ns", "events_ns", "attempts", "call_path"))):
         have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
         for col in cols:
             if col in have:

@@ -339,6 +339,38 @@ def report_sections(text):
 
 
 PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
+TRIE = "Call paths that compiled (stack trie; compiles under each frame)"
+
+
+def call_path_rows(db):
+    """The stack trie's rows, from compiles.call_path: each frame once per
+    distinct path start, with the compiles under it, most first."""
+    paths = []
+    for text, cid in rows(db, "SELECT call_path, compile_id FROM compiles ORDER BY compile_row"):
+        path = [tuple(f) for f in json.loads(text)]
+        own = max([i + 1 for i, f in enumerate(path[:-1])
+                   if f[0].startswith("<frozen runpy") or f[0].endswith("/dynscope/__main__.py")],
+                  default=0)
+        paths.append((path[own:], f"[{cid}]"))
+    assert paths and all(p[-1][2] for p, _ in paths)       # each ends at the compiled frame
+    out = []
+
+    def walk(prefix):
+        under = {}
+        for p, _ in paths:
+            if len(p) > len(prefix) and tuple(p[:len(prefix)]) == prefix:
+                under[p[len(prefix)]] = under.get(p[len(prefix)], 0) + 1
+        for frame, n in sorted(under.items(), key=lambda kv: (-kv[1], kv[0])):
+            here = prefix + (frame,)
+            ids = [cid for p, cid in paths if tuple(p) == here]
+            text = "· " * len(prefix) + f"{frame[2]} ({os.path.basename(frame[0])}:{frame[1]})"
+            if ids:
+                text += " -> compiled " + " ".join(ids[:6]) + (f" and {len(ids) - 6} more"
+                                                              if len(ids) > 6 else "")
+            out.append((str(n), text))
+            walk(here)
+    walk(())
+    return out
 
 
 def ms(ns):
@@ -430,6 +462,7 @@ def test_report_sections_equal_the_engine_view(recorded):
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[:2] == [f"dynscope report: {db}", "  1 run(s), 0 events dropped"]
     want = report_expectations(dump)
+    want[TRIE] = call_path_rows(db)
     assert report_sections(p.stdout) == want
     assert [r[0] for r in want["Top recompiling functions (last failing guard)"]] == ["scale", "limited"]
     assert len(want["Top graph-break reasons"]) == 3 and len(want["Cache-limit hits"]) == 1
@@ -438,6 +471,7 @@ def test_report_sections_equal_the_engine_view(recorded):
     assert report_sections(p.stdout) == {
         title: rows if title == "Cache-limit hits"
         else rows[:1] + rows[-1:] if title.startswith("Where compile time goes")   # + the sum row
+        else rows if title == TRIE                                                  # a tree: whole
         else rows[:1] for title, rows in want.items()}
     assert len(want["Recompiles: the nearest older entry and the guards of it that failed"]) >= 3
     assert {r[0] for r in want["Graph breaks and skipped frames by type (docs/breaks.md)"]} >= {
@@ -517,7 +551,8 @@ def test_the_recorders_json_is_json_dumps_byte_for_byte():
 
 def downgrade_to_v2(src, dst):
     """A copy of a recorded file as schema v2 wrote it: v3 added only views,
-    v4 the guard-provenance columns and recompile_diffs, v5 compiles.hatches."""
+    v4 the guard-provenance columns and recompile_diffs, v5 compiles.hatches,
+    the compile phases and call_path."""
     with open(src, "rb") as fh, open(dst, "wb") as out:
         out.write(fh.read())
     con = sqlite3.connect(dst)
@@ -526,7 +561,9 @@ def downgrade_to_v2(src, dst):
     con.execute("DROP TABLE recompile_diffs")
     for table, column in (("guards", "filename"), ("guards", "lineno"), ("guards", "user_stack"),
                           ("guard_failures", "filename"), ("guard_failures", "lineno"),
-                          ("compiles", "hatches")):
+                          *(("compiles", c) for c in ("hatches", "trace_ns", "guards_ns", "graph_ns",
+                                                      "backend_ns", "plan_ns", "events_ns",
+                                                      "attempts", "call_path"))):
         con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("PRAGMA user_version = 2")
     con.commit()
@@ -546,6 +583,7 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     del newer["Graph breaks and skipped frames by type (docs/breaks.md)"]
     del newer["Escape hatches: what a mark kept in a graph or out of capture"]   # v5's
     del newer["Where compile time goes (ms; the phases add up to the total, events are outside it)"]
+    del newer[TRIE]
     assert report_sections(p.stdout) == newer
     assert len(report_sections(p.stdout)["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])

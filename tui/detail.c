@@ -335,6 +335,121 @@ static void entries(Ctx *c)
     pager_add(c->p, -1, -1, "%s", "");
 }
 
+/* ---- the call paths that compiled it (a stack trie of one function) ---- */
+
+typedef struct PathFrame {
+    char *file, *name;           /* owned */
+    int line;
+} PathFrame;
+
+typedef struct CallPath {
+    char *key;                   /* owned: the path's JSON, which groups its rows */
+    char *ids;                   /* owned: its compiles' ids */
+    long long compiles;
+    PathFrame *f;                /* owned */
+    int n, cap, start;           /* start: the first frame of the program's own */
+} CallPath;
+
+typedef struct CallPaths {
+    CallPath *v;
+    size_t n, cap;
+} CallPaths;
+
+static void call_path_seen(void *ctx, const StoreCallPathFrame *row)
+{
+    CallPaths *ps = ctx;
+    if (ps->n == 0 || strcmp(ps->v[ps->n - 1].key, row->call_path) != 0) {
+        if (ps->n == ps->cap) {
+            ps->cap = ps->cap ? 2 * ps->cap : 8;
+            ps->v = xrealloc(ps->v, ps->cap * sizeof *ps->v);
+        }
+        ps->v[ps->n++] = (CallPath){xstrdup(row->call_path), xstrdup(row->compile_ids),
+                                    row->compiles, NULL, 0, 0, 0};
+    }
+    CallPath *p = &ps->v[ps->n - 1];
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 16;
+        p->f = xrealloc(p->f, (size_t)p->cap * sizeof *p->f);
+    }
+    p->f[p->n++] = (PathFrame){xstrdup(row->filename), xstrdup(row->name), row->lineno};
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* A frame of what started the program (runpy, `python -m dynscope run`),
+   not of the program: dynscope/stacktrie.py's rule. */
+static bool launcher_frame(const PathFrame *f)
+{
+    return strncmp(f->file, "<frozen runpy", 13) == 0 || ends_with(f->file, "/runpy.py")
+           || ends_with(f->file, "/dynscope/__main__.py");
+}
+
+static bool same_frame(const PathFrame *a, const PathFrame *b)
+{
+    return a->line == b->line && strcmp(a->file, b->file) == 0 && strcmp(a->name, b->name) == 0;
+}
+
+/* Whether paths a and b start with the same `depth` frames of their own. */
+static bool same_start(const CallPath *a, const CallPath *b, int depth)
+{
+    if (a->n - a->start < depth || b->n - b->start < depth)
+        return false;
+    for (int d = 0; d < depth; d++)
+        if (!same_frame(&a->f[a->start + d], &b->f[b->start + d]))
+            return false;
+    return true;
+}
+
+static void call_paths(Ctx *c)
+{
+    CallPaths ps = {NULL, 0, 0};
+    pager_add(c->p, -1, -1, "%sCall paths that compiled it%s from the program's entry, merged "
+              "(compiles under each frame)", S(AC_SECTION), S(AC_DIM));
+    if (store_read_call_paths(c->r, c->run_id, c->code_id, call_path_seen, &ps) < 0)
+        read_failed(c);
+    for (size_t i = 0; i < ps.n; i++)
+        for (int k = 0; k < ps.v[i].n - 1; k++)
+            if (launcher_frame(&ps.v[i].f[k]))
+                ps.v[i].start = k + 1;
+    for (size_t i = 0; i < ps.n; i++) {
+        const CallPath *p = &ps.v[i];
+        int own = p->n - p->start, shared = 0;
+        while (i > 0 && shared < own && same_start(p, &ps.v[i - 1], shared + 1))
+            shared++;
+        for (int d = shared; d < own; d++) {
+            long long under = 0;       /* the compiles of the paths through this node */
+            for (size_t j = i; j < ps.n && same_start(p, &ps.v[j], d + 1); j++)
+                under += ps.v[j].compiles;
+            const PathFrame *f = &p->f[p->start + d];
+            const char *base = strrchr(f->file, '/');
+            char indent[2 * 32 + 1] = "";
+            for (int k = 0; k < d && k < 32; k++)
+                strcat(indent, "\xc2\xb7 ");    /* "· " per level, as the report */
+            pager_add(c->p, -1, -1, "  %s%6lld%s  %s%s (%s:%d)%s%s%s", S(AC_HEADER_VALUE), under,
+                      S(AC_NORMAL), indent, f->name, base ? base + 1 : f->file, f->line,
+                      S(AC_DIM), d == own - 1 ? " -> compiled " : "", d == own - 1 ? p->ids : "");
+        }
+    }
+    if (ps.n == 0)
+        pager_add(c->p, -1, -1, "  %s(none recorded: files before schema v5 have no call paths)",
+                  S(AC_DIM));
+    for (size_t i = 0; i < ps.n; i++) {
+        for (int k = 0; k < ps.v[i].n; k++) {
+            free(ps.v[i].f[k].file);
+            free(ps.v[i].f[k].name);
+        }
+        free(ps.v[i].f);
+        free(ps.v[i].key);
+        free(ps.v[i].ids);
+    }
+    free(ps.v);
+    pager_add(c->p, -1, -1, "%s", "");
+}
+
 static void failing_seen(void *ctx, const StoreGuardCountRow *row)
 {
     Ctx *c = ctx;
@@ -604,6 +719,7 @@ int detail_load(Pager *p, Model *m, int file, long long run_id, long long code_i
     }
     summary(&c);
     entries(&c);
+    call_paths(&c);
     failing(&c);
     breaks(&c);
     recompiles(&c);

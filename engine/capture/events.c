@@ -132,7 +132,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     r->entry_compile_id = r->guard_kind = r->expr = r->observed = r->break_kind = "";
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
     r->guard_sites_json = r->guard_file = r->nearest_json = r->failures_packed = "";
-    r->break_type = r->break_class = r->hatches = "";
+    r->break_type = r->break_class = r->hatches = r->call_path_json = "";
     ev->cc = cc;
     ev->entry = e;
     if (cc != NULL) {
@@ -359,6 +359,50 @@ static PyObject *guard_sites_json(CacheEntry *e)
     return json;
 }
 
+/* The call path that reached the frame cc is compiling entry e for
+   (event.h call_path_json): the thread's Python frames from the outermost
+   -- the frame being compiled is not one of them yet: the hook runs before
+   it starts -- and the compiled frame last.  New list or NULL. */
+static PyObject *call_path(CodeCache *cc, CacheEntry *e)
+{
+    PyObject *path = PyList_New(0);
+    PyFrameObject *f = PyThreadState_GetFrame(PyThreadState_Get());   /* new or NULL */
+    int n = 0, dropped = 0;
+    while (path != NULL && f != NULL) {
+        if (n < EVENT_CALL_PATH_MAX - 1) {
+            PyCodeObject *co = PyFrame_GetCode(f);
+            PyObject *item = Py_BuildValue("(OiO)", co->co_filename, PyFrame_GetLineNumber(f),
+                                           co->co_qualname);
+            Py_DECREF(co);
+            if (item == NULL || PyList_Append(path, item) < 0)
+                Py_CLEAR(path);
+            Py_XDECREF(item);
+            n++;
+        }
+        else {
+            dropped++;
+        }
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_SETREF(f, back);
+    }
+    Py_XDECREF(f);
+    PyObject *self = path ? Py_BuildValue("(OiO)", cc->code->co_filename,
+                                          e->resume_offset ? e->resume_line : cc->code->co_firstlineno,
+                                          cc->code->co_qualname) : NULL;
+    if (self == NULL || PyList_Reverse(path) < 0 || PyList_Append(path, self) < 0)
+        Py_CLEAR(path);
+    Py_XDECREF(self);
+    if (path != NULL && dropped > 0) {
+        PyObject *more = PyUnicode_FromFormat("%d frames not shown", dropped);
+        PyObject *item = more ? Py_BuildValue("(siO)", "...", 0, more) : NULL;
+        if (item == NULL || PyList_Insert(path, 0, item) < 0)
+            Py_CLEAR(path);
+        Py_XDECREF(item);
+        Py_XDECREF(more);
+    }
+    return path;
+}
+
 const EventRecord *event_record(Event *ev, unsigned fields)
 {
     unsigned todo = fields & ~ev->filled;
@@ -380,6 +424,8 @@ const EventRecord *event_record(Event *ev, unsigned fields)
     if ((todo & EVF_FAILURES) && (r->kind == EV_RECOMPILE || r->kind == EV_CACHE_LIMIT)
         && ev->failures != NULL)
         r->failures_packed = keep_text(ev, pack_failures(ev->failures));
+    if ((todo & EVF_CALL_PATH) && r->kind == EV_COMPILE_START && ev->cc != NULL && e != NULL)
+        r->call_path_json = keep_text(ev, to_json(call_path(ev->cc, e)));
     if ((todo & EVF_USER_STACK) && r->kind == EV_GRAPH_BREAK && e && e->plan.brk.user_stack) {
         const char *json = keep_text(ev, to_json(e->plan.brk.user_stack));
         r->user_stack_json = *json ? json : "[]";
