@@ -28,7 +28,7 @@ import shlex
 import sqlite3
 import sys
 
-from dynscope import _C
+from dynscope import _C, outfile
 
 # Above Linux's PID_MAX_LIMIT (2**22): a moved pid is no real process's.
 PID_STRIDE = 1 << 22
@@ -257,8 +257,7 @@ def write_chrome_trace(con: sqlite3.Connection, source: str, out: str) -> dict:
             sys.stdout.write(text)
             sys.stdout.flush()
         else:
-            with open(out, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            outfile.write_text(out, text)   # no group/world write, never through a symlink
     except OSError as exc:
         raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
     return trace

@@ -35,7 +35,7 @@ import os
 import shlex
 import sqlite3
 
-from dynscope import _C
+from dynscope import _C, outfile
 
 __all__ = ["write_site", "break_hint"]
 
@@ -999,7 +999,6 @@ def write_site(con: sqlite3.Connection, out_dir: str, db_label: str) -> list:
     written = []
     for name, text in pages.items():
         path = os.path.join(out_dir, name)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        outfile.write_text(path, text)      # no group/world write, never through a symlink
         written.append(path)
     return written

@@ -455,3 +455,21 @@ def test_the_demo_exports_to_a_valid_trace_with_its_recompiles_and_breaks(tmp_pa
     assert limit["name"].startswith("smooth") or "smooth" in json.dumps(limit)
     tracks = set(names(trace, "thread_name").values())
     assert {t.split(" ")[0] for t in tracks} >= {"forward", "loss", "smooth", "scale", "log_step"}
+
+
+def test_the_trace_file_has_no_shared_write_and_no_symlink_is_followed(recorded, tmp_path):
+    out = tmp_path / "trace.json"
+    old_umask = os.umask(0)
+    try:
+        p = export(recorded, out)
+        assert p.returncode == 0, p.stderr
+        assert out.stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old_umask)
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    p = export(recorded, link)
+    assert p.returncode == 2 and "link.json is a symbolic link, which is not followed" in p.stderr
+    assert target.read_text() == "keep me"

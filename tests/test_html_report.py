@@ -777,3 +777,30 @@ def test_the_reports_hint_for_a_break_is_explains(tmp_path, where):
             assert explains == registry
         else:
             assert explains != registry and registry in explains and "installed code" in explains
+
+
+def test_files_it_writes_have_no_shared_write_and_no_symlink_is_followed(recording, tmp_path):
+    # a umask that would let the group and the world write
+    old_umask = os.umask(0)
+    try:
+        site = tmp_path / "site"
+        p = report_html(recording, site)
+        assert p.returncode == 0, p.stderr
+        modes = {f.name: f.stat().st_mode & 0o777 for f in site.iterdir()}
+        assert modes and all(m & 0o022 == 0 for m in modes.values()), modes
+        # an existing page that anyone could write loses those bits when rewritten
+        (site / "index.html").chmod(0o666)
+        assert report_html(recording, site).returncode == 0
+        assert (site / "index.html").stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old_umask)
+    # a link planted at a page's name: the write fails, the link's target is untouched
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    (site / "index.html").unlink()
+    (site / "index.html").symlink_to(target)
+    p = report_html(recording, site)
+    assert p.returncode == 2
+    assert "index.html is a symbolic link, which is not followed" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert target.read_text() == "keep me"
