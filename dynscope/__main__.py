@@ -243,6 +243,10 @@ def _merged(cmd: str, paths: list[str]):
     return Ctx()
 
 
+_REDACT_HELP = ("read the recording through a redacted copy: each str or bytes value a guard "
+                "expected or saw becomes its type, length and a keyed hash (docs/report.md)")
+
+
 def _cmd_breaks(args: argparse.Namespace) -> int:
     from dynscope import breaks
     print(breaks.markdown() if args.markdown else breaks.listing(), end="" if args.markdown else "\n")
@@ -251,13 +255,17 @@ def _cmd_breaks(args: argparse.Namespace) -> int:
 
 def _cmd_merge(args: argparse.Namespace) -> int:
     """Fold several files into OUT (dynscope/merge.py)."""
-    from dynscope import merge
+    import sqlite3
+    from dynscope import merge, redact
     try:
         n = merge.merge(args.out, args.db)
-    except (merge.MergeError, OSError) as exc:
+        if args.redact:               # the output only: the inputs stay as they are
+            redact.redact_file(args.out)
+    except (merge.MergeError, OSError, sqlite3.Error) as exc:
         print(f"dynscope merge: {exc}", file=sys.stderr)
         return 2
-    print(f"dynscope merge: {n} run(s) from {len(args.db)} file(s) into {args.out}")
+    print(f"dynscope merge: {n} run(s) from {len(args.db)} file(s) into {args.out}"
+          + (", redacted" if args.redact else ""))
     return 0
 
 
@@ -274,14 +282,35 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     """Print the summary of one file, or of several (a job's ranks or
-    hosts) merged, with a run column and the divergence between runs."""
+    hosts) merged, with a run column and the divergence between runs;
+    --redact: of a redacted copy (dynscope/redact.py)."""
     paths = args.db
     if len(paths) == 1:
-        return _report_file(args, paths[0], paths[0])
+        return _report_redacted(args, paths[0], paths[0])
     with _merged("report", paths) as path:
         if path is None:
             return 2
-        return _report_file(args, path, " ".join(paths))
+        return _report_redacted(args, path, " ".join(paths))
+
+
+def _report_redacted(args: argparse.Namespace, db: str, title: str) -> int:
+    """_report_file, through a redacted copy when --redact asks."""
+    if not args.redact:
+        return _report_file(args, db, title)
+    import sqlite3
+    from dynscope import redact
+    if _open_or_say("report", db) is None:       # a bad file: the same one line as without
+        return 2
+    copy = redact.redacted_copy(db)
+    try:
+        path = copy.__enter__()
+    except (sqlite3.Error, OSError) as exc:
+        print(f"dynscope report: {title}: cannot redact: {exc}", file=sys.stderr)
+        return 2
+    try:                            # what the report meets is its own to say
+        return _report_file(args, path, title)
+    finally:
+        copy.__exit__(None, None, None)
 
 
 def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
@@ -480,7 +509,7 @@ def _report_html(con, args: argparse.Namespace, title: str) -> int:
     import sqlite3
     from dynscope import html_report
     try:
-        pages = html_report.write_site(con, args.html, title)
+        pages = html_report.write_site(con, args.html, title, redacted=args.redact)
     except sqlite3.Error as exc:
         print(f"dynscope report: {title}: {exc}", file=sys.stderr)
         return 2
@@ -499,7 +528,30 @@ def _cmd_export(args: argparse.Namespace) -> int:
     con = _open_or_say("export", args.db)
     if con is None:
         return 2
+    con.close()
+    if not args.redact:
+        return _export(args, args.db)
+    import sqlite3
+    from dynscope import redact
+    copy = redact.redacted_copy(args.db)
     try:
+        path = copy.__enter__()
+    except (sqlite3.Error, OSError) as exc:
+        print(f"dynscope export: {args.db}: cannot redact: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _export(args, path)
+    finally:
+        copy.__exit__(None, None, None)
+
+
+def _export(args: argparse.Namespace, db: str) -> int:
+    """The trace of the database at db (args.db, or its redacted copy)."""
+    from dynscope import export
+    con = _open_or_say("export", db)
+    if con is None:
+        return 2
+    try:   # the source named (and never overwritten) is the user's file, a copy or not
         export.write_chrome_trace(con, args.db, args.chrome_trace)
     except export.ExportError as exc:
         print(f"dynscope export: {exc}", file=sys.stderr)
@@ -611,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=10, help="rows per section (default 10)")
     p.add_argument("--html", metavar="DIR",
                    help="write a static HTML report (index.html, a page per compile) into DIR")
+    p.add_argument("--redact", action="store_true", help=_REDACT_HELP)
     p.set_defaults(func=_cmd_report)
     p = sub.add_parser("breaks", help="list the graph-break and skip types (docs/breaks.md)")
     p.add_argument("--markdown", action="store_true", help="print docs/breaks.md")
@@ -618,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("merge", help="fold several dynscope databases (a job's ranks) into one")
     p.add_argument("out", metavar="OUT.db")
     p.add_argument("db", metavar="FILE", nargs="+")
+    p.add_argument("--redact", action="store_true", help="redact OUT as report --redact reads"
+                   " a file (the inputs are not changed)")
     p.set_defaults(func=_cmd_merge)
     p = sub.add_parser("diff", help="what changed between two recordings; exit 1 when B regresses")
     p.add_argument("a", metavar="A.db")
@@ -632,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chrome-trace", metavar="OUT.json", required=True,
                    help="the Trace Event Format JSON file to write (- for stdout)")
     p.add_argument("db", metavar="FILE")
+    p.add_argument("--redact", action="store_true", help=_REDACT_HELP)
     p.set_defaults(func=_cmd_export)
     sub.add_parser("top", add_help=False,
                    help="dyntop: the live TUI over a dynscope database (top FILE [options];"

@@ -984,11 +984,14 @@ def _guards_section(d: _Data, c) -> str:
 
 # ---------------------------------------------------------------------------
 
-def write_site(con: sqlite3.Connection, out_dir: str, db_label: str) -> list:
+def write_site(con: sqlite3.Connection, out_dir: str, db_label: str, redacted: bool = False) -> list:
     """Write index.html and one page per compile attempt into out_dir (made
     if missing); return the paths written.  Raises sqlite3.Error for a
     database it cannot read, OSError for a directory it cannot write."""
     d = _Data(con)
+    # every page's subtitle says whether values were redacted (dynscope/redact.py)
+    db_label += (" · redacted: str and bytes values are their type, length and a keyed hash"
+                 if redacted else " · not redacted: guarded values are shown as recorded")
     pages = {"index.html": _index(d, db_label)}
     per_code = _group(d.compiles, "run_id", "code_id")
     for rows in per_code.values():
