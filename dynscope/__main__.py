@@ -269,6 +269,17 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_whatif(args: argparse.Namespace) -> int:
+    """What a dynamic source would have removed (dynscope/whatif.py)."""
+    import sqlite3
+    from dynscope import merge, whatif
+    try:
+        return whatif.main(args.db, args.json)
+    except (merge.MergeError, sqlite3.Error) as exc:
+        print(f"dynscope whatif: {exc}", file=sys.stderr)
+        return 2
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
     """What changed from A to B; status 1 when B regresses (dynscope/diff.py)."""
     import sqlite3
@@ -383,6 +394,8 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
         print(table(["function", "where", "source", "recompiles", "what to do"],
                     advice.recompile_advice(con)))
         print()
+        if version >= 4:
+            _report_whatif(con, table, args.limit)
         print("Top graph-break reasons")
         rows = con.execute("SELECT kind, reason, filename || ':' || lineno, count FROM break_sites"
                            " ORDER BY count DESC, kind, reason, filename, lineno LIMIT ?",
@@ -444,6 +457,16 @@ def _report_compile_time(con, table, limit: int) -> None:
         " FROM compiles WHERE attempts IS NOT NULL HAVING count(*) > 0").fetchall()
     print(table(["function", "compile", "total", "trace", "guards", "graph", "backend", "plan",
                  "events", "attempts"], rows + total))
+    print()
+
+
+def _report_whatif(con, table, limit: int) -> None:
+    """What a dynamic source would have removed (dynscope/whatif.py)."""
+    from dynscope import whatif
+    print("What if a source were dynamic (from the recorded guard failures)")
+    rows = [(f["run_id"], f["function"], f["frame"], f["compiles"], s["text"])
+            for f in whatif.analyse(con) for s in f["suggestions"]][:limit]
+    print(table(["function", "frame", "compiles", "what if"], rows))
     print()
 
 
@@ -679,6 +702,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("b", metavar="B.db")
     p.add_argument("--json", action="store_true", help="print the difference as JSON")
     p.set_defaults(func=_cmd_diff)
+    p = sub.add_parser("whatif", help="the recompiles a dynamic source would have removed,"
+                                      " from the recorded guard failures")
+    p.add_argument("db", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print the answers as JSON")
+    p.set_defaults(func=_cmd_whatif)
     p = sub.add_parser("explain", help="explain one call of a function that takes no arguments")
     p.add_argument("target", metavar="FILE.py:FUNC")
     p.set_defaults(func=_cmd_explain)

@@ -541,6 +541,29 @@ static PyObject *site_suffix(PyObject *stack)
     return text;
 }
 
+/* What a dynamic source would have removed (dynscope/whatif.py, which the
+   report and `dynscope whatif` use too): its lines, none when no recompile
+   is one source's.  A failure there costs the section, never the report
+   (logged once, counted). */
+static int whatif_section(ExplainOutput *o, PyObject *out)
+{
+    if (PyList_GET_SIZE(o->recompiles) == 0)
+        return 0;
+    PyObject *mod = PyImport_ImportModule("dynscope.whatif");
+    PyObject *lines = mod ? PyObject_CallMethod(mod, "explain_lines", "O", (PyObject *)o) : NULL;
+    Py_XDECREF(mod);
+    if (lines == NULL || !PyList_Check(lines)) {
+        Py_XDECREF(lines);
+        warn_internal_error("explain's what-if section");
+        return 0;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(lines); i++)
+        rc = explain_line(out, "%S", PyList_GET_ITEM(lines, i));
+    Py_DECREF(lines);
+    return rc;
+}
+
 /* The compile-time section: each compile's time by phase, in ms. */
 static int compile_times_section(ExplainOutput *o, PyObject *out)
 {
@@ -701,7 +724,8 @@ static PyObject *output_str(ExplainOutput *o)
             goto fail;
     }
 
-    if (recompiles_section(o, out) < 0 || compile_times_section(o, out) < 0)
+    if (recompiles_section(o, out) < 0 || whatif_section(o, out) < 0
+        || compile_times_section(o, out) < 0)
         goto fail;
 
     Py_ssize_t gi = 0;

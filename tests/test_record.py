@@ -340,6 +340,19 @@ def report_sections(text):
 
 PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
 TRIE = "Call paths that compiled (stack trie; compiles under each frame)"
+WHATIF = "What if a source were dynamic (from the recorded guard failures)"
+
+
+def whatif_rows(db):
+    """The report's what-if rows: dynscope/whatif.py's answers (tests/test_whatif.py
+    checks them by applying each)."""
+    from dynscope import whatif
+    con = connect(db)
+    try:
+        return [(f["function"], str(f["frame"]), str(f["compiles"]), s["text"])
+                for f in whatif.analyse(con) for s in f["suggestions"]][:10]
+    finally:
+        con.close()
 
 
 def call_path_rows(db):
@@ -463,6 +476,7 @@ def test_report_sections_equal_the_engine_view(recorded):
     assert p.stdout.splitlines()[:2] == [f"dynscope report: {db}", "  1 run(s), 0 events dropped"]
     want = report_expectations(dump)
     want[TRIE] = call_path_rows(db)
+    want[WHATIF] = whatif_rows(db)
     assert report_sections(p.stdout) == want
     assert [r[0] for r in want["Top recompiling functions (last failing guard)"]] == ["scale", "limited"]
     assert len(want["Top graph-break reasons"]) == 3 and len(want["Cache-limit hits"]) == 1
@@ -584,6 +598,7 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     del newer["Escape hatches: what a mark kept in a graph or out of capture"]   # v5's
     del newer["Where compile time goes (ms; the phases add up to the total, events are outside it)"]
     del newer[TRIE]
+    del newer[WHATIF]
     assert report_sections(p.stdout) == newer
     assert len(report_sections(p.stdout)["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])
