@@ -10,12 +10,16 @@ Commands:
                          query a dynscope database read-only (--csv, --json);
                          several files are queried merged
   report FILE...         summary: top recompiling functions, nearest-entry
-                         diffs, break reasons, cache-limit hits; several
+                         diffs, break reasons, cache-limit hits, compile time
+                         by phase, call paths (--redact: values hashed); several
                          files (a job's ranks): merged, with a run column and
                          the divergence between runs
   merge OUT.db FILE...   fold several databases into one (docs/sql.md)
   diff A.db B.db         what changed from A to B (--json); exit status 1
                          when B regresses (more recompiles, breaks, graphs)
+  whatif FILE            the recompiles a dynamic source would have removed,
+                         with the call to make, from the recorded guard
+                         failures (--json)
   report --html DIR FILE the same recording as a static HTML site in DIR
                          (index.html, one page per compile: docs/report.md)
   explain FILE.py:FUNC   run FUNC (no arguments) from FILE.py under
