@@ -541,7 +541,7 @@ def comparable(view, code_ids=False):
     """The engine view without what varies from run to run (times, pid) or
     with the provider (the trace status); without code ids unless asked
     (see test_a_listening_session_leaves_code_ids_alone)."""
-    drop = {"at_ns", "duration_ns"} | (set() if code_ids else {"code_id"})
+    drop = {"at_ns", "duration_ns", "phases"} | (set() if code_ids else {"code_id"})   # phases: times
     v = {k: view[k] for k in ("counters", "event_stats", "calls")}
     v["functions"] = {name: {"status": {k: x for k, x in fn["status"].items() if k not in drop},
                              "entries": [{k: x for k, x in e.items() if k != "guard_ns"}
