@@ -401,6 +401,18 @@ static PyObject *py_reset(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* annotate(name, phase, fields_json): dynscope.annotate's event (the
+   arguments checked in dynscope/annotate.py). */
+static PyObject *py_annotate(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *name, *phase, *fields;
+    if (!PyArg_ParseTuple(args, "sss:annotate", &name, &phase, &fields))
+        return NULL;
+    events_annotate(name, phase, fields);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_counters(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -617,6 +629,8 @@ static PyMethodDef module_methods[] = {
     {"code_status", py_code_status, METH_O,
      "code_status(fn_or_code)\n--\n\nSkip reason, misses and last failing guard of a code object."},
     {"reset", py_reset, METH_NOARGS, "reset()\n--\n\nDrop every cache entry and skip mark."},
+    {"annotate", py_annotate, METH_VARARGS,
+     "annotate(name, phase, fields_json)\n--\n\nEmit the program's mark (dynscope.annotate)."},
     {"counters", py_counters, METH_NOARGS, "counters()\n--\n\nThe engine's global counters."},
     {"hook_installed", py_hook_installed, METH_NOARGS,
      "hook_installed()\n--\n\nWhether the PEP 523 hook is installed right now."},

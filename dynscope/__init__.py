@@ -26,6 +26,7 @@ from ._C import ExplainBackend, ExplainOutput, BreakReason, StackFrame  # noqa: 
 from .config import config
 from .hatches import disable, allow_in_graph, substitute_in_graph, assume_constant_result
 from .logs import set_logs
+from .annotate import annotate, annotate_span
 
 __all__ = [
     "optimize",
@@ -51,6 +52,8 @@ __all__ = [
     "substitute_in_graph",
     "assume_constant_result",
     "set_logs",
+    "annotate",
+    "annotate_span",
 ]
 
 

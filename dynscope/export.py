@@ -68,6 +68,45 @@ def chrome_trace(con: sqlite3.Connection, source: str) -> dict:
         con.rollback()
 
 
+# The track of a run's annotations: its code_id in the track key (no code
+# object has it).
+ANNOTATIONS = -1
+
+
+def _annotations(marks, pid_of, timed) -> int:
+    """The program's marks (schema v5's annotations) into timed: a mark an
+    instant, a span ("begin" to the next "end" of its name) a slice, on a
+    track of the run's own.  Returns the marks without a time (or without
+    their run's process)."""
+    untimed = 0
+    open_spans: dict = {}
+    for run_id, name, phase, fields, at in marks:
+        if at is None or run_id not in pid_of:
+            untimed += 1
+            continue
+        try:
+            args = json.loads(fields) if fields else {}
+        except ValueError:
+            args = {"fields": fields}
+        track = (run_id, ANNOTATIONS, 0)
+        if phase == "begin":
+            open_spans.setdefault((run_id, name), []).append((at, args))
+        elif phase == "end" and open_spans.get((run_id, name)):
+            start, first = open_spans[(run_id, name)].pop()
+            timed.append({"name": name, "cat": "annotation", "ph": "X", "ts": start,
+                          "dur": max(0, at - start) / 1000, "pid": pid_of[run_id], "tid": track,
+                          "args": dict(first, **{k: v for k, v in args.items() if k not in first})})
+        else:                        # a mark, or an end whose begin was not recorded
+            timed.append({"name": name, "cat": "annotation", "ph": "i", "ts": at, "s": "t",
+                          "pid": pid_of[run_id], "tid": track, "args": dict(args, phase=phase)})
+    for (run_id, name), spans in open_spans.items():   # begun, never ended: instants
+        for start, args in spans:
+            timed.append({"name": name, "cat": "annotation", "ph": "i", "ts": start, "s": "t",
+                          "pid": pid_of[run_id], "tid": (run_id, ANNOTATIONS, 0),
+                          "args": dict(args, phase="begin (never ended)")})
+    return untimed
+
+
 # A compile's phases (compiles.*_ns, schema v5), in the order they add up to
 # its duration.
 PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
@@ -97,6 +136,9 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
     limits = con.execute(
         "SELECT run_id, code_id, epoch, frame_id, resume_offset, reason, at"
         " FROM cache_limits ORDER BY at").fetchall()
+    marks = con.execute(               # schema v5: the program's own (dynscope.annotate)
+        "SELECT run_id, name, phase, fields, at FROM annotations ORDER BY annotation_id"
+    ).fetchall() if version >= 5 else []
 
     pid_of: dict[int, int] = {}
     meta = []
@@ -201,10 +243,15 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
                                "frame_id": frame_id, "resume_offset": resume_offset,
                                "reason": reason}})
 
+    untimed += _annotations(marks, pid_of, timed)
+
     tid_of = {track: n for n, track in enumerate(sorted({ev["tid"] for ev in timed}), 1)}
     for (run_id, code_id, lane), t in tid_of.items():
-        name, filename, line = code(run_id, code_id)
-        label = f"{name} ({os.path.basename(filename)}:{line})"
+        if code_id == ANNOTATIONS:
+            label = "the program's marks (dynscope.annotate)"
+        else:
+            name, filename, line = code(run_id, code_id)
+            label = f"{name} ({os.path.basename(filename)}:{line})"
         if lane:
             label += f" [overlapping compiles {lane}]"
         meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid_of[run_id],

@@ -25,7 +25,7 @@ import tempfile
 from dynscope import _C
 
 APPLICATION_ID = 0x44594E53          # PRAGMA application_id of a dynscope file
-RENUMBERED = ("failure_id", "break_id", "graph_id")
+RENUMBERED = ("failure_id", "break_id", "graph_id", "annotation_id")
 
 
 class MergeError(Exception):

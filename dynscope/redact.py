@@ -5,7 +5,8 @@ the recording through a redacted copy; the input file is never changed.
 What changes: every str or bytes value a guard expected or observed, in any
 text the recording keeps -- guard expressions, observed values, recompile
 reasons, cache-limit reasons, an entry's guards, the graphs' code, break
-and skip reasons, the nearest-entry diffs, the program's arguments -- is
+and skip reasons, the nearest-entry diffs, the program's arguments, the
+str values of its annotations' fields -- is
 written as its type, length and a keyed hash: 'sk-live-1' becomes
 <str len=9 #3f2a9c1e>.  The key is drawn per redaction and never stored, so
 within one output two failures still show whether the value changed, and
@@ -38,6 +39,7 @@ KEEP = {
     "entry_stats": {"compile_id"},
     "graphs": {"compile_id", "backend", "ops"},
     "runs": {"hostname"},
+    "annotations": {"name", "phase"},
 }
 
 # A str or bytes literal as repr() writes one.
@@ -87,6 +89,21 @@ class Redactor:
             return self.text(text)
         return json.dumps(args[:1] + [self.token("str", str(a).encode(), len(str(a))) for a in args[1:]])
 
+    def json_values(self, text):
+        """A JSON object's str values as tokens, its keys kept (annotations.fields)."""
+        def walk(v):
+            if isinstance(v, str):
+                return self.token("str", v.encode("utf-8", "surrogatepass"), len(v))
+            if isinstance(v, list):
+                return [walk(x) for x in v]
+            if isinstance(v, dict):
+                return {k: walk(x) for k, x in v.items()}
+            return v
+        try:
+            return json.dumps(walk(json.loads(text)), sort_keys=True)
+        except (TypeError, ValueError):
+            return self.text(text)
+
     def database(self, con: sqlite3.Connection) -> int:
         """Rewrite every value-bearing text column of the database open on
         con; returns the cells changed.  One transaction; the caller
@@ -99,7 +116,8 @@ class Redactor:
                 cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')
                         if r[2].upper() == "TEXT" and r[1] not in KEEP.get(table, set())]
                 for col in cols:
-                    fix = self.argv if (table, col) == ("runs", "argv") else self.text
+                    fix = {("runs", "argv"): self.argv,
+                           ("annotations", "fields"): self.json_values}.get((table, col), self.text)
                     rows = con.execute(f'SELECT rowid, "{col}" FROM "{table}"'
                                        f' WHERE "{col}" IS NOT NULL').fetchall()
                     for rowid, value in rows:

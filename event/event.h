@@ -27,6 +27,7 @@ typedef enum EventKind {
     EV_FRAME_SKIP,      /* a frame runs without capture                   */
     EV_ENTRY_STATS,     /* a cache entry's counters (periodic snapshot)   */
     EV_RESET,           /* dynscope.reset()                               */
+    EV_ANNOTATE,        /* the program's own mark (dynscope.annotate)     */
     EV__COUNT
 } EventKind;
 
@@ -108,6 +109,11 @@ typedef struct EventRecord {
     /* EV_ENTRY_STATS */
     uint64_t hits;
     uint64_t guard_ns;
+    /* EV_ANNOTATE (no code object): a mark the program put in
+       (dynscope.annotate, annotate_span) */
+    const char *annotation;        /* its name: "step" */
+    const char *annotation_phase;  /* "mark", or a span's "begin" and "end" */
+    const char *annotation_fields; /* its fields, a JSON object: {"n": 12} */
 } EventRecord;
 
 /* The deepest call path a compile_start carries (call_path_json). */
@@ -141,6 +147,7 @@ static inline const char *event_kind_name(EventKind kind)
         [EV_GRAPH_BREAK] = "graph_break",       [EV_GRAPH_COMPILED] = "graph_compiled",
         [EV_CACHE_LIMIT] = "cache_limit",       [EV_FRAME_SKIP] = "frame_skip",
         [EV_ENTRY_STATS] = "entry_stats",       [EV_RESET] = "reset",
+        [EV_ANNOTATE] = "annotate",
     };
     return (unsigned)kind < (unsigned)EV__COUNT ? names[kind] : "?";
 }

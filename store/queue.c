@@ -46,6 +46,9 @@ static const size_t string_fields[] = {
     offsetof(EventRecord, backend),
     offsetof(EventRecord, graph_code),
     offsetof(EventRecord, ops),
+    offsetof(EventRecord, annotation),
+    offsetof(EventRecord, annotation_phase),
+    offsetof(EventRecord, annotation_fields),
 };
 #define NSTRINGS (sizeof(string_fields) / sizeof(string_fields[0]))
 

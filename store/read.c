@@ -32,6 +32,7 @@
    the new rows). */
 enum {
     Q_RUNS,
+    Q_RUNS_V4,
     Q_RUNS_V3,
     Q_MARK,                      /* + StoreTable: one per table */
     Q_CODES_NEW = Q_MARK + STORE_TABLE__COUNT,
@@ -101,10 +102,17 @@ enum {
     "SELECT at, resume_offset, reason, " types " FROM frame_skips" \
     " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"
 
-/* The runs, with who recorded them (v4) as the parameter: NULLs before. */
+/* The runs, with who recorded them (v4) and their last mark (v5:
+   annotations) as the parameter: NULLs before. */
 #define RUNS(who) \
     "SELECT run_id, pid, started_at, coalesce(ended_at, 0), resets, dropped_events, argv, " \
     who " FROM runs ORDER BY run_id"
+#define LAST_MARK \
+    "(SELECT a.name || CASE WHEN a.phase = 'mark' THEN '' ELSE ' (' || a.phase || ')' END" \
+    "        || ' ' || coalesce(a.fields, '') FROM annotations AS a" \
+    " WHERE a.run_id = runs.run_id ORDER BY a.annotation_id DESC LIMIT 1)," \
+    " (SELECT a.at FROM annotations AS a WHERE a.run_id = runs.run_id" \
+    " ORDER BY a.annotation_id DESC LIMIT 1)"
 
 /* A code object's cache entries; from column 10, what its compile recorded
    in v5 (compiles.hatches and the phases), NULL for an older file
@@ -155,8 +163,9 @@ static const struct {
     const char *sql;
     const char *one, *every;
 } queries[Q__COUNT] = {
-    [Q_RUNS] = {RUNS("hostname, rank, local_rank, world_size")},
-    [Q_RUNS_V3] = {RUNS("NULL, NULL, NULL, NULL")},
+    [Q_RUNS] = {RUNS("hostname, rank, local_rank, world_size, " LAST_MARK)},
+    [Q_RUNS_V4] = {RUNS("hostname, rank, local_rank, world_size, NULL, NULL")},
+    [Q_RUNS_V3] = {RUNS("NULL, NULL, NULL, NULL, NULL, NULL")},
     [Q_MARK + STORE_CODE_OBJECTS] = {"SELECT coalesce(max(rowid), 0) FROM code_objects"},
     [Q_MARK + STORE_COMPILES] = {"SELECT coalesce(max(compile_row), 0) FROM compiles"},
     [Q_MARK + STORE_GRAPHS] = {"SELECT coalesce(max(graph_id), 0) FROM graphs"},
@@ -617,7 +626,8 @@ out_error:
 
 int store_read_runs(StoreReader *r, void (*fn)(void *ctx, const StoreRunRow *row), void *ctx)
 {
-    sqlite3_stmt *st = query(r, for_version(r, Q_RUNS, Q_RUNS_V3), 0);
+    int q = r->version >= STORE_HATCHES_VERSION ? Q_RUNS : for_version(r, Q_RUNS_V4, Q_RUNS_V3);
+    sqlite3_stmt *st = query(r, q, 0);
     int rc;
     if (st == NULL)
         return -1;
@@ -628,6 +638,7 @@ int store_read_runs(StoreReader *r, void (*fn)(void *ctx, const StoreRunRow *row
             has_rank, has_rank ? I64(8) : -1,
             sqlite3_column_type(st, 9) != SQLITE_NULL ? I64(9) : -1,
             sqlite3_column_type(st, 10) != SQLITE_NULL ? I64(10) : -1,
+            text(st, 11), I64(12),
         };
         fn(ctx, &row);
     }

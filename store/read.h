@@ -149,6 +149,9 @@ typedef struct StoreRunRow {
     long long rank;
     long long local_rank;      /* -1 when unset */
     long long world_size;      /* -1 when unset */
+    const char *last_mark;     /* its newest annotation, "name {fields}"; "" none
+                                  (or before STORE_HATCHES_VERSION: v5) */
+    long long last_mark_at;    /* its wall ns, 0 none */
 } StoreRunRow;
 
 /* Every run of the file, by run_id. */

@@ -491,7 +491,8 @@ static const char migration_4[] =
  * time went (trace_ns, guards_ns, graph_ns, backend_ns, plan_ns: disjoint
  * parts of duration_ns; events_ns outside it; attempts), and the call path
  * from the program's entry to the compiled frame (call_path, JSON: the
- * stack trie's).  Older rows keep NULL there. */
+ * stack trie's).  Older rows keep NULL there.  And the table annotations:
+ * the program's own marks and spans (dynscope.annotate). */
 
 static const char migration_5[] =
     "ALTER TABLE compiles ADD COLUMN hatches TEXT;\n"
@@ -502,7 +503,17 @@ static const char migration_5[] =
     "ALTER TABLE compiles ADD COLUMN plan_ns INTEGER;\n"
     "ALTER TABLE compiles ADD COLUMN events_ns INTEGER;\n"
     "ALTER TABLE compiles ADD COLUMN attempts INTEGER;\n"
-    "ALTER TABLE compiles ADD COLUMN call_path TEXT;\n";
+    "ALTER TABLE compiles ADD COLUMN call_path TEXT;\n"
+    "CREATE TABLE annotations (\n"
+    "    annotation_id INTEGER PRIMARY KEY,\n"
+    "    run_id        INTEGER NOT NULL,\n"
+    "    epoch         INTEGER NOT NULL DEFAULT 0,\n"
+    "    name          TEXT,\n"
+    "    phase         TEXT,\n"
+    "    fields        TEXT,\n"
+    "    at            INTEGER\n"
+    ");\n"
+    "CREATE INDEX annotations_by_run ON annotations (run_id, at);\n";
 
 /* Every view, with the version whose migration creates it. */
 static const struct {

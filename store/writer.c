@@ -58,6 +58,7 @@ enum {
     ST_CACHE_LIMIT,
     ST_FRAME_SKIP,
     ST_RESET,
+    ST_ANNOTATION,
     ST_RUN_RESETS,
     ST_ENTRY_UPSERT,
     ST_ENTRY_STATS,
@@ -165,6 +166,9 @@ static const char *const stmt_sql[ST__COUNT] = {
         "INSERT INTO frame_skips (run_id, code_id, epoch, resume_offset, reason, at,"
         " break_type, break_class) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [ST_RESET] = "INSERT OR REPLACE INTO resets (run_id, epoch, at) VALUES (?1, ?2, ?3)",
+    [ST_ANNOTATION] =
+        "INSERT INTO annotations (run_id, epoch, name, phase, fields, at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_RUN_RESETS] = "UPDATE runs SET resets = max(resets, ?2) WHERE run_id = ?1",
     [ST_ENTRY_UPSERT] =
         "INSERT INTO cache_entries (run_id, code_id, epoch, compile_id, frame_id,"
@@ -736,6 +740,18 @@ static int write_reset(Store *s, const StoreEvent *e)
     return run(st);
 }
 
+static int write_annotation(Store *s, const StoreEvent *e)
+{
+    sqlite3_stmt *st = s->w->st[ST_ANNOTATION];
+    sqlite3_bind_int64(st, 1, s->run_id);
+    sqlite3_bind_int64(st, 2, e->epoch);
+    bind_opt(st, 3, e->rec.annotation);
+    bind_opt(st, 4, e->rec.annotation_phase);
+    bind_opt(st, 5, e->rec.annotation_fields);
+    bind_u64(st, 6, e->rec.wall_ns);
+    return run(st);
+}
+
 /* The rows of one event.  SQLite result code; SQLITE_MISUSE for a kind this
    build does not know. */
 static int write_event(Store *s, const StoreEvent *e)
@@ -747,6 +763,8 @@ static int write_event(Store *s, const StoreEvent *e)
         return rc;
     if (e->rec.kind == EV_RESET)
         return write_reset(s, e);
+    if (e->rec.kind == EV_ANNOTATE)
+        return write_annotation(s, e);
     rc = ensure_code(s, e);
     if (rc != SQLITE_OK)
         return rc;
@@ -761,6 +779,7 @@ static int write_event(Store *s, const StoreEvent *e)
     case EV_FRAME_SKIP:     return write_frame_skip(s, e);
     case EV_ENTRY_STATS:    return write_entry_stats(s, e);
     case EV_RESET:
+    case EV_ANNOTATE:
     case EV__COUNT:         break;
     }
     return SQLITE_MISUSE;

@@ -4,6 +4,7 @@ a secret a guard saw, planted in a recording, is in none of the outputs of
 `merge --redact` -- grepped byte for byte -- while the input keeps it and the
 outputs without --redact show it; within one output the same value hashes
 alike and other values differently."""
+import json
 import os
 import re
 import sqlite3
@@ -98,3 +99,11 @@ def test_what_stays_readable():
     assert r.text("L['n'] == 7") == "L['n'] == 7"
     got = r.text("L['s'] == b'k\\x00y' (observed 'it\\'s')")
     assert re.fullmatch(r"L\['s'\] == <bytes len=3 #\w{8}> \(observed <str len=4 #\w{8}>\)", got), got
+
+
+def test_annotation_fields_keep_their_keys():
+    r = redact.Redactor()
+    got = json.loads(r.json_values('{"n": 3, "split": "sk-live-SECRET-123", "dims": ["a", 2]}'))
+    assert got["n"] == 3 and got["dims"][1] == 2
+    assert re.fullmatch(r"<str len=18 #\w{8}>", got["split"]) and re.fullmatch(r"<str len=1 #\w{8}>",
+                                                                                got["dims"][0])

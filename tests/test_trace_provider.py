@@ -26,7 +26,7 @@ PROVIDER = ROOT / "build" / "libdynscope-tp.so"
 SMOKE = ROOT / "build" / "tests" / "c" / "trace_smoke"
 
 COLD_KINDS = ["compile_start", "compile_end", "recompile", "guard_fail", "graph_break",
-              "graph_compiled", "cache_limit", "frame_skip", "reset"]
+              "graph_compiled", "cache_limit", "frame_skip", "reset", "annotate"]
 CODE = {"code_id": 7, "qualname": "Model.forward", "filename": "/src/model.py",
         "firstlineno": 12}
 
@@ -270,6 +270,8 @@ EXPECTED_COLD = {
     "frame_skip": {**CODE, "resume_offset": 0, "reason": "generator", "break_type": "DS0028",
                    "break_class": "engine limit"},
     "reset": {"wall_ns": 1700000000000000000},
+    "annotate": {"wall_ns": 1700000000000000000, "name": "step", "phase": "mark",
+                 "fields": '{"n": 12}'},
 }
 
 

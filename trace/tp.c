@@ -71,6 +71,9 @@ void dynscope_tp_emit(const EventRecord *ev)
     case EV_RESET:
         lttng_ust_tracepoint(dynscope, reset, ev);
         break;
+    case EV_ANNOTATE:
+        lttng_ust_tracepoint(dynscope, annotate, ev);
+        break;
     case EV_ENTRY_STATS:   /* SQLite only: frame_eval carries the hits */
     case EV__COUNT:
         break;
@@ -95,6 +98,7 @@ const volatile int *dynscope_tp_state(int kind)
     case EV_CACHE_LIMIT:    return TP_STATE(cache_limit);
     case EV_FRAME_SKIP:     return TP_STATE(frame_skip);
     case EV_RESET:          return TP_STATE(reset);
+    case EV_ANNOTATE:       return TP_STATE(annotate);
     case EV_ENTRY_STATS:
     case EV__COUNT:
         break;

@@ -176,6 +176,19 @@ LTTNG_UST_TRACEPOINT_EVENT(dynscope, reset,
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(dynscope, reset, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
+/* dynscope.annotate(): the program's own mark, or a span's begin and end.
+   No code object. */
+LTTNG_UST_TRACEPOINT_EVENT(dynscope, annotate,
+    LTTNG_UST_TP_ARGS(const EventRecord *, ev),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(uint64_t, wall_ns, ev->wall_ns)
+        lttng_ust_field_string(name, TP_STR(ev->annotation))
+        lttng_ust_field_string(phase, TP_STR(ev->annotation_phase))
+        lttng_ust_field_string(fields, TP_STR(ev->annotation_fields))
+    )
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(dynscope, annotate, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
 #endif /* DYNSCOPE_TP_H */
 
 #include <lttng/tracepoint-event.h>

@@ -41,7 +41,7 @@ typedef enum TraceFrameResult {
 /* ---- ABI between trace.c and the provider (trace/tp.c) ----------------- */
 
 /* Bump when a TRACE_SYM_* signature or TraceFrameResult changes. */
-#define TRACE_ABI_VERSION 1u
+#define TRACE_ABI_VERSION 2u   /* 2: EV_ANNOTATE */
 /* What dynscope_tp_abi() returns: the version and sizeof(EventRecord). */
 #define TRACE_ABI ((TRACE_ABI_VERSION << 16) | (uint32_t)sizeof(EventRecord))
 /* The pseudo-kind of frame_eval in dynscope_tp_state(). */

@@ -175,6 +175,11 @@ static void run_line(const Model *m, char *line)
         fmt_duration(dur, sizeof dur, tui_wall_ns() - r->started_at);
         cat(line, "%slive%s (started %s, %s ago)", S(AC_HEADER_LIVE), S(AC_DIM), when, dur);
     }
+    if (r->last_mark != NULL && r->last_mark[0] != '\0') {   /* the program's own (annotate) */
+        fmt_duration(dur, sizeof dur, (r->ended_at ? r->ended_at : tui_wall_ns()) - r->last_mark_at);
+        cat(line, "%s  mark %s%.60s%s (%s %s)", S(AC_HEADER_LABEL), S(AC_HEADER_VALUE), r->last_mark,
+            S(AC_DIM), dur, r->ended_at ? "before its end" : "ago");
+    }
 }
 
 /* The first line's right part: polling state. */

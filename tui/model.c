@@ -254,6 +254,7 @@ static void free_runs(ModelFile *f)
     for (size_t i = 0; i < f->nruns; i++) {
         free(f->runs[i].argv);
         free(f->runs[i].hostname);
+        free(f->runs[i].last_mark);
     }
     free(f->runs);
     f->runs = NULL;
@@ -303,6 +304,8 @@ static void run_add(void *ctx, const StoreRunRow *row)
     r->dropped = row->dropped_events;
     r->argv = fmt_sanitize(row->argv);
     r->hostname = fmt_sanitize(row->hostname);
+    r->last_mark = fmt_sanitize(row->last_mark);
+    r->last_mark_at = row->last_mark_at;
     r->has_rank = row->has_rank;
     r->rank = row->rank;
     r->local_rank = row->local_rank;

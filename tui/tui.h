@@ -272,6 +272,9 @@ typedef struct RunInfo {
                                  host is unknown); sanitized */
     bool pid_gone;            /* not ended but the process is not there */
     int cache_limit;          /* entries per frame it ran with; 0 = unknown */
+    char *last_mark;          /* owned, sanitized: its newest dynscope.annotate
+                                 mark, "step {\"n\": 12}"; "" none */
+    long long last_mark_at;   /* wall ns, 0 none */
 } RunInfo;
 
 /*

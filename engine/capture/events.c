@@ -133,6 +133,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
     r->guard_sites_json = r->guard_file = r->nearest_json = r->failures_packed = "";
     r->break_type = r->break_class = r->hatches = r->call_path_json = "";
+    r->annotation = r->annotation_phase = r->annotation_fields = "";
     ev->cc = cc;
     ev->entry = e;
     if (cc != NULL) {
@@ -804,5 +805,19 @@ void events_reset(void)
 {
     PendingError p = pending_take();
     emit_reset();
+    pending_restore(p);
+}
+
+void events_annotate(const char *name, const char *phase, const char *fields)
+{
+    if (!anyone_takes(EV_ANNOTATE))
+        return;
+    PendingError p = pending_take();
+    Event ev;
+    event_start(&ev, EV_ANNOTATE, NULL, NULL);
+    ev.rec.annotation = name;
+    ev.rec.annotation_phase = phase;
+    ev.rec.annotation_fields = fields;
+    dispatch(&ev);
     pending_restore(p);
 }

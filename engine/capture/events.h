@@ -27,6 +27,9 @@
 void events_compile_start(CodeCache *cc, CacheEntry *e);
 /* outcome: "ok", "skipped", "error". */
 void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome);
+/* The program's mark (dynscope.annotate): name, phase ("mark", "begin",
+   "end") and fields (a JSON object), UTF-8, borrowed for the call. */
+void events_annotate(const char *name, const char *phase, const char *fields);
 /* cf: the frame recompiled (its entries give the dict's "frame_hits");
    reason: "expr (observed v)" of the newest entry (borrowed, may be NULL);
    failures: list of GuardFailureInfo (entry compile id, kind, expr,

@@ -150,6 +150,12 @@ static void emit_cold(void)
     ev = code_event(EV_RESET);
     trace_emit(&ev);
 
+    ev = code_event(EV_ANNOTATE);        /* the program's mark: no code fields traced */
+    ev.annotation = "step";
+    ev.annotation_phase = "mark";
+    ev.annotation_fields = "{\"n\": 12}";
+    trace_emit(&ev);
+
     /* NULL strings break the record's contract; they must still not crash. */
     memset(&ev, 0, sizeof ev);
     ev.kind = EV_FRAME_SKIP;
