@@ -90,6 +90,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"dynscope run: {exc}", file=sys.stderr)
             return 2
+        except ValueError as exc:      # DYNSCOPE_REDACT: never record what was to be hidden
+            print(f"dynscope run: DYNSCOPE_REDACT: {exc}; not run", file=sys.stderr)
+            return 2
     program = args.program
     if args.module:
         sys.argv = [args.module] + program

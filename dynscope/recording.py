@@ -17,6 +17,7 @@ hold): docs/recording.md, "What dynscope installs in your process".
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
 import threading
@@ -42,8 +43,15 @@ def recording_path() -> str | None:
     return _C.record_path()
 
 
-def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True) -> int:
+def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True,
+           redact=None) -> int:
     """Start recording to the dynscope database at `path` (created 0600).
+
+    redact: what never reaches the file (dynscope/redact.py): True or
+    "values" (each str and bytes value a guard expected or saw becomes its
+    type, length and a keyed hash; the key is this recording's and is not
+    stored), "all" (numbers and shapes too), "paths" (the home directory
+    becomes ~), or several: "values,paths".  None: $DYNSCOPE_REDACT.
 
     Returns the run id of this process's `runs` row.  Raises OSError with the
     reason when the file cannot be used (not a dynscope database, a newer
@@ -62,8 +70,16 @@ def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True) 
     if snapshot_interval <= 0:
         raise ValueError("snapshot_interval must be > 0")
     flush_ms = _sigterm_flush_ms() if flush_on_exit else 0
+    from . import redact as _redact
+    words = _redact.parse_words(os.environ.get("DYNSCOPE_REDACT", "") if redact is None else redact)
+    redactor = _redact.Redactor(words) if words else None
+    already = False
     with _lock:
         argv = [str(a) for a in (sys.argv or [])] or [sys.executable]
+        if redactor is not None:              # the program kept, its arguments as values
+            argv = [redactor.path(a) for a in argv]
+            if "values" in redactor.words:
+                argv = argv[:1] + json.loads(redactor.argv(json.dumps(argv)))[1:]
         # The SIGTERM handler goes in first: until the Store is watched it
         # dies as SIG_DFL would, and record_start blocks SIGTERM from the
         # runs row to the watch, so a SIGTERM during the start (a spawned
@@ -71,8 +87,13 @@ def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True) 
         if flush_ms > 0:
             _C.record_sigterm_install(flush_ms)
         try:
+            already = _C.record_path() is not None     # record_start refuses it: keep its redactor
+            if not already:
+                _C.record_redactor(redactor.record_fields if redactor is not None else None)
             run_id = _C.record_start(os.path.abspath(path), argv, sys.version.split()[0])
         except BaseException:
+            if not already:
+                _C.record_redactor(None)
             if flush_ms > 0:
                 _C.record_sigterm_uninstall()
             raise
@@ -93,6 +114,7 @@ def stop_recording() -> dict | None:
             return None
         _C.record_snapshot()
         stats = _C.record_stop()
+        _C.record_redactor(None)
         _C.record_sigterm_uninstall()
         _C.record_unwrap_os_exit()
         return stats
@@ -185,3 +207,6 @@ def _start_from_environment() -> None:
         record(path)
     except OSError as exc:
         print(f"dynscope: DYNSCOPE_DB: {exc}; not recording", file=sys.stderr)
+    except ValueError as exc:          # DYNSCOPE_REDACT: never record what was to be hidden
+        print(f"dynscope: DYNSCOPE_REDACT={os.environ.get('DYNSCOPE_REDACT')!r}: {exc};"
+              " not recording", file=sys.stderr)

@@ -49,11 +49,39 @@ _CODE_REPR = re.compile(r"<(?:module|ufunc|class|function|built-in function|buil
                         r"method|enum) $")
 
 
-class Redactor:
-    """One redaction: its key, and the text rewriting."""
+# What DYNSCOPE_REDACT (and record(redact=...)) takes: values (str and bytes
+# values, the default of redact=True), all (numbers and shapes too), paths
+# (the home directory becomes ~ in file paths).
+WORDS = ("values", "all", "paths")
 
-    def __init__(self):
+# A number in a guard's text, as a value (not an index: L['xs'][2], .size(1)).
+_NUMBER = re.compile(r"(?<![\w.\[(])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.\]])|(?<=\()-?\d+(?=[,)])"
+                     r"|(?<=, )-?\d+(?=[,)])")
+
+
+def parse_words(spec) -> set:
+    """{"values", "all", "paths"} from "values,paths", True ("values") or
+    False/None/"" (nothing); ValueError naming a word not in WORDS."""
+    if spec is True:
+        return {"values"}
+    if not spec:
+        return set()
+    words = {w.strip() for w in str(spec).split(",") if w.strip()}
+    bad = sorted(words - set(WORDS))
+    if bad:
+        raise ValueError(f"unknown redaction {', '.join(bad)}: the words are {', '.join(WORDS)}")
+    if "all" in words:
+        words.add("values")
+    return words
+
+
+class Redactor:
+    """One redaction: its key, what it redacts (WORDS), and the rewriting."""
+
+    def __init__(self, words=("values",)):
         self.key = os.urandom(16)
+        self.words = set(words)
+        self.home = os.path.expanduser("~").rstrip("/")
 
     def token(self, kind: str, value: bytes, length: int) -> str:
         digest = hashlib.blake2b(value, key=self.key, digest_size=4).hexdigest()
@@ -74,10 +102,71 @@ class Redactor:
         return self.token(kind, value.encode("utf-8", "surrogatepass"), len(value))
 
     def text(self, text):
-        """text with each str or bytes value replaced (None and numbers as they are)."""
+        """text with each str or bytes value replaced (numbers too with
+        "all"; the home directory with "paths"); None as it is."""
         if not isinstance(text, str):
             return text
-        return _LITERAL.sub(lambda m: self.literal(m, text), text)
+        if "values" in self.words:
+            text = _LITERAL.sub(lambda m: self.literal(m, text), text)
+        if "all" in self.words:
+            text = _NUMBER.sub(lambda m: self.token("num", m.group(0).encode(), len(m.group(0))), text)
+        return self.path(text)
+
+    def path(self, text):
+        """text with the home directory as ~ ("paths"), else as it is."""
+        if "paths" not in self.words or not isinstance(text, str) or len(self.home) < 2:
+            return text
+        return re.sub(re.escape(self.home) + r"(?=/|\b)", "~", text)
+
+    def packed(self, text: str) -> str:
+        """failures_packed (event.h): six "LEN:bytes" fields per failure; the
+        expression and the observed value redacted, the guard's file a path."""
+        data, out, i = text.encode("utf-8", "surrogateescape"), [], 0
+        fields = []
+        while i < len(data):
+            colon = data.index(b":", i)
+            n = int(data[i:colon])
+            fields.append(data[colon + 1:colon + 1 + n].decode("utf-8", "surrogateescape"))
+            i = colon + 1 + n
+        for k, f in enumerate(fields):
+            f = self.text(f) if k % 6 in (2, 3) else self.path(f) if k % 6 == 4 else f
+            b = f.encode("utf-8", "surrogateescape")
+            out.append(b"%d:%s" % (len(b), b))
+        return b"".join(out).decode("utf-8", "surrogateescape")
+
+    def nearest(self, text: str) -> str:
+        """nearest_json: each guard's expr and observed redacted, stacks' paths."""
+        d = json.loads(text)
+        for g in d.get("guards", []):
+            g["expr"], g["observed"] = self.text(g.get("expr")), self.text(g.get("observed"))
+            g["user_stack"] = self.stack(g.get("user_stack"))
+        return json.dumps(d)
+
+    def stack(self, frames):
+        """A user stack ([[file, line, name, source], ...]) with its paths as "paths" says."""
+        if not isinstance(frames, list):
+            return frames
+        return [[self.path(f[0])] + list(f[1:]) if isinstance(f, list) and f else f for f in frames]
+
+    def record_fields(self, kind: str, fields: dict) -> dict:
+        """An event's text fields, redacted (engine/sinks/record.c calls it
+        for each event it records while recording redacts)."""
+        out = {}
+        for name, v in fields.items():
+            if name in ("filename", "guard_file", "break_file"):
+                out[name] = self.path(v)
+            elif name in ("guard_sites_json", "call_path_json", "user_stack_json"):
+                out[name] = self.path(v)        # paths only: source lines stay
+            elif name == "failures_packed":
+                out[name] = self.packed(v)
+            elif name == "nearest_json":
+                out[name] = self.nearest(v)
+            elif name == "annotation_fields":
+                out[name] = self.json_values(v) if "values" in self.words else v
+            else:
+                out[name] = self.text(v)
+        return out
+
 
     def argv(self, text):
         """runs.argv (JSON): the program kept, each argument after it a token."""

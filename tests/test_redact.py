@@ -107,3 +107,62 @@ def test_annotation_fields_keep_their_keys():
     assert got["n"] == 3 and got["dims"][1] == 2
     assert re.fullmatch(r"<str len=18 #\w{8}>", got["split"]) and re.fullmatch(r"<str len=1 #\w{8}>",
                                                                                 got["dims"][0])
+
+
+# ---- at recording time: DYNSCOPE_REDACT, record(redact=...) ----
+
+def record_redacted(tmp_path, words, name="r.db", home=None):
+    db = tmp_path / name
+    env = dict(os.environ, PYTHONPATH=ROOT, DYNSCOPE_REDACT=words)
+    if home is not None:
+        env["HOME"] = str(home)
+    script = os.path.join(ROOT, "tests", "data", "secret_token.py")
+    p = subprocess.run([sys.executable, "-m", "dynscope", "run", "--db", str(db), script,
+                        SECRET.decode(), *OTHERS], capture_output=True, env=env,
+                       cwd=os.path.join(ROOT, "tests", "data"))
+    assert p.returncode == 0, p.stderr
+    return db
+
+
+def test_a_redacting_recording_never_writes_the_value(tmp_path):
+    db = record_redacted(tmp_path, "values")
+    data = b"".join(open(f, "rb").read() for f in files_under(tmp_path))
+    assert SECRET not in data and b"SECRET" not in data
+    con = sqlite3.connect(db)
+    exprs = [e for (e,) in con.execute("SELECT expr FROM guards WHERE kind = 'EQUALS_MATCH'"
+                                       " ORDER BY compile_id")]
+    assert len(exprs) == 3 and all(re.fullmatch(r"L\['token'\] == <str len=\d+ #\w{8}>", e) for e in exprs)
+    # a failure's observed value is the token of the value the next entry expects
+    fails = con.execute("SELECT expr, observed FROM guard_failures ORDER BY failure_id").fetchall()
+    assert fails and fails[0][1] == exprs[1].split(" == ")[1]
+    # the report of it needs no --redact, and shows the tokens
+    out = run("report", str(db)).stdout
+    assert b"<str len=18 #" in out and SECRET not in out
+    # another recording: another key
+    other = record_redacted(tmp_path, "values", name="r2.db")
+    first = set(re.findall(rb"#([0-9a-f]{8})>", run("report", str(db)).stdout))
+    second = set(re.findall(rb"#([0-9a-f]{8})>", run("report", str(other)).stdout))
+    assert first and second and first.isdisjoint(second)
+
+
+def test_all_hides_numbers_and_paths_shortens_the_home(tmp_path):
+    home = os.path.join(ROOT, "tests")              # the program's file lies under this "home"
+    db = record_redacted(tmp_path, "all,paths", home=home)
+    con = sqlite3.connect(db)
+    (filename,) = con.execute("SELECT filename FROM code_objects").fetchone()
+    assert filename == "~/data/secret_token.py"
+    shapes = [e for (e,) in con.execute("SELECT expr FROM guards WHERE kind = 'TENSOR_MATCH'")]
+    assert shapes and all("(3,)" not in e and "<num len=1 #" in e for e in shapes), shapes
+
+
+def test_an_unknown_word_is_refused_and_nothing_is_recorded(tmp_path):
+    db = tmp_path / "bad.db"
+    p = subprocess.run([sys.executable, "-m", "dynscope", "run", "--db", str(db), "secret_token.py", "x"],
+                       capture_output=True, text=True, cwd=os.path.join(ROOT, "tests", "data"),
+                       env=dict(os.environ, PYTHONPATH=ROOT, DYNSCOPE_REDACT="values,bogus"))
+    assert p.returncode == 2 and not db.exists()
+    assert "unknown redaction bogus: the words are values, all, paths" in p.stderr
+    with pytest.raises(ValueError, match="unknown redaction nope"):
+        import dynscope
+        dynscope.record(str(tmp_path / "b.db"), redact="nope")
+    assert not (tmp_path / "b.db").exists()

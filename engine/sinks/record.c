@@ -98,10 +98,97 @@ static bool sqlite_wanted(void *ctx, EventKind kind)
     return the_store != NULL;
 }
 
+/* ---- redaction at recording time (DYNSCOPE_REDACT, record(redact=...)) ----
+   The text fields that can hold a value a guard saw, or a path: each goes
+   through the Python redactor (dynscope/redact.py Redactor.record_fields)
+   before the Store copies the event.  An event the redactor fails on is
+   dropped, never written as it was (logged once, counted). */
+
+static PyObject *redactor;           /* strong or NULL: callable(kind, {field: str}) -> dict */
+
+static const struct {
+    const char *name;
+    size_t offset;
+} redacted_fields[] = {
+#define FIELD(f) {#f, offsetof(EventRecord, f)}
+    FIELD(filename),    FIELD(reason),       FIELD(guards_text),  FIELD(guard_sites_json),
+    FIELD(call_path_json), FIELD(expr),      FIELD(observed),     FIELD(guard_file),
+    FIELD(nearest_json), FIELD(failures_packed), FIELD(break_file), FIELD(user_stack_json),
+    FIELD(graph_code),  FIELD(annotation_fields),
+#undef FIELD
+};
+#define NREDACTED (sizeof redacted_fields / sizeof redacted_fields[0])
+
+static const char **redacted_field(EventRecord *r, size_t i)
+{
+    return (const char **)(void *)((char *)r + redacted_fields[i].offset);
+}
+
+/* Redact copy's fields in place; returns the dict whose str values they
+   now point into (keep it until the Store has copied the event), or NULL
+   with an exception. */
+static PyObject *redact_record(EventRecord *copy)
+{
+    PyObject *fields = PyDict_New();
+    for (size_t i = 0; fields != NULL && i < NREDACTED; i++) {
+        const char *v = *redacted_field(copy, i);
+        if (v == NULL || v[0] == '\0')
+            continue;
+        PyObject *s = PyUnicode_DecodeUTF8(v, (Py_ssize_t)strlen(v), "surrogateescape");
+        if (s == NULL || PyDict_SetItemString(fields, redacted_fields[i].name, s) < 0)
+            Py_CLEAR(fields);
+        Py_XDECREF(s);
+    }
+    PyObject *out = fields ? PyObject_CallFunction(redactor, "sO", event_kind_name(copy->kind), fields)
+                           : NULL;
+    Py_XDECREF(fields);
+    if (out != NULL && !PyDict_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "the redactor must return a dict");
+        Py_CLEAR(out);
+    }
+    for (size_t i = 0; out != NULL && i < NREDACTED; i++) {
+        PyObject *s = PyDict_GetItemString(out, redacted_fields[i].name);   /* borrowed */
+        if (s == NULL)
+            continue;
+        const char *utf8 = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "the redactor must give str values");
+            Py_CLEAR(out);
+            break;
+        }
+        *redacted_field(copy, i) = utf8;
+    }
+    return out;
+}
+
 static void sqlite_emit(void *ctx, Event *ev)
 {
     (void)ctx;
-    record_submit(event_record(ev, EVF_ALL));
+    const EventRecord *r = event_record(ev, EVF_ALL);
+    if (redactor == NULL) {
+        record_submit(r);
+        return;
+    }
+    EventRecord copy = *r;
+    PyObject *keep = redact_record(&copy);
+    if (keep == NULL) {
+        warn_internal_error("redacting an event (it was dropped, not written)");
+        return;
+    }
+    record_submit(&copy);               /* the Store copies the strings */
+    Py_DECREF(keep);
+}
+
+static PyObject *py_record_redactor(PyObject *self, PyObject *fn)
+{
+    (void)self;
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "record_redactor: expected a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(redactor, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
 }
 
 static EventSink sqlite_sink = {
@@ -683,6 +770,9 @@ static PyMethodDef record_methods[] = {
      "schema version the views it lacks, as TEMP views."},
     {"record_start", py_record_start, METH_VARARGS,
      "record_start(path, argv, python) -> run_id\n--\n\nStart recording events to a dynscope database."},
+    {"record_redactor", py_record_redactor, METH_O,
+     "record_redactor(callable or None)\n--\n\nRedact each recorded event's text fields with "
+     "callable(kind, {field: str}) -> {field: str} (dynscope/redact.py)."},
     {"record_stop", py_record_stop, METH_NOARGS,
      "record_stop() -> stats or None\n--\n\nWrite everything queued and close the database."},
     {"record_stats", py_record_stats, METH_NOARGS, "record_stats() -> dict or None"},
