@@ -984,14 +984,26 @@ def _guards_section(d: _Data, c) -> str:
 
 # ---------------------------------------------------------------------------
 
+def redaction_note(con: sqlite3.Connection, redacted: bool) -> str:
+    """Whether the values shown are redacted: by this report (--redact), or
+    while recording (runs.redacted, schema v5), or not at all."""
+    if redacted:
+        return "redacted: str and bytes values are their type, length and a keyed hash"
+    cols = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+    words = ([w for (w,) in con.execute("SELECT redacted FROM runs")] if "redacted" in cols else [])
+    if words and all(words):
+        return f"redacted while recording ({', '.join(sorted(set(words)))})"
+    if any(words):
+        return "partly redacted: some runs were recorded with DYNSCOPE_REDACT, some not"
+    return "not redacted: guarded values are shown as recorded"
+
+
 def write_site(con: sqlite3.Connection, out_dir: str, db_label: str, redacted: bool = False) -> list:
     """Write index.html and one page per compile attempt into out_dir (made
     if missing); return the paths written.  Raises sqlite3.Error for a
     database it cannot read, OSError for a directory it cannot write."""
     d = _Data(con)
-    # every page's subtitle says whether values were redacted (dynscope/redact.py)
-    db_label += (" · redacted: str and bytes values are their type, length and a keyed hash"
-                 if redacted else " · not redacted: guarded values are shown as recorded")
+    db_label += " · " + redaction_note(con, redacted)   # on every page (dynscope/redact.py)
     pages = {"index.html": _index(d, db_label)}
     per_code = _group(d.compiles, "run_id", "code_id")
     for rows in per_code.values():

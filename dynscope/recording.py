@@ -90,7 +90,8 @@ def record(path, *, snapshot_interval: float = 0.5, flush_on_exit: bool = True,
             already = _C.record_path() is not None     # record_start refuses it: keep its redactor
             if not already:
                 _C.record_redactor(redactor.record_fields if redactor is not None else None)
-            run_id = _C.record_start(os.path.abspath(path), argv, sys.version.split()[0])
+            run_id = _C.record_start(os.path.abspath(path), argv, sys.version.split()[0],
+                                     ",".join(sorted(words)) if words else None)
         except BaseException:
             if not already:
                 _C.record_redactor(None)

@@ -38,7 +38,7 @@ KEEP = {
     "cache_entries": {"compile_id"},
     "entry_stats": {"compile_id"},
     "graphs": {"compile_id", "backend", "ops"},
-    "runs": {"hostname"},
+    "runs": {"hostname", "redacted"},
     "annotations": {"name", "phase"},
 }
 

@@ -492,7 +492,8 @@ static const char migration_4[] =
  * parts of duration_ns; events_ns outside it; attempts), and the call path
  * from the program's entry to the compiled frame (call_path, JSON: the
  * stack trie's).  Older rows keep NULL there.  And the table annotations:
- * the program's own marks and spans (dynscope.annotate). */
+ * the program's own marks and spans (dynscope.annotate); runs.redacted:
+ * what a recording kept out of the file (DYNSCOPE_REDACT). */
 
 static const char migration_5[] =
     "ALTER TABLE compiles ADD COLUMN hatches TEXT;\n"
@@ -513,7 +514,8 @@ static const char migration_5[] =
     "    fields        TEXT,\n"
     "    at            INTEGER\n"
     ");\n"
-    "CREATE INDEX annotations_by_run ON annotations (run_id, at);\n";
+    "CREATE INDEX annotations_by_run ON annotations (run_id, at);\n"
+    "ALTER TABLE runs ADD COLUMN redacted TEXT;\n";
 
 /* Every view, with the version whose migration creates it. */
 static const struct {

@@ -50,6 +50,9 @@ typedef struct StoreOptions {
     int argc;
     /* runs.python: the interpreter's version string; NULL stores NULL. */
     const char *python;
+    /* runs.redacted: what the recording redacts ("values,paths",
+       dynscope/redact.py); NULL stores NULL (nothing). */
+    const char *redacted;
     /* Queue bound in events (rounded up to a power of two); default 16384. */
     unsigned queue_capacity;
     /* Queue bound in bytes of copied events; default 64 MiB. */

@@ -1056,8 +1056,8 @@ static int insert_run(Store *s, const StoreOptions *o, char **errmsg)
     int rc = argv_json(s->db, o, &argv);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db, "INSERT INTO runs (pid, argv, python, started_at,"
-                                " hostname, rank, local_rank, world_size)"
-                                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", -1, &st, NULL);
+                                " hostname, rank, local_rank, world_size, redacted)"
+                                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", -1, &st, NULL);
     if (rc == SQLITE_OK) {
         StoreIdentity id;
         store_identity(&id);
@@ -1071,6 +1071,8 @@ static int insert_run(Store *s, const StoreOptions *o, char **errmsg)
             bind_key(st, 2, argv);
         if (o != NULL && o->python != NULL)
             bind_key(st, 3, o->python);
+        if (o != NULL && o->redacted != NULL)
+            bind_key(st, 9, o->redacted);
         bind_u64(st, 4, store_wall_ns());
         rc = run(st);
     }

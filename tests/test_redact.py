@@ -166,3 +166,13 @@ def test_an_unknown_word_is_refused_and_nothing_is_recorded(tmp_path):
         import dynscope
         dynscope.record(str(tmp_path / "b.db"), redact="nope")
     assert not (tmp_path / "b.db").exists()
+
+
+def test_the_run_says_what_it_redacted_and_the_html_says_so_on_every_page(tmp_path):
+    db = record_redacted(tmp_path, "paths,values")
+    assert sqlite3.connect(db).execute("SELECT redacted FROM runs").fetchall() == [("paths,values",)]
+    site = tmp_path / "site"
+    assert run("report", "--html", str(site), str(db)).returncode == 0
+    pages = files_under(site)
+    assert pages and all(b"redacted while recording (paths,values)" in open(f, "rb").read()
+                         for f in pages)

@@ -34,6 +34,7 @@ static PyObject *store_path;      /* strong: the path as given: a template (%h %
 static PyObject *store_file;      /* strong: the file being recorded to */
 static PyObject *store_argv;      /* strong: list of str, for a child's runs row */
 static PyObject *store_python;    /* strong: str */
+static PyObject *store_redacted;  /* strong str or NULL: runs.redacted (DYNSCOPE_REDACT) */
 static StoreStats last_stats;     /* of the last store closed */
 
 /* The snapshot thread's pipes, per process (made at the first record_start,
@@ -245,6 +246,13 @@ static int open_store(PyObject *path, PyObject *argv, PyObject *python)
     opts.argv = cargv;
     opts.argc = (int)n;
     opts.python = cpy;
+    opts.redacted = store_redacted ? PyUnicode_AsUTF8(store_redacted) : NULL;
+    if (store_redacted != NULL && opts.redacted == NULL) {
+        free(cpath);
+        Py_DECREF(file);
+        PyMem_Free(cargv);
+        return -1;
+    }
     Store *s;
     /* SIGTERM waits (in this thread) from before the runs row exists until
        the handler knows the Store: a SIGTERM in between would leave a run
@@ -286,9 +294,14 @@ static PyObject *stats_dict(StoreStats st)
 static PyObject *py_record_start(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *path, *argv, *python;
-    if (!PyArg_ParseTuple(args, "UO!U:record_start", &path, &PyList_Type, &argv, &python))
+    PyObject *path, *argv, *python, *redacted = Py_None;
+    if (!PyArg_ParseTuple(args, "UO!U|O:record_start", &path, &PyList_Type, &argv, &python,
+                          &redacted))
         return NULL;
+    if (redacted != Py_None && !PyUnicode_Check(redacted)) {
+        PyErr_SetString(PyExc_TypeError, "record_start: redacted must be a str or None");
+        return NULL;
+    }
     if (the_store != NULL) {
         PyErr_Format(PyExc_RuntimeError, "dynscope: already recording to %U", store_file);
         return NULL;
@@ -299,6 +312,7 @@ static PyObject *py_record_start(PyObject *self, PyObject *args)
             return NULL;
         }
     }
+    Py_XSETREF(store_redacted, redacted == Py_None ? NULL : Py_NewRef(redacted));
     if (open_store(path, argv, python) < 0)
         return NULL;
     Py_XSETREF(store_path, Py_NewRef(path));
@@ -769,7 +783,8 @@ static PyMethodDef record_methods[] = {
      "store_temp_views_sql(version)\n--\n\nSQL giving a read-only connection to a file of that "
      "schema version the views it lacks, as TEMP views."},
     {"record_start", py_record_start, METH_VARARGS,
-     "record_start(path, argv, python) -> run_id\n--\n\nStart recording events to a dynscope database."},
+     "record_start(path, argv, python, redacted=None) -> run_id\n--\n\nStart recording events to a "
+     "dynscope database (redacted: runs.redacted, what it keeps out)."},
     {"record_redactor", py_record_redactor, METH_O,
      "record_redactor(callable or None)\n--\n\nRedact each recorded event's text fields with "
      "callable(kind, {field: str}) -> {field: str} (dynscope/redact.py)."},
