@@ -88,6 +88,17 @@ def check_dyntop(out, err):
     assert screens == ["main", "main-reload", "detail", "breaks", "recompiles"], out
 
 
+def check_ranks(out, err):
+    rows = table(out, "| what | measured | goal |")
+    assert [r[0] for r in rows] == ["dyntop: open and load every file",
+                                    "dyntop: a refresh, nothing changed (mean of 2)",
+                                    "merge of every file", "report of the merged file"], out
+    numbers([r[1] for r in rows])
+    assert "80 rank files" in out
+    odd = re.search(r"ranks ([\d, ]+) diverging", out).group(1)
+    assert f"divergent ranks named by the report: [{odd}]" in out, out
+
+
 def check_hit(out, err):
     lines = out.splitlines()
     sep = next(i for i, line in enumerate(lines) if line.startswith("-----"))
@@ -131,6 +142,7 @@ CHECKS = {
     "bench_capture": check_capture,
     "bench_dyntop": check_dyntop,
     "bench_hit": check_hit,
+    "bench_ranks": check_ranks,
     "bench_record": check_record,
     "bench_sizes": check_sizes,
     "bench_torch_hit": check_torch_hit,
@@ -138,6 +150,8 @@ CHECKS = {
 
 MARKS = {
     "bench_dyntop": [starts_programs, pytest.mark.skipif(
+        not os.access(DYNTOP, os.X_OK), reason="build/dyntop is not built (make)")],
+    "bench_ranks": [starts_programs, pytest.mark.skipif(
         not os.access(DYNTOP, os.X_OK), reason="build/dyntop is not built (make)")],
     "bench_torch_hit": [skip_dynamo_under_asan, pytest.mark.skipif(
         importlib.util.find_spec("torch") is None, reason=TORCH_SKIP_REASON)],

@@ -1378,3 +1378,24 @@ def test_ranks_shown_live_while_their_files_grow(pane, tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_more_files_than_the_open_limit_are_read_one_at_a_time(tmp_path):
+    """80 rank files (more than MODEL_OPEN_MAX, 64) under a limit of 40 open
+    files: dyntop opens each only to read it, and the divergence names the odd
+    ranks (scripts/fake_ranks.py)."""
+    import resource
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import fake_ranks
+    paths = fake_ranks.make(80, str(tmp_path / "ranks"))
+    odd = sorted(fake_ranks.divergent_ranks(80, 3))
+
+    def few_files():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    p = _programs.run([DYNTOP, "-b", *paths], capture_output=True, text=True, preexec_fn=few_files)
+    assert p.returncode == 0, p.stderr
+    assert re.match(r"dyntop  80 files in \S+  80 runs \(ranks 0-79\) on 10 hosts  ended",
+                    p.stdout), p.stdout[:300]
+    named = sorted({int(m) for m in re.findall(r"^\S+\s+\S+\s+rank (\d+)\s", p.stdout, re.M)
+                    if int(m) in odd})
+    assert named == odd, p.stdout[-2000:]

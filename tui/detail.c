@@ -717,6 +717,7 @@ int detail_load(Pager *p, Model *m, int file, long long run_id, long long code_i
         pager_finish(p);
         return -1;
     }
+    c.r = model_reader(m, fi);         /* (opened by model_begin when it was parked) */
     summary(&c);
     entries(&c);
     call_paths(&c);

@@ -723,12 +723,60 @@ static void reader_close(ModelFile *f)
 {
     store_reader_close(f->reader);
     f->reader = NULL;
+    f->parked = false;
+}
+
+/* Close a file's reader between reads when there are too many files
+   (MODEL_OPEN_MAX): what it read stays. */
+static void park(const Model *m, ModelFile *f)
+{
+    if (m->nfiles <= MODEL_OPEN_MAX || f->reader == NULL)
+        return;
+    store_reader_close(f->reader);
+    f->reader = NULL;
+    f->parked = true;
+}
+
+/* A parked file's reader, opened again (the same file: dev and inode).
+   0, or -1 with f->error set. */
+static int unpark(ModelFile *f)
+{
+    if (f->reader != NULL || !f->parked)
+        return f->reader != NULL ? 0 : -1;
+    char *err = NULL;
+    f->reader = store_reader_open(f->path, &err);
+    if (f->reader == NULL) {
+        set_error(f, "%s", err ? err : "cannot open the database");
+        free(err);
+        return -1;
+    }
+    f->parked = false;
+    return 0;
+}
+
+/* The file's and its WAL's mtime and size: what a new write changes. */
+static void signature(const ModelFile *f, long long sig[4])
+{
+    struct stat st;
+    char wal[4096];
+    memset(sig, 0, 4 * sizeof *sig);
+    if (stat(f->path, &st) == 0) {
+        sig[0] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        sig[1] = (long long)st.st_size;
+    }
+    snprintf(wal, sizeof wal, "%s-wal", f->path);
+    if (stat(wal, &st) == 0) {
+        sig[2] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        sig[3] = (long long)st.st_size;
+    }
 }
 
 int model_begin(Model *m, size_t file)
 {
     ModelFile *f = &m->files[file];
-    return f->reader != NULL ? store_read_begin(f->reader) : -1;
+    if (unpark(f) < 0)
+        return -1;
+    return store_read_begin(f->reader);
 }
 
 void model_end(Model *m, size_t file)
@@ -736,6 +784,7 @@ void model_end(Model *m, size_t file)
     ModelFile *f = &m->files[file];
     if (f->reader != NULL)
         store_read_end(f->reader);
+    park(m, f);
 }
 
 /* Which run to show; a change of the newest run (when following it) drops
@@ -760,7 +809,7 @@ static void check_file(Model *m, ModelFile *f)
         return;
     }
     f->gone = false;
-    if (st.st_dev == f->dev && st.st_ino == f->ino && f->reader != NULL)
+    if (st.st_dev == f->dev && st.st_ino == f->ino && (f->reader != NULL || f->parked))
         return;
     char *err = NULL;
     reader_close(f);
@@ -793,8 +842,18 @@ static int refresh_file(Model *m, size_t fi, bool *changed)
 {
     ModelFile *f = &m->files[fi];
     check_file(m, f);
-    if (f->reader == NULL)
+    long long sig[4];
+    signature(f, sig);
+    if (f->parked && f->loaded && f->error == NULL && memcmp(sig, f->seen, sizeof sig) == 0) {
+        for (size_t i = 0; i < f->nruns; i++)     /* a live run's process may have died */
+            if (f->runs[i].ended_at == 0)
+                goto read;
+        return 0;                                  /* nothing new: not even opened */
+    }
+read:
+    if (unpark(f) < 0 || f->reader == NULL)
         return -1;
+    memcpy(f->seen, sig, sizeof sig);   /* taken before reading: a write during it is read next time */
     Step s = {m, f, (int)fi, false};
     int rc = store_read_begin(f->reader);
     if (rc == 0)
@@ -802,6 +861,7 @@ static int refresh_file(Model *m, size_t fi, bool *changed)
     if (rc < 0)
         set_error(f, "%s", store_reader_errmsg(f->reader));
     store_read_end(f->reader);
+    park(m, f);
     if (rc < 0) {
         if (!f->loaded)
             free_rows(m, f);    /* a half-done first load would count twice */
@@ -842,8 +902,12 @@ int model_track_texts(Model *m)
     bool changed = false;
     for (size_t fi = 0; fi < m->nfiles; fi++) {
         ModelFile *f = &m->files[fi];
-        if (f->reader == NULL || !f->loaded)
+        if (!f->loaded || (f->reader == NULL && !f->parked))
             continue;             /* its next (full) load reads them */
+        if (unpark(f) < 0) {
+            rc = -1;
+            continue;
+        }
         Step s = {m, f, (int)fi, false};
         int frc = store_read_begin(f->reader);
         if (frc == 0)
@@ -854,6 +918,7 @@ int model_track_texts(Model *m)
             f->mark.brk_text = f->mark.fail_text = 0;   /* read them all again */
             rc = -1;
         }
+        park(m, f);
         changed |= s.changed;
     }
     if (changed)
@@ -890,9 +955,24 @@ int model_open(Model *m, const char *const *paths, size_t npaths, long long run_
         m->files[i].path = xstrdup(paths[i]);
         m->files[i].run_id = -1;          /* nothing picked yet */
     }
-    for (size_t i = 0; i < npaths; i++)
-        if (reader_open(&m->files[i], errmsg) < 0)
+    for (size_t i = 0; i < npaths; i++) {
+        ModelFile *f = &m->files[i];
+        if (npaths <= MODEL_OPEN_MAX) {
+            if (reader_open(f, errmsg) < 0)
+                goto out_close;
+            continue;
+        }
+        /* A thousand ranks: each is opened by its first read (which says why
+           one cannot be); here only which file it is. */
+        struct stat st;
+        if (stat(f->path, &st) != 0) {
+            *errmsg = xasprintf("cannot open %s: %s", f->path, strerror(errno));
             goto out_close;
+        }
+        f->dev = st.st_dev;
+        f->ino = st.st_ino;
+        f->parked = true;
+    }
     if (check_distinct(m, errmsg) < 0)
         goto out_close;
     if (model_refresh(m) < 0) {

@@ -377,11 +377,22 @@ enum { MODEL_RUN_NEWEST = -1, MODEL_RUN_ALL = 0 };
  * text_map maps (row, kind, text) to texts[]; every watermark is the
  * largest rowid of its table already folded into the aggregates.
  */
+/* More files than this are opened only to read them, then closed again (a
+   job of a thousand ranks stays far below the process's file limit), and
+   one unchanged since its last read (mtime and size of the file and its
+   WAL) is not opened at all. */
+#define MODEL_OPEN_MAX 64
+
 typedef struct ModelFile {
     char *path;               /* owned, as given */
     StoreReader *reader;      /* owned; NULL when closed */
     dev_t dev;                /* the file we opened */
     ino_t ino;
+    bool parked;              /* closed on purpose between reads (more than
+                                 MODEL_OPEN_MAX files): opened to read */
+    long long seen[4];        /* the file's and its -wal's mtime (ns) and size
+                                 at the last read: unchanged, a parked file
+                                 is not opened again */
     long long run_id;         /* the run shown (0: all runs; -1: none picked) */
 
     RunInfo *runs;            /* owned, every run in the file, by run_id */
