@@ -744,4 +744,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # `report ... | head`: the reader left.  Our own output only: a program
+        # under `run` meets its own BrokenPipeError inside main(), unchanged.
+        if sys.argv[1:2] == ["run"]:
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no error at exit flush
+        sys.exit(141)

@@ -74,17 +74,30 @@ def _call(src: str, kind: str, dims, automatic: bool, resumed: bool) -> str:
 def analyse(con: sqlite3.Connection) -> list:
     """The answers for a recording (schema v4 or newer): one dict per frame
     that recompiled -- run_id, function, where, frame, resume_offset,
-    compiles, recompiles, cache_limit (its last failing guard or None),
+    compiles, recompiles, recompile_ns (what its recompiles took),
+    extra_guard_ns (the guard time of the entries they added), cache_limit
+    (its last failing guard or None),
     most_failed ([source, count]) and suggestions: {source, kind,
     recompiles_on_it, can_be_dynamic, removes, compiles_after, call,
     values_seen, text}, most removed first."""
     frames = {}
-    for run, code, name, where, frame, offset, n in con.execute(
+    for run, code, name, where, frame, offset, n, recompile_ns in con.execute(
             "SELECT c.run_id, c.code_id, co.name, co.filename || ':' || co.firstlineno, c.frame_id,"
-            " max(c.resume_offset), count(*) FROM compiles c JOIN code_objects co"
+            " max(c.resume_offset), count(*),"
+            " sum(CASE WHEN c.frame_compile_id > 0 THEN coalesce(c.duration_ns, 0) ELSE 0 END)"
+            " FROM compiles c JOIN code_objects co"
             " USING (run_id, code_id) WHERE c.outcome = 'ok' GROUP BY c.run_id, c.code_id, c.frame_id"):
         frames[(run, code, frame)] = {"run_id": run, "function": name, "where": where,
-                                      "frame": frame, "resume_offset": offset, "compiles": n}
+                                      "frame": frame, "resume_offset": offset, "compiles": n,
+                                      "recompile_ns": recompile_ns or 0, "extra_guard_ns": 0}
+    # the guard time of the entries a recompile added: every entry of the frame
+    # but its first (each call walks them; the first one it would check anyway)
+    for run, code, frame, extra in con.execute(
+            "SELECT e.run_id, e.code_id, e.frame_id, sum(coalesce(e.guard_ns, 0))"
+            " FROM cache_entries e JOIN compiles c ON c.compile_row = e.compile_row"
+            " WHERE c.frame_compile_id > 0 GROUP BY e.run_id, e.code_id, e.frame_id"):
+        if (run, code, frame) in frames:
+            frames[(run, code, frame)]["extra_guard_ns"] = extra or 0
     reasons = [((run, code, frame), reason) for run, code, frame, reason in con.execute(
         "SELECT run_id, code_id, frame_id, reason FROM compiles"
         " WHERE frame_compile_id > 0 AND outcome = 'ok' ORDER BY compile_row")]
@@ -226,6 +239,9 @@ def render(frames: list) -> str:
     for f in frames:
         head = (f"{f['function']} ({f['where']}) frame {f['frame']}: {f['compiles']} compiles,"
                 f" {f['recompiles']} recompiles")
+        if f.get("recompile_ns") or f.get("extra_guard_ns"):
+            head += (f" (they cost {f['recompile_ns'] / 1e6:.2f} ms compiling and"
+                     f" {f['extra_guard_ns'] / 1e6:.3f} ms checking the extra entries' guards)")
         if f["cache_limit"]:
             head += f", reached the cache limit ({f['cache_limit']})"
         lines.append(head)

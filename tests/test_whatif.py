@@ -64,6 +64,17 @@ def test_on_the_demo_a_loop_count_cannot_become_dynamic_and_the_cache_limit_is_n
     db = record(tmp_path, os.path.join(ROOT, "scripts", "demo_workload.py"))
     (smooth,) = [f for f in answers(db) if f["function"] == "smooth"]
     assert smooth["cache_limit"] is not None and smooth["most_failed"][0] == "L['n']"
+    # what the recompiles cost: their compile time, and the guard time of the entries they added
+    con = sqlite3.connect(db)
+    (ns,) = con.execute("SELECT sum(c.duration_ns) FROM compiles c JOIN code_objects co"
+                        " USING (run_id, code_id) WHERE co.name = 'smooth' AND c.frame_compile_id > 0"
+                        " AND c.outcome = 'ok'").fetchone()
+    (guard,) = con.execute("SELECT sum(e.guard_ns) FROM cache_entries e JOIN compiles c"
+                           " ON c.compile_row = e.compile_row JOIN code_objects co"
+                           " ON co.run_id = e.run_id AND co.code_id = e.code_id"
+                           " WHERE co.name = 'smooth' AND c.frame_compile_id > 0").fetchone()
+    assert smooth["recompile_ns"] == ns > 0 and smooth["extra_guard_ns"] == guard
+    con.close()
     (s,) = [s for s in smooth["suggestions"] if s["source"] == "L['n']"]
     assert not s["can_be_dynamic"] and s["removes"] == 0 and s["call"] is None
     text = dynscope_cmd("whatif", str(db)).stdout
