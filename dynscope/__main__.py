@@ -160,6 +160,8 @@ def _open_ro(path: str):
     if app_id != 0x44594E53:
         con.close()
         raise ValueError(f"{path} is not a dynscope database")
+    from dynscope import places
+    places.install(con)          # readable_path(): an installed file from its package on
     return con
 
 
@@ -371,7 +373,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             return _format_table(header, rows) if rows else "  (none)"
         print()
         print("Top recompiling functions (last failing guard)")
-        rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, recompiles,"
+        rows = con.execute("SELECT run_id, name, readable_path(filename) || ':' || firstlineno, recompiles,"
                            " last_failure FROM code_summary WHERE recompiles > 0"
                            " ORDER BY recompiles DESC, run_id, code_id LIMIT ?",
                            (args.limit,)).fetchall()
@@ -382,7 +384,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             rows = con.execute(
                 "SELECT d.run_id, co.name, d.compile_id, d.entry_compile_id, d.failing,"
                 " d.expr || ' (observed ' || coalesce(d.observed, '?') || ')',"
-                " coalesce(d.filename || ':' || d.lineno, 'engine'),"
+                " coalesce(readable_path(d.filename) || ':' || d.lineno, 'engine'),"
                 " printf('%.1f', d.capture_ns / 1e6)"
                 " FROM recompile_diffs d JOIN code_objects co USING (run_id, code_id)"
                 " ORDER BY d.compile_row DESC, d.idx LIMIT ?", (args.limit,)).fetchall()
@@ -390,7 +392,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
                          "guard made at", "capture ms"], rows))
         print()
         print("Automatic dynamic (a recompile on a number's value or a size)")
-        rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, compile_id, reason"
+        rows = con.execute("SELECT run_id, name, readable_path(filename) || ':' || firstlineno, compile_id, reason"
                            " FROM recompiles WHERE reason LIKE '%is now dynamic%'"
                            " OR reason LIKE '%stays static (the code needs%'"
                            " ORDER BY started_at LIMIT ?", (args.limit,)).fetchall()
@@ -404,7 +406,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
         if version >= 4:
             _report_whatif(con, table, args.limit)
         print("Top graph-break reasons")
-        rows = con.execute("SELECT kind, reason, filename || ':' || lineno, count FROM break_sites"
+        rows = con.execute("SELECT kind, reason, readable_path(filename) || ':' || lineno, count FROM break_sites"
                            " ORDER BY count DESC, kind, reason, filename, lineno LIMIT ?",
                            (args.limit,)).fetchall()
         print(_format_table(["kind", "reason", "site", "count"], rows) if rows else "  (none)")
@@ -415,10 +417,10 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
                 "SELECT NULL, break_type, break_class, what, count(*),"
                 " count(DISTINCT coalesce(site, '')), min(reason) FROM ("
                 "  SELECT break_type, break_class, 'break' AS what, reason,"
-                "         filename || ':' || lineno AS site FROM graph_breaks"
+                "         readable_path(filename) || ':' || lineno AS site FROM graph_breaks"
                 "  UNION ALL"
                 "  SELECT s.break_type, s.break_class, 'skip', s.reason,"
-                "         co.filename || ':' || co.firstlineno FROM frame_skips s"
+                "         readable_path(co.filename) || ':' || co.firstlineno FROM frame_skips s"
                 "  JOIN code_objects co USING (run_id, code_id))"
                 " WHERE break_type IS NOT NULL"
                 " GROUP BY break_type, break_class, what ORDER BY count(*) DESC, break_type"
@@ -431,7 +433,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             _report_call_paths(con)
             _report_hatches(con, table, args.limit)
         print("Cache-limit hits")
-        rows = con.execute("SELECT run_id, name, filename || ':' || firstlineno, reason"
+        rows = con.execute("SELECT run_id, name, readable_path(filename) || ':' || firstlineno, reason"
                            " FROM cache_limit_hits ORDER BY at").fetchall()
         print(table(["function", "where", "last failing guard"], rows))
         if labels:
@@ -494,17 +496,17 @@ def _report_hatches(con, table, limit: int) -> None:
     print("Escape hatches: what a mark kept in a graph or out of capture")
     kept_in = []
     for run_id, name, where, cid, hatches in con.execute(
-            "SELECT c.run_id, co.name, co.filename || ':' || co.firstlineno, c.compile_id,"
+            "SELECT c.run_id, co.name, readable_path(co.filename) || ':' || co.firstlineno, c.compile_id,"
             " c.hatches FROM compiles c JOIN code_objects co USING (run_id, code_id)"
             " WHERE c.hatches IS NOT NULL ORDER BY c.compile_row LIMIT ?", (limit,)):
         kept_in += [(run_id, name, where, f"[{cid}]", "in", h) for h in hatches.splitlines()]
     kept_out = con.execute(
         "SELECT run_id, name, site, '', 'out', reason || ' (' || count(*) || 'x)' FROM ("
-        "  SELECT b.run_id, co.name, b.filename || ':' || b.lineno AS site, b.reason"
+        "  SELECT b.run_id, co.name, readable_path(b.filename) || ':' || b.lineno AS site, b.reason"
         "  FROM graph_breaks b JOIN code_objects co USING (run_id, code_id)"
         "  WHERE b.break_type = 'DS0032'"
         "  UNION ALL"
-        "  SELECT s.run_id, co.name, co.filename || ':' || co.firstlineno, s.reason"
+        "  SELECT s.run_id, co.name, readable_path(co.filename) || ':' || co.firstlineno, s.reason"
         "  FROM frame_skips s JOIN code_objects co USING (run_id, code_id)"
         "  WHERE s.break_type = 'DS0032')"
         " GROUP BY run_id, name, site, reason ORDER BY count(*) DESC LIMIT ?", (limit,)).fetchall()

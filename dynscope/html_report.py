@@ -35,7 +35,7 @@ import os
 import shlex
 import sqlite3
 
-from dynscope import _C, outfile
+from dynscope import _C, outfile, places
 
 __all__ = ["write_site", "break_hint"]
 
@@ -225,16 +225,28 @@ def _site(filename, lineno) -> str:
     return f"{filename}:{lineno}" if lineno else str(filename)
 
 
+def _site_span(filename, lineno) -> str:
+    """file:line as users read it (an installed file from its package on,
+    dynscope/places.py), the full path on hover."""
+    full = _site(filename, lineno)
+    if not full:
+        return '<span class="site"></span>'
+    short = _site(places.readable(str(filename)), lineno)
+    title = f' title="{esc(full)}"' if short != full else ""
+    return f'<span class="site"{title}>{esc(short)}</span>'
+
+
 def _source_cell(filename, lineno, stack_text, recorded=True) -> str:
     """Where a guard came from: file:line, the user's source line, and the
     whole stack through inlined calls when there is more than one frame.
     With nothing recorded for it, a guard the engine added itself -- unless
     the file predates the columns (recorded=False): then nothing is known."""
     stack = _stack(stack_text)
-    where = _site(filename, lineno) or (_site(stack[-1][0], stack[-1][1]) if stack else "")
-    if not where:
+    if not filename and stack:
+        filename, lineno = stack[-1][0], stack[-1][1]
+    if not _site(filename, lineno):
         return '<span class="muted">engine</span>' if recorded else ""
-    out = f'<span class="site">{esc(where)}</span>'
+    out = _site_span(filename, lineno)
     if stack and stack[-1][3]:
         out += f'<br><code class="src">{esc(str(stack[-1][3]).strip())}</code>'
     if len(stack) > 1:
@@ -244,7 +256,7 @@ def _source_cell(filename, lineno, stack_text, recorded=True) -> str:
 
 
 def _stack_list(stack) -> str:
-    items = "".join(f'<li><span class="site">{esc(_site(f[0], f[1]))}</span> in {esc(f[2])}'
+    items = "".join(f'<li>{_site_span(f[0], f[1])} in {esc(f[2])}'
                     f'<br><code class="src">{esc(str(f[3] or "").strip())}</code></li>' for f in stack)
     return f'<ol class="stack">{items}</ol>'
 
@@ -510,7 +522,7 @@ def _code_node(d: _Data, key, frame_rows, compiles, skips, limits) -> str:
     badges = "".join(_badge(s) for s in order if s in statuses)
     return (f'<details class="code" id="code-{run_id}-{code_id}" data-name="{esc(co["name"])}">'
             f'<summary><span class="fn">{esc(co["name"])}</span> '
-            f'<span class="site">{esc(_site(co["filename"], co["firstlineno"]))}</span> '
+            f'{_site_span(co["filename"], co["firstlineno"])} '
             f'{badges}{counts}</summary><div class="frames">{"".join(items)}</div></details>')
 
 
@@ -609,7 +621,7 @@ def _breaks_section(d: _Data) -> str:
                 c = d.by_row[b["compile_row"]]
                 links.append(_compile_link(c, f'{d.name(c["run_id"], c["code_id"])} {_cid(c["compile_id"])}'))
         rows.append([esc(s["count"]), f'<span class="badge b-break">{esc(s["kind"])}</span>',
-                     esc(s["reason"]), f'<span class="site">{esc(_site(s["filename"], s["lineno"]))}</span>',
+                     esc(s["reason"]), f'{_site_span(s["filename"], s["lineno"])}',
                      source, esc(break_hint(s["kind"], s["reason"], s["filename"])), ", ".join(links)])
     table = (_table(["#count", "kind", "reason", "site", "source", "hint", "compiles"], rows)
              if rows else _none("no graph breaks"))
@@ -813,7 +825,7 @@ def _compile_page(d: _Data, c, neighbours, db_label: str) -> str:
         _compile_link(nxt, f"{_cid(nxt['compile_id'])} →") if nxt else "") if p)
     facts = [
         ("function", f'<a href="index.html#code-{run_id}-{code_id}">{esc(name)}</a> '
-                     f'<span class="site">{esc(_site(co.get("filename"), co.get("firstlineno")))}</span>'),
+                     f'{_site_span(co.get("filename"), co.get("firstlineno"))}'),
         ("frame", f'<a href="index.html#{frame}">frame {esc(c["frame_id"])}</a> '
                   f'<span class="muted">{_offset_text(c["resume_offset"])}{_epoch_text(epoch)}</span>'),
         ("status", _compile_status(d, c)),
@@ -910,7 +922,7 @@ def _ended_section(d: _Data, c, start) -> str:
     for b in breaks:
         stack = _stack(b["user_stack"])
         out.append(f'<p>{_badge("break")} <b>{esc(b["kind"])}</b>: {esc(b["reason"])} at '
-                   f'<span class="site">{esc(_site(b["filename"], b["lineno"]))}</span> '
+                   f'{_site_span(b["filename"], b["lineno"])} '
                    f'<span class="muted">(bytecode offset {esc(b["offset"])})</span></p>')
         if stack:
             out.append(_stack_list(stack))

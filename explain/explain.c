@@ -10,6 +10,7 @@
  */
 #include "explain_int.h"
 #include "../engine/base/breaks.h"
+#include "../event/places.h"
 
 #include <string.h>
 #include <structmember.h>
@@ -473,8 +474,14 @@ static int breaks_section(ExplainOutput *o, PyObject *out)
                           PyStructSequence_GET_ITEM(br, 6), times);
         for (Py_ssize_t k = 0; rc == 0 && k < depth; k++) {
             PyObject *fr = PyList_GET_ITEM(stack, k);
-            rc = explain_line(out, "       %S:%S in %S", PyStructSequence_GET_ITEM(fr, 0),
-                              PyStructSequence_GET_ITEM(fr, 1), PyStructSequence_GET_ITEM(fr, 2));
+            PyObject *file = PyStructSequence_GET_ITEM(fr, 0);
+            const char *path = PyUnicode_Check(file) ? PyUnicode_AsUTF8(file) : NULL;
+            if (path == NULL)
+                PyErr_Clear();
+            rc = path ? explain_line(out, "       %s:%S in %S", place_readable(path),   /* installed: from its package on */
+                                     PyStructSequence_GET_ITEM(fr, 1), PyStructSequence_GET_ITEM(fr, 2))
+                      : explain_line(out, "       %S:%S in %S", file, PyStructSequence_GET_ITEM(fr, 1),
+                                     PyStructSequence_GET_ITEM(fr, 2));
             if (rc == 0)
                 rc = explain_line(out, "           %S", PyStructSequence_GET_ITEM(fr, 3));
         }

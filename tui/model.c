@@ -37,6 +37,7 @@
  * only the new rows.
  */
 #include "tui.h"
+#include "../event/places.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -336,7 +337,7 @@ static void code_seen(void *ctx, const StoreCodeObjectRow *row)
     r->filename = fmt_sanitize(row->filename);
     r->name = fmt_sanitize(row->name);
     r->firstlineno = row->firstlineno;
-    r->where = xasprintf("%s:%d", r->filename, r->firstlineno);
+    r->where = xasprintf("%s:%d", place_readable(r->filename), r->firstlineno);
     s->changed = true;
 }
 

@@ -25,6 +25,7 @@
  */
 #include "tui.h"
 #include "../event/break_types.h"
+#include "../event/places.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,12 +119,9 @@ static void note_frame_seen(void *ctx, const StoreStackFrame *row)
    or its directory: the frames of the stack below it are the library's. */
 static size_t installed_root(const char *filename)
 {
-    static const char *const roots[] = {"/site-packages/", "/dist-packages/"};
-    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
-        const char *at = strstr(filename, roots[i]);
-        if (at != NULL)
-            return (size_t)(at - filename) + strlen(roots[i]);
-    }
+    size_t site = place_install_prefix(filename);
+    if (site > 0)
+        return site;
     const char *lib = strstr(filename, "/lib/python");
     if (lib != NULL) {
         const char *slash = strchr(lib + strlen("/lib/python"), '/');
