@@ -75,6 +75,23 @@ def parse_words(spec) -> set:
     return words
 
 
+# An observed value that is no one's secret: a number, a shape, a dtype or a
+# name, a constant.
+_PLAIN_VALUE = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|\((?:-?\d+|\?)?(?:, ?(?:-?\d+|\?))*,?\)"
+                          r"|[A-Za-z_][\w.]*|")
+# "(observed VALUE)" where a reason or a failure names what a guard saw; VALUE
+# may hold parentheses (a shape), up to the end or a "; " note.
+_OBSERVED = re.compile(r"\(observed (?P<v>.*?)\)(?=;|$)")
+# What an EQUALS_MATCH expects: "SRC == VALUE", up to " and ", the observed
+# value, a note or the end.
+_EXPECTED = re.compile(r" == (?P<v>.+?)(?= and | \(observed |; |$)")
+# A repr that names code, not data: <module 'numpy'>, <built-in function print>.
+_NAMES_CODE = re.compile(r"<(?:module|ufunc|class|function|built-in function|built-in method|"
+                         r"method|enum|code object)\b")
+# An object's repr in angle brackets: <Token object at 0x7f...>.
+_OBJECT_REPR = re.compile(r"<(?!str len=|bytes len=|repr len=|num len=)[A-Za-z_][^<>]*>")
+
+
 class Redactor:
     """One redaction: its key, what it redacts (WORDS), and the rewriting."""
 
@@ -101,13 +118,30 @@ class Redactor:
             value = body
         return self.token(kind, value.encode("utf-8", "surrogatepass"), len(value))
 
+    def value(self, v):
+        """An observed value (guard_failures.observed, ...): a number, a shape,
+        a dtype or a constant stays; a str or bytes literal, or any other
+        object's repr (what a custom __repr__ may print), becomes a token."""
+        if not isinstance(v, str) or "values" not in self.words or _PLAIN_VALUE.fullmatch(v.strip()):
+            return self.text(v) if "all" in self.words and isinstance(v, str) else v
+        m = _LITERAL.fullmatch(v.strip())
+        if m:
+            return self.literal(m, v.strip())
+        return self.token("repr", v.encode("utf-8", "surrogatepass"), len(v))
+
     def text(self, text):
-        """text with each str or bytes value replaced (numbers too with
-        "all"; the home directory with "paths"); None as it is."""
+        """text with each str or bytes value replaced -- quoted literals, an
+        object's <...> repr, what a guard observed -- (numbers too with "all";
+        the home directory with "paths"); None as it is."""
         if not isinstance(text, str):
             return text
         if "values" in self.words:
+            text = _EXPECTED.sub(lambda m: f" == {self.value(m.group('v'))}", text)
+            text = _OBSERVED.sub(lambda m: f"(observed {self.value(m.group('v'))})", text)
             text = _LITERAL.sub(lambda m: self.literal(m, text), text)
+            text = _OBJECT_REPR.sub(lambda m: m.group(0) if _NAMES_CODE.match(m.group(0))
+                                    else self.token("repr", m.group(0).encode("utf-8", "surrogatepass"),
+                                                    len(m.group(0))), text)
         if "all" in self.words:
             text = _NUMBER.sub(lambda m: self.token("num", m.group(0).encode(), len(m.group(0))), text)
         return self.path(text)
@@ -129,7 +163,8 @@ class Redactor:
             fields.append(data[colon + 1:colon + 1 + n].decode("utf-8", "surrogateescape"))
             i = colon + 1 + n
         for k, f in enumerate(fields):
-            f = self.text(f) if k % 6 in (2, 3) else self.path(f) if k % 6 == 4 else f
+            f = (self.text(f) if k % 6 == 2 else self.value(f) if k % 6 == 3
+                 else self.path(f) if k % 6 == 4 else f)
             b = f.encode("utf-8", "surrogateescape")
             out.append(b"%d:%s" % (len(b), b))
         return b"".join(out).decode("utf-8", "surrogateescape")
@@ -138,7 +173,7 @@ class Redactor:
         """nearest_json: each guard's expr and observed redacted, stacks' paths."""
         d = json.loads(text)
         for g in d.get("guards", []):
-            g["expr"], g["observed"] = self.text(g.get("expr")), self.text(g.get("observed"))
+            g["expr"], g["observed"] = self.text(g.get("expr")), self.value(g.get("observed"))
             g["user_stack"] = self.stack(g.get("user_stack"))
         return json.dumps(d)
 
@@ -157,6 +192,8 @@ class Redactor:
                 out[name] = self.path(v)
             elif name in ("guard_sites_json", "call_path_json", "user_stack_json"):
                 out[name] = self.path(v)        # paths only: source lines stay
+            elif name == "observed":
+                out[name] = self.value(v)
             elif name == "failures_packed":
                 out[name] = self.packed(v)
             elif name == "nearest_json":

@@ -176,3 +176,18 @@ def test_the_run_says_what_it_redacted_and_the_html_says_so_on_every_page(tmp_pa
     pages = files_under(site)
     assert pages and all(b"redacted while recording (paths,values)" in open(f, "rb").read()
                          for f in pages)
+
+
+def test_an_objects_repr_is_a_value_too():
+    r = redact.Redactor()
+    got = r.text("L['cfg'] == Secret(sk-live-1) (observed Secret(sk-live-2))")
+    assert re.fullmatch(r"L\[.cfg.\] == <repr len=17 #\w{8}> \(observed <repr len=17 #\w{8}>\)", got), got
+    assert "sk-live" not in r.text("L['c'] is <Config sk-live-9 at 0x7f00>")
+    # the same value hashes alike whether it was expected or observed
+    a = r.text("L['t'] == 'tok' (observed 'x')").split(" == ")[1].split(" (")[0]
+    b = r.text("L['t'] == 'y' (observed 'tok')").split("(observed ")[1].rstrip(")")
+    assert a == b
+    # code stays readable
+    for kept in ("G['np'] is <module 'numpy'>", "G['f'] is <function f at 0x7f00>",
+                 "L['x'].shape == (?, 16) (observed (3, 16))", "L['x'].dtype == float32 (observed float64)"):
+        assert r.text(kept) == kept
