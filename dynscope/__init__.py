@@ -27,6 +27,7 @@ from .config import config
 from .hatches import disable, allow_in_graph, substitute_in_graph, assume_constant_result
 from .logs import set_logs
 from .annotate import annotate, annotate_span
+from .dump import dump
 
 __all__ = [
     "optimize",
@@ -54,6 +55,7 @@ __all__ = [
     "set_logs",
     "annotate",
     "annotate_span",
+    "dump",
 ]
 
 
@@ -315,3 +317,6 @@ _recording._start_from_environment()
 from . import logs  # noqa: E402
 
 logs._start_from_environment()
+from .dump import _start_from_environment as _dump_from_environment  # noqa: E402
+
+_dump_from_environment()

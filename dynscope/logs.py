@@ -255,6 +255,33 @@ def _open(path):
         return None
 
 
+# Who listens to the event dicts (the engine has one Python sink): name ->
+# (callable, with_guards, with_detail).  "logs" is set_logs', "dump" is
+# dynscope.dump's (dynscope/dump.py).
+_listeners: dict = {}
+
+
+def listen(name: str, fn=None, *, guards: bool = False, detail: bool = False) -> None:
+    """Hand every event dict to fn (None: stop), beside the other listeners;
+    detail: compile_end dicts carry the graph, plan, code and entry."""
+    if fn is None:
+        _listeners.pop(name, None)
+    else:
+        _listeners[name] = (fn, guards, detail)
+    if not _listeners:
+        _C.set_log_sink(None)
+        return
+    fns = [f for f, _, _ in _listeners.values()]
+
+    def sink(ev: dict) -> None:
+        for f in fns:
+            f(ev)
+
+    _C.set_log_sink(sink if len(fns) > 1 else fns[0],
+                    any(g for _, g, _ in _listeners.values()),
+                    any(d for _, _, d in _listeners.values()))
+
+
 def set_logs(spec: str = "", *, file=None) -> None:
     """Print the chosen logs from now on (spec as DYNSCOPE_LOGS; "" stops),
     to stderr, or appended to `file` (a path) when given."""
@@ -264,7 +291,7 @@ def set_logs(spec: str = "", *, file=None) -> None:
         _file.close()
         _file = None
     if not chosen:
-        _C.set_log_sink(None)
+        listen("logs", None)
         return
     if file is not None:
         _file = _open(os.fspath(file))
@@ -276,8 +303,8 @@ def set_logs(spec: str = "", *, file=None) -> None:
         if lines:
             print("\n".join(lines), file=out if out is not None else sys.stderr, flush=True)
 
-    _C.set_log_sink(sink, chosen.get("guards", False),
-                    any(n in chosen for n in ("graph", "graph_code", "bytecode")))
+    listen("logs", sink, guards=chosen.get("guards", False),
+           detail=any(n in chosen for n in ("graph", "graph_code", "bytecode")))
 
 
 def enable(spec: str) -> None:

@@ -788,6 +788,8 @@ static PyStructSequence_Field guard_info_fields[] = {
     {"lineno", "its line, or None"},
     {"user_stack", "the user stack there, through inlined calls: a tuple of "
                    "(filename, lineno, qualname, source line), outermost first; () when unknown"},
+    {"expected", "what the guard compares with (the object for ID_MATCH and TYPE_MATCH, the "
+                 "value for EQUALS_MATCH, ...), or None (dynscope.dump writes checks with it)"},
     {NULL, NULL},
 };
 
@@ -828,6 +830,8 @@ guard_info_new(const GuardSet *gs, int g)
     if ((item = stack ? PyList_AsTuple(stack) : PyTuple_New(0)) == NULL)
         goto out_free_info;
     PyStructSequence_SET_ITEM(info, 5, item);
+    PyObject *expected = gs->guards[g].expected;
+    PyStructSequence_SET_ITEM(info, 6, Py_NewRef(expected != NULL ? expected : Py_None));
     return info;
 
 out_free_info:

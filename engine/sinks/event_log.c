@@ -56,7 +56,8 @@ static bool lines_wanted(void *ctx, EventKind kind)
 
 /* What the DYNSCOPE_LOGS callable gets: the event's dict; with log_detail,
    a compile_end's copy with "graph_module" (the entry's GraphModule or
-   None), "plan" (its plan as text) and "code" (the code object) added --
+   None), "plan" (its plan as text), "code" (the code object) and "entry"
+   (the CacheEntry: its guards, for dynscope.dump) added --
    a copy, so that the in-memory log keeps none of them alive
    (DYNSCOPE_LOGS=graph, graph_code, bytecode).  New reference, or NULL
    with an exception. */
@@ -71,7 +72,8 @@ static PyObject *lines_dict(Event *ev, PyObject *d)
     if (plan == NULL
         || PyDict_SetItemString(copy, "graph_module", e->plan.gm ? e->plan.gm : Py_None) < 0
         || PyDict_SetItemString(copy, "plan", plan) < 0
-        || PyDict_SetItemString(copy, "code", (PyObject *)ev->cc->code) < 0)
+        || PyDict_SetItemString(copy, "code", (PyObject *)ev->cc->code) < 0
+        || PyDict_SetItemString(copy, "entry", (PyObject *)e) < 0)
         Py_CLEAR(copy);
     Py_XDECREF(plan);
     return copy;
