@@ -153,6 +153,8 @@ def optimize(backend="eager", *, fullgraph=False, dynamic=None):
     """
     if dynamic not in (None, True, False):
         raise TypeError(f"dynscope: dynamic must be None, True or False, not {dynamic!r}")
+    if backend == "eager" and _dump_module.debug_graphs():   # DYNSCOPE_DEBUG_GRAPHS=1
+        backend = _dump_module.debug_backend
     return _C.OptimizeContext(backend, fullgraph=fullgraph, dynamic=dynamic)
 
 
@@ -317,6 +319,5 @@ _recording._start_from_environment()
 from . import logs  # noqa: E402
 
 logs._start_from_environment()
-from .dump import _start_from_environment as _dump_from_environment  # noqa: E402
-
-_dump_from_environment()
+_dump_module = sys.modules[__name__ + ".dump"]
+_dump_module._start_from_environment()

@@ -189,10 +189,67 @@ def write(directory: str, code, entry, gm, plan: str) -> str:
     return path
 
 
+_graphs = 0            # graph_<n>.py files written by debug_backend
+_debug_graphs = False
+
+
+def debug_graphs() -> bool:
+    """Whether DYNSCOPE_DEBUG_GRAPHS=1 asked for graphs to run from their files."""
+    return _debug_graphs
+
+
+_PRELUDE = ("import builtins\nimport math\nimport operator\n\nimport numpy\ntry:\n    import torch\n"
+            "except ImportError:\n    torch = None\n\n\n")
+
+
+def debug_backend(gm, example_inputs):
+    """The eager backend, but the graph runs from a file of its own
+    (DIR/graph_<n>.py, DIR as dynscope.dump's, else a private temporary
+    one): a breakpoint() or a pdb stop in it shows the real values while the
+    program runs (DYNSCOPE_DEBUG_GRAPHS=1 makes optimize("eager") use it)."""
+    global _graphs
+    del example_inputs
+    directory = _dir or _private_dir()
+    with _lock:
+        n = _graphs
+        _graphs += 1
+    src = gm.code.replace("def forward(self, ", "def forward(", 1).replace("def forward(self)",
+                                                                         "def forward()", 1)
+    text = (f'"""A graph dynscope runs from this file (DYNSCOPE_DEBUG_GRAPHS): stop in forward\n'
+            f'to see its values."""\n' + _PRELUDE + src.rstrip() + "\n")
+    path = os.path.join(directory, f"graph_{n}.py")
+    from . import outfile
+    outfile.write_text(path, text)
+    ns = {"__name__": f"dynscope_graph_{n}", "__file__": path}
+    for node in gm.graph.nodes:           # what no module name reaches: bound here
+        t = getattr(node, "target", None)
+        if node.op == "call_function" and callable(t) and not _reachable(t, src):
+            name = _name_in(src, t)
+            if name:
+                ns[name] = t
+    exec(compile(text, path, "exec"), ns)
+    return ns["forward"]
+
+
+_private = None
+
+
+def _private_dir() -> str:
+    global _private
+    if _private is None:
+        import tempfile
+        _private = tempfile.mkdtemp(prefix="dynscope-graphs.")
+        print(f"dynscope: DYNSCOPE_DEBUG_GRAPHS: graphs run from files in {_private}",
+              file=sys.stderr)
+    return _private
+
+
 def _start_from_environment() -> None:
+    global _debug_graphs
     d = os.environ.get("DYNSCOPE_DUMP")
     if d:
         try:
             dump(d)
         except OSError as exc:
             print(f"dynscope: DYNSCOPE_DUMP={d}: {exc}; no dumps", file=sys.stderr)
+    _debug_graphs = os.environ.get("DYNSCOPE_DEBUG_GRAPHS", "") not in ("", "0")

@@ -104,3 +104,27 @@ def test_dynscope_dump_from_the_environment(tmp_path):
                    env=dict(os.environ, PYTHONPATH=ROOT, DYNSCOPE_DUMP=str(out)))
     (name,) = os.listdir(out)
     assert name == "lambda_0_0.py" and "numpy.cos" in (out / name).read_text()
+
+
+def test_debug_graphs_runs_the_programs_graph_from_its_file_and_pdb_stops_in_it(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("import numpy as np, dynscope\n"
+                    "@dynscope.optimize('eager')\n"
+                    "def f(x):\n"
+                    "    y = np.sin(x) * 2\n"
+                    "    return y + 1\n"
+                    "print('first', f(np.arange(3.0)))\n"
+                    "print('second', f(np.arange(3.0)))\n")
+    dumps = tmp_path / "dumps"
+    graph = dumps / "graph_0.py"
+    # stop before the second call (the first compiled: the graph's file exists), then in
+    # the graph's file on the line after sin: the program's own call stops there
+    commands = f"b {prog}:7\nc\nb {graph}:16\nc\np sin\nc\n"
+    p = subprocess.run([sys.executable, "-m", "pdb", str(prog)], input=commands, capture_output=True,
+                       text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=ROOT, DYNSCOPE_DUMP=str(dumps),
+                                DYNSCOPE_DEBUG_GRAPHS="1"))
+    assert f"{graph}(16)forward()" in p.stdout, p.stdout
+    assert "array([0.        , 0.84147098, 0.90929743])" in p.stdout, p.stdout
+    assert "second [1.         2.68294197 2.81859485]" in p.stdout
+    assert graph.read_text().splitlines()[15].strip() == "mul = operator.mul(sin, 2)"
