@@ -133,8 +133,7 @@ def render(code, entry, gm, plan: str) -> tuple[str, dict]:
              "    raise NotImplementedError(f'guard {i} has no Python spelling here: {expr}')", "", ""]
     targets = {}
     if gm is not None:
-        src = gm.code.replace("def forward(self, ", "def forward(", 1).replace("def forward(self)",
-                                                                             "def forward()", 1)
+        src = _forward_source(gm)
         lines += [src.rstrip(), "", ""]
         for node in gm.graph.nodes:
             t = getattr(node, "target", None)
@@ -163,6 +162,12 @@ def render(code, entry, gm, plan: str) -> tuple[str, dict]:
     m = re.search(r"graph_out = graph\((.*)\)", plan)
     lines.append(f"    return forward({m.group(1)})" if m else "    return None")
     return "\n".join(lines) + "\n", targets
+
+
+def _forward_source(gm) -> str:
+    """The GraphModule's code as a plain function: forward(inputs...)."""
+    return gm.code.replace("def forward(self, ", "def forward(", 1).replace("def forward(self)",
+                                                                         "def forward()", 1)
 
 
 def _reachable(t, src: str) -> bool:
@@ -213,8 +218,7 @@ def debug_backend(gm, example_inputs):
     with _lock:
         n = _graphs
         _graphs += 1
-    src = gm.code.replace("def forward(self, ", "def forward(", 1).replace("def forward(self)",
-                                                                         "def forward()", 1)
+    src = _forward_source(gm)
     text = (f'"""A graph dynscope runs from this file (DYNSCOPE_DEBUG_GRAPHS): stop in forward\n'
             f'to see its values."""\n' + _PRELUDE + src.rstrip() + "\n")
     path = os.path.join(directory, f"graph_{n}.py")
