@@ -17,6 +17,9 @@ Commands:
   merge OUT.db FILE...   fold several databases into one (docs/sql.md)
   diff A.db B.db         what changed from A to B (--json); exit status 1
                          when B regresses (more recompiles, breaks, graphs)
+  repro FILE --compile [FUNCTION:]ID [-o repro.py]
+                         a standalone script that rebuilds that compile's inputs
+                         and checks its recorded outcome happens again
   whatif FILE            the recompiles a dynamic source would have removed,
                          with the call to make, from the recorded guard
                          failures (--json)
@@ -276,6 +279,17 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     print(f"dynscope merge: {n} run(s) from {len(args.db)} file(s) into {args.out}"
           + (", redacted" if args.redact else ""))
     return 0
+
+
+def _cmd_repro(args: argparse.Namespace) -> int:
+    """A repro script for one compile (dynscope/repro.py)."""
+    import sqlite3
+    from dynscope import merge, repro
+    try:
+        return repro.main(args.db, args.compile, args.output)
+    except (merge.MergeError, repro.ReproError, sqlite3.Error, OSError) as exc:
+        print(f"dynscope repro: {exc}", file=sys.stderr)
+        return 2
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
@@ -711,6 +725,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("b", metavar="B.db")
     p.add_argument("--json", action="store_true", help="print the difference as JSON")
     p.set_defaults(func=_cmd_diff)
+    p = sub.add_parser("repro", help="a standalone script that rebuilds one compile's inputs"
+                                     " and checks its recorded outcome happens again")
+    p.add_argument("db", metavar="FILE")
+    p.add_argument("--compile", required=True, metavar="[FUNCTION:]ID",
+                   help="the compile, as 'smooth:6/1' (or '6/1' when one function has that id)")
+    p.add_argument("-o", "--output", metavar="repro.py", help="write the script there (default stdout)")
+    p.set_defaults(func=_cmd_repro)
     p = sub.add_parser("whatif", help="the recompiles a dynamic source would have removed,"
                                       " from the recorded guard failures")
     p.add_argument("db", metavar="FILE")

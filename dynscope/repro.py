@@ -1,0 +1,152 @@
+"""A repro in one command (issue 41): `python -m dynscope repro FILE.db
+--compile FUNCTION:ID -o repro.py` writes a standalone script that imports
+the function from the file the recording names, rebuilds the compile's
+inputs from its guards (an array's type, shape and dtype -- its values are
+not recorded, so they are drawn from a fixed seed -- and each guarded
+constant), calls it under dynscope.explain, and asserts the recorded
+outcome:
+
+- a compile that broke: the same break reasons;
+- a recompile: the older entry's inputs first, then the new ones (its
+  failing guard's observed value), and the same failing guard;
+- a compile without a break: one graph and no break.
+
+A frame that resumes after a graph break is not a call of its own: the
+script names the function's first frame instead.  A function the script
+cannot import (a closure, a file that is gone) is said in one line.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+_TENSOR = re.compile(r"^type\((?P<src>L\['(?P<name>\w+)'\])\) is (?P<type>[\w.]+) and (?P=src)\.dtype == "
+                     r"(?P<dtype>[\w.]+) and (?P=src)\.shape == \((?P<shape>[^()]*)\)")
+_CONST = re.compile(r"^L\['(?P<name>\w+)'\] == (?P<value>.+)$")
+_FAIL = re.compile(r"^(?P<expr>.+?) \(observed (?P<observed>.*)\)$")
+
+
+class ReproError(Exception):
+    """What the command cannot do, in one line."""
+
+
+def _inputs(con, run_id, code_id, epoch, compile_id) -> dict:
+    """{argument name: Python expression that rebuilds it} from an entry's guards."""
+    args = {}
+    for kind, expr in con.execute(
+            "SELECT kind, expr FROM guards WHERE run_id = ? AND code_id = ? AND epoch = ?"
+            " AND compile_id = ? ORDER BY idx", (run_id, code_id, epoch, compile_id)):
+        m = _TENSOR.match(expr or "") if kind == "TENSOR_MATCH" else None
+        if m:
+            shape = tuple(int(s) for s in m["shape"].replace(" ", "").split(",") if s)
+            if m["type"].startswith("torch"):
+                args[m["name"]] = f"torch.randn({shape}, generator=_gen).to({m['dtype']})"
+            else:
+                args[m["name"]] = f"_rng.standard_normal({shape}).astype(numpy.{m['dtype']})"
+            continue
+        m = _CONST.match(expr or "") if kind == "EQUALS_MATCH" else None
+        if m:
+            args[m["name"]] = m["value"]
+    return args
+
+
+def script(path: str, target: str) -> str:
+    """The repro script's text for target ("FUNCTION:frame/compile", or
+    "frame/compile" when one function has that id) of the recording at path."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return _script(con, path, target)
+    finally:
+        con.close()
+
+
+def _script(con, path: str, target: str) -> str:
+    name, _, cid = target.rpartition(":")
+    rows = con.execute(
+        "SELECT c.compile_row, c.run_id, c.code_id, c.epoch, c.compile_id, c.frame_compile_id,"
+        " c.resume_offset, c.reason, c.outcome, co.name, co.filename FROM compiles c"
+        " JOIN code_objects co USING (run_id, code_id) WHERE c.compile_id = ?"
+        + (" AND co.name = ?" if name else "") + " ORDER BY c.compile_row DESC",
+        (cid, name) if name else (cid,)).fetchall()
+    if not rows:
+        raise ReproError(f"{path} has no compile {target}")
+    if len({(r[1], r[2]) for r in rows}) > 1:
+        names = sorted({r[9] for r in rows})
+        raise ReproError(f"{cid} is a compile of {', '.join(names)}: say which, as FUNCTION:{cid}")
+    row, run, code, epoch, cid, fcid, offset, reason, outcome, qualname, filename = rows[0]
+    if offset:
+        raise ReproError(f"[{cid}] of {qualname} resumes after a graph break (offset {offset}):"
+                         f" it is not a call of its own; repro the function's first frame")
+    if "<locals>" in qualname:
+        raise ReproError(f"{qualname} is made inside another function: a script cannot import it")
+    args = _inputs(con, run, code, epoch, cid)
+    breaks = [r for (r,) in con.execute("SELECT reason FROM graph_breaks WHERE compile_row = ?"
+                                        " ORDER BY break_id", (row,))]
+    older = None
+    if fcid:
+        older = con.execute("SELECT entry_compile_id FROM recompile_diffs WHERE compile_row = ?"
+                            " LIMIT 1", (row,)).fetchone()
+        older = older[0] if older else f"{cid.split('/')[0]}/{fcid - 1}"
+    old_args = _inputs(con, run, code, epoch, older) if older else None
+    lines = [
+        f'"""dynscope repro of {qualname} [{cid}], from {path}.',
+        "",
+        f"Imports {qualname} from {filename}, rebuilds the compile's inputs from its guards",
+        "(arrays from a fixed seed: their values were not recorded) and checks that the",
+        'recorded outcome happens again."""',
+        "import importlib.util", "import sys", "", "import numpy", "try:", "    import torch",
+        "except ImportError:", "    torch = None", "", "import dynscope", "",
+        "_rng = numpy.random.default_rng(0)",
+        "_gen = torch.Generator().manual_seed(0) if torch is not None else None", "",
+        f"FILE = {filename!r}", f"FUNCTION = {qualname!r}", "",
+        "try:",
+        "    spec = importlib.util.spec_from_file_location('repro_target', FILE)",
+        "    module = importlib.util.module_from_spec(spec)",
+        "    spec.loader.exec_module(module)      # its `if __name__ == '__main__'` block does not run",
+        "    fn = module",
+        "    for part in FUNCTION.split('.'):",
+        "        fn = getattr(fn, part)",
+        "except (OSError, AttributeError, ImportError) as exc:",
+        "    sys.exit(f'repro: cannot import {FUNCTION} from {FILE}: {exc}')",
+        "fn = getattr(fn, '__wrapped__', fn)       # the function under its optimize() wrapper",
+        "",
+    ]
+
+    def call(args_):
+        return ", ".join(f"{k}={v}" for k, v in args_.items())
+    if old_args is not None:
+        m = _FAIL.match((reason or "").split("; ")[0])
+        lines += [
+            f"# [{older}] first, then [{cid}]: the recompile recorded as",
+            f"#   {reason}",
+            "eb = dynscope.ExplainBackend('eager')",
+            "opt = dynscope.optimize(eb)(fn)",
+            f"opt({call(old_args)})",
+            f"opt({call(args)})",
+            "out = eb.output()",
+            "reasons = [r.reason for r in out.recompiles]",
+            f"assert any(r.startswith({(m['expr'] if m else reason or '')!r}) for r in reasons), reasons",
+        ]
+    else:
+        lines += [f"out = dynscope.explain(fn)({call(args)})"]
+    if breaks:
+        lines += [f"want = {json.dumps(breaks)}",
+                  "got = [b.reason for b in out.break_reasons]",
+                  "assert all(w in got for w in want), (want, got)"]
+    elif old_args is None:
+        lines += ["assert out.graph_break_count == 0 and out.graph_count >= 1, str(out)"]
+    lines += ["print(f'repro: {FUNCTION} [" + cid + "]: the recorded outcome happened again')", ""]
+    return "\n".join(lines)
+
+
+def main(path: str, target: str, out: str | None) -> int:
+    from dynscope import merge, outfile
+    merge.open_source(path).close()      # MergeError for what is not a readable recording
+    text = script(path, target)
+    if out in (None, "-"):
+        print(text, end="")
+    else:
+        outfile.write_text(out, text)
+        print(f"dynscope repro: wrote {out} (python {out} reruns it)")
+    return 0
