@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+import _programs
+
 import dynscope
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,7 +82,7 @@ def test_the_export_draws_marks_and_spans_on_a_track_of_their_own(db, tmp_path):
 
 @pytest.mark.skipif(not os.access(DYNTOP, os.X_OK), reason="build/dyntop is not built (make)")
 def test_dyntop_shows_the_newest_mark(db):
-    p = subprocess.run([DYNTOP, "-b", str(db)], capture_output=True, text=True)
+    p = _programs.run([DYNTOP, "-b", str(db)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert 'mark eval (end) {"error": "KeyError"}' in p.stdout.splitlines()[0]
 

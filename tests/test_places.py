@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+import _programs
+
 from dynscope import places
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,7 +80,7 @@ def test_the_html_shows_the_package_and_the_full_path_on_hover(installed, tmp_pa
 @pytest.mark.skipif(not os.access(DYNTOP, os.X_OK), reason="build/dyntop is not built (make)")
 def test_dyntop_shows_the_package(installed):
     _, db, _ = installed
-    out = subprocess.run([DYNTOP, "-b", str(db)], check=True, capture_output=True, text=True).stdout
+    out = _programs.run([DYNTOP, "-b", str(db)], check=True, capture_output=True, text=True).stdout
     assert re.search(r"\bstep\s+fakepkg/model\.py:5\b", out), out
 
 
