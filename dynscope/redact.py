@@ -81,10 +81,10 @@ _PLAIN_VALUE = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|\((?:-?\d+|\?)?(?:, ?(
                           r"|[A-Za-z_][\w.]*|")
 # "(observed VALUE)" where a reason or a failure names what a guard saw; VALUE
 # may hold parentheses (a shape), up to the end or a "; " note.
-_OBSERVED = re.compile(r"\(observed (?P<v>.*?)\)(?=;|$)")
+_OBSERVED = re.compile(r"\(observed (?P<v>.*?)\)(?=;|$)", re.M)
 # What an EQUALS_MATCH expects: "SRC == VALUE", up to " and ", the observed
 # value, a note or the end.
-_EXPECTED = re.compile(r" == (?P<v>.+?)(?= and | \(observed |; |$)")
+_EXPECTED = re.compile(r" == (?P<v>.+?)(?= and | \(observed |; |$)", re.M)   # per line: guards_text
 # A repr that names code, not data: <module 'numpy'>, <built-in function print>.
 _NAMES_CODE = re.compile(r"<(?:module|ufunc|class|function|built-in function|built-in method|"
                          r"method|enum|code object)\b")

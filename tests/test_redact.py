@@ -191,3 +191,10 @@ def test_an_objects_repr_is_a_value_too():
     for kept in ("G['np'] is <module 'numpy'>", "G['f'] is <function f at 0x7f00>",
                  "L['x'].shape == (?, 16) (observed (3, 16))", "L['x'].dtype == float32 (observed float64)"):
         assert r.text(kept) == kept
+
+
+def test_every_line_of_an_entrys_guards_is_redacted():
+    r = redact.Redactor()
+    text = "EQUALS_MATCH\tL['s'] == Secret(one)\nEQUALS_MATCH\tL['t'] == Secret(two)\nEQUALS_MATCH\tL['n'] == 3"
+    got = r.text(text).splitlines()
+    assert len(got) == 3 and "Secret" not in r.text(text) and got[2] == "EQUALS_MATCH\tL['n'] == 3"
