@@ -271,14 +271,22 @@ def listen(name: str, fn=None, *, guards: bool = False, detail: bool = False) ->
     if not _listeners:
         _C.set_log_sink(None)
         return
-    fns = [f for f, _, _ in _listeners.values()]
+    fns = list(_listeners.items())
+    failed: set = set()
 
     def sink(ev: dict) -> None:
-        for f in fns:
-            f(ev)
+        for who, (f, _, _) in fns:
+            if who in failed:
+                continue
+            try:
+                f(ev)
+            except Exception as exc:     # one listener's failure stops it, not the others
+                failed.add(who)
+                _listeners.pop(who, None)
+                print(f"dynscope: the {who} listener failed ({type(exc).__name__}: {exc});"
+                      " it stops", file=sys.stderr, flush=True)
 
-    _C.set_log_sink(sink if len(fns) > 1 else fns[0],
-                    any(g for _, g, _ in _listeners.values()),
+    _C.set_log_sink(sink, any(g for _, g, _ in _listeners.values()),
                     any(d for _, _, d in _listeners.values()))
 
 

@@ -128,3 +128,22 @@ def test_debug_graphs_runs_the_programs_graph_from_its_file_and_pdb_stops_in_it(
     assert "array([0.        , 0.84147098, 0.90929743])" in p.stdout, p.stdout
     assert "second [1.         2.68294197 2.81859485]" in p.stdout
     assert graph.read_text().splitlines()[15].strip() == "mul = operator.mul(sin, 2)"
+
+
+def test_a_failing_dump_stops_itself_and_leaves_the_logs_running(tmp_path, monkeypatch, capfd):
+    dump_module = sys.modules["dynscope.dump"]     # (dynscope.dump is the function)
+    monkeypatch.setattr(dump_module, "render", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
+    log = tmp_path / "log.txt"
+    dynscope.reset()
+    dynscope.set_logs("recompiles", file=str(log))
+    dynscope.dump(tmp_path / "d")
+    try:
+        g = dynscope.optimize("eager", dynamic=False)(scaled)
+        for n in (2, 3):
+            g(np.arange(3.0), n)                    # a compile, then a recompile
+    finally:
+        dynscope.dump(None)
+        dynscope.set_logs("")
+        dynscope.reset()
+    assert "the dump listener failed (ValueError: boom); it stops" in capfd.readouterr().err
+    assert "dynscope [recompiles]" in log.read_text()     # the logs went on
