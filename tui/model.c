@@ -843,6 +843,8 @@ static int refresh_file(Model *m, size_t fi, bool *changed)
 {
     ModelFile *f = &m->files[fi];
     check_file(m, f);
+    if (f->gone && f->parked && f->loaded)
+        return 0;                       /* deleted: what was read stays shown, as an open file's */
     long long sig[4];
     signature(f, sig);
     if (f->parked && f->loaded && f->error == NULL && memcmp(sig, f->seen, sizeof sig) == 0) {
