@@ -1399,3 +1399,33 @@ def test_more_files_than_the_open_limit_are_read_one_at_a_time(tmp_path):
     named = sorted({int(m) for m in re.findall(r"^\S+\s+\S+\s+rank (\d+)\s", p.stdout, re.M)
                     if int(m) in odd})
     assert named == odd, p.stdout[-2000:]
+
+
+@needs_tmux
+def test_a_deep_call_path_is_drawn_whole(pane, tmp_path):
+    """A compile 40 calls deep: its path's indentation is capped, every frame drawn."""
+    text = textwrap.dedent('''\
+        import numpy as np
+        import dynscope
+
+
+        @dynscope.optimize("eager", dynamic=False)
+        def leaf(x):
+            return np.sin(x)
+
+
+        def down(n, x):
+            return leaf(x) if n == 0 else down(n - 1, x)
+
+
+        down(40, np.ones(3))
+    ''')
+    db = record(str(tmp_path), text, name="deep.py", db="deep.db")
+    p = pane(db, height=120)
+    p.wait(lambda s: names(s) == ["leaf"])
+    p.send("Enter")
+    screen = p.wait(lambda s: "Call paths that compiled it" in s and "-> compiled [0/0]" in s,
+                    what="the call path down to the compile")
+    section = screen.split("Call paths that compiled it")[1].split("-> compiled")[0]
+    assert section.count(" down (deep.py:") == 41, section      # every recursive frame
+    assert "· " * 32 + "leaf (deep.py:" in screen.replace("\n", "")    # indentation capped at 32

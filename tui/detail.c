@@ -426,7 +426,7 @@ static void call_paths(Ctx *c)
                 under += ps.v[j].compiles;
             const PathFrame *f = &p->f[p->start + d];
             const char *base = strrchr(f->file, '/');
-            char indent[2 * 32 + 1] = "";
+            char indent[3 * 32 + 1] = "";      /* "· " is 3 bytes; 32 levels at most */
             for (int k = 0; k < d && k < 32; k++)
                 strcat(indent, "\xc2\xb7 ");    /* "· " per level, as the report */
             pager_add(c->p, -1, -1, "  %s%6lld%s  %s%s (%s:%d)%s%s%s", S(AC_HEADER_VALUE), under,
