@@ -830,8 +830,12 @@ guard_info_new(const GuardSet *gs, int g)
     if ((item = stack ? PyList_AsTuple(stack) : PyTuple_New(0)) == NULL)
         goto out_free_info;
     PyStructSequence_SET_ITEM(info, 5, item);
-    PyObject *expected = gs->guards[g].expected;
-    PyStructSequence_SET_ITEM(info, 6, Py_NewRef(expected != NULL ? expected : Py_None));
+    const Guard *gd = &gs->guards[g];
+    /* with a weak reference, `expected` is borrowed and may be gone: the
+       referent while it lives (a new reference), else None */
+    PyObject *expected = gd->weak != NULL ? weakref_referent_ref(gd->weak)
+                                          : Py_XNewRef(gd->expected);
+    PyStructSequence_SET_ITEM(info, 6, expected != NULL ? expected : Py_NewRef(Py_None));
     return info;
 
 out_free_info:
