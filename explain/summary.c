@@ -11,6 +11,7 @@
  * SUMMARY_MAX_GROUPS groups of at most 4 lines each.
  */
 #include "explain_int.h"
+#include "../event/places.h"
 #include "../engine/base/breaks.h"
 
 #include <string.h>
@@ -47,20 +48,12 @@ static PyObject *short_path(PyObject *file)
 {
     if (!PyUnicode_Check(file))
         return PyObject_Str(file);
-    static const char *const marks[] = {"/site-packages/", "/dist-packages/"};
-    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
-        PyObject *m = PyUnicode_FromString(marks[i]);
-        Py_ssize_t at = m ? PyUnicode_Find(file, m, 0, PY_SSIZE_T_MAX, -1) : -2;
-        Py_ssize_t len = m ? PyUnicode_GET_LENGTH(m) : 0;
-        Py_XDECREF(m);
-        if (at == -2)
-            return NULL;
-        if (at >= 0)
-            return PyUnicode_Substring(file, at + len, PyUnicode_GET_LENGTH(file));
-    }
-    Py_ssize_t slash = PyUnicode_FindChar(file, '/', 0, PyUnicode_GET_LENGTH(file), -1);
-    return slash >= 0 ? PyUnicode_Substring(file, slash + 1, PyUnicode_GET_LENGTH(file))
-                      : Py_NewRef(file);
+    const char *path = PyUnicode_AsUTF8(file);
+    if (path == NULL)
+        return NULL;
+    size_t site = place_install_prefix(path);      /* the rule of event/places.h */
+    const char *slash = strrchr(path, '/');
+    return PyUnicode_FromString(site > 0 ? path + site : slash != NULL ? slash + 1 : path);
 }
 
 PyObject *summary_hint(PyObject *type_id, PyObject *cls, PyObject *file)
