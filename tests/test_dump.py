@@ -147,3 +147,24 @@ def test_a_failing_dump_stops_itself_and_leaves_the_logs_running(tmp_path, monke
         dynscope.reset()
     assert "the dump listener failed (ValueError: boom); it stops" in capfd.readouterr().err
     assert "dynscope [recompiles]" in log.read_text()     # the logs went on
+
+
+def test_debug_graphs_run_a_torch_graph_from_its_file(tmp_path):
+    """A torch graph's code names its ops as torch spells them (torch.relu, not
+    the private class torch's functions live on), so its file runs as written."""
+    pytest.importorskip("torch")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import torch, dynscope\n"
+                    "def f(x):\n"
+                    "    return torch.relu(x).sin().sum(0) * 2\n"
+                    "x = torch.arange(6.0).reshape(3, 2) - 2\n"
+                    "got = dynscope.optimize('eager')(f)(x)\n"
+                    "assert torch.equal(got, f(x)), (got, f(x))\n"
+                    "print('ok', got.tolist())\n")
+    dumps = tmp_path / "dumps"
+    p = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=ROOT, DYNSCOPE_DUMP=str(dumps),
+                                DYNSCOPE_DEBUG_GRAPHS="1"))
+    assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout + p.stderr
+    text = (dumps / "graph_0.py").read_text()
+    assert "relu = torch.relu(l_x_)" in text and "_VariableFunctionsClass" not in text, text

@@ -55,6 +55,23 @@ callable_name(PyObject *obj)
     }
     if (mod == NULL && is_ufunc(obj))
         mod = PyUnicode_FromString("numpy");
+    if (mod != NULL && PyUnicode_FindChar(qual, '.', 0, PyUnicode_GET_LENGTH(qual), 1) >= 0) {
+        /* a method of a private class the module re-exports as a function
+           (torch._C._VariableFunctionsClass.relu is torch.relu): its name in
+           the module, so the code runs as written (dumps, repros) */
+        PyObject *name = graph_str_attr(obj, "__name__");
+        PyObject *module = name ? PyImport_GetModule(mod) : NULL;
+        PyObject *there = module ? PyObject_GetAttr(module, name) : NULL;
+        if (there == obj)
+            Py_SETREF(qual, Py_NewRef(name));
+        if (there == NULL || module == NULL)
+            PyErr_Clear();
+        Py_XDECREF(there);
+        Py_XDECREF(module);
+        Py_XDECREF(name);
+        if (PyErr_Occurred())
+            PyErr_Clear();
+    }
     if (mod == NULL || PyUnicode_CompareWithASCIIString(mod, "builtins") == 0)
         res = Py_NewRef(qual);
     else if (PyUnicode_CompareWithASCIIString(mod, "_operator") == 0)
