@@ -173,6 +173,22 @@ def test_calls_with_unpacking_make_one_graph():
     assert breaks() == []
 
 
+def operator_functions(x, y, pair):
+    import operator
+    a = operator.mul(x, y)
+    b = operator.neg(operator.add(a, operator.getitem(pair, 1)))
+    c = operator.truediv(b, 4) - operator.sub(y, operator.pow(x, 2))
+    return operator.add(c, operator.lt(x, y) * operator.getitem(x, 0))
+
+
+def test_calls_of_operator_functions_are_the_operators_in_one_graph():
+    # a graph's own code spells its ops so (dumps, repros); so does reduce(operator.mul, ...)
+    be = run_twice(operator_functions, np.arange(6.0).reshape(2, 3), np.full((2, 3), 2.0), (1.0, 3.0))
+    assert graph_count(be) == 1 and breaks() == []
+    ops = [n.name for n in be.graphs[0].graph.nodes if n.op == "call_function"]
+    assert ops[:3] == ["mul", "add", "neg"] and "lt" in ops and "getitem" in ops, ops
+
+
 def kwargs_given_twice(x):
     kw = {"scale": 1.0}
     return takes_everything(x, scale=2.0, **kw)

@@ -1055,6 +1055,45 @@ static Value *run_forward_hooks(TFrame *f, Value *m, Value *hooks, Value **args,
     return pos != NULL ? out : NULL;
 }
 
+/* operator.add(a, b), operator.lt(a, b), operator.getitem(a, i), operator.neg(a) ...: what the
+   operator means, as a + b does (a graph's own code calls them so, and so
+   does functools.reduce(operator.mul, ...)).  *handled false for any other
+   function. */
+static Value *operator_function_call(TFrame *f, PyObject *fn, Value **args, int nargs,
+                                     PyObject *kwnames, bool *handled)
+{
+    *handled = false;
+    if (!PyCFunction_Check(fn) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
+        return NULL;
+    const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    PyObject *same = tensorops_operator(name);            /* borrowed */
+    if (same != fn) {
+        PyErr_Clear();
+        return NULL;
+    }
+    bool known = false;
+    if (nargs == 2) {
+        for (int i = 0; i < 13 && !known; i++)
+            known = strcmp(name, tr_binary_op_names[i]) == 0;
+        for (int i = 0; i < 6 && !known; i++)
+            known = strcmp(name, tr_compare_op_names[i]) == 0;
+        if (known) {
+            *handled = true;
+            return tr_apply_binary(f, name, name, args[0], args[1], false);
+        }
+    }
+    if (nargs == 2 && strcmp(name, "getitem") == 0) {
+        *handled = true;
+        return tr_subscript(f, args[0], args[1]);
+    }
+    if (nargs == 1 && (strcmp(name, "neg") == 0 || strcmp(name, "pos") == 0
+                       || strcmp(name, "invert") == 0)) {
+        *handled = true;
+        return tr_apply_unary(f, name, args[0]);
+    }
+    return NULL;
+}
+
 /* What a function of tensorops_known_result (torch.compiler.is_compiling,
    torch.jit.is_scripting, ...) answers, as a constant.  is_compiling():
    True as under TorchDynamo (libraries take their compile-friendly path),
@@ -1179,6 +1218,10 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL
         || tensorops_is_library_op(fn) || tensorops_private_torch_op(fn) != NULL)
         return call_tensor_function(f, fn, args, nargs, kwnames);
+    bool handled_op;
+    Value *op_result = operator_function_call(f, fn, args, nargs, kwnames, &handled_op);
+    if (handled_op)
+        return op_result;
     if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != NULL && PyModule_Check(PyCFunction_GET_SELF(fn))) {
         PyObject *modname = PyModule_GetNameObject(PyCFunction_GET_SELF(fn));
         int is_builtins = modname && PyUnicode_CompareWithASCIIString(modname, "builtins") == 0;
