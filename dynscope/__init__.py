@@ -21,7 +21,7 @@ import sysconfig
 import weakref
 
 from . import _C
-from ._C import CacheLimitError, CacheLimitWarning, RecompileError, Unsupported  # noqa: F401
+from ._C import BackendCompilerFailed, CacheLimitError, CacheLimitWarning, RecompileError, Unsupported  # noqa: F401
 from ._C import ExplainBackend, ExplainOutput, BreakReason, StackFrame  # noqa: F401
 from .config import config
 from .hatches import disable, allow_in_graph, substitute_in_graph, assume_constant_result
@@ -38,6 +38,7 @@ __all__ = [
     "config",
     "Unsupported",
     "RecompileError",
+    "BackendCompilerFailed",
     "CacheLimitWarning",
     "CacheLimitError",
     "set_stance",

@@ -18,7 +18,7 @@ enum {
     T_RAISES, T_CONTEXT_MANAGER, T_TRY_BLOCK, T_ATTRIBUTE, T_NEW_OBJECT, T_NOT_CONSTANT,
     T_UNROLL, T_INPUT_SIZE, T_VARIABLES, T_BYTECODE, T_IMPORT, T_TENSOR_OP, T_SIDE_EFFECT,
     T_COPY, T_BUILTIN_OP, T_MODULE_CONTAINER, T_GENERATOR_FRAME, T_NOT_A_FUNCTION,
-    T_REFCOUNTS, T_SKIP_RULE, T_ESCAPE_HATCH, T_OTHER, T__COUNT
+    T_REFCOUNTS, T_SKIP_RULE, T_ESCAPE_HATCH, T_BACKEND_ERROR, T_OTHER, T__COUNT
 };
 
 static const BreakType types[T__COUNT] = {
@@ -227,6 +227,16 @@ static const BreakType types[T__COUNT] = {
         "Remove the mark to capture the call, or mark it dynscope.allow_in_graph "
         "(one opaque node) if it is a pure tensor function.",
         "@dynscope.disable\ndef log_stats(x):\n    print(x.mean())"},
+    [T_BACKEND_ERROR] = {"DS0033", "backend-error", BREAK_YOUR_CODE,
+        "The backend raised while compiling the frame's graph, or returned no "
+        "callable (dynscope.BackendCompilerFailed, the backend's exception as its "
+        "__cause__): the frame runs without capture.",
+        "python -m dynscope repro FILE.db --compile FUNCTION:ID --minify -o repro.py "
+        "writes a script with the fewest graph nodes that still make the backend "
+        "fail; fix the backend, or keep the failing call out of the graph "
+        "(dynscope.disable).",
+        "def my_backend(gm, example_inputs):\n    raise NotImplementedError(\"no lowering\")\n\n"
+        "@dynscope.optimize(my_backend)\ndef f(x):\n    return x.sin()"},
     [T_OTHER] = {"DS0099", "other", BREAK_ENGINE_LIMIT,
         "A reason no rule of the registry names (an internal error of the engine "
         "or a reason added without a rule: tests/test_breaks_registry.py fails "
@@ -246,6 +256,7 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^file is in config.skip_prefixes", T_SKIP_RULE},
     {": it runs without capture", T_ESCAPE_HATCH},
     {"^marked dynscope.disable", T_ESCAPE_HATCH},
+    {"^backend '", T_BACKEND_ERROR},
     {"^marked torch.compiler.disable", T_ESCAPE_HATCH},
     {"^a substitute_in_graph replacement", T_ESCAPE_HATCH},
     /* what data does */

@@ -68,6 +68,8 @@ def test_every_reason_the_engine_can_give_has_a_type():
              "reads reference counts (sys.getrefcount), which capture would change": "DS0030",
              "file is in config.skip_prefixes (/opt/x/)": "DS0031",
              "ValueError: bad raised while tracing: x": "DS0012",
+             "backend 'my_backend' raised NotImplementedError: no lowering": "DS0033",
+             "backend 'my_backend' returned None, expected a callable": "DS0033",
              "code inside a try/with block": "DS0014"}
     assert {r: _C.break_type_of(None, r)[0] for r in skips} == skips
 

@@ -18,6 +18,7 @@ Sections:
 """
 import gc
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -495,6 +496,44 @@ def test_keyboard_interrupt_from_a_backend_compiling_a_resume_frame_propagates()
     assert_engine_idle()
     dynscope.reset()
     check_usable_after(two_graphs)
+
+
+def test_a_backend_that_raises_leaves_the_frame_eager_once_per_input_kind():
+    """Its Exception becomes the frame's skip reason (DS0033, naming the
+    backend); the same inputs then run without asking the backend again, a
+    new shape asks again; fullgraph=True raises Unsupported with it, its
+    cause kept."""
+    calls = []
+
+    def failing(gm, example_inputs):
+        calls.append(gm)
+        raise ValueError("no kernel for this graph")
+
+    f = dynscope.optimize(failing)(affine)
+    seen = []
+    for n in (3, 3, 3, 4, 4):
+        x = np.linspace(-1.0, 1.0, n)
+        assert same(f(x), affine(x))
+        seen.append(len(calls))
+    # asked once for the first shape; the new shape asks again (a dynamic
+    # graph, then a static one), and its second call does not
+    assert seen[:3] == [1, 1, 1] and seen[3] > 1 and seen[4] == seen[3], seen
+    entries = dynscope.cache_entries(affine)
+    assert len(entries) == 2                    # one per shape, each run without capture
+    entry = entries[-1]
+    assert entry.eager_reason == ("backend 'test_a_backend_that_raises_leaves_the_frame_eager_once_per_"
+                                  "input_kind.<locals>.failing' raised ValueError: no kernel for this graph")
+    assert dynscope._C.break_type_of(None, entry.eager_reason)[0] == "DS0033"
+    dynscope.reset()
+    with pytest.raises(dynscope.Unsupported, match="<locals>.failing' raised ValueError"):
+        dynscope.optimize(failing, fullgraph=True)(affine)(np.ones(3))
+    dynscope.reset()
+    g = dynscope.optimize(lambda gm, ex: None)(affine)     # no callable back: the same kind of skip
+    assert same(g(np.ones(3)), affine(np.ones(3)))
+    assert any(re.match(r"backend '.*<lambda>' returned None, expected a callable$", e.eager_reason or "")
+               for e in dynscope.cache_entries(affine))
+    dynscope.reset()
+    check_usable_after()
 
 
 def test_keyboard_interrupt_from_a_compiled_graph_propagates():

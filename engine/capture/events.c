@@ -326,6 +326,50 @@ static PyObject *graph_ops(PyObject *gm)
     return ops;
 }
 
+/* A graph the backend raised on: its code, then one comment line per
+   input, "# input NAME: TYPE DTYPE SHAPE" for an array or tensor ("# input
+   l_x_: ndarray float64 (3, 2)"), "# input NAME: TYPE VALUE" for a number:
+   what dynscope/repro.py rebuilds a standalone call from.  New str or NULL. */
+static PyObject *failed_graph_code(PyObject *gm)
+{
+    PyObject *code = PyObject_GetAttrString(gm, "code");
+    PyObject *graph = code ? PyObject_GetAttrString(gm, "graph") : NULL;
+    PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
+    Py_ssize_t n = nodes ? PySequence_Length(nodes) : -1;
+    PyObject *parts = n >= 0 ? PyList_New(0) : NULL;
+    if (parts != NULL && PyList_Append(parts, code) < 0)
+        Py_CLEAR(parts);
+    for (Py_ssize_t i = 0; parts != NULL && i < n; i++) {
+        NodeObject *node = (NodeObject *)PySequence_GetItem(nodes, i);
+        PyObject *line = NULL;
+        if (node != NULL && node->op == NODE_PLACEHOLDER && PyDict_Check(node->meta)) {
+            PyObject *type = PyDict_GetItemString(node->meta, "type");          /* borrowed */
+            PyObject *dtype = PyDict_GetItemString(node->meta, "dtype");
+            PyObject *shape = PyDict_GetItemString(node->meta, "shape");
+            PyObject *value = PyDict_GetItemString(node->meta, "example_value");
+            if (type != NULL && dtype != NULL && shape != NULL)
+                line = PyUnicode_FromFormat("# input %U: %S %S %S\n", node->name, type, dtype, shape);
+            else if (value != NULL)
+                line = PyUnicode_FromFormat("# input %U: %s %R\n", node->name,
+                                            Py_TYPE(value)->tp_name, value);
+            else
+                line = PyUnicode_FromFormat("# input %U: ?\n", node->name);
+        }
+        if (line != NULL && PyList_Append(parts, line) < 0)
+            Py_CLEAR(parts);
+        Py_XDECREF(line);
+        Py_XDECREF(node);
+    }
+    PyObject *empty = parts ? PyUnicode_FromString("") : NULL;
+    PyObject *out = empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(parts);
+    Py_XDECREF(nodes);
+    Py_XDECREF(graph);
+    Py_XDECREF(code);
+    return out;
+}
+
 /* json.dumps(obj) (new str) or NULL: event_json's, else json's. */
 static PyObject *to_json(PyObject *obj)
 {
@@ -412,11 +456,12 @@ const EventRecord *event_record(Event *ev, unsigned fields)
     ev->filled |= todo;
     if ((todo & EVF_GUARDS_TEXT) && r->kind == EV_COMPILE_END && e != NULL)
         r->guards_text = keep_text(ev, guards_text(e));
-    if ((todo & EVF_GRAPH_CODE) && r->kind == EV_GRAPH_COMPILED && e && e->plan.gm)
-        r->graph_code = keep_text(ev, PyObject_GetAttrString(e->plan.gm, "code"));
-    if ((todo & EVF_OPS) && r->kind == EV_GRAPH_COMPILED && e && e->plan.gm) {
+    if ((todo & EVF_GRAPH_CODE) && r->kind == EV_GRAPH_COMPILED && ev->gm)
+        r->graph_code = keep_text(ev, ev->failed_graph ? failed_graph_code(ev->gm)
+                                                       : PyObject_GetAttrString(ev->gm, "code"));
+    if ((todo & EVF_OPS) && r->kind == EV_GRAPH_COMPILED && e && ev->gm) {
         r->backend = keep_text(ev, backend_name(e->backend));
-        r->ops = keep_text(ev, graph_ops(e->plan.gm));
+        r->ops = keep_text(ev, graph_ops(ev->gm));
     }
     if ((todo & EVF_GUARD_SITES) && r->kind == EV_COMPILE_END && e != NULL)
         r->guard_sites_json = keep_text(ev, guard_sites_json(e));
@@ -655,9 +700,35 @@ static void emit_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
     if (e->plan.gm == NULL || !anyone_takes(EV_GRAPH_COMPILED))
         return;
     event_start(&ev, EV_GRAPH_COMPILED, cc, e);
+    ev.gm = e->plan.gm;
     ev.rec.nodes = e->plan.nops;
     ev.rec.backend_ns = e->backend_ns;
     dispatch(&ev);
+}
+
+void events_failed_graph(CodeCache *cc, CacheEntry *e, PyObject *gm)
+{
+    if (gm == NULL || !anyone_takes(EV_GRAPH_COMPILED))
+        return;
+    PendingError p = pending_take();
+    Event ev;
+    event_start(&ev, EV_GRAPH_COMPILED, cc, e);
+    ev.gm = gm;
+    ev.failed_graph = true;
+    PyObject *graph = PyObject_GetAttrString(gm, "graph");
+    PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
+    Py_ssize_t n = nodes ? PySequence_Length(nodes) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {       /* the op nodes, as plan.nops counts them */
+        NodeObject *node = (NodeObject *)PySequence_GetItem(nodes, i);
+        ev.rec.nodes += node && node->op != NODE_PLACEHOLDER && node->op != NODE_OUTPUT;
+        Py_XDECREF(node);
+    }
+    Py_XDECREF(nodes);
+    Py_XDECREF(graph);
+    PyErr_Clear();
+    ev.rec.backend_ns = e->backend_ns;
+    dispatch(&ev);
+    pending_restore(p);
 }
 
 void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)

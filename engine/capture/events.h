@@ -27,6 +27,10 @@
 void events_compile_start(CodeCache *cc, CacheEntry *e);
 /* outcome: "ok", "skipped", "error". */
 void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome);
+/* An EV_GRAPH_COMPILED for gm (borrowed), the graph e's backend raised on
+   (the compile skipped, DS0033): its graph_code ends with its inputs as
+   comments (docs/sql.md graphs.code), so a repro can rebuild them. */
+void events_failed_graph(CodeCache *cc, CacheEntry *e, PyObject *gm);
 /* The program's mark (dynscope.annotate): name, phase ("mark", "begin",
    "end") and fields (a JSON object), UTF-8, borrowed for the call. */
 void events_annotate(const char *name, const char *phase, const char *fields);
@@ -59,6 +63,8 @@ typedef struct Event {
     PyObject *failures;       /* borrowed list or NULL (recompile, limit) */
     PyObject *nearest;        /* borrowed dict or NULL (recompile) */
     PyObject *backend;        /* borrowed: the backend of the capture region */
+    PyObject *gm;             /* borrowed or NULL: EV_GRAPH_COMPILED's graph */
+    bool failed_graph;        /* gm is one the backend raised on */
     bool private_capture;     /* raised inside a CaptureSession (explain) */
     PyObject *dict;           /* strong or NULL: made by event_dict() */
     PyObject *texts;          /* strong or NULL: list keeping rec's text alive */

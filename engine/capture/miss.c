@@ -517,9 +517,10 @@ static CacheEntry *miss_new_entry(CodeCache *cc, CacheFrame *cf, ThreadCapture *
  */
 static MissOutcome miss_unsupported(CodeCache *cc, CacheFrame *cf, ThreadCapture *tc,
                                     CacheEntry *e, PyObject *reason, bool permanent,
-                                    bool first)
+                                    bool first, bool end_event)
 {
-    events_compile_end(cc, e, "skipped");
+    if (end_event)
+        events_compile_end(cc, e, "skipped");
     if (reason == NULL)
         reason = PyUnicode_FromString("unsupported");
     PyErr_Clear();
@@ -735,6 +736,7 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         /* Exceptions that are not ours to swallow reach the program. */
         events_compile_end(cc, e, "error");
         Py_DECREF(e);
+        Py_XDECREF(rq.failed_gm);
         miss_report_clear(&mr);
         return MISS_ERROR;
     }
@@ -743,10 +745,16 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         st = TRANSLATE_UNSUPPORTED;
         permanent = false;
     }
-    if (st == TRANSLATE_UNSUPPORTED)
-        out = miss_unsupported(cc, cf, tc, e, reason, permanent, first);
+    if (st == TRANSLATE_UNSUPPORTED && rq.failed_gm != NULL) {
+        events_compile_end(cc, e, "skipped");        /* the compile, then the graph it failed on */
+        events_failed_graph(cc, e, rq.failed_gm);
+        out = miss_unsupported(cc, cf, tc, e, reason, permanent, first, false);
+    }
+    else if (st == TRANSLATE_UNSUPPORTED)
+        out = miss_unsupported(cc, cf, tc, e, reason, permanent, first, true);
     else
         out = miss_compiled(cc, cf, fv, tc, e, &mr, result);
+    Py_XDECREF(rq.failed_gm);
     miss_report_clear(&mr);
     return out;
 }

@@ -63,9 +63,11 @@ PyObject *warn_exception_reason(void)
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
-    PyObject *r = PyUnicode_FromFormat("%s raised while tracing: %S",
-                                       type ? ((PyTypeObject *)type)->tp_name : "?",
-                                       value ? value : Py_None);
+    PyObject *r = type != NULL && PyErr_GivenExceptionMatches(type, backend_failed_error())
+        ? PyObject_Str(value)          /* "backend 'x' raised ...": the backend's, not the trace's */
+        : PyUnicode_FromFormat("%s raised while tracing: %S",
+                               type ? ((PyTypeObject *)type)->tp_name : "?",
+                               value ? value : Py_None);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);

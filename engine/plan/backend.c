@@ -31,6 +31,7 @@
 static PyObject *registry;     /* strong: dict name (str) -> backend callable */
 static PyObject *eager_ref;    /* strong: the built-in eager backend function */
 static PyObject *fx_ref;       /* strong: the built-in fx backend function */
+static PyObject *failed_error; /* strong: dynscope.BackendCompilerFailed */
 
 /* Types of backends that wrap another one (explain's ExplainBackend), with
    how to reach the wrapped backend: registered by the layers above. */
@@ -215,10 +216,59 @@ backend_display_name(PyObject *backend)
     return PyObject_Repr(backend);
 }
 
+/* The backend that does the work: wrappers (ExplainBackend) unwrapped
+   (borrowed). */
+static PyObject *innermost_backend(PyObject *backend)
+{
+    for (int depth = 0; depth < 16; depth++) {
+        PyObject *inner = wrapped_backend(backend);
+        if (inner == NULL)
+            break;
+        backend = inner;
+    }
+    return backend;
+}
+
+/* Replace the backend's exception (an Exception, not a KeyboardInterrupt)
+   with BackendCompilerFailed "backend 'name' raised Type: message", its
+   __cause__ the original: the frame's skip reason then names the backend,
+   not the translation, and a repro can find it (dynscope/repro.py). */
+static void raise_failed(PyObject *backend)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(failed_error))
+        return;                        /* a backend around a backend already said it */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL)
+        PyException_SetTraceback(value, tb);
+    PyObject *name = backend_display_name(innermost_backend(backend));
+    if (name != NULL && value != NULL) {
+        PyErr_Format(failed_error, "backend '%U' raised %s: %S", name,
+                     ((PyTypeObject *)type)->tp_name, value);
+        PyObject *t2, *v2, *tb2;
+        PyErr_Fetch(&t2, &v2, &tb2);
+        PyErr_NormalizeException(&t2, &v2, &tb2);
+        if (v2 != NULL)
+            PyException_SetCause(v2, Py_NewRef(value));      /* steals the new reference */
+        PyErr_Restore(t2, v2, tb2);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    else if (name == NULL)
+        Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);   /* name's error stands */
+    else
+        PyErr_Restore(type, value, tb);
+    Py_XDECREF(name);
+}
+
 /*
  * compiled = backend(gm, example_inputs) (example_inputs: a list).  New
- * reference to compiled, or NULL with the backend's own exception, or
- * TypeError "backend 'name' returned ..., expected a callable".
+ * reference to compiled, or NULL with BackendCompilerFailed "backend 'name'
+ * raised ...: ..." (the backend's Exception as its __cause__) or "backend
+ * 'name' returned ..., expected a callable"; a BaseException (a
+ * KeyboardInterrupt) as it is.
  */
 /* Whether `backend` compiles with the built-in eager backend (itself, or
    wrappers such as ExplainBackend around it): it gets dynscope's own
@@ -247,21 +297,29 @@ backend_compile(PyObject *backend, PyObject *gm, PyObject *example_inputs)
         return NULL;
     else    /* torch graphs reach the backend as torch.fx GraphModules */
         compiled = call_fx("compile_with", args, 3);
+    if (compiled == NULL)
+        raise_failed(backend);
     if (compiled == NULL || PyCallable_Check(compiled))
         return compiled;
-    name = backend_display_name(backend);
+    name = backend_display_name(innermost_backend(backend));
     if (name != NULL) {
         if (compiled == Py_None)
-            PyErr_Format(PyExc_TypeError,
+            PyErr_Format(failed_error,
                          "backend '%U' returned None, expected a callable", name);
         else
-            PyErr_Format(PyExc_TypeError,
+            PyErr_Format(failed_error,
                          "backend '%U' returned an object of type '%.100s', "
                          "expected a callable", name, Py_TYPE(compiled)->tp_name);
         Py_DECREF(name);
     }
     Py_DECREF(compiled);
     return NULL;
+}
+
+PyObject *
+backend_failed_error(void)
+{
+    return failed_error;
 }
 
 /* The "eager" builtin function object (new reference).  Cannot fail after
@@ -344,6 +402,18 @@ backend_init(PyObject *module)
         if (registry == NULL)
             return -1;
     }
+    if (failed_error == NULL) {
+        failed_error = PyErr_NewExceptionWithDoc(
+            "dynscope.BackendCompilerFailed",
+            "A backend raised while compiling a captured graph, or returned no "
+            "callable.  The frame then runs without capture; this is its skip "
+            "reason (type DS0033), with the backend's own exception as __cause__.",
+            PyExc_RuntimeError, NULL);
+        if (failed_error == NULL)
+            return -1;
+    }
+    if (PyModule_AddObjectRef(module, "BackendCompilerFailed", failed_error) < 0)
+        return -1;
     if (PyDict_SetItemString(registry, "eager", eager_ref) < 0
         || PyDict_SetItemString(registry, "fx", fx_ref) < 0)
         return -1;

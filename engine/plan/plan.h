@@ -20,8 +20,13 @@
    naming the registered backends / TypeError for other types. */
 PyObject *backend_resolve(PyObject *backend);
 /* Call backend(gm, example_inputs) and check the result is callable.
-   New reference or NULL (the backend's exception, or TypeError). */
+   New reference or NULL with BackendCompilerFailed naming the backend (its
+   Exception as __cause__, or "returned ..., expected a callable"); a
+   BaseException (KeyboardInterrupt) passes as it is. */
 PyObject *backend_compile(PyObject *backend, PyObject *gm, PyObject *example_inputs);
+/* dynscope.BackendCompilerFailed, which backend_compile raises (borrowed;
+   made by backend_init). */
+PyObject *backend_failed_error(void);
 /* The built-in eager backend as a callable object (new reference). */
 PyObject *backend_eager_ref(void);
 /* Backends of `type` wrap another backend, reached by inner() (borrowed

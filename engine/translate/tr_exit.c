@@ -399,6 +399,38 @@ static int output_unread_nodes(Tracer *t, Outputs *o)
     return rc;
 }
 
+/* The backend raised BackendCompilerFailed: the frame stops with its
+   message as the reason, with the guards the translation made and the
+   backend's own guard, so the same inputs run without capture and do not
+   call the backend again (a new shape or backend tries it again).  The
+   graph it failed on stays in t->failed_gm for the recording (the repro's
+   standalone script, dynscope/repro.py).  -1 (a stop, or another error). */
+static int backend_failed(Tracer *t, Plan *p)
+{
+    if (!PyErr_ExceptionMatches(backend_failed_error()))
+        return -1;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *msg = value ? PyObject_Str(value) : NULL;
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (msg == NULL || guardset_add(t->gs, GUARD_BACKEND_MATCH, -1, t->backend, 0) < 0) {
+        Py_XDECREF(msg);
+        return -1;
+    }
+    Py_XSETREF(t->failed_gm, Py_NewRef(p->gm));
+    /* msg is "backend 'name' raised ...": the format's literal part is
+       what the break registry's rule matches */
+    PyObject *tail = PyUnicode_Substring(msg, 9, PY_SSIZE_T_MAX);
+    Py_DECREF(msg);
+    if (tail == NULL)
+        return -1;
+    tracer_unsupported(t, false, "backend '%U", tail);
+    Py_DECREF(tail);
+    return -1;
+}
+
 /* Close the graph over o's output nodes, make its GraphModule (p->gm) and
    compile it with the backend (p->compiled) -- except under
    fullgraph=True at a break, which raises: its graph never runs.
@@ -429,7 +461,7 @@ static int compile_graph(Tracer *t, Outputs *o, Plan *p)
         p->compiled = backend_compile(t->backend, p->gm, t->example_inputs);
         t->backend_ns = engine_now_ns() - b0;
         if (p->compiled == NULL)
-            return -1;
+            return backend_failed(t, p);
     }
     graph_drop_examples(t->graph);
     return 0;

@@ -600,6 +600,7 @@ static void tracer_free(Tracer *t)
     tr_writes_free(t);
     Py_CLEAR(t->state_modes);
     Py_CLEAR(t->hatches);
+    Py_CLEAR(t->failed_gm);
     Py_CLEAR(t->read_by_id);
     Py_CLEAR(t->iter_objs);
     Py_CLEAR(t->graph);
@@ -733,6 +734,8 @@ static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Pla
     st = TRANSLATE_OK;
     goto out;
 stopped:
+    if (t.failed_gm != NULL)           /* the backend raised: the last attempt's graph */
+        Py_XSETREF(rq->failed_gm, Py_NewRef(t.failed_gm));
     a->stopped_in_try = t.stopped_in_try;
     a->gen_not_rebuilt = t.gen_not_rebuilt;
     if (t.reason != NULL && !PyErr_Occurred()) {

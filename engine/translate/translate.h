@@ -265,6 +265,8 @@ typedef struct Tracer {
     PyObject *used_nodes;    /* strong: set of nodes some node reads */
     uint64_t backend_ns;     /* time spent in the backend */
     uint64_t graph_ns;       /* time spent making the GraphModule */
+    PyObject *failed_gm;     /* strong or NULL: the GraphModule the backend
+                                raised on (tr_exit.c), for rq->failed_gm */
     struct Undo *undo;       /* owned: mutations of frame-made containers, so a
                                 call that breaks after mutating can be undone */
     int nundo, undo_cap;

@@ -66,6 +66,9 @@ typedef struct TranslateRequest {
     uint64_t backend_ns;
     uint64_t graph_ns, plan_ns, guard_ticks;
     int attempts;
+    PyObject *failed_gm;      /* new reference or NULL: the graph the backend
+                                 raised on (BackendCompilerFailed), for the
+                                 recording; the caller releases it */
 } TranslateRequest;
 
 /*
