@@ -17,9 +17,11 @@ Commands:
   merge OUT.db FILE...   fold several databases into one (docs/sql.md)
   diff A.db B.db         what changed from A to B (--json); exit status 1
                          when B regresses (more recompiles, breaks, graphs)
-  repro FILE --compile [FUNCTION:]ID [-o repro.py]
+  repro FILE --compile [FUNCTION:]ID [-o repro.py] [--minify]
                          a standalone script that rebuilds that compile's inputs
-                         and checks its recorded outcome happens again
+                         and checks its recorded outcome happens again; for a
+                         backend error, --minify keeps the fewest graph nodes
+                         that still make the backend fail
   whatif FILE            the recompiles a dynamic source would have removed,
                          with the call to make, from the recorded guard
                          failures (--json)
@@ -286,7 +288,8 @@ def _cmd_repro(args: argparse.Namespace) -> int:
     import sqlite3
     from dynscope import merge, repro
     try:
-        return repro.main(args.db, args.compile, args.output)
+        return repro.main(args.db, args.compile, args.output, minify=args.minify,
+                          backend=args.backend)
     except (merge.MergeError, repro.ReproError, sqlite3.Error, OSError) as exc:
         print(f"dynscope repro: {exc}", file=sys.stderr)
         return 2
@@ -731,6 +734,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile", required=True, metavar="[FUNCTION:]ID",
                    help="the compile, as 'smooth:6/1' (or '6/1' when one function has that id)")
     p.add_argument("-o", "--output", metavar="repro.py", help="write the script there (default stdout)")
+    p.add_argument("--minify", action="store_true",
+                   help="for a compile the backend failed on: run the backend now and keep the"
+                        " fewest graph nodes on which it still raises the same exception type")
+    p.add_argument("--backend", metavar="MODULE:NAME",
+                   help="where the backend is, when it is neither registered nor defined in the"
+                        " compiled function's file (MODULE:NAME or FILE.py:NAME)")
     p.set_defaults(func=_cmd_repro)
     p = sub.add_parser("whatif", help="the recompiles a dynamic source would have removed,"
                                       " from the recorded guard failures")

@@ -9,7 +9,13 @@ outcome:
 - a compile that broke: the same break reasons;
 - a recompile: the older entry's inputs first, then the new ones (its
   failing guard's observed value), and the same failing guard;
-- a compile without a break: one graph and no break.
+- a compile without a break: one graph and no break;
+- a compile the backend failed on (break type DS0033): standalone, without
+  the program -- the graph as recorded (`graphs.code`, inputs from its
+  comments), captured again and handed to the backend, which must raise
+  the same error.  With --minify the command runs that now, shrinks the
+  graph to the fewest nodes on which the backend still raises the same
+  exception type (dynscope/minify.py), and writes the small graph instead.
 
 A frame that resumes after a graph break is not a call of its own: the
 script names the function's first frame instead.  A function the script
@@ -25,6 +31,8 @@ _TENSOR = re.compile(r"^type\((?P<src>L\['(?P<name>\w+)'\])\) is (?P<type>[\w.]+
                      r"(?P<dtype>[\w.]+) and (?P=src)\.shape == \((?P<shape>[^()]*)\)")
 _CONST = re.compile(r"^L\['(?P<name>\w+)'\] == (?P<value>.+)$")
 _FAIL = re.compile(r"^(?P<expr>.+?) \(observed (?P<observed>.*)\)$")
+_BACKEND = re.compile(r"^backend '(?P<name>.*?)' (?:raised (?P<type>[\w.]+): (?P<msg>.*)|"
+                      r"(?P<returned>returned .*))$", re.S)
 
 
 class ReproError(Exception):
@@ -51,17 +59,18 @@ def _inputs(con, run_id, code_id, epoch, compile_id) -> dict:
     return args
 
 
-def script(path: str, target: str) -> str:
+def script(path: str, target: str, *, minify: bool = False, backend: str | None = None) -> str:
     """The repro script's text for target ("FUNCTION:frame/compile", or
-    "frame/compile" when one function has that id) of the recording at path."""
+    "frame/compile" when one function has that id) of the recording at path.
+    minify and backend ('MODULE:NAME') apply to a backend error."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return _script(con, path, target)
+        return _script(con, path, target, minify, backend)
     finally:
         con.close()
 
 
-def _script(con, path: str, target: str) -> str:
+def _script(con, path: str, target: str, minify: bool = False, backend: str | None = None) -> str:
     name, _, cid = target.rpartition(":")
     rows = con.execute(
         "SELECT c.compile_row, c.run_id, c.code_id, c.epoch, c.compile_id, c.frame_compile_id,"
@@ -75,6 +84,15 @@ def _script(con, path: str, target: str) -> str:
         names = sorted({r[9] for r in rows})
         raise ReproError(f"{cid} is a compile of {', '.join(names)}: say which, as FUNCTION:{cid}")
     row, run, code, epoch, cid, fcid, offset, reason, outcome, qualname, filename = rows[0]
+    failed = con.execute("SELECT g.code, s.reason FROM graphs g JOIN frame_skips s"
+                         " ON s.run_id = g.run_id AND s.code_id = g.code_id AND s.epoch = g.epoch"
+                         " AND s.resume_offset = ? AND s.break_type = 'DS0033' AND s.at >= g.at"
+                         " WHERE g.compile_row = ? ORDER BY s.at LIMIT 1", (offset, row)).fetchone()
+    if outcome == "skipped" and failed is not None:
+        return _backend_script(path, cid, qualname, filename, failed[0], failed[1], minify, backend)
+    if minify:
+        raise ReproError(f"--minify shrinks a graph a backend failed on; [{cid}] of {qualname}"
+                         f" is not one ({outcome or 'no outcome'})")
     if offset:
         raise ReproError(f"[{cid}] of {qualname} resumes after a graph break (offset {offset}):"
                          f" it is not a call of its own; repro the function's first frame")
@@ -140,13 +158,119 @@ def _script(con, path: str, target: str) -> str:
     return "\n".join(lines)
 
 
-def main(path: str, target: str, out: str | None) -> int:
+def _backend_script(path, cid, qualname, filename, code, reason, minify, backend_spec) -> str:
+    """The standalone script for a graph the backend failed on."""
+    from dynscope import minify as mf
+    m = _BACKEND.match(reason or "")
+    if m is None:
+        raise ReproError(f"[{cid}] of {qualname}: the recorded reason does not name a backend: {reason}")
+    graph = mf.Graph(code)
+    if not graph.nodes:
+        raise ReproError(f"[{cid}] of {qualname}: the recording holds no graph code"
+                         " (recorded with graph code off, or redacted)")
+    want_type = m["type"].rsplit(".", 1)[-1] if m["type"] else "TypeError"
+    want_msg = m["msg"] if m["type"] else m["returned"]
+    src, params = graph.source()
+    descs = dict(graph.inputs)
+    note = f"{len(graph.nodes)} nodes, as recorded"
+    if minify:
+        src, descs, note = _minified(graph, m["name"], filename, backend_spec, want_type)
+        params = list(descs)
+    try:
+        inputs = [mf.input_expr(descs.get(p, "?")) for p in params]
+    except ValueError as exc:
+        raise ReproError(f"[{cid}] of {qualname}: {exc}") from None
+    lines = [
+        f'"""dynscope repro of {qualname} [{cid}], from {path}: the backend failed.',
+        "", f"  {reason}", "",
+        f"forward() is the graph it failed on ({note}).  This script captures it with",
+        "dynscope, hands it to the backend, and checks that the backend fails the same way.",
+        "Inputs are rebuilt from their recorded types, dtypes and shapes (values from a",
+        "fixed seed: they were not recorded).  python THIS.py [MODULE:NAME] names the",
+        'backend when it is neither registered nor defined in FILE."""',
+        "import builtins", "import math", "import operator", "import sys", "", "import numpy",
+        "try:", "    import torch", "except ImportError:", "    torch = None", "",
+        "import dynscope", "from dynscope import minify", "",
+        "_rng = numpy.random.default_rng(0)",
+        "_gen = torch.Generator().manual_seed(0) if torch is not None else None", "",
+        f"BACKEND = {m['name']!r}",
+        f"FILE = {filename!r}      # the compiled function's file: the backend is looked for there",
+        f"WANT = ({want_type!r}, {want_msg!r})", "", "",
+    ]
+    for mod in graph.modules():
+        if mod not in ("builtins", "math", "operator", "numpy", "torch") and mod not in params:
+            lines.insert(lines.index("import dynscope"), f"import {mod}")
+    lines += [src.rstrip(), "", "",
+              "inputs = [" + ", ".join(inputs) + "]",
+              "try:",
+              "    backend = minify.find_backend(BACKEND, FILE, sys.argv[1] if len(sys.argv) > 1 else None)",
+              "except LookupError as exc:",
+              "    sys.exit(f'repro: {exc}')",
+              "exc = minify.backend_error(backend, forward, inputs)",
+              "assert exc is not None, 'the backend compiled the graph: the recorded error did not happen'",
+              "got = (type(exc).__name__, str(exc))",
+              "assert got[0] == WANT[0], (got, WANT)",
+              ("assert got[1] == WANT[1] or WANT[0] == 'TypeError', (got, WANT)" if not minify else
+               "# a smaller graph may word it otherwise (node names): the type is what must match"),
+              "print(f'repro: backend {BACKEND} raised {got[0]}: {got[1]} again"
+              f" ({qualname} [{cid}])')", ""]
+    return "\n".join(lines)
+
+
+def _minified(graph, name, filename, backend_spec, want_type):
+    """(forward's source, {param: description}, a note) of the smallest
+    failing graph, found by running the backend now."""
+    from dynscope import minify as mf
+    import numpy
+    try:
+        backend = mf.find_backend(name, filename, backend_spec)
+    except LookupError as exc:
+        raise ReproError(str(exc)) from None
+    except Exception as exc:
+        raise ReproError(f"cannot load the backend: {type(exc).__name__}: {exc}") from None
+    namespace = {"numpy": numpy, "math": __import__("math"), "operator": __import__("operator"),
+                 "builtins": __import__("builtins")}
+    for mod in graph.modules():
+        if mod not in namespace:
+            try:
+                namespace[mod] = __import__(mod)
+            except ImportError:
+                pass
+    rng = numpy.random.default_rng(0)
+    gen = None
+    if "torch" in namespace:
+        gen = namespace["torch"].Generator().manual_seed(0)
+    env = dict(namespace, _rng=rng, _gen=gen)
+    try:
+        inputs = {n: eval(mf.input_expr(d), env) for n, d in graph.inputs}
+    except ValueError as exc:
+        raise ReproError(str(exc)) from None
+
+    def same(exc) -> bool:
+        return type(exc).__name__ == want_type
+    full, _ = graph.source()
+    first = mf.backend_error(backend, mf.function(full, namespace), [inputs[n] for n, _ in graph.inputs])
+    if first is None or not same(first):
+        raise ReproError(f"the backend does not fail on the recorded graph now"
+                         f" ({'it compiles' if first is None else type(first).__name__}):"
+                         " nothing to minify")
+    keep, values = mf.minify(graph, inputs, backend, namespace, same)
+    src, params = graph.source(keep)
+    descs = {p: mf.describe(values[p]) for p in params}
+    return src, descs, f"minified from {len(graph.nodes)} nodes to {len(keep)}"
+
+
+def main(path: str, target: str, out: str | None, *, minify: bool = False,
+         backend: str | None = None) -> int:
     from dynscope import merge, outfile
     merge.open_source(path).close()      # MergeError for what is not a readable recording
-    text = script(path, target)
+    text = script(path, target, minify=minify, backend=backend)
     if out in (None, "-"):
         print(text, end="")
     else:
         outfile.write_text(out, text)
-        print(f"dynscope repro: wrote {out} (python {out} reruns it)")
+        what = re.search(r"^forward\(\) is the graph it failed on \(([^)]*)\)", text, re.M)
+        what = what and what.group(1)
+        print(f"dynscope repro: wrote {out}" + (f": the graph the backend failed on, {what}"
+                                                 if what else "") + f" (python {out} reruns it)")
     return 0

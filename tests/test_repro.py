@@ -84,3 +84,102 @@ def test_what_it_cannot_do_is_one_line(recorded):
     assert p.returncode == 2 and "resumes after a graph break" in p.stderr and "Traceback" not in p.stderr
     p = cmd("-m", "dynscope", "repro", str(db), "--compile", "nope:0/0")
     assert p.returncode == 2 and p.stderr.strip() == f"dynscope repro: {db} has no compile nope:0/0"
+
+
+BACKEND_PROGRAM = textwrap.dedent('''\
+    import numpy as np
+    import dynscope
+
+    calls = []
+
+
+    def picky(gm, example_inputs):
+        """Fails on a graph that holds both a sine and a product, and counts its calls."""
+        calls.append(len(list(gm.graph.nodes)))
+        names = {getattr(n.target, "__name__", "") for n in gm.graph.nodes if n.op == "call_function"}
+        if {"sin", "mul"} <= names:
+            raise NotImplementedError("picky cannot fuse sin with mul")
+        return gm.forward
+
+
+    def f(x, y):
+        a = x + y
+        b = np.cos(a) - 1.0
+        c = np.sin(b) * y
+        d = np.exp(a) / 2.0
+        return c + d
+
+
+    if __name__ == "__main__":
+        g = dynscope.optimize(picky)(f)
+        for _ in range(3):
+            out = g(np.ones((3, 2)), np.full((3, 2), 2.0))
+        assert np.allclose(out, f(np.ones((3, 2)), np.full((3, 2), 2.0)))   # eager's answer
+        print("backend calls", len(calls))
+''')
+
+
+@pytest.fixture
+def backend_failed(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(BACKEND_PROGRAM)
+    db = tmp_path / "run.db"
+    p = cmd("-m", "dynscope", "run", "--db", str(db), str(prog))
+    assert p.returncode == 0, p.stderr
+    assert "backend calls 1" in p.stdout, p.stdout    # the same inputs do not call it again
+    return prog, db
+
+
+def test_a_backend_error_is_a_skip_naming_the_backend_with_the_graph_it_failed_on(backend_failed):
+    import sqlite3
+    _prog, db = backend_failed
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT reason, break_type FROM frame_skips").fetchall() == [
+        ("backend 'picky' raised NotImplementedError: picky cannot fuse sin with mul", "DS0033")]
+    (code, ops), = con.execute("SELECT g.code, g.ops FROM graphs g JOIN compiles c USING (compile_row)"
+                               " WHERE c.outcome = 'skipped'").fetchall()
+    assert ops.split(",") == ["add", "cos", "sub", "sin", "mul", "exp", "truediv", "add_1"]
+    assert "# input l_x_: ndarray float64 (3, 2)" in code and "# input l_y_: ndarray float64 (3, 2)" in code
+
+
+def test_a_backend_error_happens_again_standalone_and_minified(backend_failed, tmp_path):
+    prog, db = backend_failed
+    full, small = tmp_path / "full.py", tmp_path / "small.py"
+    p = cmd("-m", "dynscope", "repro", str(db), "--compile", "f:0/0", "-o", str(full))
+    assert p.returncode == 0 and "8 nodes, as recorded" in p.stdout, p.stdout + p.stderr
+    p = cmd("-m", "dynscope", "repro", str(db), "--compile", "f:0/0", "--minify", "-o", str(small))
+    assert p.returncode == 0 and "minified from 8 nodes to 2" in p.stdout, p.stdout + p.stderr
+    text = small.read_text()
+    body = text[text.index("def forward("):text.index("inputs = [")]
+    assert "numpy.sin(" in body and "operator.mul(" in body and "numpy.cos(" not in body, body
+    for script in (full, small):
+        os.rename(prog, tmp_path / "gone.py")            # standalone: the program is not needed ...
+        (tmp_path / "gone.py").rename(prog)              # ... but the backend is looked for in it
+        r = cmd(str(script), cwd=str(tmp_path))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "repro: backend picky raised NotImplementedError: picky cannot fuse sin with mul again" \
+            in r.stdout
+    # the check can fail: a backend that compiles the graph is not the recorded error
+    (tmp_path / "fixed.py").write_text("def ok(gm, example_inputs):\n    return gm.forward\n")
+    r = cmd(str(small), f"{tmp_path / 'fixed.py'}:ok", cwd=str(tmp_path))
+    assert r.returncode != 0 and "the recorded error did not happen" in r.stderr, r.stderr
+
+
+def test_a_backend_the_script_cannot_find_is_said_in_one_line(backend_failed, tmp_path):
+    prog, db = backend_failed
+    out = tmp_path / "r.py"
+    assert cmd("-m", "dynscope", "repro", str(db), "--compile", "f:0/0", "-o", str(out)).returncode == 0
+    prog.write_text("# the program no longer defines its backend\n")
+    r = cmd(str(out))
+    assert r.returncode == 1 and r.stderr.strip().startswith("repro: backend 'picky' is neither"), r.stderr
+    p = cmd("-m", "dynscope", "repro", str(db), "--compile", "f:0/0", "--minify")
+    assert p.returncode != 0 and "--backend MODULE:NAME" in p.stderr, p.stderr
+    p = cmd("-m", "dynscope", "repro", str(db), "--compile", "f:0/0", "--minify",
+            "--backend", "operator:add")
+    assert p.returncode != 0 and "does not fail on the recorded graph now" in p.stderr, p.stderr
+
+
+def test_minify_is_refused_for_a_compile_that_is_no_backend_error(recorded):
+    _prog, db = recorded
+    p = cmd("-m", "dynscope", "repro", str(db), "--compile", "smooth:0/0", "--minify")
+    assert p.returncode != 0 and "--minify shrinks a graph a backend failed on" in p.stderr
