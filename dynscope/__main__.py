@@ -390,7 +390,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             return _format_table(header, rows) if rows else "  (none)"
         print()
         print("Top recompiling functions (last failing guard)")
-        rows = con.execute("SELECT run_id, name, readable_path(filename) || ':' || firstlineno, recompiles,"
+        rows = con.execute("SELECT run_id, function_name(run_id, code_id, name), readable_path(filename) || ':' || firstlineno, recompiles,"
                            " last_failure FROM code_summary WHERE recompiles > 0"
                            " ORDER BY recompiles DESC, run_id, code_id LIMIT ?",
                            (args.limit,)).fetchall()
@@ -399,7 +399,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             print()
             print("Recompiles: the nearest older entry and the guards of it that failed")
             rows = con.execute(
-                "SELECT d.run_id, co.name, d.compile_id, d.entry_compile_id, d.failing,"
+                "SELECT d.run_id, function_name(co.run_id, co.code_id, co.name, d.compile_row), d.compile_id, d.entry_compile_id, d.failing,"
                 " d.expr || ' (observed ' || coalesce(d.observed, '?') || ')',"
                 " coalesce(readable_path(d.filename) || ':' || d.lineno, 'engine'),"
                 " printf('%.1f', d.capture_ns / 1e6)"
@@ -409,8 +409,8 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
                          "guard made at", "capture ms"], rows))
         print()
         print("Automatic dynamic (a recompile on a number's value or a size)")
-        rows = con.execute("SELECT run_id, name, readable_path(filename) || ':' || firstlineno, compile_id, reason"
-                           " FROM recompiles WHERE reason LIKE '%is now dynamic%'"
+        rows = con.execute("SELECT run_id, function_name(run_id, code_id, name, compile_row),"
+                           " readable_path(filename) || ':' || firstlineno, compile_id, reason FROM recompiles WHERE reason LIKE '%is now dynamic%'"
                            " OR reason LIKE '%stays static (the code needs%'"
                            " ORDER BY started_at LIMIT ?", (args.limit,)).fetchall()
         print(table(["function", "where", "compile", "recompile reason"], rows))
@@ -450,7 +450,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
             _report_call_paths(con)
             _report_hatches(con, table, args.limit)
         print("Cache-limit hits")
-        rows = con.execute("SELECT run_id, name, readable_path(filename) || ':' || firstlineno, reason"
+        rows = con.execute("SELECT run_id, function_name(run_id, code_id, name), readable_path(filename) || ':' || firstlineno, reason"
                            " FROM cache_limit_hits ORDER BY at").fetchall()
         print(table(["function", "where", "last failing guard"], rows))
         if labels:
@@ -472,7 +472,7 @@ def _report_compile_time(con, table, limit: int) -> None:
     print("Where compile time goes (ms; the phases add up to the total, events are outside it)")
     ms = ", ".join(f"printf('%.2f', c.{p} / 1e6)" for p in COMPILE_PHASES)
     rows = con.execute(
-        f"SELECT c.run_id, co.name, '[' || c.compile_id || ']', printf('%.2f', c.duration_ns / 1e6),"
+        f"SELECT c.run_id, function_name(co.run_id, co.code_id, co.name, c.compile_row), '[' || c.compile_id || ']', printf('%.2f', c.duration_ns / 1e6),"
         f" {ms}, printf('%.2f', c.events_ns / 1e6), c.attempts"
         " FROM compiles c JOIN code_objects co USING (run_id, code_id)"
         " WHERE c.attempts IS NOT NULL ORDER BY c.duration_ns DESC LIMIT ?", (limit,)).fetchall()
@@ -513,17 +513,18 @@ def _report_hatches(con, table, limit: int) -> None:
     print("Escape hatches: what a mark kept in a graph or out of capture")
     kept_in = []
     for run_id, name, where, cid, hatches in con.execute(
-            "SELECT c.run_id, co.name, readable_path(co.filename) || ':' || co.firstlineno, c.compile_id,"
+            "SELECT c.run_id, function_name(co.run_id, co.code_id, co.name, c.compile_row),"
+            " readable_path(co.filename) || ':' || co.firstlineno, c.compile_id,"
             " c.hatches FROM compiles c JOIN code_objects co USING (run_id, code_id)"
             " WHERE c.hatches IS NOT NULL ORDER BY c.compile_row LIMIT ?", (limit,)):
         kept_in += [(run_id, name, where, f"[{cid}]", "in", h) for h in hatches.splitlines()]
     kept_out = con.execute(
         "SELECT run_id, name, site, '', 'out', reason || ' (' || count(*) || 'x)' FROM ("
-        "  SELECT b.run_id, co.name, readable_path(b.filename) || ':' || b.lineno AS site, b.reason"
+        "  SELECT b.run_id, function_name(co.run_id, co.code_id, co.name) AS name, readable_path(b.filename) || ':' || b.lineno AS site, b.reason"
         "  FROM graph_breaks b JOIN code_objects co USING (run_id, code_id)"
         "  WHERE b.break_type = 'DS0032'"
         "  UNION ALL"
-        "  SELECT s.run_id, co.name, readable_path(co.filename) || ':' || co.firstlineno, s.reason"
+        "  SELECT s.run_id, function_name(co.run_id, co.code_id, co.name), readable_path(co.filename) || ':' || co.firstlineno, s.reason"
         "  FROM frame_skips s JOIN code_objects co USING (run_id, code_id)"
         "  WHERE s.break_type = 'DS0032')"
         " GROUP BY run_id, name, site, reason ORDER BY count(*) DESC LIMIT ?", (limit,)).fetchall()

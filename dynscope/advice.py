@@ -75,11 +75,12 @@ def recompile_advice(con, min_count: int = 3) -> list:
     """Rows (run_id, function, where, source, recompiles, advice), the
     sources most recompiled on first."""
     from dynscope import places
-    places.install(con)                  # readable_path() (a connection of the caller's)
+    places.install(con)                  # readable_path(), function_name() (a connection of the caller's)
     kept: dict = {}
     counts: dict = {}
     for run, code, name, where, reason in con.execute(
-            "SELECT run_id, code_id, name, readable_path(filename) || ':' || firstlineno, reason"
+            "SELECT run_id, code_id, function_name(run_id, code_id, name),"
+            " readable_path(filename) || ':' || firstlineno, reason"
             " FROM recompiles WHERE reason IS NOT NULL ORDER BY started_at"):
         for part in reason.split("; ")[1:]:
             m = _KEPT.match(part)

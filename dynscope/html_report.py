@@ -92,6 +92,10 @@ class _Data:
         self.runs = _rows(con, "SELECT * FROM run_summary ORDER BY run_id")
         self.code = {(r["run_id"], r["code_id"]): r
                      for r in _rows(con, "SELECT * FROM code_summary")}
+        from dynscope import places
+        for key, name in places.wrapper_names(con)[0].items():    # a decorator's wrapper
+            if key in self.code:                                   # by what it wraps
+                self.code[key] = dict(self.code[key], qualname=self.code[key]["name"], name=name)
         self.compiles = _rows(con, "SELECT * FROM compiles ORDER BY compile_row")
         self.by_row = {c["compile_row"]: c for c in self.compiles}
         self.frames = _rows(con, "SELECT * FROM frames ORDER BY run_id, code_id, epoch, frame_id")

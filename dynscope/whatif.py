@@ -81,10 +81,11 @@ def analyse(con: sqlite3.Connection) -> list:
     recompiles_on_it, can_be_dynamic, removes, compiles_after, call,
     values_seen, text}, most removed first."""
     from dynscope import places
-    places.install(con)                  # readable_path() (a connection of the caller's)
+    places.install(con)                  # readable_path(), function_name() (a connection of the caller's)
     frames = {}
     for run, code, name, where, frame, offset, n, recompile_ns in con.execute(
-            "SELECT c.run_id, c.code_id, co.name, readable_path(co.filename) || ':' || co.firstlineno, c.frame_id,"
+            "SELECT c.run_id, c.code_id, function_name(co.run_id, co.code_id, co.name),"
+            " readable_path(co.filename) || ':' || co.firstlineno, c.frame_id,"
             " max(c.resume_offset), count(*),"
             " sum(CASE WHEN c.frame_compile_id > 0 THEN coalesce(c.duration_ns, 0) ELSE 0 END)"
             " FROM compiles c JOIN code_objects co"

@@ -158,6 +158,15 @@ static PyObject *ev_get(PyObject *ev, const char *key)
     return v ? v : Py_None;
 }
 
+/* The function an event names, as users read it: a decorator's wrapper
+   by what it wraps ("shown_as", events.h events_wrapper_name), else its
+   qualified name.  Borrowed. */
+static PyObject *ev_name(PyObject *ev)
+{
+    PyObject *v = PyDict_GetItemString(ev, "shown_as");
+    return v ? v : ev_get(ev, "name");
+}
+
 static bool ev_is(PyObject *ev, const char *name)
 {
     PyObject *e = PyDict_GetItemString(ev, "event");
@@ -242,7 +251,7 @@ static PyObject *graph_ops(PyObject *gm)
 
 static PyObject *entry_label(CacheEntry *e)
 {
-    PyObject *name = e->code_name ? e->code_name : Py_None;
+    PyObject *name = e->shown_as ? e->shown_as : e->code_name ? e->code_name : Py_None;
     if (e->resume_offset == 0)
         return PyUnicode_FromFormat("%S [%d/%d]", name, e->frame_id, e->frame_compile_id);
     return PyUnicode_FromFormat("%S [%d/%d], resuming at line %d", name, e->frame_id,
@@ -264,7 +273,7 @@ static PyObject *make_recompile(PyObject *ev)
     if (ms < 0)
         ms = 0.0;
     PyErr_Clear();
-    PyStructSequence_SET_ITEM(r, 0, Py_NewRef(ev_get(ev, "name")));
+    PyStructSequence_SET_ITEM(r, 0, Py_NewRef(ev_name(ev)));
     PyStructSequence_SET_ITEM(r, 1, Py_NewRef(ev_get(ev, "compile_id")));
     PyStructSequence_SET_ITEM(r, 2, Py_NewRef(ev_get(ev, "reason")));
     PyStructSequence_SET_ITEM(r, 3, Py_NewRef(has ? ev_get(nearest, "entry") : Py_None));
@@ -354,7 +363,7 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
             PyStructSequence_SET_ITEM(br, 1, Py_NewRef(ev_get(ev, "kind")));
             PyStructSequence_SET_ITEM(br, 2, stack);
             PyStructSequence_SET_ITEM(br, 3, Py_NewRef(ev_get(ev, "compile_id")));
-            PyStructSequence_SET_ITEM(br, 4, Py_NewRef(ev_get(ev, "name")));
+            PyStructSequence_SET_ITEM(br, 4, Py_NewRef(ev_name(ev)));
             PyStructSequence_SET_ITEM(br, 5, Py_NewRef(ev_get(ev, "break_type")));
             PyStructSequence_SET_ITEM(br, 6, Py_NewRef(ev_get(ev, "break_class")));
             Py_ssize_t depth = PyList_GET_SIZE(stack);
@@ -374,7 +383,7 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
                 ns = 0;
             }
             PyStructSequence_SET_ITEM(ct, 0, Py_NewRef(ev_get(ev, "compile_id")));
-            PyStructSequence_SET_ITEM(ct, 1, Py_NewRef(ev_get(ev, "name")));
+            PyStructSequence_SET_ITEM(ct, 1, Py_NewRef(ev_name(ev)));
             PyStructSequence_SET_ITEM(ct, 2, PyFloat_FromDouble(ns / 1e6));
             PyStructSequence_SET_ITEM(ct, 3, Py_NewRef(ev_get(ev, "outcome")));
             set_phases(ct, ev_get(ev, "phases"));
@@ -384,13 +393,13 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
         else if (ev_is(ev, "frame_skip")) {
             PyObject *where = PyUnicode_FromFormat("%S:%S", ev_get(ev, "filename"),
                                                    ev_get(ev, "firstlineno"));
-            PyObject *t = where ? PyTuple_Pack(3, ev_get(ev, "name"), where, ev_get(ev, "reason")) : NULL;
+            PyObject *t = where ? PyTuple_Pack(3, ev_name(ev), where, ev_get(ev, "reason")) : NULL;
             Py_XDECREF(where);
             PyObject *frame = PyStructSequence_New(StackFrameType);   /* the frame's first line */
             if (frame != NULL) {
                 PyStructSequence_SET_ITEM(frame, 0, Py_NewRef(ev_get(ev, "filename")));
                 PyStructSequence_SET_ITEM(frame, 1, Py_NewRef(ev_get(ev, "firstlineno")));
-                PyStructSequence_SET_ITEM(frame, 2, Py_NewRef(ev_get(ev, "name")));
+                PyStructSequence_SET_ITEM(frame, 2, Py_NewRef(ev_name(ev)));
                 PyStructSequence_SET_ITEM(frame, 3, PyUnicode_FromString(""));
             }
             PyObject *item = frame ? PyTuple_Pack(4, ev_get(ev, "break_type"),
@@ -405,7 +414,7 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
                 goto fail;
         }
         else if (ev_is(ev, "cache_limit")) {
-            PyObject *t = PyTuple_Pack(2, ev_get(ev, "name"), ev_get(ev, "last_failure"));
+            PyObject *t = PyTuple_Pack(2, ev_name(ev), ev_get(ev, "last_failure"));
             if (append_steal(o->cache_limits, t) < 0)
                 goto fail;
         }
@@ -571,19 +580,39 @@ static int whatif_section(ExplainOutput *o, PyObject *out)
     return rc;
 }
 
-/* The compile-time section: each compile's time by phase, in ms. */
+/* A compile's label in the compile-time section, "name [id]" (new str or
+   NULL). */
+static PyObject *compile_label(PyObject *ct)
+{
+    PyObject *name = PyStructSequence_GET_ITEM(ct, 1), *cid = PyStructSequence_GET_ITEM(ct, 0);
+    return PyUnicode_FromFormat("%S [%S]", PyUnicode_Check(name) ? name : Py_None,
+                                PyUnicode_Check(cid) ? cid : Py_None);
+}
+
+/* The compile-time section: each compile's time by phase, in ms.  The
+   first column is as wide as its longest label, in characters (a
+   decorator's wrapper is named "decorator(wrapper) \u2192 what it wraps"). */
 static int compile_times_section(ExplainOutput *o, PyObject *out)
 {
     Py_ssize_t n = PyList_GET_SIZE(o->compile_times);
-    char line[256];
-    PyOS_snprintf(line, sizeof line, "  %-28s %8s %8s %8s %8s %8s %8s %8s %8s", "compile", "total",
-                  "trace", "guards", "graph", "backend", "plan", "events", "attempts");
+    Py_ssize_t width = 28;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *label = compile_label(PyList_GET_ITEM(o->compile_times, i));
+        if (label == NULL)
+            return -1;
+        if (PyUnicode_GET_LENGTH(label) > width)
+            width = PyUnicode_GET_LENGTH(label) < 120 ? PyUnicode_GET_LENGTH(label) : 120;
+        Py_DECREF(label);
+    }
+    char line[512];
+    PyOS_snprintf(line, sizeof line, "  %-*s %8s %8s %8s %8s %8s %8s %8s %8s", (int)width, "compile",
+                  "total", "trace", "guards", "graph", "backend", "plan", "events", "attempts");
     if (n > 0 && (explain_line(out, "\nCompile time by phase (ms; events are outside the total)") < 0
                   || explain_line(out, "%s", line) < 0))
         return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *ct = PyList_GET_ITEM(o->compile_times, i);
-        char cells[7][16], label[128];
+        char cells[7][16];
         for (int k = 0; k < 7; k++) {
             PyObject *v = PyStructSequence_GET_ITEM(ct, k == 0 ? 2 : 3 + k);
             if (v == Py_None)
@@ -593,11 +622,17 @@ static int compile_times_section(ExplainOutput *o, PyObject *out)
         }
         PyObject *attempts = PyStructSequence_GET_ITEM(ct, 10);
         long nattempts = PyLong_Check(attempts) ? PyLong_AsLong(attempts) : -1;
-        PyObject *name = PyStructSequence_GET_ITEM(ct, 1), *cid = PyStructSequence_GET_ITEM(ct, 0);
-        PyOS_snprintf(label, sizeof label, "%s [%s]", PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "?",
-                      PyUnicode_Check(cid) ? PyUnicode_AsUTF8(cid) : "?");
-        PyOS_snprintf(line, sizeof line, "  %-28s %8s %8s %8s %8s %8s %8s %8s %8ld", label, cells[0],
-                      cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], nattempts);
+        PyObject *label = compile_label(ct);
+        Py_ssize_t pad = label ? width - PyUnicode_GET_LENGTH(label) : 0;
+        const char *text = label ? PyUnicode_AsUTF8(label) : NULL;
+        if (text == NULL) {
+            Py_XDECREF(label);
+            return -1;
+        }
+        PyOS_snprintf(line, sizeof line, "  %s%*s %8s %8s %8s %8s %8s %8s %8s %8ld", text,
+                      (int)(pad > 0 ? pad : 0), "", cells[0], cells[1], cells[2], cells[3],
+                      cells[4], cells[5], cells[6], nattempts);
+        Py_DECREF(label);
         if (explain_line(out, "%s", line) < 0)
             return -1;
     }

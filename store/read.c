@@ -74,10 +74,36 @@ enum {
     Q_RECOMPILE_LOG_V3,
     Q_SUMMARY,
     Q_CODE_SUMMARY,
+    Q_CODE_SUMMARY_V4,           /* _V4: before compiles.call_path (STORE_HATCHES_VERSION) */
+    Q_CODES_NEW_V4,
     Q__COUNT
 };
 
 #define NEW_ROWS "+run_id = ?2", "(?2 IS NULL OR 1)"
+
+/* A code object's name as users read it (v5): for a decorator's wrapper,
+   what it wraps, from the last frame of its compiles' call paths
+   ("can_return_tuple(wrapper) \u2192 LlamaModel.forward", the engine's
+   naming: engine/capture/events.c frame_name), the first one and "+N" for
+   the N others; else its qualified name.  `t` names the row's table, whose
+   run_id, code_id and name it reads.  dynscope/places.py names them so in
+   the report. */
+#define WRAPPED_LAST "json_extract(w.call_path, '$[#-1][2]')"
+#define WRAPPED_ROWS(t) \
+    " FROM compiles AS w WHERE w.run_id = " t ".run_id AND w.code_id = " t ".code_id" \
+    " AND instr(w.call_path, '\\u2192') > 0"
+#define DISPLAY_NAME(t) \
+    "coalesce((SELECT " WRAPPED_LAST WRAPPED_ROWS(t) " ORDER BY w.compile_row LIMIT 1)" \
+    " || (SELECT CASE WHEN count(DISTINCT " WRAPPED_LAST ") > 1" \
+    "     THEN ' +' || (count(DISTINCT " WRAPPED_LAST ") - 1) ELSE '' END" WRAPPED_ROWS(t) ")," \
+    " " t ".name)"
+#define CODES_NEW(name) \
+    "SELECT rowid, run_id, code_id, filename, " name ", firstlineno" \
+    " FROM code_objects AS co WHERE rowid > ?1 AND %s ORDER BY rowid"
+#define CODE_SUMMARY(name) \
+    "SELECT run_id, code_id, filename, " name ", firstlineno, compiles, recompiles," \
+    " graph_breaks, guard_failures, cache_entries, hits, last_failure" \
+    " FROM code_summary AS cs%s ORDER BY compiles DESC, hits DESC, run_id, code_id"
 
 /* Graph breaks by site, with the registry's type and class (v4) as the
    parameters: '' before.  A site's type follows from its reason and its
@@ -174,8 +200,8 @@ static const struct {
     [Q_MARK + STORE_GUARD_FAILURES] = {"SELECT coalesce(max(failure_id), 0) FROM guard_failures"},
     [Q_MARK + STORE_CACHE_ENTRIES] = {"SELECT coalesce(max(rowid), 0) FROM cache_entries"},
     [Q_MARK + STORE_ENTRY_STATS] = {"SELECT coalesce(max(rowid), 0) FROM entry_stats"},
-    [Q_CODES_NEW] = {"SELECT rowid, run_id, code_id, filename, name, firstlineno"
-                     " FROM code_objects WHERE rowid > ?1 AND %s ORDER BY rowid", NEW_ROWS},
+    [Q_CODES_NEW] = {CODES_NEW(DISPLAY_NAME("co")), NEW_ROWS},
+    [Q_CODES_NEW_V4] = {CODES_NEW("name"), NEW_ROWS},
     [Q_COMPILES_NEW] = {"SELECT compile_row, run_id, code_id, frame_compile_id, started_at,"
                         " duration_ns, ended_at, graphs FROM compiles"
                         " WHERE compile_row > ?1 AND %s ORDER BY compile_row", NEW_ROWS},
@@ -288,11 +314,8 @@ static const struct {
         "SELECT count(*), coalesce(max(run_id), 0), total(dropped_events), total(code_objects),"
         " total(compiles), total(recompiles), total(guard_failures), total(graph_breaks),"
         " total(cache_entries), total(hits) FROM run_summary%s", " WHERE run_id = ?1", ""},
-    [Q_CODE_SUMMARY] = {
-        "SELECT run_id, code_id, filename, name, firstlineno, compiles, recompiles,"
-        " graph_breaks, guard_failures, cache_entries, hits, last_failure"
-        " FROM code_summary%s ORDER BY compiles DESC, hits DESC, run_id, code_id",
-        " WHERE run_id = ?1", ""},
+    [Q_CODE_SUMMARY] = {CODE_SUMMARY(DISPLAY_NAME("cs")), " WHERE run_id = ?1", ""},
+    [Q_CODE_SUMMARY_V4] = {CODE_SUMMARY("name"), " WHERE run_id = ?1", ""},
 };
 
 struct StoreReader {
@@ -599,7 +622,8 @@ int store_read_code_objects(StoreReader *r, long long run_id, StoreCodeRow **row
         *errmsg = NULL;
     *rows = NULL;
     *nrows = 0;
-    sqlite3_stmt *st = query(r, Q_CODE_SUMMARY, run_id);
+    sqlite3_stmt *st = query(r, r->version >= STORE_HATCHES_VERSION ? Q_CODE_SUMMARY
+                                                                     : Q_CODE_SUMMARY_V4, run_id);
     if (st == NULL)
         goto out_error;
     bind(st, 1, run_id);
@@ -670,7 +694,8 @@ static sqlite3_stmt *new_rows(StoreReader *r, int q, long long run_id, long long
 int store_read_new_code_objects(StoreReader *r, long long run_id, long long since,
                                 void (*fn)(void *ctx, const StoreCodeObjectRow *row), void *ctx)
 {
-    sqlite3_stmt *st = new_rows(r, Q_CODES_NEW, run_id, since);
+    sqlite3_stmt *st = new_rows(r, r->version >= STORE_HATCHES_VERSION ? Q_CODES_NEW : Q_CODES_NEW_V4,
+                                run_id, since);
     int rc;
     if (st == NULL)
         return -1;

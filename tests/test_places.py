@@ -93,3 +93,85 @@ def test_explain_shows_the_package(installed):
                          env=env).stdout
     assert re.search(r"^\s+fakepkg/model\.py:8 in step$", out, re.M), out
     assert str(site) not in out.split("Graph breaks, each")[1].split("\n\n")[0]
+
+
+DECORATED = textwrap.dedent('''\
+    import functools
+    import numpy as np
+    import dynscope
+
+
+    def can_return_tuple(func):
+        @functools.wraps(func)
+        def wrapper(self, x):
+            return func(self, x)
+        return wrapper
+
+
+    class Model:
+        @can_return_tuple
+        def forward(self, x):
+            return np.sin(x) * 2
+
+
+    class Other:
+        @can_return_tuple
+        def forward(self, x):
+            return np.cos(x) + 1
+
+
+    def run(m, x):
+        return m.forward(x)
+
+
+    if __name__ == "__main__":
+        f = dynscope.optimize("eager")(run)
+        for m in (Model(), Other()):
+            f(m, np.ones(3))
+            dynscope.optimize("eager")(m.forward)(np.ones(3))   # the wrapper as a frame of its own
+''')
+
+
+@pytest.fixture(scope="module")
+def decorated(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("decorated")
+    (tmp / "prog.py").write_text(DECORATED)
+    db = tmp / "run.db"
+    subprocess.run([sys.executable, "-m", "dynscope", "run", "--db", str(db), "prog.py"], cwd=tmp,
+                   check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    return tmp, db
+
+
+def test_a_decorators_wrapper_is_named_by_what_it_wraps_in_sql_and_the_report(decorated):
+    _, db = decorated
+    con = sqlite3.connect(db)
+    wrapper = [(name, json_last) for name, json_last in con.execute(
+        "SELECT co.name, json_extract(c.call_path, '$[#-1][2]') FROM compiles c"
+        " JOIN code_objects co USING (run_id, code_id) WHERE co.name LIKE '%wrapper'"
+        " ORDER BY c.compile_row")]
+    assert wrapper == [("can_return_tuple.<locals>.wrapper", "can_return_tuple(wrapper) → Model.forward"),
+                       ("can_return_tuple.<locals>.wrapper", "can_return_tuple(wrapper) → Other.forward")]
+    out = subprocess.run([sys.executable, "-m", "dynscope", "report", str(db)], check=True,
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
+    # per function: every function the code ran as; per compile: the one it ran as
+    assert re.search(r"^can_return_tuple\(wrapper\) → Model\.forward, Other\.forward\s+prog\.py:7\s+1\s",
+                     out, re.M), out
+    assert re.search(r"^can_return_tuple\(wrapper\) → Other\.forward\s+\[\d/1\]", out, re.M), out
+    assert "· can_return_tuple(wrapper) → Model.forward (prog.py:7)" in out        # the stack trie
+    assert "can_return_tuple.<locals>.wrapper" not in out.split("Recompiles: the nearest")[0]
+
+
+@pytest.mark.skipif(not os.access(DYNTOP, os.X_OK), reason="build/dyntop is not built (make)")
+def test_dyntop_names_a_decorators_wrapper_by_what_it_wraps(decorated):
+    _, db = decorated
+    out = _programs.run([DYNTOP, "-b", str(db)], check=True, capture_output=True, text=True).stdout
+    assert "can_return_tuple(wrapper) → Model.forward +1" in out, out
+
+
+def test_explain_names_a_decorators_wrapper_by_what_it_wraps(decorated):
+    tmp, _ = decorated
+    code = ("import numpy as np, dynscope, prog\n"
+            "print(dynscope.explain(prog.Model.forward)(prog.Model(), np.ones(3)))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=tmp, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
+    assert re.search(r"^  can_return_tuple\(wrapper\) → Model\.forward \[0/0\]\s+\d", out, re.M), out

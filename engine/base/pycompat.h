@@ -54,6 +54,9 @@ static inline PyFunctionObject *frame_function(EvalFrame *f) { return f->f_func;
 static inline PyFunctionObject *frame_function(EvalFrame *f) { return (PyFunctionObject *)f->f_funcobj; }
 #endif
 static inline PyObject *frame_func(EvalFrame *f) { return (PyObject *)frame_function(f); }
+/* The function a frame object runs (borrowed; may be NULL or not a
+   function for a module or class body). */
+static inline PyObject *pyframe_func(PyFrameObject *f) { return frame_func(f->f_frame); }
 static inline PyObject *frame_globals(EvalFrame *f) { return f->f_globals; }
 static inline PyObject *frame_builtins(EvalFrame *f) { return f->f_builtins; }
 static inline PyObject **frame_localsplus(EvalFrame *f) { return f->localsplus; }

@@ -266,6 +266,7 @@ CacheEntry *cache_entry_new(void)
     e->code_id = -1;
     e->code_name = NULL;
     e->code_file = NULL;
+    e->shown_as = NULL;
     e->code_line = 0;
     e->resume_line = 0;
     e->backend = NULL;
@@ -298,6 +299,7 @@ static int entry_clear(CacheEntry *e)
     Py_CLEAR(e->eager_reason);
     Py_CLEAR(e->code_name);
     Py_CLEAR(e->code_file);
+    Py_CLEAR(e->shown_as);
     plan_clear(&e->plan);
     guardset_clear(&e->guards);
     return 0;

@@ -28,6 +28,9 @@ typedef struct CacheEntry {
     long long code_id;        /* of its code object (not held: co_extra owns us) */
     PyObject *code_name;      /* strong: the code's co_qualname */
     PyObject *code_file;      /* strong: the code's co_filename */
+    PyObject *shown_as;       /* strong or NULL: for a decorator's wrapper, how users
+                                 read its name, "can_return_tuple(wrapper) \u2192
+                                 LlamaModel.forward" (../capture/events.c) */
     int code_line;            /* the code's co_firstlineno */
     int resume_line;          /* source line of resume_offset (0 at function start) */
     PyObject *backend;        /* strong: the backend this entry was compiled with */

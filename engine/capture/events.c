@@ -11,6 +11,7 @@
 #include "events.h"
 #include "capture_int.h"
 #include "../base/breaks.h"
+#include "../base/pycompat.h"
 
 #include <string.h>
 
@@ -370,9 +371,12 @@ static PyObject *failed_graph_code(PyObject *gm)
     return out;
 }
 
-/* json.dumps(obj) (new str) or NULL: event_json's, else json's. */
+/* json.dumps(obj) (new str) or NULL: event_json's, else json's.  obj
+   NULL (what made it failed): NULL, the error left for keep_text. */
 static PyObject *to_json(PyObject *obj)
 {
+    if (obj == NULL)
+        return NULL;
     PyObject *fast = event_json(obj);
     if (fast != NULL)
         return fast;
@@ -404,6 +408,69 @@ static PyObject *guard_sites_json(CacheEntry *e)
     return json;
 }
 
+/* The qualified name of what a function wraps (functools.wraps'
+   __wrapped__, followed to the innermost, at most 8 deep), or NULL (no
+   exception) when it wraps nothing with a name.  Read from the function's
+   own dict: no attribute lookup runs program code.  New str. */
+static PyObject *wrapped_qualname(PyObject *func)
+{
+    PyObject *inner = NULL;         /* borrowed */
+    for (int depth = 0; depth < 8 && func != NULL && PyFunction_Check(func); depth++) {
+        PyObject *dict = ((PyFunctionObject *)func)->func_dict;
+        PyObject *w = dict != NULL ? PyDict_GetItemString(dict, "__wrapped__") : NULL;
+        if (w == NULL)
+            break;
+        inner = func = w;
+    }
+    if (inner != NULL && PyMethod_Check(inner))
+        inner = PyMethod_GET_FUNCTION(inner);
+    if (inner != NULL && PyFunction_Check(inner))
+        return Py_NewRef(((PyFunctionObject *)inner)->func_qualname);
+    if (inner != NULL && PyType_Check(inner))
+        return PyType_GetQualName((PyTypeObject *)inner);
+    return NULL;
+}
+
+/* events.h.  The wrapper's code is shared by every function the decorator
+   wraps, so its own name (can_return_tuple.<locals>.wrapper) says nothing. */
+#define ARROW "\xe2\x86\x92"        /* U+2192, UTF-8: a format string is ASCII */
+
+PyObject *events_wrapper_name(PyObject *func, PyCodeObject *co)
+{
+    PyObject *wrapped = wrapped_qualname(func);
+    if (wrapped == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *qual = co->co_qualname, *name = NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(qual);
+    PyObject *locals = PyUnicode_FromString(".<locals>.");
+    Py_ssize_t at = locals ? PyUnicode_Find(qual, locals, 0, n, -1) : -2;
+    Py_XDECREF(locals);
+    if (at >= 0) {
+        PyObject *outer = PyUnicode_Substring(qual, 0, at);
+        PyObject *own = PyUnicode_Substring(qual, at + 10, n);
+        if (outer != NULL && own != NULL)
+            name = PyUnicode_FromFormat("%U(%U) %s %U", outer, own, ARROW, wrapped);
+        Py_XDECREF(outer);
+        Py_XDECREF(own);
+    }
+    else if (at == -1)
+        name = PyUnicode_FromFormat("%U %s %U", qual, ARROW, wrapped);
+    Py_DECREF(wrapped);
+    if (name == NULL)
+        PyErr_Clear();
+    return name;
+}
+
+/* How a frame is named on a call path: as events_wrapper_name names a
+   decorator's wrapper, else its code's qualified name.  New str. */
+static PyObject *frame_name(PyObject *func, PyCodeObject *co)
+{
+    PyObject *name = events_wrapper_name(func, co);
+    return name != NULL ? name : Py_NewRef(co->co_qualname);
+}
+
 /* The call path that reached the frame cc is compiling entry e for
    (event.h call_path_json): the thread's Python frames from the outermost
    -- the frame being compiled is not one of them yet: the hook runs before
@@ -416,8 +483,9 @@ static PyObject *call_path(CodeCache *cc, CacheEntry *e)
     while (path != NULL && f != NULL) {
         if (n < EVENT_CALL_PATH_MAX - 1) {
             PyCodeObject *co = PyFrame_GetCode(f);
-            PyObject *item = Py_BuildValue("(OiO)", co->co_filename, PyFrame_GetLineNumber(f),
-                                           co->co_qualname);
+            PyObject *name = frame_name(pyframe_func(f), co);
+            PyObject *item = name ? Py_BuildValue("(OiN)", co->co_filename, PyFrame_GetLineNumber(f),
+                                                  name) : NULL;
             Py_DECREF(co);
             if (item == NULL || PyList_Append(path, item) < 0)
                 Py_CLEAR(path);
@@ -431,9 +499,10 @@ static PyObject *call_path(CodeCache *cc, CacheEntry *e)
         Py_SETREF(f, back);
     }
     Py_XDECREF(f);
-    PyObject *self = path ? Py_BuildValue("(OiO)", cc->code->co_filename,
-                                          e->resume_offset ? e->resume_line : cc->code->co_firstlineno,
-                                          cc->code->co_qualname) : NULL;
+    PyObject *own = path ? Py_NewRef(e->shown_as ? e->shown_as : cc->code->co_qualname) : NULL;
+    PyObject *self = own ? Py_BuildValue("(OiN)", cc->code->co_filename,
+                                         e->resume_offset ? e->resume_line : cc->code->co_firstlineno,
+                                         own) : NULL;
     if (self == NULL || PyList_Reverse(path) < 0 || PyList_Append(path, self) < 0)
         Py_CLEAR(path);
     Py_XDECREF(self);
@@ -470,8 +539,11 @@ const EventRecord *event_record(Event *ev, unsigned fields)
     if ((todo & EVF_FAILURES) && (r->kind == EV_RECOMPILE || r->kind == EV_CACHE_LIMIT)
         && ev->failures != NULL)
         r->failures_packed = keep_text(ev, pack_failures(ev->failures));
-    if ((todo & EVF_CALL_PATH) && r->kind == EV_COMPILE_START && ev->cc != NULL && e != NULL)
-        r->call_path_json = keep_text(ev, to_json(call_path(ev->cc, e)));
+    if ((todo & EVF_CALL_PATH) && r->kind == EV_COMPILE_START && ev->cc != NULL && e != NULL) {
+        PyObject *path = call_path(ev->cc, e);
+        r->call_path_json = keep_text(ev, to_json(path));
+        Py_XDECREF(path);
+    }
     if ((todo & EVF_USER_STACK) && r->kind == EV_GRAPH_BREAK && e && e->plan.brk.user_stack) {
         const char *json = keep_text(ev, to_json(e->plan.brk.user_stack));
         r->user_stack_json = *json ? json : "[]";
@@ -591,6 +663,9 @@ PyObject *event_dict(Event *ev)
                           "code_id", ev->cc->code_id, "name", co->co_qualname,
                           "filename", co->co_filename, "firstlineno", co->co_firstlineno,
                           "at_ns", (unsigned long long)ev->rec.mono_ns);
+        if (d != NULL && ev->entry != NULL && ev->entry->shown_as != NULL
+            && PyDict_SetItemString(d, "shown_as", ev->entry->shown_as) < 0)
+            Py_CLEAR(d);
         if (d != NULL)
             dict_items(ev, d);
     }

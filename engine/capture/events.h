@@ -25,6 +25,11 @@
 /* ---- the call sites' side ---- */
 
 void events_compile_start(CodeCache *cc, CacheEntry *e);
+/* How users read the name of a function a decorator made:
+   "decorator(wrapper) \u2192 what it wraps" (functools.wraps' __wrapped__),
+   e.g. "can_return_tuple(wrapper) \u2192 LlamaModel.forward".  func borrowed,
+   may be NULL.  New str, or NULL (no exception) for any other function. */
+PyObject *events_wrapper_name(PyObject *func, PyCodeObject *co);
 /* outcome: "ok", "skipped", "error". */
 void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome);
 /* An EV_GRAPH_COMPILED for gm (borrowed), the graph e's backend raised on

@@ -681,6 +681,7 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         return MISS_EAGER;
     }
     uint64_t ev0 = engine_phase_ns();
+    e->shown_as = events_wrapper_name(func, cc->code);     /* NULL: not a wrapper */
     events_compile_start(cc, e);
     e->events_ns = engine_phase_ns() - ev0;
     PyObject *reason = NULL;
