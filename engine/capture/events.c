@@ -445,10 +445,13 @@ PyObject *events_wrapper_name(PyObject *func, PyCodeObject *co)
     PyObject *qual = co->co_qualname, *name = NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(qual);
     PyObject *locals = PyUnicode_FromString(".<locals>.");
-    Py_ssize_t at = locals ? PyUnicode_Find(qual, locals, 0, n, -1) : -2;
+    /* a decorator factory's is deprecate_kwarg.<locals>.wrapper.<locals>.wrapped_func:
+       named deprecate_kwarg(wrapped_func), the outermost and the innermost */
+    Py_ssize_t first = locals ? PyUnicode_Find(qual, locals, 0, n, 1) : -2;
+    Py_ssize_t at = first >= 0 ? PyUnicode_Find(qual, locals, 0, n, -1) : first;
     Py_XDECREF(locals);
     if (at >= 0) {
-        PyObject *outer = PyUnicode_Substring(qual, 0, at);
+        PyObject *outer = PyUnicode_Substring(qual, 0, first);
         PyObject *own = PyUnicode_Substring(qual, at + 10, n);
         if (outer != NULL && own != NULL)
             name = PyUnicode_FromFormat("%U(%U) %s %U", outer, own, ARROW, wrapped);
