@@ -1199,6 +1199,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return fold_call(f, fn, args, nargs, kwnames);   /* a log call: once, while tracing */
     bool query;
     Value *answer = tensorops_state_query(t, fn, args, nargs, kwnames, &query);
+    if (!query)             /* operator.add(a, b): the operator */
+        answer = operator_function_call(f, fn, args, nargs, kwnames, &query);
     if (query)
         return answer;
     if (known != NULL && nargs == 0)
@@ -1218,10 +1220,6 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     if (tensorops_is_pure_function(fn) || tr_random_numpy_owner(fn) != NULL
         || tensorops_is_library_op(fn) || tensorops_private_torch_op(fn) != NULL)
         return call_tensor_function(f, fn, args, nargs, kwnames);
-    bool handled_op;
-    Value *op_result = operator_function_call(f, fn, args, nargs, kwnames, &handled_op);
-    if (handled_op)
-        return op_result;
     if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != NULL && PyModule_Check(PyCFunction_GET_SELF(fn))) {
         PyObject *modname = PyModule_GetNameObject(PyCFunction_GET_SELF(fn));
         int is_builtins = modname && PyUnicode_CompareWithASCIIString(modname, "builtins") == 0;
