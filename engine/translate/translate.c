@@ -734,8 +734,11 @@ static TranslateStatus translate_attempt(TranslateRequest *rq, GuardSet *gs, Pla
     st = TRANSLATE_OK;
     goto out;
 stopped:
-    if (t.failed_gm != NULL)           /* the backend raised: the last attempt's graph */
+    if (t.failed_gm != NULL) {         /* the backend raised: the last attempt's graph */
         Py_XSETREF(rq->failed_gm, Py_NewRef(t.failed_gm));
+        rq->backend_ns = t.backend_ns;  /* its time is the backend's, not the trace's */
+        rq->graph_ns = t.graph_ns;
+    }
     a->stopped_in_try = t.stopped_in_try;
     a->gen_not_rebuilt = t.gen_not_rebuilt;
     if (t.reason != NULL && !PyErr_Occurred()) {
