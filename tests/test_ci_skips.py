@@ -3,6 +3,7 @@
 planted skips, run by a pytest of their own, with and without CI=true."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -160,3 +161,27 @@ def test_make_fails_when_pytest_collects_no_test(tmp_path):
                       capture_output=True, text=True, timeout=300)
     assert p.returncode != 0, p.stdout + p.stderr
     assert "pytest collected no tests (exit 5): a failure" in p.stderr
+
+
+def test_shards_run_every_file_once_and_fail_when_one_shard_fails(tmp_path):
+    """scripts/pytest_shards.sh (make asan-quick): the files dealt out to N
+    pytest processes, one summary line summing theirs (what .ci/run reads),
+    and a failing shard's status as the whole's."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    for i in range(5):
+        (tests / f"test_{i}.py").write_text(f"def test_a():\n    pass\n\ndef test_b():\n    assert {i} != 3\n")
+    files = [f"tests/test_{i}.py" for i in range(5)]
+    p = _programs.run(["bash", os.path.join(ROOT, "scripts", "pytest_shards.sh"), "2", sys.executable,
+                       "-q", "-p", "no:cacheprovider", *files],
+                      capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.count("==================== shard ") == 2
+    last = p.stdout.strip().splitlines()[-1]
+    assert re.match(r"^1 failed, 9 passed in \d+s \(2 shards at once\)$", last), last
+    assert "test_3.py::test_b" in p.stdout                 # the failing shard's log is shown
+    p = _programs.run(["bash", os.path.join(ROOT, "scripts", "pytest_shards.sh"), "3", sys.executable,
+                       "-q", "-p", "no:cacheprovider", *files[:3]],
+                      capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.match(r"^6 passed in \d+s \(3 shards at once\)$", p.stdout.strip().splitlines()[-1])
