@@ -343,8 +343,21 @@ def run_system(system: str, forward, want):
     return out, first, captured
 
 
+def _die_with_parent() -> None:
+    """SIGKILL this worker when the process that started it ends (Linux
+    prctl PR_SET_PDEATHSIG): an alarm cannot stop a worker stuck in C code,
+    and a killed sweep (a test's timeout) must not leave it running."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def batch_worker(types: list, reps: int, timeout: int, systems: tuple) -> None:
     """Measure each type, a JSON line each, under an alarm each."""
+    _die_with_parent()
+
     def on_alarm(signum, frame):
         raise Timeout()
     signal.signal(signal.SIGALRM, on_alarm)
