@@ -36,14 +36,19 @@ def cmd(*args, cwd=None):
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
 
 
-@pytest.fixture
-def recorded(tmp_path):
+def record(tmp_path, program):
+    """program written to tmp_path/prog.py and run under recording: (prog, db, its stdout)."""
     prog = tmp_path / "prog.py"
-    prog.write_text(PROGRAM)
+    prog.write_text(program)
     db = tmp_path / "run.db"
     p = cmd("-m", "dynscope", "run", "--db", str(db), str(prog))
     assert p.returncode == 0, p.stderr
-    return prog, db
+    return prog, db, p.stdout
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    return record(tmp_path, PROGRAM)[:2]
 
 
 def test_a_break_and_a_recompile_happen_again(recorded, tmp_path):
@@ -121,12 +126,8 @@ BACKEND_PROGRAM = textwrap.dedent('''\
 
 @pytest.fixture
 def backend_failed(tmp_path):
-    prog = tmp_path / "prog.py"
-    prog.write_text(BACKEND_PROGRAM)
-    db = tmp_path / "run.db"
-    p = cmd("-m", "dynscope", "run", "--db", str(db), str(prog))
-    assert p.returncode == 0, p.stderr
-    assert "backend calls 1" in p.stdout, p.stdout    # the same inputs do not call it again
+    prog, db, out = record(tmp_path, BACKEND_PROGRAM)
+    assert "backend calls 1" in out, out              # the same inputs do not call it again
     return prog, db
 
 
