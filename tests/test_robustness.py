@@ -536,6 +536,25 @@ def test_a_backend_that_raises_leaves_the_frame_eager_once_per_input_kind():
     check_usable_after()
 
 
+def test_a_backend_that_raises_on_a_graph_ending_at_a_break_is_the_skip_reason():
+    log = []
+
+    def breaks(x):
+        y = x * 2
+        log.append(1)                  # the graph ends here: the backend is asked for it
+        return y + 1
+
+    def failing(gm, example_inputs):
+        raise RuntimeError("no")
+
+    f = dynscope.optimize(failing)(breaks)
+    assert same(f(np.ones(3)), breaks(np.ones(3)))
+    assert len(log) == 2               # the frame ran once, eagerly (and once above)
+    (entry,) = dynscope.cache_entries(breaks)
+    assert entry.eager_reason.endswith("failing' raised RuntimeError: no"), entry.eager_reason
+    dynscope.reset()
+
+
 def test_keyboard_interrupt_from_a_compiled_graph_propagates():
     def interrupting_graph(gm, example_inputs):
         def run(*args):

@@ -426,6 +426,7 @@ static int backend_failed(Tracer *t, Plan *p)
     Py_DECREF(msg);
     if (tail == NULL)
         return -1;
+    Py_CLEAR(t->reason);       /* a frame that ended at a break: the backend is why it runs eagerly */
     tracer_unsupported(t, false, "backend '%U", tail);
     Py_DECREF(tail);
     return -1;
