@@ -470,19 +470,25 @@ def _report_compile_time(con, table, limit: int) -> None:
     """Where compile time goes: the slowest compiles with their phases
     (compiles.*_ns, schema v5), then every compile's summed."""
     print("Where compile time goes (ms; the phases add up to the total, events are outside it)")
-    ms = ", ".join(f"printf('%.2f', c.{p} / 1e6)" for p in COMPILE_PHASES)
+    # ns from SQL, ms formatted here: SQLite's printf rounds some halves
+    # otherwise than Python does (and than explain, which reads the engine)
+    cols = ", ".join(f"c.{p}" for p in COMPILE_PHASES)
     rows = con.execute(
-        f"SELECT c.run_id, function_name(co.run_id, co.code_id, co.name, c.compile_row), '[' || c.compile_id || ']', printf('%.2f', c.duration_ns / 1e6),"
-        f" {ms}, printf('%.2f', c.events_ns / 1e6), c.attempts"
+        f"SELECT c.run_id, function_name(co.run_id, co.code_id, co.name, c.compile_row),"
+        f" '[' || c.compile_id || ']', c.duration_ns, {cols}, c.events_ns, c.attempts"
         " FROM compiles c JOIN code_objects co USING (run_id, code_id)"
         " WHERE c.attempts IS NOT NULL ORDER BY c.duration_ns DESC LIMIT ?", (limit,)).fetchall()
-    sums = ", ".join(f"printf('%.2f', sum({p}) / 1e6)" for p in COMPILE_PHASES)
+    sums = ", ".join(f"sum({p})" for p in COMPILE_PHASES)
     total = con.execute(
-        f"SELECT NULL, '(all ' || count(*) || ' compiles)', '', printf('%.2f', sum(duration_ns) / 1e6),"
-        f" {sums}, printf('%.2f', sum(events_ns) / 1e6), sum(attempts)"
+        f"SELECT NULL, '(all ' || count(*) || ' compiles)', '', sum(duration_ns),"
+        f" {sums}, sum(events_ns), sum(attempts)"
         " FROM compiles WHERE attempts IS NOT NULL HAVING count(*) > 0").fetchall()
+
+    def ms(ns):
+        return "" if ns is None else f"{ns / 1e6:.2f}"
+    rows = [(*r[:3], *(ms(v) for v in r[3:-1]), r[-1]) for r in rows + total]
     print(table(["function", "compile", "total", "trace", "guards", "graph", "backend", "plan",
-                 "events", "attempts"], rows + total))
+                 "events", "attempts"], rows))
     print()
 
 
