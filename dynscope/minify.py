@@ -27,7 +27,8 @@ import importlib.util
 import re
 import sys
 
-__all__ = ["Graph", "find_backend", "backend_error", "function", "describe", "minify", "input_expr"]
+__all__ = ["Graph", "find_backend", "backend_error", "function", "describe", "minify", "input_expr",
+           "namespace", "PRELUDE", "same_message"]
 
 _INPUT = re.compile(r"^# input (?P<name>\w+): (?P<desc>.*)$")
 _ASSIGN = re.compile(r"^    (?P<names>[\w, ]+?) = (?P<expr>.+)$")
@@ -95,6 +96,33 @@ class Graph:
         return any(name == n for n, _ in self.inputs) or any(name in ns for ns, _ in self.nodes)
 
 
+# What a graph's code names besides modules: the reprs of its constants
+# (torch.device(type='cpu') prints as device(type='cpu'), as in torch.fx's
+# generated code, which binds the same names).
+PRELUDE = ("inf = math.inf\nnan = math.nan\n"
+           "device = torch.device if torch is not None else None\n")
+
+
+def namespace(modules=()) -> dict:
+    """The globals a graph's forward() runs with: builtins, math, operator,
+    numpy, torch when installed, the modules named (imported when they can
+    be), and PRELUDE's names."""
+    import builtins
+    import math
+    import operator
+
+    import numpy
+    ns = {"builtins": builtins, "math": math, "operator": operator, "numpy": numpy, "torch": None}
+    for mod in ("torch", *modules):
+        if mod not in ns or ns[mod] is None:
+            try:
+                ns[mod] = importlib.import_module(mod)
+            except ImportError:
+                pass
+    exec(PRELUDE, ns)
+    return ns
+
+
 def _strip_attrs(expr: str) -> str:
     """expr without attribute names and string literals (`sin.sum(1)` reads sin, not sum)."""
     expr = re.sub(r"'[^']*'|\"[^\"]*\"", "''", expr)
@@ -105,8 +133,10 @@ def input_expr(desc: str) -> str:
     """A Python expression that rebuilds a recorded input (values from a
     fixed seed: they were not recorded), e.g. for 'ndarray float64 (3, 2)'."""
     parts = desc.split(" ", 2)
-    if len(parts) == 3 and parts[0] in ("ndarray", "Tensor") or desc.startswith(("Tensor ", "ndarray ")):
+    if len(parts) == 3 and _SHAPE.search(parts[2]) and (parts[1].startswith("torch.")
+                                                         or parts[0] == "ndarray"):
         kind, dtype, shape_txt = parts
+        kind = "Tensor" if dtype.startswith("torch.") else "ndarray"   # a Parameter too
         m = _SHAPE.search(shape_txt)
         shape = tuple(int(s) for s in (m.group(1) or m.group(2) or "").replace(" ", "").split(",") if s) \
             if m else ()
@@ -127,17 +157,26 @@ def input_expr(desc: str) -> str:
 
 
 def _load_file(path: str):
+    """The module a file makes, its directory first on sys.path while it
+    loads (a program's script imports its neighbours); its `if __name__ ==
+    "__main__"` block does not run."""
+    import os
     spec = importlib.util.spec_from_file_location("dynscope_repro_target", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)     # its `if __name__ == "__main__"` block does not run
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
     return module
 
 
-def find_backend(name: str, near_file: str | None = None, spec: str | None = None):
+def find_backend(name: str, near=(), spec: str | None = None):
     """The backend a recording names: spec ('module:attr' or 'path.py:attr')
     when given, else a registered name (dynscope's, torch._dynamo's), else
-    `name` in the file of the function that compiled.  LookupError says
-    where it looked."""
+    `name` in one of the files `near` (a path or paths: the compiled
+    function's file, the program's own script), the first that defines it.
+    LookupError says where it looked."""
     import dynscope
     if spec:
         where, _, attr = spec.rpartition(":")
@@ -151,17 +190,18 @@ def find_backend(name: str, near_file: str | None = None, spec: str | None = Non
         return dynscope.optimize(name).backend
     except (ValueError, TypeError):
         pass
-    if near_file:
+    files = [near] if isinstance(near, str) else [f for f in near if f]
+    for path in files:
         try:
-            obj = _load_file(near_file)
+            obj = _load_file(path)
             for part in name.split("."):
                 obj = getattr(obj, part)
             return obj
         except (OSError, AttributeError, ImportError, SyntaxError):
-            pass
-    raise LookupError(f"backend {name!r} is neither registered nor defined in {near_file}:"
-                      f" register it (dynscope.register_backend) or say where it is"
-                      f" (--backend MODULE:NAME)")
+            continue
+    raise LookupError(f"backend {name!r} is neither registered nor defined in "
+                      f"{' or '.join(files) or 'a file the recording names'}: register it"
+                      f" (dynscope.register_backend) or say where it is (--backend MODULE:NAME)")
 
 
 def backend_error(backend, fn, args: list):
@@ -182,6 +222,14 @@ def backend_error(backend, fn, args: list):
         return compiled
     dynscope.optimize(probe)(fn)(*args)
     return caught[0] if caught else None
+
+
+def same_message(a: str, b: str) -> bool:
+    """Whether two exception messages say the same, object addresses
+    (0x7f...) aside: they differ from one process to the next."""
+    def norm(m):
+        return re.sub(r"0x[0-9a-fA-F]+", "0x?", m)
+    return norm(a) == norm(b)
 
 
 def _what(obj) -> str:

@@ -84,12 +84,14 @@ def _script(con, path: str, target: str, minify: bool = False, backend: str | No
         names = sorted({r[9] for r in rows})
         raise ReproError(f"{cid} is a compile of {', '.join(names)}: say which, as FUNCTION:{cid}")
     row, run, code, epoch, cid, fcid, offset, reason, outcome, qualname, filename = rows[0]
-    failed = con.execute("SELECT g.code, s.reason FROM graphs g JOIN frame_skips s"
+    failed = con.execute("SELECT g.code, s.reason, c.call_path FROM graphs g JOIN frame_skips s"
                          " ON s.run_id = g.run_id AND s.code_id = g.code_id AND s.epoch = g.epoch"
                          " AND s.resume_offset = ? AND s.break_type = 'DS0033' AND s.at >= g.at"
+                         " JOIN compiles c ON c.compile_row = g.compile_row"
                          " WHERE g.compile_row = ? ORDER BY s.at LIMIT 1", (offset, row)).fetchone()
     if outcome == "skipped" and failed is not None:
-        return _backend_script(path, cid, qualname, filename, failed[0], failed[1], minify, backend)
+        return _backend_script(path, cid, qualname, _backend_files(filename, failed[2]), failed[0],
+                               failed[1], minify, backend)
     if minify:
         raise ReproError(f"--minify shrinks a graph a backend failed on; [{cid}] of {qualname}"
                          f" is not one ({outcome or 'no outcome'})")
@@ -158,7 +160,26 @@ def _script(con, path: str, target: str, minify: bool = False, backend: str | No
     return "\n".join(lines)
 
 
-def _backend_script(path, cid, qualname, filename, code, reason, minify, backend_spec) -> str:
+def _backend_files(filename: str, call_path) -> list:
+    """Where a backend defined by the program is looked for: the compiled
+    function's file, then the files of the module-level frames on its call
+    path (the program's own script, outermost first)."""
+    import os
+    ours = os.path.dirname(os.path.abspath(__file__)) + os.sep      # python -m dynscope run's frames
+    files = [filename]
+    try:
+        frames = json.loads(call_path) if call_path else []
+    except ValueError:
+        frames = []
+    for frame in frames:
+        if isinstance(frame, list) and len(frame) >= 3 and frame[2] == "<module>" \
+                and isinstance(frame[0], str) and frame[0] not in files and not frame[0].startswith("<") \
+                and not os.path.abspath(frame[0]).startswith(ours):
+            files.append(frame[0])
+    return files
+
+
+def _backend_script(path, cid, qualname, files, code, reason, minify, backend_spec) -> str:
     """The standalone script for a graph the backend failed on."""
     from dynscope import minify as mf
     m = _BACKEND.match(reason or "")
@@ -174,7 +195,7 @@ def _backend_script(path, cid, qualname, filename, code, reason, minify, backend
     descs = dict(graph.inputs)
     note = f"{len(graph.nodes)} nodes, as recorded"
     if minify:
-        src, descs, note = _minified(graph, m["name"], filename, backend_spec, want_type)
+        src, descs, note = _minified(graph, m["name"], files, backend_spec, want_type)
         params = list(descs)
     try:
         inputs = [mf.input_expr(descs.get(p, "?")) for p in params]
@@ -187,14 +208,15 @@ def _backend_script(path, cid, qualname, filename, code, reason, minify, backend
         "dynscope, hands it to the backend, and checks that the backend fails the same way.",
         "Inputs are rebuilt from their recorded types, dtypes and shapes (values from a",
         "fixed seed: they were not recorded).  python THIS.py [MODULE:NAME] names the",
-        'backend when it is neither registered nor defined in FILE."""',
+        'backend when it is neither registered nor defined in FILES."""',
         "import builtins", "import math", "import operator", "import sys", "", "import numpy",
         "try:", "    import torch", "except ImportError:", "    torch = None", "",
         "import dynscope", "from dynscope import minify", "",
+        *mf.PRELUDE.splitlines(),
         "_rng = numpy.random.default_rng(0)",
         "_gen = torch.Generator().manual_seed(0) if torch is not None else None", "",
         f"BACKEND = {m['name']!r}",
-        f"FILE = {filename!r}      # the compiled function's file: the backend is looked for there",
+        f"FILES = {files!r}      # where the backend is looked for: the function's file, the program's",
         f"WANT = ({want_type!r}, {want_msg!r})", "", "",
     ]
     for mod in graph.modules():
@@ -203,43 +225,35 @@ def _backend_script(path, cid, qualname, filename, code, reason, minify, backend
     lines += [src.rstrip(), "", "",
               "inputs = [" + ", ".join(inputs) + "]",
               "try:",
-              "    backend = minify.find_backend(BACKEND, FILE, sys.argv[1] if len(sys.argv) > 1 else None)",
+              "    backend = minify.find_backend(BACKEND, FILES, sys.argv[1] if len(sys.argv) > 1 else None)",
               "except LookupError as exc:",
               "    sys.exit(f'repro: {exc}')",
               "exc = minify.backend_error(backend, forward, inputs)",
               "assert exc is not None, 'the backend compiled the graph: the recorded error did not happen'",
               "got = (type(exc).__name__, str(exc))",
               "assert got[0] == WANT[0], (got, WANT)",
-              ("assert got[1] == WANT[1] or WANT[0] == 'TypeError', (got, WANT)" if not minify else
+              ("assert minify.same_message(got[1], WANT[1]) or WANT[0] == 'TypeError', (got, WANT)"
+               if not minify else
                "# a smaller graph may word it otherwise (node names): the type is what must match"),
               "print(f'repro: backend {BACKEND} raised {got[0]}: {got[1]} again"
               f" ({qualname} [{cid}])')", ""]
     return "\n".join(lines)
 
 
-def _minified(graph, name, filename, backend_spec, want_type):
+def _minified(graph, name, files, backend_spec, want_type):
     """(forward's source, {param: description}, a note) of the smallest
     failing graph, found by running the backend now."""
     from dynscope import minify as mf
     import numpy
     try:
-        backend = mf.find_backend(name, filename, backend_spec)
+        backend = mf.find_backend(name, files, backend_spec)
     except LookupError as exc:
         raise ReproError(str(exc)) from None
     except Exception as exc:
         raise ReproError(f"cannot load the backend: {type(exc).__name__}: {exc}") from None
-    namespace = {"numpy": numpy, "math": __import__("math"), "operator": __import__("operator"),
-                 "builtins": __import__("builtins")}
-    for mod in graph.modules():
-        if mod not in namespace:
-            try:
-                namespace[mod] = __import__(mod)
-            except ImportError:
-                pass
+    namespace = mf.namespace(graph.modules())
     rng = numpy.random.default_rng(0)
-    gen = None
-    if "torch" in namespace:
-        gen = namespace["torch"].Generator().manual_seed(0)
+    gen = namespace["torch"].Generator().manual_seed(0) if namespace["torch"] is not None else None
     env = dict(namespace, _rng=rng, _gen=gen)
     try:
         inputs = {n: eval(mf.input_expr(d), env) for n, d in graph.inputs}

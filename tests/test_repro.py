@@ -184,3 +184,58 @@ def test_minify_is_refused_for_a_compile_that_is_no_backend_error(recorded):
     _prog, db = recorded
     p = cmd("-m", "dynscope", "repro", str(db), "--compile", "smooth:0/0", "--minify")
     assert p.returncode != 0 and "--minify shrinks a graph a backend failed on" in p.stderr
+
+
+TORCH_MODEL = textwrap.dedent('''\
+    import torch
+
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            pos = torch.arange(x.shape[1], device=x.device)     # a device constant in the graph
+            h = self.proj(x) + pos[:, None]
+            return torch.softmax(h, dim=-1).sum(1)
+''')
+
+TORCH_PROGRAM = textwrap.dedent('''\
+    import torch
+    import dynscope
+    from model import Net
+
+
+    def no_softmax(gm, example_inputs):        # defined in the program, not beside Net
+        for n in gm.graph.nodes:
+            if "softmax" in str(n.target):
+                raise NotImplementedError("no lowering for softmax")
+        return gm.forward
+
+
+    if __name__ == "__main__":
+        torch.manual_seed(0)
+        net = Net()
+        x = torch.randn(2, 5, 8)
+        assert torch.equal(dynscope.optimize(no_softmax)(net)(x), net(x))
+''')
+
+
+def test_a_torch_backend_error_is_minified_with_parameters_and_device_constants(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "model.py").write_text(TORCH_MODEL)
+    prog, db, _ = record(tmp_path, TORCH_PROGRAM)
+    small = tmp_path / "small.py"
+    p = cmd("-m", "dynscope", "repro", str(db), "--compile", "Net.forward:0/0", "--minify", "-o", str(small))
+    assert p.returncode == 0 and "minified from" in p.stdout and "nodes to 1 " in p.stdout, p.stdout + p.stderr
+    text = small.read_text()
+    assert "softmax = torch.softmax(" in text and "proj" not in text.split("def forward(")[1], text
+    r = cmd(str(small), cwd=str(tmp_path))             # no_softmax is found in the program's script
+    assert r.returncode == 0 and "raised NotImplementedError: no lowering for softmax again" in r.stdout, \
+        r.stdout + r.stderr
+    full = tmp_path / "full.py"
+    assert cmd("-m", "dynscope", "repro", str(db), "--compile", "Net.forward:0/0", "-o", str(full)).returncode == 0
+    assert "= torch.arange(5, device=device(type='cpu'))" in full.read_text()
+    r = cmd(str(full), cwd=str(tmp_path))              # the whole graph: parameters, the device
+    assert r.returncode == 0, r.stdout + r.stderr
