@@ -30,6 +30,15 @@ import threading
 
 __all__ = ["dump"]
 
+# What a graph's code (GraphModule.code) names: the modules its targets
+# live in, and the reprs of its constants -- torch.device(type='cpu') prints
+# as device(type='cpu'), as in torch.fx's code, which binds the same names.
+# Dumps, debug graphs and repro scripts start with it (dynscope/minify.py
+# runs it to make a graph's globals).
+GRAPH_PRELUDE = ("import builtins\nimport math\nimport operator\n\nimport numpy\ntry:\n"
+                 "    import torch\nexcept ImportError:\n    torch = None\n"
+                 "inf, nan, device = math.inf, math.nan, getattr(torch, 'device', None)\n")
+
 _dir = None
 _lock = threading.Lock()
 _targets: dict = {}     # path -> {name: object} the graph calls, for imports in this process
@@ -121,8 +130,7 @@ def render(code, entry, gm, plan: str) -> tuple[str, dict]:
             f"forward(): the graph.  check(L, G, S=()): the guards, one a line.  PLAN and run():\n"
             f"the plan.  Identity guards compare id()s of the process that wrote this file.\n"
             f'Written by dynscope.dump (dynscope/dump.py); not to be edited.\n"""\n')
-    lines = [head, "import builtins", "import math", "import operator", "", "import numpy",
-             "try:", "    import torch", "except ImportError:", "    torch = None", "", "",
+    lines = [head, *GRAPH_PRELUDE.splitlines(), "", "",
              "def _dtype(name):", "    if name.startswith('torch.'):",
              "        return getattr(torch, name[6:])", "    return numpy.dtype(name)", "", "",
              "def _dims(shape, pattern):",
@@ -203,8 +211,6 @@ def debug_graphs() -> bool:
     return _debug_graphs
 
 
-_PRELUDE = ("import builtins\nimport math\nimport operator\n\nimport numpy\ntry:\n    import torch\n"
-            "except ImportError:\n    torch = None\n\n\n")
 
 
 def debug_backend(gm, example_inputs):
@@ -220,7 +226,7 @@ def debug_backend(gm, example_inputs):
         _graphs += 1
     src = _forward_source(gm)
     text = (f'"""A graph dynscope runs from this file (DYNSCOPE_DEBUG_GRAPHS): stop in forward\n'
-            f'to see its values."""\n' + _PRELUDE + src.rstrip() + "\n")
+            f'to see its values."""\n' + GRAPH_PRELUDE + "\n" + src.rstrip() + "\n")
     path = os.path.join(directory, f"graph_{n}.py")
     from . import outfile
     outfile.write_text(path, text)

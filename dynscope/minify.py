@@ -28,7 +28,7 @@ import re
 import sys
 
 __all__ = ["Graph", "find_backend", "backend_error", "function", "describe", "minify", "input_expr",
-           "namespace", "PRELUDE", "same_message"]
+           "namespace", "same_message"]
 
 _INPUT = re.compile(r"^# input (?P<name>\w+): (?P<desc>.*)$")
 _ASSIGN = re.compile(r"^    (?P<names>[\w, ]+?) = (?P<expr>.+)$")
@@ -56,6 +56,8 @@ class Graph:
         if not self.inputs and "def forward(self" in code:
             sig = code.split("def forward(self", 1)[1].split(")", 1)[0]
             self.inputs = [(n.strip(), "?") for n in sig.split(",") if n.strip()]
+        # the names that are values (inputs, node results), not modules or keywords
+        self._values = {n for n, _ in self.inputs} | {n for names, _ in self.nodes for n in names}
 
     def modules(self) -> list[str]:
         """The top-level names the node lines reach modules through (numpy, torch, operator...)."""
@@ -70,7 +72,8 @@ class Graph:
         """forward's source with only the node lines in keep (indices; all
         when None), and its parameters: the inputs those lines read,
         recorded inputs and dropped nodes' values alike."""
-        keep = range(len(self.nodes)) if keep is None else sorted(keep)
+        every = list(range(len(self.nodes)))
+        keep = every if keep is None else sorted(keep)
         defined, params, lines, last = set(), [], [], []
         for i in keep:
             names, expr = self.nodes[i]
@@ -80,7 +83,7 @@ class Graph:
             lines.append(f"    {', '.join(names)} = {expr}")
             defined.update(names)
             last = names
-        if keep == list(range(len(self.nodes))) or not keep:
+        if keep == every or not keep:
             out = self.output
         else:                           # what no kept line reads: the candidate's outputs
             read = set()
@@ -93,33 +96,22 @@ class Graph:
         return src, params
 
     def _is_value(self, name: str) -> bool:
-        return any(name == n for n, _ in self.inputs) or any(name in ns for ns, _ in self.nodes)
-
-
-# What a graph's code names besides modules: the reprs of its constants
-# (torch.device(type='cpu') prints as device(type='cpu'), as in torch.fx's
-# generated code, which binds the same names).
-PRELUDE = ("inf = math.inf\nnan = math.nan\n"
-           "device = torch.device if torch is not None else None\n")
+        return name in self._values
 
 
 def namespace(modules=()) -> dict:
-    """The globals a graph's forward() runs with: builtins, math, operator,
-    numpy, torch when installed, the modules named (imported when they can
-    be), and PRELUDE's names."""
-    import builtins
-    import math
-    import operator
-
-    import numpy
-    ns = {"builtins": builtins, "math": math, "operator": operator, "numpy": numpy, "torch": None}
-    for mod in ("torch", *modules):
-        if mod not in ns or ns[mod] is None:
+    """The globals a graph's forward() runs with: dump.GRAPH_PRELUDE's
+    (builtins, math, operator, numpy, torch when installed, device, inf,
+    nan) and the modules named, imported when they can be."""
+    from .dump import GRAPH_PRELUDE
+    ns: dict = {}
+    exec(GRAPH_PRELUDE, ns)
+    for mod in modules:
+        if mod not in ns:
             try:
                 ns[mod] = importlib.import_module(mod)
             except ImportError:
                 pass
-    exec(PRELUDE, ns)
     return ns
 
 
@@ -133,17 +125,14 @@ def input_expr(desc: str) -> str:
     """A Python expression that rebuilds a recorded input (values from a
     fixed seed: they were not recorded), e.g. for 'ndarray float64 (3, 2)'."""
     parts = desc.split(" ", 2)
-    if len(parts) == 3 and _SHAPE.search(parts[2]) and (parts[1].startswith("torch.")
-                                                         or parts[0] == "ndarray"):
-        kind, dtype, shape_txt = parts
-        kind = "Tensor" if dtype.startswith("torch.") else "ndarray"   # a Parameter too
-        m = _SHAPE.search(shape_txt)
-        shape = tuple(int(s) for s in (m.group(1) or m.group(2) or "").replace(" ", "").split(",") if s) \
-            if m else ()
-        if kind == "Tensor":
+    m = _SHAPE.search(parts[2]) if len(parts) == 3 else None
+    if m and (parts[1].startswith("torch.") or parts[0] == "ndarray"):    # a Parameter too
+        dtype = parts[1]
+        shape = tuple(int(s) for s in (m.group(1) or m.group(2) or "").replace(" ", "").split(",") if s)
+        if dtype.startswith("torch."):
             if dtype == "torch.bool":
                 return f"(torch.rand({shape}, generator=_gen) < 0.5)"
-            if any(t in dtype for t in ("int", "uint")):
+            if "int" in dtype:
                 return f"torch.randint(0, 8, {shape}, generator=_gen, dtype={dtype})"
             return f"torch.randn({shape}, generator=_gen).to({dtype})"
         if dtype == "bool":

@@ -66,7 +66,14 @@ def wrapper_names(con: sqlite3.Connection) -> tuple[dict, dict]:
 def install(con: sqlite3.Connection) -> None:
     """Give con the SQL functions readable_path(path) and
     function_name(run_id, code_id, name [, compile_row]): a code object's
-    name as users read it (of one compile, given its row)."""
+    name as users read it (of one compile, given its row).  Once per
+    connection: the report, its advice and its what-if each ask, and the
+    names cost a pass over every compile's call path."""
+    try:
+        con.execute("SELECT function_name(0, 0, NULL)")
+        return                                          # given already
+    except sqlite3.OperationalError:
+        pass
     con.create_function("readable_path", 1, readable, deterministic=True)
     by_code, by_compile = wrapper_names(con)
 

@@ -182,6 +182,7 @@ def _backend_files(filename: str, call_path) -> list:
 def _backend_script(path, cid, qualname, files, code, reason, minify, backend_spec) -> str:
     """The standalone script for a graph the backend failed on."""
     from dynscope import minify as mf
+    from dynscope.dump import GRAPH_PRELUDE
     m = _BACKEND.match(reason or "")
     if m is None:
         raise ReproError(f"[{cid}] of {qualname}: the recorded reason does not name a backend: {reason}")
@@ -209,10 +210,8 @@ def _backend_script(path, cid, qualname, files, code, reason, minify, backend_sp
         "Inputs are rebuilt from their recorded types, dtypes and shapes (values from a",
         "fixed seed: they were not recorded).  python THIS.py [MODULE:NAME] names the",
         'backend when it is neither registered nor defined in FILES."""',
-        "import builtins", "import math", "import operator", "import sys", "", "import numpy",
-        "try:", "    import torch", "except ImportError:", "    torch = None", "",
+        "import sys", *GRAPH_PRELUDE.splitlines(), "",
         "import dynscope", "from dynscope import minify", "",
-        *mf.PRELUDE.splitlines(),
         "_rng = numpy.random.default_rng(0)",
         "_gen = torch.Generator().manual_seed(0) if torch is not None else None", "",
         f"BACKEND = {m['name']!r}",

@@ -84,7 +84,7 @@ enum {
 /* A code object's name as users read it (v5): for a decorator's wrapper,
    what it wraps, from the last frame of its compiles' call paths
    ("can_return_tuple(wrapper) \u2192 LlamaModel.forward", the engine's
-   naming: engine/capture/events.c frame_name), the first one and "+N" for
+   naming: engine/capture/events.c events_wrapper_name), the first one and "+N" for
    the N others; else its qualified name.  `t` names the row's table, whose
    run_id, code_id and name it reads.  dynscope/places.py names them so in
    the report. */

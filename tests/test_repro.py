@@ -137,9 +137,9 @@ def test_a_backend_error_is_a_skip_naming_the_backend_with_the_graph_it_failed_o
     con = sqlite3.connect(db)
     assert con.execute("SELECT reason, break_type FROM frame_skips").fetchall() == [
         ("backend 'picky' raised NotImplementedError: picky cannot fuse sin with mul", "DS0033")]
-    (code, ops), = con.execute("SELECT g.code, g.ops FROM graphs g JOIN compiles c USING (compile_row)"
-                               " WHERE c.outcome = 'skipped'").fetchall()
-    assert ops.split(",") == ["add", "cos", "sub", "sin", "mul", "exp", "truediv", "add_1"]
+    (code, ops, nodes), = con.execute("SELECT g.code, g.ops, g.nodes FROM graphs g JOIN compiles c"
+                                      " USING (compile_row) WHERE c.outcome = 'skipped'").fetchall()
+    assert ops.split(",") == ["add", "cos", "sub", "sin", "mul", "exp", "truediv", "add_1"] and nodes == 8
     assert "# input l_x_: ndarray float64 (3, 2)" in code and "# input l_y_: ndarray float64 (3, 2)" in code
 
 
@@ -239,3 +239,30 @@ def test_a_torch_backend_error_is_minified_with_parameters_and_device_constants(
     assert "= torch.arange(5, device=device(type='cpu'))" in full.read_text()
     r = cmd(str(full), cwd=str(tmp_path))              # the whole graph: parameters, the device
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_recorded_graph_reads_back_whole_and_in_parts():
+    from dynscope.minify import Graph
+    g = Graph("def forward(self, l_x_):\n    a = operator.add(l_x_, 1)\n    b = a.sum(0)\n"
+              "    c = operator.mul(a, b)\n    return (a, c)\n# input l_x_: ndarray float64 (3, 2)\n")
+    assert g.inputs == [("l_x_", "ndarray float64 (3, 2)")] and g.modules() == ["operator"]
+    whole, params = g.source()
+    assert params == ["l_x_"] and whole.endswith("    return (a, c)\n")   # every output, an intermediate too
+    part, params = g.source([1, 2])
+    assert params == ["a"]                   # a dropped node's value becomes an input
+    assert part == "def forward(a):\n    b = a.sum(0)\n    c = operator.mul(a, b)\n    return (c,)\n"
+
+
+@pytest.mark.parametrize("desc, want", [
+    ("ndarray float64 (3, 2)", "_rng.standard_normal((3, 2)).astype(numpy.float64)"),
+    ("ndarray int64 ()", "_rng.integers(0, 8, ()).astype(numpy.int64)"),
+    ("Tensor torch.float32 torch.Size([3, 2])", "torch.randn((3, 2), generator=_gen).to(torch.float32)"),
+    ("Parameter torch.float32 torch.Size([4])", "torch.randn((4,), generator=_gen).to(torch.float32)"),
+    ("Tensor torch.int64 torch.Size([1, 6])", "torch.randint(0, 8, (1, 6), generator=_gen, dtype=torch.int64)"),
+    ("int 5", "5"),
+])
+def test_a_recorded_input_is_rebuilt_from_its_description(desc, want):
+    from dynscope.minify import input_expr
+    assert input_expr(desc) == want
+    with pytest.raises(ValueError, match="no recorded description"):
+        input_expr("?")

@@ -786,7 +786,7 @@ static void emit_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome)
 
 void events_failed_graph(CodeCache *cc, CacheEntry *e, PyObject *gm)
 {
-    if (gm == NULL || !anyone_takes(EV_GRAPH_COMPILED))
+    if (gm == NULL || !anyone_takes(EV_GRAPH_COMPILED))       /* NULL: none failed */
         return;
     PendingError p = pending_take();
     Event ev;
@@ -794,14 +794,8 @@ void events_failed_graph(CodeCache *cc, CacheEntry *e, PyObject *gm)
     ev.gm = gm;
     ev.failed_graph = true;
     PyObject *graph = PyObject_GetAttrString(gm, "graph");
-    PyObject *nodes = graph ? PyObject_GetAttrString(graph, "nodes") : NULL;
-    Py_ssize_t n = nodes ? PySequence_Length(nodes) : 0;
-    for (Py_ssize_t i = 0; i < n; i++) {       /* the op nodes, as plan.nops counts them */
-        NodeObject *node = (NodeObject *)PySequence_GetItem(nodes, i);
-        ev.rec.nodes += node && node->op != NODE_PLACEHOLDER && node->op != NODE_OUTPUT;
-        Py_XDECREF(node);
-    }
-    Py_XDECREF(nodes);
+    if (graph != NULL && Py_IS_TYPE(graph, GraphType))
+        ev.rec.nodes = graph_op_count((GraphObject *)graph);      /* as plan.nops counts */
     Py_XDECREF(graph);
     PyErr_Clear();
     ev.rec.backend_ns = e->backend_ns;

@@ -32,8 +32,8 @@ void events_compile_start(CodeCache *cc, CacheEntry *e);
 PyObject *events_wrapper_name(PyObject *func, PyCodeObject *co);
 /* outcome: "ok", "skipped", "error". */
 void events_compile_end(CodeCache *cc, CacheEntry *e, const char *outcome);
-/* An EV_GRAPH_COMPILED for gm (borrowed), the graph e's backend raised on
-   (the compile skipped, DS0033): its graph_code ends with its inputs as
+/* An EV_GRAPH_COMPILED for gm (borrowed; NULL: nothing), the graph e's
+   backend raised on (the compile skipped, DS0033): its graph_code ends with its inputs as
    comments (docs/sql.md graphs.code), so a repro can rebuild them. */
 void events_failed_graph(CodeCache *cc, CacheEntry *e, PyObject *gm);
 /* The program's mark (dynscope.annotate): name, phase ("mark", "begin",

@@ -512,15 +512,16 @@ static CacheEntry *miss_new_entry(CodeCache *cc, CacheFrame *cf, ThreadCapture *
  * NULL).  Skip the code for good, or keep the attempt as an entry guarded
  * by what it read: the same inputs run without capture from now on instead
  * of translating (and failing) again on every call; it counts toward the
- * limit.  first: the frame had no entry when the miss began.  Steals e.
- * MISS_EAGER, or MISS_ERROR under fullgraph.
+ * limit.  first: the frame had no entry when the miss began.  failed_gm
+ * (borrowed, or NULL): the graph the backend raised on, recorded after the
+ * compile's end.  Steals e.  MISS_EAGER, or MISS_ERROR under fullgraph.
  */
 static MissOutcome miss_unsupported(CodeCache *cc, CacheFrame *cf, ThreadCapture *tc,
                                     CacheEntry *e, PyObject *reason, bool permanent,
-                                    bool first, bool end_event)
+                                    bool first, PyObject *failed_gm)
 {
-    if (end_event)
-        events_compile_end(cc, e, "skipped");
+    events_compile_end(cc, e, "skipped");
+    events_failed_graph(cc, e, failed_gm);      /* the graph the backend raised on, if any */
     if (reason == NULL)
         reason = PyUnicode_FromString("unsupported");
     PyErr_Clear();
@@ -746,13 +747,8 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         st = TRANSLATE_UNSUPPORTED;
         permanent = false;
     }
-    if (st == TRANSLATE_UNSUPPORTED && rq.failed_gm != NULL) {
-        events_compile_end(cc, e, "skipped");        /* the compile, then the graph it failed on */
-        events_failed_graph(cc, e, rq.failed_gm);
-        out = miss_unsupported(cc, cf, tc, e, reason, permanent, first, false);
-    }
-    else if (st == TRANSLATE_UNSUPPORTED)
-        out = miss_unsupported(cc, cf, tc, e, reason, permanent, first, true);
+    if (st == TRANSLATE_UNSUPPORTED)
+        out = miss_unsupported(cc, cf, tc, e, reason, permanent, first, rq.failed_gm);
     else
         out = miss_compiled(cc, cf, fv, tc, e, &mr, result);
     Py_XDECREF(rq.failed_gm);

@@ -1073,9 +1073,9 @@ static Value *operator_function_call(TFrame *f, PyObject *fn, Value **args, int 
     }
     bool known = false;
     if (nargs == 2) {
-        for (int i = 0; i < 13 && !known; i++)
+        for (size_t i = 0; i < sizeof tr_binary_op_names / sizeof *tr_binary_op_names && !known; i++)
             known = strcmp(name, tr_binary_op_names[i]) == 0;
-        for (int i = 0; i < 6 && !known; i++)
+        for (size_t i = 0; i < sizeof tr_compare_op_names / sizeof *tr_compare_op_names && !known; i++)
             known = strcmp(name, tr_compare_op_names[i]) == 0;
         if (known) {
             *handled = true;
