@@ -339,17 +339,18 @@ StoreStats store_stats(Store *s)
     return st;
 }
 
-void store_pause(Store *s)
+int store_pause(Store *s)
 {
     if (s == NULL || s->paused)
-        return;
+        return 0;
     s->paused = true;
     if (!s->thread_started)
-        return;
+        return 0;
     atomic_store(&s->pause_requested, 1);
     store_writer_wake(s);
     pthread_join(s->thread, NULL);     /* it leaves between transactions */
     s->thread_started = false;
+    return 1;
 }
 
 void store_resume(Store *s)

@@ -212,8 +212,10 @@ StoreStats store_stats(Store *s);
  * fills, then drops); store_flush_for_exit() answers -1 at once meanwhile.
  * For the prepare handler of a fork, and for tests.  Repeated calls are one;
  * pair with store_resume() or, in a fork child, store_forget_after_fork().
+ * Returns the number of threads it ended (0 or 1): a joined thread is still
+ * counted by the kernel for a moment (see record.c's before-fork hook).
  */
-void store_pause(Store *s);
+int store_pause(Store *s);
 void store_resume(Store *s);
 
 /*

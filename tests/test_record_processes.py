@@ -227,7 +227,10 @@ def _default_sigint():
 def run_program(prog, *, db=None, lttng_dir=None, sig=None):
     """Run prog.py; returns (returncode, stdout, stderr, wall seconds, pids)."""
     pids_file = str(prog) + (".rec" if db else ".plain") + ".pids"
-    env = dict(os.environ, PYTHONPATH=REPO, MATRIX_PIDS=pids_file)
+    # OpenBLAS stops its threads before a fork and a joined thread is counted
+    # for a moment after: os.fork() could warn in either run, by chance and
+    # not by dynscope (whose own threads' ends are waited for, record.c)
+    env = dict(os.environ, PYTHONPATH=REPO, MATRIX_PIDS=pids_file, OPENBLAS_NUM_THREADS="1")
     env.pop("DYNSCOPE_DB", None)
     if db is not None:
         env["DYNSCOPE_DB"] = str(db)

@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static Store *the_store;          /* GIL; NULL when not recording */
@@ -666,18 +667,61 @@ static PyObject *py_unwrap_os_exit(PyObject *self, PyObject *unused)
 
 /* ---- fork ---- */
 
+/* The threads of this process as the kernel counts them: the 20th field of
+   /proc/self/stat, which CPython reads to warn at os.fork().  -1 when it
+   cannot be read (not Linux). */
+static long process_thread_count(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');        /* after the command name, which may hold spaces */
+    for (int field = 2; p != NULL && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    if (p == NULL)
+        return -1;
+    char *end;
+    long count = strtol(p + 1, &end, 10);
+    return end == p + 1 ? -1 : count;
+}
+
+/* pthread_join returns once the thread's id is cleared, which the kernel
+   does before it stops counting the thread; a fork() in between would be
+   warned about as multi-threaded.  Wait (up to 200 ms, GIL not held) until
+   `ended` fewer threads than `before` are counted. */
+static void wait_threads_reaped(long before, int ended)
+{
+    if (before < 0 || ended == 0)
+        return;
+    struct timespec pause = {0, 50 * 1000};
+    for (int i = 0; i < 4000; i++) {
+        long now = process_thread_count();
+        if (now < 0 || now <= before - ended)
+            return;
+        nanosleep(&pause, NULL);
+    }
+}
+
 static PyObject *py_before_fork(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
     if (!threads_restart_pending)       /* (else stopped since the last fork) */
         snap_was_started = snap_started;
+    long before = process_thread_count();
+    int ended = snap_started;
     snapshot_stop();
-    if (the_store != NULL) {
-        Py_BEGIN_ALLOW_THREADS
-        store_pause(the_store);
-        Py_END_ALLOW_THREADS
-    }
+    Py_BEGIN_ALLOW_THREADS
+    if (the_store != NULL)
+        ended += store_pause(the_store);
+    wait_threads_reaped(before, ended);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
