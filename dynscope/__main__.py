@@ -234,7 +234,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 
 
 # The schema version whose views (store/schema.c) the report reads.
-_REPORT_SCHEMA = 3
+_REPORT_SCHEMA = 6
 
 
 def _merged(cmd: str, paths: list[str]):
@@ -422,12 +422,7 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
         print()
         if version >= 4:
             _report_whatif(con, table, args.limit)
-        print("Top graph-break reasons")
-        rows = con.execute("SELECT kind, reason, readable_path(filename) || ':' || lineno, count FROM break_sites"
-                           " ORDER BY count DESC, kind, reason, filename, lineno LIMIT ?",
-                           (args.limit,)).fetchall()
-        print(_format_table(["kind", "reason", "site", "count"], rows) if rows else "  (none)")
-        print()
+        _report_break_costs(con, args.limit)
         if version >= 4:
             print("Graph breaks and skipped frames by type (docs/breaks.md)")
             rows = con.execute(
@@ -461,6 +456,42 @@ def _report_file(args: argparse.Namespace, db: str, title: str) -> int:
     finally:
         con.close()
     return 0
+
+
+def _report_break_costs(con, limit: int) -> None:
+    """The graph-break sites, costliest first: the time outside graphs each
+    cost, its share of its function's time, the calls through it and the
+    graphs it added (dynscope/breakcost.py); most frequent first, said once,
+    when the file has no costs."""
+    from dynscope import breakcost
+    found = breakcost.sites(con)
+    top = found.rows[:limit]
+    if not top:
+        print("Top graph-break sites")
+        print("  (none)")
+    elif found.not_measured:
+        print(f"Top graph-break sites, most frequent first (costs not measured: {found.not_measured})")
+        rows = [(s["kind"], s["reason"], _site_text(s), s["breaks"]) for s in top]
+        print(_format_table(["kind", "reason", "site", "breaks"], rows))
+    else:
+        print("Top graph-break sites by cost (time outside graphs because of each break,"
+              " estimated from sampled calls)")
+        rows = [(s["kind"], s["reason"], _site_text(s), s["breaks"],
+                 breakcost.duration(s["cost_ns"]) if s["samples"] else "not timed",
+                 breakcost.share(s) or "-", s["calls"], s["extra_graphs"] if s["samples"] else "-")
+                for s in top]
+        print(_format_table(["kind", "reason", "site", "breaks", "cost", "share", "calls",
+                             "extra graphs"], rows))
+    print()
+
+
+def _site_text(site: dict) -> str | None:
+    """file:line of a break site as users read it (dynscope/places.py);
+    None (NULL) when either is unknown."""
+    from dynscope import places
+    if site["filename"] is None or site["lineno"] is None:
+        return None
+    return f"{places.readable(site['filename'])}:{site['lineno']}"
 
 
 COMPILE_PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")

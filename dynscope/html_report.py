@@ -5,8 +5,9 @@ or attaches to an issue (docs/report.md):
 
 - index.html: the runs, the tree of frames (code object -> frames -> compile
   attempts, with a status per frame: ok, break, skipped, error, cache limit),
-  the failures and restarts, the graph-break sites with a hint, the cache
-  entries' hits and guard time, and a recompile timeline drawn as inline SVG;
+  the failures and restarts, the graph-break sites with a hint (costliest
+  first, from schema v6: dynscope/breakcost.py), the cache entries' hits
+  and guard time, and a recompile timeline drawn as inline SVG;
 - compile-<compile_row>.html, one per compile attempt: its graphs, the break
   that ended it, its guards with the source line that made each, the
   recompile reason and the nearest older entry's failing guards.
@@ -35,7 +36,7 @@ import os
 import shlex
 import sqlite3
 
-from dynscope import _C, outfile, places
+from dynscope import _C, breakcost, outfile, places
 
 __all__ = ["write_site", "break_hint"]
 
@@ -103,8 +104,7 @@ class _Data:
         self.limits = _rows(con, "SELECT * FROM cache_limits ORDER BY at")
         self.resets = _rows(con, "SELECT * FROM resets ORDER BY run_id, epoch")
         self.breaks = _rows(con, "SELECT * FROM graph_breaks ORDER BY break_id")
-        self.sites = _rows(con, "SELECT * FROM break_sites"
-                                " ORDER BY count DESC, kind, reason, filename, lineno")
+        self.sites = breakcost.sites(con)      # costliest first (schema v6)
         self.entries = _rows(con, "SELECT * FROM cache_entries")
         self.graphs = _rows(con, "SELECT * FROM graphs ORDER BY graph_id")
         have = _columns(con, "guards")
@@ -612,9 +612,13 @@ def _failures_section(d: _Data) -> str:
 
 
 def _breaks_section(d: _Data) -> str:
+    """The break sites, costliest first (dynscope/breakcost.py): what each
+    cost outside graphs, its share of its function's time, the calls through
+    it and the graphs it added; most frequent first, said once, without costs."""
     by_site = _group(d.breaks, "kind", "reason", "filename", "lineno")
+    timed = not d.sites.not_measured
     rows = []
-    for s in d.sites:
+    for s in d.sites.rows:
         breaks = by_site.get((s["kind"], s["reason"], s["filename"], s["lineno"]), [])
         stack = next((_stack(b["user_stack"]) for b in breaks if _stack(b["user_stack"])), [])
         source = f'<code class="src">{esc(str(stack[-1][3]).strip())}</code>' if stack else ""
@@ -624,13 +628,29 @@ def _breaks_section(d: _Data) -> str:
                 seen.add(b["compile_row"])
                 c = d.by_row[b["compile_row"]]
                 links.append(_compile_link(c, f'{d.name(c["run_id"], c["code_id"])} {_cid(c["compile_id"])}'))
-        rows.append([esc(s["count"]), f'<span class="badge b-break">{esc(s["kind"])}</span>',
+        costs = []
+        if timed:
+            costs = ([esc(breakcost.duration(s["cost_ns"])), esc(breakcost.share(s)),
+                      esc(s["calls"]), esc(s["extra_graphs"])] if s["samples"] else
+                     ['<span class="muted">not timed</span>', "", esc(s["calls"]), ""])
+        rows.append([esc(s["breaks"]), *costs, f'<span class="badge b-break">{esc(s["kind"])}</span>',
                      esc(s["reason"]), f'{_site_span(s["filename"], s["lineno"])}',
                      source, esc(break_hint(s["kind"], s["reason"], s["filename"])), ", ".join(links)])
-    table = (_table(["#count", "kind", "reason", "site", "source", "hint", "compiles"], rows)
+    costs = ["#cost", "share", "#calls", "#extra graphs"] if timed else []
+    table = (_table(["#breaks", *costs, "kind", "reason", "site", "source", "hint", "compiles"], rows)
              if rows else _none("no graph breaks"))
-    return (f'<section id="breaks"><h2>Graph breaks by site</h2><p class="muted">Where graphs ended '
-            f'and why, most frequent first, over every run, with the usual fix.</p>{table}</section>')
+    if not rows:
+        note = "Where graphs ended and why, over every run, with the usual fix."
+    elif timed:
+        note = ("Where graphs ended and why, over every run, costliest first: the time the program "
+                "spent outside graphs because of each break (the eager step and the resume, timed "
+                "on 1 call in 64 and scaled to all calls), its share of its function's time, the "
+                "calls through it and the graph launches it added; with the usual fix.")
+    else:
+        note = (f"Where graphs ended and why, most frequent first, over every run, with the usual "
+                f"fix. Costs were not measured: {d.sites.not_measured}.")
+    return (f'<section id="breaks"><h2>Graph breaks by site</h2><p class="muted">{esc(note)}</p>'
+            f'{table}</section>')
 
 
 def _entries_section(d: _Data) -> str:

@@ -76,7 +76,8 @@ def analyse(con: sqlite3.Connection) -> list:
     that recompiled -- run_id, function, where, frame, resume_offset,
     compiles, recompiles, recompile_ns (what its recompiles took),
     extra_guard_ns (the guard time of the entries they added), cache_limit
-    (its last failing guard or None),
+    (its last failing guard or None) and, from schema v6, limit_calls and
+    uncaptured_ns (the calls it then ran without capture, and their time),
     most_failed ([source, count]) and suggestions: {source, kind,
     recompiles_on_it, can_be_dynamic, removes, compiles_after, call,
     values_seen, text}, most removed first."""
@@ -112,6 +113,12 @@ def analyse(con: sqlite3.Connection) -> list:
         diffs.setdefault((key, row), []).append((kind, expr, observed))
     limits = {(run, code, frame): reason for run, code, frame, reason in con.execute(
         "SELECT run_id, code_id, frame_id, reason FROM cache_limits")}
+    if con.execute("PRAGMA user_version").fetchone()[0] >= 6:
+        # what the limit cost since: the calls run without capture, timed 1 in 64
+        for run, code, frame, calls, ns in con.execute(
+                "SELECT run_id, code_id, frame_id, calls, uncaptured_ns FROM cache_limits"):
+            if (run, code, frame) in frames and calls:
+                frames[(run, code, frame)].update(limit_calls=calls, uncaptured_ns=ns)
     return answer(frames, reasons, [(k, g) for (k, _), g in diffs.items()], limits)
 
 
@@ -247,6 +254,10 @@ def render(frames: list) -> str:
                      f" {f['extra_guard_ns'] / 1e6:.3f} ms checking the extra entries' guards)")
         if f["cache_limit"]:
             head += f", reached the cache limit ({f['cache_limit']})"
+            if f.get("limit_calls"):
+                spent = (f", {f['uncaptured_ns'] / 1e6:.2f} ms" if f.get("uncaptured_ns")
+                         else "")
+                head += f"; since then {f['limit_calls']} calls ran without capture{spent}"
         lines.append(head)
         if f["most_failed"]:
             n = f["most_failed"][1]

@@ -28,6 +28,7 @@ typedef enum EventKind {
     EV_ENTRY_STATS,     /* a cache entry's counters (periodic snapshot)   */
     EV_RESET,           /* dynscope.reset()                               */
     EV_ANNOTATE,        /* the program's own mark (dynscope.annotate)     */
+    EV_FRAME_STATS,     /* a frame at its cache limit: its calls since (periodic) */
     EV__COUNT
 } EventKind;
 
@@ -109,6 +110,19 @@ typedef struct EventRecord {
     /* EV_ENTRY_STATS */
     uint64_t hits;
     uint64_t guard_ns;
+    /* EV_ENTRY_STATS: what the entry's calls cost, estimated from the
+       calls the engine timed (cost_samples of them, 1 in 64 while
+       recording; engine/capture/hook.c), scaled to hits; cumulative.
+       run_ns: calls that began at this entry, start to end; break_ns: time
+       outside graphs after this entry's graph ended at its break (the
+       eager step, the resume frame's lookup and rebuilds, or the rest of
+       the frame run by the interpreter); break_graphs: graphs launched
+       after that break (one per call when the resume runs a graph). */
+    uint64_t cost_samples, run_ns, break_ns, break_graphs;
+    /* EV_FRAME_STATS (frame_id, resume_offset; cost_samples): a frame at
+       its cache limit -- the calls it has run without capture since, and
+       their time, estimated from the timed ones (cumulative) */
+    uint64_t limit_calls, uncaptured_ns;
     /* EV_ANNOTATE (no code object): a mark the program put in
        (dynscope.annotate, annotate_span) */
     const char *annotation;        /* its name: "step" */
@@ -147,7 +161,7 @@ static inline const char *event_kind_name(EventKind kind)
         [EV_GRAPH_BREAK] = "graph_break",       [EV_GRAPH_COMPILED] = "graph_compiled",
         [EV_CACHE_LIMIT] = "cache_limit",       [EV_FRAME_SKIP] = "frame_skip",
         [EV_ENTRY_STATS] = "entry_stats",       [EV_RESET] = "reset",
-        [EV_ANNOTATE] = "annotate",
+        [EV_ANNOTATE] = "annotate",             [EV_FRAME_STATS] = "frame_stats",
     };
     return (unsigned)kind < (unsigned)EV__COUNT ? names[kind] : "?";
 }

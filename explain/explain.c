@@ -289,6 +289,48 @@ static PyObject *make_recompile(PyObject *ev)
     return r;
 }
 
+/* What the break that ended entry `compile_id`'s graph cost, measured
+   (engine/capture/cost.c: every call in explain's, 1 in 64 while
+   recording, scaled): *cost the time outside graphs after it, *fn_time
+   the time of calls of its code (ns; compiles aside); None each when not
+   measured.  New references; 0, or -1 with an exception. */
+static int break_cost(PyObject *entries, PyObject *compile_id, PyObject **cost, PyObject **fn_time)
+{
+    CacheEntry *hit = NULL;
+    for (Py_ssize_t i = 0; hit == NULL && compile_id != NULL && i < PyList_GET_SIZE(entries); i++) {
+        CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(entries, i);
+        char cid[32];
+        PyOS_snprintf(cid, sizeof cid, "%d/%d", e->frame_id, e->frame_compile_id);
+        if (PyUnicode_Check(compile_id) && PyUnicode_CompareWithASCIIString(compile_id, cid) == 0)
+            hit = e;
+    }
+    CacheEntryCosts c;
+    if (hit != NULL)
+        cache_entry_costs(hit, &c);
+    if (hit == NULL || c.samples == 0) {
+        *cost = Py_NewRef(Py_None);
+        *fn_time = Py_NewRef(Py_None);
+        return 0;
+    }
+    uint64_t fn_ns = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        CacheEntry *e = (CacheEntry *)PyList_GET_ITEM(entries, i);
+        CacheEntryCosts ec;
+        if (e->code_id == hit->code_id) {
+            cache_entry_costs(e, &ec);
+            fn_ns += ec.run_ns;
+        }
+    }
+    *cost = PyLong_FromUnsignedLongLong(c.break_ns);
+    *fn_time = fn_ns > 0 ? PyLong_FromUnsignedLongLong(fn_ns) : Py_NewRef(Py_None);
+    if (*cost == NULL || *fn_time == NULL) {
+        Py_CLEAR(*cost);
+        Py_CLEAR(*fn_time);
+        return -1;
+    }
+    return 0;
+}
+
 /* The report's data from an event log and the entries made. */
 static PyObject *output_build(PyObject *function, PyObject *events, PyObject *entries)
 {
@@ -367,9 +409,15 @@ static PyObject *output_build(PyObject *function, PyObject *events, PyObject *en
             PyStructSequence_SET_ITEM(br, 5, Py_NewRef(ev_get(ev, "break_type")));
             PyStructSequence_SET_ITEM(br, 6, Py_NewRef(ev_get(ev, "break_class")));
             Py_ssize_t depth = PyList_GET_SIZE(stack);
-            PyObject *item = PyTuple_Pack(4, ev_get(ev, "break_type"), ev_get(ev, "break_class"),
+            PyObject *cost = NULL, *fn_time = NULL;
+            if (break_cost(o->entries, ev_get(ev, "compile_id"), &cost, &fn_time) < 0)
+                goto fail;
+            PyObject *item = PyTuple_Pack(6, ev_get(ev, "break_type"), ev_get(ev, "break_class"),
                                           ev_get(ev, "reason"),
-                                          depth > 0 ? PyList_GET_ITEM(stack, depth - 1) : Py_None);
+                                          depth > 0 ? PyList_GET_ITEM(stack, depth - 1) : Py_None,
+                                          cost, fn_time);
+            Py_DECREF(cost);
+            Py_DECREF(fn_time);
             if (append_steal(o->break_reasons, br) < 0 || append_steal(break_items, item) < 0)
                 goto fail;
         }

@@ -20,8 +20,11 @@ int explain_line(PyObject *out, const char *fmt, ...);
 extern PyTypeObject *BreakGroupType;
 
 /* items: a list of (break type id, class, reason, StackFrame or None) of
-   breaks or skipped frames; returns a new list of BreakGroup, most
-   frequent first (ties: first seen first), or NULL with an exception. */
+   breaks or skipped frames, and for a break two more: the time measured
+   outside graphs after it (ns) and its function's time (ns), None when
+   not measured.  Returns a new list of BreakGroup, costliest first when
+   costs were measured, then most frequent (ties: first seen first), or
+   NULL with an exception. */
 PyObject *summary_groups(PyObject *items);
 
 /* Append the summary of groups to out: a title line with the counts per

@@ -29,10 +29,13 @@ static PyStructSequence_Field break_group_fields[] = {
     {"function", "the innermost frame's function"},
     {"line", "the source line there"},
     {"hint", "what to do about it"},
+    {"cost_ns", "time the call spent outside graphs after these breaks (the eager step and "
+                "the resume, compiles aside), or None when not measured"},
+    {"function_ns", "the time of the function they break (compiles aside), or None"},
     {NULL, NULL},
 };
 static PyStructSequence_Desc break_group_desc = {
-    "dynscope.BreakGroup", "Graph breaks of one type at one site.", break_group_fields, 10,
+    "dynscope.BreakGroup", "Graph breaks of one type at one site.", break_group_fields, 12,
 };
 
 /* A group's key: "DS0001\x1ffile\x1fline" (the reason's text varies with
@@ -94,17 +97,18 @@ static PyObject *group_new(PyObject *type_id, PyObject *cls, PyObject *reason, P
     PyErr_Clear();
     const BreakType *bt = break_type_by_id(id);
     PyObject *file = frame ? PyStructSequence_GET_ITEM(frame, 0) : Py_None;
-    PyObject *items[10] = {
+    PyObject *items[12] = {
         Py_NewRef(type_id), PyUnicode_FromString(bt ? bt->name : "?"), Py_NewRef(cls),
         PyLong_FromLong(1), Py_NewRef(reason), Py_NewRef(file),
         Py_NewRef(frame ? PyStructSequence_GET_ITEM(frame, 1) : Py_None),
         Py_NewRef(frame ? PyStructSequence_GET_ITEM(frame, 2) : Py_None),
         Py_NewRef(frame ? PyStructSequence_GET_ITEM(frame, 3) : Py_None),
         summary_hint(type_id, cls, file),
+        Py_NewRef(Py_None), Py_NewRef(Py_None),
     };
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 12; i++) {
         if (items[i] == NULL) {
-            for (int k = 0; k < 10; k++)
+            for (int k = 0; k < 12; k++)
                 Py_XDECREF(items[k]);
             Py_DECREF(g);
             return NULL;
@@ -114,9 +118,40 @@ static PyObject *group_new(PyObject *type_id, PyObject *cls, PyObject *reason, P
     return g;
 }
 
-static int by_count(const void *a, const void *b)
+/* Add a member's measured cost to group g (cost, fn: int or None; the
+   function's time is the first member's).  0 / -1. */
+static int group_add_cost(PyObject *g, PyObject *cost, PyObject *fn)
+{
+    if (cost != NULL && PyLong_Check(cost)) {
+        PyObject *old = PyStructSequence_GET_ITEM(g, 10);
+        PyObject *sum = old == Py_None ? Py_NewRef(cost) : PyNumber_Add(old, cost);
+        if (sum == NULL)
+            return -1;
+        PyStructSequence_SET_ITEM(g, 10, sum);
+        Py_DECREF(old);
+    }
+    if (fn != NULL && PyLong_Check(fn) && PyStructSequence_GET_ITEM(g, 11) == Py_None) {
+        Py_DECREF(Py_None);
+        PyStructSequence_SET_ITEM(g, 11, Py_NewRef(fn));
+    }
+    return 0;
+}
+
+/* A group's measured cost in ns, -1 when not measured. */
+static double group_cost(PyObject *g)
+{
+    PyObject *c = PyStructSequence_GET_ITEM(g, 10);
+    return PyLong_Check(c) ? PyLong_AsDouble(c) : -1.0;
+}
+
+/* Costliest first (groups not measured after those measured), then the
+   most frequent. */
+static int by_cost_then_count(const void *a, const void *b)
 {
     PyObject *ga = *(PyObject *const *)a, *gb = *(PyObject *const *)b;
+    double xa = group_cost(ga), xb = group_cost(gb);
+    if (xa != xb)
+        return xa < xb ? 1 : -1;
     long ca = PyLong_AsLong(PyStructSequence_GET_ITEM(ga, 3));
     long cb = PyLong_AsLong(PyStructSequence_GET_ITEM(gb, 3));
     return ca != cb ? (ca < cb ? 1 : -1) : 0;
@@ -128,8 +163,10 @@ PyObject *summary_groups(PyObject *items)
     PyObject *index = PyDict_New();      /* key -> group (borrowed from groups) */
     for (Py_ssize_t i = 0; groups && index && i < PyList_GET_SIZE(items); i++) {
         PyObject *it = PyList_GET_ITEM(items, i);
-        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 4)
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) < 4)
             continue;
+        PyObject *cost = PyTuple_GET_SIZE(it) >= 6 ? PyTuple_GET_ITEM(it, 4) : NULL;
+        PyObject *fn = PyTuple_GET_SIZE(it) >= 6 ? PyTuple_GET_ITEM(it, 5) : NULL;
         PyObject *type_id = PyTuple_GET_ITEM(it, 0), *cls = PyTuple_GET_ITEM(it, 1);
         PyObject *reason = PyTuple_GET_ITEM(it, 2), *frame = PyTuple_GET_ITEM(it, 3);
         if (frame == Py_None)
@@ -145,12 +182,12 @@ PyObject *summary_groups(PyObject *items)
                 PyStructSequence_SET_ITEM(g, 3, count);
                 Py_DECREF(old);
             }
-            else {
+            if (count == NULL || group_add_cost(g, cost, fn) < 0)
                 Py_CLEAR(groups);
-            }
         }
         else if (key == NULL || PyErr_Occurred()
                  || (g = group_new(type_id, cls, reason, frame)) == NULL
+                 || group_add_cost(g, cost, fn) < 0
                  || PyDict_SetItem(index, key, g) < 0 || PyList_Append(groups, g) < 0) {
             Py_XDECREF(g);
             Py_CLEAR(groups);
@@ -166,7 +203,7 @@ PyObject *summary_groups(PyObject *items)
         Py_ssize_t n = PyList_GET_SIZE(groups);
         PyObject **v = ((PyListObject *)groups)->ob_item;
         for (Py_ssize_t i = 1; i < n; i++)
-            for (Py_ssize_t k = i; k > 0 && by_count(&v[k - 1], &v[k]) > 0; k--) {
+            for (Py_ssize_t k = i; k > 0 && by_cost_then_count(&v[k - 1], &v[k]) > 0; k--) {
                 PyObject *tmp = v[k];
                 v[k] = v[k - 1];
                 v[k - 1] = tmp;
@@ -187,6 +224,21 @@ static int render_group(PyObject *out, PyObject *g)
                           PyStructSequence_GET_ITEM(g, 2), where, PyStructSequence_GET_ITEM(g, 6),
                           PyStructSequence_GET_ITEM(g, 7));
     Py_DECREF(where);
+    double cost = group_cost(g);
+    PyObject *fn = PyStructSequence_GET_ITEM(g, 11);
+    if (rc == 0 && cost >= 0) {
+        char share[48] = "";
+        double fn_ns = PyLong_Check(fn) ? PyLong_AsDouble(fn) : 0;
+        if (fn_ns > 0)
+            PyOS_snprintf(share, sizeof share, " (%.0f%% of the captured frame's time)",
+                          100.0 * cost / fn_ns);
+        char when[32];
+        if (cost >= 1e6)
+            PyOS_snprintf(when, sizeof when, "%.1f ms", cost / 1e6);
+        else
+            PyOS_snprintf(when, sizeof when, "%.1f \u00b5s", cost / 1e3);
+        rc = explain_line(out, "          cost: %s outside graphs%s", when, share);
+    }
     if (rc == 0)
         rc = explain_line(out, "          %S", PyStructSequence_GET_ITEM(g, 4));
     if (rc == 0 && PyUnicode_Check(src) && PyUnicode_GET_LENGTH(src) > 0)

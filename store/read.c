@@ -13,7 +13,9 @@
  * statement holds the read snapshot between calls.  A query that reads
  * columns or tables a later schema version added has a variant for older
  * files, picked by the file's version (for_version): the reader never names
- * what the file lacks.
+ * what the file lacks.  A view a later version added is read on every file:
+ * an older one has it as the reader's TEMP view (break_costs, with its
+ * costs NULL).
  */
 #include "store_int.h"
 
@@ -24,12 +26,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The queries.  A query with `one` has a "%s" in its SQL: the run condition,
-   `one` for one run (bound as the parameter it names) or `every` for every
-   run.  The conditions that read past a watermark write the column as
-   "+run_id": the unary plus keeps SQLite from answering "run_id = ?" through
-   a per-code index (every row of the run) instead of the rowid range (only
-   the new rows). */
+/* The queries.  A query with `one` has a "%s" in its SQL, or two: the run
+   condition, `one` for one run (bound as the parameter it names) or `every`
+   for every run, the same in both places.  The conditions that read past a
+   watermark write the column as "+run_id": the unary plus keeps SQLite from
+   answering "run_id = ?" through a per-code index (every row of the run)
+   instead of the rowid range (only the new rows). */
 enum {
     Q_RUNS,
     Q_RUNS_V4,
@@ -105,22 +107,57 @@ enum {
     " graph_breaks, guard_failures, cache_entries, hits, last_failure" \
     " FROM code_summary AS cs%s ORDER BY compiles DESC, hits DESC, run_id, code_id"
 
-/* Graph breaks by site, with the registry's type and class (v4) as the
+/* What the breaks at each site s cost, from the view break_costs (schema
+   v6; a TEMP view with NULL costs over an older file) summed over the rows
+   `where` picks (the name b for the view): c.ns, c.function_ns,
+   c.extra_graphs and c.samples, all NULL when none of its calls was timed
+   (no samples).  Its rows carry the registry's type and class on a v6
+   file only (NULL, read as '', before), so on a v4 or v5 file no site
+   finds its costs: they are unknown there anyway. */
+#define SITE_COSTS(where) \
+    " LEFT JOIN (SELECT kind, reason, filename, lineno," \
+    "   coalesce(break_type, '') AS break_type, coalesce(break_class, '') AS break_class," \
+    "   sum(samples) AS samples," \
+    "   CASE WHEN sum(samples) > 0 THEN sum(cost_ns) END AS ns," \
+    "   CASE WHEN sum(samples) > 0 THEN sum(function_ns) END AS function_ns," \
+    "   CASE WHEN sum(samples) > 0 THEN sum(extra_graphs) END AS extra_graphs" \
+    "   FROM break_costs AS b WHERE " where \
+    "   GROUP BY kind, reason, filename, lineno, 5, 6) AS c" \
+    " ON c.kind IS s.kind AND c.reason IS s.reason AND c.filename IS s.filename" \
+    " AND c.lineno IS s.lineno AND c.break_type = s.break_type AND c.break_class = s.break_class"
+#define SITE_COST_COLS "c.ns, c.function_ns, c.extra_graphs, c.samples"
+/* Costliest first: a site without costs as 0, so a file without them keeps
+   the order by count. */
+#define BY_COST "coalesce(c.ns, 0) DESC"
+
+/* Graph breaks by site s, with the registry's type and class (v4) as the
    parameters: '' before.  A site's type follows from its reason and its
-   class from its file, so grouping by them splits no site. */
+   class from its file, so grouping by them splits no site.  Then their
+   costs (SITE_COSTS). */
 #define CODE_BREAKS(types, group) \
-    "SELECT kind, reason, filename, lineno, count(*), max(break_id), " types \
-    " FROM graph_breaks WHERE run_id = ?1 AND code_id = ?2" \
-    " GROUP BY kind, reason, filename, lineno" group " ORDER BY count(*) DESC, min(break_id)"
+    "SELECT s.kind, s.reason, s.filename, s.lineno, s.n, s.last_id, s.break_type," \
+    " s.break_class, " SITE_COST_COLS \
+    " FROM (SELECT kind, reason, filename, lineno, count(*) AS n, max(break_id) AS last_id," \
+    "   min(break_id) AS first_id, " types \
+    "   FROM graph_breaks WHERE run_id = ?1 AND code_id = ?2" \
+    "   GROUP BY kind, reason, filename, lineno" group ") AS s" \
+    SITE_COSTS("b.run_id = ?1 AND b.code_id = ?2") \
+    " ORDER BY " BY_COST ", s.n DESC, s.first_id"
+/* Bare columns next to max(): SQLite takes them from the newest break.
+   The function names are listed once each, comma-separated. */
 #define BREAK_SITES(types, group) \
-    "SELECT b.kind, b.reason, b.filename, b.lineno, count(*) AS n," \
-    " count(DISTINCT b.run_id || '/' || b.code_id), max(b.break_id), b.run_id, b.code_id," \
-    " group_concat(DISTINCT co.name), " types \
-    " FROM graph_breaks AS b" \
-    " LEFT JOIN code_objects AS co ON co.run_id = b.run_id AND co.code_id = b.code_id" \
-    " WHERE %s" \
-    " GROUP BY b.kind, b.reason, b.filename, b.lineno" group \
-    " ORDER BY n DESC, b.filename, b.lineno LIMIT ?2"
+    "SELECT s.kind, s.reason, s.filename, s.lineno, s.n, s.codes, s.last_id, s.run_id," \
+    " s.code_id, s.functions, s.break_type, s.break_class, " SITE_COST_COLS \
+    " FROM (SELECT b.kind AS kind, b.reason AS reason, b.filename AS filename," \
+    "   b.lineno AS lineno, count(*) AS n, count(DISTINCT b.run_id || '/' || b.code_id) AS codes," \
+    "   max(b.break_id) AS last_id, b.run_id AS run_id, b.code_id AS code_id," \
+    "   group_concat(DISTINCT co.name) AS functions, " types \
+    "   FROM graph_breaks AS b" \
+    "   LEFT JOIN code_objects AS co ON co.run_id = b.run_id AND co.code_id = b.code_id" \
+    "   WHERE %s" \
+    "   GROUP BY b.kind, b.reason, b.filename, b.lineno" group ") AS s" \
+    SITE_COSTS("%s") \
+    " ORDER BY " BY_COST ", s.n DESC, s.filename, s.lineno LIMIT ?2"
 
 /* A code object's frame skips, with the registry's type and class (v4) as
    the parameter: '' before. */
@@ -246,9 +283,10 @@ static const struct {
     [Q_ENTRY_GUARDS_V3] = {ENTRY_GUARDS("NULL, NULL")},
     [Q_TOP_FAILING] = {TOP_FAILING("g.filename, g.lineno")},
     [Q_TOP_FAILING_V3] = {TOP_FAILING("NULL, NULL")},
-    [Q_CODE_BREAKS] = {CODE_BREAKS("coalesce(break_type, ''), coalesce(break_class, '')",
+    [Q_CODE_BREAKS] = {CODE_BREAKS("coalesce(break_type, '') AS break_type,"
+                                   " coalesce(break_class, '') AS break_class",
                                    ", break_type, break_class")},
-    [Q_CODE_BREAKS_V3] = {CODE_BREAKS("'', ''", "")},
+    [Q_CODE_BREAKS_V3] = {CODE_BREAKS("'' AS break_type, '' AS break_class", "")},
     [Q_BREAK_STACK] = {
         "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),"
         " json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]')"
@@ -281,12 +319,12 @@ static const struct {
         " WHERE run_id = ?1 AND code_id = ?2 ORDER BY rowid DESC LIMIT ?3"},
     [Q_CODE_SKIPS] = {CODE_SKIPS("coalesce(break_type, ''), coalesce(break_class, '')")},
     [Q_CODE_SKIPS_V3] = {CODE_SKIPS("'', ''")},
-    /* Bare columns next to max(): SQLite takes them from the newest break.
-       The function names are listed once each, comma-separated. */
-    [Q_BREAK_SITES] = {BREAK_SITES("coalesce(b.break_type, ''), coalesce(b.break_class, '')",
+    [Q_BREAK_SITES] = {BREAK_SITES("coalesce(b.break_type, '') AS break_type,"
+                                   " coalesce(b.break_class, '') AS break_class",
                                    ", b.break_type, b.break_class"),
                        "b.run_id = ?1", "(?1 IS NOT NULL)"},
-    [Q_BREAK_SITES_V3] = {BREAK_SITES("'', ''", ""), "b.run_id = ?1", "(?1 IS NOT NULL)"},
+    [Q_BREAK_SITES_V3] = {BREAK_SITES("'' AS break_type, '' AS break_class", ""),
+                          "b.run_id = ?1", "(?1 IS NOT NULL)"},
     /* Frame skips grouped as break sites are, the function (its file and
        first line) as the site; the bare run_id, code_id are the newest
        skip's (max(rowid)). */
@@ -476,9 +514,9 @@ static sqlite3_stmt *query(StoreReader *r, int q, long long run_id)
     sqlite3_stmt **slot = &r->st[q][every];
     if (*slot == NULL) {
         char *text = NULL;
+        const char *cond = every ? queries[q].every : queries[q].one;
         if (queries[q].one != NULL
-            && (text = sqlite3_mprintf(queries[q].sql, every ? queries[q].every
-                                                             : queries[q].one)) == NULL) {
+            && (text = sqlite3_mprintf(queries[q].sql, cond, cond)) == NULL) {
             set_error(r, "%s: out of memory", r->path);
             return NULL;
         }
@@ -532,6 +570,9 @@ static const char *text(sqlite3_stmt *st, int col)
 
 #define I64(col) sqlite3_column_int64(st, (col))
 #define INT(col) sqlite3_column_int(st, (col))
+
+/* A break site's cost when none was measured. */
+static const StoreBreakCost no_cost = {false, 0, 0, -1, 0, 0};
 
 /* The one integer row of a query whose parameters are bound. */
 static int scalar(StoreReader *r, sqlite3_stmt *st, long long *out)
@@ -920,6 +961,18 @@ int store_read_top_failing_guards(StoreReader *r, long long run_id, long long co
     return finish(r, st, rc);
 }
 
+/* A site's cost from its columns col.. (SITE_COST_COLS): unknown when
+   they are NULL (no call that broke there was timed). */
+static StoreBreakCost site_cost(sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return no_cost;
+    StoreBreakCost c = {true, I64(col), I64(col + 1), -1, I64(col + 2), I64(col + 3)};
+    if (c.function_ns > 0)
+        c.share = (double)c.ns / (double)c.function_ns;
+    return c;
+}
+
 int store_read_code_break_sites(StoreReader *r, long long run_id, long long code_id,
                                 void (*fn)(void *ctx, const StoreBreakSiteRow *row),
                                 void *ctx)
@@ -931,7 +984,8 @@ int store_read_code_break_sites(StoreReader *r, long long run_id, long long code
         return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreBreakSiteRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3), I64(4), 0,
-                                 I64(5), run_id, code_id, "", text(st, 6), text(st, 7)};
+                                 I64(5), run_id, code_id, "", text(st, 6), text(st, 7),
+                                 site_cost(st, 8)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -1068,7 +1122,7 @@ int store_read_break_sites(StoreReader *r, long long run_id, int limit,
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreBreakSiteRow row = {text(st, 0), text(st, 1), text(st, 2), INT(3), I64(4),
                                  I64(5), I64(6), I64(7), I64(8), text(st, 9), text(st, 10),
-                                 text(st, 11)};
+                                 text(st, 11), site_cost(st, 12)};
         fn(ctx, &row);
     }
     return finish(r, st, rc);
@@ -1087,7 +1141,8 @@ int store_read_skip_sites(StoreReader *r, long long run_id, int limit,
     bind(st, 2, limit);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreBreakSiteRow row = {"", text(st, 0), text(st, 1), INT(2), I64(3), I64(4), 0,
-                                 I64(6), I64(7), text(st, 8), text(st, 9), text(st, 10)};
+                                 I64(6), I64(7), text(st, 8), text(st, 9), text(st, 10),
+                                 no_cost};
         fn(ctx, &row);
     }
     return finish(r, st, rc);

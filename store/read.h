@@ -35,7 +35,7 @@
 #include <stddef.h>
 
 /* The schema version this build writes; PRAGMA user_version of the file. */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 /* The oldest version a reader reads (v2's tables are v3's: the views v3
    added become TEMP views of the reader). */
 #define STORE_READ_MIN_VERSION 2
@@ -323,6 +323,24 @@ int store_read_top_failing_guards(StoreReader *r, long long run_id, long long co
                                   void (*fn)(void *ctx, const StoreGuardCountRow *row),
                                   void *ctx);
 
+/* What the graph breaks at a site cost the program (view break_costs,
+   schema v6): the recorder times one call in so many
+   (engine/capture/cost.c) and scales what it measured to every call.
+   Unknown (known false, the numbers 0, share -1) when no call that broke
+   there was timed: a file before v6 (its break_costs is the reader's TEMP
+   view, with NULL costs), a site of a short run, a frame skip. */
+typedef struct StoreBreakCost {
+    bool known;                  /* some call that broke there was timed */
+    long long ns;                /* estimated time the program spent outside
+                                    graphs because of the breaks: the eager
+                                    steps and the resumes after them */
+    long long function_ns;       /* estimated time of the functions the breaks
+                                    are in (all of their calls), 0 unknown */
+    double share;                /* ns / function_ns, -1 when function_ns is 0 */
+    long long extra_graphs;      /* graph launches the breaks added */
+    long long samples;           /* the timed calls the estimate comes from */
+} StoreBreakCost;
+
 /* A group of graph breaks at one site (or of frame skips in one function:
    store_read_skip_sites). */
 typedef struct StoreBreakSiteRow {
@@ -336,11 +354,13 @@ typedef struct StoreBreakSiteRow {
     const char *functions;       /* their names, comma separated */
     const char *break_type;      /* the registry's id ("DS0001", event/break_types.h) */
     const char *break_class;     /* "your code", ... ; both "" before schema v4 */
+    StoreBreakCost cost;         /* over the same breaks (run(s), code objects) */
 } StoreBreakSiteRow;
 
 /* The graph breaks of (run_id, code_id) by site (kind, reason, file, line),
-   most frequent first, then first seen first.  code_objects and functions
-   are not set (0, ""). */
+   costliest first (cost.ns, an unknown cost as 0), then most frequent
+   first, then first seen first: on a file without costs, most frequent
+   first.  code_objects and functions are not set (0, ""). */
 int store_read_code_break_sites(StoreReader *r, long long run_id, long long code_id,
                                 void (*fn)(void *ctx, const StoreBreakSiteRow *row),
                                 void *ctx);
@@ -457,16 +477,18 @@ int store_read_code_skips(StoreReader *r, long long run_id, long long code_id, i
 
 /* ---- whole-run lists (dyntop's views) ---- */
 
-/* Graph breaks grouped by site over the run(s), every field set: most
-   frequent first, then by file and line; at most `limit` sites. */
+/* Graph breaks grouped by site over the run(s), every field set:
+   costliest first (cost.ns, an unknown cost as 0), then most frequent
+   first, then by file and line (on a file without costs: most frequent
+   first); at most `limit` sites, the first in that order. */
 int store_read_break_sites(StoreReader *r, long long run_id, int limit,
                            void (*fn)(void *ctx, const StoreBreakSiteRow *row), void *ctx);
 
 /* The frames run without capture (frame_skips) over the run(s), grouped as
    break sites are: by type, class, reason and function, the function's
    file and first line as the site (filename, lineno).  kind is "" and
-   last_break_id 0 (a skip has no stack); n counts skips.  Most first, then
-   by file and line; at most `limit`.  No rows before
+   last_break_id 0 (a skip has no stack); n counts skips; the cost is
+   unknown.  Most first, then by file and line; at most `limit`.  No rows before
    STORE_BREAK_TYPES_VERSION. */
 int store_read_skip_sites(StoreReader *r, long long run_id, int limit,
                           void (*fn)(void *ctx, const StoreBreakSiteRow *row), void *ctx);

@@ -187,6 +187,46 @@ static const char migration_1[] =
     "FROM cache_limits AS l\n" \
     "LEFT JOIN code_objects AS co ON co.run_id = l.run_id AND co.code_id = l.code_id"
 
+/* Added in version 6: what each break site costs (engine/capture/hook.c
+   samples it), with the time of the function it breaks. */
+
+#define BREAK_COSTS_SITE \
+    "SELECT b.run_id, b.epoch, b.code_id, co.name AS function,\n" \
+    "       b.break_type, b.break_class, b.kind, b.reason, b.filename, b.lineno,\n" \
+    "       count(*) AS breaks,\n"
+
+#define BREAK_COSTS_FROM \
+    "FROM graph_breaks AS b\n" \
+    "LEFT JOIN code_objects AS co ON co.run_id = b.run_id AND co.code_id = b.code_id\n"
+
+#define BREAK_COSTS_GROUP \
+    "GROUP BY b.run_id, b.epoch, b.code_id, b.break_type, b.reason, b.filename, b.lineno"
+
+#define VIEW_BREAK_COSTS \
+    BREAK_COSTS_SITE \
+    "       coalesce(sum(e.hits), 0) AS calls,\n" \
+    "       coalesce(sum(e.break_ns), 0) AS cost_ns,\n" \
+    "       coalesce(sum(e.break_graphs), 0) AS extra_graphs,\n" \
+    "       coalesce(sum(e.cost_samples), 0) AS samples,\n" \
+    "       (SELECT sum(f.run_ns) FROM cache_entries AS f\n" \
+    "        WHERE f.run_id = b.run_id AND f.code_id = b.code_id\n" \
+    "          AND f.epoch = b.epoch) AS function_ns\n" \
+    BREAK_COSTS_FROM \
+    "LEFT JOIN cache_entries AS e ON e.run_id = b.run_id AND e.code_id = b.code_id\n" \
+    "     AND e.epoch = b.epoch AND e.compile_id = b.compile_id\n" \
+    BREAK_COSTS_GROUP
+
+/* The same columns over a file older than v6, which has no costs (nor,
+   before v4, break types: read as NULL here). */
+#define VIEW_BREAK_COSTS_OLDER \
+    "SELECT b.run_id, b.epoch, b.code_id, co.name AS function,\n" \
+    "       NULL AS break_type, NULL AS break_class, b.kind, b.reason, b.filename,\n" \
+    "       b.lineno, count(*) AS breaks,\n" \
+    "       NULL AS calls, NULL AS cost_ns, NULL AS extra_graphs, NULL AS samples,\n" \
+    "       NULL AS function_ns\n" \
+    BREAK_COSTS_FROM \
+    "GROUP BY b.run_id, b.epoch, b.code_id, b.reason, b.filename, b.lineno"
+
 #define CREATE_VIEW(name, select) "CREATE VIEW " name " AS\n" select ";\n"
 
 /* ---- version 2 ----
@@ -517,19 +557,44 @@ static const char migration_5[] =
     "CREATE INDEX annotations_by_run ON annotations (run_id, at);\n"
     "ALTER TABLE runs ADD COLUMN redacted TEXT;\n";
 
-/* Every view, with the version whose migration creates it. */
+/* ---- version 6 ----
+ * Adds what calls cost, sampled by the engine (docs/sql.md cache_entries):
+ * cost_samples, run_ns, break_ns and break_graphs on cache_entries and
+ * entry_stats, what a frame at its cache limit then ran without capture
+ * (cache_limits: calls, uncaptured_ns, cost_samples; older rows keep NULL),
+ * and the view break_costs. */
+
+static const char migration_6[] =
+    "ALTER TABLE cache_entries ADD COLUMN cost_samples INTEGER;\n"
+    "ALTER TABLE cache_entries ADD COLUMN run_ns INTEGER;\n"
+    "ALTER TABLE cache_entries ADD COLUMN break_ns INTEGER;\n"
+    "ALTER TABLE cache_entries ADD COLUMN break_graphs INTEGER;\n"
+    "ALTER TABLE entry_stats ADD COLUMN cost_samples INTEGER;\n"
+    "ALTER TABLE entry_stats ADD COLUMN run_ns INTEGER;\n"
+    "ALTER TABLE entry_stats ADD COLUMN break_ns INTEGER;\n"
+    "ALTER TABLE entry_stats ADD COLUMN break_graphs INTEGER;\n"
+    "ALTER TABLE cache_limits ADD COLUMN calls INTEGER;\n"
+    "ALTER TABLE cache_limits ADD COLUMN uncaptured_ns INTEGER;\n"
+    "ALTER TABLE cache_limits ADD COLUMN cost_samples INTEGER;\n"
+    CREATE_VIEW("break_costs", VIEW_BREAK_COSTS);
+
+/* Every view, with the version whose migration creates it, and (older:
+   NULL when the same text reads older files) its text over a file older
+   than that. */
 static const struct {
     const char *name;
     int since;
     const char *select;
+    const char *older;
 } views[] = {
-    {"recompiles", 2, VIEW_RECOMPILES},
-    {"recompile_history", 2, VIEW_RECOMPILE_HISTORY},
-    {"break_reasons", 2, VIEW_BREAK_REASONS},
-    {"code_summary", 2, VIEW_CODE_SUMMARY},
-    {"run_summary", 3, VIEW_RUN_SUMMARY},
-    {"break_sites", 3, VIEW_BREAK_SITES},
-    {"cache_limit_hits", 3, VIEW_CACHE_LIMIT_HITS},
+    {"recompiles", 2, VIEW_RECOMPILES, NULL},
+    {"recompile_history", 2, VIEW_RECOMPILE_HISTORY, NULL},
+    {"break_reasons", 2, VIEW_BREAK_REASONS, NULL},
+    {"code_summary", 2, VIEW_CODE_SUMMARY, NULL},
+    {"run_summary", 3, VIEW_RUN_SUMMARY, NULL},
+    {"break_sites", 3, VIEW_BREAK_SITES, NULL},
+    {"cache_limit_hits", 3, VIEW_CACHE_LIMIT_HITS, NULL},
+    {"break_costs", 6, VIEW_BREAK_COSTS, VIEW_BREAK_COSTS_OLDER},
 };
 
 static const char *const migrations[STORE_SCHEMA_VERSION + 1] = {
@@ -539,6 +604,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION + 1] = {
     migration_3,
     migration_4,
     migration_5,
+    migration_6,
 };
 
 const char *store_schema_migration_sql(int v)
@@ -557,7 +623,8 @@ char *store_temp_views_sql(int version)
         if (views[i].since <= version)
             continue;
         char *more = sqlite3_mprintf("%sCREATE TEMP VIEW %s AS\n%s;\n", script,
-                                     views[i].name, views[i].select);
+                                     views[i].name,
+                                     views[i].older ? views[i].older : views[i].select);
         sqlite3_free(script);
         script = more;
     }

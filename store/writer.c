@@ -57,6 +57,7 @@ enum {
     ST_GRAPH,
     ST_CACHE_LIMIT,
     ST_FRAME_SKIP,
+    ST_FRAME_STATS,
     ST_RESET,
     ST_ANNOTATION,
     ST_RUN_RESETS,
@@ -162,6 +163,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_CACHE_LIMIT] =
         "INSERT INTO cache_limits (run_id, code_id, epoch, frame_id, resume_offset,"
         " reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_FRAME_STATS] =
+        "UPDATE cache_limits SET calls = ?5, uncaptured_ns = ?6, cost_samples = ?7"
+        " WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3 AND frame_id = ?4",
     [ST_FRAME_SKIP] =
         "INSERT INTO frame_skips (run_id, code_id, epoch, resume_offset, reason, at,"
         " break_type, break_class) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -172,13 +176,17 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_RUN_RESETS] = "UPDATE runs SET resets = max(resets, ?2) WHERE run_id = ?1",
     [ST_ENTRY_UPSERT] =
         "INSERT INTO cache_entries (run_id, code_id, epoch, compile_id, frame_id,"
-        " resume_offset, hits, guard_ns, stats_at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        " resume_offset, hits, guard_ns, stats_at, cost_samples, run_ns, break_ns,"
+        " break_graphs)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
         " ON CONFLICT (run_id, code_id, epoch, compile_id) DO UPDATE SET"
-        " hits = excluded.hits, guard_ns = excluded.guard_ns, stats_at = excluded.stats_at",
+        " hits = excluded.hits, guard_ns = excluded.guard_ns, stats_at = excluded.stats_at,"
+        " cost_samples = excluded.cost_samples, run_ns = excluded.run_ns,"
+        " break_ns = excluded.break_ns, break_graphs = excluded.break_graphs",
     [ST_ENTRY_STATS] =
-        "INSERT INTO entry_stats (run_id, code_id, epoch, compile_id, at, hits, guard_ns)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO entry_stats (run_id, code_id, epoch, compile_id, at, hits, guard_ns,"
+        " cost_samples, run_ns, break_ns, break_graphs)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [ST_RUN_PROGRESS] =
         "UPDATE runs SET written_events = written_events + ?2, dropped_events = ?3"
         " WHERE run_id = ?1",
@@ -695,6 +703,18 @@ static int write_cache_limit(Store *s, const StoreEvent *e)
     return rc == SQLITE_OK ? write_packed_failures(s, e, 0) : rc;
 }
 
+static int write_frame_stats(Store *s, const StoreEvent *e)
+{
+    const EventRecord *r = &e->rec;
+    sqlite3_stmt *st = s->w->st[ST_FRAME_STATS];
+    bind_head(s, st, e);
+    sqlite3_bind_int(st, 4, r->frame_id);
+    bind_u64(st, 5, r->limit_calls);
+    bind_u64(st, 6, r->uncaptured_ns);
+    bind_u64(st, 7, r->cost_samples);
+    return run(st);
+}
+
 static int write_frame_skip(Store *s, const StoreEvent *e)
 {
     const EventRecord *r = &e->rec;
@@ -719,6 +739,10 @@ static int write_entry_stats(Store *s, const StoreEvent *e)
     bind_u64(st, 7, r->hits);
     bind_u64(st, 8, r->guard_ns);
     bind_u64(st, 9, r->wall_ns);
+    bind_u64(st, 10, r->cost_samples);
+    bind_u64(st, 11, r->run_ns);
+    bind_u64(st, 12, r->break_ns);
+    bind_u64(st, 13, r->break_graphs);
     int rc = run(st);
     if (rc != SQLITE_OK)
         return rc;
@@ -728,6 +752,10 @@ static int write_entry_stats(Store *s, const StoreEvent *e)
     bind_u64(st, 5, r->wall_ns);
     bind_u64(st, 6, r->hits);
     bind_u64(st, 7, r->guard_ns);
+    bind_u64(st, 8, r->cost_samples);
+    bind_u64(st, 9, r->run_ns);
+    bind_u64(st, 10, r->break_ns);
+    bind_u64(st, 11, r->break_graphs);
     return run(st);
 }
 
@@ -778,6 +806,7 @@ static int write_event(Store *s, const StoreEvent *e)
     case EV_CACHE_LIMIT:    return write_cache_limit(s, e);
     case EV_FRAME_SKIP:     return write_frame_skip(s, e);
     case EV_ENTRY_STATS:    return write_entry_stats(s, e);
+    case EV_FRAME_STATS:    return write_frame_stats(s, e);
     case EV_RESET:
     case EV_ANNOTATE:
     case EV__COUNT:         break;

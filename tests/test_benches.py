@@ -76,6 +76,16 @@ def numbers(cells):
     return got
 
 
+def check_break_cost(out, err):
+    rows = table(out, "| case | break (costliest first) |")
+    cases = {r[0] for r in rows}
+    assert "`numpy`" in cases, rows
+    assert {r[1] for r in rows if r[0] == "`numpy`"} == {"print", "log_stats"}, rows
+    for r in rows:
+        assert numbers([r[2]])[0] > 0 and int(r[6]) >= 0, r       # measured, timed calls
+    assert re.search(r"- `numpy`: ranked first: \w+; largest saving: \w+; measured / saved", out)
+
+
 def check_capture(out, err):
     rows = table(out, "| case | first call, µs |")
     assert [r[0] for r in rows] == ["add2 (1 op)", "chain of 8", "mlp step (9 ops, 2 outputs)"]
@@ -139,6 +149,7 @@ def check_torch_hit(out, err):
 
 
 CHECKS = {
+    "bench_break_cost": check_break_cost,
     "bench_capture": check_capture,
     "bench_dyntop": check_dyntop,
     "bench_hit": check_hit,

@@ -207,10 +207,23 @@ def breaks_db(tmp_path_factory):
         shutil.copytree(os.path.join(ROOT, "tests", "data", "corpus_lib", "dynscope_corpus_lib"),
                         dest)
     try:
-        return record(tmp, BREAKS, name="breaks.py", db="b.db")
+        path = record(tmp, BREAKS, name="breaks.py", db="b.db")
     finally:
         if ours:
             shutil.rmtree(dest, ignore_errors=True)
+    clear_costs(path)
+    return path
+
+
+def clear_costs(db):
+    """Forget what the recorder's sampler timed (it times a call now and
+    then, at random): the break sites have no cost, so they come most first,
+    as the tests of types and classes expect.  Costs: the tests of COSTS."""
+    con = sqlite3.connect(db)
+    con.execute("UPDATE cache_entries SET cost_samples = 0, run_ns = 0, break_ns = 0,"
+                " break_graphs = 0")
+    con.commit()
+    con.close()
 
 
 def nearest_facts(db):
@@ -234,12 +247,38 @@ def fmt_ms(ns):
     return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
 
 
+# The cost cells of a break site (tui/fmt.c fmt_break_cost): its time and
+# share of its functions' time ("12.30 ms   41%"), or "-" when unknown.
+COST = r"(?:-|[\d.]+ (?:ns|us|ms|s)\s+(?:\d+%|-))"
+
+
+def drop_costs(con):
+    """What schema v6 added: the costs of cache_entries and entry_stats, and
+    the view break_costs (it names graph_breaks' v4 columns)."""
+    con.execute("DROP VIEW break_costs")
+    for table in ("cache_entries", "entry_stats"):
+        for column in ("cost_samples", "run_ns", "break_ns", "break_graphs"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+
+def downgrade_to_v5(src, dst):
+    """A copy of a recorded file as schema v5 wrote it: no costs (v6)."""
+    shutil.copy(src, dst)
+    con = sqlite3.connect(dst)
+    drop_costs(con)
+    con.execute("PRAGMA user_version = 5")
+    con.commit()
+    con.close()
+
+
 def downgrade_to_v3(src, dst):
     """A copy of a recorded file as schema v3 wrote it: v4 added the guard
     provenance columns, recompile_diffs, who recorded a run, and the break
-    registry's type and class; v5 compiles.hatches, the phases and call_path."""
+    registry's type and class; v5 compiles.hatches, the phases and call_path;
+    v6 the costs."""
     shutil.copy(src, dst)
     con = sqlite3.connect(dst)
+    drop_costs(con)
     con.execute("DROP TABLE recompile_diffs")
     for table, column in (("guards", "filename"), ("guards", "lineno"), ("guards", "user_stack"),
                           ("guard_failures", "filename"), ("guard_failures", "lineno"),
@@ -522,7 +561,7 @@ def test_detail_view_shows_graph_breaks_with_the_source_line(pane, workload_db):
     screen = p.wait("Graph breaks by site")
     assert "data_dependent_branch" in screen
     # the break's type and class in the registry, and its hint
-    assert re.search(r"1 x\s+data_dependent_branch\s+branch on a tensor value .*"
+    assert re.search(rf"1 x\s+{COST}\s+data_dependent_branch\s+branch on a tensor value .*"
                      r"\[DS0003 fundamental\]$", screen, re.M), screen
     assert "hint: Select with np.where / torch.where or a mask" in screen
     assert re.search(r"\d+ \| if y\.sum\(\) > 0:", screen), screen
@@ -563,9 +602,10 @@ def class_counts(per_class):
 
 
 def site_row(t, cls, filename, lineno, n):
-    """A row of the break view: count, id and name, class, file:line (cut at
-    its start when long)."""
-    return re.compile(rf"^\s+{n}\s+{t} \S+\s+{cls}\s+\S*{re.escape(os.path.basename(filename))}"
+    """A row of the break view: count, cost ("-": breaks_db's are cleared),
+    id and name, class, file:line (cut at its start when long)."""
+    return re.compile(rf"^\s+{n}\s+-\s+{t} \S+\s+{cls}\s+"
+                      rf"\S*{re.escape(os.path.basename(filename))}"
                       rf":{lineno}\s", re.M)
 
 
@@ -595,18 +635,18 @@ def test_break_view_groups_breaks_by_registry_type_class_and_site(pane, breaks_d
                 and all(site_row(t, c, f, line, n).search(screen) for t, c, f, line, n in sites)
                 and "Frames run without capture by type: 1 skip: 0 your code, 0 library code, "
                     "1 engine limit, 0 fundamental" in screen
-                and re.search(r"^\s+1\s+DS0014 try-block\s+engine limit\s+breaks\.py:\d+\s+"
+                and re.search(r"^\s+1\s+-\s+DS0014 try-block\s+engine limit\s+breaks\.py:\d+\s+"
                               r"guarded_fn\s+code inside a try/with block", screen, re.M))
 
     p.send("b")
     screen = p.wait(all_shown)
     # the print and the branch of the user's functions, with their classes and counts
-    assert re.search(r"^\s+1\s+DS0001 print\s+your code\s+breaks\.py:9\s+chatty_fn\s+"
+    assert re.search(r"^\s+1\s+-\s+DS0001 print\s+your code\s+breaks\.py:9\s+chatty_fn\s+"
                      r"call to builtin print", screen, re.M), screen
-    assert re.search(r"^\s+1\s+DS0003 data-dependent-branch\s+fundamental\s+breaks\.py:16\s+"
+    assert re.search(r"^\s+1\s+-\s+DS0003 data-dependent-branch\s+fundamental\s+breaks\.py:16\s+"
                      r"branchy_fn\s+branch on a tensor value", screen, re.M), screen
     # most first; the selected row's note under the list
-    rows = [l for l in screen.splitlines() if re.match(r"^\s+\d+\s+DS\d{4} ", l)]
+    rows = [l for l in screen.splitlines() if re.match(r"^\s+\d+\s+-\s+DS\d{4} ", l)]
     assert [int(l.split()[0]) for l in rows[:len(sites)]] == sorted(
         (n for *_, n in sites), reverse=True)
 
@@ -616,7 +656,7 @@ def test_break_view_groups_breaks_by_registry_type_class_and_site(pane, breaks_d
 
     # the print inside the installed package: the user's line that called it
     lib = next(i for i, l in enumerate(rows)
-               if re.match(r"^\s+\d+\s+DS0001 print\s+library code\s+\S*__init__\.py:8\s", l))
+               if re.match(r"^\s+\d+\s+-\s+DS0001 print\s+library code\s+\S*__init__\.py:8\s", l))
     first = note(select(lib, "hint: Collect the values and print them after the captured call"))
     assert "installed code, which you cannot edit: capture around the call from your code" in first
     assert re.search(r"called from your code at \S*many_breaks\.py:20 in step\n\s+20 \| "
@@ -662,10 +702,14 @@ def test_break_view_of_a_v3_file_groups_by_site_as_before(pane, breaks_db, tmp_p
     p.wait(table_shown)
     p.send("b")
     screen = p.wait(lambda s: f"Graph break reasons by site: {len(sites)} sites" in s
-                    and all(re.search(rf"^\s+{n}\s+{kind}\s+\S*{re.escape(os.path.basename(f))}"
+                    and all(re.search(rf"^\s+{n}\s+-\s+{kind}\s+\S*{re.escape(os.path.basename(f))}"
                                       rf":{line}\s", s, re.M) for kind, f, line, n in sites),
                     what="every site by kind")
     assert "data_dependent_branch" in screen
+    # most first, without costs (schema v6): every cost "-"
+    counts = [int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+-\s+\w+\s", screen, re.M)]
+    assert counts == sorted((n for *_, n in sites), reverse=True), screen
+    assert "costliest" not in screen
     assert "DS0" not in screen and "your code" not in screen and "hint:" not in screen
     assert "Frames run without capture" not in screen and "\u2500\u2500\u2500" not in screen
     assert "query failed" not in screen
@@ -694,9 +738,127 @@ def test_break_view_sums_the_sites_of_several_files(pane, breaks_db, tmp_path):
                     what="every site, three times the breaks")
     assert ("Frames run without capture by type: 2 skips: 0 your code, 0 library code, "
             "2 engine limit, 0 fundamental") in screen
-    assert re.search(r"^\s+2\s+DS0014 try-block\s+engine limit\s+breaks\.py:\d+\s+guarded_fn\s",
+    assert re.search(r"^\s+2\s+-\s+DS0014 try-block\s+engine limit\s+breaks\.py:\d+\s+guarded_fn\s",
                      screen, re.M), screen
     assert "query failed" not in screen and "cannot read" not in screen
+
+
+# Two functions that break at a print: often_fn compiles (and breaks) once
+# per shape, three times; rare_fn once.  costs_db gives rare_fn's break, the
+# less frequent, the larger cost.
+COSTS = textwrap.dedent('''\
+    import numpy as np
+    import dynscope
+
+
+    @dynscope.optimize("eager", dynamic=False)
+    def often_fn(x):                   # a new shape each call: a break per compile
+        y = x + 1.0
+        print("often", y.shape)
+        return y * 2.0
+
+
+    @dynscope.optimize("eager", dynamic=False)
+    def rare_fn(x):                    # one compile, one break
+        y = x * 3.0
+        print("rare", y.shape)
+        return y - 1.0
+
+
+    for n in (2, 3, 4):
+        often_fn(np.ones(n))
+    rare_fn(np.ones(4))
+    ''')
+
+
+def set_break_costs(con, function, hits, samples, run_ns, break_ns, break_graphs):
+    """Give the entries of `function` whose plans end at a break (those of
+    its graph_breaks rows) these counters, as the recorder writes them
+    (scaled to every call: docs/sql.md cache_entries)."""
+    con.execute("UPDATE cache_entries SET hits = ?, cost_samples = ?, run_ns = ?, break_ns = ?,"
+                " break_graphs = ? WHERE (run_id, code_id, epoch, compile_id) IN"
+                " (SELECT b.run_id, b.code_id, b.epoch, b.compile_id FROM graph_breaks AS b"
+                "  JOIN code_objects AS co USING (run_id, code_id) WHERE co.name = ?)",
+                (hits, samples, run_ns, break_ns, break_graphs, function))
+
+
+@pytest.fixture(scope="module")
+def costs_db(tmp_path_factory):
+    """COSTS recorded, its costs then set: often_fn's three breaks 0.5 ms
+    each of 5 ms calls (1.50 ms, 10% of 15 ms), rare_fn's one 12.3 ms of
+    30 ms (41%).  Whatever the sampler timed is cleared first."""
+    path = record(str(tmp_path_factory.mktemp("costs")), COSTS, name="costs.py", db="c.db")
+    assert sql(path, "SELECT co.name, count(*) FROM graph_breaks JOIN code_objects AS co"
+                     " USING (run_id, code_id) GROUP BY 1 ORDER BY 1") == [("often_fn", 3),
+                                                                        ("rare_fn", 1)]
+    clear_costs(path)
+    con = sqlite3.connect(path)
+    set_break_costs(con, "often_fn", 20, 2, 5_000_000, 500_000, 1)
+    set_break_costs(con, "rare_fn", 10, 4, 30_000_000, 12_300_000, 4)
+    con.commit()
+    con.close()
+    return path
+
+
+def break_rows(screen):
+    """The rows of the break view's list (count, cost, type...)."""
+    return [l for l in screen.splitlines() if re.match(rf"^\s+\d+\s+{COST}\s+DS\d{{4}} ", l)]
+
+
+@needs_tmux
+def test_break_view_lists_the_costliest_site_first_with_its_cost_and_share(pane, costs_db):
+    p = pane(costs_db, width=160)
+    p.wait(table_shown)
+    p.send("b")
+    screen = p.wait(lambda s: len(break_rows(s)) == 2, what="the two sites")
+    assert "Graph breaks by type and site, costliest first: 4 breaks at 2 sites" in screen
+    rows = break_rows(screen)
+    # the site with fewer breaks but the larger cost first: its cost and its
+    # share of rare_fn's time; then the more frequent one
+    assert re.match(r"^\s+1\s+12\.30 ms\s+41%\s+DS0001 print\s+your code\s+costs\.py:15\s+"
+                    r"rare_fn\s", rows[0]), rows
+    assert re.match(r"^\s+3\s+1\.50 ms\s+10%\s+DS0001 print\s+your code\s+costs\.py:8\s+"
+                    r"often_fn\s", rows[1]), rows
+    # the selected row's note says what the cost is made of
+    assert ("cost: 12.30 ms outside graphs (eager steps, resumes), 41% of its functions' time; "
+            "4 more graph launches; from 4 timed calls") in note(screen), note(screen)
+    # the detail of rare_fn: the same cost on its break site
+    p.send("Enter")
+    screen = p.wait("Graph breaks by site, costliest first")
+    assert re.search(r"^\s+1 x\s+12\.30 ms\s+41%\s+call\s+call to builtin print\s+"
+                     r"\[DS0001 your code\]$", screen, re.M), screen
+    assert ("cost: 12.30 ms outside graphs (eager steps, resumes), 41% of the function's time; "
+            "4 more graph launches; from 4 timed calls") in screen
+    # a narrow terminal cuts the rows at the right edge: the count and cost stay
+    p.send("Escape")
+    p.wait("costliest first: 4 breaks")
+    p.resize(60, 30)
+    screen = p.wait(lambda s: re.search(r"^\s+1\s+12\.30 ms\s+41%\s+DS0001 print", s, re.M)
+                    and re.search(r"^\s+3\s+1\.50 ms\s+10%\s+DS0001 print", s, re.M),
+                    what="the rows, cut at 60 columns")
+    assert all(len(l) <= 60 for l in screen.splitlines())
+    assert "query failed" not in screen
+
+
+@needs_tmux
+def test_break_view_of_a_file_without_costs_shows_dashes_most_first(pane, costs_db, tmp_path):
+    # the same recording as schema v5 wrote it: no costs, so the order by
+    # count, and "-" in the cost column
+    old = str(tmp_path / "v5.db")
+    downgrade_to_v5(costs_db, old)
+    p = pane(old, width=160, height=100)     # room for the detail down to its breaks
+    p.wait(table_shown)
+    p.send("b")
+    screen = p.wait(lambda s: len(break_rows(s)) == 2, what="the two sites")
+    assert "Graph breaks by type and site: 4 breaks at 2 sites" in screen
+    rows = break_rows(screen)
+    assert re.match(r"^\s+3\s+-\s+DS0001 print\s+your code\s+costs\.py:8\s+often_fn\s", rows[0])
+    assert re.match(r"^\s+1\s+-\s+DS0001 print\s+your code\s+costs\.py:15\s+rare_fn\s", rows[1])
+    assert "cost:" not in screen and "costliest" not in screen
+    p.send("Enter")
+    screen = p.wait("Graph breaks by site")
+    assert re.search(r"^\s+3 x\s+-\s+call\s+call to builtin print", screen, re.M), screen
+    assert "cost:" not in screen and "query failed" not in screen
 
 
 @needs_tmux

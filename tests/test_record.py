@@ -27,7 +27,7 @@ import _programs
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 DYNTOP = os.environ.get("DYNTOP_BIN", os.path.join(ROOT, "build", "dyntop"))
-SCHEMA_VERSION = 5      # store/read.h STORE_SCHEMA_VERSION: what a new file gets
+SCHEMA_VERSION = 6      # store/read.h STORE_SCHEMA_VERSION: what a new file gets
 
 # ---------------------------------------------------------------------------
 # The workload: known recompiles (dtype, shape, constant), breaks (print,
@@ -340,6 +340,7 @@ def report_sections(text):
 
 PHASES = ("trace_ns", "guards_ns", "graph_ns", "backend_ns", "plan_ns")
 TRIE = "Call paths that compiled (stack trie; compiles under each frame)"
+SITES = "Top graph-break sites"       # then by cost, or why not (the costs are chance)
 WHATIF = "What if a source were dynamic (from the recorded guard failures)"
 
 
@@ -438,7 +439,7 @@ def report_expectations(dump):
         "Top recompiling functions (last failing guard)":
             [(n, where[n], str(k), last[n]) for n, k in sorted(recompiles.items(), key=lambda kv: -kv[1])],
         "Recompiles: the nearest older entry and the guards of it that failed": nearest[:10],
-        "Top graph-break reasons":
+        SITES:
             [(*site, str(n)) for site, n in sorted(sites.items(), key=lambda kv: (-kv[1], kv[0]))],
         "Automatic dynamic (a recompile on a number's value or a size)":
             [(e["name"], where[e["name"]], e["compile_id"], e["reason"]) for e in evs
@@ -469,6 +470,16 @@ def report_expectations(dump):
     }
 
 
+def sites_apart(sections):
+    """(the other sections, the break-site rows cut to kind, reason, site and
+    breaks, whether they came costliest first).  The engine times 1 call in
+    64, so whether this workload's breaks have costs is chance; their order
+    and numbers are tests/test_break_costs_report.py's."""
+    (title,) = [t for t in sections if t.startswith(SITES)]
+    rows = [r[:4] for r in sections.pop(title)]
+    return sections, rows, "costs not measured" not in title
+
+
 def test_report_sections_equal_the_engine_view(recorded):
     db, dump, _ = recorded
     p = run(["-m", "dynscope", "report", db])
@@ -477,16 +488,21 @@ def test_report_sections_equal_the_engine_view(recorded):
     want = report_expectations(dump)
     want[TRIE] = call_path_rows(db)
     want[WHATIF] = whatif_rows(db)
-    assert report_sections(p.stdout) == want
+    want_sites = want.pop(SITES)
+    got, sites, by_cost = sites_apart(report_sections(p.stdout))
+    assert got == want
+    assert (sorted(sites, key=lambda r: (-int(r[3]), r)) if by_cost else sites) == want_sites
     assert [r[0] for r in want["Top recompiling functions (last failing guard)"]] == ["scale", "limited"]
-    assert len(want["Top graph-break reasons"]) == 3 and len(want["Cache-limit hits"]) == 1
+    assert len(want_sites) == 3 and len(want["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "report", "--limit", "1", db])
     assert p.returncode == 0, p.stderr
-    assert report_sections(p.stdout) == {
+    got, sites, by_cost = sites_apart(report_sections(p.stdout))
+    assert got == {
         title: rows if title == "Cache-limit hits"
         else rows[:1] + rows[-1:] if title.startswith("Where compile time goes")   # + the sum row
         else rows if title == TRIE                                                  # a tree: whole
         else rows[:1] for title, rows in want.items()}
+    assert len(sites) == 1 and (sites[0] in want_sites if by_cost else sites == want_sites[:1])
     assert len(want["Recompiles: the nearest older entry and the guards of it that failed"]) >= 3
     assert {r[0] for r in want["Graph breaks and skipped frames by type (docs/breaks.md)"]} >= {
         "DS0001", "DS0003", "DS0004", "DS0014"}
@@ -566,18 +582,20 @@ def test_the_recorders_json_is_json_dumps_byte_for_byte():
 def downgrade_to_v2(src, dst):
     """A copy of a recorded file as schema v2 wrote it: v3 added only views,
     v4 the guard-provenance columns and recompile_diffs, v5 compiles.hatches,
-    the compile phases and call_path."""
+    the compile phases and call_path, v6 the entries' costs and break_costs."""
     with open(src, "rb") as fh, open(dst, "wb") as out:
         out.write(fh.read())
     con = sqlite3.connect(dst)
-    for view in ("run_summary", "break_sites", "cache_limit_hits"):
+    for view in ("run_summary", "break_sites", "cache_limit_hits", "break_costs"):
         con.execute(f"DROP VIEW {view}")
     con.execute("DROP TABLE recompile_diffs")
     for table, column in (("guards", "filename"), ("guards", "lineno"), ("guards", "user_stack"),
                           ("guard_failures", "filename"), ("guard_failures", "lineno"),
                           *(("compiles", c) for c in ("hatches", "trace_ns", "guards_ns", "graph_ns",
                                                       "backend_ns", "plan_ns", "events_ns",
-                                                      "attempts", "call_path"))):
+                                                      "attempts", "call_path")),
+                          *((t, c) for t in ("cache_entries", "entry_stats")
+                            for c in ("cost_samples", "run_ns", "break_ns", "break_graphs"))):
         con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("PRAGMA user_version = 2")
     con.commit()
@@ -592,14 +610,18 @@ def test_a_v2_file_is_read_by_the_report_and_dyntop_as_the_v3_file_untouched(rec
     new = run(["-m", "dynscope", "report", db])
     p = run(["-m", "dynscope", "report", old])   # the views it lacks: TEMP views
     assert p.returncode == 0, p.stderr
-    newer = report_sections(new.stdout)
+    newer, newer_sites, by_cost = sites_apart(report_sections(new.stdout))
     del newer["Recompiles: the nearest older entry and the guards of it that failed"]   # v4's
     del newer["Graph breaks and skipped frames by type (docs/breaks.md)"]
     del newer["Escape hatches: what a mark kept in a graph or out of capture"]   # v5's
     del newer["Where compile time goes (ms; the phases add up to the total, events are outside it)"]
     del newer[TRIE]
     del newer[WHATIF]
-    assert report_sections(p.stdout) == newer
+    got, sites, old_by_cost = sites_apart(report_sections(p.stdout))
+    assert got == newer
+    # v6's costs: none in a v2 file, so its sites come most frequent first
+    assert not old_by_cost and sites == (sorted(newer_sites, key=lambda r: (-int(r[3]), r))
+                                         if by_cost else newer_sites)
     assert len(report_sections(p.stdout)["Cache-limit hits"]) == 1
     p = run(["-m", "dynscope", "sql", old, "SELECT count(*) AS n FROM code_summary"])
     assert p.returncode == 0, p.stderr

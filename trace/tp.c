@@ -75,6 +75,7 @@ void dynscope_tp_emit(const EventRecord *ev)
         lttng_ust_tracepoint(dynscope, annotate, ev);
         break;
     case EV_ENTRY_STATS:   /* SQLite only: frame_eval carries the hits */
+    case EV_FRAME_STATS:
     case EV__COUNT:
         break;
     }
@@ -100,6 +101,7 @@ const volatile int *dynscope_tp_state(int kind)
     case EV_RESET:          return TP_STATE(reset);
     case EV_ANNOTATE:       return TP_STATE(annotate);
     case EV_ENTRY_STATS:
+    case EV_FRAME_STATS:
     case EV__COUNT:
         break;
     }

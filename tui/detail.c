@@ -2,8 +2,9 @@
  * detail.c -- the detail view of one code object (Enter on a row): its cache
  * entries frame by frame in lookup order with their hits and guards (and
  * the user source that made each guard), the guards that fail most, its
- * graph breaks with their type and class in the break registry, its hint
- * and the user's source lines, the recompile history with the
+ * graph breaks by site, costliest first, with what they cost (schema v6),
+ * their type and class in the break registry, its hint and the user's
+ * source lines, the recompile history with the
  * guards that failed, the values observed and the entry nearest to the new
  * inputs, cache-limit hits and skips.  Reads one code object through the
  * read model (store/read.h: the per-code indexes), in one read transaction,
@@ -507,17 +508,30 @@ typedef struct Section {
     int n;
 } Section;
 
+/* What a site's cost is made of, on a line of its own under it (nothing
+   when unknown: the cost column says "-"). */
+static void break_cost(Ctx *c, const StoreBreakCost *cost)
+{
+    if (!cost->known)
+        return;
+    char parts[256];
+    fmt_break_cost_parts(parts, sizeof parts, cost, "the function's");
+    pager_add_indent(c->p, 16, "          %scost:%s %s", S(AC_DIM), S(AC_NORMAL), parts);
+}
+
 static void break_site_seen(void *ctx, const StoreBreakSiteRow *row)
 {
     Section *sec = ctx;
     Ctx *c = sec->c;
     char *reason = fmt_sanitize(row->reason);
-    char type[160];
+    char type[160], cost[64];
     const BreakType *bt = break_type_by_id(row->break_type);
     type_text(type, sizeof type, row->break_type, row->break_class);
-    pager_add_indent(c->p, 12, "  %s%6lld x%s  %s%s%s  %s%s", S(AC_HEADER_VALUE), row->n,
-                     S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL), reason, type);
+    fmt_break_cost(cost, sizeof cost, &row->cost);
+    pager_add_indent(c->p, 12, "  %s%6lld x  %s%s  %s%s%s  %s%s", S(AC_HEADER_VALUE), row->n,
+                     cost, S(AC_NORMAL), S(AC_KIND), row->kind, S(AC_NORMAL), reason, type);
     free(reason);
+    break_cost(c, &row->cost);
     if (bt != NULL)              /* what to do about it (event/break_types.c) */
         pager_add_indent(c->p, 16, "          %shint:%s %s", S(AC_DIM), S(AC_NORMAL), bt->hint);
     break_stack(c, row->last_break_id, row->filename, row->lineno);
@@ -527,7 +541,8 @@ static void break_site_seen(void *ctx, const StoreBreakSiteRow *row)
 static void breaks(Ctx *c)
 {
     Section sec = {c, 0};
-    pager_add(c->p, -1, -1, "%sGraph breaks%s by site", S(AC_SECTION), S(AC_DIM));
+    pager_add(c->p, -1, -1, "%sGraph breaks%s by site, costliest first, then most frequent",
+              S(AC_SECTION), S(AC_DIM));
     if (store_read_code_break_sites(c->r, c->run_id, c->code_id, break_site_seen, &sec) < 0)
         read_failed(c);
     else if (sec.n == 0)

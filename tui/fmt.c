@@ -297,6 +297,34 @@ void fmt_ns(char *dst, size_t cap, long long ns)
         snprintf(dst, cap, "%.2f s", (double)ns / 1e9);
 }
 
+void fmt_break_cost(char *dst, size_t cap, const StoreBreakCost *c)
+{
+    char ns[32] = "-", share[16] = "";
+    if (c->known) {
+        fmt_ns(ns, sizeof ns, c->ns);
+        if (c->share < 0)
+            snprintf(share, sizeof share, "-");
+        else          /* a sampled estimate can pass 100% a little: no more than 999% */
+            snprintf(share, sizeof share, "%.0f%%", c->share < 9.99 ? c->share * 100 : 999.0);
+    }
+    snprintf(dst, cap, "%9s  %4s", ns, share);
+}
+
+void fmt_break_cost_parts(char *dst, size_t cap, const StoreBreakCost *c, const char *whose)
+{
+    char ns[32], share[128] = "";
+    if (!c->known) {
+        snprintf(dst, cap, "%s", "");
+        return;
+    }
+    fmt_ns(ns, sizeof ns, c->ns);
+    if (c->share >= 0)
+        snprintf(share, sizeof share, ", %.0f%% of %s time", c->share * 100, whose);
+    snprintf(dst, cap, "%s outside graphs (eager steps, resumes)%s; %lld more graph launch%s; "
+             "from %lld timed call%s", ns, share, c->extra_graphs,
+             c->extra_graphs == 1 ? "" : "es", c->samples, c->samples == 1 ? "" : "s");
+}
+
 void fmt_since(char *dst, size_t cap, long long ns)
 {
     double s = (double)ns / 1e9;

@@ -25,7 +25,7 @@ const KeyHelp help_keys[] = {
     {"/ \\ F4",         "filter by function name or file (typing filters at once)",  "table"},
     {"Esc",             "clear the filter (table); back to the table (views)",       "any"},
     {"F",               "follow the selected code object when the order changes",    "table"},
-    {"b",               "graph breaks and skips by type, class and site, with hints", "any"},
+    {"b",               "graph breaks by site, costliest first; skips; with hints",  "any"},
     {"r",               "recompile log, newest first",                               "any"},
     {"v",               "divergence between runs (a job's ranks): the odd runs",     "any"},
     {"? h F1",          "this help",                                                 "any"},

@@ -138,6 +138,16 @@ char *fmt_sanitize(const char *src);
 void fmt_count(char *dst, size_t cap, long long v, int width);
 /* Nanoseconds as milliseconds: "0.43", "12.1", "1234" (at most width cols). */
 void fmt_ms(char *dst, size_t cap, long long ns, int width);
+/* A break site's cost (store/read.h StoreBreakCost) in two right-aligned
+   cells, 15 columns in all: its time ("12.30 ms", as fmt_ns writes it) and
+   its share of the time of the functions it breaks ("41%"); the share "-"
+   when that time is unknown, and "-" and blank when the cost is (no call
+   that broke there was timed, or a file before schema v6). */
+void fmt_break_cost(char *dst, size_t cap, const StoreBreakCost *c);
+/* What a known cost is made of, as a sentence: "12.30 ms outside graphs
+   (eager steps, resumes), 41% of <whose> time; 4 more graph launches; from
+   4 timed calls" (whose: "the function's").  "" when it is unknown. */
+void fmt_break_cost_parts(char *dst, size_t cap, const StoreBreakCost *c, const char *whose);
 /* A duration for people: "0.11 s", "3 min 2 s", "2 h 5 min". */
 void fmt_duration(char *dst, size_t cap, long long ns);
 /* A short duration with its unit: "812 ns", "1.5 us", "2.31 ms", "1.20 s". */

@@ -1,27 +1,31 @@
 /*
  * views.c -- the two whole-run views.  The break view (`b`): the graph
  * breaks grouped by their type in the registry (event/break_types.h,
- * docs/breaks.md) and site, most first, each row with how often, the type
- * (id and name), its class in the class's colour, file:line, the functions
- * that broke there and the reason; the title counts the breaks of each
- * class.  Below them, the frames run without capture (frame_skips) grouped
- * the same way, the function as the site.  The selected row's note, under
- * the list: the type's hint and the user's source line (for a break in
- * installed code, the line of the user's code that called into it).  A
- * file older than schema v4 has no types: its breaks are listed by site and
- * kind, as they always were, and its skips not at all.  And the recompile
- * log (`r`: newest first, with the guard that failed, the value observed
- * and, where there is room, the entry nearest to the new inputs).  Both
- * are selectable pagers; Enter on a line opens the detail of its code
- * object.  Read through store/read.h; tables: docs/sql.md; manual:
- * docs/dyntop.md.
+ * docs/breaks.md) and site, costliest first (the time the program spent
+ * outside graphs because of them, sampled while recording: schema v6), then
+ * most first, each row with how often, that cost and its share of the time
+ * of the functions it breaks ("-" when unknown), the type (id and name),
+ * its class in the class's colour, file:line, the functions that broke
+ * there and the reason; the title counts the breaks of each class.  Below
+ * them, the frames run without capture (frame_skips) grouped the same way,
+ * the function as the site.  The selected row's note, under the list: the
+ * type's hint, the user's source line (for a break in installed code, the
+ * line of the user's code that called into it) and what the cost is made
+ * of (when known).  A file older than schema v4 has no types: its breaks
+ * are listed by site and kind, as they always were (their cost "-"), and
+ * its skips not at all; a file older than v6 has no costs: most first, as
+ * before.  And the recompile log (`r`: newest first, with the guard that
+ * failed, the value observed and, where there is room, the entry nearest
+ * to the new inputs).  Both are selectable pagers; Enter on a line opens
+ * the detail of its code object.  Read through store/read.h; tables:
+ * docs/sql.md; manual: docs/dyntop.md.
  *
  * With several files each file is read in its own snapshot and the lists
- * are merged: a break site's (or skip's) counts and functions summed over
- * the files (Enter opens the first file's code object that broke there),
- * the recompiles of every file by wall-clock time, newest first, each with
- * its run's label.  With one file the recompiles go straight to the pager,
- * as read.
+ * are merged: a break site's (or skip's) counts, costs and functions summed
+ * over the files (Enter opens the first file's code object that broke
+ * there), the recompiles of every file by wall-clock time, newest first,
+ * each with its run's label.  With one file the recompiles go straight to
+ * the pager, as read.
  */
 #include "tui.h"
 #include "../event/break_types.h"
@@ -75,6 +79,7 @@ typedef struct Sites {
     long long total;             /* breaks (skips) over every site */
     long long per_class[BREAK_CLASS__COUNT];
     bool typed;                  /* some site has a type (a file of v4 on) */
+    bool costed;                 /* some site has a known cost (a file of v6 on) */
 } Sites;
 
 /* The break view being read. */
@@ -247,6 +252,20 @@ static bool site_eq(const void *ctx, size_t idx)
                            && strcmp(r->break_class, row->break_class) == 0));
 }
 
+/* Add the cost of a site's breaks in another file to its kept cost. */
+static void cost_add(StoreBreakCost *c, const StoreBreakCost *more)
+{
+    if (!more->known)
+        return;
+    if (!c->known)
+        *c = (StoreBreakCost){.known = true, .share = -1};
+    c->ns += more->ns;
+    c->function_ns += more->function_ns;
+    c->extra_graphs += more->extra_graphs;
+    c->samples += more->samples;
+    c->share = c->function_ns > 0 ? (double)c->ns / (double)c->function_ns : -1;
+}
+
 /* A typed row for a site kept without a type (read first from an older
    file): the site takes its type, class and note. */
 static void take_type(BreakView *v, SiteRec *rec, const StoreBreakSiteRow *row, bool skip)
@@ -276,6 +295,7 @@ static void site_seen(BreakView *v, Sites *s, const StoreBreakSiteRow *row, bool
         take_type(v, &s->recs[i], row, skip);
         r->n += row->n;
         r->code_objects += row->code_objects;
+        cost_add(&r->cost, &row->cost);
         char *fns = (char *)r->functions;
         add_functions(&fns, row->functions);
         r->functions = fns;
@@ -311,10 +331,14 @@ static void skip_site_seen(void *ctx, const StoreBreakSiteRow *row)
     site_seen(v, &v->skips, row, true);
 }
 
-/* Most first, then by file and line (as the queries order them). */
+/* Costliest first (an unknown cost as 0), then most first, then by file
+   and line (as the queries order them). */
 static int cmp_sites(const void *pa, const void *pb)
 {
     const StoreBreakSiteRow *a = &((const SiteRec *)pa)->row, *b = &((const SiteRec *)pb)->row;
+    long long ca = a->cost.known ? a->cost.ns : 0, cb = b->cost.known ? b->cost.ns : 0;
+    if (ca != cb)
+        return ca > cb ? -1 : 1;
     if (a->n != b->n)
         return a->n > b->n ? -1 : 1;
     int r = strcmp(a->filename, b->filename);
@@ -338,6 +362,7 @@ static void sites_sum(Sites *s)
             if (strcmp(row->break_class, break_class_name((BreakClass)c)) == 0)
                 s->per_class[c] += row->n;
         s->typed = s->typed || s->recs[i].note != NULL;
+        s->costed = s->costed || row->cost.known;
     }
 }
 
@@ -370,18 +395,31 @@ static void per_class_text(const Sites *s, bool styled, char *dst, size_t cap)
     }
 }
 
+/* The line of a site's note that says what its cost is made of (styled,
+   malloc'd), or NULL when the cost is unknown.  It comes last: the row has
+   the cost, and a short screen cuts the note's end. */
+static char *cost_note(const StoreBreakCost *c)
+{
+    if (!c->known)
+        return NULL;
+    char parts[256];
+    fmt_break_cost_parts(parts, sizeof parts, c, "its functions'");
+    return xasprintf("  %scost:%s %s", S(AC_DIM), S(AC_NORMAL), parts);
+}
+
 /* One row: a typed site (the type, its class in colour, and its note), or
-   an untyped one as before schema v4 (the kind). */
+   an untyped one as before schema v4 (the kind); both with the cost. */
 static void add_site_row(Pager *p, const Sites *s, const SiteRec *rec)
 {
     const StoreBreakSiteRow *row = &rec->row;
-    char kind[128], site[512], fns[512], where[600], type[128], cls[64], both[160];
+    char kind[128], site[512], fns[512], where[600], type[128], cls[64], both[160], cost[64];
     snprintf(where, sizeof where, "%s:%d", row->filename, row->lineno);
+    fmt_break_cost(cost, sizeof cost, &row->cost);
     char *reason = fmt_sanitize(row->reason);
     const BreakType *bt = break_type_by_id(row->break_type);
     if (!s->typed) {             /* before schema v4: the kind, as it was */
         pager_add(p, row->run_id, row->code_id,
-                  " %s%7lld%s  %s%s%s  %s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n,
+                  " %s%7lld  %s%s  %s%s%s  %s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n, cost,
                   S(AC_NORMAL), S(AC_KIND), fit(kind, sizeof kind, row->kind, 22, FMT_LEFT),
                   S(AC_NORMAL), fit(site, sizeof site, where, 30, FMT_TRUNC_START),
                   S(AC_DIM), fit(fns, sizeof fns, row->functions, 20, FMT_LEFT),
@@ -393,15 +431,18 @@ static void add_site_row(Pager *p, const Sites *s, const SiteRec *rec)
         else
             snprintf(both, sizeof both, "%s", row->kind);
         pager_add(p, row->run_id, row->code_id,
-                  " %s%7lld%s  %s  %s%s%s  %s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n,
-                  S(AC_NORMAL), fit(type, sizeof type, both, 28, FMT_LEFT),
+                  " %s%7lld  %s%s  %s  %s%s%s  %s  %s%s%s  %s", S(AC_HEADER_VALUE), row->n,
+                  cost, S(AC_NORMAL), fit(type, sizeof type, both, 28, FMT_LEFT),
                   S(colors_break_class(row->break_class)),
                   fit(cls, sizeof cls, row->break_class, 12, FMT_LEFT), S(AC_NORMAL),
                   fit(site, sizeof site, where, 30, FMT_TRUNC_START),
                   S(AC_DIM), fit(fns, sizeof fns, row->functions, 20, FMT_LEFT),
                   S(AC_NORMAL), reason);
-        if (rec->note != NULL)
-            pager_set_note(p, "%s", rec->note);
+        char *costs = cost_note(&row->cost);
+        if (costs != NULL || rec->note != NULL)
+            pager_set_note(p, "%s%s%s", rec->note ? rec->note : "",
+                           costs && rec->note ? "\n" : "", costs ? costs : "");
+        free(costs);
     }
     pager_set_file(p, rec->file);
     free(reason);
@@ -438,12 +479,13 @@ int views_load_breaks(Pager *p, Model *m)
     long long sites = (long long)v.breaks.n, total = v.breaks.total;
     char classes[256];
     per_class_text(&v.breaks, false, classes, sizeof classes);
+    const char *order = v.breaks.costed ? ", costliest first" : "";
     char *title = typed
-        ? xasprintf(" Graph breaks by type and site: %lld break%s at %lld site%s: %s   "
-                    "COUNT  TYPE  CLASS  FILE:LINE  FUNCTIONS  REASON", total,
+        ? xasprintf(" Graph breaks by type and site%s: %lld break%s at %lld site%s: %s   "
+                    "COUNT  COST  SHARE  TYPE  CLASS  FILE:LINE  FUNCTIONS  REASON", order, total,
                     total == 1 ? "" : "s", sites, sites == 1 ? "" : "s", classes)
-        : xasprintf(" Graph break reasons by site: %lld site%s, %lld break%s   "
-                    "COUNT  KIND  FILE:LINE  FUNCTIONS  REASON", sites,
+        : xasprintf(" Graph break reasons by site%s: %lld site%s, %lld break%s   "
+                    "COUNT  COST  SHARE  KIND  FILE:LINE  FUNCTIONS  REASON", order, sites,
                     sites == 1 ? "" : "s", total, total == 1 ? "" : "s");
     pager_set_title(p, title);
     free(title);

@@ -190,6 +190,7 @@ void cache_reset_all(void (*on_reset)(void))
             cf->ncompiles = 0;
             cf->misses = 0;
             cf->limit_warned = false;
+            cf->limit_calls = cf->limit_samples = cf->limit_ticks = cf->limit_snap = 0;
             cf->ran_eager_first = false;
             cf->failed = 0;
             cf->dynamic = cf->static_only = cf->just_marked = 0;   /* learnt again */
@@ -237,6 +238,19 @@ void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_chang
     }
 }
 
+void cache_for_each_limited_frame(void (*fn)(CodeCache *, CacheFrame *))
+{
+    for (CodeCache *cc = registry.all_caches; cc != NULL; cc = cc->next) {
+        for (int i = 0; i < cc->nframes; i++) {
+            CacheFrame *cf = cc->frames[i];
+            if (cf->limit_calls == cf->limit_snap)
+                continue;
+            cf->limit_snap = cf->limit_calls;
+            fn(cc, cf);
+        }
+    }
+}
+
 PyObject *cache_entries_list(CodeCache *cc)
 {
     PyObject *out = PyList_New(0);
@@ -278,6 +292,7 @@ CacheEntry *cache_entry_new(void)
     e->guard_ticks = 0;
     e->compile_ns = 0;
     e->backend_ns = 0;
+    e->cost_samples = e->cost_run_ticks = e->cost_break_ticks = e->cost_break_graphs = 0;
     e->eager_reason = NULL;
     PyObject_GC_Track(e);
     return e;
@@ -336,6 +351,30 @@ static PyObject *entry_get_guard_ns(CacheEntry *e, void *c)
 {
     (void)c;
     return PyLong_FromUnsignedLongLong(engine_ticks_to_ns(e->guard_ticks));
+}
+
+/* The calls the hook timed, as a dict: {"samples", "run_ns", "break_ns",
+   "break_graphs"}, sums over the timed calls (../capture/cost.c). */
+static PyObject *entry_get_sampled_costs(CacheEntry *e, void *c)
+{
+    (void)c;
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "samples", (unsigned long long)e->cost_samples,
+                         "run_ns", (unsigned long long)engine_ticks_to_ns(e->cost_run_ticks),
+                         "break_ns", (unsigned long long)engine_ticks_to_ns(e->cost_break_ticks),
+                         "break_graphs", (unsigned long long)e->cost_break_graphs);
+}
+
+void cache_entry_costs(const CacheEntry *e, CacheEntryCosts *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->samples = e->cost_samples;
+    if (e->cost_samples == 0)
+        return;
+    /* each timed pass stands for hits / samples passes (at least itself) */
+    double scale = e->hits > e->cost_samples ? (double)e->hits / (double)e->cost_samples : 1.0;
+    out->run_ns = (uint64_t)((double)engine_ticks_to_ns(e->cost_run_ticks) * scale);
+    out->break_ns = (uint64_t)((double)engine_ticks_to_ns(e->cost_break_ticks) * scale);
+    out->break_graphs = (uint64_t)((double)e->cost_break_graphs * scale + 0.5);
 }
 
 static PyObject *entry_get_compile_ns(CacheEntry *e, void *c)
@@ -413,6 +452,7 @@ static PyGetSetDef entry_getset[] = {
     {"hits", (getter)entry_get_hits, NULL, "cache hits", NULL},
     {"guard_ns", (getter)entry_get_guard_ns, NULL, "total ns spent checking this entry's guards", NULL},
     {"compile_ns", (getter)entry_get_compile_ns, NULL, "ns spent translating and compiling", NULL},
+    {"sampled_costs", (getter)entry_get_sampled_costs, NULL, "the calls the engine timed through this entry (while recording 1 in 64, in explain's call every one): dict of samples, run_ns (calls that began here), break_ns (time outside graphs after its break), break_graphs (graphs run after the break)", NULL},
     {"resume_offset", (getter)entry_get_resume_offset, NULL, "bytecode offset (bytes) the entry starts at (0 = function start)", NULL},
     {"graph_break", (getter)entry_get_break, NULL, "why the entry's graph ended (dict with kind, reason, offset, user_stack), or None", NULL},
     {"graph", (getter)entry_get_graph, NULL, "the GraphModule, or None when the frame has no tensor ops", NULL},

@@ -49,6 +49,11 @@ typedef struct CacheEntry {
        the events emitted for the compile before compile_end. */
     uint64_t backend_ns, graph_ns, plan_ns, guards_ns, trace_ns, events_ns;
     int attempts;
+    /* What its calls cost, from the calls the hook timed (../capture/cost.c):
+       cost_samples timed passes through this entry; over those, the whole
+       calls that began here (run), the time outside graphs after its break
+       (break) and the graphs launched after that break.  engine_ticks. */
+    uint64_t cost_samples, cost_run_ticks, cost_break_ticks, cost_break_graphs;
     PyObject *eager_reason;   /* strong or NULL.  Set: translation stopped for
                                  inputs that pass `guards` (the guards read
                                  before it stopped), for this reason; a hit
@@ -57,6 +62,13 @@ typedef struct CacheEntry {
 } CacheEntry;
 
 extern PyTypeObject *CacheEntryType;
+
+/* An entry's costs over all its hits, scaled from the timed passes. */
+typedef struct CacheEntryCosts {
+    uint64_t samples, run_ns, break_ns, break_graphs;
+} CacheEntryCosts;
+/* Fill *out (zeros when nothing was timed).  Cannot fail. */
+void cache_entry_costs(const CacheEntry *e, CacheEntryCosts *out);
 
 /* What the entry runs, as text (its plan, or that it runs without capture).
    New reference or NULL. */
@@ -80,6 +92,10 @@ typedef struct CacheFrame {
                                  cache_size_limit as entries do, so that a frame
                                  is not translated again on every call */
     bool limit_warned;
+    /* At its limit: calls run without capture since, and (cost sampling,
+       ../capture/cost.c) the timed ones and their ticks; limit_snap: calls
+       at the last recorded snapshot.  GIL. */
+    uint64_t limit_calls, limit_samples, limit_ticks, limit_snap;
     bool ran_eager_first;     /* set_stance("eager_then_compile") ran its first call */
     PyObject *last_failure;   /* strong: str "expr (observed ...)" or NULL */
     /* Automatic dynamic (not part of the key): slots whose int or float a
@@ -139,6 +155,10 @@ void cache_free_detached(CodeCache *cc);
    only on entries whose hits moved since the last such walk (which then
    records their hits as seen).  fn must not run Python.  Cannot fail. */
 void cache_for_each_entry(void (*fn)(CodeCache *, CacheEntry *), bool only_changed);
+/* Call fn on every frame of every (global) code cache whose limit_calls
+   moved since the last such walk (which records them as seen).  fn must
+   not run Python.  Cannot fail. */
+void cache_for_each_limited_frame(void (*fn)(CodeCache *, CacheFrame *));
 /* All entries of a code object, frame by frame in lookup order (new list). */
 PyObject *cache_entries_list(CodeCache *cc);
 /* Create the CacheEntry type and add it to `module`.  0 / -1. */

@@ -103,6 +103,9 @@ void capture_exit(void);
  */
 PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t nargsf,
                               PyObject *kwnames, PyObject *backend, bool *done);
+/* A recording wants what calls cost (on) or no longer does (off): while
+   any does, the chain runner times 1 call in 64 (cost.c).  GIL. */
+void capture_cost_sampling(bool on);
 /* Whether the hook is installed now (for tests). */
 bool hook_installed(void);
 

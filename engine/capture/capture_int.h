@@ -1,7 +1,8 @@
 /*
  * capture_int.h -- what the capture room's files share and nobody else
  * uses: hook.c (the hook, regions, lookup, the chain runner), miss.c
- * (the miss path) and event_json.c (JSON for events.c).  The room's
+ * (the miss path), cost.c (what calls cost, sampled) and event_json.c
+ * (JSON for events.c).  The room's
  * contract is capture.h.
  */
 #ifndef DYNSCOPE_CAPTURE_INT_H
@@ -29,6 +30,100 @@ void hook_mark_skipped(CodeCache *cc, PyObject *reason_steal, bool report);
    entry kept without capture, 0 when they fail, -1 on an internal error. */
 int hook_try_new_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
                        PlanOutcome *out);
+
+/* ---- what calls cost, sampled (cost.c) ---- */
+
+#define COST_SAMPLE_PERIOD 64     /* 1 call timed in this many while recording */
+extern int cost_users;            /* GIL: recordings that want costs (capture_cost_sampling) */
+extern unsigned cost_countdown;   /* GIL: calls until the next timed one */
+extern uint64_t miss_ticks;       /* GIL: engine_ticks spent compiling in misses, ever */
+extern int cost_timing;           /* GIL: timed calls under way (a callee of one is timed too) */
+extern uint64_t cost_translations; /* GIL: translations begun, ever (miss.c) */
+
+/* What a span of a timed call must not count as its own: the time spent
+   compiling, in graphs (nested calls' too) and already charged to a
+   nested call's break -- running totals, read at the span's two ends. */
+typedef struct CostTotals {
+    uint64_t misses, graphs, charged;
+} CostTotals;
+
+/* What a timed call found for one entry, added to it when the call ends. */
+typedef struct CostCharge {
+    CacheEntry *entry;            /* strong */
+    uint64_t run_ticks, break_ticks, break_graphs, samples;
+} CostCharge;
+
+/* A timed call's state in the chain runner. */
+typedef struct CostSample {
+    uint64_t start;               /* the call's start */
+    CostTotals at_start;
+    uint64_t translations;        /* cost_translations then */
+    bool keep_compiling;          /* explain's call: keep it even when it compiled */
+    CacheEntry *first;            /* strong or NULL: the entry the call began at */
+    CacheEntry *pend;             /* strong or NULL: the entry whose break the
+                                     time since `mark` goes to */
+    uint64_t mark;
+    CostTotals at_mark;
+    bool graph_times_were_on;     /* an enclosing timed call's, restored at the end */
+    CostCharge *charges;          /* owned (PyMem): n of cap */
+    int n, cap;
+    CacheFrame *limited;          /* borrowed (lives with its code) or NULL: the
+                                     frame whose uncaptured rest ends the call */
+    uint64_t limited_start;
+} CostSample;
+
+/* The totals now. */
+CostTotals cost_totals(void);
+
+/* What the chain runner saw of one link besides the plan's graph times. */
+typedef struct CostLinkTimes {
+    uint64_t start;               /* when the link began (lookup, or the miss) */
+    CostTotals before;            /* the totals then */
+    bool missed;                  /* the link was a miss (compiled, then ran) */
+} CostLinkTimes;
+
+/* The calls until the next timed one: drawn from [1, 2P) so that a program
+   whose calls come in a fixed pattern (a model's frames, one after the
+   other, every step) has each of them timed, not the same one every time.
+   P grows from 1 to COST_SAMPLE_PERIOD, by one every 32 timed calls: a
+   short program (a demo of 40 steps) is timed too, a long one at 1 in 64
+   after its first few thousand calls. */
+unsigned cost_next_period(void);
+
+/* Whether to time this call: every call inside explain's session, else 1
+   in COST_SAMPLE_PERIOD while a recording wants costs, and every call a
+   timed call makes (so that its breaks' spans can leave out what the
+   callees' own breaks cost).  The hit path's only cost when not sampling. */
+static inline bool cost_sample_due(const ThreadCapture *tc)
+{
+    if (tc->session != NULL || cost_timing > 0)
+        return true;
+    if (cost_users == 0 || --cost_countdown != 0)
+        return false;
+    cost_countdown = cost_next_period();
+    return true;
+}
+/* Whether the next call will be timed (without counting it down): the
+   frameless path leaves such a call to the chain runner. */
+static inline bool cost_sample_next(void)
+{
+    return cost_users != 0 && cost_countdown == 1;
+}
+/* Start timing a call (graph times on); keep_compiling: keep what it
+   measures even if it compiles (explain's call), else a call during which
+   anything was translated (its first-time work is not what a break costs)
+   is dropped.
+   Returns true. */
+bool cost_sample_start(CostSample *cs, bool keep_compiling);
+/* A link of a timed call ran entry e (borrowed; NULL when not known), whose
+   plan ended at a break when at_break.  Cannot fail. */
+void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_break);
+/* The rest of the timed call runs without capture because cf is at its
+   cache limit: at the call's end its time goes to cf (limit_ticks). */
+void cost_limited_frame(CostSample *cs, CacheFrame *cf);
+/* The call ended: charge what is pending, add the charges to the entries
+   (unless dropped) and release the sample.  Cannot fail. */
+void cost_sample_end(CostSample *cs);
 
 /* The JSON json.dumps(tree) writes, for a tree of dict (str keys), list,
    tuple, str, int, float, bool and None (event_json.c): a new str, or NULL

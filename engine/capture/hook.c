@@ -307,10 +307,12 @@ static void move_to_front(PyObject *entries, Py_ssize_t i)
 /*
  * Find an entry of cf whose guards pass and run it.  Returns 1 with *result
  * filled, 2 for an entry that runs the frame without capture, 0 on a miss,
- * -1 on an internal error.
+ * -1 on an internal error.  hit (may be NULL): the entry run, a new
+ * reference (for a timed call's costs).
  */
 static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
-                      PlanOutcome *result, int *hit_index, uint64_t *guard_ticks)
+                      PlanOutcome *result, int *hit_index, uint64_t *guard_ticks,
+                      CacheEntry **hit)
 {
     /* A strong reference: reset() in another thread swaps cf->entries
        while a plan below runs Python. */
@@ -321,6 +323,8 @@ static int run_cached(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
         r = try_entry(e, fv, tc, true, result, guard_ticks);
         if (r >= 1) {
             *hit_index = (int)i;
+            if (hit != NULL)
+                *hit = (CacheEntry *)Py_NewRef(e);
             if (i < PyList_GET_SIZE(entries) && PyList_GET_ITEM(entries, i) == (PyObject *)e)
                 move_to_front(entries, i);
         }
@@ -410,6 +414,28 @@ static int run_eager_call(EvalFrame *f, PlanOutcome *out)
     return 0;
 }
 
+/* The miss of one link of the chain (miss.c's miss_handle), its compile's
+   time counted in miss_ticks (cost.c leaves it out of what calls cost): up
+   to the new entry's graph when it ran one, which timed calls note.  hit
+   (may be NULL): the entry that ran, a new reference.  A frame at its
+   cache limit counts the call it runs without capture. */
+static MissOutcome run_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv, PyObject *func,
+                            ThreadCapture *tc, PlanOutcome *out, CostLinkTimes *link,
+                            CacheEntry **hit)
+{
+    link->missed = true;
+    uint64_t miss_start = engine_ticks();
+    plan_graph_times.start = 0;
+    MissOutcome m = miss_handle(cc, cf, fv, func, tc, out);
+    uint64_t compiled = plan_graph_times.start != 0 ? plan_graph_times.start : engine_ticks();
+    miss_ticks += compiled - miss_start;
+    if (hit != NULL && m == MISS_RAN && PyList_GET_SIZE(cf->entries) > 0)
+        *hit = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(cf->entries, 0));
+    if (m == MISS_EAGER && cf->limit_warned)
+        cf->limit_calls++;
+    return m;
+}
+
 /* How many chain links run between two releases of the GIL. */
 #define CHAIN_GIL_PERIOD 64
 
@@ -444,17 +470,28 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     }
     bool counted = true;
     bool ran_graph = false;       /* a plan of this call ran a graph */
+    CostSample cost;              /* a timed call's (cost.c) */
+    bool timed = cost_sample_due(tc) && cost_sample_start(&cost, tc->session != NULL);
 #define UNCOUNT() do { if (counted) { frame_recursion_leave(ts); counted = false; } } while (0)
     for (;;) {
         PlanOutcome out = {0};
         int hit_index = -1;
         uint64_t guard_ticks = 0;   /* this call's guard time, all entries tried */
-        int r = run_cached(cf, &fv, tc, &out, &hit_index, &guard_ticks);
+        CacheEntry *hit = NULL;     /* strong: the entry run, when timed */
+        CostLinkTimes link = {0};
+        if (timed) {
+            plan_graph_times.on = true;     /* (a callee's timed call may have ended) */
+            plan_graph_times.start = plan_graph_times.end = 0;
+            link.start = engine_ticks();
+            link.before = cost_totals();
+        }
+        int r = run_cached(cf, &fv, tc, &out, &hit_index, &guard_ticks, timed ? &hit : NULL);
         if (r == 2) {
             /* translation stopped for these inputs before: run the rest of
                the frame without capture, as on the miss that found it */
             capture_counters(tc)->hits++;
             capture_counters(tc)->eager_hits++;
+            Py_XDECREF(hit);
             UNCOUNT();
             result = run_rest_eagerly(ts, f, cf, &state, &evaluated);
             break;
@@ -471,18 +508,24 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             if (r < 0)
                 warn_internal_error("checking guards");
             else
-                m = miss_handle(cc, cf, &fv, func, tc, &out);
+                m = run_miss(cc, cf, &fv, func, tc, &out, &link, timed ? &hit : NULL);
             if (m == MISS_ERROR) {
                 result = NULL;
                 break;
             }
             if (m == MISS_EAGER) {
                 UNCOUNT();
+                if (timed && cf->limit_warned)
+                    cost_limited_frame(&cost, cf);      /* its uncaptured time (cost.c) */
                 result = run_rest_eagerly(ts, f, cf, &state, &evaluated);
                 break;
             }
         }
         ran_graph = ran_graph || out.ran_graph;
+        if (timed) {
+            cost_link(&cost, hit, &link, out.kind == OUTCOME_CONTINUE);
+            Py_XDECREF(hit);
+        }
         /* The incoming values the plan needs are in `out` now: drop them
            here, so that the eager call sees each object held once, as in
            the interpreter (programs and tests read refcounts). */
@@ -538,6 +581,8 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     }
     if (have_state)
         plan_outcome_clear(&state);
+    if (timed)
+        cost_sample_end(&cost);
     if (ran_graph)
         capture_counters(tc)->graph_frames++;
     UNCOUNT();
@@ -642,8 +687,8 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
     ThreadCapture *tc = &thread_capture;
     *done = false;
     if (kwnames != NULL || !PyFunction_Check(func) || tc->session != NULL || tc->in_engine
-        || engine.config.stance == STANCE_FORCE_EAGER)
-        return NULL;
+        || engine.config.stance == STANCE_FORCE_EAGER || cost_sample_next())
+        return NULL;                    /* (a call to time: the chain runner does) */
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);

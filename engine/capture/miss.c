@@ -681,6 +681,7 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         miss_report_clear(&mr);
         return MISS_EAGER;
     }
+    cost_translations++;               /* a timed call that translates is dropped (cost.c) */
     uint64_t ev0 = engine_phase_ns();
     e->shown_as = events_wrapper_name(func, cc->code);     /* NULL: not a wrapper */
     events_compile_start(cc, e);

@@ -523,8 +523,14 @@ static PyObject *run_graph(const Plan *p, const GuardSet *gs, const FrameView *f
         if (args[i] == NULL)
             goto out;
     }
+    if (plan_graph_times.on)
+        plan_graph_times.start = engine_ticks();
     outs = graph_is_forward(p->compiled) ? graph_forward_unchecked(p->compiled, args, p->ninputs)
                                          : PyObject_Vectorcall(p->compiled, args, (size_t)p->ninputs, NULL);
+    if (plan_graph_times.on) {
+        plan_graph_times.end = engine_ticks();
+        plan_graph_times.total += plan_graph_times.end - plan_graph_times.start;
+    }
     if (outs != NULL && (!(PyTuple_Check(outs) || PyList_Check(outs))
                          || PySequence_Fast_GET_SIZE(outs) != p->noutputs)) {
         PyErr_Format(PyExc_TypeError,
@@ -592,7 +598,13 @@ static void run_returning_output(const Plan *p, const GuardSet *gs, const FrameV
         i++;
     if (i == p->ninputs) {
         (*in_engine)++;
+        if (plan_graph_times.on)
+            plan_graph_times.start = engine_ticks();
         out->value = graph_forward_one(p->compiled, args, p->ninputs, p->result.index);
+        if (plan_graph_times.on) {
+            plan_graph_times.end = engine_ticks();
+            plan_graph_times.total += plan_graph_times.end - plan_graph_times.start;
+        }
         (*in_engine)--;
         if (out->value != NULL)
             out->kind = OUTCOME_RETURN;
@@ -642,6 +654,8 @@ static int run_effects(const Plan *p, const RebuildEnv *env)
     }
     return 0;
 }
+
+PlanGraphTimes plan_graph_times;
 
 void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
               PyObject **vals, int *in_engine, PlanOutcome *out)

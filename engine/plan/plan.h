@@ -225,6 +225,16 @@ int plan_live_iterators(PlanOutcome *o, bool every_one);
    OUTCOME_ERROR leaves an exception set. */
 void plan_run(const Plan *p, const GuardSet *gs, const FrameView *fv,
               PyObject **vals, int *in_engine, PlanOutcome *out);
+/* Graph times for cost sampling (engine/capture/cost.c): while `on`, a plan
+   that calls its graph notes engine_ticks() just before and after the call
+   (the reader zeroes them) and adds the difference to `total`.  GIL. */
+typedef struct PlanGraphTimes {
+    bool on;
+    uint64_t start, end;
+    uint64_t total;           /* ticks in graphs while on, ever */
+} PlanGraphTimes;
+extern PlanGraphTimes plan_graph_times;
+
 /* Readable pseudo-Python of the plan.  New str or NULL. */
 PyObject *plan_render(const Plan *p, const GuardSet *gs);
 

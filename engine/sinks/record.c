@@ -14,6 +14,7 @@
  */
 #include "sinks.h"
 #include "../base/pycompat.h"
+#include "../capture/capture.h"
 #include "../capture/events.h"
 #include "../../store/store.h"
 
@@ -319,6 +320,7 @@ static PyObject *py_record_start(PyObject *self, PyObject *args)
     Py_XSETREF(store_path, Py_NewRef(path));
     Py_XSETREF(store_argv, PySequence_List(argv));
     Py_XSETREF(store_python, Py_NewRef(python));
+    capture_cost_sampling(true);        /* what calls cost: entry_stats */
     return PyLong_FromLongLong(store_stats(the_store).run_id);
 }
 
@@ -338,6 +340,7 @@ static PyObject *py_record_stop(PyObject *self, PyObject *unused)
         store_resume(s);
     }
     the_store = NULL;
+    capture_cost_sampling(false);
     StoreStats st;
     Py_BEGIN_ALLOW_THREADS
     st = store_close(s);          /* a SIGTERM meanwhile still flushes s, then dies */
@@ -424,6 +427,39 @@ static void submit_entry_stats(CodeCache *cc, CacheEntry *e)
     r.resume_offset = e->resume_offset * 2;
     r.hits = e->hits;
     r.guard_ns = engine_ticks_to_ns(e->guard_ticks);
+    CacheEntryCosts costs;
+    cache_entry_costs(e, &costs);
+    r.cost_samples = costs.samples;
+    r.run_ns = costs.run_ns;
+    r.break_ns = costs.break_ns;
+    r.break_graphs = costs.break_graphs;
+    if (r.qualname == NULL || r.filename == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    record_submit(&r);
+}
+
+/* A frame at its cache limit: the calls it ran without capture since, and
+   their time scaled from the timed ones (engine/capture/cost.c). */
+static void submit_frame_stats(CodeCache *cc, CacheFrame *cf)
+{
+    EventRecord r;
+    memset(&r, 0, sizeof(r));
+    r.kind = EV_FRAME_STATS;
+    r.wall_ns = engine_wall_ns();
+    r.mono_ns = engine_now_ns();
+    r.code_id = cc->code_id;
+    r.qualname = PyUnicode_AsUTF8(cc->code->co_qualname);
+    r.filename = PyUnicode_AsUTF8(cc->code->co_filename);
+    r.firstlineno = cc->code->co_firstlineno;
+    r.frame_id = cf->frame_id;
+    r.resume_offset = cf->resume_offset * 2;
+    r.limit_calls = cf->limit_calls;
+    r.cost_samples = cf->limit_samples;
+    if (cf->limit_samples > 0)
+        r.uncaptured_ns = (uint64_t)((double)engine_ticks_to_ns(cf->limit_ticks)
+                                     * ((double)cf->limit_calls / (double)cf->limit_samples));
     if (r.qualname == NULL || r.filename == NULL) {
         PyErr_Clear();
         return;
@@ -432,13 +468,22 @@ static void submit_entry_stats(CodeCache *cc, CacheEntry *e)
 }
 
 /* Submit the counters of every entry whose hits changed since the last
-   snapshot.  Cannot fail. */
+   snapshot, and of every frame at its cache limit that ran since.  GIL
+   held; no-op when not recording.  Cannot fail. */
+static void submit_snapshot(void)
+{
+    if (the_store == NULL)
+        return;
+    cache_for_each_entry(submit_entry_stats, true);
+    cache_for_each_limited_frame(submit_frame_stats);
+}
+
+/* _C.record_snapshot(): submit_snapshot() now. */
 static PyObject *py_record_snapshot(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    if (the_store != NULL)
-        cache_for_each_entry(submit_entry_stats, true);
+    submit_snapshot();
     Py_RETURN_NONE;
 }
 
@@ -489,8 +534,7 @@ static void *snapshot_main(void *arg)
         if (why == 2)
             return NULL;
         PyGILState_STATE g = PyGILState_Ensure();
-        if (the_store != NULL)
-            cache_for_each_entry(submit_entry_stats, true);
+        submit_snapshot();
         PyGILState_Release(g);
         char b = 'a';
         if (why == 1 && snap_ack[1] >= 0 && write(snap_ack[1], &b, 1) < 0) {
@@ -594,7 +638,7 @@ static PyObject *os_exit_flushing(PyObject *self, PyObject *const *args, Py_ssiz
     }
     threads_restart_if_pending();       /* the writer flushes what is queued */
     if (the_store != NULL) {
-        cache_for_each_entry(submit_entry_stats, true);
+        submit_snapshot();
         (void)store_flush_for_exit(the_store, exit_flush_ms);
     }
     return PyObject_Vectorcall(real_os_exit, args, (size_t)nargs, NULL);
@@ -789,6 +833,7 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
     threads_restart_pending = false;
     if (open_store(store_path, store_argv, store_python) < 0) {
         PyErr_WriteUnraisable(NULL);
+        capture_cost_sampling(false);
         Py_RETURN_NONE;
     }
     if (snap && snapshot_start() < 0)

@@ -513,6 +513,8 @@ Value *value_keyed_dict_lookup(Tracer *t, Value *d, Value *key, bool *found)
     return ia < 0 ? NULL : value_from_source(t, ia, item);
 }
 
+static Value *bound_builtin_from_source(Tracer *t, int acc, PyObject *m);
+
 Value *value_from_source(Tracer *t, int acc, PyObject *obj)
 {
     if (acc < t->by_acc_cap && t->by_acc[acc] != NULL)
@@ -570,6 +572,9 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
             return NULL;
         return remember(t, acc, value_new(t, V_OBJECT, obj));
     }
+    if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL
+        && !PyModule_Check(PyCFunction_GET_SELF(obj)))
+        return bound_builtin_from_source(t, acc, obj);
     if (is_identity_object(obj)) {
         if (guard(t, GUARD_ID_MATCH, acc, obj, 0) < 0)
             return NULL;
@@ -580,6 +585,34 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj)
     if (guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(obj), 0) < 0)
         return NULL;
     return remember(t, acc, value_new(t, V_OBJECT, obj));
+}
+
+/* A method of a builtin type bound to an object (sink.write, out.append,
+   rng.random): reading it makes a new method object each time, so a
+   frame that receives one (a resume frame's stack, after its plan read it
+   again; an argument) would never see the same object twice.  Guarded by
+   what makes it the same call instead: its type, the object it is bound
+   to (m.__self__, by identity) and the method's name (m.__name__); kept
+   as the constant it is, as an identity-guarded one would be.  NULL with
+   an exception. */
+static Value *bound_builtin_from_source(Tracer *t, int acc, PyObject *m)
+{
+    PyObject *self = PyCFunction_GET_SELF(m);                    /* borrowed */
+    PyObject *sname = PyUnicode_FromString("__self__");
+    PyObject *nname = PyUnicode_FromString("__name__");
+    PyObject *name = PyObject_GetAttrString(m, "__name__");
+    int sa = sname ? guardset_accessor(t->gs, ACC_ATTR, acc, 0, sname, NULL) : -1;
+    int na = nname && sa >= 0 ? guardset_accessor(t->gs, ACC_ATTR, acc, 0, nname, NULL) : -1;
+    int rc = na < 0 || name == NULL
+             || guard(t, GUARD_TYPE_MATCH, acc, (PyObject *)Py_TYPE(m), 0) < 0
+             || guard(t, GUARD_ID_MATCH, sa, self, 0) < 0
+             || guard(t, GUARD_EQUALS_MATCH, na, name, 0) < 0 ? -1 : 0;
+    Py_XDECREF(sname);
+    Py_XDECREF(nname);
+    Py_XDECREF(name);
+    if (rc < 0)
+        return NULL;
+    return remember(t, acc, value_new(t, V_CONST, m));
 }
 
 Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims)

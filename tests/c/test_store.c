@@ -593,6 +593,21 @@ static void on_typed_site(void *ctx, const StoreBreakSiteRow *r)
              r->functions, r->last_break_id, r->code_id);
 }
 
+/* A site with what its breaks cost (schema v6), "-" when unknown. */
+static void on_cost_site(void *ctx, const StoreBreakSiteRow *r)
+{
+    (void)ctx;
+    const StoreBreakCost *c = &r->cost;
+    if (!c->known) {
+        CHECK(c->ns == 0 && c->function_ns == 0 && c->share == -1 && c->samples == 0);
+        got_line("%lld x %s:%d %s cost -", r->n, r->filename, r->lineno, r->functions);
+        return;
+    }
+    got_line("%lld x %s:%d %s cost %lld ns of %lld (%.2f) graphs %lld samples %lld", r->n,
+             r->filename, r->lineno, r->functions, c->ns, c->function_ns, c->share,
+             c->extra_graphs, c->samples);
+}
+
 static void on_typed_skip(void *ctx, const StoreSkipRow *r)
 {
     (void)ctx;
@@ -887,7 +902,10 @@ static void test_reader_reads_a_v2_file_without_writing_it(void)
     CHECK_STR(qs(rdb, "SELECT kind || ' ' || count || ' ' || runs FROM break_sites"), "call 2 1");
     CHECK_STR(qs(rdb, "SELECT name || ': ' || reason FROM cache_limit_hits"),
               "v2_fn: L['n'] == 1 (observed 2)");
-    CHECK_EQ(q1(rdb, "SELECT count(*) FROM temp.sqlite_schema WHERE type = 'view'"), 3);
+    CHECK_EQ(q1(rdb, "SELECT count(*) FROM temp.sqlite_schema WHERE type = 'view'"), 4);
+    /* v6's break_costs over a v2 file: the sites, without costs */
+    CHECK_STR(qs(rdb, "SELECT kind || ' ' || breaks || ' ' || coalesce(cost_ns, 'none')"
+                      " FROM break_costs ORDER BY breaks DESC LIMIT 1"), "call 2 none");
     /* what v4 added (guard provenance, recompile_diffs) reads as unknown:
        the reader does not name it */
     got_reset();
@@ -897,6 +915,10 @@ static void test_reader_reads_a_v2_file_without_writing_it(void)
     CHECK_EQ(store_read_recompile_diff(r, 2, 10, on_diff, NULL), 0);
     CHECK_EQ(store_read_recompile_log(r, 0, 100, on_log_nearest, NULL), 0);
     CHECK_STR(got, "v2_fn [0/1] nearest 0 [] failing 0 @ :0\n");
+    got_reset();                                 /* no costs (v6): unknown */
+    CHECK_EQ(store_read_break_sites(r, 0, 100, on_cost_site, NULL), 0);
+    CHECK_EQ(store_read_code_break_sites(r, 1, 5, on_cost_site, NULL), 0);
+    CHECK_STR(got, "2 x /v2.py:4 v2_fn cost -\n2 x /v2.py:4  cost -\n");
     got_reset();                                 /* no break types: '', and no skip sites */
     CHECK_EQ(store_read_break_sites(r, 0, 100, on_typed_site, NULL), 0);
     CHECK_EQ(store_read_code_break_sites(r, 1, 5, on_typed_site, NULL), 0);
@@ -916,6 +938,103 @@ static void test_reader_reads_a_v2_file_without_writing_it(void)
     CHECK_EQ(q1(db, "SELECT count(*) FROM sqlite_schema WHERE name IN"
                     " ('run_summary', 'break_sites', 'cache_limit_hits')"), 0);
     sqlite3_close(db);
+}
+
+/* A v6 file whose break sites have costs (cache_entries' cost_samples,
+   run_ns, break_ns, break_graphs, summed by the view break_costs): the
+   sites come costliest first, a site with fewer breaks before one with
+   more, and the sites whose calls were never timed last, most frequent
+   first, their cost unknown. */
+static void test_break_sites_come_costliest_first(void)
+{
+    const char *path = db_path("costs.db");
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    exec_or_die(db, "BEGIN");
+    for (int v = 1; v <= 6; v++)
+        exec_or_die(db, store_schema_migration_sql(v));
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = 6",
+             STORE_APPLICATION_ID);
+    exec_or_die(db, sql);
+    /* run 1: often breaks 3 times at line 3 (a compile each), 0.5 ms each
+       of 5 ms calls, and once at line 5 (its resume frame), 2 ms; rare
+       once, 12.3 ms of 30 ms; quiet twice at line 20 and once at 22, never
+       timed.  run 2: often once more at line 3, 0.9 ms of 1 ms. */
+    exec_or_die(db,
+        "INSERT INTO runs (run_id, pid, started_at) VALUES (1, 42, 100), (2, 43, 200);"
+        "INSERT INTO code_objects VALUES (1, 1, '/c.py', 'often', 1), (1, 2, '/c.py', 'rare', 10),"
+        "  (1, 3, '/c.py', 'quiet', 18), (2, 1, '/c.py', 'often', 1);"
+        "INSERT INTO graph_breaks (run_id, code_id, compile_id, kind, reason, filename, lineno,"
+        "  break_type, break_class, at) VALUES"
+        "  (1, 1, '0/0', 'call', 'print', '/c.py', 3, 'DS0001', 'your code', 1),"
+        "  (1, 1, '0/1', 'call', 'print', '/c.py', 3, 'DS0001', 'your code', 2),"
+        "  (1, 1, '0/2', 'call', 'print', '/c.py', 3, 'DS0001', 'your code', 3),"
+        "  (1, 1, '1/0', 'call', 'print', '/c.py', 5, 'DS0001', 'your code', 3),"
+        "  (1, 2, '2/0', 'call', 'print', '/c.py', 12, 'DS0001', 'your code', 4),"
+        "  (1, 3, '3/0', 'call', 'print', '/c.py', 20, 'DS0001', 'your code', 5),"
+        "  (1, 3, '3/1', 'call', 'print', '/c.py', 20, 'DS0001', 'your code', 6),"
+        "  (1, 3, '4/0', 'call', 'print', '/c.py', 22, 'DS0001', 'your code', 7),"
+        "  (2, 1, '0/0', 'call', 'print', '/c.py', 3, 'DS0001', 'your code', 8);"
+        "INSERT INTO cache_entries (run_id, code_id, compile_id, frame_id, hits, cost_samples,"
+        "  run_ns, break_ns, break_graphs) VALUES"
+        "  (1, 1, '0/0', 0, 10, 2, 5000000, 500000, 1), (1, 1, '0/1', 0, 10, 2, 5000000, 500000, 1),"
+        "  (1, 1, '0/2', 0, 10, 2, 5000000, 500000, 1), (1, 1, '1/0', 1, 30, 6, 0, 2000000, 1),"
+        "  (1, 2, '2/0', 2, 4, 4, 30000000, 12300000, 4), (1, 3, '3/0', 3, 9, 0, 0, 0, 0),"
+        "  (1, 3, '3/1', 3, 9, NULL, NULL, NULL, NULL), (1, 3, '4/0', 4, 9, 0, 0, 0, 0),"
+        "  (2, 1, '0/0', 0, 5, 1, 1000000, 900000, 1);"
+        "COMMIT");
+    sqlite3_close(db);
+
+    char *err = NULL;
+    StoreReader *r = store_reader_open(path, &err);
+    CHECK(r != NULL);
+    if (r == NULL) {
+        fprintf(stderr, "  %s\n", err);
+        free(err);
+        return;
+    }
+    got_reset();
+    CHECK_EQ(store_read_break_sites(r, 1, 100, on_cost_site, NULL), 0);
+    CHECK_STR(got, "1 x /c.py:12 rare cost 12300000 ns of 30000000 (0.41) graphs 4 samples 4\n"
+                   "1 x /c.py:5 often cost 2000000 ns of 15000000 (0.13) graphs 1 samples 6\n"
+                   "3 x /c.py:3 often cost 1500000 ns of 15000000 (0.10) graphs 3 samples 6\n"
+                   "2 x /c.py:20 quiet cost -\n"
+                   "1 x /c.py:22 quiet cost -\n");
+    got_reset();                                 /* every run: summed over both */
+    CHECK_EQ(store_read_break_sites(r, 0, 100, on_cost_site, NULL), 0);
+    CHECK_STR(got, "1 x /c.py:12 rare cost 12300000 ns of 30000000 (0.41) graphs 4 samples 4\n"
+                   "4 x /c.py:3 often cost 2400000 ns of 16000000 (0.15) graphs 4 samples 7\n"
+                   "1 x /c.py:5 often cost 2000000 ns of 15000000 (0.13) graphs 1 samples 6\n"
+                   "2 x /c.py:20 quiet cost -\n"
+                   "1 x /c.py:22 quiet cost -\n");
+    got_reset();                                 /* the limit keeps the costliest */
+    CHECK_EQ(store_read_break_sites(r, 1, 1, on_cost_site, NULL), 0);
+    CHECK_EQ(store_read_break_sites(r, 2, 100, on_cost_site, NULL), 0);
+    CHECK_STR(got, "1 x /c.py:12 rare cost 12300000 ns of 30000000 (0.41) graphs 4 samples 4\n"
+                   "1 x /c.py:3 often cost 900000 ns of 1000000 (0.90) graphs 1 samples 1\n");
+    got_reset();                                 /* one code object */
+    CHECK_EQ(store_read_code_break_sites(r, 1, 1, on_cost_site, NULL), 0);
+    CHECK_EQ(store_read_code_break_sites(r, 1, 3, on_cost_site, NULL), 0);
+    CHECK_STR(got, "1 x /c.py:5  cost 2000000 ns of 15000000 (0.13) graphs 1 samples 6\n"
+                   "3 x /c.py:3  cost 1500000 ns of 15000000 (0.10) graphs 3 samples 6\n"
+                   "2 x /c.py:20  cost -\n"
+                   "1 x /c.py:22  cost -\n");
+    CHECK_STR(store_reader_errmsg(r), "");
+    store_reader_close(r);
+
+    /* the functions' time unknown (no run_ns): the cost, its share unknown */
+    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    exec_or_die(db, "UPDATE cache_entries SET run_ns = NULL WHERE code_id = 2");
+    sqlite3_close(db);
+    r = store_reader_open(path, NULL);
+    CHECK(r != NULL);
+    if (r == NULL)
+        return;
+    got_reset();
+    CHECK_EQ(store_read_code_break_sites(r, 1, 2, on_cost_site, NULL), 0);
+    CHECK_STR(got, "1 x /c.py:12  cost 12300000 ns of 0 (-1.00) graphs 4 samples 4\n");
+    store_reader_close(r);
 }
 
 static void test_file_is_created_private_0600(void)
@@ -1734,6 +1853,7 @@ int main(void)
         T(test_events_written_and_read_back_exactly),
         T(test_read_model_reads_what_was_written),
         T(test_reader_reads_a_v2_file_without_writing_it),
+        T(test_break_sites_come_costliest_first),
         T(test_file_is_created_private_0600),
         T(test_queue_overflow_drops_and_counts),
         T(test_queue_byte_bound_drops_and_counts),
