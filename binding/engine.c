@@ -526,6 +526,24 @@ static PyObject *py_set_skip_tensorless_frames(PyObject *self, PyObject *arg)
     return set_bool_setting(arg, "skip_tensorless_frames", &engine.config.skip_tensorless_frames);
 }
 
+static PyObject *py_get_cost_sampling(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(engine.config.cost_sampling);
+}
+
+static PyObject *py_set_cost_sampling(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyBool_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "cost_sampling must be a bool, got %s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    capture_set_cost_sampling(arg == Py_True);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_get_force_parameter_static_shapes(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -644,6 +662,8 @@ static PyMethodDef module_methods[] = {
     {"get_fail_on_cache_limit", py_get_fail_on_cache_limit, METH_NOARGS, NULL},
     {"set_fail_on_cache_limit", py_set_fail_on_cache_limit, METH_O, NULL},
     {"get_skip_tensorless_frames", py_get_skip_tensorless_frames, METH_NOARGS, NULL},
+    {"get_cost_sampling", py_get_cost_sampling, METH_NOARGS, NULL},
+    {"set_cost_sampling", py_set_cost_sampling, METH_O, NULL},
     {"set_skip_tensorless_frames", py_set_skip_tensorless_frames, METH_O, NULL},
     {"get_force_parameter_static_shapes", py_get_force_parameter_static_shapes, METH_NOARGS, NULL},
     {"set_force_parameter_static_shapes", py_set_force_parameter_static_shapes, METH_O, NULL},

@@ -97,6 +97,22 @@ class _Config:
         _C.set_skip_tensorless_frames(value)
 
     @property
+    def cost_sampling(self) -> bool:
+        """While recording, time 1 call in 64 (more often in the first few
+        thousand, and every call a timed call makes) to measure what each
+        graph break costs (default True): SQL's break_costs, the report's
+        and dyntop's break views, sorted by it.  False records no costs
+        (those views fall back to the most frequent first) and takes the
+        timing off the hit path altogether.  explain always times its call."""
+        return _C.get_cost_sampling()
+
+    @cost_sampling.setter
+    def cost_sampling(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"cost_sampling must be a bool, got {type(value).__name__}")
+        _C.set_cost_sampling(value)
+
+    @property
     def force_parameter_static_shapes(self) -> bool:
         """Automatic dynamic (optimize(dynamic=None)) leaves the sizes of
         parameters and buffers static (default True, as torch.compile's
@@ -146,6 +162,7 @@ class _Config:
                 f"cache_limit_warning={self.cache_limit_warning}, "
                 f"skip_tensorless_frames={self.skip_tensorless_frames}, "
                 f"force_parameter_static_shapes={self.force_parameter_static_shapes}, "
+                f"cost_sampling={self.cost_sampling}, "
                 f"skip_prefixes={self.skip_prefixes!r}, "
                 f"capture_prefixes={self.capture_prefixes!r})")
 

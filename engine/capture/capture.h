@@ -104,8 +104,11 @@ void capture_exit(void);
 PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t nargsf,
                               PyObject *kwnames, PyObject *backend, bool *done);
 /* A recording wants what calls cost (on) or no longer does (off): while
-   any does, the chain runner times 1 call in 64 (cost.c).  GIL. */
+   any does and config.cost_sampling is set, the chain runner times 1 call
+   in 64 (cost.c).  GIL. */
 void capture_cost_sampling(bool on);
+/* config.cost_sampling = allowed.  GIL. */
+void capture_set_cost_sampling(bool allowed);
 /* Whether the hook is installed now (for tests). */
 bool hook_installed(void);
 
@@ -137,6 +140,9 @@ typedef struct EngineConfig {
                                  program's warnings stay its own (--capture-all) */
     bool force_parameter_static_shapes; /* automatic dynamic leaves parameters
                                            and buffers static (default) */
+    bool cost_sampling;       /* a recording times 1 call in 64 for what breaks
+                                 cost (default; cost.c); set through
+                                 capture_set_cost_sampling */
 } EngineConfig;
 
 /*

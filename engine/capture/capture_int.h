@@ -34,7 +34,8 @@ int hook_try_new_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
 /* ---- what calls cost, sampled (cost.c) ---- */
 
 #define COST_SAMPLE_PERIOD 64     /* 1 call timed in this many while recording */
-extern int cost_users;            /* GIL: recordings that want costs (capture_cost_sampling) */
+extern int cost_users;            /* GIL: recordings that want costs, 0 while
+                                     config.cost_sampling is off (cost.c) */
 extern unsigned cost_countdown;   /* GIL: calls until the next timed one */
 extern uint64_t miss_ticks;       /* GIL: engine_ticks spent compiling in misses, ever */
 extern int cost_timing;           /* GIL: timed calls under way (a callee of one is timed too) */
@@ -85,9 +86,9 @@ typedef struct CostLinkTimes {
 /* The calls until the next timed one: drawn from [1, 2P) so that a program
    whose calls come in a fixed pattern (a model's frames, one after the
    other, every step) has each of them timed, not the same one every time.
-   P grows from 1 to COST_SAMPLE_PERIOD, by one every 32 timed calls: a
+   P grows from 1 to COST_SAMPLE_PERIOD, by one every 8 timed calls: a
    short program (a demo of 40 steps) is timed too, a long one at 1 in 64
-   after its first few thousand calls. */
+   after its first 16,000 calls or so. */
 unsigned cost_next_period(void);
 
 /* Whether to time this call: every call inside explain's session, else 1

@@ -29,24 +29,39 @@
 #include <string.h>
 
 int cost_users;
+static int recordings;            /* GIL: recordings that want costs */
 unsigned cost_countdown = 1;
 uint64_t miss_ticks;
 int cost_timing;
 uint64_t cost_translations;
 static uint64_t charged_ticks;    /* GIL: ticks charged to breaks, ever */
 
+/* cost_users: what the hot path reads, one load: the recordings that want
+   costs, or 0 while config.cost_sampling is off. */
+static void cost_users_update(void)
+{
+    cost_users = engine.config.cost_sampling ? recordings : 0;
+}
+
 void capture_cost_sampling(bool on)
 {
-    cost_users += on ? 1 : -1;
-    if (cost_users < 0)
-        cost_users = 0;
+    recordings += on ? 1 : -1;
+    if (recordings < 0)
+        recordings = 0;
+    cost_users_update();
+}
+
+void capture_set_cost_sampling(bool allowed)
+{
+    engine.config.cost_sampling = allowed;
+    cost_users_update();
 }
 
 unsigned cost_next_period(void)
 {
     static uint32_t state = 2463534242u;          /* xorshift32: fast, and enough here */
     static uint32_t drawn;                        /* timed calls so far */
-    uint32_t period = 1 + drawn++ / 32;
+    uint32_t period = 1 + drawn++ / 8;
     if (period > COST_SAMPLE_PERIOD)
         period = COST_SAMPLE_PERIOD;
     state ^= state << 13;

@@ -33,7 +33,8 @@ EngineState engine = {
     .config = {.cache_size_limit = 8, .accumulated_cache_size_limit = 256,
                .cache_limit_warning = true,
                .skip_tensorless_frames = true,
-               .force_parameter_static_shapes = true},
+               .force_parameter_static_shapes = true,
+               .cost_sampling = true},
 };
 
 static _Thread_local ThreadCapture thread_capture;
