@@ -17,6 +17,8 @@ The output is one JSON object {"traceEvents": [...], "displayTimeUnit": "ms",
   (two threads compiled it) goes to an extra track of that code object;
 - one X event per compiles row with a time; an instant of a compile is on
   its track and never before its span;
+- a code object's run spans (schema v6 run_spans: the graph runs and eager
+  steps of calls the engine timed) are on a track of their own beside it;
 - otherData values are strings: ns since the epoch do not fit a JS number.
 """
 from __future__ import annotations
@@ -71,6 +73,55 @@ def chrome_trace(con: sqlite3.Connection, source: str) -> dict:
 # The track of a run's annotations: its code_id in the track key (no code
 # object has it).
 ANNOTATIONS = -1
+
+
+# The lane of a code object's run spans: a track beside its compiles' (a
+# timed call's spans and a compile are stamped by two clocks, and a slice
+# that overlaps another on one track is dropped by Perfetto).
+RUN_LANE = -1
+
+
+def _run_spans(spans, pid_of, code, timed) -> int:
+    """The timed calls' graph runs and eager steps (run_spans, schema v6)
+    as X slices on each code object's run track (nested or disjoint once
+    in µs: _nest_runs); returns how many have no time."""
+    untimed = 0
+    for run_id, code_id, epoch, compile_id, kind, at, ns in spans:
+        if at is None or run_id not in pid_of:
+            untimed += 1
+            continue
+        _, filename, line = code(run_id, code_id)
+        what = "graph" if kind == "graph" else "eager step and resume after"
+        timed.append({"name": f"{what} {compile_id}", "cat": "run", "ph": "X", "ts": at,
+                      "_end": at + (ns or 0), "pid": pid_of[run_id],
+                      "tid": (run_id, code_id, RUN_LANE),
+                      "args": {"code": f"{filename}:{line}", "code_id": code_id, "epoch": epoch,
+                               "compile_id": compile_id, "kind": kind, "ns": ns}})
+    return untimed
+
+
+def _nest_runs(timed, origin) -> None:
+    """Set the run slices' µs times, each nested in or after the one before
+    it on its track: one call's spans follow each other end to start, and
+    two stamped by the engine's two conversions of its clock, or rounded to
+    µs, may overlap by a hair, which Perfetto would drop a slice for."""
+    open_ends: dict = {}               # track -> ends of the slices still open, innermost last
+    for ev in timed:                   # in ts order
+        if ev.get("cat") != "run":
+            continue
+        end = (ev.pop("_end") - origin) / 1000
+        ends = open_ends.setdefault(ev["tid"], [])
+        while ends and ends[-1] <= ev["ts"]:
+            ends.pop()
+        if ends and end > ends[-1]:    # past the open one's end: starts after it
+            ev["ts"] = ends.pop()
+            while ends and ends[-1] <= ev["ts"]:
+                ends.pop()
+        end = max(end, ev["ts"])
+        if ends:
+            end = min(end, ends[-1])
+        ev["dur"] = end - ev["ts"]
+        ends.append(ev["ts"] + ev["dur"])
 
 
 def _annotations(marks, pid_of, timed) -> int:
@@ -139,6 +190,9 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
     marks = con.execute(               # schema v5: the program's own (dynscope.annotate)
         "SELECT run_id, name, phase, fields, at FROM annotations ORDER BY annotation_id"
     ).fetchall() if version >= 5 else []
+    spans = con.execute(               # schema v6: timed calls' graph runs and eager steps
+        "SELECT run_id, code_id, epoch, compile_id, kind, at, duration_ns FROM run_spans"
+        " ORDER BY run_id, code_id, at, duration_ns DESC").fetchall() if version >= 6 else []
 
     pid_of: dict[int, int] = {}
     meta = []
@@ -244,15 +298,20 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
                                "reason": reason}})
 
     untimed += _annotations(marks, pid_of, timed)
+    untimed += _run_spans(spans, pid_of, code, timed)
 
-    tid_of = {track: n for n, track in enumerate(sorted({ev["tid"] for ev in timed}), 1)}
+    # the run tracks last: the others keep the tids a file without them gives
+    tid_of = {track: n for n, track in enumerate(
+        sorted({ev["tid"] for ev in timed}, key=lambda k: (k[2] == RUN_LANE, k)), 1)}
     for (run_id, code_id, lane), t in tid_of.items():
         if code_id == ANNOTATIONS:
             label = "the program's marks (dynscope.annotate)"
         else:
             name, filename, line = code(run_id, code_id)
             label = f"{name} ({os.path.basename(filename)}:{line})"
-        if lane:
+        if lane == RUN_LANE:
+            label += " run time (timed calls)"
+        elif lane:
             label += f" [overlapping compiles {lane}]"
         meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid_of[run_id],
                      "tid": t, "args": {"name": label}})
@@ -271,6 +330,7 @@ def _trace(con: sqlite3.Connection, source: str, version: int) -> dict:
     for ev in timed:
         ev["ts"] = (ev["ts"] - origin) / 1000
         ev["tid"] = tid_of[ev["tid"]]
+    _nest_runs(timed, origin)
     for ev in timed:   # a phase ends where the next begins, never past its compile's span
         if "_end" in ev:
             span = ev.pop("_span")

@@ -29,6 +29,7 @@ typedef enum EventKind {
     EV_RESET,           /* dynscope.reset()                               */
     EV_ANNOTATE,        /* the program's own mark (dynscope.annotate)     */
     EV_FRAME_STATS,     /* a frame at its cache limit: its calls since (periodic) */
+    EV_RUN_SPAN,        /* a timed call's graph run or eager step (sampled) */
     EV__COUNT
 } EventKind;
 
@@ -123,6 +124,11 @@ typedef struct EventRecord {
        its cache limit -- the calls it has run without capture since, and
        their time, estimated from the timed ones (cumulative) */
     uint64_t limit_calls, uncaptured_ns;
+    /* EV_RUN_SPAN (compile_id: the entry; wall_ns: the start; duration_ns):
+       "graph", the entry's graph running, or "eager", the time outside
+       graphs after its break (the eager step and the resume), of a call
+       the engine timed (engine/capture/cost.c) */
+    const char *span_kind;
     /* EV_ANNOTATE (no code object): a mark the program put in
        (dynscope.annotate, annotate_span) */
     const char *annotation;        /* its name: "step" */
@@ -162,6 +168,7 @@ static inline const char *event_kind_name(EventKind kind)
         [EV_CACHE_LIMIT] = "cache_limit",       [EV_FRAME_SKIP] = "frame_skip",
         [EV_ENTRY_STATS] = "entry_stats",       [EV_RESET] = "reset",
         [EV_ANNOTATE] = "annotate",             [EV_FRAME_STATS] = "frame_stats",
+        [EV_RUN_SPAN] = "run_span",
     };
     return (unsigned)kind < (unsigned)EV__COUNT ? names[kind] : "?";
 }

@@ -49,6 +49,7 @@ static const size_t string_fields[] = {
     offsetof(EventRecord, annotation),
     offsetof(EventRecord, annotation_phase),
     offsetof(EventRecord, annotation_fields),
+    offsetof(EventRecord, span_kind),
 };
 #define NSTRINGS (sizeof(string_fields) / sizeof(string_fields[0]))
 

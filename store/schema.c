@@ -562,7 +562,8 @@ static const char migration_5[] =
  * cost_samples, run_ns, break_ns and break_graphs on cache_entries and
  * entry_stats, what a frame at its cache limit then ran without capture
  * (cache_limits: calls, uncaptured_ns, cost_samples; older rows keep NULL),
- * and the view break_costs. */
+ * the table run_spans (timed calls' graph runs and eager steps, for the
+ * timeline) and the view break_costs. */
 
 static const char migration_6[] =
     "ALTER TABLE cache_entries ADD COLUMN cost_samples INTEGER;\n"
@@ -576,6 +577,17 @@ static const char migration_6[] =
     "ALTER TABLE cache_limits ADD COLUMN calls INTEGER;\n"
     "ALTER TABLE cache_limits ADD COLUMN uncaptured_ns INTEGER;\n"
     "ALTER TABLE cache_limits ADD COLUMN cost_samples INTEGER;\n"
+    "CREATE TABLE run_spans (\n"
+    "    span_id     INTEGER PRIMARY KEY,\n"
+    "    run_id      INTEGER NOT NULL,\n"
+    "    code_id     INTEGER NOT NULL,\n"
+    "    epoch       INTEGER NOT NULL DEFAULT 0,\n"
+    "    compile_id  TEXT,\n"
+    "    kind        TEXT,\n"
+    "    at          INTEGER,\n"
+    "    duration_ns INTEGER\n"
+    ");\n"
+    "CREATE INDEX run_spans_by_run ON run_spans (run_id, at);\n"
     CREATE_VIEW("break_costs", VIEW_BREAK_COSTS);
 
 /* Every view, with the version whose migration creates it, and (older:

@@ -58,6 +58,7 @@ enum {
     ST_CACHE_LIMIT,
     ST_FRAME_SKIP,
     ST_FRAME_STATS,
+    ST_RUN_SPAN,
     ST_RESET,
     ST_ANNOTATION,
     ST_RUN_RESETS,
@@ -166,6 +167,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_FRAME_STATS] =
         "UPDATE cache_limits SET calls = ?5, uncaptured_ns = ?6, cost_samples = ?7"
         " WHERE run_id = ?1 AND code_id = ?2 AND epoch = ?3 AND frame_id = ?4",
+    [ST_RUN_SPAN] =
+        "INSERT INTO run_spans (run_id, code_id, epoch, compile_id, kind, at, duration_ns)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_FRAME_SKIP] =
         "INSERT INTO frame_skips (run_id, code_id, epoch, resume_offset, reason, at,"
         " break_type, break_class) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -715,6 +719,18 @@ static int write_frame_stats(Store *s, const StoreEvent *e)
     return run(st);
 }
 
+static int write_run_span(Store *s, const StoreEvent *e)
+{
+    const EventRecord *r = &e->rec;
+    sqlite3_stmt *st = s->w->st[ST_RUN_SPAN];
+    bind_head(s, st, e);
+    bind_key(st, 4, r->compile_id);
+    bind_opt(st, 5, r->span_kind);
+    bind_u64(st, 6, r->wall_ns);
+    bind_u64(st, 7, r->duration_ns);
+    return run(st);
+}
+
 static int write_frame_skip(Store *s, const StoreEvent *e)
 {
     const EventRecord *r = &e->rec;
@@ -807,6 +823,7 @@ static int write_event(Store *s, const StoreEvent *e)
     case EV_FRAME_SKIP:     return write_frame_skip(s, e);
     case EV_ENTRY_STATS:    return write_entry_stats(s, e);
     case EV_FRAME_STATS:    return write_frame_stats(s, e);
+    case EV_RUN_SPAN:       return write_run_span(s, e);
     case EV_RESET:
     case EV_ANNOTATE:
     case EV__COUNT:         break;

@@ -178,8 +178,22 @@ def test_the_trace_says_what_the_database_says(recorded, tmp_path):
     label = {code_id: f"{name} ({os.path.basename(filename)}:{line})" for code_id, name,
              filename, line in rows(db, "SELECT code_id, name, filename, firstlineno"
                                         " FROM code_objects")}
-    assert sorted(threads.values()) == sorted(label[c] for (c,) in rows(
-        db, "SELECT DISTINCT code_id FROM compiles"))
+    RUN = " run time (timed calls)"
+    assert sorted(t for t in threads.values() if not t.endswith(RUN)) == sorted(
+        label[c] for (c,) in rows(db, "SELECT DISTINCT code_id FROM compiles"))
+    # and a track beside it for the timed calls' run spans (schema v6), a
+    # slice per run_spans row, on its code object's run track
+    runs = of(trace, "run")
+    span_rows = rows(db, "SELECT code_id, compile_id, kind, duration_ns FROM run_spans ORDER BY at")
+    assert span_rows and len(runs) == len(span_rows)
+    assert sorted(t for t in threads.values() if t.endswith(RUN)) == sorted(
+        label[c] + RUN for c in {r[0] for r in span_rows})
+    for ev in runs:
+        assert threads[(pid, ev["tid"])] == label[ev["args"]["code_id"]] + RUN
+        assert ev["name"] == ("graph " if ev["args"]["kind"] == "graph"
+                              else "eager step and resume after ") + ev["args"]["compile_id"]
+        assert ev["dur"] <= ev["args"]["ns"] / 1000 + 1e-9     # clipped at most, never longer
+    assert {r[2] for r in span_rows} == {"graph", "eager"}
 
     # one span per compiles row, in the rows' order, at the rows' times
     compiles = rows(db, """
@@ -296,7 +310,10 @@ def test_older_schema_versions_give_the_same_trace(recorded, tmp_path, version):
     for ev in want["traceEvents"]:
         for key in COMPILE_PHASES + ("events_ns", "attempts"):
             ev.get("args", {}).pop(key, None)
-    assert got["traceEvents"] == [ev for ev in want["traceEvents"] if ev.get("cat") != "compile_phase"]
+    # and what v6 added: the timed calls' run spans, on tracks of their own
+    assert got["traceEvents"] == [
+        ev for ev in want["traceEvents"] if ev.get("cat") not in ("compile_phase", "run")
+        and not ev["args"].get("name", "").endswith(" run time (timed calls)")]
     assert got["otherData"]["schema_version"] == str(version)
     with open(old, "rb") as fh:
         assert fh.read() == before, "the export wrote the file"
@@ -350,7 +367,7 @@ def test_overlapping_compiles_and_reused_pids_stay_apart(recorded, tmp_path):
     assert threads[(pid, lane)] == track + " [overlapping compiles 1]"
     # run 2 has the same code objects: tracks of its own, named alike
     assert sorted(n for (p, _), n in threads.items() if p == moved) == \
-        sorted(n for (p, _), n in threads.items() if p == pid)
+        sorted(n for (p, _), n in threads.items() if p == pid and not n.endswith(" (timed calls)"))
     # the recompile's instant follows its span onto the extra track
     assert [ev["tid"] for ev in of(trace, "recompile")
             if ev["args"]["compile_row"] == second[0]] == [lane]

@@ -76,6 +76,7 @@ void dynscope_tp_emit(const EventRecord *ev)
         break;
     case EV_ENTRY_STATS:   /* SQLite only: frame_eval carries the hits */
     case EV_FRAME_STATS:
+    case EV_RUN_SPAN:
     case EV__COUNT:
         break;
     }
@@ -102,6 +103,7 @@ const volatile int *dynscope_tp_state(int kind)
     case EV_ANNOTATE:       return TP_STATE(annotate);
     case EV_ENTRY_STATS:
     case EV_FRAME_STATS:
+    case EV_RUN_SPAN:
     case EV__COUNT:
         break;
     }

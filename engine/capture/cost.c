@@ -21,7 +21,9 @@
  * steps did first-time work (imports, caches) that scaled by hits would
  * swamp the steady state; so charges wait in the sample until the call
  * ends.  The counters live on the entries (../cache/cache.h); the recorder
- * scales them by hits (record.c).  Not sampling, the hit path pays one
+ * scales them by hits (record.c).  The graph runs and eager steps of timed
+ * calls also go to the timeline as spans (events_run_span; a few hundred a
+ * second at most).  Not sampling, the hit path pays one
  * load and a branch (cost_sample_due).
  */
 #include "capture_int.h"
@@ -110,12 +112,31 @@ static CostCharge *charge_of(CostSample *cs, CacheEntry *e)
     return c;
 }
 
+/* Whether a timed span may go to the timeline (events_run_span: the
+   recording's run_spans, the Chrome-trace export): at most SPANS_PER_SECOND,
+   so that a program of many small calls does not fill the queue with them;
+   the costs above take every timed call. */
+#define SPANS_PER_SECOND 400
+static bool span_allowed(void)
+{
+    static uint64_t window;               /* GIL: the current second */
+    static unsigned spans;
+    uint64_t second = engine_now_ns() / 1000000000u;
+    if (second != window) {
+        window = second;
+        spans = 0;
+    }
+    return spans++ < SPANS_PER_SECOND;
+}
+
 /* The span from the pending break's mark to `until`, less what the totals
    say it spent elsewhere, goes to that break.  Cannot fail. */
 static void charge_break(CostSample *cs, uint64_t until, CostTotals at)
 {
     if (cs->pend == NULL)
         return;
+    if (until > cs->mark && span_allowed())
+        events_run_span(cs->pend, "eager", cs->mark, until);
     uint64_t spent = until - cs->mark;
     uint64_t elsewhere = (at.misses - cs->at_mark.misses) + (at.graphs - cs->at_mark.graphs)
                          + (at.charged - cs->at_mark.charged);
@@ -144,6 +165,8 @@ void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_br
     charge_break(cs, until, t->before);
     if (e == NULL)
         return;
+    if (graph_start != 0 && graph_end > graph_start && span_allowed())
+        events_run_span(e, "graph", graph_start, graph_end);
     CostCharge *c = charge_of(cs, e);
     if (c != NULL)
         c->samples++;

@@ -134,7 +134,7 @@ static void event_start(Event *ev, EventKind kind, CodeCache *cc, CacheEntry *e)
     r->break_file = r->user_stack_json = r->backend = r->graph_code = r->ops = "";
     r->guard_sites_json = r->guard_file = r->nearest_json = r->failures_packed = "";
     r->break_type = r->break_class = r->hatches = r->call_path_json = "";
-    r->annotation = r->annotation_phase = r->annotation_fields = "";
+    r->annotation = r->annotation_phase = r->annotation_fields = r->span_kind = "";
     ev->cc = cc;
     ev->entry = e;
     if (cc != NULL) {
@@ -948,6 +948,28 @@ void events_reset(void)
 {
     PendingError p = pending_take();
     emit_reset();
+    pending_restore(p);
+}
+
+void events_run_span(CacheEntry *e, const char *kind, uint64_t start_ticks, uint64_t end_ticks)
+{
+    if (!anyone_takes(EV_RUN_SPAN))
+        return;
+    PendingError p = pending_take();
+    Event ev;
+    event_start(&ev, EV_RUN_SPAN, NULL, e);
+    EventRecord *r = &ev.rec;
+    uint64_t now = engine_ticks();
+    uint64_t ago = engine_ticks_to_ns(now > start_ticks ? now - start_ticks : 0);
+    r->wall_ns = r->wall_ns > ago ? r->wall_ns - ago : 0;          /* the span's start */
+    r->mono_ns = r->mono_ns > ago ? r->mono_ns - ago : 0;
+    r->duration_ns = engine_ticks_to_ns(end_ticks > start_ticks ? end_ticks - start_ticks : 0);
+    r->code_id = e->code_id;
+    r->qualname = utf8(e->code_name);
+    r->filename = utf8(e->code_file);
+    r->firstlineno = e->code_line;
+    r->span_kind = kind;
+    dispatch(&ev);
     pending_restore(p);
 }
 

@@ -39,6 +39,10 @@ void events_failed_graph(CodeCache *cc, CacheEntry *e, PyObject *gm);
 /* The program's mark (dynscope.annotate): name, phase ("mark", "begin",
    "end") and fields (a JSON object), UTF-8, borrowed for the call. */
 void events_annotate(const char *name, const char *phase, const char *fields);
+/* A span of a timed call (cost.c): entry e's graph ("graph") or the time
+   outside graphs after its break ("eager"), between two engine_ticks().
+   Only to sinks that take EV_RUN_SPAN (the recorder).  Cannot fail. */
+void events_run_span(CacheEntry *e, const char *kind, uint64_t start_ticks, uint64_t end_ticks);
 /* cf: the frame recompiled (its entries give the dict's "frame_hits");
    reason: "expr (observed v)" of the newest entry (borrowed, may be NULL);
    failures: list of GuardFailureInfo (entry compile id, kind, expr,
