@@ -544,6 +544,30 @@ static PyObject *py_set_cost_sampling(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* _C.set_profiler_ranges(enter, exit): dynscope/profiler.py, when a torch
+   profiler starts (torch's record_function ops) and stops (None, None). */
+static PyObject *py_set_profiler_ranges(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *enter, *exit;
+    if (!PyArg_ParseTuple(args, "OO:set_profiler_ranges", &enter, &exit))
+        return NULL;
+    if ((enter != Py_None && !PyCallable_Check(enter)) || (exit != Py_None && !PyCallable_Check(exit))) {
+        PyErr_SetString(PyExc_TypeError, "set_profiler_ranges: callables or None");
+        return NULL;
+    }
+    capture_set_profiler_ranges(enter, exit);
+    Py_RETURN_NONE;
+}
+
+/* _C.profiler_ranges_on() -> bool: whether captured calls are ranges now. */
+static PyObject *py_profiler_ranges_on(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(capture_profiler_ranges_on());
+}
+
 static PyObject *py_get_force_parameter_static_shapes(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -664,6 +688,8 @@ static PyMethodDef module_methods[] = {
     {"get_skip_tensorless_frames", py_get_skip_tensorless_frames, METH_NOARGS, NULL},
     {"get_cost_sampling", py_get_cost_sampling, METH_NOARGS, NULL},
     {"set_cost_sampling", py_set_cost_sampling, METH_O, NULL},
+    {"set_profiler_ranges", py_set_profiler_ranges, METH_VARARGS, NULL},
+    {"profiler_ranges_on", py_profiler_ranges_on, METH_NOARGS, NULL},
     {"set_skip_tensorless_frames", py_set_skip_tensorless_frames, METH_O, NULL},
     {"get_force_parameter_static_shapes", py_get_force_parameter_static_shapes, METH_NOARGS, NULL},
     {"set_force_parameter_static_shapes", py_set_force_parameter_static_shapes, METH_O, NULL},

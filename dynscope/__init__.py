@@ -28,6 +28,7 @@ from .hatches import disable, allow_in_graph, substitute_in_graph, assume_consta
 from .logs import set_logs
 from .annotate import annotate, annotate_span
 from .dump import dump
+from . import profiler as _profiler
 
 __all__ = [
     "optimize",
@@ -156,6 +157,7 @@ def optimize(backend="eager", *, fullgraph=False, dynamic=None):
         raise TypeError(f"dynscope: dynamic must be None, True or False, not {dynamic!r}")
     if backend == "eager" and _dump_module.debug_graphs():   # DYNSCOPE_DEBUG_GRAPHS=1
         backend = _dump_module.debug_backend
+    _profiler.install()            # captured calls as torch.profiler ranges (once torch is in)
     return _C.OptimizeContext(backend, fullgraph=fullgraph, dynamic=dynamic)
 
 

@@ -109,6 +109,13 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
 void capture_cost_sampling(bool on);
 /* config.cost_sampling = allowed.  GIL. */
 void capture_set_cost_sampling(bool allowed);
+/* A torch profiler started: each captured call becomes a range, begun with
+   enter(name, None) and ended with exit(handle) (torch.ops.profiler's
+   record_function ops; borrowed, kept); NULL or None: it stopped.  GIL
+   (profiler_ranges.c). */
+void capture_set_profiler_ranges(PyObject *enter, PyObject *exit);
+/* Whether captured calls are ranges now.  GIL. */
+bool capture_profiler_ranges_on(void);
 /* Whether the hook is installed now (for tests). */
 bool hook_installed(void);
 

@@ -1,8 +1,9 @@
 /*
  * capture_int.h -- what the capture room's files share and nobody else
  * uses: hook.c (the hook, regions, lookup, the chain runner), miss.c
- * (the miss path), cost.c (what calls cost, sampled) and event_json.c
- * (JSON for events.c).  The room's
+ * (the miss path), cost.c (what calls cost, sampled), profiler_ranges.c
+ * (captured calls as torch.profiler ranges) and event_json.c (JSON for
+ * events.c).  The room's
  * contract is capture.h.
  */
 #ifndef DYNSCOPE_CAPTURE_INT_H
@@ -125,6 +126,18 @@ void cost_limited_frame(CostSample *cs, CacheFrame *cf);
 /* The call ended: charge what is pending, add the charges to the entries
    (unless dropped) and release the sample.  Cannot fail. */
 void cost_sample_end(CostSample *cs);
+
+/* ---- captured calls as torch.profiler ranges (profiler_ranges.c) ---- */
+
+extern PyObject *profiler_enter_fn;   /* GIL; non-NULL while a torch profiler runs */
+extern PyObject **profiler_slot;      /* GIL: where try_entry puts the range of the
+                                         entry it runs, or NULL (hook.c) */
+/* The range "dynscope [3/1] f" of entry e, begun: a new reference to pass to
+   profiler_range_end, or NULL (not profiling, or the call failed: reported
+   once, no exception). */
+PyObject *profiler_range_begin(CacheEntry *e);
+/* End it (steals handle; NULL: nothing), the program's exception kept. */
+void profiler_range_end(PyObject *handle);
 
 /* The JSON json.dumps(tree) writes, for a tree of dict (str keys), list,
    tuple, str, int, float, bool and None (event_json.c): a new str, or NULL

@@ -284,8 +284,11 @@ static int try_entry(CacheEntry *e, const FrameView *fv, ThreadCapture *tc,
         e->hits += count_hit;
         if (e->eager_reason != NULL)
             ok = 2;                 /* the frame runs without capture */
-        else                        /* the graph runs inside the engine; an eager step is user code */
+        else {                      /* the graph runs inside the engine; an eager step is user code */
+            if (profiler_slot != NULL && *profiler_slot == NULL)
+                *profiler_slot = profiler_range_begin(e);   /* a torch profiler runs */
             plan_run(&e->plan, &e->guards, fv, vals, &tc->in_engine, out);
+        }
     }
     guardset_release_values(&e->guards, vals);
     if (vals != small)
@@ -473,6 +476,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     bool ran_graph = false;       /* a plan of this call ran a graph */
     CostSample cost;              /* a timed call's (cost.c) */
     bool timed = cost_sample_due(tc) && cost_sample_start(&cost, tc->session != NULL);
+    PyObject *range = NULL;       /* strong: the torch.profiler range of the call */
 #define UNCOUNT() do { if (counted) { frame_recursion_leave(ts); counted = false; } } while (0)
     for (;;) {
         PlanOutcome out = {0};
@@ -486,7 +490,11 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
             link.start = engine_ticks();
             link.before = cost_totals();
         }
+        if (profiler_enter_fn != NULL && range == NULL)
+            profiler_slot = &range;         /* (until the link's plan ran) */
         int r = run_cached(cf, &fv, tc, &out, &hit_index, &guard_ticks, timed ? &hit : NULL);
+        if (r != 0)
+            profiler_slot = NULL;
         if (r == 2) {
             /* translation stopped for these inputs before: run the rest of
                the frame without capture, as on the miss that found it */
@@ -510,6 +518,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
                 warn_internal_error("checking guards");
             else
                 m = run_miss(cc, cf, &fv, func, tc, &out, &link, timed ? &hit : NULL);
+            profiler_slot = NULL;
             if (m == MISS_ERROR) {
                 result = NULL;
                 break;
@@ -584,6 +593,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
         plan_outcome_clear(&state);
     if (timed)
         cost_sample_end(&cost);
+    profiler_range_end(range);
     if (ran_graph)
         capture_counters(tc)->graph_frames++;
     UNCOUNT();
@@ -688,8 +698,9 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
     ThreadCapture *tc = &thread_capture;
     *done = false;
     if (kwnames != NULL || !PyFunction_Check(func) || tc->session != NULL || tc->in_engine
-        || engine.config.stance == STANCE_FORCE_EAGER || cost_sample_next())
-        return NULL;                    /* (a call to time: the chain runner does) */
+        || engine.config.stance == STANCE_FORCE_EAGER || cost_sample_next()
+        || profiler_enter_fn != NULL)
+        return NULL;        /* (a call to time, or a profiler's range: the chain runner's) */
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
