@@ -183,3 +183,29 @@ def test_force_eager_stance_and_explain_take_the_frame_path():
     assert hits(axb1) == n                 # force_eager runs without capture
     report = dynscope.explain(axb1)(a, b)
     assert "1 graph" in str(report)
+
+
+def maybe_breaks(a, loud):
+    if loud:
+        print(end="")             # a break: this entry's plan needs the frame
+    return a * 2
+
+
+def test_calls_that_need_the_frame_stop_asking_then_look_again():
+    """A frameless call whose entry needs the frame checked its guards for
+    nothing (the hook checks them again): after a few such calls in a row
+    the next ones go straight to the frame, and after a while the frameless
+    path looks again -- so an entry that returns from its plan is answered
+    without a frame once the calls reach it, and every result is the
+    eager one."""
+    a = np.arange(3.0)
+    opt = dynscope.optimize("eager")(maybe_breaks)
+    for _ in range(20):
+        np.testing.assert_array_equal(opt(a, True), a * 2)
+    before = _C.counters()
+    for _ in range(200):
+        np.testing.assert_array_equal(opt(a, False), a * 2)
+    after = _C.counters()
+    direct = after["direct_hits"] - before["direct_hits"]
+    assert after["hits"] - before["hits"] == 199          # the first compiled the quiet entry
+    assert 199 - 64 <= direct < 199                          # skipped for a while, then frameless

@@ -189,6 +189,7 @@ void cache_reset_all(void (*on_reset)(void))
             cf->frame_id = -1;
             cf->ncompiles = 0;
             cf->misses = 0;
+            cf->direct_framed = cf->direct_skips = 0;
             cf->limit_warned = false;
             cf->limit_calls = cf->limit_samples = cf->limit_ticks = cf->limit_snap = 0;
             cf->ran_eager_first = false;

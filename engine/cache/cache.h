@@ -87,6 +87,11 @@ typedef struct CacheFrame {
     PyObject *entries;        /* strong: list of CacheEntry, lookup order; replaced
                                  (never mutated in place) by reset */
     uint64_t misses;
+    /* The frameless call (../capture/hook.c capture_call_direct) of a frame
+       whose entries need the frame (an eager step): calls in a row whose
+       guards passed on such an entry, and calls left to the frame without
+       checking them (the hook checks them again anyway).  GIL. */
+    unsigned direct_framed, direct_skips;
     int failed;               /* translations that failed for this frame's values
                                  (not for good): they count toward
                                  cache_size_limit as entries do, so that a frame

@@ -637,9 +637,9 @@ static bool call_fills_locals(PyCodeObject *co, Py_ssize_t nargs)
 /*
  * The entries of cf for a frameless call: find the first entry whose guards
  * pass.  Returns 1 and runs its plan into *out when that plan returns from
- * the frame; 0 when no entry passes or the one that passes needs the frame
- * (an eager step, a resume, a stopped translation) -- nothing was run or
- * counted, the caller makes the frame; -1 on an internal error.
+ * the frame; 0 when no entry passes, 2 when the one that passes needs the
+ * frame (an eager step, a resume, a stopped translation) -- nothing was run
+ * or counted, the caller makes the frame; -1 on an internal error.
  */
 static int direct_entries(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc,
                           PyObject *backend, PlanOutcome *out, int *hit_index,
@@ -688,8 +688,15 @@ static int direct_entries(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc
         Py_DECREF(e);
     }
     Py_DECREF(entries);
-    return r == 2 ? 0 : r;
+    return r;
 }
+
+/* After this many calls in a row whose guards passed on an entry that needs
+   the frame, a frameless call leaves the next DIRECT_SKIP calls to the frame
+   at once: their guards would be checked twice (here, then by the hook),
+   the dearest part of a call that breaks.  Then it looks again. */
+#define DIRECT_FRAMED_ROW 4
+#define DIRECT_SKIP 63
 
 /* See engine.h. */
 PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t nargsf,
@@ -711,6 +718,10 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
                      ? start_frame(cc) : NULL;
     if (cf == NULL)
         return NULL;
+    if (cf->direct_skips > 0) {
+        cf->direct_skips--;
+        return NULL;                             /* its entries need the frame */
+    }
 
     PyObject *locals[DIRECT_MAX_LOCALS];            /* borrowed: the call's arguments */
     for (int i = 0; i < co->co_nlocals; i++)
@@ -728,7 +739,13 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
     }
     int r = direct_entries(cf, &fv, tc, backend, &out, &hit_index, &guard_ticks);
     frame_recursion_leave(ts);
-    if (r == 0)
+    if (r == 2 && ++cf->direct_framed >= DIRECT_FRAMED_ROW) {
+        cf->direct_framed = 0;
+        cf->direct_skips = DIRECT_SKIP;
+    }
+    if (r == 1)
+        cf->direct_framed = 0;
+    if (r == 0 || r == 2)
         return NULL;                             /* the frame is made and hooked */
     *done = true;
     if (r < 0) {
