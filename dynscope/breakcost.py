@@ -83,14 +83,15 @@ def sites(con: sqlite3.Connection) -> Sites:
     return Sites(rows, why)
 
 
-def duration(ns) -> str:
-    """ns as people read a time: 850 ns, 12.3 µs, 12.3 ms, 1.23 s."""
+def duration(ns, ms_decimals: int = 1) -> str:
+    """ns as people read a time: 850 ns, 12.3 µs, 12.3 ms, 1.23 s (the
+    HTML report gives ms two decimals)."""
     if ns < 1_000:
         return f"{ns} ns"
     if ns < 1_000_000:
         return f"{ns / 1e3:.1f} µs"
     if ns < 1_000_000_000:
-        return f"{ns / 1e6:.1f} ms"
+        return f"{ns / 1e6:.{ms_decimals}f} ms"
     return f"{ns / 1e9:.2f} s"
 
 

@@ -171,15 +171,7 @@ def _pair_skips(compiles, skips) -> dict:
 # Formatting
 
 def _dur(ns) -> str:
-    if ns is None:
-        return ""
-    if ns < 1_000:
-        return f"{ns} ns"
-    if ns < 1_000_000:
-        return f"{ns / 1e3:.1f} µs"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.2f} s"
+    return "" if ns is None else breakcost.duration(ns, ms_decimals=2)
 
 
 def _utc(ns) -> str:

@@ -408,19 +408,32 @@ static PyObject *py_record_path(PyObject *self, PyObject *unused)
 
 /* ---- entry counters: periodic snapshots ---- */
 
+/* A snapshot record of `kind` about code cc, its time and code fields
+   filled.  false (error cleared) when cc's names cannot be read. */
+static bool snapshot_record(EventRecord *r, EventKind kind, CodeCache *cc)
+{
+    memset(r, 0, sizeof(*r));
+    r->kind = kind;
+    r->wall_ns = engine_wall_ns();
+    r->mono_ns = engine_now_ns();
+    r->code_id = cc->code_id;
+    r->qualname = PyUnicode_AsUTF8(cc->code->co_qualname);
+    r->filename = PyUnicode_AsUTF8(cc->code->co_filename);
+    r->firstlineno = cc->code->co_firstlineno;
+    if (r->qualname == NULL || r->filename == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    return true;
+}
+
 static void submit_entry_stats(CodeCache *cc, CacheEntry *e)
 {
     char cid[32];
     PyOS_snprintf(cid, sizeof(cid), "%d/%d", e->frame_id, e->frame_compile_id);
     EventRecord r;
-    memset(&r, 0, sizeof(r));
-    r.kind = EV_ENTRY_STATS;
-    r.wall_ns = engine_wall_ns();
-    r.mono_ns = engine_now_ns();
-    r.code_id = cc->code_id;
-    r.qualname = PyUnicode_AsUTF8(cc->code->co_qualname);
-    r.filename = PyUnicode_AsUTF8(cc->code->co_filename);
-    r.firstlineno = cc->code->co_firstlineno;
+    if (!snapshot_record(&r, EV_ENTRY_STATS, cc))
+        return;
     r.compile_id = cid;
     r.frame_id = e->frame_id;
     r.frame_compile_id = e->frame_compile_id;
@@ -433,10 +446,6 @@ static void submit_entry_stats(CodeCache *cc, CacheEntry *e)
     r.run_ns = costs.run_ns;
     r.break_ns = costs.break_ns;
     r.break_graphs = costs.break_graphs;
-    if (r.qualname == NULL || r.filename == NULL) {
-        PyErr_Clear();
-        return;
-    }
     record_submit(&r);
 }
 
@@ -445,14 +454,8 @@ static void submit_entry_stats(CodeCache *cc, CacheEntry *e)
 static void submit_frame_stats(CodeCache *cc, CacheFrame *cf)
 {
     EventRecord r;
-    memset(&r, 0, sizeof(r));
-    r.kind = EV_FRAME_STATS;
-    r.wall_ns = engine_wall_ns();
-    r.mono_ns = engine_now_ns();
-    r.code_id = cc->code_id;
-    r.qualname = PyUnicode_AsUTF8(cc->code->co_qualname);
-    r.filename = PyUnicode_AsUTF8(cc->code->co_filename);
-    r.firstlineno = cc->code->co_firstlineno;
+    if (!snapshot_record(&r, EV_FRAME_STATS, cc))
+        return;
     r.frame_id = cf->frame_id;
     r.resume_offset = cf->resume_offset * 2;
     r.limit_calls = cf->limit_calls;
@@ -460,10 +463,6 @@ static void submit_frame_stats(CodeCache *cc, CacheFrame *cf)
     if (cf->limit_samples > 0)
         r.uncaptured_ns = (uint64_t)((double)engine_ticks_to_ns(cf->limit_ticks)
                                      * ((double)cf->limit_calls / (double)cf->limit_samples));
-    if (r.qualname == NULL || r.filename == NULL) {
-        PyErr_Clear();
-        return;
-    }
     record_submit(&r);
 }
 
