@@ -12,7 +12,8 @@ index is the recorder's.  Invariants:
   keep host, pid and rank, so `rank` and `hostname` tell the files apart),
   and compile_row moves up by the same rule, so every reference between
   rows (compile_row, run_id) still points at the same row;
-- surrogate ids (failure_id, break_id, graph_id) are given anew in the
+- surrogate ids (failure_id, break_id, graph_id, annotation_id, span_id) are
+  given anew in the
   files' order, so ordering by them keeps each file's event order;
 - a column an older file lacks is NULL (a v2/v3 file has no provenance).
 """
@@ -25,7 +26,7 @@ import tempfile
 from dynscope import _C
 
 APPLICATION_ID = 0x44594E53          # PRAGMA application_id of a dynscope file
-RENUMBERED = ("failure_id", "break_id", "graph_id", "annotation_id")
+RENUMBERED = ("failure_id", "break_id", "graph_id", "annotation_id", "span_id")
 
 
 class MergeError(Exception):
