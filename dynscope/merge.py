@@ -13,8 +13,8 @@ index is the recorder's.  Invariants:
   and compile_row moves up by the same rule, so every reference between
   rows (compile_row, run_id) still points at the same row;
 - surrogate ids (failure_id, break_id, graph_id, annotation_id, span_id) are
-  given anew in the
-  files' order, so ordering by them keeps each file's event order;
+  given anew in the files' order, so ordering by them keeps each file's
+  event order;
 - a column an older file lacks is NULL (a v2/v3 file has no provenance).
 """
 from __future__ import annotations
