@@ -43,8 +43,9 @@ extern int cost_timing;           /* GIL: timed calls under way (a callee of one
 extern uint64_t cost_translations; /* GIL: translations begun, ever (miss.c) */
 
 /* What a span of a timed call must not count as its own: the time spent
-   compiling, in graphs (nested calls' too) and already charged to a
-   nested call's break -- running totals, read at the span's two ends. */
+   compiling, in graphs (nested calls' too), already charged to a nested
+   call's break, or emitting spans -- running totals, read at the span's
+   two ends. */
 typedef struct CostTotals {
     uint64_t misses, graphs, charged;
 } CostTotals;

@@ -17,14 +17,14 @@
  * captured frames run theirs inside the eager step) and in the spans
  * already charged to a callee's breaks is taken out.  So a print in a
  * function three frames deep costs once in all, not once per frame.
- * While recording, a call during which anything was translated is dropped: its eager
- * steps did first-time work (imports, caches) that scaled by hits would
- * swamp the steady state; so charges wait in the sample until the call
- * ends.  The counters live on the entries (../cache/cache.h); the recorder
- * scales them by hits (record.c).  The graph runs and eager steps of timed
- * calls also go to the timeline as spans (events_run_span; a few hundred a
- * second at most).  Not sampling, the hit path pays one
- * load and a branch (cost_sample_due).
+ * While recording, a call during which anything was translated is
+ * dropped: its eager steps did first-time work (imports, caches) that,
+ * scaled by hits, would swamp the steady state; so charges wait in the
+ * sample until the call ends.  The counters live on the entries
+ * (../cache/cache.h); the recorder scales them by hits (record.c).  The
+ * graph runs and eager steps of timed calls also go to the timeline as
+ * spans (events_run_span; a few hundred a second at most).  Not sampling,
+ * the hit path pays one load and a branch (cost_sample_due).
  */
 #include "capture_int.h"
 
@@ -37,6 +37,7 @@ uint64_t miss_ticks;
 int cost_timing;
 uint64_t cost_translations;
 static uint64_t charged_ticks;    /* GIL: ticks charged to breaks, ever */
+static uint64_t own_ticks;        /* GIL: ticks spent emitting spans, ever: not the program's */
 
 /* cost_users: what the hot path reads, one load: the recordings that want
    costs, or 0 while config.cost_sampling is off. */
@@ -62,10 +63,12 @@ void capture_set_cost_sampling(bool allowed)
 unsigned cost_next_period(void)
 {
     static uint32_t state = 2463534242u;          /* xorshift32: fast, and enough here */
-    static uint32_t drawn;                        /* timed calls so far */
-    uint32_t period = 1 + drawn++ / 8;
-    if (period > COST_SAMPLE_PERIOD)
+    static uint32_t drawn;                        /* timed calls so far, up to the ramp's end */
+    uint32_t period = 1 + drawn / 8;
+    if (period >= COST_SAMPLE_PERIOD)
         period = COST_SAMPLE_PERIOD;
+    else
+        drawn++;
     state ^= state << 13;
     state ^= state >> 17;
     state ^= state << 5;
@@ -74,7 +77,7 @@ unsigned cost_next_period(void)
 
 CostTotals cost_totals(void)
 {
-    return (CostTotals){miss_ticks, plan_graph_times.total, charged_ticks};
+    return (CostTotals){miss_ticks, plan_graph_times.total, charged_ticks + own_ticks};
 }
 
 bool cost_sample_start(CostSample *cs, bool keep_compiling)
@@ -129,14 +132,24 @@ static bool span_allowed(void)
     return spans++ < SPANS_PER_SECOND;
 }
 
+/* events_run_span, its own time left out of every span that holds it. */
+static void emit_span(CacheEntry *e, const char *kind, uint64_t start, uint64_t end)
+{
+    if (!span_allowed())
+        return;
+    uint64_t t0 = engine_ticks();
+    events_run_span(e, kind, start, end);
+    own_ticks += engine_ticks() - t0;
+}
+
 /* The span from the pending break's mark to `until`, less what the totals
    say it spent elsewhere, goes to that break.  Cannot fail. */
 static void charge_break(CostSample *cs, uint64_t until, CostTotals at)
 {
     if (cs->pend == NULL)
         return;
-    if (until > cs->mark && span_allowed())
-        events_run_span(cs->pend, "eager", cs->mark, until);
+    if (until > cs->mark)
+        emit_span(cs->pend, "eager", cs->mark, until);
     uint64_t spent = until - cs->mark;
     uint64_t elsewhere = (at.misses - cs->at_mark.misses) + (at.graphs - cs->at_mark.graphs)
                          + (at.charged - cs->at_mark.charged);
@@ -165,8 +178,8 @@ void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_br
     charge_break(cs, until, t->before);
     if (e == NULL)
         return;
-    if (graph_start != 0 && graph_end > graph_start && span_allowed())
-        events_run_span(e, "graph", graph_start, graph_end);
+    if (graph_start != 0 && graph_end > graph_start)
+        emit_span(e, "graph", graph_start, graph_end);
     CostCharge *c = charge_of(cs, e);
     if (c != NULL)
         c->samples++;
