@@ -135,10 +135,9 @@ static bool span_allowed(void)
 /* events_run_span, its own time left out of every span that holds it. */
 static void emit_span(CacheEntry *e, const char *kind, uint64_t start, uint64_t end)
 {
-    if (!span_allowed())
-        return;
     uint64_t t0 = engine_ticks();
-    events_run_span(e, kind, start, end);
+    if (span_allowed())
+        events_run_span(e, kind, start, end);
     own_ticks += engine_ticks() - t0;
 }
 
@@ -163,6 +162,7 @@ static void charge_break(CostSample *cs, uint64_t until, CostTotals at)
 
 void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_break)
 {
+    uint64_t own_before = own_ticks;      /* what the spans emitted below take is after the mark */
     uint64_t graph_start = plan_graph_times.start, graph_end = plan_graph_times.end;
     plan_graph_times.start = plan_graph_times.end = 0;
     if (cs->pend != NULL && graph_start != 0) {
@@ -189,6 +189,8 @@ void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_br
         cs->pend = (CacheEntry *)Py_NewRef(e);
         cs->mark = graph_end != 0 ? graph_end : engine_ticks();
         cs->at_mark = cost_totals();
+        if (graph_end != 0)          /* spans emitted since the graph ended: the next span's */
+            cs->at_mark.charged -= own_ticks - own_before;
     }
 }
 
