@@ -2,11 +2,23 @@
 engine/capture/profiler_ranges.c): under a running profiler each call
 dynscope answers is a record_function range "dynscope [3/1] f" holding its
 ops; with none running, nothing is added."""
+import os
+
 import pytest
 
 from conftest import TORCH_SKIP_REASON
 
 torch = pytest.importorskip("torch", reason=TORCH_SKIP_REASON)
+
+# Ending a range (torch.ops.profiler._record_function_exit, as torch's own
+# record_function does) looks its handle, a ScriptObject, up for
+# __torch_function__, which throws and catches a C++ exception: under make
+# asan's preloaded ASan runtime __cxa_throw has no interceptor target and the
+# process aborts (eager torch.profiler.record_function alone does the same).
+pytestmark = pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="ending a torch.profiler range throws and catches a C++ exception in torch; under "
+           "make asan's preloaded ASan runtime __cxa_throw has no interceptor target")
 
 import dynscope  # noqa: E402
 from dynscope import _C  # noqa: E402
