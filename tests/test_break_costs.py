@@ -79,15 +79,20 @@ for _ in range({calls}):
 """
 
 
-def record(tmp_path, calls, nap=NAP):
+def run_recorded(tmp_path, source):
+    """`python -m dynscope run --db` of a program: the database path."""
     prog = tmp_path / "prog.py"
-    prog.write_text(PROGRAM.format(nap=nap, calls=calls))
+    prog.write_text(source)
     db = tmp_path / "run.db"
     p = subprocess.run([sys.executable, "-m", "dynscope", "run", "--db", str(db), str(prog)],
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT),
                        timeout=300)
     assert p.returncode == 0, p.stderr
-    con = sqlite3.connect(db)
+    return db
+
+
+def record(tmp_path, calls, nap=NAP):
+    con = sqlite3.connect(run_recorded(tmp_path, PROGRAM.format(nap=nap, calls=calls)))
     con.row_factory = sqlite3.Row
     return con
 
@@ -148,13 +153,7 @@ for i in range(40):
 
 
 def test_a_frame_at_its_cache_limit_records_the_calls_it_ran_uncaptured(tmp_path):
-    prog = tmp_path / "limited.py"
-    prog.write_text(LIMITED.format(nap=NAP))
-    db = tmp_path / "run.db"
-    p = subprocess.run([sys.executable, "-m", "dynscope", "run", "--db", str(db), str(prog)],
-                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT),
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
+    db = run_recorded(tmp_path, LIMITED.format(nap=NAP))
     con = sqlite3.connect(db)
     rows = con.execute("SELECT frame_id, calls, uncaptured_ns, cost_samples FROM cache_limits "
                        "WHERE resume_offset = 0").fetchall()

@@ -115,9 +115,17 @@ static inline bool cost_sample_next(void)
 /* Start timing a call (graph times on); keep_compiling: keep what it
    measures even if it compiles (explain's call), else a call during which
    anything was translated (its first-time work is not what a break costs)
-   is dropped.
-   Returns true. */
-bool cost_sample_start(CostSample *cs, bool keep_compiling);
+   is dropped. */
+void cost_sample_start(CostSample *cs, bool keep_compiling);
+/* Whether this call is timed, its sample started if so (explain's call
+   keeps what it compiled). */
+static inline bool cost_sample_begin(CostSample *cs, const ThreadCapture *tc)
+{
+    if (!cost_sample_due(tc))
+        return false;
+    cost_sample_start(cs, tc->session != NULL);
+    return true;
+}
 /* A link of a timed call ran entry e (borrowed; NULL when not known), whose
    plan ended at a break when at_break.  Cannot fail. */
 void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_break);

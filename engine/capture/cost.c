@@ -80,7 +80,7 @@ CostTotals cost_totals(void)
     return (CostTotals){miss_ticks, plan_graph_times.total, charged_ticks + own_ticks};
 }
 
-bool cost_sample_start(CostSample *cs, bool keep_compiling)
+void cost_sample_start(CostSample *cs, bool keep_compiling)
 {
     memset(cs, 0, sizeof(*cs));
     cs->start = engine_ticks();
@@ -91,7 +91,6 @@ bool cost_sample_start(CostSample *cs, bool keep_compiling)
     cost_timing++;
     plan_graph_times.on = true;
     plan_graph_times.start = plan_graph_times.end = 0;
-    return true;
 }
 
 /* The charge of e in this sample, added if new; NULL when out of memory
