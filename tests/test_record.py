@@ -779,9 +779,12 @@ def test_locked_database_drops_and_counts(workdir, tmp_path):
 
 
 def test_queue_overflow_drops_and_counts(tmp_path):
-    """Tens of thousands of events at once (9,000 compiles of 300 functions,
-    each compile 4 events) while the writer waits on a lock: the queue
-    (16384 events) overflows; drops are counted, the program is fine."""
+    """Tens of thousands of events at once (40,000 marks, then 9,000 compiles
+    of 300 functions, each compile 4 events) while the writer waits on a
+    lock: the queue (16384 events) overflows; drops are counted, the program
+    is fine.  The marks come first because they fill the queue within the
+    writer's 2 s busy timeout on any build: under ASan the compiles alone
+    are too slow to, and a writer that has timed out drops what it takes."""
     db = tmp_path / "overflow.db"
     script = tmp_path / "overflow_prog.py"
     script.write_text(textwrap.dedent(f'''
@@ -794,6 +797,8 @@ def test_queue_overflow_drops_and_counts(tmp_path):
         holder = subprocess.Popen([sys.executable, "-c", {LOCK_HOLDER!r}, {str(db)!r}],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "locked"
+        for i in range(40000):
+            dynscope.annotate("tick", i=i)
         fs = []
         for i in range(300):                         # a code object each
             ns = {{}}
