@@ -73,6 +73,8 @@ typedef struct CostSample {
     CacheFrame *limited;          /* borrowed (lives with its code) or NULL: the
                                      frame whose uncaptured rest ends the call */
     uint64_t limited_start;
+    uint64_t frame_ticks;         /* making the call's frame, when the frameless
+                                     path left it to the frame (cost_frame_made) */
 } CostSample;
 
 /* The totals now. */
@@ -126,6 +128,10 @@ static inline bool cost_sample_begin(CostSample *cs, const ThreadCapture *tc)
     cost_sample_start(cs, tc->session != NULL);
     return true;
 }
+/* The timed call's frame was made for it at `at` by the frameless path's
+   hand-off: the call starts then, and that time goes to the first entry's
+   break if it ends at one (else the call would not have needed the frame). */
+void cost_frame_made(CostSample *cs, uint64_t at);
 /* A link of a timed call ran entry e (borrowed; NULL when not known), whose
    plan ended at a break when at_break.  Cannot fail. */
 void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_break);

@@ -451,7 +451,7 @@ static MissOutcome run_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv, 
  * start cannot be captured).
  */
 static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
-                           PyObject *func, ThreadCapture *tc)
+                           PyObject *func, ThreadCapture *tc, uint64_t framed_at)
 {
     CacheFrame *cf = cache_frame(cc, 0, 0, 0);
     if (cf == NULL) {
@@ -476,6 +476,8 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     bool ran_graph = false;       /* a plan of this call ran a graph */
     CostSample cost;              /* a timed call's (cost.c) */
     bool timed = cost_sample_begin(&cost, tc);
+    if (timed && framed_at != 0)
+        cost_frame_made(&cost, framed_at);
     PyObject *range = NULL;       /* strong: the torch.profiler range of the call */
 #define UNCOUNT() do { if (counted) { frame_recursion_leave(ts); counted = false; } } while (0)
     for (;;) {
@@ -698,6 +700,14 @@ static int direct_entries(CacheFrame *cf, const FrameView *fv, ThreadCapture *tc
 #define DIRECT_FRAMED_ROW 4
 #define DIRECT_SKIP 63
 
+/* A call to time that the frameless path left to the frame (the code and
+   when): the hook's next frame, if of that code, is that call, and what
+   making its frame and entering the hook took is the first break's when
+   the entry it runs ends at one -- without that break the call would have
+   been answered without a frame (cost.c, cost_frame_made). */
+static _Thread_local struct { PyCodeObject *code; uint64_t at; } framed_note;  /* code: borrowed,
+                                                                       compared only */
+
 /* See engine.h. */
 PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t nargsf,
                               PyObject *kwnames, PyObject *backend, bool *done)
@@ -705,9 +715,8 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
     ThreadCapture *tc = &thread_capture;
     *done = false;
     if (kwnames != NULL || !PyFunction_Check(func) || tc->session != NULL || tc->in_engine
-        || engine.config.stance == STANCE_FORCE_EAGER || cost_sample_next()
-        || profiler_enter_fn != NULL)
-        return NULL;        /* (a call to time, or a profiler's range: the chain runner's) */
+        || engine.config.stance == STANCE_FORCE_EAGER || profiler_enter_fn != NULL)
+        return NULL;        /* (a profiler's range: the chain runner's) */
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -718,6 +727,13 @@ PyObject *capture_call_direct(PyObject *func, PyObject *const *args, size_t narg
                      ? start_frame(cc) : NULL;
     if (cf == NULL)
         return NULL;
+    if (cost_sample_next()) {
+        /* a call to time: the chain runner's, which charges the frame made
+           for it to the break that needs it (see framed_note) */
+        framed_note.code = co;
+        framed_note.at = engine_ticks();
+        return NULL;
+    }
     if (cf->direct_skips > 0) {
         cf->direct_skips--;
         return NULL;                             /* its entries need the frame */
@@ -789,6 +805,11 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
     if (engine.config.stance == STANCE_FORCE_EAGER)
         return frame_eval_default(ts, f, 0);
     PyCodeObject *co = frame_code(f);
+    uint64_t framed_at = 0;           /* this frame was made for a call to time */
+    if (framed_note.code != NULL) {
+        framed_at = framed_note.code == co ? framed_note.at : 0;
+        framed_note.code = NULL;
+    }
     CodeCache *cc = lookup_code_cache(co, tc);
     if (cc == NULL || cc->skip_reason != NULL || frame_func(f) == NULL) {
         if (cc != NULL && cc->skip_reason != NULL)
@@ -800,7 +821,7 @@ static PyObject *capture_frame(PyThreadState *ts, EvalFrame *f, ThreadCapture *t
         return frame_eval_default(ts, f, 0);
     }
     capture_counters(tc)->frames_seen++;
-    return run_chain(ts, f, cc, frame_func(f), tc);
+    return run_chain(ts, f, cc, frame_func(f), tc, framed_at);
 }
 
 static PyObject *eval_frame(PyThreadState *ts, EvalFrame *f, int throwflag)
