@@ -1212,6 +1212,11 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tr_copy(f, args[0], deep);
     if (tr_is_marked_constant(fn))
         return tr_call_marked_constant(f, fn, args, nargs, kwnames);
+    if ((Py_IS_TYPE(fn, &PyWrapperDescr_Type) || Py_IS_TYPE(fn, &PyMethodDescr_Type)) && nargs >= 1
+        && args[0]->kind == V_NEWOBJ && PyType_IsSubtype((PyTypeObject *)args[0]->obj, PyDescr_TYPE(fn)))
+        /* object.__setattr__(self, name, v) of an object made while tracing
+           (a frozen dataclass's __init__): as the bound form */
+        return tr_newobj_call_builtin(f, args[0], fn, args + 1, nargs - 1, kwnames);
     if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn)) {
         bool handled;
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);
