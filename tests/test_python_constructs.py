@@ -856,6 +856,32 @@ def test_an_object_with_slots_made_while_tracing_is_one_graph_and_the_same_objec
     assert graph_count(be) == 1 and breaks() == []
 
 
+class SlotNamedLikeTheClass:
+    """As multipledispatch's Dispatcher: a slot named __name__, which the
+    class's own C.__name__ (type's) hides."""
+    __slots__ = ("__name__", "n")
+
+    def __init__(self, name, n):
+        self.__name__ = name
+        self.n = n
+
+
+def uses_a_slot_the_metaclass_hides(a):
+    o = SlotNamedLikeTheClass("f", 2.0)
+    return a * o.n, o.__name__
+
+
+def test_a_slot_the_metaclass_hides_is_no_internal_error_and_equals_eager():
+    a = np.arange(3.0)
+    errors = _C.event_stats()["internal_errors"]
+    opt, _be = capture(uses_a_slot_the_metaclass_hides)
+    for _ in range(2):
+        got, want = opt(a), uses_a_slot_the_metaclass_hides(a)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1] == "f"
+    assert _C.event_stats()["internal_errors"] == errors
+
+
 def writes_a_name_that_is_no_slot(a):
     o = Slotted(a)
     o.other = 1            # AttributeError: no __dict__

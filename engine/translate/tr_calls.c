@@ -1107,21 +1107,29 @@ static Value *known_result(Tracer *t, PyObject *known)
     return value_new(t, V_CONST, known);
 }
 
+/* A V_METHOD whose receiver goes first (pos 1: a dict method of a new
+   object's mapping): the same method called with the receiver prepended. */
+static Value *call_receiver_first(TFrame *f, Value *callable, Value **args, int nargs,
+                                  PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    if (nargs + 1 >= MAX_STACK)
+        return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
+    Value *full[MAX_STACK];
+    full[0] = callable->items[0];
+    if (nargs > 0)
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+    Value *plain = value_new(t, V_METHOD, callable->obj);
+    if (plain == NULL || value_append(t, plain, callable->items[0]) < 0)
+        return NULL;
+    return call_value(f, plain, full, nargs + 1, kwnames);
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
-    if (callable->kind == V_METHOD && callable->pos == 1) {
-        if (nargs + 1 >= MAX_STACK)
-            return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
-        Value *full[MAX_STACK];
-        full[0] = callable->items[0];
-        if (nargs > 0)
-            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
-        Value *plain = value_new(t, V_METHOD, callable->obj);
-        if (plain == NULL || value_append(t, plain, callable->items[0]) < 0)
-            return NULL;
-        return call_value(f, plain, full, nargs + 1, kwnames);
-    }
+    if (callable->kind == V_METHOD && callable->pos == 1)
+        return call_receiver_first(f, callable, args, nargs, kwnames);
     if (callable->kind == V_METHOD) {
         Value *self = callable->items[0];
         if (self->kind == V_TENSOR)

@@ -91,12 +91,15 @@ static int slots_kind(PyObject *slots)
     return kind;
 }
 
-/* Whether descr (borrowed, from the lookup of a name on tp) is an object
+/* Whether descr (borrowed, from the lookup of `name` on tp) is an object
    slot that __slots__ of one of tp's classes made: read and written as
-   the object's own storage. */
-static bool is_object_slot(PyTypeObject *tp, PyObject *descr)
+   the object's own storage.  Not when the metaclass has that name too
+   (a slot named __name__: C.__name__ is then the class's name, and the
+   guard on C.name could not see the descriptor). */
+static bool is_object_slot(PyTypeObject *tp, PyObject *name, PyObject *descr)
 {
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type))
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)
+        || _PyType_Lookup(Py_TYPE(tp), name) != NULL)
         return false;
     PyMemberDescrObject *m = (PyMemberDescrObject *)descr;
     PyTypeObject *owner = m->d_common.d_type;
@@ -512,7 +515,7 @@ static Value *generic_attr(TFrame *f, Value *o, PyObject *name, PyObject *getatt
             return NULL;
         return bound_builtin(t, descr, o);
     }
-    if (is_object_slot(tp, descr)) {
+    if (is_object_slot(tp, name, descr)) {
         /* a slot: the object's storage, as the instance dict is */
         if (guard_class_attr_is(t, cls, name, descr) < 0)
             return NULL;
@@ -627,7 +630,7 @@ Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent)
         return NULL;
     bool set = i >= 0 && attrs_of(o)->items[i]->kind != V_NULL;
     PyObject *descr = _PyType_Lookup((PyTypeObject *)o->obj, name);       /* borrowed */
-    if (!set && getattr_fn == NULL && is_object_slot((PyTypeObject *)o->obj, descr)) {
+    if (!set && getattr_fn == NULL && is_object_slot((PyTypeObject *)o->obj, name, descr)) {
         /* a slot not set: AttributeError */
         if (guard_class_attr_is(t, o->items[1], name, descr) < 0)
             return NULL;
@@ -663,7 +666,7 @@ static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop, PyObject
     if (hook && guard_class_attr_is(t, cls, hook, sa) < 0)
         return -1;
     PyObject *descr = _PyType_Lookup(tp, name);
-    if (is_object_slot(tp, descr))
+    if (is_object_slot(tp, name, descr))
         return guard_class_attr_is(t, cls, name, descr) < 0 ? -1 : 1;   /* the object's storage */
     if (!type_has_instance_dict(tp))
         return tracer_unsupported(t, false, "%s attribute '%U' of a new %s, which has neither "
