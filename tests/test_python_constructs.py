@@ -783,14 +783,147 @@ class Slotted:
         self.x = x
 
 
+class SlottedMore(Slotted):
+    __slots__ = ("y",)
+
+    def __init__(self, x, y):
+        super().__init__(x)
+        self.y = y
+
+
+class SlotsAndDict:
+    __slots__ = ("x", "__dict__")
+
+    def __init__(self, x):
+        self.x = x
+        self.extra = 3.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FrozenSpec:
+    """As torch.utils._pytree.TreeSpec: frozen, slots, a field set in
+    __post_init__ through object.__setattr__."""
+    data: object
+    count: int = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "count", 2)
+
+
 def uses_slotted(a):
     return Slotted(a * 2.0).x + 1.0
 
 
-def test_a_class_with_slots_is_a_call_break_and_runs_eagerly():
-    opt, be = capture(uses_slotted)
-    np.testing.assert_array_equal(opt(np.ones(2)), uses_slotted(np.ones(2)))
-    assert any("Slotted" in b["reason"] for b in breaks())
+def uses_slotted_subclass(a):
+    o = SlottedMore(a, a * 2.0)
+    return o.x * o.y, o, [o, o]
+
+
+def uses_slots_and_dict(a):
+    o = SlotsAndDict(a)
+    return o.x * o.extra, o
+
+
+def uses_frozen_slots_dataclass(a):
+    s = FrozenSpec(a + 1.0)
+    return s.data * s.count, s
+
+
+def slot_state(o):
+    """What an object of these classes holds, by slot and __dict__."""
+    names = [n for c in type(o).__mro__ for n in getattr(c, "__slots__", ()) if n != "__dict__"]
+    got = {n: getattr(o, n).tolist() if isinstance(getattr(o, n), np.ndarray) else getattr(o, n)
+           for n in names if hasattr(o, n)}
+    return type(o), got, {k: v.tolist() if isinstance(v, np.ndarray) else v
+                          for k, v in getattr(o, "__dict__", {}).items()}
+
+
+@pytest.mark.parametrize("fn", [uses_slotted, uses_slotted_subclass, uses_slots_and_dict,
+                                uses_frozen_slots_dataclass])
+def test_an_object_with_slots_made_while_tracing_is_one_graph_and_the_same_object(fn):
+    a = np.arange(3.0)
+    want = fn(a)
+    opt, be = capture(fn)
+    for _ in range(2):
+        got = opt(a)
+        if isinstance(want, tuple):
+            np.testing.assert_array_equal(got[0], want[0])
+            assert slot_state(got[1]) == slot_state(want[1])
+            if len(want) > 2:
+                assert got[2][0] is got[2][1] is got[1]     # one object however many hold it
+        else:
+            np.testing.assert_array_equal(got, want)
+    assert graph_count(be) == 1 and breaks() == []
+
+
+class SlotNamedLikeTheClass:
+    """As multipledispatch's Dispatcher: a slot named __name__, which the
+    class's own C.__name__ (type's) hides."""
+    __slots__ = ("__name__", "n")
+
+    def __init__(self, name, n):
+        self.__name__ = name
+        self.n = n
+
+
+def uses_a_slot_the_metaclass_hides(a):
+    o = SlotNamedLikeTheClass("f", 2.0)
+    return a * o.n, o.__name__
+
+
+def test_a_slot_the_metaclass_hides_is_no_internal_error_and_equals_eager():
+    a = np.arange(3.0)
+    errors = _C.event_stats()["internal_errors"]
+    opt, _be = capture(uses_a_slot_the_metaclass_hides)
+    for _ in range(2):
+        got, want = opt(a), uses_a_slot_the_metaclass_hides(a)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1] == "f"
+    assert _C.event_stats()["internal_errors"] == errors
+
+
+def writes_a_name_that_is_no_slot(a):
+    o = Slotted(a)
+    o.other = 1            # AttributeError: no __dict__
+    return o
+
+
+def reads_the_dict_of_slots_and_dict(a):
+    return SlotsAndDict(a).__dict__
+
+
+class SlotsLeftUnset:
+    __slots__ = ("x", "y")
+
+    def __init__(self, x):
+        self.x = x
+
+
+def reads_an_unset_slot(a):
+    o = SlotsLeftUnset(a)
+    return hasattr(o, "y"), getattr(o, "y", 5), a + 1.0
+
+
+def reads_an_unset_slot_directly(a):
+    return SlotsLeftUnset(a).y
+
+
+@pytest.mark.parametrize("fn", [writes_a_name_that_is_no_slot, reads_the_dict_of_slots_and_dict,
+                                reads_an_unset_slot, reads_an_unset_slot_directly])
+def test_what_slots_do_not_allow_behaves_as_eager(fn):
+    a = np.arange(3.0)
+    try:
+        want, want_exc = fn(a), None
+    except AttributeError as e:
+        want, want_exc = None, str(e)
+    opt, _be = capture(fn)
+    try:
+        got, got_exc = opt(a), None
+    except AttributeError as e:
+        got, got_exc = None, str(e)
+    assert got_exc == want_exc
+    if want_exc is None:
+        assert repr(got) == repr(want)
 
 
 def gen_scaled(a, n):

@@ -1090,3 +1090,24 @@ def test_tensor_type_names_and_converts_inside_the_graph():
         assert a.dtype == b.dtype and torch.equal(a, b)
     e = dynscope.explain(lambda x: x.type("torch.DoubleTensor") + 1)(x)
     assert e.graph_break_count == 1
+
+
+def test_pytree_flatten_and_unflatten_are_one_graph_and_the_spec_is_a_real_treespec():
+    # torch.utils._pytree.TreeSpec is a frozen dataclass with __slots__:
+    # made while tracing (tr_newobj.c), it reaches the program as a TreeSpec
+    import torch.utils._pytree as pytree
+
+    def f(d):
+        leaves, spec = pytree.tree_flatten(d)
+        return pytree.tree_unflatten([leaf * 2 for leaf in leaves], spec), spec, spec.num_leaves
+
+    d = {"a": torch.ones(2), "b": [torch.ones(3), (torch.zeros(1),)]}
+    want = f(d)
+    e = dynscope.explain(f)(d)
+    assert e.graph_count == 1 and e.graph_break_count == 0, e
+    for _ in range(2):
+        got = dynscope.optimize("eager")(f)(d)
+        assert type(got[1]) is pytree.TreeSpec and got[1] == want[1] and got[2] == want[2] == 3
+        assert pytree.tree_structure(got[0]) == pytree.tree_structure(want[0])
+        for a, b in zip(pytree.tree_leaves(got[0]), pytree.tree_leaves(want[0])):
+            assert torch.equal(a, b)

@@ -119,19 +119,22 @@ static inline bool cost_sample_next(void)
    anything was translated (its first-time work is not what a break costs)
    is dropped. */
 void cost_sample_start(CostSample *cs, bool keep_compiling);
-/* Whether this call is timed, its sample started if so (explain's call
-   keeps what it compiled). */
-static inline bool cost_sample_begin(CostSample *cs, const ThreadCapture *tc)
-{
-    if (!cost_sample_due(tc))
-        return false;
-    cost_sample_start(cs, tc->session != NULL);
-    return true;
-}
 /* The timed call's frame was made for it at `at` by the frameless path's
    hand-off: the call starts then, and that time goes to the first entry's
    break if it ends at one (else the call would not have needed the frame). */
 void cost_frame_made(CostSample *cs, uint64_t at);
+/* Whether this call is timed, its sample started if so (explain's call
+   keeps what it compiled; framed_at: when the frameless path left the call
+   to the frame, or 0, see cost_frame_made). */
+static inline bool cost_sample_begin(CostSample *cs, const ThreadCapture *tc, uint64_t framed_at)
+{
+    if (!cost_sample_due(tc))
+        return false;
+    cost_sample_start(cs, tc->session != NULL);
+    if (framed_at != 0)
+        cost_frame_made(cs, framed_at);
+    return true;
+}
 /* A link of a timed call ran entry e (borrowed; NULL when not known), whose
    plan ended at a break when at_break.  Cannot fail. */
 void cost_link(CostSample *cs, CacheEntry *e, const CostLinkTimes *t, bool at_break);

@@ -475,9 +475,7 @@ static PyObject *run_chain(PyThreadState *ts, EvalFrame *f, CodeCache *cc,
     bool counted = true;
     bool ran_graph = false;       /* a plan of this call ran a graph */
     CostSample cost;              /* a timed call's (cost.c) */
-    bool timed = cost_sample_begin(&cost, tc);
-    if (timed && framed_at != 0)
-        cost_frame_made(&cost, framed_at);
+    bool timed = cost_sample_begin(&cost, tc, framed_at);
     PyObject *range = NULL;       /* strong: the torch.profiler range of the call */
 #define UNCOUNT() do { if (counted) { frame_recursion_leave(ts); counted = false; } } while (0)
     for (;;) {

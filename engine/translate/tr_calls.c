@@ -1107,21 +1107,29 @@ static Value *known_result(Tracer *t, PyObject *known)
     return value_new(t, V_CONST, known);
 }
 
+/* A V_METHOD whose receiver goes first (pos 1: a dict method of a new
+   object's mapping): the same method called with the receiver prepended. */
+static Value *call_receiver_first(TFrame *f, Value *callable, Value **args, int nargs,
+                                  PyObject *kwnames)
+{
+    Tracer *t = f->t;
+    if (nargs + 1 >= MAX_STACK)
+        return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
+    Value *full[MAX_STACK];
+    full[0] = callable->items[0];
+    if (nargs > 0)
+        memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
+    Value *plain = value_new(t, V_METHOD, callable->obj);
+    if (plain == NULL || value_append(t, plain, callable->items[0]) < 0)
+        return NULL;
+    return call_value(f, plain, full, nargs + 1, kwnames);
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
-    if (callable->kind == V_METHOD && callable->pos == 1) {
-        if (nargs + 1 >= MAX_STACK)
-            return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
-        Value *full[MAX_STACK];
-        full[0] = callable->items[0];
-        if (nargs > 0)
-            memcpy(full + 1, args, sizeof(Value *) * (size_t)nargs);
-        Value *plain = value_new(t, V_METHOD, callable->obj);
-        if (plain == NULL || value_append(t, plain, callable->items[0]) < 0)
-            return NULL;
-        return call_value(f, plain, full, nargs + 1, kwnames);
-    }
+    if (callable->kind == V_METHOD && callable->pos == 1)
+        return call_receiver_first(f, callable, args, nargs, kwnames);
     if (callable->kind == V_METHOD) {
         Value *self = callable->items[0];
         if (self->kind == V_TENSOR)
@@ -1212,6 +1220,11 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tr_copy(f, args[0], deep);
     if (tr_is_marked_constant(fn))
         return tr_call_marked_constant(f, fn, args, nargs, kwnames);
+    if ((Py_IS_TYPE(fn, &PyWrapperDescr_Type) || Py_IS_TYPE(fn, &PyMethodDescr_Type)) && nargs >= 1
+        && args[0]->kind == V_NEWOBJ && PyType_IsSubtype((PyTypeObject *)args[0]->obj, PyDescr_TYPE(fn)))
+        /* object.__setattr__(self, name, v) of an object made while tracing
+           (a frozen dataclass's __init__): as the bound form */
+        return tr_newobj_call_builtin(f, args[0], fn, args + 1, nargs - 1, kwnames);
     if (PyFunction_Check(fn) && !tensorops_is_pure_function(fn)) {
         bool handled;
         Value *r = tr_contextlib_call(f, fn, args, nargs, kwnames, &handled);

@@ -3,11 +3,15 @@
  * (DESIGN.md 3.4; contract: translate_int.h).
  *
  * `C(*args)`, for a class whose instances are plain -- made by
- * object.__new__ through type's own __call__, with an instance __dict__
- * and no slots -- is a V_NEWOBJ: its __init__ is inlined with the new
- * value as self, and its attributes are read and written as
- * object.__getattribute__ and object.__setattr__ would, in a V_DICT the
- * translator owns (items[0]).  Nothing is created while tracing: the
+ * object.__new__ through type's own __call__, their storage an instance
+ * __dict__, the object slots of __slots__, or both -- is a V_NEWOBJ: its
+ * __init__ is inlined with the new value as self, and its attributes are
+ * read and written as object.__getattribute__ and object.__setattr__
+ * would, in a V_DICT the translator owns (items[0]).  A slot (its member
+ * descriptor guarded by identity) is stored there too: the dict stands
+ * for the object's storage, so `o.__dict__` of a class with slots is not
+ * modelled, and a name that is no slot of an instance without __dict__
+ * cannot be written (AttributeError: not modelled).  Nothing is created while tracing: the
  * program gets the object only when it leaves the translation, rebuilt
  * after the graph ran as object.__new__(C) with its __dict__ filled in
  * (tr_rebuild.c: one object however many places hold it).
@@ -31,6 +35,8 @@
  * the object as it was).
  */
 #include "translate_int.h"
+
+#include <structmember.h>         /* T_OBJECT_EX, READONLY: a slot's member descriptor */
 
 /* Names looked up on every class, interned once. */
 static PyObject *s_new, *s_init, *s_setattr, *s_getattribute, *s_getattr, *s_slots,
@@ -56,26 +62,68 @@ static int intern_names(void)
     return 0;
 }
 
-/* Whether __slots__ of a class (borrowed, or NULL) declares no slot of
-   its own: absent, empty, or only __dict__ / __weakref__. */
-static int slots_are_empty(PyObject *slots)
+/* What __slots__ of a class (borrowed, or NULL) declares: 0 no slot of
+   its own (absent, empty, or only __dict__ / __weakref__), 1 object slots
+   named by strings, -1 something else (a mapping's values are docs; an
+   iterator is spent: read as the class was made, not modelled). */
+static int slots_kind(PyObject *slots)
 {
     if (slots == NULL)
-        return 1;
+        return 0;
     if (PyUnicode_Check(slots))
-        return PyUnicode_Compare(slots, s_dict) == 0 || PyUnicode_Compare(slots, s_weakref) == 0;
+        return PyUnicode_Compare(slots, s_dict) == 0 || PyUnicode_Compare(slots, s_weakref) == 0 ? 0 : 1;
+    if (!PyTuple_Check(slots) && !PyList_Check(slots))
+        return -1;
     PyObject *items = PySequence_Fast(slots, "__slots__");
     if (items == NULL) {
         PyErr_Clear();
-        return 0;
+        return -1;
     }
-    int ok = 1;
-    for (Py_ssize_t i = 0; ok && i < PySequence_Fast_GET_SIZE(items); i++) {
+    int kind = 0;
+    for (Py_ssize_t i = 0; kind >= 0 && i < PySequence_Fast_GET_SIZE(items); i++) {
         PyObject *s = PySequence_Fast_GET_ITEM(items, i);
-        ok = PyUnicode_Check(s) && (PyUnicode_Compare(s, s_dict) == 0 || PyUnicode_Compare(s, s_weakref) == 0);
+        if (!PyUnicode_Check(s))
+            kind = -1;
+        else if (PyUnicode_Compare(s, s_dict) != 0 && PyUnicode_Compare(s, s_weakref) != 0)
+            kind = 1;
     }
     Py_DECREF(items);
-    return ok;
+    return kind;
+}
+
+/* Whether descr (borrowed, from the lookup of `name` on tp) is an object
+   slot that __slots__ of one of tp's classes made: read and written as
+   the object's own storage.  Not when the metaclass has that name too
+   (a slot named __name__: C.__name__ is then the class's name, and the
+   guard on C.name could not see the descriptor). */
+static bool is_object_slot(PyTypeObject *tp, PyObject *name, PyObject *descr)
+{
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)
+        || _PyType_Lookup(Py_TYPE(tp), name) != NULL)
+        return false;
+    PyMemberDescrObject *m = (PyMemberDescrObject *)descr;
+    PyTypeObject *owner = m->d_common.d_type;
+    return m->d_member->type == T_OBJECT_EX && !(m->d_member->flags & READONLY)
+           && owner != NULL && (owner->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyType_IsSubtype(tp, owner);
+}
+
+/* Whether a class of tp's MRO declares object slots (classes
+   class_not_plain accepts). */
+static bool has_object_slots(PyTypeObject *tp)
+{
+    PyObject *mro = tp->tp_mro;                                 /* borrowed */
+    bool any = false;
+    for (Py_ssize_t i = 0; !any && mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            continue;
+        PyObject *dict = type_dict_ref(base);
+        PyObject *slots = dict ? PyDict_GetItemWithError(dict, s_slots) : NULL;
+        any = !PyErr_Occurred() && slots_kind(slots) == 1;
+        PyErr_Clear();
+        Py_XDECREF(dict);
+    }
+    return any;
 }
 
 /* The builtin mapping class whose instances tp's are (OrderedDict or
@@ -113,8 +161,8 @@ static const char *class_not_plain(PyTypeObject *tp)
         return "its __new__ is not object.__new__ (or dict.__new__)";
     if (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT)
         return "it is abstract";
-    if (tp->tp_itemsize != 0 || !type_has_instance_dict(tp))
-        return "its instances have no __dict__";
+    if (tp->tp_itemsize != 0)
+        return "its instances are variable-sized";
     PyObject *mro = tp->tp_mro;                                 /* borrowed */
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
@@ -125,10 +173,11 @@ static const char *class_not_plain(PyTypeObject *tp)
         }
         PyObject *dict = type_dict_ref(base);
         PyObject *slots = dict ? PyDict_GetItemWithError(dict, s_slots) : NULL;
-        int empty = PyErr_Occurred() ? 0 : slots_are_empty(slots);
+        int kind = PyErr_Occurred() ? -1 : slots_kind(slots);
+        PyErr_Clear();
         Py_XDECREF(dict);
-        if (!empty)
-            return "it has __slots__";
+        if (kind < 0)
+            return "its __slots__ is not a tuple or list of names";
     }
     return NULL;
 }
@@ -466,11 +515,27 @@ static Value *generic_attr(TFrame *f, Value *o, PyObject *name, PyObject *getatt
             return NULL;
         return bound_builtin(t, descr, o);
     }
+    if (is_object_slot(tp, name, descr)) {
+        /* a slot: the object's storage, as the instance dict is */
+        if (guard_class_attr_is(t, cls, name, descr) < 0)
+            return NULL;
+        int i = dict_index(attrs_of(o), name);
+        if (i == -2)
+            return NULL;
+        if (i < 0 || attrs_of(o)->items[i]->kind == V_NULL)
+            return tracer_unsupported(t, false, "slot '%U' of a new %s, not set (AttributeError)",
+                                      name, tp->tp_name), NULL;
+        return attrs_of(o)->items[i];
+    }
     if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
         if (PyUnicode_Compare(name, s_class) == 0)
             return cls;
-        if (PyUnicode_Compare(name, s_dict) == 0 && Py_IS_TYPE(descr, &PyGetSetDescr_Type))
+        if (PyUnicode_Compare(name, s_dict) == 0 && Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
+            if (has_object_slots(tp))       /* the translator's dict holds the slots too */
+                return tracer_unsupported(t, false, "the __dict__ of a new %s, which has __slots__",
+                                          tp->tp_name), NULL;
             return attrs_of(o);     /* its __dict__: the translator's dict */
+        }
         if (Py_IS_TYPE(descr, &PyProperty_Type))
             return property_call(f, o, name, s_fget, NULL);
         return tracer_unsupported(t, false, "attribute '%U' of a new %s is a %s", name, tp->tp_name,
@@ -563,8 +628,16 @@ Value *tr_newobj_lookup(TFrame *f, Value *o, PyObject *name, bool *absent)
     int i = dict_index(attrs_of(o), name);
     if (i == -2)
         return NULL;
-    if ((i >= 0 && attrs_of(o)->items[i]->kind != V_NULL)
-        || _PyType_Lookup((PyTypeObject *)o->obj, name) != NULL || getattr_fn != NULL)
+    bool set = i >= 0 && attrs_of(o)->items[i]->kind != V_NULL;
+    PyObject *descr = _PyType_Lookup((PyTypeObject *)o->obj, name);       /* borrowed */
+    if (!set && getattr_fn == NULL && is_object_slot((PyTypeObject *)o->obj, name, descr)) {
+        /* a slot not set: AttributeError */
+        if (guard_class_attr_is(t, o->items[1], name, descr) < 0)
+            return NULL;
+        *absent = true;
+        return NULL;
+    }
+    if (set || descr != NULL || getattr_fn != NULL)
         return tr_newobj_attr(f, o, name);
     /* in neither its __dict__ nor its class (guarded): AttributeError */
     if (guard_class_lacks(t, o->items[1], name) < 0)
@@ -593,6 +666,12 @@ static int plain_store(TFrame *f, Value *o, PyObject *name, bool *prop, PyObject
     if (hook && guard_class_attr_is(t, cls, hook, sa) < 0)
         return -1;
     PyObject *descr = _PyType_Lookup(tp, name);
+    if (is_object_slot(tp, name, descr))
+        return guard_class_attr_is(t, cls, name, descr) < 0 ? -1 : 1;   /* the object's storage */
+    if (!type_has_instance_dict(tp))
+        return tracer_unsupported(t, false, "%s attribute '%U' of a new %s, which has neither "
+                                  "that slot nor a __dict__", hook == s_delattr ? "deleting" : "setting",
+                                  name, tp->tp_name);
     if (descr == NULL)
         return guard_class_lacks(t, cls, name) < 0 ? -1 : 1;
     if (Py_TYPE(descr)->tp_descr_set == NULL)
