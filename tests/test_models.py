@@ -214,3 +214,33 @@ def test_generate_of_an_encoder_decoder_gives_eagers_tokens():
     c = dynscope._C.counters()
     assert c["cache_limits"] == 0 and c["graph_breaks"] == 0
     assert compiles == [3, 3, 6]
+
+
+def test_a_model_whose_translation_stops_deep_inside_translates_once():
+    """XLM's forward stops translating at `.item()` inside transformers'
+    wrappers, after reading 233 guarded values.  The stopped attempt is kept
+    as an entry, so the next calls run it without capture at once; with a
+    bound of 64 guards it was dropped, and each of the first 8 calls
+    translated the whole model again (5x eager's time in the sweep)."""
+    transformers = pytest.importorskip("transformers", reason="needs transformers")
+    from dynscope import _C
+    torch.manual_seed(0)
+    cfg = transformers.XLMConfig(vocab_size=256, emb_dim=64, n_layers=2, n_heads=4,
+                                 max_position_embeddings=128)
+    cfg._attn_implementation = "eager"
+    model = transformers.XLMModel(cfg).eval()
+    kw = {"input_ids": torch.randint(0, 256, (1, 8))}
+
+    def forward():
+        return model(**kw)
+
+    captured = dynscope.optimize("eager")(forward)
+    with torch.no_grad():
+        want = forward().last_hidden_state
+        before = _C.counters()
+        for _ in range(6):
+            assert torch.equal(captured().last_hidden_state, want)
+        after = _C.counters()
+    assert after["skips"] - before["skips"] == 1, (before, after)        # one stopped attempt
+    assert after["eager_hits"] - before["eager_hits"] == 5, (before, after)
+    assert after["cache_limits"] == before["cache_limits"]

@@ -16,9 +16,13 @@
 
 /* A stopped translation is kept as an entry (eager_reason) only with 1 to
    this many guards: none means the translator could not guard what stopped
-   it (or an error), and checking more on every call would cost more than it
-   saves.  Other attempts count toward the limit as before. */
-#define EAGER_ENTRY_MAX_GUARDS 64
+   it (or an error).  Hundreds are kept: checking them costs microseconds,
+   and the alternative is translating again, which read all of them and
+   stopped the same way (milliseconds: a model's forward inlined up to a
+   .item() deep inside), on each of the frame's first cache_size_limit
+   calls -- XLM's forward ran at 5x eager's time in the sweep's first calls
+   with a bound of 64.  Other attempts count toward the limit as before. */
+#define EAGER_ENTRY_MAX_GUARDS 4096
 
 static void raise_unsupported(CodeCache *cc, PyObject *reason, PyObject *user_stack);
 
