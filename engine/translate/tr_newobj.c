@@ -11,10 +11,11 @@
  * descriptor guarded by identity) is stored there too: the dict stands
  * for the object's storage, so `o.__dict__` of a class with slots is not
  * modelled, and a name that is no slot of an instance without __dict__
- * cannot be written (AttributeError: not modelled).  Nothing is created while tracing: the
- * program gets the object only when it leaves the translation, rebuilt
- * after the graph ran as object.__new__(C) with its __dict__ filled in
- * (tr_rebuild.c: one object however many places hold it).
+ * cannot be written (AttributeError: not modelled).  Nothing is created
+ * while tracing: the program gets the object only when it leaves the
+ * translation, rebuilt after the graph ran as object.__new__(C) with its
+ * storage filled in (tr_rebuild.c: one object however many places hold
+ * it).
  *
  * A class deriving from dict or OrderedDict (a dataclass over one, as
  * transformers' ModelOutput) is modelled too: its mapping is a second
@@ -107,23 +108,25 @@ static bool is_object_slot(PyTypeObject *tp, PyObject *name, PyObject *descr)
            && owner != NULL && (owner->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyType_IsSubtype(tp, owner);
 }
 
-/* Whether a class of tp's MRO declares object slots (classes
-   class_not_plain accepts). */
-static bool has_object_slots(PyTypeObject *tp)
+/* slots_kind over the classes of tp's MRO written in Python: -1 if one
+   declares something else than names, else 1 if one declares object
+   slots, else 0. */
+static int mro_slots_kind(PyTypeObject *tp)
 {
     PyObject *mro = tp->tp_mro;                                 /* borrowed */
-    bool any = false;
-    for (Py_ssize_t i = 0; !any && mro && i < PyTuple_GET_SIZE(mro); i++) {
+    int kind = 0;
+    for (Py_ssize_t i = 0; kind >= 0 && mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
         if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE))
             continue;
         PyObject *dict = type_dict_ref(base);
         PyObject *slots = dict ? PyDict_GetItemWithError(dict, s_slots) : NULL;
-        any = !PyErr_Occurred() && slots_kind(slots) == 1;
+        int k = PyErr_Occurred() ? -1 : slots_kind(slots);
         PyErr_Clear();
         Py_XDECREF(dict);
+        kind = k < 0 ? -1 : k > kind ? k : kind;
     }
-    return any;
+    return kind;
 }
 
 /* The builtin mapping class whose instances tp's are (OrderedDict or
@@ -166,19 +169,11 @@ static const char *class_not_plain(PyTypeObject *tp)
     PyObject *mro = tp->tp_mro;                                 /* borrowed */
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
-            if (!builtin_base_allowed(base, mb))
-                return "it derives from a builtin class";
-            continue;
-        }
-        PyObject *dict = type_dict_ref(base);
-        PyObject *slots = dict ? PyDict_GetItemWithError(dict, s_slots) : NULL;
-        int kind = PyErr_Occurred() ? -1 : slots_kind(slots);
-        PyErr_Clear();
-        Py_XDECREF(dict);
-        if (kind < 0)
-            return "its __slots__ is not a tuple or list of names";
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE) && !builtin_base_allowed(base, mb))
+            return "it derives from a builtin class";
     }
+    if (mro_slots_kind(tp) < 0)
+        return "its __slots__ is not a tuple or list of names";
     return NULL;
 }
 
@@ -531,7 +526,7 @@ static Value *generic_attr(TFrame *f, Value *o, PyObject *name, PyObject *getatt
         if (PyUnicode_Compare(name, s_class) == 0)
             return cls;
         if (PyUnicode_Compare(name, s_dict) == 0 && Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
-            if (has_object_slots(tp))       /* the translator's dict holds the slots too */
+            if (mro_slots_kind(tp) > 0)     /* the translator's dict holds the slots too */
                 return tracer_unsupported(t, false, "the __dict__ of a new %s, which has __slots__",
                                           tp->tp_name), NULL;
             return attrs_of(o);     /* its __dict__: the translator's dict */
