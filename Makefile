@@ -382,13 +382,16 @@ zoo: all
 	$(PY) scripts/generate_bench.py --out $(ZOO_DOC)
 
 # Every architecture of transformers' base-model table, built tiny, dynscope
-# and TorchDynamo side by side: docs/sweep.md (scripts/hf_sweep.py; issue 38).
-# Resumable (build/sweep.jsonl keeps what ran: SWEEP_ARGS=--fresh forgets it),
-# 25-30 minutes here.  Needs torch and transformers; not in make test
-# (tests/test_sweep.py runs a fixed sample of 24).
+# and TorchDynamo side by side, then each causal-LM head in training mode (a
+# step with loss.backward(), losses and gradients bit-exact): docs/sweep.md
+# (scripts/hf_sweep.py; issue 38).  Resumable (build/sweep.jsonl and
+# build/sweep_train.jsonl keep what ran: SWEEP_ARGS=--fresh forgets it),
+# 25 + 20 minutes here.  Needs torch and transformers; not in make test
+# (tests/test_sweep.py runs a fixed sample of 24, and a few in training mode).
 .PHONY: sweep
 sweep: all
 	$(PY) scripts/hf_sweep.py $(SWEEP_ARGS)
+	$(PY) scripts/hf_sweep.py --train --reps 5 $(SWEEP_ARGS)
 
 .PHONY: fuzz
 fuzz: all

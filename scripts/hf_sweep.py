@@ -90,6 +90,10 @@ OVERRIDES = {
 TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
              "sep_token_id", "cls_token_id", "unk_token_id", "mask_token_id")
 SEQ = 8
+# Train mode (--train): each causal-LM head, dropout at least this.
+TRAIN_TABLE = "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
+TRAIN_DROPOUT = 0.1
+TRAIN_RESULTS = os.path.join(ROOT, "build", "sweep_train.jsonl")
 
 # The fixed sample tests/test_sweep.py runs in CI (dynscope only).
 SAMPLE = ("bert", "gpt2", "llama", "mistral", "qwen2", "phi", "gemma", "opt", "bloom", "gpt_neo",
@@ -144,21 +148,45 @@ def shrink(cfg, overrides: dict, seen=None) -> None:
             shrink(v, overrides, seen)
 
 
-def build(model_type: str):
-    """(model, kwargs) of a tiny random-init model of model_type."""
+def build(model_type: str, table: str = "MODEL_MAPPING_NAMES", dropout: float = None):
+    """(model, kwargs) of a tiny random-init model of model_type, its class
+    from transformers' table (the base models', or another: train mode
+    builds the causal-LM heads), in eval mode; with dropout, every dropout
+    probability of the config at least that."""
     import torch
     import transformers
     from transformers.models.auto import modeling_auto
-    names = modeling_auto.MODEL_MAPPING_NAMES[model_type]
+    names = getattr(modeling_auto, table)[model_type]
     name = names[0] if isinstance(names, (tuple, list)) else names
     cls = getattr(transformers, name)
     cfg = transformers.AutoConfig.for_model(model_type)
     shrink(cfg, OVERRIDES.get(model_type, {}))
+    if dropout is not None:
+        dropout_on(cfg, dropout)
     if hasattr(cfg, "_attn_implementation"):
         cfg._attn_implementation = "sdpa" if getattr(cls, "_supports_sdpa", False) else "eager"
     torch.manual_seed(0)
     model = cls(cfg).eval()
     return model, inputs_for(model, cfg)
+
+
+def dropout_on(cfg, p: float, seen=None) -> None:
+    """Every dropout probability of cfg (a float field named for dropout:
+    attention_dropout, resid_pdrop, hidden_dropout_prob ...) at least p,
+    sub-configs too: a train step then draws from the RNG in forward."""
+    import transformers
+    seen = set() if seen is None else seen
+    if id(cfg) in seen:
+        return
+    seen.add(id(cfg))
+    for key, v in list(cfg.__dict__.items()):
+        if ("dropout" in key or "pdrop" in key) and isinstance(v, float) and v < p:
+            try:
+                setattr(cfg, key, p)
+            except Exception:
+                pass
+        elif isinstance(v, transformers.PretrainedConfig):
+            dropout_on(v, p, seen)
 
 
 def _sub(cfg, key, default):
@@ -222,8 +250,10 @@ def _same(a, b) -> bool:
     return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb))
 
 
-def measure(model_type: str, reps: int, systems=("dynscope", "dynamo")) -> dict:
-    """One architecture, each of systems; a dict for JSON."""
+def measure(model_type: str, reps: int, systems=("dynscope", "dynamo"), train: bool = False) -> dict:
+    """One architecture, each of systems; a dict for JSON.  train: its
+    causal-LM head in training mode, a step that is forward with labels and
+    loss.backward() (train_step)."""
     import warnings
     warnings.simplefilter("ignore")
     import torch
@@ -231,35 +261,44 @@ def measure(model_type: str, reps: int, systems=("dynscope", "dynamo")) -> dict:
     row = {"type": model_type}
     t0 = time.perf_counter()
     try:
-        model, kw = build(model_type)
+        model, kw = build(model_type, TRAIN_TABLE, TRAIN_DROPOUT) if train else build(model_type)
     except Exception as exc:                 # the sweep's finding, not its failure
         return {**row, "stage": "build", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     row["class"] = type(model).__name__
     row["params"] = sum(p.numel() for p in model.parameters())
+    if train:
+        model.train()
+        forward, call = train_step(model, kw)
+        mode = contextlib.nullcontext()
+    else:
+        def forward():
+            return model(**kw)
 
-    def forward():
-        return model(**kw)
+        def call(f):
+            return f()
+        mode = torch.no_grad()
 
-    with torch.no_grad():
+    with mode:
         try:
-            want = forward()
+            want = call(forward)
         except Exception as exc:
             return {**row, "stage": "eager", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        row["eager_repeats"] = _same(want, forward())   # random in forward: it does not
+        row["eager_repeats"] = _same(want, call(forward))   # random in forward: it does not
         as_compiled = None
-        timed = {"eager": forward}                     # timed together below
+        timed = {"eager": lambda: call(forward)}            # timed together below
         for system in systems:
             try:
-                row[system], first, timed[system] = run_system(system, forward, want)
+                row[system], first, captured = run_system(system, forward, want, call)
+                timed[system] = lambda captured=captured: call(captured)
                 if row[system]["equal"] is False:
                     # transformers takes other paths under torch.compile
                     # (is_compiling(), which dynscope answers as Dynamo):
                     # equal to eager run that way is no wrong answer
                     if as_compiled is None:
-                        as_compiled = eager_as_compiled(forward)
+                        as_compiled = eager_as_compiled(lambda: call(forward))
                     row[system]["equal_compiled"] = _same(first, as_compiled)
             except Exception as exc:
-                row[system] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                row[system] = raised(exc, lambda: call(forward))
         try:
             us = _interleaved_us(list(timed.values()), reps)
         except Exception as exc:
@@ -274,6 +313,43 @@ def measure(model_type: str, reps: int, systems=("dynscope", "dynamo")) -> dict:
                 row[name]["us"] = t
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row
+
+
+def train_step(model, kw):
+    """(step, call) for train mode: step() is what a user captures -- the
+    model's loss on labels equal to its inputs, then loss.backward(); call(f)
+    runs a step from zeroed gradients and a fixed seed (dropout draws the
+    same masks) and returns the loss and every parameter's gradient (an
+    empty tensor for one left without), all of which must be bit-equal."""
+    import torch
+    kw = {**kw, "labels": kw["input_ids"]} if "input_ids" in kw else kw
+    params = [p for p in model.parameters() if p.requires_grad]
+    none = torch.zeros(0)
+
+    def step():
+        loss = model(**kw).loss
+        loss.backward()
+        return loss
+
+    def call(f):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(0)
+        loss = f()
+        return [loss.detach()] + [none if p.grad is None else p.grad.clone() for p in params]
+    return step, call
+
+
+def raised(exc: BaseException, forward) -> dict:
+    """A captured run's exception, for JSON; "as_compiled" when eager, run
+    as under a compiler (eager_as_compiled), raises the same: the program's
+    own path under is_compiling(), not the capture's doing."""
+    said = f"{type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        eager_as_compiled(forward)
+    except Exception as again:
+        if type(again) is type(exc) and str(again) == str(exc):
+            return {"error": said, "as_compiled": True}
+    return {"error": said}
 
 
 def eager_as_compiled(forward):
@@ -309,9 +385,10 @@ def plain_module_init():
             setattr(Module, name, patched[name])
 
 
-def run_system(system: str, forward, want):
+def run_system(system: str, forward, want, call):
     """(the measures, a dict for JSON; the first captured call's output;
-    the captured callable, which measure() times beside the others)."""
+    the captured callable, which measure() times beside the others).
+    call(f) runs f as measure() does (a train step's gradients with it)."""
     import torch
     if system == "dynscope":
         import dynscope
@@ -337,9 +414,9 @@ def run_system(system: str, forward, want):
         dynamo.reset()
         captured = torch.compile(forward, backend="eager")
     t0 = time.perf_counter()
-    first = captured()
+    first = call(captured)
     out["capture_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
-    out["equal"] = _same(first, want) and _same(captured(), want)
+    out["equal"] = _same(first, want) and _same(call(captured), want)
     return out, first, captured
 
 
@@ -354,7 +431,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def batch_worker(types: list, reps: int, timeout: int, systems: tuple) -> None:
+def batch_worker(types: list, reps: int, timeout: int, systems: tuple, train: bool) -> None:
     """Measure each type, a JSON line each, under an alarm each."""
     _die_with_parent()
 
@@ -365,7 +442,7 @@ def batch_worker(types: list, reps: int, timeout: int, systems: tuple) -> None:
         signal.alarm(timeout)
         try:
             with plain_module_init():        # per model: what the first saw
-                row = measure(t, reps, systems)
+                row = measure(t, reps, systems, train)
         except Timeout:
             row = {"type": t, "stage": "timeout", "error": f"over {timeout} s"}
         except BaseException as exc:             # noqa: BLE001 -- one model, not the batch
@@ -382,9 +459,9 @@ def batch_worker(types: list, reps: int, timeout: int, systems: tuple) -> None:
         print(json.dumps(row), flush=True)
 
 
-def all_types() -> list:
+def all_types(train: bool = False) -> list:
     from transformers.models.auto import modeling_auto
-    return sorted(modeling_auto.MODEL_MAPPING_NAMES)
+    return sorted(getattr(modeling_auto, TRAIN_TABLE if train else "MODEL_MAPPING_NAMES"))
 
 
 def load(path: str) -> dict:
@@ -404,6 +481,7 @@ def run_chunk(chunk: list, args) -> list:
     """The rows a worker process reported for chunk (one may die: fewer)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", ",".join(chunk),
            "--reps", str(args.reps), "--timeout", str(args.timeout), "--systems", args.systems]
+    cmd += ["--train"] if args.train else []
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
                            timeout=args.timeout * len(chunk) + 120)
@@ -453,7 +531,93 @@ def one_graph(r: dict, system: str) -> bool:
     return "error" not in s and s.get("graphs") == 1 and s.get("breaks") == 0
 
 
-def write_doc(rows: list, path: str, command: str) -> None:
+def raised_cell(rows: list, system: str) -> str:
+    """Totals' cell for the models a system raised on where eager ran: how
+    many, named, marking those where eager run as under a compiler raises
+    the same (transformers' own path under is_compiling())."""
+    names = [r["type"] + (" (eager as compiled raises the same)" if r[system].get("as_compiled") else "")
+             for r in rows]
+    return f"{len(rows)}{': ' + ', '.join(names) if names else ''}"
+
+
+def cells(s: dict, r: dict) -> list:
+    """A system's four cells of a row: graphs / breaks, equal, capture, time."""
+    if not s:
+        return ["-", "-", "-", "-"]
+    if "error" in s:
+        said = "as eager run as compiled raises: " if s.get("as_compiled") else "error: "
+        return [said + s["error"][:60], "-", "-", "-"]
+    eq = ("yes" if s.get("equal") else "random" if r.get("eager_repeats") is False
+          else "as compiled" if s.get("equal_compiled") else "**NO**")
+    return [f"{s['graphs']} / {s['breaks']}", eq,
+            f"{s.get('capture_ms', 0):.0f}", f"{s.get('us', 0):.0f}"]
+
+
+def row_line(r: dict) -> str:
+    """One architecture's row of a table (inference or training)."""
+    ds, dy = r.get("dynscope") or {}, r.get("dynamo") or {}
+    ratio = (f"{ds['us'] / dy['us']:.2f}" if "us" in ds and "us" in dy and dy["us"] else "-")
+    first = (ds.get("reasons") or [["", 0]])[0][0] if ds.get("reasons") else ""
+    return "| " + " | ".join([r["type"], r.get("class", "")] + cells(ds, r) + cells(dy, r)
+                             + [f"{r.get('eager_us', 0):.0f}", ratio,
+                                first.replace("|", "\\|")[:80]]) + " |"
+
+
+def train_section(rows: list) -> list:
+    """docs/sweep.md's lines for the training pass (--train)."""
+    if not rows:
+        return []
+    built = [r for r in rows if "error" not in r]
+    failed = [r for r in rows if "error" in r]
+    graphs = {s: [r for r in built if (r.get(s) or {}).get("graphs") == 1] for s in ("dynscope", "dynamo")}
+    fewer = [r for r in built if "graphs" in (r.get("dynscope") or {}) and "graphs" in (r.get("dynamo") or {})
+             and r["dynscope"]["graphs"] <= r["dynamo"]["graphs"]]
+    wrong = {s: [r["type"] for r in built if (r.get(s) or {}).get("equal") is False
+                 and r.get("eager_repeats") is not False and (r.get(s) or {}).get("equal_compiled") is not True]
+             for s in ("dynscope", "dynamo")}
+    random_eager = [r["type"] for r in built if r.get("eager_repeats") is False]
+    both = [r for r in built if r in graphs["dynscope"] and r in graphs["dynamo"]
+            and "us" in r["dynscope"] and "us" in r["dynamo"] and r["dynamo"]["us"] > 0]
+    ratios = [r["dynscope"]["us"] / r["dynamo"]["us"] for r in both]
+    named = lambda names: f"{len(names)}{': ' + ', '.join(names) if names else ''}"   # noqa: E731
+    lines = ["", "## Training mode: each causal-LM head, a step with `loss.backward()`", "",
+             "Made by `make sweep` (its second pass, `hf_sweep.py --train`): each type of transformers' "
+             "causal-LM table, built as above with every dropout probability of its config at least "
+             f"{TRAIN_DROPOUT}, in training mode. The captured function is a user's step: "
+             "`loss = model(input_ids=ids, labels=ids).loss; loss.backward(); return loss`. Each step "
+             "runs from zeroed gradients and `torch.manual_seed(0)`, so dropout draws the same masks, "
+             "and the loss and every parameter's gradient must be bit-equal to eager's, on the "
+             "capturing call and on a cache hit. `loss.backward()` is an eager step in both "
+             "(Dynamo: \"Unsupported Tensor.backward() call\"); a step is one graph when its "
+             "forward and loss are.", "",
+             "| | count |", "|---|---:|",
+             f"| model types in the causal-LM table | {len(rows)} |",
+             f"| built and stepped eagerly | {len(built)} |",
+             f"| dynscope: one graph a step | {len(graphs['dynscope'])} |",
+             f"| Dynamo (eager backend): one graph a step | {len(graphs['dynamo'])} |",
+             f"| dynscope: as few graphs as Dynamo or fewer | {len(fewer)} |",
+             f"| dynscope: loss or a gradient not bit-equal to eager's | {named(wrong['dynscope'])} |",
+             f"| Dynamo: loss or a gradient not bit-equal to eager's | {named(wrong['dynamo'])} |",
+             f"| eager differs from itself (not compared) | {named(random_eager)} |",
+             *(f"| {name}: raised where eager ran | {raised_cell([r for r in built if 'error' in (r.get(s) or {})], s)} |"
+               for s, name in (("dynscope", "dynscope"), ("dynamo", "Dynamo"))),
+             f"| one graph in both: dynscope's time a step at or below Dynamo's | "
+             f"{sum(1 for x in ratios if x <= 1.0)} of {len(ratios)} |",
+             f"| median time-a-step ratio dynscope / Dynamo (one graph in both) | "
+             f"{statistics.median(ratios):.2f} |" if ratios else "| median ratio | - |",
+             "", "| type | class | dynscope graphs / breaks | equal | capture ms | us a step "
+             "| Dynamo graphs / breaks | equal | capture ms | us a step | eager us | ratio to Dynamo "
+             "| dynscope's first break |",
+             "|---|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---|"]
+    lines += [row_line(r) for r in sorted(built, key=lambda r: r["type"])]
+    lines += ["", "Not built or not stepped in training mode:", "",
+              "| type | stage | reason |", "|---|---|---|"]
+    lines += [f"| {r['type']} | {r.get('stage', '?')} | {r['error'].replace('|', chr(92) + '|')[:160]} |"
+              for r in sorted(failed, key=lambda r: r["type"])]
+    return lines
+
+
+def write_doc(rows: list, path: str, command: str, train_rows: list = ()) -> None:
     import torch
     import transformers
     built = [r for r in rows if "error" not in r]
@@ -468,6 +632,8 @@ def write_doc(rows: list, path: str, command: str) -> None:
     wrong = [r for r in built if unequal(r, "dynscope", True)]
     dy_wrong = [r for r in built if unequal(r, "dynamo", True)]
     compile_path = [r for r in built if unequal(r, "dynscope", False) and not unequal(r, "dynscope", True)]
+    raised = {system: [r for r in built if "error" in (r.get(system) or {})]
+              for system in ("dynscope", "dynamo")}
     both = [r for r in built if "us" in (r.get("dynscope") or {}) and "us" in (r.get("dynamo") or {})
             and one_graph(r, "dynscope") and one_graph(r, "dynamo")]
     ratios = [r["dynscope"]["us"] / r["dynamo"]["us"] for r in both if r["dynamo"]["us"] > 0]
@@ -496,6 +662,8 @@ def write_doc(rows: list, path: str, command: str) -> None:
              f"| dynscope: equal only to eager's run as compiled (`is_compiling()` True: "
              f"transformers' own other path, as under Dynamo) | "
              f"{len(compile_path)}{': ' + ', '.join(r['type'] for r in compile_path) if compile_path else ''} |",
+             *(f"| {name}: raised where eager ran | {raised_cell(raised[system], system)} |"
+               for system, name in (("dynscope", "dynscope"), ("dynamo", "Dynamo"))),
              f"| one graph in both: dynscope's per-call time at or below Dynamo's | "
              f"{at_or_below} of {len(ratios)} |",
              f"| median per-call ratio dynscope / Dynamo (one graph in both) | "
@@ -519,26 +687,12 @@ def write_doc(rows: list, path: str, command: str) -> None:
               "| dynscope's first break |",
               "|---|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---|"]
 
-    def cells(s, r):
-        if not s:
-            return ["-", "-", "-", "-"]
-        if "error" in s:
-            return [f"error: {s['error'][:60]}", "-", "-", "-"]
-        eq = ("yes" if s.get("equal") else "random" if r.get("eager_repeats") is False
-              else "as compiled" if s.get("equal_compiled") else "**NO**")
-        return [f"{s['graphs']} / {s['breaks']}", eq,
-                f"{s.get('capture_ms', 0):.0f}", f"{s.get('us', 0):.0f}"]
-    for r in sorted(built, key=lambda r: r["type"]):
-        ds, dy = r.get("dynscope") or {}, r.get("dynamo") or {}
-        ratio = (f"{ds['us'] / dy['us']:.2f}" if "us" in ds and "us" in dy and dy["us"] else "-")
-        first = (ds.get("reasons") or [["", 0]])[0][0] if ds.get("reasons") else ""
-        lines.append("| " + " | ".join([r["type"], r.get("class", "")] + cells(ds, r) + cells(dy, r)
-                                       + [f"{r.get('eager_us', 0):.0f}", ratio,
-                                          first.replace("|", "\\|")[:80]]) + " |")
+    lines += [row_line(r) for r in sorted(built, key=lambda r: r["type"])]
     lines += ["", "## Not built or not run", "",
               "| type | stage | reason |", "|---|---|---|"]
     lines += [f"| {r['type']} | {r.get('stage', '?')} | {r['error'].replace('|', chr(92) + '|')[:160]} |"
               for r in sorted(failed, key=lambda r: r["type"])]
+    lines += train_section(list(train_rows))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -547,32 +701,45 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--types", help="comma-separated model types (default: every one)")
     ap.add_argument("--sample", action="store_true", help="the fixed sample of tests/test_sweep.py")
-    ap.add_argument("--fresh", action="store_true", help="forget the earlier results")
+    ap.add_argument("--train", action="store_true",
+                    help="the training pass: each causal-LM head, dropout on, a step with "
+                         "loss.backward() (results in --train-results)")
+    ap.add_argument("--fresh", action="store_true", help="forget the earlier results (of this pass)")
     ap.add_argument("--reps", type=int, default=9,
                     help="rounds of timing (each calls eager, dynscope and Dynamo once, in turn)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per model")
     ap.add_argument("--batch", type=int, default=BATCH, help="models per process")
-    ap.add_argument("--results", default=RESULTS, help="the JSON-lines file of results")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "sweep.md"))
+    ap.add_argument("--results", default=RESULTS, help="the JSON-lines file of inference results")
+    ap.add_argument("--train-results", default=TRAIN_RESULTS,
+                    help="the JSON-lines file of training results")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "sweep.md"),
+                    help="the report, made from both files")
     ap.add_argument("--systems", default="dynscope,dynamo", help="which to measure (dynscope,dynamo)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        batch_worker(args.worker.split(","), args.reps, args.timeout, tuple(args.systems.split(",")))
+        batch_worker(args.worker.split(","), args.reps, args.timeout, tuple(args.systems.split(",")),
+                     args.train)
         return 0
+    if args.train:                   # this pass's file is the one resumed and written
+        args.results, args.train_results = args.train_results, args.results
     if args.fresh and os.path.exists(args.results):
         os.remove(args.results)
-    types = (list(SAMPLE) if args.sample else args.types.split(",") if args.types else all_types())
+    types = (list(SAMPLE) if args.sample else args.types.split(",") if args.types
+             else all_types(args.train))
     done = load(args.results)
     todo = [t for t in types if t not in done]
-    print(f"hf_sweep: {len(types)} model types, {len(types) - len(todo)} done before, "
-          f"{len(todo)} to run", flush=True)
+    print(f"hf_sweep: {'training pass, ' if args.train else ''}{len(types)} model types, "
+          f"{len(types) - len(todo)} done before, {len(todo)} to run", flush=True)
     run_batches(todo, args)
-    done = load(args.results)
-    rows = [done[t] for t in types if t in done]
+    if args.train:
+        args.results, args.train_results = args.train_results, args.results
+    inference, training = load(args.results), load(args.train_results)
+    pick = (lambda rows: [rows[t] for t in types if t in rows]) if args.types or args.sample \
+        else (lambda rows: [rows[t] for t in sorted(rows)])
     command = "make sweep" if not (args.types or args.sample) else \
         "python scripts/hf_sweep.py " + ("--sample" if args.sample else f"--types {args.types}")
-    write_doc(rows, args.out, command)
+    write_doc(pick(inference), args.out, command, pick(training))
     print(f"hf_sweep: wrote {args.out}")
     return 0
 

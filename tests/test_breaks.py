@@ -1791,22 +1791,29 @@ def test_two_slots_holding_one_iterator_are_guarded_as_the_same_object(capsys):
     assert "L['it'] is S[0]" in guards, guards     # relative: no object of the run is kept
 
 
-# The translator interprets at most 50,000 instructions per translation.  A
-# loop longer than that ends the frame at the instruction the bound stopped
-# in: the rest runs in the interpreter from there.  Found when translate.c
-# was split: the frame ended at the instruction before, so a deopt ran it a
-# second time (7201.0 for 7200 additions).  (Naming the 7,000 nodes of the
-# attempt was quadratic: 12 s, now 0.2 s.)
+# The translator interprets at most 500,000 instructions per translation
+# (50,000 until nemo_speechlm's one forward needed more).  A loop longer
+# than that ends the frame at the instruction the bound stopped in: the rest
+# runs in the interpreter from there.  Found when translate.c was split: the
+# frame ended at the instruction before, so a deopt ran it a second time
+# (7201.0 for 7200 additions).  (Naming the 7,000 nodes of the attempt was
+# quadratic: 12 s, now 0.2 s.)
 
 def long_loop(a):
     b0 = 0
-    for i in range(7200):
-        a = a + 1.0
+    for i in range(80):
+        for j in range(900):
+            a = a + 1.0
     return a, b0
 
 
 def test_a_loop_past_the_instruction_bound_runs_each_step_once():
     want = long_loop(np.zeros(2))
+    assert want[0][0] == 72000.0
+    out = dynscope.explain(long_loop)(np.zeros(2))
+    assert any("more than 500000 instructions" in str(why) for why in
+               [b.reason for b in out.break_reasons] + [s[2] for s in out.skipped]), out
+    dynscope.reset()
     with dynscope.optimize("eager"):
         for _ in range(2):
             assert_same(long_loop(np.zeros(2)), want)

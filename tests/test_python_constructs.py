@@ -2316,6 +2316,49 @@ def test_a_list_changed_under_its_reversed_iterator_runs_as_the_program_would():
     assert any("a list changed while a loop iterates" in why for _, _, why in out.skipped)
 
 
+def hooked_layers(x, layers, log):
+    for w in layers:                   # the loop's iterator crosses the break below
+        log.append(w)                  # a list the program sees: a break
+        hooked = []                    # made after the break, in the resume frame
+        for name in ("a", "b"):
+            hooked.append((name, w))
+        x = x * hooked[-1][1] + len(hooked)
+    return x
+
+
+def test_a_list_made_after_a_break_is_changed_while_a_loop_from_before_goes_on():
+    # the loop's iterator came into the resume frame: it may read any list
+    # the program had -- not `hooked`, made while tracing, which the append
+    # changes (transformers' force_accelerate_hooks around mamba's mixer)
+    opt, _ = capture(hooked_layers)
+    for layers in ([2.0, 3.0], [2.0, 3.0, 0.5]):
+        log, want_log = [], []
+        got, want = opt(np.ones(2), layers, log), hooked_layers(np.ones(2), layers, want_log)
+        np.testing.assert_array_equal(got, want)
+        assert log == want_log == layers
+    out = dynscope.explain(hooked_layers)(np.ones(2), [2.0, 3.0], [])
+    assert not any("while a loop iterates" in why for _, _, why in out.skipped)
+    assert not any("while a loop iterates" in str(b.reason) for b in out.break_reasons)
+
+
+def appended_after_a_break(x, layers, log):
+    for w in layers:
+        log.append(w)                  # a break: the loop's iterator crosses it
+        if len(layers) < 4:
+            layers.append(w + 1.0)     # the list it iterates: the loop sees the item
+        x = x * w
+    return x
+
+
+def test_a_list_a_loop_from_before_a_break_iterates_is_still_seen_changing():
+    opt, _ = capture(appended_after_a_break)
+    log, want_log = [], []
+    a, b = [2.0, 3.0], [2.0, 3.0]
+    got, want = opt(np.ones(2), a, log), appended_after_a_break(np.ones(2), b, want_log)
+    np.testing.assert_array_equal(got, want)
+    assert a == b == [2.0, 3.0, 3.0, 4.0] and log == want_log == a
+
+
 def generator_over_a_list_then_appended(x):
     items = [x, x + 1]
     lazy = (q * 2 for q in items)      # holds iter(items): it sees the append

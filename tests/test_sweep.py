@@ -53,3 +53,41 @@ def test_a_config_is_made_small_through_its_attribute_map_and_sub_configs():
     cfg = transformers.AutoConfig.for_model("swin")           # per-stage lists stay lists
     hf_sweep.shrink(cfg, {})
     assert isinstance(cfg.num_heads, list) and cfg.depths == [1] * len(cfg.depths)
+
+
+@skip_transformers_under_asan
+def test_the_training_pass_is_bit_exact_with_dropout_and_one_graph_a_step(tmp_path):
+    # hf_sweep.py --train: a causal-LM head in training mode, dropout on,
+    # the step `loss = model(ids, labels=ids).loss; loss.backward()`
+    # captured whole.  The loss and every gradient equal eager's bit for
+    # bit on the capturing call and on a hit; llama's and opt's forward
+    # and loss are one graph, backward the step's one eager call
+    results, doc = tmp_path / "train.jsonl", tmp_path / "sweep.md"
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "hf_sweep.py"), "--train",
+                    "--types", "llama,opt", "--systems", "dynscope", "--reps", "1",
+                    "--train-results", str(results), "--results", str(tmp_path / "none.jsonl"),
+                    "--out", str(doc)], cwd=ROOT, check=True, capture_output=True, timeout=600)
+    rows = {r["type"]: r for r in map(json.loads, results.read_text().splitlines())}
+    assert sorted(rows) == ["llama", "opt"]
+    for t, r in rows.items():
+        assert r["class"].endswith("ForCausalLM"), r
+        assert r["eager_repeats"] is True, t          # the seed fixes dropout's masks
+        ds = r["dynscope"]
+        assert ds["equal"] is True, (t, ds)
+        assert (ds["graphs"], ds["breaks"]) == (1, 1), (t, ds)
+        assert ds["reasons"][0][0] == "call to .backward(), not a pure tensor method", ds
+    text = doc.read_text()
+    assert "| dynscope: one graph a step | 2 |" in text
+    assert "| dynscope: loss or a gradient not bit-equal to eager's | 0 |" in text
+
+
+def test_train_mode_turns_every_dropout_of_a_config_on():
+    import transformers
+    cfg = transformers.AutoConfig.for_model("llama")
+    assert cfg.attention_dropout == 0.0
+    hf_sweep.dropout_on(cfg, 0.1)
+    assert cfg.attention_dropout == 0.1
+    cfg = transformers.AutoConfig.for_model("gpt2")          # kept where already higher
+    cfg.resid_pdrop = 0.3
+    hf_sweep.dropout_on(cfg, 0.1)
+    assert (cfg.resid_pdrop, cfg.embd_pdrop, cfg.attn_pdrop) == (0.3, 0.1, 0.1)

@@ -203,10 +203,11 @@ static bool iter_reads(Value *v, Value *container)
 {
     if (v == NULL || v->kind != V_ITER)
         return false;
-    /* one that came into a resume frame may read any list (which, only the
-       run knows: see RB_SLOT_ITER) */
+    /* one that came into a resume frame may read any list that was there
+       before this translation began (which, only the run knows: see
+       RB_SLOT_ITER) -- not one made while tracing (no source) */
     if (v->seq == container || v->reversed_of == container
-        || (v->came_in_slot && container->kind == V_LIST))
+        || (v->came_in_slot && container->kind == V_LIST && container->src >= 0))
         return true;
     for (int k = 0; v->srcs && k < v->srcs->n; k++)
         if (iter_reads(v->srcs->items[k], container))

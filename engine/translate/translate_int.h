@@ -87,7 +87,7 @@
 #include "../base/pycompat.h"
 #include "translate.h"
 
-#define MAX_STEPS 50000        /* instructions interpreted per translation */
+#define MAX_STEPS 500000       /* instructions interpreted per translation */
 #define MAX_INLINE_DEPTH 24
 #define MAX_STACK 256
 
