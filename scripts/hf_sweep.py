@@ -364,11 +364,19 @@ def eager_as_compiled(forward):
 @contextlib.contextmanager
 def plain_module_init():
     """nn.Module.__init__ (and __setstate__) as torch defines them, while the
-    block runs, when Dynamo's mutation_guard has wrapped them in this
-    process (Dynamo does not wrap them again: its flag says it did);
-    restored after.  Around a whole model's measures, never around each
+    block runs, Dynamo's mutation_guard wrapping them first if it has not
+    yet (it does at its first compile in a process, which would be inside
+    the block: lara_mini, the first of its batch, then made a module in
+    forward through the wrapper on every call, and Dynamo's calls between
+    them changed what the wrapper reads, so dynscope recompiled; Dynamo does
+    not wrap them again: its flag says it did); restored after.  Around a whole model's measures, never around each
     call: assigning a class attribute invalidates every type cache."""
     from torch.nn import Module
+    try:       # wrapped now if Dynamo will wrap them (at its first compile), so undone below
+        from torch._dynamo.mutation_guard import install_generation_tagging_init
+        install_generation_tagging_init()
+    except Exception:
+        pass
     patched = {name: Module.__dict__[name] for name in ("__init__", "__setstate__")}
     plain = {}
     for name, fn in patched.items():
