@@ -117,6 +117,47 @@ def test_ninth_specialization_hits_cache_limit_with_one_warning():
     assert sum(e.hits for e in dynscope.cache_entries(scale)) == before + 1
 
 
+def test_a_function_at_its_limit_whose_entries_keep_missing_runs_without_capture_for_good():
+    # 64 calls at the limit that its entries did not answer: the code is
+    # skipped from then on (an event with the reason), and its calls no
+    # longer reach the cache at all -- what --capture-all paid on
+    # cachetools' suite for 692 functions that kept missing
+    f = dynscope.optimize("eager", dynamic=False)(scale)
+    x = np.arange(5.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dynscope.CacheLimitWarning)
+        for n in range(8 + 63):
+            np.testing.assert_array_equal(f(x, n), scale(x, n))
+        assert not [e for e in events("frame_skip") if e["name"] == "scale"]
+        for n in range(71, 80):
+            np.testing.assert_array_equal(f(x, n), scale(x, n))
+    (skip,) = [e for e in events("frame_skip") if e["name"] == "scale"]
+    assert "reached config.cache_size_limit and its entries answered 0 of the next 64" in skip["reason"]
+    seen = _C.counters()["frames_seen"]
+    for n in (0, 1, 500):                         # cached values too: the code is skipped
+        np.testing.assert_array_equal(f(x, n), scale(x, n))
+    assert _C.counters()["frames_seen"] == seen
+    dynscope.reset()                              # and reset captures it again
+    f(x, 1)
+    assert [e.compile_id for e in dynscope.cache_entries(scale)] == ["0/0"]
+
+
+def test_a_function_at_its_limit_whose_entries_still_answer_keeps_them():
+    f = dynscope.optimize("eager", dynamic=False)(scale)
+    x = np.arange(5.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dynscope.CacheLimitWarning)
+        for n in range(8):
+            f(x, n)
+        for i in range(400):                      # one new value, then two cached
+            n = 100 + i if i % 3 == 0 else i % 8
+            np.testing.assert_array_equal(f(x, n), scale(x, n))
+    assert not [e for e in events("frame_skip") if e["name"] == "scale"]
+    before = sum(e.hits for e in dynscope.cache_entries(scale))
+    f(x, 3)
+    assert sum(e.hits for e in dynscope.cache_entries(scale)) == before + 1
+
+
 def test_cache_limit_warning_turned_into_error_does_not_break_the_program():
     dynscope.config.cache_size_limit = 1
     f = dynscope.optimize("eager", dynamic=False)(scale)

@@ -101,6 +101,10 @@ typedef struct CacheFrame {
        ../capture/cost.c) the timed ones and their ticks; limit_snap: calls
        at the last recorded snapshot.  GIL. */
     uint64_t limit_calls, limit_samples, limit_ticks, limit_snap;
+    /* At its limit: its entries' hits counted at the last look
+       (../capture/hook.c limit_look), which skips the code for good when
+       they answered too few of the calls since. */
+    uint64_t limit_hits_seen;
     bool ran_eager_first;     /* set_stance("eager_then_compile") ran its first call */
     PyObject *last_failure;   /* strong: str "expr (observed ...)" or NULL */
     /* Automatic dynamic (not part of the key): slots whose int or float a
