@@ -117,15 +117,21 @@ static const char *const stmt_sql[ST__COUNT] = {
         "INSERT INTO guards (run_id, code_id, epoch, compile_id, idx, kind, expr)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     /* ?5: EventRecord.guard_sites_json; a guard's site is the last frame of
-       its stack */
+       its stack.  The document is parsed twice in all (each json_each once,
+       materialized), not three times a guard: SQLite 3.40 keeps no parsed
+       JSON between calls, and a compile of 500 guards over 100 sites parsed
+       its sites 1,500 times -- most of the writer's time under
+       `run --capture-all --db` */
     [ST_GUARD_SITES] =
-        "UPDATE guards SET user_stack = json_extract(?5, '$.sites[' || g.value || ']'),"
-        " filename = json_extract(?5, '$.sites[' || g.value || '][#-1][0]'),"
-        " lineno = json_extract(?5, '$.sites[' || g.value || '][#-1][1]')"
-        " FROM json_each(?5, '$.guards') AS g"
+        "WITH s(site, stack) AS MATERIALIZED (SELECT key, value FROM json_each(?5, '$.sites')),"
+        " g(idx, site) AS MATERIALIZED (SELECT key, value FROM json_each(?5, '$.guards')"
+        "  WHERE value >= 0)"
+        " UPDATE guards SET user_stack = s.stack,"
+        " filename = json_extract(s.stack, '$[#-1][0]'),"
+        " lineno = json_extract(s.stack, '$[#-1][1]')"
+        " FROM g JOIN s ON s.site = g.site"
         " WHERE json_valid(?5) AND guards.run_id = ?1 AND guards.code_id = ?2"
-        " AND guards.epoch = ?3 AND guards.compile_id = ?4 AND guards.idx = g.key"
-        " AND g.value >= 0",
+        " AND guards.epoch = ?3 AND guards.compile_id = ?4 AND guards.idx = g.idx",
     [ST_GUARD_FAIL] =
         "INSERT INTO guard_failures (run_id, code_id, epoch, compile_id, compile_row,"
         " entry_compile_id, kind, expr, observed, at, filename, lineno)"

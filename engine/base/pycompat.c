@@ -281,6 +281,25 @@ void instr_decode(const Bytecode *bc, int at, Instr *in)
 
 /* One varint of the exception table (6-bit groups, bit 6 = more; the
    same on 3.11-3.13). */
+/* code_line_of's cache: direct-mapped; each slot holds its code strongly,
+   so an address is never a freed code's (held for the process, at most
+   LINE_CACHE_SLOTS code objects). */
+#define LINE_CACHE_SLOTS 1024
+static struct { PyCodeObject *code; int instr, line; } line_cache[LINE_CACHE_SLOTS];
+
+int code_line_of(PyCodeObject *co, int instr)
+{
+    uintptr_t h = ((uintptr_t)co >> 4) ^ ((uintptr_t)instr * 2654435761u);
+    size_t slot = (size_t)(h ^ (h >> 11)) % LINE_CACHE_SLOTS;
+    if (line_cache[slot].code == co && line_cache[slot].instr == instr)
+        return line_cache[slot].line;
+    int line = PyCode_Addr2Line(co, instr * (int)sizeof(_Py_CODEUNIT));
+    Py_XSETREF(line_cache[slot].code, (PyCodeObject *)Py_NewRef(co));
+    line_cache[slot].instr = instr;
+    line_cache[slot].line = line;
+    return line;
+}
+
 static const unsigned char *exctable_varint(const unsigned char *p, int *out)
 {
     int v = *p & 63;

@@ -104,6 +104,35 @@ static inline void thread_set_current_frame(PyThreadState *ts, _PyInterpreterFra
 #endif
 }
 
+/* The code unit the frame runs now -- for a caller, its call -- as
+   CPython's _PyInterpreterFrame_LASTI. */
+static inline int frame_lasti(EvalFrame *f)
+{
+#if PY_313
+    return (int)(f->instr_ptr - _PyCode_CODE(frame_code(f)));
+#else
+    return (int)(f->prev_instr - _PyCode_CODE(frame_code(f)));
+#endif
+}
+
+/* The innermost complete frame at or below f (a frame's prologue not yet
+   run, and 3.13's C-stack entry frames, are skipped, as
+   PyThreadState_GetFrame and PyFrame_GetBack skip them), or NULL.  Walks
+   the interpreter's frames without making frame objects. */
+static inline EvalFrame *frame_complete(EvalFrame *f)
+{
+    while (f != NULL && _PyFrame_IsIncomplete(f))
+        f = f->previous;
+    return f;
+}
+
+/* The line of code unit `instr` of co (PyCode_Addr2Line), from a small
+   cache keyed by (code, unit): a compile's call path and a translation's
+   user stacks ask for the same callers' lines again and again, and each
+   answer otherwise scans the code's line table.  -1 when the unit has no
+   line.  Cannot fail (GIL). */
+int code_line_of(PyCodeObject *co, int instr);
+
 /* The closure of the frame's function (borrowed), or NULL. */
 static inline PyObject *frame_closure(EvalFrame *f)
 {

@@ -481,15 +481,18 @@ static PyObject *frame_name(PyObject *func, PyCodeObject *co)
 static PyObject *call_path(CodeCache *cc, CacheEntry *e)
 {
     PyObject *path = PyList_New(0);
-    PyFrameObject *f = PyThreadState_GetFrame(PyThreadState_Get());   /* new or NULL */
+    /* the interpreter's frames, borrowed: each is a caller of this code,
+       so it outlives the walk.  Asking for frame objects made one for every
+       frame of the stack on every compile (and their lines were each a scan
+       of a line table: code_line_of caches them) */
+    EvalFrame *f = frame_complete(thread_current_frame(PyThreadState_Get()));
     int n = 0, dropped = 0;
     while (path != NULL && f != NULL) {
         if (n < EVENT_CALL_PATH_MAX - 1) {
-            PyCodeObject *co = PyFrame_GetCode(f);
-            PyObject *name = frame_name(pyframe_func(f), co);
-            PyObject *item = name ? Py_BuildValue("(OiN)", co->co_filename, PyFrame_GetLineNumber(f),
-                                                  name) : NULL;
-            Py_DECREF(co);
+            PyCodeObject *co = frame_code(f);
+            PyObject *name = frame_name(frame_func(f), co);
+            PyObject *item = name ? Py_BuildValue("(OiN)", co->co_filename,
+                                                  code_line_of(co, frame_lasti(f)), name) : NULL;
             if (item == NULL || PyList_Append(path, item) < 0)
                 Py_CLEAR(path);
             Py_XDECREF(item);
@@ -498,10 +501,8 @@ static PyObject *call_path(CodeCache *cc, CacheEntry *e)
         else {
             dropped++;
         }
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_SETREF(f, back);
+        f = frame_complete(f->previous);
     }
-    Py_XDECREF(f);
     PyObject *own = path ? Py_NewRef(e->shown_as ? e->shown_as : cc->code->co_qualname) : NULL;
     PyObject *self = own ? Py_BuildValue("(OiN)", cc->code->co_filename,
                                          e->resume_offset ? e->resume_line : cc->code->co_firstlineno,

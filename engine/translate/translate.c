@@ -67,7 +67,7 @@ PyObject *tracer_user_stack(Tracer *t)
         return NULL;
     for (TFrame *f = t->current; f != NULL; f = f->parent) {
         PyCodeObject *co = f->code;
-        int line = PyCode_Addr2Line(co, f->cur_instr * 2);
+        int line = code_line_of(co, f->cur_instr);
         PyObject *stripped = source_line(co->co_filename, line);
         if (stripped == NULL) {
             PyErr_Clear();
