@@ -1774,6 +1774,87 @@ def test_getattr_of_new_objects_and_attribute_errors_in_lookups():
         np.testing.assert_array_equal(opt(np.ones(2)), want)
 
 
+def test_hasattr_and_getattr_default_catch_what_a_new_objects_getattr_raises():
+    # Lazy.__getattr__ raises AttributeError for "missing": hasattr() and
+    # getattr(o, n, d) catch it where they are called, as CPython does
+    # (nn.Module.register_buffer asks hasattr(self, name) of a module made
+    # in forward: CrossEntropyLoss() in transformers' loss functions)
+    out = dynscope.explain(getattr_default_of_a_lazy)(np.ones(2))
+    assert out.graph_count == 1 and out.break_reasons == [] and out.skipped == [], out
+    opt, _ = capture(getattr_default_of_a_lazy)
+    for _ in range(2):
+        np.testing.assert_array_equal(opt(np.ones(2)), np.full(2, 5.0))
+
+
+def getattr_default_of_a_lazy(x):
+    o = Lazy()
+    return x + getattr(o, "missing", 2) + hasattr(o, "gone") + hasattr(o, "ready") + 1
+
+
+class Picky:
+    def __getattr__(self, name):
+        raise KeyError(name)                 # not an AttributeError: hasattr lets it through
+
+
+def hasattr_lets_other_errors_through(x):
+    try:
+        return x + hasattr(Picky(), "nope")
+    except KeyError:
+        return x - 1
+
+
+def test_hasattr_lets_an_error_other_than_attribute_error_through():
+    opt, _ = capture(hasattr_lets_other_errors_through)
+    for _ in range(2):
+        np.testing.assert_array_equal(opt(np.ones(2)), np.zeros(2))
+
+
+class NameRegistry:
+    def __init__(self):
+        super().__setattr__("names", set())
+
+    def register(self, name, persistent):
+        if persistent:
+            self.names.discard(name)
+        else:
+            self.names.add(name)
+        return len(self.names)
+
+
+def set_discard_and_remove(x):
+    r = NameRegistry()
+    n = r.register("w", False) + r.register("b", False)
+    n += r.register("w", True) + r.register("zz", True)      # discard of a member, of a stranger
+    r.names.add(3)
+    r.names.remove(3)
+    return x + n, sorted(r.names), r.names
+
+
+def test_discard_and_remove_of_a_set_made_while_tracing_are_one_graph():
+    want = set_discard_and_remove(np.ones(2))
+    out = dynscope.explain(set_discard_and_remove)(np.ones(2))
+    assert out.graph_count == 1 and out.break_reasons == [] and out.skipped == [], out
+    opt, _ = capture(set_discard_and_remove)
+    got = opt(np.ones(2))
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1] == ["b"] and got[2] == want[2] == {"b"}
+
+
+def set_remove_of_a_stranger(x):
+    s = {1, 2}
+    try:
+        s.remove(5)
+    except KeyError:
+        return x - 1
+    return x
+
+
+def test_remove_of_a_missing_member_raises_key_error_as_eagerly():
+    opt, _ = capture(set_remove_of_a_stranger)
+    for _ in range(2):
+        np.testing.assert_array_equal(opt(np.ones(2)), np.zeros(2))
+
+
 class Plain:
     def __init__(self):
         self.a = 1

@@ -315,7 +315,14 @@ static Value *builtin_getattr_or_hasattr(TFrame *f, Value *v, PyObject *name, Va
     Tracer *t = f->t;
     if (v->kind == V_NEWOBJ) {
         bool absent;
+        TFrame *saved = t->absent_frame;
+        t->absent_frame = f;        /* its AttributeError is caught here, root frame too */
         Value *r = tr_newobj_lookup(f, v, name, &absent);
+        t->absent_frame = saved;
+        if (r != NULL && r->kind == V_ABSENT)
+            absent = true;   /* an AttributeError that returns straight here */
+        if (r == NULL && !absent && tr_catch_attribute_error(f))
+            absent = true;   /* its class's __getattr__ raised (nn.Module's register_buffer asks) */
         if (!absent)
             return r == NULL || dflt ? r : new_const(t, Py_NewRef(Py_True));
         return dflt ? dflt : new_const(t, Py_NewRef(Py_False));

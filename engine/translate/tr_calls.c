@@ -273,6 +273,41 @@ Value *tr_lazy_generator_expression(TFrame *f, Value *fnv, Value **args, int nar
     return make_generator(f, fnv->fn_creator, fnv->fn_creator_src, co, fnv, args, nargs, NULL);
 }
 
+/* s.discard(x) / s.remove(x) (remove) of a set this translation made, x
+   a constant: out of the real set and of the members in order
+   (nn.Module.register_buffer discards the name from its
+   _non_persistent_buffers_set).  None, or NULL when tracing stops. */
+static Value *set_discard(TFrame *f, Value *s, Value *x, bool remove)
+{
+    Tracer *t = f->t;
+    if (!foldable(x))
+        return tracer_unsupported(t, false, "set.%s() of a value that is not a constant",
+                                  remove ? "remove" : "discard"), NULL;
+    if (PyObject_Hash(x->obj) == -1) {
+        PyErr_Clear();
+        return tracer_break(t, STOP_CALL, "an unhashable set member (TypeError)"), NULL;
+    }
+    int had = PySet_Contains(s->obj, x->obj);
+    if (had < 0)
+        return NULL;
+    if (!had)
+        return remove ? (tracer_unsupported(t, false, "set.remove() of a missing member (KeyError)"), NULL)
+                      : new_const(t, Py_NewRef(Py_None));
+    if (tracer_note_mutation(t, s, -1) < 0 || PySet_Discard(s->obj, x->obj) < 0)
+        return NULL;
+    for (int i = 0; i < s->n; i++) {
+        int eq = foldable(s->items[i]) ? PyObject_RichCompareBool(s->items[i]->obj, x->obj, Py_EQ) : 0;
+        if (eq < 0)
+            return NULL;
+        if (eq) {
+            memmove(&s->items[i], &s->items[i + 1], (size_t)(s->n - i - 1) * sizeof(Value *));
+            s->n--;
+            break;
+        }
+    }
+    return new_const(t, Py_NewRef(Py_None));
+}
+
 /* d.pop(key[, dflt]) of a dict this translation made (its keys known):
    the item removed (undone with the call that breaks), or dflt.  NULL
    when tracing stops (a missing key without a default: KeyError). */
@@ -341,6 +376,9 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
         }
         return new_const(t, Py_NewRef(Py_None));
     }
+    if (self->kind == V_SET && nargs == 2 && (PyUnicode_CompareWithASCIIString(name, "discard") == 0
+                                              || PyUnicode_CompareWithASCIIString(name, "remove") == 0))
+        return set_discard(f, self, args[1], PyUnicode_CompareWithASCIIString(name, "remove") == 0);
     if (self->kind == V_DICT && nargs == 1
         && (PyUnicode_CompareWithASCIIString(name, "keys") == 0
             || PyUnicode_CompareWithASCIIString(name, "values") == 0
@@ -422,7 +460,7 @@ static Value *call_container_method(TFrame *f, Value *m, Value **args, int nargs
         return nargs == 3 ? args[2] : value_new(t, V_CONST, Py_None);
     }
     return tracer_break(t, STOP_CALL, "call to .%U() of a %s%s", name,
-                        self->kind == V_LIST ? "list" : "dict",
+                        self->kind == V_LIST ? "list" : self->kind == V_SET ? "set" : "dict",
                         self->src >= 0 ? " the program can see" : ""), NULL;
 }
 
@@ -1286,8 +1324,11 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
     int writes_mark = t->nwrites;
     Py_ssize_t hatches_mark = t->hatches ? PyList_GET_SIZE(t->hatches) : 0;
     Value *r = call_value(f, callable, args, nargs, kwnames);
-    if (r == NULL && t->raised != NULL && f->parent != NULL && !PyErr_Occurred())
-        return NULL;     /* an exception unwinding: a frame that catches it keeps what ran */
+    if (r == NULL && t->raised != NULL && (f->parent != NULL || t->absent_frame == f)
+        && !PyErr_Occurred())
+        return NULL;     /* an exception unwinding: a frame that catches it keeps what ran
+                            (the root frame too, in a lookup its getattr(o, n, d) or
+                            hasattr(o, n) makes: tr_catch_attribute_error) */
     if (r == NULL) {
         t->raised = NULL;    /* at the root frame's call: a plain stop, the call runs eagerly */
         tracer_undo_to(t, undo_mark);

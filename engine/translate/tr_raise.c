@@ -132,3 +132,19 @@ bool tr_catch_raised(TFrame *f, int offset, int *ip)
     *ip = target;
     return true;
 }
+
+/* (contract: translate_int.h) */
+bool tr_catch_attribute_error(TFrame *f)
+{
+    Tracer *t = f->t;
+    if (t->raised == NULL || t->raised->kind != V_EXC || PyErr_Occurred()
+        || !PyErr_GivenExceptionMatches(t->raised->obj, PyExc_AttributeError))
+        return false;
+    t->raised = NULL;
+    Py_CLEAR(t->reason);
+    Py_CLEAR(t->stop_stack);
+    t->permanent = false;
+    t->stop_kind = STOP_NONE;
+    t->current = f;
+    return true;
+}

@@ -734,6 +734,12 @@ int tr_op_push_exc_info(TFrame *f);
 int tr_op_check_exc_match(TFrame *f);
 int tr_op_reraise(TFrame *f);
 bool tr_catch_raised(TFrame *f, int offset, int *ip);
+/* The stop is an AttributeError the traced code raised, out of a lookup
+   that frame f's getattr(o, n, d) or hasattr(o, n) made (a class's
+   __getattr__, as nn.Module's, raising for a name it lacks): caught there
+   as those builtins catch it -- the stop cleared, f current again.
+   Whether it was. */
+bool tr_catch_attribute_error(TFrame *f);
 /* tr_stackops.c */
 int tr_op_binary_op(TFrame *f, const Instr *in);
 int tr_op_compare_op(TFrame *f, const Instr *in);
