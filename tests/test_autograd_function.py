@@ -2,7 +2,10 @@
 off: torch.no_grad(), inference) -- transformers' Bloom calls its GeLU
 through one: the Function's forward is inlined with a FunctionCtx made
 while tracing, as the C apply calls it (engine/translate/tr_autograd.c).
-With grad mode on the call is a break, and runs as eagerly."""
+With grad mode on, forward is traced first to learn it is pure, and
+Function.apply itself is then one node of the graph: autograd records its
+backward when the graph runs.  A forward that writes what the program
+sees stays a call break."""
 import pytest
 
 import dynscope
@@ -59,13 +62,65 @@ def test_apply_under_no_grad_is_its_forward_in_the_graph():
     assert dynscope._C.counters()["graph_breaks"] == 0
 
 
-def test_apply_with_grad_mode_on_is_a_break_and_its_backward_runs():
+def test_apply_with_grad_mode_on_is_one_node_and_autograd_records_its_backward():
+    # forward traced first (pure: tensor ops and its context), then dropped:
+    # Scale.apply and Shift.apply are each one node, run at run time as
+    # eager code runs them, so autograd records their backward
     x = torch.arange(4.0, requires_grad=True)
     e = dynscope.explain(uses)(x)
-    assert any("apply with grad mode on" in b.reason for b in e.break_reasons)
-    got = dynscope.optimize("eager")(uses)(x)
-    got.backward()
-    assert torch.equal(x.grad, torch.full((4,), 3.0))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e
+    code = e.graphs[0].code
+    assert "Scale.apply(" in code and "Shift.apply(" in code, code
+    assert "mul" not in code                  # forward's own ops are not in the graph
+    opt = dynscope.optimize("eager")(uses)
+    for _ in range(2):
+        x.grad = None
+        got = opt(x)
+        assert torch.equal(got, uses(x.detach()))
+        got.backward()
+        assert torch.equal(x.grad, torch.full((4,), 3.0))
+
+
+SEEN = []
+
+
+class Noted(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        SEEN.append(1)                        # a write the program sees
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class IntoInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, buf):
+        buf.add_(1)                           # into a tensor the program holds
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, None
+
+
+def test_a_forward_with_effects_the_program_sees_stays_a_break_under_grad_mode():
+    x = torch.ones(3, requires_grad=True)
+    SEEN.clear()
+    e = dynscope.explain(lambda v: Noted.apply(v).sum())(x)
+    assert "call to .append() of a list the program can see" in str(e.break_reasons[0].reason), e
+    assert SEEN == [1]                        # the eager call's, once
+    e = dynscope.explain(lambda v, b: IntoInput.apply(v, b).sum())(x, torch.zeros(3))
+    assert any("IntoInput.apply with grad mode on (autograd records its backward), and its forward "
+               "writes what the program can see" in str(b.reason) for b in e.break_reasons), e
+    buf = torch.zeros(3)
+    opt = dynscope.optimize("eager")(lambda v, b: IntoInput.apply(v, b).sum())
+    for n in (1, 2):
+        x.grad = None
+        opt(x, buf).backward()
+        assert torch.equal(buf, torch.full((3,), float(n))) and torch.equal(x.grad, torch.full((3,), 2.0))
 
 
 def test_a_forward_that_returns_its_input_is_left_to_apply():

@@ -1144,3 +1144,27 @@ def test_a_loss_module_made_in_forward_is_one_graph_and_its_gradients_equal_eage
         got = opt(logits, labels)
         assert torch.equal(got, want) and torch.equal(logits.grad, want_grad)
         logits.grad = None
+
+
+def add_then_print(x, buf):
+    buf.add_(1)                 # into the caller's tensor: the Value reads this node
+    print("between")            # a break inside the call: the call runs eagerly
+    return x * 2
+
+
+def calls_a_helper_that_writes_then_breaks(x, buf):
+    y = add_then_print(x, buf)
+    return (y + buf).sum()
+
+
+def test_an_in_place_write_in_a_call_undone_by_a_break_leaves_no_stale_node(capsys):
+    # the call's ops left the graph when it was undone, but buf's Value still
+    # read the add_ node: the resume frame got a freed object (a segfault)
+    x = torch.ones(3)
+    opt = dynscope.optimize("eager")(calls_a_helper_that_writes_then_breaks)
+    for _ in range(3):
+        mine, theirs = torch.zeros(3), torch.zeros(3)
+        got = opt(x, mine)
+        want = calls_a_helper_that_writes_then_breaks(x, theirs)
+        assert torch.equal(got, want) and torch.equal(mine, theirs) and torch.equal(mine, torch.ones(3))
+    assert capsys.readouterr().out.count("between") == 6

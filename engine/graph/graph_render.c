@@ -38,6 +38,20 @@ callable_name(PyObject *obj)
 {
     PyObject *qual, *mod, *res;
 
+    /* a class's own method bound to it (Square.apply of an
+       autograd.Function, whose function's __qualname__ is Function.apply):
+       named through the class, so the code calls the same method */
+    PyObject *cls = PyMethod_Check(obj) ? PyMethod_GET_SELF(obj)
+                    : PyCFunction_Check(obj) ? PyCFunction_GET_SELF(obj) : NULL;     /* borrowed */
+    if (cls != NULL && PyType_Check(cls) && (((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        PyObject *owner = callable_name(cls);
+        PyObject *name = owner ? graph_str_attr(obj, "__name__") : NULL;
+        res = name ? PyUnicode_FromFormat("%U.%U", owner, name) : NULL;
+        Py_XDECREF(owner);
+        Py_XDECREF(name);
+        if (res != NULL || PyErr_Occurred())
+            return res;
+    }
     qual = graph_str_attr(obj, "__qualname__");
     if (qual == NULL)
         qual = graph_str_attr(obj, "__name__");

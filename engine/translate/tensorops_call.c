@@ -595,6 +595,7 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
     writes = nargs > 0 && args[0]->kind == V_TENSOR && tensorops_is_torch_like(args[0]->obj)
              && (writes || is_inplace_op(op, target));
     inplace = writes ? tr_inplace_prepare(t, args[0], name_hint, eargs) : 0;
+    t->tensor_writes += writes;
     if (inplace < 0)
         goto out;
     if (!torch_call && (rng = tr_random_numpy_owner(target)) != NULL) {
@@ -659,7 +660,10 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
     }
     if (inplace == 1) {
         /* the program's tensor, changed by this node from here on: its one
-           Value reads the node (its example keeps the old contents) */
+           Value reads the node (its example keeps the old contents) -- and
+           reads the one before again if the call this is in is undone */
+        if (tracer_note_node_change(t, args[0]) < 0)
+            goto out;
         v = args[0];
         v->node = node;
         goto out;

@@ -121,6 +121,9 @@ static bool returns_an_input(Value *v, Value **args, int nargs)
     return false;
 }
 
+static Value *apply_as_one_node(TFrame *f, Value *cls, Value **args, int nargs, const char *name);
+static Value *inline_forward(TFrame *f, Value *cls, Value **args, int nargs, const char *name);
+
 /* (contract: translate_int.h) */
 Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObject *kwnames)
 {
@@ -136,8 +139,53 @@ Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObjec
     if (on < 0 || tensorops_note_torch(t) < 0)
         return NULL;
     if (on)
+        return apply_as_one_node(f, cls, args, nargs, name);
+    return inline_forward(f, cls, args, nargs, name);
+}
+
+/* Fn.apply(*args) with grad mode on, where autograd records a backward node
+   the graph cannot hold: Fn.forward is first traced, to learn that it is
+   pure -- tensor ops, a context it
+   saves into, no write the program could see -- and that it returns new
+   tensors; those ops are then dropped and Fn.apply itself is one node of
+   the graph, run at run time as eager code runs it (its backward recorded
+   by autograd, on the real tensors).  A forward that is not so is the
+   call break it was.  NULL when tracing stops. */
+static Value *apply_as_one_node(TFrame *f, Value *cls, Value **args, int nargs, const char *name)
+{
+    Tracer *t = f->t;
+    int ops_mark = graph_op_count(t->graph);
+    int writes_mark = t->nwrites;
+    long tensor_writes_mark = t->tensor_writes;
+    Py_ssize_t hatches_mark = t->hatches ? PyList_GET_SIZE(t->hatches) : 0;
+    Py_ssize_t modes_mark = t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0;
+    /* (traced in grad mode on, as it is: apply turns it off for forward,
+       but switching it here would guard the frame's grad mode as off) */
+    Value *out = inline_forward(f, cls, args, nargs, name);
+    if (out == NULL)
+        return NULL;
+    if (t->nwrites != writes_mark || t->tensor_writes != tensor_writes_mark
+        || (t->hatches ? PyList_GET_SIZE(t->hatches) : 0) != hatches_mark
+        || (t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0) != modes_mark)
         return tracer_break(t, STOP_CALL, "%s.apply with grad mode on (autograd records its "
-                            "backward)", name), NULL;
+                            "backward), and its forward writes what the program can see", name), NULL;
+    graph_truncate(t->graph, ops_mark);
+    PyObject *apply = PyObject_GetAttr(cls->obj, s_apply);      /* cls.apply: guarded by the caller */
+    if (apply == NULL)
+        return NULL;
+    /* apply draws what forward draws, on the examples too: the generators
+       are put back when the translation ends */
+    Value *r = tr_random_note_torch(t) < 0 ? NULL
+               : tensorops_call(t, NODE_CALL_FUNCTION, apply, "apply", args, nargs, NULL);
+    Py_DECREF(apply);
+    return r;
+}
+
+/* Fn.forward (and Fn.setup_context) inlined with a context made while
+   tracing, as the C apply calls them.  NULL when tracing stops. */
+static Value *inline_forward(TFrame *f, Value *cls, Value **args, int nargs, const char *name)
+{
+    Tracer *t = f->t;
     PyObject *setup = _PyType_Lookup((PyTypeObject *)cls->obj, s_setup_context);
     bool own_setup = setup != NULL && setup != base_setup_context;
     Value *forward = class_function(t, cls, "forward");

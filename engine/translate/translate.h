@@ -280,6 +280,10 @@ typedef struct Tracer {
                                 and not left yet, innermost last */
     struct AttrWrite *writes; /* owned: attribute writes to replay, in order */
     int nwrites, writes_cap;
+    long tensor_writes;      /* ops traced that write into a tensor (in place,
+                                t[i] = v): an autograd.Function's forward
+                                speculated with none may be one node
+                                (tr_autograd.c) */
     bool root_rebound;       /* the root frame stored into or deleted a local
                                 bound at its start (tr_interp.c) */
     struct TFrame *absent_frame; /* the frame of the getattr()/hasattr() whose
@@ -344,6 +348,10 @@ typedef struct Undo {
     struct Value **saved;    /* owned, or NULL: every item before (old_n), for a
                                 mutation that moves items (dict.pop) */
     PyObject *saved_keys;    /* strong, or NULL: V_DICT: the key list before */
+    bool node_change;        /* not a container's: a tensor Value an in-place
+                                op made read its node (the program's tensor
+                                changed), old_node what it read before */
+    NodeObject *old_node;    /* borrowed from the graph */
 } Undo;
 
 /* Record the state of `container` before a mutation (item `index`, or -1
@@ -356,6 +364,10 @@ int tracer_note_mutation(Tracer *t, Value *container, int index);
    `index` replaced, the size kept; -1: any other change); else 0.
    (tr_iter.c) */
 int tracer_check_iterated(Tracer *t, Value *container, int index);
+/* Record that tensor Value v is about to read another node (an in-place op
+   on the program's tensor), so that a call undone (tr_call_or_undo, whose
+   ops leave the graph) puts back the node it read.  0 / -1. */
+int tracer_note_node_change(Tracer *t, Value *v);
 /* As tracer_note_mutation, for a mutation that may remove or reorder items:
    the whole contents are saved.  0 / -1. */
 int tracer_note_snapshot(Tracer *t, Value *container);

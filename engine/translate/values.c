@@ -66,23 +66,33 @@ int tracer_break(Tracer *t, StopKind kind, const char *fmt, ...)
     return r;
 }
 
+/* A new undo record, its fields to be set.  NULL with MemoryError. */
+static Undo *undo_push(Tracer *t)
+{
+    if (t->nundo == t->undo_cap) {
+        int cap = t->undo_cap ? t->undo_cap * 2 : 16;
+        Undo *u = PyMem_Realloc(t->undo, sizeof(Undo) * (size_t)cap);
+        if (u == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->undo = u;
+        t->undo_cap = cap;
+    }
+    return &t->undo[t->nundo++];
+}
+
 int tracer_note_mutation(Tracer *t, Value *c, int index)
 {
     if (c->kind == V_DICT && c->stands_for != NULL)
         return tracer_unsupported(t, false, "changing a %s", c->stands_for);
     if (tracer_check_iterated(t, c, index) < 0)
         return -1;
-    if (t->nundo == t->undo_cap) {
-        int cap = t->undo_cap ? t->undo_cap * 2 : 16;
-        Undo *u = PyMem_Realloc(t->undo, sizeof(Undo) * (size_t)cap);
-        if (u == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        t->undo = u;
-        t->undo_cap = cap;
-    }
-    Undo *u = &t->undo[t->nundo++];
+    Undo *u = undo_push(t);
+    if (u == NULL)
+        return -1;
+    u->node_change = false;
+    u->old_node = NULL;
     u->container = c;
     u->old_n = c->n;
     u->index = index;
@@ -90,6 +100,16 @@ int tracer_note_mutation(Tracer *t, Value *c, int index)
     u->old_keys = c->kind == V_DICT && c->obj ? PyList_GET_SIZE(c->obj) : 0;
     u->saved = NULL;
     u->saved_keys = NULL;
+    return 0;
+}
+
+int tracer_note_node_change(Tracer *t, Value *v)
+{
+    Undo *u = undo_push(t);
+    if (u == NULL)
+        return -1;
+    *u = (Undo){.container = v, .old_n = v->n, .index = -1, .node_change = true,
+                .old_node = v->node};
     return 0;
 }
 
@@ -129,6 +149,10 @@ void tracer_undo_to(Tracer *t, int mark)
     while (t->nundo > mark) {
         Undo *u = &t->undo[--t->nundo];
         Value *c = u->container;
+        if (u->node_change) {
+            c->node = u->old_node;
+            continue;
+        }
         if (u->saved != NULL) {
             /* the items array never shrinks: old_n items fit */
             if (u->old_n > 0)
