@@ -1253,23 +1253,6 @@ def ex_getrefcount(tmp_path):
         "a frame that names sys.getrefcount is now captured"
 
 
-def ex_autograd_with_grad(tmp_path):
-    torch = pytest.importorskip("torch", exc_type=ImportError)
-
-    class Double(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2
-
-    out = dynscope.explain(lambda x: Double.apply(x) + 1)(torch.ones(3, requires_grad=True))
-    assert any("apply with grad mode on" in b.reason for b in out.break_reasons), \
-        "an autograd.Function's apply with grad mode on is now captured"
-
-
 @functools.lru_cache
 def _lru_scale():
     return 2
@@ -1296,7 +1279,6 @@ NOT_YET_EXAMPLES = {
     "Graph breaks inside `try` and `with`.": ex_try_with,
     "Exceptions out of the captured function.": ex_exceptions,
     "Some writes the program can see.": ex_visible_writes,
-    "torch.autograd.Function with gradients.": ex_autograd_with_grad,
     "Calls of `functools.lru_cache` functions.": ex_lru_cache,
     "Copies with hooks.": ex_copy_hooks,
     "Module hooks other than forward hooks.": ex_module_hooks,
