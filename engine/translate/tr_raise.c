@@ -106,6 +106,19 @@ int tr_op_reraise(TFrame *f)
     return tr_raise(f, exc);
 }
 
+/* The raised exception, caught in frame f: the stop it was is cleared and
+   f is the frame being interpreted again. */
+static void caught(TFrame *f)
+{
+    Tracer *t = f->t;
+    t->raised = NULL;
+    Py_CLEAR(t->reason);
+    Py_CLEAR(t->stop_stack);
+    t->permanent = false;
+    t->stop_kind = STOP_NONE;
+    t->current = f;
+}
+
 /* The raised exception (Tracer.raised) stopped inlined frame f at code
    unit `offset`: when a handler of f covers it, the stack is cut to the
    handler's depth, the exception pushed (after the offset, if the handler
@@ -123,12 +136,7 @@ bool tr_catch_raised(TFrame *f, int offset, int *ip)
     f->sp = depth;
     if ((lasti && push(f, new_const(t, PyLong_FromLong(offset))) < 0) || push(f, exc) < 0)
         return false;
-    t->raised = NULL;
-    Py_CLEAR(t->reason);
-    Py_CLEAR(t->stop_stack);
-    t->permanent = false;
-    t->stop_kind = STOP_NONE;
-    t->current = f;
+    caught(f);
     *ip = target;
     return true;
 }
@@ -140,11 +148,6 @@ bool tr_catch_attribute_error(TFrame *f)
     if (t->raised == NULL || t->raised->kind != V_EXC || PyErr_Occurred()
         || !PyErr_GivenExceptionMatches(t->raised->obj, PyExc_AttributeError))
         return false;
-    t->raised = NULL;
-    Py_CLEAR(t->reason);
-    Py_CLEAR(t->stop_stack);
-    t->permanent = false;
-    t->stop_kind = STOP_NONE;
-    t->current = f;
+    caught(f);
     return true;
 }
