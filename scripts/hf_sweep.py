@@ -613,16 +613,26 @@ def train_section(rows: list) -> list:
              f"{sum(1 for x in ratios if x <= 1.0)} of {len(ratios)} |",
              f"| median time-a-step ratio dynscope / Dynamo (one graph in both) | "
              f"{statistics.median(ratios):.2f} |" if ratios else "| median ratio | - |",
-             "", "| type | class | dynscope graphs / breaks | equal | capture ms | us a step "
-             "| Dynamo graphs / breaks | equal | capture ms | us a step | eager us | ratio to Dynamo "
+             ""]
+    return (lines + arch_table(built, "us a step")
+            + ["", "Not built or not stepped in training mode:", ""] + failures_table(failed))
+
+
+def arch_table(built: list, per: str) -> list:
+    """One row per architecture that ran, each system's measures side by
+    side; per names the time column ("us per call", "us a step")."""
+    return ([f"| type | class | dynscope graphs / breaks | equal | capture ms | {per} "
+             f"| Dynamo graphs / breaks | equal | capture ms | {per} | eager us | ratio to Dynamo "
              "| dynscope's first break |",
              "|---|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---|"]
-    lines += [row_line(r) for r in sorted(built, key=lambda r: r["type"])]
-    lines += ["", "Not built or not stepped in training mode:", "",
-              "| type | stage | reason |", "|---|---|---|"]
-    lines += [f"| {r['type']} | {r.get('stage', '?')} | {r['error'].replace('|', chr(92) + '|')[:160]} |"
-              for r in sorted(failed, key=lambda r: r["type"])]
-    return lines
+            + [row_line(r) for r in sorted(built, key=lambda r: r["type"])])
+
+
+def failures_table(failed: list) -> list:
+    """The architectures not built or not run, each with its stage and reason."""
+    return (["| type | stage | reason |", "|---|---|---|"]
+            + [f"| {r['type']} | {r.get('stage', '?')} | {r['error'].replace('|', chr(92) + '|')[:160]} |"
+               for r in sorted(failed, key=lambda r: r["type"])])
 
 
 def write_doc(rows: list, path: str, command: str, train_rows: list = ()) -> None:
@@ -689,17 +699,8 @@ def write_doc(rows: list, path: str, command: str, train_rows: list = ()) -> Non
               "and skipped frames (docs/breaks.md).", "",
               "| type | models |", "|---|---:|"]
     lines += [f"| {t} | {n} |" for t, n in cost.most_common(15)] or ["| (none) | 0 |"]
-    lines += ["", "## Each architecture", "",
-              "| type | class | dynscope graphs / breaks | equal | capture ms | us per call "
-              "| Dynamo graphs / breaks | equal | capture ms | us per call | eager us | ratio to Dynamo "
-              "| dynscope's first break |",
-              "|---|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---|"]
-
-    lines += [row_line(r) for r in sorted(built, key=lambda r: r["type"])]
-    lines += ["", "## Not built or not run", "",
-              "| type | stage | reason |", "|---|---|---|"]
-    lines += [f"| {r['type']} | {r.get('stage', '?')} | {r['error'].replace('|', chr(92) + '|')[:160]} |"
-              for r in sorted(failed, key=lambda r: r["type"])]
+    lines += ["", "## Each architecture", ""] + arch_table(built, "us per call")
+    lines += ["", "## Not built or not run", ""] + failures_table(failed)
     lines += train_section(list(train_rows))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -142,6 +142,23 @@ def test_a_function_at_its_limit_whose_entries_keep_missing_runs_without_capture
     assert [e.compile_id for e in dynscope.cache_entries(scale)] == ["0/0"]
 
 
+def test_hits_before_the_limit_do_not_count_toward_the_calls_after_it():
+    # the look counts what the entries answered from the limit on: a
+    # frame whose entries hit 500 times before it still goes after 64 misses
+    f = dynscope.optimize("eager", dynamic=False)(scale)
+    x = np.arange(5.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dynscope.CacheLimitWarning)
+        for n in range(8):
+            f(x, n)
+        for i in range(500):
+            f(x, i % 8)
+        for n in range(100, 164):
+            np.testing.assert_array_equal(f(x, n), scale(x, n))
+    (skip,) = [e for e in events("frame_skip") if e["name"] == "scale"]
+    assert "answered 0 of the next 64" in skip["reason"]
+
+
 def test_a_function_at_its_limit_whose_entries_still_answer_keeps_them():
     f = dynscope.optimize("eager", dynamic=False)(scale)
     x = np.arange(5.0)

@@ -1,8 +1,8 @@
 /*
  * pycompat.c -- the parts of the CPython-version layer (pycompat.h) that
- * are not inline: the bytecode decoder, the exception table's reading, and
- * CPython helpers libpython does not export, re-implemented once with the
- * source they mirror named.
+ * are not inline: the bytecode decoder, lines of code units (cached), the
+ * exception table's reading, and CPython helpers libpython does not export,
+ * re-implemented once with the source they mirror named.
  *
  * Invariants: the decoder reads co_code (de-specialized) only, and maps
  * every opcode it does not know to OP_UNKNOWN, never guesses; the inline
@@ -277,10 +277,8 @@ void instr_decode(const Bytecode *bc, int at, Instr *in)
     decode_op(in);
 }
 
-/* ---- exception table ---- */
+/* ---- lines of code units ---- */
 
-/* One varint of the exception table (6-bit groups, bit 6 = more; the
-   same on 3.11-3.13). */
 /* code_line_of's cache: direct-mapped; each slot holds its code strongly,
    so an address is never a freed code's (held for the process, at most
    LINE_CACHE_SLOTS code objects). */
@@ -300,6 +298,10 @@ int code_line_of(PyCodeObject *co, int instr)
     return line;
 }
 
+/* ---- exception table ---- */
+
+/* One varint of the exception table (6-bit groups, bit 6 = more; the
+   same on 3.11-3.13). */
 static const unsigned char *exctable_varint(const unsigned char *p, int *out)
 {
     int v = *p & 63;

@@ -431,11 +431,17 @@ static int run_eager_call(EvalFrame *f, PlanOutcome *out)
    the guards of frames at their limit, a fifth of the run.  A resume frame
    at its limit is left as it is: its function's first frame still hits.
    Cannot fail. */
-static void limit_look(CodeCache *cc, CacheFrame *cf)
+static uint64_t entries_hits(CacheFrame *cf)
 {
     uint64_t hits = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cf->entries); i++)
         hits += ((CacheEntry *)PyList_GET_ITEM(cf->entries, i))->hits;
+    return hits;
+}
+
+static void limit_look(CodeCache *cc, CacheFrame *cf)
+{
+    uint64_t hits = entries_hits(cf);
     uint64_t answered = hits - cf->limit_hits_seen;
     cf->limit_hits_seen = hits;
     if (cf->resume_offset != 0 || cc->skip_reason != NULL || answered * 5 >= LIMIT_LOOK_CALLS)
@@ -468,8 +474,12 @@ static MissOutcome run_miss(CodeCache *cc, CacheFrame *cf, const FrameView *fv, 
     miss_ticks += compiled - miss_start;
     if (hit != NULL && m == MISS_RAN && PyList_GET_SIZE(cf->entries) > 0)
         *hit = (CacheEntry *)Py_NewRef(PyList_GET_ITEM(cf->entries, 0));
-    if (m == MISS_EAGER && cf->limit_warned && ++cf->limit_calls % LIMIT_LOOK_CALLS == 0)
-        limit_look(cc, cf);
+    if (m == MISS_EAGER && cf->limit_warned) {
+        if (cf->limit_calls == 0)
+            cf->limit_hits_seen = entries_hits(cf);   /* the first window starts at the limit */
+        if (++cf->limit_calls % LIMIT_LOOK_CALLS == 0)
+            limit_look(cc, cf);
+    }
     return m;
 }
 

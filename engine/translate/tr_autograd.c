@@ -145,8 +145,8 @@ Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObjec
 
 /* Fn.apply(*args) with grad mode on, where autograd records a backward node
    the graph cannot hold: Fn.forward is first traced, to learn that it is
-   pure -- tensor ops, a context it
-   saves into, no write the program could see -- and that it returns new
+   pure -- tensor ops, a context it saves into, no write the program could
+   see, no in-place op on a tensor -- and that it returns new
    tensors; those ops are then dropped and Fn.apply itself is one node of
    the graph, run at run time as eager code runs it (its backward recorded
    by autograd, on the real tensors).  A forward that is not so is the
@@ -168,7 +168,8 @@ static Value *apply_as_one_node(TFrame *f, Value *cls, Value **args, int nargs, 
         || (t->hatches ? PyList_GET_SIZE(t->hatches) : 0) != hatches_mark
         || (t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0) != modes_mark)
         return tracer_break(t, STOP_CALL, "%s.apply with grad mode on (autograd records its "
-                            "backward), and its forward writes what the program can see", name), NULL;
+                            "backward), and its forward writes what the program can see or into a "
+                            "tensor", name), NULL;
     graph_truncate(t->graph, ops_mark);
     PyObject *apply = PyObject_GetAttr(cls->obj, s_apply);      /* cls.apply: guarded by the caller */
     if (apply == NULL)
