@@ -151,11 +151,28 @@ Value *tr_autograd_apply(TFrame *f, Value *cls, Value **args, int nargs, PyObjec
    the graph, run at run time as eager code runs it (its backward recorded
    by autograd, on the real tensors).  A forward that is not so is the
    call break it was.  NULL when tracing stops. */
+/* Whether an undo record since undo_mark is of a container made before
+   values_mark (Tracer.all is in the order Values were made): forward
+   changed a list, dict or set the translation made before the call (an
+   argument), which the node would get changed already and apply would
+   change again.  Its context's own storage, made in the call, is not. */
+static bool changed_older(Tracer *t, int undo_mark, int values_mark)
+{
+    for (int i = undo_mark; i < t->nundo; i++) {
+        bool made_in_call = false;
+        for (int k = values_mark; k < t->nall && !made_in_call; k++)
+            made_in_call = t->all[k] == t->undo[i].container;
+        if (!made_in_call)
+            return true;
+    }
+    return false;
+}
+
 static Value *apply_as_one_node(TFrame *f, Value *cls, Value **args, int nargs, const char *name)
 {
     Tracer *t = f->t;
     int ops_mark = graph_op_count(t->graph);
-    int writes_mark = t->nwrites;
+    int writes_mark = t->nwrites, undo_mark = t->nundo, values_mark = t->nall;
     long tensor_writes_mark = t->tensor_writes;
     Py_ssize_t hatches_mark = t->hatches ? PyList_GET_SIZE(t->hatches) : 0;
     Py_ssize_t modes_mark = t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0;
@@ -164,7 +181,8 @@ static Value *apply_as_one_node(TFrame *f, Value *cls, Value **args, int nargs, 
     Value *out = inline_forward(f, cls, args, nargs, name);
     if (out == NULL)
         return NULL;
-    if (t->nwrites != writes_mark || t->tensor_writes != tensor_writes_mark
+    if (t->nwrites != writes_mark || changed_older(t, undo_mark, values_mark)
+        || t->tensor_writes != tensor_writes_mark
         || (t->hatches ? PyList_GET_SIZE(t->hatches) : 0) != hatches_mark
         || (t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0) != modes_mark)
         return tracer_break(t, STOP_CALL, "%s.apply with grad mode on (autograd records its "
