@@ -398,7 +398,17 @@ static PyObject *py_reset(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     capture_reset_all();
+    graph_pool_clear();
     Py_RETURN_NONE;
+}
+
+/* kept_array_bytes(): the bytes of the arrays running graphs keep for
+   reuse (engine/graph/graph_pool.c). */
+static PyObject *py_kept_array_bytes(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromSsize_t(graph_pool_bytes());
 }
 
 /* annotate(name, phase, fields_json): dynscope.annotate's event (the
@@ -670,7 +680,10 @@ static PyMethodDef module_methods[] = {
      "cache_entries(fn_or_code)\n--\n\nThe cache entries of a function, frame by frame in lookup order."},
     {"code_status", py_code_status, METH_O,
      "code_status(fn_or_code)\n--\n\nSkip reason, misses and last failing guard of a code object."},
-    {"reset", py_reset, METH_NOARGS, "reset()\n--\n\nDrop every cache entry and skip mark."},
+    {"reset", py_reset, METH_NOARGS,
+     "reset()\n--\n\nDrop every cache entry and skip mark, and the arrays kept for reuse."},
+    {"kept_array_bytes", py_kept_array_bytes, METH_NOARGS,
+     "kept_array_bytes()\n--\n\nBytes of the dead intermediate arrays graphs keep for reuse."},
     {"annotate", py_annotate, METH_VARARGS,
      "annotate(name, phase, fields_json)\n--\n\nEmit the program's mark (dynscope.annotate)."},
     {"counters", py_counters, METH_NOARGS, "counters()\n--\n\nThe engine's global counters."},

@@ -96,14 +96,20 @@ def test_int_chains_bit_identical(n, dtype):
 
 
 def peak_bytes(fn, *args):
-    fn(*args)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
+    """Peak bytes NumPy allocates in one run of fn (after one to warm up),
+    with no arrays kept between runs (engine/graph/graph_pool.c): what the
+    run's own buffer reuse needs."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DYNSCOPE_POOL_BYTES", "0")
+        dynscope.reset()                    # drops the arrays kept so far
         fn(*args)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            fn(*args)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
 
 
 def test_chain_allocates_two_buffers_not_one_per_op():
@@ -224,6 +230,8 @@ def test_a_ufunc_the_probe_refuses_gets_a_fresh_buffer(tmp_path):
     import textwrap
     script = tmp_path / "refused.py"
     script.write_text(textwrap.dedent('''
+        import os
+        os.environ["DYNSCOPE_POOL_BYTES"] = "0"      # no arrays kept between runs
         import tracemalloc
         import numpy as np
         import dynscope, dynscope._ufunc_probe as probe
@@ -262,7 +270,7 @@ OPS = [
 @hypothesis.seed(SEED)
 @settings(max_examples=40, deadline=None, derandomize=False, database=None)
 @given(ops=st.lists(st.sampled_from(range(len(OPS))), min_size=1, max_size=6),
-       n=st.sampled_from([7, 700, 9_000]),
+       n=st.sampled_from([7, 700, 9_000, 20_000]),   # 20k: arrays kept between runs
        dtype=st.sampled_from(["float64", "float32"]),
        seed=st.integers(0, 2**16))
 def test_generated_chains(ops, n, dtype, seed):
@@ -450,3 +458,101 @@ def test_a_constant_array_never_reaches_the_program():
         y += 10.0
         assert x.flags.writeable and x.shape == (4,)
     assert np.array_equal(opt(np.ones(4))[0], np.full(4, 2.0))
+
+
+# ---- arrays kept between runs (engine/graph/graph_pool.c) -----------------
+# An intermediate that dies is kept (up to DYNSCOPE_POOL_BYTES, 32 MiB by
+# default) for the next op that would allocate its like, in this run or a
+# later one: a run in the steady state allocates nothing big, so the pages
+# are not faulted in again on every call.
+
+def kept_chain(a, b):
+    t = a * 2.0          # a is an input, never a donor: allocates, or a kept array
+    u = t + b            # t is read again below: the same
+    return (u * t).sum()
+
+
+def minor_faults():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def test_a_graph_in_its_steady_state_faults_no_pages():
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
+    opt = run_both(kept_chain, a, b)
+    assert dynscope._C.kept_array_bytes() == 2 * a.nbytes       # t and u
+    before = minor_faults()
+    for _ in range(20):
+        opt(a, b)
+    # One fresh 8 MB array is 1,953 pages; the runs fault (nearly) none.
+    assert (minor_faults() - before) / 20 < 5
+    dynscope.reset()
+    assert dynscope._C.kept_array_bytes() == 0
+
+
+def test_the_budget_bounds_what_is_kept(monkeypatch):
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
+    monkeypatch.setenv("DYNSCOPE_POOL_BYTES", str(a.nbytes + 1000))
+    run_both(kept_chain, a, b)
+    assert dynscope._C.kept_array_bytes() == a.nbytes
+    monkeypatch.setenv("DYNSCOPE_POOL_BYTES", "0")
+    dynscope.reset()
+    run_both(kept_chain, a, b)
+    assert dynscope._C.kept_array_bytes() == 0
+
+
+def test_small_arrays_are_not_kept():
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal(5_000), rng.standard_normal(5_000)       # 40 KB
+    run_both(kept_chain, a, b)
+    assert dynscope._C.kept_array_bytes() == 0
+
+
+def returns_its_intermediates(a):
+    t = a * 2.0
+    u = t + 1.0
+    return u, t * u, np.exp(u)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_an_array_the_program_holds_is_never_written_by_a_later_run(dtype):
+    rng = np.random.default_rng(8)
+    a1 = (rng.standard_normal(200_000) * 10).astype(dtype)
+    a2 = (rng.standard_normal(200_000) * 10).astype(dtype)
+    with np.errstate(all="ignore"):
+        opt = run_both(returns_its_intermediates, a1)
+        held = opt(a1)
+        saved = [r.copy() for r in held]
+        for _ in range(3):
+            assert_same(opt(a2), returns_its_intermediates(a2), bits=True)
+    for r, c in zip(held, saved):
+        assert r.tobytes() == c.tobytes()
+
+
+def test_two_threads_running_one_graph_never_share_a_kept_array():
+    # ufuncs release the GIL inside their loops: each thread must have its
+    # own buffers for the whole run.
+    import threading
+    rng = np.random.default_rng(9)
+    inputs = [(rng.standard_normal(300_000), rng.standard_normal(300_000)) for _ in range(2)]
+    def f(a, b):
+        t = np.exp(a * 0.5)
+        u = t + b
+        return np.maximum(u * t, b) - t
+    want = [f(a, b) for a, b in inputs]
+    opt = dynscope.optimize("eager")(f)
+    opt(*inputs[0])
+    bad = []
+    def worker(i):
+        for _ in range(30):
+            if opt(*inputs[i]).tobytes() != want[i].tobytes():
+                bad.append(i)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []
+    assert dynscope._C.kept_array_bytes() > 0

@@ -174,6 +174,13 @@ PyObject *graph_tabular(GraphObject *g);
  */
 PyObject *graph_module_new(GraphObject *g);
 
+/* Release every array running graphs keep for reuse (graph_pool.c);
+   dynscope.reset() calls it.  Cannot fail. */
+void graph_pool_clear(void);
+
+/* The bytes of the arrays kept for reuse now. */
+Py_ssize_t graph_pool_bytes(void);
+
 /* Is fn a GraphModule's bound forward (what the eager backend returns)?
    Cannot fail. */
 bool graph_is_forward(PyObject *fn);

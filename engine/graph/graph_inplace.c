@@ -498,6 +498,51 @@ find_donor(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
     return -1;
 }
 
+/* Whether the op may write into a kept array (graph_pool.c) when no
+   operand dies with it: an exactly rounded ufunc, or a probed one with a
+   float32 or float64 result, whose result had the shape of one of its
+   array operands at capture.  Sets ip->pool_fn, result_descr, shape_src
+   and pool_min_elements, or leaves pool_fn NULL.  Never fails. */
+static void
+plan_pool(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
+          int nargs, bool op_function)
+{
+    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
+    PyObject *result = node_example(node);                   /* borrowed */
+    PyObject *fn = NULL;                                     /* borrowed */
+
+    if (result == NULL || !Py_IS_TYPE(result, ndarray))
+        return;
+    if (op_function)
+        fn = ip->direct;
+    else if (is_exact_ufunc(node->target, nargs)
+             || (result_is_float32_or_64(node) && is_probed_exact_ufunc(node->target, nargs)))
+        fn = node->target;
+    PyArrayObject *res = (PyArrayObject *)result;
+    Py_ssize_t min_elements = graph_pool_min_elements((PyObject *)PyArray_DESCR(res));
+    Py_ssize_t size = 1;
+    for (int i = 0; i < PyArray_NDIM(res); i++)
+        size *= PyArray_DIMS(res)[i];
+    if (fn == NULL || PyArray_NDIM(res) < 1 || min_elements < 0
+        || size < min_elements)          /* shapes are guarded: never kept */
+        return;
+    for (int j = 0; j < nargs; j++) {
+        if (args[j].kind != ARG_SLOT)
+            continue;
+        PyObject *e = node_example(GRAPH_NODE(g, args[j].slot));
+        if (e != NULL && Py_IS_TYPE(e, ndarray)
+            && PyArray_NDIM((PyArrayObject *)e) == PyArray_NDIM(res)
+            && memcmp(PyArray_DIMS((PyArrayObject *)e), PyArray_DIMS(res),
+                      (size_t)PyArray_NDIM(res) * sizeof(npy_intp)) == 0) {
+            ip->pool_fn = Py_NewRef(fn);
+            ip->result_descr = Py_NewRef((PyObject *)PyArray_DESCR(res));
+            ip->shape_src = j;
+            ip->pool_min_elements = min_elements;
+            return;
+        }
+    }
+}
+
 /* See graph_int.h. */
 int
 inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
@@ -540,11 +585,14 @@ inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *arg
     }
     if (!op_function)
         ip->exact_ufunc = is_exact_ufunc(node->target, nargs);
-    if (ip->fn != NULL && !ip->by_operator && inplace_out_kwnames() == NULL) {
+    plan_pool(ip, g, node, args, nargs, op_function);
+    if (((ip->fn != NULL && !ip->by_operator) || ip->pool_fn != NULL)
+        && inplace_out_kwnames() == NULL) {
         inplace_clear(ip, 0);
         return -1;
     }
-    ip->planned = ip->direct != NULL || ip->donor >= 0 || ip->exact_ufunc;
+    ip->planned = ip->direct != NULL || ip->donor >= 0 || ip->exact_ufunc
+                  || ip->pool_fn != NULL;
     ip->ndarray = ndarray;
     for (int j = 0; ip->planned && j < nargs; j++)
         ip->arg_descr[j] = Py_XNewRef(descrs[j]);
@@ -561,6 +609,8 @@ inplace_clear(Inplace *ip, int nargs)
 {
     Py_CLEAR(ip->fn);
     Py_CLEAR(ip->direct);
+    Py_CLEAR(ip->pool_fn);
+    Py_CLEAR(ip->result_descr);
     for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++) {
         Py_CLEAR(ip->arg_descr[j]);
         Py_CLEAR(ip->const_array[j]);
@@ -577,6 +627,8 @@ inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg)
 {
     Py_VISIT(ip->fn);
     Py_VISIT(ip->direct);
+    Py_VISIT(ip->pool_fn);
+    Py_VISIT(ip->result_descr);
     for (int j = 0; j < nargs && j < INPLACE_MAX_ARGS; j++) {
         Py_VISIT(ip->arg_descr[j]);
         Py_VISIT(ip->const_array[j]);
@@ -627,6 +679,35 @@ donor_ready(const Inplace *ip, PyObject *const *argv, int nargs)
     return true;
 }
 
+/* Whether the op may write into a kept array on this run: every array
+   operand has its descr at capture, rank 1 or more (under NumPy 1 a 0-d
+   operand's value may pick the result dtype) and C-contiguous data (so
+   the result eager allocates is C-contiguous too, as the kept array is),
+   and broadcasts into the shape of operand shape_src, which is big enough
+   to be kept.  The result's dtype is then the capture's, and its shape
+   shape_src's.  The array operands are known to be exact ndarrays. */
+static bool
+pool_ready(const Inplace *ip, PyObject *const *argv, int nargs)
+{
+    PyArrayObject *src = (PyArrayObject *)argv[ip->shape_src];
+    Py_ssize_t size = 1;
+
+    for (int i = 0; i < PyArray_NDIM(src); i++)
+        size *= PyArray_DIMS(src)[i];
+    if (size < ip->pool_min_elements)
+        return false;
+    for (int j = 0; j < nargs; j++) {
+        if (ip->arg_descr[j] == NULL)
+            continue;                                        /* a constant */
+        PyArrayObject *a = (PyArrayObject *)argv[j];
+        if ((PyObject *)PyArray_DESCR(a) != ip->arg_descr[j] || PyArray_NDIM(a) < 1
+            || !(PyArray_FLAGS(a) & NPY_ARRAY_C_CONTIGUOUS)
+            || !broadcasts_into(a, PyArray_DIMS(src), PyArray_NDIM(src)))
+            return false;
+    }
+    return true;
+}
+
 /* See graph_int.h. */
 InplaceHow
 inplace_how(const Inplace *ip, PyObject *const *argv, int nargs)
@@ -636,6 +717,8 @@ inplace_how(const Inplace *ip, PyObject *const *argv, int nargs)
             return INPLACE_NONE;
     if (ip->donor >= 0 && donor_ready(ip, argv, nargs))
         return INPLACE_DONOR;
+    if (ip->pool_fn != NULL && pool_ready(ip, argv, nargs))
+        return INPLACE_POOL;
     return ip->direct != NULL ? INPLACE_DIRECT : INPLACE_NONE;
 }
 
@@ -651,6 +734,24 @@ descrs_unchanged(const Inplace *ip, PyObject *const *argv, int nargs)
     return true;
 }
 
+/* INPLACE_POOL: pool_fn(*argv, out=a kept array), or pool_fn(*argv) when
+   none is kept (it allocates, as eager does).  Out of line: the common
+   runs of inplace_run stay short. */
+__attribute__((noinline)) static PyObject *
+run_into_kept(const Inplace *ip, PyObject **argv, int nargs)
+{
+    size_t nargsf = (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
+    PyArrayObject *src = (PyArrayObject *)argv[ip->shape_src];
+    PyObject *kept = graph_pool_take(ip->result_descr, PyArray_NDIM(src), PyArray_DIMS(src));
+
+    if (kept == NULL)
+        return PyObject_Vectorcall(ip->pool_fn, argv, nargsf, NULL);
+    argv[nargs] = kept;                                      /* out= */
+    PyObject *r = PyObject_Vectorcall(ip->pool_fn, argv, nargsf, out_kwnames);
+    Py_DECREF(kept);
+    return r;
+}
+
 /* See graph_int.h. */
 PyObject *
 inplace_run(const Inplace *ip, InplaceHow how, PyObject **argv, int nargs)
@@ -658,13 +759,15 @@ inplace_run(const Inplace *ip, InplaceHow how, PyObject **argv, int nargs)
     size_t nargsf = (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
 
     if (ip->has_const_array
-        && (how == INPLACE_DONOR || descrs_unchanged(ip, argv, nargs)))
+        && (how == INPLACE_DONOR || how == INPLACE_POOL || descrs_unchanged(ip, argv, nargs)))
         for (int j = 0; j < nargs; j++)
             if (ip->const_array[j] != NULL)
                 argv[j] = ip->const_array[j];               /* borrowed */
 
     if (how == INPLACE_DIRECT)                       /* np.add(a, b) for a + b */
         return PyObject_Vectorcall(ip->direct, argv, nargsf, NULL);
+    if (how == INPLACE_POOL)
+        return run_into_kept(ip, argv, nargs);
     if (ip->by_operator)                             /* operator.isub(t, x) */
         return PyObject_Vectorcall(ip->fn, argv, nargsf, NULL);
     argv[nargs] = argv[ip->donor];                   /* out= */

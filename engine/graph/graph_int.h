@@ -2,7 +2,7 @@
  * graph_int.h -- engine/graph/, the graph IR and its executor: what the
  * graph files share among themselves and nobody else uses.  The contract
  * the rooms above see is graph.h; the room may include ../base/ only
- * (docs/architecture.md, "Rooms").  The graph is seven files:
+ * (docs/architecture.md, "Rooms").  The graph is eight files:
  *
  *   graph.c          the IR: building nodes and graphs, naming, walking and
  *                    rebuilding args (graph_new, graph_call, ...)
@@ -12,16 +12,20 @@
  *                    finished graph compiled into a flat Program, and
  *                    running it
  *   graph_inplace.c  buffer reuse while running: which NumPy ops may write
- *                    their result into a dying operand (ufunc out=)
+ *                    their result into a dying operand or a kept array
+ *                    (ufunc out=)
+ *   graph_pool.c     the kept arrays: intermediates that died, held for
+ *                    the next op that would allocate their like
  *   graph_blocks.c   running a chain of elementwise NumPy ops block by
  *                    block, so intermediates stay in cache
  *   graph_reduce.c   NumPy reductions run as the ufunc reduction they call
  *   graph_render.c   text: Graph.__str__, print_tabular, GraphModule.code
  *
- * Layering (read from nm): graph_inplace.c and graph_reduce.c use none of
- * the others; graph_blocks.c uses graph_inplace.c; graph.c uses only the
- * type objects of graph_types.c (NodeType, GraphType); graph_render.c uses
- * graph.c and the types; graph_program.c uses every other file;
+ * Layering (read from nm): graph_pool.c and graph_reduce.c use none of the
+ * others; graph_inplace.c uses graph_pool.c; graph_blocks.c uses
+ * graph_inplace.c; graph.c uses only the type objects of graph_types.c
+ * (NodeType, GraphType); graph_render.c uses graph.c and the types;
+ * graph_program.c uses every other file;
  * graph_types.c ties them together (its types call graph_program.c and
  * graph_render.c), the one circle in the room.
  */
@@ -107,6 +111,9 @@ typedef struct Program {
     int *end;              /* into frees: owned slots read by the output */
     struct Arg *args;      /* owned: every Instr's args, then out */
     int *frees;            /* owned: nslots - ninputs slot numbers */
+    unsigned char *pool_want;  /* owned or NULL: per slot, how many of its
+                                  like a dying value's kept with (see
+                                  program_plan_pool) */
 } Program;
 
 /* Compile finished graph g into p (zeroed).  0, or -1 with an exception
@@ -169,9 +176,20 @@ typedef struct Inplace {
                                                dtype NumPy would convert it
                                                to (see graph_inplace.c) */
     bool has_const_array;
+    PyObject *pool_fn;         /* strong or NULL: the ufunc that may run into
+                                  a kept array (graph_pool.c) */
+    PyObject *result_descr;    /* strong with pool_fn: the result's descr at
+                                  capture */
+    int shape_src;             /* with pool_fn: the array operand whose shape
+                                  the result had at capture */
+    Py_ssize_t pool_min_elements;  /* smaller results are never kept */
 } Inplace;
 
-typedef enum InplaceHow { INPLACE_NONE, INPLACE_DIRECT, INPLACE_DONOR } InplaceHow;
+typedef enum InplaceHow {
+    INPLACE_NONE, INPLACE_DIRECT, INPLACE_DONOR,
+    INPLACE_POOL,      /* pool_fn(*args, out=a kept array of the result's
+                          shape) when one is kept, else pool_fn(*args) */
+} InplaceHow;
 
 /*
  * Fill ip for the call node `node` of g, compiled as instruction k with
@@ -190,6 +208,23 @@ int inplace_traverse(const Inplace *ip, int nargs, visitproc visit, void *arg);
    shape its own.  Reads struct fields only; cannot fail.  Precondition:
    ip->planned. */
 InplaceHow inplace_how(const Inplace *ip, PyObject *const *argv, int nargs);
+
+/* ------------------------------------------------------------------ */
+/* Kept arrays (graph_pool.c).                                         */
+
+/* A kept array of exactly this descr (by identity), rank and shape, taken
+   out of the pool: new reference, or NULL (none kept; never an
+   exception). */
+PyObject *graph_pool_take(PyObject *descr, int ndim, const Py_ssize_t *dims);
+
+/* Keep obj (a slot's dying value) if the pool takes it (see graph_pool.c)
+   and holds fewer than `want` arrays of its descr and shape: true when it
+   did, and the reference passed to it; false leaves obj to the caller. */
+bool graph_pool_give(PyObject *obj, int want);
+
+/* The fewest elements of an array of dtype descr the pool keeps, or -1 when
+   it keeps none of that dtype.  Never fails. */
+Py_ssize_t graph_pool_min_elements(PyObject *descr);
 
 /* The tuple ("out",), made on first use and kept: borrowed, or NULL with
    an exception. */

@@ -21,6 +21,10 @@
  * be fresh on every call) is ARG_NESTED and rebuilt by graph_arg_map per call.
  */
 #include "graph_int.h"
+#include "../base/tensorlib.h"
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/ndarraytypes.h>     /* struct accessors only: no import_array */
 
 #include <string.h>
 
@@ -140,6 +144,7 @@ program_clear(Program *p)
     PyMem_Free(p->instr);
     PyMem_Free(p->args);
     PyMem_Free(p->frees);
+    PyMem_Free(p->pool_want);
     memset(p, 0, sizeof(*p));
 }
 
@@ -236,6 +241,61 @@ program_plan_frees(Program *p, const int *last_use)
     return 0;
 }
 
+/* The NumPy array recorded as slot s's value at capture: borrowed, or
+   NULL when it was something else. */
+static PyArrayObject *
+slot_array_example(GraphObject *g, int s)
+{
+    PyObject *meta = GRAPH_NODE(g, s)->meta;
+    PyObject *ex = PyDict_Check(meta) ? PyDict_GetItemString(meta, "example_value") : NULL;
+    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
+
+    return ex != NULL && ndarray != NULL && Py_IS_TYPE(ex, ndarray) ? (PyArrayObject *)ex : NULL;
+}
+
+/* Whether arrays a and b have one descr and shape. */
+static bool
+same_kind_of_array(PyArrayObject *a, PyArrayObject *b)
+{
+    return PyArray_DESCR(a) == PyArray_DESCR(b) && PyArray_NDIM(a) == PyArray_NDIM(b)
+           && memcmp(PyArray_DIMS(a), PyArray_DIMS(b),
+                     (size_t)PyArray_NDIM(a) * sizeof(npy_intp)) == 0;
+}
+
+/* p->pool_want[s]: how many instructions of p may write into a kept array
+   like slot s's value (its descr and shape at capture; graph_pool.c).  A
+   dying value is kept only while fewer of its like are kept than that: a
+   graph keeps what its next run takes, never one array more each run (an
+   np.where result, which nothing takes, is freed as eager frees it).  Left
+   NULL when no instruction takes one.  0 / -1 (memory). */
+static int
+program_plan_pool(Program *p, GraphObject *g)
+{
+    bool any = false;
+
+    for (int k = 0; k < p->ninstr && !any; k++)
+        any = p->instr[k].inplace.pool_fn != NULL;
+    if (!any)
+        return 0;
+    p->pool_want = PyMem_Calloc((size_t)p->nslots + 1, 1);
+    if (p->pool_want == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int s = p->ninputs; s < p->nslots; s++) {
+        PyArrayObject *ex = slot_array_example(g, s);
+        int want = 0;
+        for (int k = 0; ex != NULL && k < p->ninstr; k++) {
+            PyArrayObject *taken = slot_array_example(g, p->instr[k].dest);
+            if (p->instr[k].inplace.pool_fn != NULL && taken != NULL
+                && same_kind_of_array(ex, taken))
+                want++;
+        }
+        p->pool_want[s] = (unsigned char)(want < 255 ? want : 255);
+    }
+    return 0;
+}
+
 /* Compile finished graph g into p (zeroed).  0, or -1 with an exception
    (p may then be half built: program_clear it). */
 int
@@ -289,7 +349,8 @@ program_compile(Program *p, GraphObject *g)
                             in->nargs, in->op_function, k, last_use) < 0)
             goto out_fail;
     }
-    if (blocks_plan(p, g, last_use) < 0 || program_plan_frees(p, last_use) < 0)
+    if (blocks_plan(p, g, last_use) < 0 || program_plan_frees(p, last_use) < 0
+        || program_plan_pool(p, g) < 0)
         goto out_fail;
     PyMem_Free(last_use);
     p->ready = true;
@@ -334,6 +395,21 @@ instr_unsupported(const Instr *in)
                  "the eager interpreter does not run %U nodes (node '%U')",
                  graph_op_names[in->op], in->name);
     return NULL;
+}
+
+/* Release slot s (may be empty) of v: its value goes to the kept arrays
+   when the pool takes it (graph_pool.c; want: p->pool_want[s]), else its
+   reference is dropped. */
+static inline void
+slot_release(const Program *p, PyObject **v, int s)
+{
+    PyObject *o = v[s];
+
+    v[s] = NULL;
+    if (o != NULL
+        && (p->pool_want == NULL || p->pool_want[s] == 0 || Py_REFCNT(o) != 1
+            || !graph_pool_give(o, p->pool_want[s])))
+        Py_DECREF(o);
 }
 
 /* Run one instruction over the values v.  New reference or NULL. */
@@ -423,7 +499,7 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int o
                 int last = k + ran - 1;
                 for (; k <= last; k++)
                     for (int j = 0; j < p->instr[k].nfree; j++)
-                        Py_CLEAR(v[p->instr[k].free[j]]);
+                        slot_release(p, v, p->instr[k].free[j]);
                 k--;
                 continue;
             }
@@ -433,7 +509,7 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int o
             goto out_release_all;
         v[in->dest] = r;
         for (int j = 0; j < in->nfree; j++)
-            Py_CLEAR(v[in->free[j]]);
+            slot_release(p, v, in->free[j]);
     }
 
     if (only >= 0) {
@@ -442,7 +518,7 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int o
         if (result == NULL)
             goto out_release_all;
         for (int j = 0; j < p->nend; j++)
-            Py_CLEAR(v[p->end[j]]);
+            slot_release(p, v, p->end[j]);
         goto out_free;
     }
     result = PyTuple_New(p->nout);
@@ -457,7 +533,7 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int o
         PyTuple_SET_ITEM(result, j, item);
     }
     for (int j = 0; j < p->nend; j++)
-        Py_CLEAR(v[p->end[j]]);
+        slot_release(p, v, p->end[j]);
     goto out_free;
 
 out_release_all:
