@@ -1586,20 +1586,28 @@ def test_generator_covers_its_constructs():
     """Cheap: generate programs only, check every construct shows up and the
     source compiles."""
     seen = collections.Counter()
+    constructs = ("assign", "copy", "inplace", "escape", "print", "list", "append", "value_if",
+                  "shape_if", "for_range", "for_iter", "helper_call", "helper_kwargs", "raise",
+                  "unmodelled", "while", "closure", "rng", "swap", "num_update", "python",
+                  "object", "attr_call")
 
-    @settings(max_examples=300, deadline=None, derandomize=True, database=None,
-              suppress_health_check=FUZZ_SETTINGS.suppress_health_check)
-    @given(prog=programs())
-    def run(prog):
-        compile(prog.source, "<prog>", "exec")
-        seen.update(prog.features)
-        seen["programs"] += 1
+    # The rarest constructs (weight 1, and a precondition: num_update needs a
+    # Python number named s*) can miss 300 examples in some processes, where
+    # Hypothesis's sequence differs; up to three batches of fixed seeds.
+    for batch in range(3):
+        @seed(20261129 + batch)
+        @settings(max_examples=300, deadline=None, derandomize=False, database=None,
+                  suppress_health_check=FUZZ_SETTINGS.suppress_health_check)
+        @given(prog=programs())
+        def run(prog):
+            compile(prog.source, "<prog>", "exec")
+            seen.update(prog.features)
+            seen["programs"] += 1
 
-    run()
-    for f in ("assign", "copy", "inplace", "escape", "print", "list", "append", "value_if",
-              "shape_if", "for_range", "for_iter", "helper_call", "helper_kwargs", "raise",
-              "unmodelled", "while", "closure", "rng", "swap", "num_update", "python",
-              "object", "attr_call"):
+        run()
+        if all(seen[f] > 0 for f in constructs):
+            break
+    for f in constructs:
         assert seen[f] > 0, (f, seen)
     # the object forms: drawn by Hypothesis, whose sequence differs from one
     # process to another (what else the process imported); most, not all

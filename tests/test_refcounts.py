@@ -267,3 +267,35 @@ def test_captured_the_same_frame_would_read_other_counts(counting_backend):
     assert counting_backend.graphs and dynscope.cache_entries(counts_aliased)
     assert _C.code_status(counts_aliased)["skip_reason"] is None
     assert all(g[:2] != want[:2] for g in got), (got, want)
+
+
+# ---- cache entries and the cyclic GC ---------------------------------------
+# Entries are held by their code object (co_extra), which the collector
+# cannot see, so it could never collect one; they are kept off its lists
+# (engine/cache/cache.c), and freed by their counts when the code dies.
+
+def test_cache_entries_are_not_walked_by_the_collector():
+    f = dynscope.optimize("eager")(lambda x: x * 2 + 1)
+    f(np.ones(3))
+    entries = dynscope.cache_entries(f)
+    assert entries and not any(gc.is_tracked(e) for e in entries)
+
+
+def test_entries_of_a_dead_function_are_freed_with_what_they_hold():
+    class Sentinel:
+        pass
+    freed = []
+    for i in range(20):
+        sentinel = Sentinel()
+        weakref.finalize(sentinel, freed.append, i)
+
+        def backend(gm, example_inputs, _held=sentinel):   # the entry holds it
+            return gm.forward
+        ns = {}
+        exec(compile(f"def fn(x):\n    return x * {i} + 1\n", f"<made {i}>", "exec"), ns)
+        f = dynscope.optimize(backend)(ns["fn"])
+        assert f(np.ones(2))[0] == i + 1
+        del sentinel, backend, f, ns
+    _C.clear_events()               # the in-memory event log holds each code
+    gc.collect()                    # fn and its globals dict are a cycle
+    assert sorted(freed) == list(range(20))

@@ -279,20 +279,26 @@ void instr_decode(const Bytecode *bc, int at, Instr *in)
 
 /* ---- lines of code units ---- */
 
-/* code_line_of's cache: direct-mapped; each slot holds its code strongly,
-   so an address is never a freed code's (held for the process, at most
-   LINE_CACHE_SLOTS code objects). */
+/* code_line_of's cache: direct-mapped; each slot holds a weak reference to
+   its code, so an address is never a freed code's, and a dead code (with
+   the cache entries in its co_extra) is not kept alive by it. */
 #define LINE_CACHE_SLOTS 1024
-static struct { PyCodeObject *code; int instr, line; } line_cache[LINE_CACHE_SLOTS];
+static struct { PyObject *weak; int instr, line; } line_cache[LINE_CACHE_SLOTS];
 
 int code_line_of(PyCodeObject *co, int instr)
 {
     uintptr_t h = ((uintptr_t)co >> 4) ^ ((uintptr_t)instr * 2654435761u);
     size_t slot = (size_t)(h ^ (h >> 11)) % LINE_CACHE_SLOTS;
-    if (line_cache[slot].code == co && line_cache[slot].instr == instr)
+    if (line_cache[slot].weak != NULL && line_cache[slot].instr == instr
+        && weakref_points_to(line_cache[slot].weak, (PyObject *)co))
         return line_cache[slot].line;
     int line = PyCode_Addr2Line(co, instr * (int)sizeof(_Py_CODEUNIT));
-    Py_XSETREF(line_cache[slot].code, (PyCodeObject *)Py_NewRef(co));
+    PyObject *weak = PyWeakref_NewRef((PyObject *)co, NULL);
+    if (weak == NULL) {                        /* not cached: still the line */
+        PyErr_Clear();
+        return line;
+    }
+    Py_XSETREF(line_cache[slot].weak, weak);
     line_cache[slot].instr = instr;
     line_cache[slot].line = line;
     return line;

@@ -152,6 +152,7 @@ CacheFrame *cache_frame(CodeCache *cc, int resume_offset, uint64_t unspec, uint6
         PyMem_Free(cf);
         return NULL;
     }
+    PyObject_GC_UnTrack(cf->entries);
     cc->frames[cc->nframes++] = cf;
     return cf;
 }
@@ -181,6 +182,7 @@ void cache_reset_all(void (*on_reset)(void))
                 PyErr_Clear();
                 continue;
             }
+            PyObject_GC_UnTrack(fresh);
             PyObject *old = cf->entries;
             cf->entries = fresh;
             if (graveyard == NULL || PyList_Append(graveyard, old) < 0)
@@ -295,7 +297,12 @@ CacheEntry *cache_entry_new(void)
     e->backend_ns = 0;
     e->cost_samples = e->cost_run_ticks = e->cost_break_ticks = e->cost_break_graphs = 0;
     e->eager_reason = NULL;
-    PyObject_GC_Track(e);
+    /* Left off the cyclic GC's lists (as its frame's entries list): an entry
+       is held by its code object's co_extra, which the collector cannot
+       see, so it is always reachable to it and never collectable; walking
+       thousands of them in every full collection cost a program captured
+       whole a fifth of its overhead (docs/conformance.md).  Freed by its
+       reference count when the code dies. */
     return e;
 }
 
