@@ -31,7 +31,10 @@
 
 /* Source files' lines, read through linecache.getlines but kept here: a
    file the program's linecache.cache did not hold is taken out of it again
-   (programs and tests read that cache).  Strong dict filename -> list. */
+   (programs and tests read that cache).  Strong dict filename -> list, a
+   copy of our own, of str only: it and the dict stay off the cyclic GC's
+   lists (under `run --capture-all` they held every source line of the
+   program, 170,000 strs that each full collection walked). */
 static PyObject *source_files;
 
 /* Line `line` of `filename`, stripped; "" when unknown.  New str or NULL. */
@@ -47,8 +50,13 @@ static PyObject *source_line(PyObject *filename, int line)
         PyObject *got = had >= 0 ? PyObject_CallMethod(linecache, "getlines", "O", filename) : NULL;
         if (got != NULL && had == 0 && PyDict_DelItem(cache, filename) < 0)
             PyErr_Clear();   /* it did not make an entry */
-        if (got != NULL && PyList_Check(got) && PyDict_SetItem(source_files, filename, got) == 0)
-            lines = got;     /* source_files holds it now */
+        PyObject *copy = got != NULL && PyList_Check(got)
+                         ? PyList_GetSlice(got, 0, PyList_GET_SIZE(got)) : NULL;
+        if (copy != NULL)
+            PyObject_GC_UnTrack(copy);   /* strs: no cycle can pass through it */
+        if (copy != NULL && PyDict_SetItem(source_files, filename, copy) == 0)
+            lines = copy;    /* source_files holds it now */
+        Py_XDECREF(copy);
         Py_XDECREF(got);
         Py_XDECREF(cache);
         Py_XDECREF(linecache);
