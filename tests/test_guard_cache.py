@@ -115,3 +115,75 @@ def test_a_replaced_builtin_is_seen(monkeypatch):
     monkeypatch.setattr(builtins, "abs", np.negative)
     assert_same(opt(MIXED), np.array([2.0, -1.0, 4.0, -3.0]))
     assert "abs" in recompiled_because("uses_builtin")
+
+
+# ---- attributes read from the instance dict (guards.c attr_from_instance_dict)
+# Once getattr has answered from an object's instance __dict__ for a type whose
+# __getattribute__ is object's and whose MRO lacks the name, a check reads the
+# dict while the type's version tag is the same.  Any change to the class or
+# its bases, or to the object's class, must still be seen.
+
+class Holder:
+    def __getattr__(self, name):           # as nn.Module: only when the dict lacks it
+        if name == "late":
+            return 7.0
+        raise AttributeError(name)
+
+
+def reads_scale(a, h):
+    return a * h.scale
+
+
+def test_a_property_added_to_the_class_shadows_the_instance_dict():
+    a = np.ones(3)
+    h = Holder()
+    h.scale = 2.0
+    opt = dynscope.optimize("eager")(reads_scale)
+    for _ in range(3):
+        check(opt, reads_scale, a, h)
+    Holder.scale = property(lambda self: 5.0)      # a data descriptor wins now
+    try:
+        assert opt(a, h)[0] == reads_scale(a, h)[0] == 5.0
+    finally:
+        del Holder.scale
+    assert opt(a, h)[0] == 2.0
+
+
+def test_a_base_class_change_and_a_new_class_are_seen():
+    class Base:
+        pass
+
+    class Child(Base):
+        pass
+
+    class Overrides(Child):
+        def __getattribute__(self, name):
+            return 11.0 if name == "scale" else object.__getattribute__(self, name)
+    a = np.ones(3)
+    h = Child()
+    h.scale = 3.0
+    opt = dynscope.optimize("eager")(reads_scale)
+    for _ in range(3):
+        check(opt, reads_scale, a, h)
+    Base.scale = property(lambda self: 4.0)        # on a base: Child's tag changes
+    assert opt(a, h)[0] == 4.0
+    del Base.scale
+    assert opt(a, h)[0] == 3.0
+    h.__class__ = Overrides
+    assert opt(a, h)[0] == reads_scale(a, h)[0] == 11.0
+
+
+def test_an_attribute_gone_from_the_dict_reaches_getattr():
+    a = np.ones(3)
+    h = Holder()
+    h.late = 2.0
+
+    def reads_late(a, h):
+        return a * h.late
+    opt = dynscope.optimize("eager")(reads_late)
+    for _ in range(3):
+        assert opt(a, h)[0] == 2.0
+    del h.late
+    assert opt(a, h)[0] == reads_late(a, h)[0] == 7.0
+    h.late = 3.0
+    assert opt(a, h)[0] == 3.0

@@ -158,6 +158,26 @@ static inline uint64_t dict_version(PyObject *d)
 #endif
 }
 
+/* The version tag of type tp while it is valid (the type, and every class
+   in its MRO, unchanged since the tag was given; tags are unique), else 0. */
+static inline unsigned int type_version(PyTypeObject *tp)
+{
+    return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+}
+
+/* obj's instance __dict__ (borrowed; made from inline attribute values
+   where the object keeps them so, as obj.__dict__ would), or NULL without
+   an exception when it has none. */
+static inline PyObject *instance_dict(PyObject *obj)
+{
+    PyObject **dp = _PyObject_GetDictPtr(obj);
+    if (dp == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return *dp;
+}
+
 /* Whether weak reference `weak` still points to `obj` (no reference
    taken: the guard check's hot path).  PyWeakref_GET_OBJECT is deprecated
    from 3.13 (PyWeakref_GetRef takes a reference) but still exact. */

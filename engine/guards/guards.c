@@ -198,6 +198,61 @@ seen_in_dict(const Accessor *a, PyObject *d, PyObject *key)
     return Py_NewRef(v);
 }
 
+/* base.<a->key> read from base's instance __dict__ when a->attr_type_version
+   says that is what getattr reads for base's type (guards.h): new reference,
+   or NULL without an exception (not known for this type, or not in the
+   dict: the caller asks getattr). */
+static PyObject *
+attr_from_instance_dict(const Accessor *a, PyObject *base)
+{
+    unsigned int tag = a->attr_type_version;
+    if (tag == 0 || type_version(Py_TYPE(base)) != tag)
+        return NULL;
+    PyObject *d = instance_dict(base);                     /* borrowed */
+    PyObject *v = d != NULL && PyDict_CheckExact(d) ? PyDict_GetItemWithError(d, a->key) : NULL;
+    if (v == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return Py_NewRef(v);
+}
+
+/* After getattr read v as base.<a->key>: remember base's type in
+   a->attr_type_version when getattr's answer is its instance dict's for
+   every object of that type -- a type defined in Python (or using the
+   generic getattr) whose __getattribute__ is object's, no class in whose
+   MRO has the name (no descriptor, no class attribute), and v in the
+   instance dict.  A type's __getattr__ runs only when that lookup fails,
+   so it does not matter.  Never leaves an exception set. */
+static void
+note_instance_attr(const Accessor *a, PyObject *base, PyObject *v)
+{
+    static PyObject *getattribute_name, *object_getattribute;    /* process-wide */
+    PyTypeObject *tp = Py_TYPE(base);
+    unsigned int tag = type_version(tp);
+
+    if (tag == 0 || tag == a->attr_type_version
+        || !(tp->tp_getattro == PyObject_GenericGetAttr || PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE)))
+        return;
+    if (getattribute_name == NULL) {
+        getattribute_name = PyUnicode_InternFromString("__getattribute__");
+        if (getattribute_name == NULL) {
+            PyErr_Clear();
+            return;
+        }
+        object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute_name);  /* borrowed: object's, kept */
+    }
+    if (object_getattribute == NULL || _PyType_Lookup(tp, getattribute_name) != object_getattribute
+        || _PyType_Lookup(tp, a->key) != NULL || type_version(tp) != tag) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject *d = instance_dict(base);                     /* borrowed */
+    if (d != NULL && PyDict_CheckExact(d) && PyDict_GetItemWithError(d, a->key) == v)
+        ((Accessor *)a)->attr_type_version = tag;   /* its cache only (guards.h) */
+    PyErr_Clear();
+}
+
 /* A __dunder__ name: a module's type may answer it before the module's dict
    (__class__, __dict__), so it is read by getattr. */
 static bool
@@ -344,9 +399,13 @@ value_compute(const GuardSet *gs, int i, const FrameView *fv, PyObject **vals)
             if (md != NULL && PyDict_CheckExact(md) && (v = seen_in_dict(a, md, a->key)) != NULL)
                 return vals[i] = v;
         }
+        if ((v = attr_from_instance_dict(a, base)) != NULL)
+            return vals[i] = v;                 /* already strong */
         v = PyObject_GetAttr(base, a->key);
         if (v == NULL)
             PyErr_Clear();
+        else if (!PyModule_CheckExact(base))
+            note_instance_attr(a, base, v);
         return vals[i] = v;                     /* already strong */
     }
     if (v == NULL)

@@ -95,6 +95,13 @@ typedef struct Accessor {
        inline values, which a plain attribute store changes without a new
        dict version. */
     bool uncached;
+    /* ATTR of an object that is not a module: the version tag of the type
+       (pycompat.h type_version) for which reading the attribute is reading
+       the instance __dict__ -- the type's __getattribute__ is object's and
+       no class in its MRO has the name -- so a check reads the dict,
+       without getattr's three type lookups (nn.Module.__getattr__ makes
+       them slow).  0: not known.  A cache a check writes, as seen_*. */
+    unsigned int attr_type_version;
 } Accessor;
 
 /* ------------------------------------------------------------------ */
