@@ -124,6 +124,11 @@ def test_a_replaced_builtin_is_seen(monkeypatch):
 # its bases, or to the object's class, must still be seen.
 
 class Holder:
+    def __init__(self):
+        self.__dict__.update()             # a dict made, as nn.Module's (an object
+                                           # keeping its attributes inline is read
+                                           # by getattr: no dict made for it)
+
     def __getattr__(self, name):           # as nn.Module: only when the dict lacks it
         if name == "late":
             return 7.0
@@ -154,7 +159,8 @@ def test_a_base_class_change_and_a_new_class_are_seen():
         pass
 
     class Child(Base):
-        pass
+        def __init__(self):
+            vars(self)                      # a dict made
 
     class Overrides(Child):
         def __getattribute__(self, name):

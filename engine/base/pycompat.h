@@ -165,17 +165,34 @@ static inline unsigned int type_version(PyTypeObject *tp)
     return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
 }
 
-/* obj's instance __dict__ (borrowed; made from inline attribute values
-   where the object keeps them so, as obj.__dict__ would), or NULL without
-   an exception when it has none. */
-static inline PyObject *instance_dict(PyObject *obj)
+/* obj's instance __dict__ when it has one made (borrowed), else NULL, and
+   never one made here: an object that keeps its attributes inline (a
+   managed dict nobody asked for) answers NULL, so that reading stays
+   invisible to the program -- a made dict takes the object's attribute
+   loads off CPython's inline-values fast path for good.  The managed
+   dict's slot is the third word before the object on 3.11-3.13
+   (pycore_object.h, MANAGED_DICT_OFFSET), on 3.12 holding the inline
+   values instead, tagged with its low bit, until a dict is made. */
+static inline PyObject *instance_dict_made(PyObject *obj)
 {
-    PyObject **dp = _PyObject_GetDictPtr(obj);
+    PyTypeObject *tp = Py_TYPE(obj);
+#ifdef Py_GIL_DISABLED
+    (void)tp;
+    return NULL;                            /* another layout: not read here */
+#else
+    if (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT) {
+        PyObject *d = ((PyObject **)obj)[-3];
+        return ((uintptr_t)d & 1) ? NULL : d;
+    }
+    if (tp->tp_dictoffset == 0)
+        return NULL;
+    PyObject **dp = _PyObject_GetDictPtr(obj);     /* the slot: nothing made */
     if (dp == NULL) {
         PyErr_Clear();
         return NULL;
     }
     return *dp;
+#endif
 }
 
 /* Whether weak reference `weak` still points to `obj` (no reference

@@ -228,7 +228,7 @@ accessor_made(GuardSet *gs, AccessorKind kind, int base,
     a->name = Py_XNewRef(name);
     a->seen_version = 0;
     a->seen_value = NULL;
-    a->attr_type_version = 0;
+    a->attr_type_version = a->attr_type_refused = 0;
     a->last_child = -1;
     a->last_guard = -1;
     a->uncached = kind == ACC_DICT_ITEM

@@ -208,7 +208,7 @@ attr_from_instance_dict(const Accessor *a, PyObject *base)
     unsigned int tag = a->attr_type_version;
     if (tag == 0 || type_version(Py_TYPE(base)) != tag)
         return NULL;
-    PyObject *d = instance_dict(base);                     /* borrowed */
+    PyObject *d = instance_dict_made(base);                     /* borrowed */
     PyObject *v = d != NULL && PyDict_CheckExact(d) ? PyDict_GetItemWithError(d, a->key) : NULL;
     if (v == NULL) {
         PyErr_Clear();
@@ -230,9 +230,12 @@ note_instance_attr(const Accessor *a, PyObject *base, PyObject *v)
     static PyObject *getattribute_name, *object_getattribute;    /* process-wide */
     PyTypeObject *tp = Py_TYPE(base);
     unsigned int tag = type_version(tp);
+    Accessor *cache = (Accessor *)a;                /* its caches only (guards.h) */
 
-    if (tag == 0 || tag == a->attr_type_version
-        || !(tp->tp_getattro == PyObject_GenericGetAttr || PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE)))
+    if (tag == 0 || tag == a->attr_type_version || tag == a->attr_type_refused)
+        return;
+    cache->attr_type_refused = tag;                 /* until it qualifies, below */
+    if (!(tp->tp_getattro == PyObject_GenericGetAttr || PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE)))
         return;
     if (getattribute_name == NULL) {
         getattribute_name = PyUnicode_InternFromString("__getattribute__");
@@ -247,9 +250,11 @@ note_instance_attr(const Accessor *a, PyObject *base, PyObject *v)
         PyErr_Clear();
         return;
     }
-    PyObject *d = instance_dict(base);                     /* borrowed */
-    if (d != NULL && PyDict_CheckExact(d) && PyDict_GetItemWithError(d, a->key) == v)
-        ((Accessor *)a)->attr_type_version = tag;   /* its cache only (guards.h) */
+    PyObject *d = instance_dict_made(base);                     /* borrowed */
+    if (d != NULL && PyDict_CheckExact(d) && PyDict_GetItemWithError(d, a->key) == v) {
+        cache->attr_type_version = tag;
+        cache->attr_type_refused = 0;
+    }
     PyErr_Clear();
 }
 

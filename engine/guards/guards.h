@@ -100,8 +100,10 @@ typedef struct Accessor {
        the instance __dict__ -- the type's __getattribute__ is object's and
        no class in its MRO has the name -- so a check reads the dict,
        without getattr's three type lookups (nn.Module.__getattr__ makes
-       them slow).  0: not known.  A cache a check writes, as seen_*. */
-    unsigned int attr_type_version;
+       them slow).  0: not known.  attr_type_refused: the last type's tag
+       found not to qualify, so a check does not ask again.  Caches a check
+       writes, as seen_*. */
+    unsigned int attr_type_version, attr_type_refused;
 } Accessor;
 
 /* ------------------------------------------------------------------ */
