@@ -58,6 +58,7 @@ opt(a, b)
 for _ in range(int(sys.argv[2])):
     opt(a, b)
 """
+CASES = ("add2", "axb1", "ident", "branchy")    # LOOP's functions
 
 
 @contextlib.contextmanager
@@ -167,6 +168,15 @@ def per_call(python: str, tree: str, case: str, mode: str, script: str) -> float
 
 def main(argv: list[str]) -> int:
     args = argv[1:]
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        return 0
+    missing = [a for a in args if not a.startswith("--") and a not in CASES
+               and not os.path.isdir(a) and not os.path.exists(a)]
+    if missing:
+        print(f"hit_instructions: no such tree, interpreter or case: {', '.join(missing)}"
+              " (--help says what it takes)", file=sys.stderr)
+        return 2
     if args[:1] == ["--breakdown"]:
         with loop_script() as script:
             for case in args[1:] or ["axb1"]:

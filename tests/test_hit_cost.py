@@ -55,3 +55,12 @@ def test_a_hit_adds_at_most_its_budget_of_instructions_to_a_call(loop_script):
     assert eager > 1000 and hit > eager, (hit, eager)
     assert overhead <= BUDGET, (f"a cache hit of add2 adds {overhead:.0f} instructions to the call "
                                 f"(budget {BUDGET}; hit {hit:.0f}, eager {eager:.0f})")
+
+
+def test_the_script_says_what_it_takes_and_refuses_what_it_does_not():
+    import subprocess
+    script = os.path.join(ROOT, "scripts", "hit_instructions.py")
+    r = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--breakdown" in r.stdout
+    r = subprocess.run([sys.executable, script, "/no/such/tree"], capture_output=True, text=True)
+    assert r.returncode == 2 and "no such tree" in r.stderr and r.stdout == ""
