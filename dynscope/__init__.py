@@ -205,7 +205,8 @@ def cache_entries(fn_or_code):
 
 
 def reset():
-    """Drop every cache entry and skip mark; compile ids restart at 0."""
+    """Drop every cache entry and skip mark; compile ids restart at 0.  The
+    dead intermediate arrays graphs keep for reuse are released too."""
     _C.reset()
 
 
