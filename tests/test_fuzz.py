@@ -1591,6 +1591,19 @@ def test_generator_covers_its_constructs():
                   "unmodelled", "while", "closure", "rng", "swap", "num_update", "python",
                   "object", "attr_call")
 
+    # the object forms and the attribute-call kinds: drawn by Hypothesis,
+    # whose sequence differs from one process to another (what else the
+    # process imported); most, not all
+    forms = ("count", "table", "attrs", "rebind", "newobj", "escape_obj", "reflect", "draw")
+    kinds = ("method", "static", "classmethod", "class_attr", "property", "dict_fn", "callable_obj",
+             "dict_class", "slot_fn", "metaclass", "array_class", "list_class", "dict_classmethod",
+             "call_instance")
+
+    def covered():
+        return (all(seen[f] > 0 for f in constructs)
+                and sum(seen["object_" + f] > 0 for f in forms) >= 6
+                and sum(seen["attr_call_" + f] > 0 for f in kinds) >= 10)
+
     # The rarest constructs (weight 1, and a precondition: num_update needs a
     # Python number named s*) can miss 300 examples in some processes, where
     # Hypothesis's sequence differs; up to three batches of fixed seeds.
@@ -1605,17 +1618,11 @@ def test_generator_covers_its_constructs():
             seen["programs"] += 1
 
         run()
-        if all(seen[f] > 0 for f in constructs):
+        if covered():
             break
     for f in constructs:
         assert seen[f] > 0, (f, seen)
-    # the object forms: drawn by Hypothesis, whose sequence differs from one
-    # process to another (what else the process imported); most, not all
-    forms = ("count", "table", "attrs", "rebind", "newobj", "escape_obj", "reflect", "draw")
     assert sum(seen["object_" + f] > 0 for f in forms) >= 6, seen
-    kinds = ("method", "static", "classmethod", "class_attr", "property", "dict_fn", "callable_obj",
-             "dict_class", "slot_fn", "metaclass", "array_class", "list_class", "dict_classmethod",
-             "call_instance")
     assert sum(seen["attr_call_" + f] > 0 for f in kinds) >= 10, seen
 
 
