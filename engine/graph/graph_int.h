@@ -22,8 +22,8 @@
  *   graph_render.c   text: Graph.__str__, print_tabular, GraphModule.code
  *
  * Layering (read from nm): graph_pool.c and graph_reduce.c use none of the
- * others; graph_inplace.c uses graph_pool.c; graph_blocks.c uses
- * graph_inplace.c; graph.c uses only the type objects of graph_types.c
+ * others (graph_pool.c reads the Program and its Instrs' plans);
+ * graph_inplace.c uses graph_pool.c; graph_blocks.c uses graph_inplace.c; graph.c uses only the type objects of graph_types.c
  * (NodeType, GraphType); graph_render.c uses graph.c and the types;
  * graph_program.c uses every other file;
  * graph_types.c ties them together (its types call graph_program.c and
@@ -113,7 +113,7 @@ typedef struct Program {
     int *frees;            /* owned: nslots - ninputs slot numbers */
     unsigned char *pool_want;  /* owned or NULL: per slot, how many of its
                                   like a dying value's kept with (see
-                                  program_plan_pool) */
+                                  graph_pool_plan) */
 } Program;
 
 /* Compile finished graph g into p (zeroed).  0, or -1 with an exception
@@ -221,6 +221,15 @@ PyObject *graph_pool_take(PyObject *descr, int ndim, const Py_ssize_t *dims);
    and holds fewer than `want` arrays of its descr and shape: true when it
    did, and the reference passed to it; false leaves obj to the caller. */
 bool graph_pool_give(PyObject *obj, int want);
+
+/* p->pool_want[s]: how many instructions of p may write into a kept array
+   like slot s's value (its descr and shape at capture).  A dying value is
+   kept only while fewer of its like are kept than that: a graph keeps what
+   its next run takes, never one array more each run (an np.where result,
+   which nothing takes, is freed as eager frees it).  Left NULL when no
+   instruction takes one.  Called by program_compile once every
+   instruction is planned.  0, or -1 with an exception (memory). */
+int graph_pool_plan(Program *p, GraphObject *g);
 
 /* The fewest elements of an array of dtype descr the pool keeps, or -1 when
    it keeps none of that dtype.  Never fails. */

@@ -21,7 +21,8 @@
  *     of a plain dtype (bool, integer, floating, complex: no object
  *     references inside), of rank 1 or more and POOL_MIN_BYTES or more.
  *   - A dying array is kept only while fewer of its like (descr and shape)
- *     are kept than its graph has ops that take one (Program.pool_want):
+ *     are kept than its graph has ops that take one (Program.pool_want,
+ *     counted here by graph_pool_plan when the graph is compiled):
  *     a graph keeps what its next run takes, never one more array each run
  *     (np.where's result, which no op takes, is freed as eager frees it).
  *   - An array leaves to exactly one taker, who writes every element (a
@@ -138,6 +139,47 @@ alike(PyArrayObject *a, PyObject *descr, int ndim, const npy_intp *dims)
 {
     return (PyObject *)PyArray_DESCR(a) == descr && PyArray_NDIM(a) == ndim
            && memcmp(PyArray_DIMS(a), dims, (size_t)ndim * sizeof(npy_intp)) == 0;
+}
+
+/* The NumPy array recorded as slot s's value at capture: borrowed, or
+   NULL when it was something else. */
+static PyArrayObject *
+slot_array_example(GraphObject *g, int s)
+{
+    PyObject *meta = GRAPH_NODE(g, s)->meta;
+    PyObject *ex = PyDict_Check(meta) ? PyDict_GetItemString(meta, "example_value") : NULL;
+    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
+
+    return ex != NULL && ndarray != NULL && Py_IS_TYPE(ex, ndarray) ? (PyArrayObject *)ex : NULL;
+}
+
+/* See graph_int.h. */
+int
+graph_pool_plan(Program *p, GraphObject *g)
+{
+    bool any = false;
+
+    for (int k = 0; k < p->ninstr && !any; k++)
+        any = p->instr[k].inplace.pool_fn != NULL;
+    if (!any)
+        return 0;
+    p->pool_want = PyMem_Calloc((size_t)p->nslots + 1, 1);
+    if (p->pool_want == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int s = p->ninputs; s < p->nslots; s++) {
+        PyArrayObject *ex = slot_array_example(g, s);
+        int want = 0;
+        for (int k = 0; ex != NULL && k < p->ninstr; k++) {
+            PyArrayObject *taken = slot_array_example(g, p->instr[k].dest);
+            if (p->instr[k].inplace.pool_fn != NULL && taken != NULL
+                && alike(taken, (PyObject *)PyArray_DESCR(ex), PyArray_NDIM(ex), PyArray_DIMS(ex)))
+                want++;
+        }
+        p->pool_want[s] = (unsigned char)(want < 255 ? want : 255);
+    }
+    return 0;
 }
 
 /* See graph_int.h. */

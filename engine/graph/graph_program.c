@@ -21,10 +21,6 @@
  * be fresh on every call) is ARG_NESTED and rebuilt by graph_arg_map per call.
  */
 #include "graph_int.h"
-#include "../base/tensorlib.h"
-
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/ndarraytypes.h>     /* struct accessors only: no import_array */
 
 #include <string.h>
 
@@ -241,61 +237,6 @@ program_plan_frees(Program *p, const int *last_use)
     return 0;
 }
 
-/* The NumPy array recorded as slot s's value at capture: borrowed, or
-   NULL when it was something else. */
-static PyArrayObject *
-slot_array_example(GraphObject *g, int s)
-{
-    PyObject *meta = GRAPH_NODE(g, s)->meta;
-    PyObject *ex = PyDict_Check(meta) ? PyDict_GetItemString(meta, "example_value") : NULL;
-    PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
-
-    return ex != NULL && ndarray != NULL && Py_IS_TYPE(ex, ndarray) ? (PyArrayObject *)ex : NULL;
-}
-
-/* Whether arrays a and b have one descr and shape. */
-static bool
-same_kind_of_array(PyArrayObject *a, PyArrayObject *b)
-{
-    return PyArray_DESCR(a) == PyArray_DESCR(b) && PyArray_NDIM(a) == PyArray_NDIM(b)
-           && memcmp(PyArray_DIMS(a), PyArray_DIMS(b),
-                     (size_t)PyArray_NDIM(a) * sizeof(npy_intp)) == 0;
-}
-
-/* p->pool_want[s]: how many instructions of p may write into a kept array
-   like slot s's value (its descr and shape at capture; graph_pool.c).  A
-   dying value is kept only while fewer of its like are kept than that: a
-   graph keeps what its next run takes, never one array more each run (an
-   np.where result, which nothing takes, is freed as eager frees it).  Left
-   NULL when no instruction takes one.  0 / -1 (memory). */
-static int
-program_plan_pool(Program *p, GraphObject *g)
-{
-    bool any = false;
-
-    for (int k = 0; k < p->ninstr && !any; k++)
-        any = p->instr[k].inplace.pool_fn != NULL;
-    if (!any)
-        return 0;
-    p->pool_want = PyMem_Calloc((size_t)p->nslots + 1, 1);
-    if (p->pool_want == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (int s = p->ninputs; s < p->nslots; s++) {
-        PyArrayObject *ex = slot_array_example(g, s);
-        int want = 0;
-        for (int k = 0; ex != NULL && k < p->ninstr; k++) {
-            PyArrayObject *taken = slot_array_example(g, p->instr[k].dest);
-            if (p->instr[k].inplace.pool_fn != NULL && taken != NULL
-                && same_kind_of_array(ex, taken))
-                want++;
-        }
-        p->pool_want[s] = (unsigned char)(want < 255 ? want : 255);
-    }
-    return 0;
-}
-
 /* Compile finished graph g into p (zeroed).  0, or -1 with an exception
    (p may then be half built: program_clear it). */
 int
@@ -350,7 +291,7 @@ program_compile(Program *p, GraphObject *g)
             goto out_fail;
     }
     if (blocks_plan(p, g, last_use) < 0 || program_plan_frees(p, last_use) < 0
-        || program_plan_pool(p, g) < 0)
+        || graph_pool_plan(p, g) < 0)
         goto out_fail;
     PyMem_Free(last_use);
     p->ready = true;
