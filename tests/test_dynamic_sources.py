@@ -161,6 +161,33 @@ def test_dynamic_false_keeps_sources_static_and_true_makes_them_dynamic_at_once(
     assert compiles() == expected
 
 
+def test_dynamic_true_keeps_a_source_static_when_the_code_needs_its_size():
+    # dynamic=True takes the attribute's sizes as dynamic; the loop needs
+    # the length as a constant, so the static translation is kept and the
+    # source is noted static for the frame (this segfaulted: dynamic=True
+    # frames had no record to note it in)
+    opt = dynscope.optimize("eager", dynamic=True)(loops_over_length)
+    mine, ref = Cache(np.ones((2, 3))), Cache(np.ones((2, 3)))
+    for i in range(5):
+        q = np.full(3, float(i))
+        np.testing.assert_array_equal(opt(mine, q), loops_over_length(ref, q))
+    assert compiles() == 5                    # one per length: the loop needs it
+    before = compiles()
+    np.testing.assert_array_equal(opt(mine, np.ones(3)), loops_over_length(ref, np.ones(3)))
+    assert compiles() == before + 1
+
+
+def test_dynamic_true_learns_an_int_attribute_that_changes():
+    # as automatic dynamic does: seen 7 static, 8 a symbol (it was static
+    # under dynamic=True: one compile per value, to the cache limit)
+    opt = dynscope.optimize("eager", dynamic=True)(window_read)
+    w, x = Window(12), np.ones(2)
+    for seen in range(7, 21):
+        w.seen = seen
+        np.testing.assert_array_equal(opt(w, x), window_read(w, x))
+    assert compiles() == 4 and _C.counters()["cache_limits"] == 0
+
+
 @pytest.fixture
 def torch():
     return pytest.importorskip("torch", exc_type=ImportError)

@@ -216,6 +216,30 @@ def test_generate_of_an_encoder_decoder_gives_eagers_tokens():
     assert compiles == [3, 3, 6]
 
 
+# dynamic=True: sizes dynamic from the first compile, so a new prompt
+# length compiles nothing new: a decoder compiles its prefill and its
+# steps; T5 its prefill, its first step (the self-attention cache of
+# length 1, specialized as a size of 1 is) and the steps after; Mistral's
+# cache counts what it saw in an int attribute, learnt on its first change
+GENERATE_DYNAMIC_COMPILES = {"llama": 2, "gpt2": 2, "mistral": 3, "t5": 3}
+
+
+@pytest.mark.parametrize("name", sorted(GENERATE_DYNAMIC_COMPILES))
+def test_generate_with_dynamic_true_compiles_at_most_three_times(name):
+    needs(name)
+    model, _, _ = models.build(name)
+    model.generation_config.eos_token_id = None
+    cases = _prompts()[:5]                              # two lengths more, and sampled
+    with torch.no_grad():
+        want = [_generate(model, kw) for _, kw in cases]
+        model.forward = dynscope.optimize("eager", dynamic=True)(model.forward)
+        for (label, kw), expected in zip(cases, want):
+            assert torch.equal(_generate(model, kw), expected), f"{name}, {label}"
+    c = dynscope._C.counters()
+    assert c["cache_limits"] == 0 and c["graph_breaks"] == 0
+    assert c["compiles"] == GENERATE_DYNAMIC_COMPILES[name]
+
+
 def test_a_model_whose_translation_stops_deep_inside_translates_once():
     """XLM's forward stops translating at `.item()` inside transformers'
     wrappers, after reading 233 guarded values.  The stopped attempt is kept

@@ -659,6 +659,45 @@ def test_a_partial_subclass_or_a_bad_call_runs_as_the_program_would():
         capture(lambda x: bad(x, 1.0))[0](np.ones(2))
 
 
+def test_a_partial_made_while_tracing_is_called_through_its_function_in_one_graph():
+    def f(x, w):
+        p = functools.partial(affine, w=w, scale=3.0)
+        nested = functools.partial(p, 1.0, b=2.0)       # flattened: affine, (1.0,), {w, scale, b}
+        halve = functools.partial(np.multiply, 0.5)
+        again = functools.partial(nested, scale=5.0)    # a keyword overridden in place
+        return (p(x) + p(x, b=1.0, w=4.0) + nested() + halve(x) + again(),
+                nested.func is affine, nested.args, list(nested.keywords), nested.keywords["b"],
+                again.keywords["scale"], type(nested) is functools.partial,
+                isinstance(p, functools.partial), callable(p), bool(p))
+    opt, backend = capture(f)
+    x = np.arange(2.0)
+    for w in (2.0, 2.0, 3.0):
+        got, want = opt(x, w), f(x, w)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+    assert _C.counters()["graph_breaks"] == 0 and _C.counters()["skips"] == 0
+    assert graph_count(backend) == 1
+
+
+def test_a_partial_made_while_tracing_that_the_program_gets_is_its_own():
+    made = []
+
+    def f(x):
+        p = functools.partial(affine, x, w=2.0)
+        made.append(p)                                   # the program's list gets it
+        return p(b=1.0)
+    opt, _ = capture(f)
+    x = np.arange(2.0)
+    np.testing.assert_array_equal(opt(x), f(x))
+    p = made[0]
+    assert type(p) is functools.partial and p.func is affine and p.args[0] is x
+    assert p.keywords == {"w": 2.0}
+    with pytest.raises(TypeError, match="callable"):
+        capture(lambda x: functools.partial(x, 1))[0](np.ones(2))   # an array is no function
+    with pytest.raises(TypeError):
+        capture(lambda x: functools.partial())[0](np.ones(2))
+
+
 SEEN = []
 
 

@@ -700,7 +700,9 @@ MissOutcome miss_handle(CodeCache *cc, CacheFrame *cf, const FrameView *fv,
         .resume_offset = cf->resume_offset, .unspec = cf->unspec, .iters = cf->iters,
         .dynamic_slots = cf->dynamic, .static_only = cf->static_only, .dyn_dims = cf->dyn_dims,
     };
-    if (cf->source_sizes == NULL && tc->config.dynamic < 0
+    /* automatic dynamic learns sizes in it; dynamic=True notes there what
+       had to stay static (and int attributes) */
+    if (cf->source_sizes == NULL && tc->config.dynamic != 0
         && (cf->source_sizes = PyDict_New()) == NULL)
         PyErr_Clear();                 /* the other sources stay static */
     /* strong for the translation: the program's code it runs may let

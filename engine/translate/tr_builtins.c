@@ -98,6 +98,7 @@ static PyObject *known_type(Value *v)
     case V_SET: return (PyObject *)&PySet_Type;
     case V_SLICE: return (PyObject *)&PySlice_Type;
     case V_NEWOBJ: return v->obj;
+    case V_PARTIAL: return v->obj;
     default: return NULL;
     }
 }
@@ -264,7 +265,7 @@ static Value *builtin_callable(TFrame *f, Value *v)
         return NULL;
     int yes;
     switch (v->kind) {
-    case V_FUNC: case V_BOUNDFN: case V_BOUND: case V_METHOD:
+    case V_FUNC: case V_BOUNDFN: case V_BOUND: case V_METHOD: case V_PARTIAL:
         yes = 1;
         break;
     case V_TUPLE: case V_LIST: case V_DICT: case V_SET: case V_SLICE: case V_ITER: case V_ZIP:

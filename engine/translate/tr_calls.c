@@ -1240,6 +1240,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     HatchKind hatch = tr_hatch_of(fn, &rule, &extra);    /* (methods: inline_call's) */
     if (hatch != HATCH_NONE)
         return tr_call_marked(f, callable, hatch, rule, extra, args, nargs, kwnames);
+    if (tr_is_partial_class(fn))
+        return tr_make_partial(f, args, nargs, kwnames);
     PyObject *known = tensorops_known_result(fn);
     if (known == Py_Ellipsis)
         return fold_call(f, fn, args, nargs, kwnames);   /* a log call: once, while tracing */

@@ -3,8 +3,8 @@
  * translating (DESIGN.md 3.4; contract: translate_int.h): a class's own
  * __getattribute__ written in Python (inlined), properties whose getter is
  * Python (inlined), super() in both spellings, object.__getattribute__
- * (the generic lookup), methods bound to an object (V_BOUNDFN), and calls
- * of a functools.partial (through its func, args and keywords).
+ * (the generic lookup), methods bound to an object (V_BOUNDFN), and
+ * functools.lru_cache wrappers.
  *
  * Invariants: every object read is reached by an accessor and guarded
  * (values.c); the functions inlined -- __getattribute__, a property's
@@ -544,91 +544,16 @@ Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject 
     return tr_call_or_undo(f, fn, full, nargs + 1, kwnames);
 }
 
-/* ---- functools.partial ---- */
-
-/* functools.partial of the main interpreter (borrowed from sys.modules'
-   functools, held for the process), or NULL when functools is not imported. */
-static PyTypeObject *partial_type(void)
-{
-    static PyObject *tp;             /* strong: functools.partial */
-    if (tp == NULL) {
-        PyObject *name = PyUnicode_FromString("functools");
-        PyObject *m = name ? PyImport_GetModule(name) : NULL;
-        Py_XDECREF(name);
-        PyObject *p = m ? PyObject_GetAttrString(m, "partial") : NULL;
-        Py_XDECREF(m);
-        if (p != NULL && PyType_Check(p))
-            tp = p;
-        else
-            Py_XDECREF(p);
-        PyErr_Clear();
-    }
-    return (PyTypeObject *)tp;
-}
-
 /* (contract: translate_int.h) */
-bool tr_is_partial(Value *v)
-{
-    PyTypeObject *tp = v->kind == V_OBJECT && v->src >= 0 ? partial_type() : NULL;
-    return tp != NULL && Py_IS_TYPE(v->obj, tp);
-}
-
-/* p.<name> of a partial, read through its accessor (a read-only member). */
-static Value *partial_member(Tracer *t, Value *p, const char *cname)
+Value *tr_attr_through_accessor(Tracer *t, Value *o, const char *cname)
 {
     PyObject *name = PyUnicode_InternFromString(cname);
-    PyObject *obj = name ? PyObject_GetAttr(p->obj, name) : NULL;
-    int acc = obj ? guardset_accessor(t->gs, ACC_ATTR, p->src, 0, name, NULL) : -1;
+    PyObject *obj = name ? PyObject_GetAttr(o->obj, name) : NULL;
+    int acc = obj ? guardset_accessor(t->gs, ACC_ATTR, o->src, 0, name, NULL) : -1;
     Value *v = acc < 0 ? NULL : value_from_source(t, acc, obj);
     Py_XDECREF(obj);
     Py_XDECREF(name);
     return v;
-}
-
-/* (contract: translate_int.h) */
-Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames)
-{
-    Tracer *t = f->t;
-    Value *fn = partial_member(t, p, "func");
-    Value *pargs = fn ? partial_member(t, p, "args") : NULL;
-    Value *pkw = pargs ? partial_member(t, p, "keywords") : NULL;
-    if (pkw == NULL)
-        return NULL;
-    if (pargs->kind != V_TUPLE || pkw->kind != V_DICT)
-        return tracer_unsupported(t, false, "a functools.partial whose arguments are not a "
-                                  "tuple and a dict of str keys"), NULL;
-    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    if (pargs->n + pkw->n + nargs >= MAX_STACK)
-        return tracer_unsupported(t, false, "a call with more than %d arguments", MAX_STACK), NULL;
-    /* partial(func, *pargs, **pkw)(*args, **kw) is func(*pargs, *args, **{**pkw, **kw}) */
-    Value *all[MAX_STACK];
-    int n = 0;
-    for (int i = 0; i < pargs->n; i++)
-        all[n++] = pargs->items[i];
-    for (int i = 0; i < npos; i++)
-        all[n++] = args[i];
-    PyObject *names = PyList_New(0);
-    for (int i = 0; names != NULL && i < pkw->n; i++) {
-        PyObject *k = PyList_GET_ITEM(pkw->obj, i);
-        int overridden = kwnames ? PySequence_Contains(kwnames, k) : 0;
-        if (overridden < 0 || (!overridden && PyList_Append(names, k) < 0))
-            Py_CLEAR(names);
-        else if (!overridden)
-            all[n++] = pkw->items[i];
-    }
-    for (int i = 0; names != NULL && i < nkw; i++) {
-        if (PyList_Append(names, PyTuple_GET_ITEM(kwnames, i)) < 0)
-            Py_CLEAR(names);
-        else
-            all[n++] = args[npos + i];
-    }
-    PyObject *tup = names ? PyList_AsTuple(names) : NULL;
-    Py_XDECREF(names);
-    /* the names live as long as the tracer: a Value holds them */
-    Value *held = tup ? new_const(t, tup) : NULL;
-    if (held == NULL)
-        return NULL;
-    return tr_call_or_undo(f, fn, all, n, PyTuple_GET_SIZE(tup) ? tup : NULL);
 }
 
 /* ---- functools.lru_cache wrappers, and functions whose result is marked
@@ -691,7 +616,7 @@ Value *tr_call_marked_constant(TFrame *f, PyObject *fn, Value **args, int nargs,
 Value *tr_call_lru_wrapper(TFrame *f, Value *w, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
-    Value *fn = partial_member(t, w, "__wrapped__");
+    Value *fn = tr_attr_through_accessor(t, w, "__wrapped__");
     if (fn == NULL)
         return NULL;
     if (fn->kind == V_CONST && tr_is_marked_constant(fn->obj))
@@ -710,7 +635,7 @@ Value *tr_call_held_object(TFrame *f, Value *callable, Value **args, int nargs, 
     *handled = true;
     if (callable->kind == V_NEWOBJ)
         return tr_newobj_call(f, callable, args, nargs, kwnames);
-    if (tr_is_partial(callable))
+    if (callable->kind == V_PARTIAL || tr_is_partial(callable))
         return tr_call_partial(f, callable, args, nargs, kwnames);
     if (tr_is_lru_wrapper(callable))
         return tr_call_lru_wrapper(f, callable, args, nargs, kwnames);

@@ -396,6 +396,7 @@ int tr_truth(TFrame *f, Value *v, const char *what)
         return tr_newobj_truth(f, v);
     case V_GEN:
     case V_FUNC:
+    case V_PARTIAL:
         return 1;
     case V_OBJECT:
         if (v->src >= 0 && truth_is_by_default(f->t, v))

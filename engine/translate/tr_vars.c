@@ -581,6 +581,8 @@ static Value *load_attr(TFrame *f, Value *base, PyObject *name)
         return tr_super_attr(f, base, name);
     case V_NEWOBJ:
         return tr_newobj_attr(f, base, name);
+    case V_PARTIAL:
+        return tr_partial_attr(f, base, name);
     case V_TUPLE:
         if (base->tuple_type != NULL) {
             /* r.values of torch.topk's result: an item of the tuple */

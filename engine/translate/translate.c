@@ -452,6 +452,15 @@ static int source_changed_dims(Tracer *t, PyObject *src, PyObject *obj, uint32_t
     return 0;
 }
 
+/* Whether source_sizes marks src static: a translation read it with
+   dynamic sizes, then needed them as constants (keep_sources_static). */
+static bool source_kept_static(TranslateRequest *rq, PyObject *src)
+{
+    PyObject *rec = rq->source_sizes ? PyDict_GetItemWithError(rq->source_sizes, src) : NULL;
+    return rec != NULL && PyList_Check(rec) && PyList_GET_SIZE(rec) == 3
+           && PyObject_IsTrue(PyList_GET_ITEM(rec, 2)) == 1;
+}
+
 /* (contract: translate.h) */
 uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj)
 {
@@ -464,8 +473,11 @@ uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj)
         return 0;
     PyObject *src = guardset_render_source(t->gs, acc);
     uint32_t want = rq->dynamic > 0 ? ~(uint32_t)0 : 0;
-    if (src == NULL || (rq->dynamic < 0 && rq->source_sizes != NULL
-                        && source_changed_dims(t, src, obj, &want) < 0)) {
+    if (src != NULL && rq->dynamic > 0 && source_kept_static(rq, src))
+        want = 0;                 /* dynamic=True, but a translation needed it constant */
+    if (src == NULL || PyErr_Occurred()
+        || (rq->dynamic < 0 && rq->source_sizes != NULL
+            && source_changed_dims(t, src, obj, &want) < 0)) {
         PyErr_Clear();            /* undecided: static */
         Py_XDECREF(src);
         return 0;
@@ -500,7 +512,10 @@ bool tr_source_dynamic_int(Tracer *t, int acc, PyObject *obj)
     }
     PyObject *src = guardset_render_source(t->gs, acc);
     PyObject *rec = src ? PyDict_GetItemWithError(rq->source_sizes, src) : NULL;   /* borrowed */
-    bool dynamic = rq->dynamic > 0, fresh = false;
+    /* dynamic=True learns ints as automatic dynamic does (from their first
+       change): from their first sight, an nn.Module's own counts
+       (num_heads, layer_idx) would become symbols too */
+    bool dynamic = false, fresh = false;
     if (rec != NULL && PyList_Check(rec) && PyList_GET_SIZE(rec) == 3) {
         if (PyObject_IsTrue(PyList_GET_ITEM(rec, 2)) == 1) {    /* kept static */
             Py_DECREF(src);
@@ -860,6 +875,8 @@ static void discard_translation(PyObject **reason, bool *permanent)
    Cannot fail: what it cannot note is forgotten. */
 static void keep_sources_static(TranslateRequest *rq, PyObject *sources)
 {
+    if (rq->source_sizes == NULL)
+        return;                       /* none kept: each translation learns it again */
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);       /* the translation's own error stays its */
     for (Py_ssize_t i = 0; sources != NULL && i < PyList_GET_SIZE(sources); i++) {

@@ -51,6 +51,11 @@ typedef enum VKind {
                     items = [defaults (V_TUPLE), kwdefaults (V_DICT), closure
                     (V_TUPLE of V_CELL)], each a V_NULL when absent; it is
                     inlined when called and cannot leave the translation */
+    V_PARTIAL,   /* functools.partial(func, *args, **keywords) made while tracing
+                    (tr_objects.c): obj = the partial class; items = [func,
+                    args (V_TUPLE), keywords (V_DICT of str keys)]; called as
+                    func(*args, *more, **{**keywords, **more_kw}); it cannot
+                    leave the translation */
     V_NEWOBJ,    /* an object of a program class made while tracing: obj = the
                     class; items[0] = its attributes (a V_DICT, a deleted one's
                     item a V_NULL), items[1] = the class's value, items[2] (a
@@ -410,7 +415,8 @@ Value *value_from_source(Tracer *t, int acc, PyObject *obj);
 Value *value_dynamic_tensor(Tracer *t, int acc, PyObject *obj, uint32_t dims);
 /* Automatic dynamic for tensor obj read through accessor acc, a source
    other than the frame's own slots: the dimensions that this attempt takes
-   as dynamic (TranslateRequest.source_sizes).  Cannot fail: what it
+   as dynamic (TranslateRequest.source_sizes); under dynamic=True all of
+   them, unless a translation needed the source's sizes as constants.  Cannot fail: what it
    cannot decide stays static (0). */
 uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj);
 /* Automatic dynamic for an int obj (2 or more, not a bool) read through
@@ -419,7 +425,9 @@ uint32_t tr_source_dynamic_dims(Tracer *t, int acc, PyObject *obj);
    frame state: whether this attempt takes it as a graph input with a
    symbol (tr_sym_int_input) -- its value changed since the frame's last
    translation, or it is first read with a size this miss saw change (a
-   cache's cumulative length).  Cannot fail: undecided is static. */
+   cache's cumulative length).  The same under dynamic=True (ints are
+   not dynamic there from their first sight).  Cannot fail: undecided is
+   static. */
 bool tr_source_dynamic_int(Tracer *t, int acc, PyObject *obj);
 /* An input the entry must not specialize on its value (a number produced
    by an eager step, a NumPy scalar): TYPE_MATCH only, and a graph input.

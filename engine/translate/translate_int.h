@@ -630,10 +630,25 @@ void tr_leave_state_modes(Tracer *t, Py_ssize_t mark);
 /* The call of a CALL instruction; a call that stops is undone. */
 Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames);
 
-/* tr_objects.c: a functools.partial the program holds (its exact type),
-   called as func(*args, *call_args, **{**keywords, **call_kw}) with func,
-   args and keywords read through their accessors and guarded. */
+/* tr_partial.c: functools.partial.  tr_is_partial: a partial the program
+   holds (its exact type, reached by an accessor).  tr_call_partial: p(*args,
+   **kw) for such a partial or a V_PARTIAL, called as func(*p.args, *args,
+   **{**p.keywords, **kw}) -- a held one's func, args and keywords read
+   through their accessors and guarded.  tr_is_partial_class: fn is
+   functools.partial itself.  tr_make_partial: functools.partial(func,
+   *args, **kw) made while tracing, a V_PARTIAL (one made of a V_PARTIAL
+   flattened, as partial's constructor flattens one without a __dict__).
+   tr_partial_attr: p.func, p.args, p.keywords of a V_PARTIAL.  NULL when
+   tracing stops. */
 bool tr_is_partial(Value *v);
+bool tr_is_partial_class(PyObject *fn);
+Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames);
+Value *tr_make_partial(TFrame *f, Value **args, int nargs, PyObject *kwnames);
+Value *tr_partial_attr(TFrame *f, Value *p, PyObject *name);
+/* o.<name> of an object reached by an accessor, read now and made a value
+   of the accessor o.<name> (guarded as values.c guards what it reads).
+   NULL with an exception. */
+Value *tr_attr_through_accessor(Tracer *t, Value *o, const char *name);
 /* dict.get / __getitem__ / __contains__ (meth, a method descriptor of
    dict) of self, a dict subclass reached by an accessor (as super() or the
    class itself leaves them to dict): the item read as self[key] from its
@@ -641,7 +656,6 @@ bool tr_is_partial(Value *v);
    tracing stops. */
 Value *tr_dict_method_of_subclass(TFrame *f, PyObject *meth, Value *self, Value **args,
                                   int nargs, PyObject *kwnames);
-Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames);
 /* tr_objects.c: a functools.lru_cache wrapper the program holds, called:
    when its __wrapped__ is marked constant (below), the wrapper itself,
    once, while tracing (its cache answers as in eager), its result a
