@@ -698,6 +698,35 @@ def test_a_partial_made_while_tracing_that_the_program_gets_is_its_own():
         capture(lambda x: functools.partial())[0](np.ones(2))
 
 
+def test_map_is_lazy_as_eager_map_is():
+    def f(x):
+        seen = []
+        m = map(lambda a: seen.append(1) or a * 2, [x, x + 1])
+        before = len(seen)                               # nothing taken yet
+        out = list(m)
+        return out[0] + out[1], before, len(seen), isinstance(m, map), type(m) is map, bool(m)
+
+    def shared(x):
+        it = iter([x, x + 1, x + 2])
+        pairs = list(map(lambda a, b: a + b, it, [x]))   # map pulls one more from it
+        return pairs[0], next(it)
+
+    def looped(x):
+        total = x
+        for v in map(np.multiply, (x, x), (2.0, 3.0)):
+            total = total + v
+        return total + sum(map(np.sum, [x, x]))
+    x = np.arange(3.0)
+    for fn in (f, shared, looped):
+        opt, backend = capture(fn)
+        want = fn(x)
+        for _ in range(2):
+            got = opt(x)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                np.testing.assert_array_equal(g, w)
+        assert _C.counters()["graph_breaks"] == 0 and graph_count(backend) == 1
+
+
 SEEN = []
 
 

@@ -111,6 +111,16 @@ GraphObject *graph_new(void);
 NodeObject *graph_placeholder(GraphObject *g, const char *name_hint, PyObject *example);
 
 /*
+ * Scopes of state a run opens and closes (functorch's vmap levels): the
+ * node that opens one has meta[GRAPH_META_UNDO] = a callable, called with
+ * None to undo it when a run fails before the node that closes it, whose
+ * meta[GRAPH_META_CLOSES] is True.  Scopes nest; the built-in eager
+ * backend honours them (graph_program.c).
+ */
+#define GRAPH_META_UNDO "dynscope_undo_on_error"
+#define GRAPH_META_CLOSES "dynscope_closes_scope"
+
+/*
  * Append a get_attr / call_* node.  args (tuple) and kwargs (dict or NULL)
  * are borrowed and copied.  name_hint like "add", "sum", "abs" (fx style:
  * "add", "add_1", ...); NULL names the node after its target.  example as

@@ -114,6 +114,7 @@ typedef struct Program {
     unsigned char *pool_want;  /* owned or NULL: per slot, how many of its
                                   like a dying value's kept with (see
                                   graph_pool_plan) */
+    bool has_scopes;       /* some instruction opens a scope (Instr.undo) */
 } Program;
 
 /* Compile finished graph g into p (zeroed).  0, or -1 with an exception
@@ -131,7 +132,8 @@ int program_traverse(Program *p, visitproc visit, void *arg);
  * tuple of outputs (new reference) -- or, when only >= 0, output `only`
  * itself (no tuple made) -- or NULL with RuntimeError (cleared program),
  * TypeError (wrong number of inputs) or what a call raised; every
- * intermediate value is released either way.
+ * intermediate value is released either way, and the scopes a failed run
+ * left open are undone, innermost first.
  */
 PyObject *program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs,
                       int only);
@@ -265,6 +267,10 @@ typedef struct Instr {
                               starts here (graph_blocks.c), or -1 */
     PyObject *reduce;      /* strong or NULL: the ufunc's reduce a NumPy
                               reduction runs (graph_reduce.c) */
+    PyObject *undo;        /* strong or NULL: this node opens a scope of state
+                              (graph.h GRAPH_META_UNDO), undone by undo(None)
+                              when a run fails before the node that closes it */
+    bool closes;           /* this node closes the innermost open scope */
 } Instr;
 
 /* ------------------------------------------------------------------ */

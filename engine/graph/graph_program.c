@@ -129,6 +129,7 @@ program_clear(Program *p)
         inplace_clear(&p->instr[i].inplace, p->instr[i].nargs);
         Py_CLEAR(p->instr[i].target);
         Py_CLEAR(p->instr[i].reduce);
+        Py_CLEAR(p->instr[i].undo);
         Py_CLEAR(p->instr[i].kwnames);
         Py_CLEAR(p->instr[i].name);
         nargs_total += p->instr[i].nargs + p->instr[i].nkw;
@@ -156,6 +157,7 @@ program_traverse(Program *p, visitproc visit, void *arg)
             return r;
         Py_VISIT(p->instr[i].target);
         Py_VISIT(p->instr[i].reduce);
+        Py_VISIT(p->instr[i].undo);
         Py_VISIT(p->instr[i].kwnames);
         Py_VISIT(p->instr[i].name);
         nargs_total += p->instr[i].nargs + p->instr[i].nkw;
@@ -197,7 +199,40 @@ instr_compile(Instr *in, NodeObject *node, Arg *args, int k, int *last_use)
     for (j = 0; j < in->nargs + in->nkw; j++)
         in->nested |= args[j].kind == ARG_NESTED;
     reduce_plan(in);
+    PyObject *undo = PyDict_GetItemString(node->meta, GRAPH_META_UNDO);       /* borrowed */
+    PyObject *closes = PyDict_GetItemString(node->meta, GRAPH_META_CLOSES);   /* borrowed */
+    in->undo = undo != NULL && PyCallable_Check(undo) ? Py_NewRef(undo) : NULL;
+    in->closes = closes == Py_True;
     return 0;
+}
+
+/* A run failed at instruction `failed`: undo the scopes the instructions
+   before it opened and did not close, innermost first (what a `finally`
+   around each would do).  The run's error stays; an undo's own is
+   dropped. */
+static void
+leave_open_scopes(const Program *p, int failed)
+{
+    PyObject *open[64];
+    int nopen = 0;
+    for (int k = 0; k < failed && k < p->ninstr; k++) {
+        const Instr *in = &p->instr[k];
+        if (in->closes && nopen > 0)
+            nopen--;
+        if (in->undo != NULL && nopen < 64)
+            open[nopen++] = in->undo;
+    }
+    if (nopen == 0)
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    while (nopen > 0) {
+        PyObject *r = PyObject_CallOneArg(open[--nopen], Py_None);
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    PyErr_Restore(type, value, tb);
 }
 
 /* Bucket the owned slots by the instruction after which they die (counting
@@ -278,6 +313,7 @@ program_compile(Program *p, GraphObject *g)
         if (instr_compile(&p->instr[k], node, p->args + pos, k, last_use) < 0)
             goto out_fail;
         pos += p->instr[k].nargs + p->instr[k].nkw;
+        p->has_scopes |= p->instr[k].undo != NULL;
     }
     p->out = p->args + pos;
     for (int j = 0; j < p->nout; j++)
@@ -478,6 +514,8 @@ program_run(const Program *p, PyObject *const *inputs, Py_ssize_t ninputs, int o
     goto out_free;
 
 out_release_all:
+    if (p->has_scopes)
+        leave_open_scopes(p, k);
     for (int s = p->ninputs; s < p->nslots; s++)
         Py_CLEAR(v[s]);
 out_free:

@@ -270,10 +270,8 @@ static void raise_failed(PyObject *backend)
  * 'name' returned ..., expected a callable"; a BaseException (a
  * KeyboardInterrupt) as it is.
  */
-/* Whether `backend` compiles with the built-in eager backend (itself, or
-   wrappers such as ExplainBackend around it): it gets dynscope's own
-   GraphModule. */
-static bool
+/* See plan.h. */
+bool
 backend_is_native(PyObject *backend)
 {
     for (int depth = 0; backend != NULL && depth < 16; depth++) {

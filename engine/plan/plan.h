@@ -29,6 +29,10 @@ PyObject *backend_compile(PyObject *backend, PyObject *gm, PyObject *example_inp
 PyObject *backend_failed_error(void);
 /* The built-in eager backend as a callable object (new reference). */
 PyObject *backend_eager_ref(void);
+/* Whether `backend` compiles with the built-in eager backend (itself, or
+   wrappers such as ExplainBackend around it): it runs dynscope's own
+   GraphModule, node by node in order, never through torch.fx. */
+bool backend_is_native(PyObject *backend);
 /* Backends of `type` wrap another backend, reached by inner() (borrowed
    result, NULL when none; must not raise).  The eager backend wrapped
    still gets dynscope's own GraphModule.  For layers above the engine

@@ -99,6 +99,7 @@ static PyObject *known_type(Value *v)
     case V_SLICE: return (PyObject *)&PySlice_Type;
     case V_NEWOBJ: return v->obj;
     case V_PARTIAL: return v->obj;
+    case V_ZIP: return v->mapfn ? (PyObject *)&PyMap_Type : (PyObject *)&PyZip_Type;
     default: return NULL;
     }
 }
@@ -265,7 +266,7 @@ static Value *builtin_callable(TFrame *f, Value *v)
         return NULL;
     int yes;
     switch (v->kind) {
-    case V_FUNC: case V_BOUNDFN: case V_BOUND: case V_METHOD: case V_PARTIAL:
+    case V_FUNC: case V_BOUNDFN: case V_BOUND: case V_METHOD: case V_PARTIAL: case V_VMAP:
         yes = 1;
         break;
     case V_TUPLE: case V_LIST: case V_DICT: case V_SET: case V_SLICE: case V_ITER: case V_ZIP:
@@ -973,8 +974,31 @@ Value *tr_signature_attr(TFrame *f, Value *base, PyObject *name)
     return NULL;
 }
 
+/* map(func, *iterables): lazy, as map is -- a V_ZIP of the iterables'
+   iterators with func (mapfn): each item taken (FOR_ITER, or all at once by
+   list(), tuple(), ...) pulls one item from each iterator in order, the
+   first that has none ending it, and calls func on them then (tr_interp.c
+   tr_iter_next), so the calls and pulls happen when eager's would.  NULL
+   when tracing stops. */
+static Value *call_map(TFrame *f, Value **args, int nargs)
+{
+    Tracer *t = f->t;
+    Value *z = value_new(t, V_ZIP, NULL);
+    if (z == NULL)
+        return NULL;
+    for (int k = 1; k < nargs; k++) {
+        Value *a = args[k];
+        Value *it = a->kind == V_GEN || a->kind == V_ZIP || (a->kind == V_ITER && !a->view) ? a
+                    : tr_make_iter(f, a);
+        if (it == NULL || value_append(t, z, it) < 0)
+            return NULL;
+    }
+    z->mapfn = args[0];
+    return z;
+}
+
 /* Calls of builtin types: range, int, float, bool, slice, str, tuple,
-   list, dict, set, enumerate, zip; any other is a break.  NULL when
+   list, dict, set, enumerate, zip, map; any other is a break.  NULL when
    tracing stops. */
 Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *kwnames)
 {
@@ -1035,5 +1059,7 @@ Value *tr_call_type(TFrame *f, PyObject *tp, Value **args, int nargs, PyObject *
         return call_zip(f, args, nargs);
     if (tp == (PyObject *)&PyReversed_Type && nargs == 1)
         return tr_reversed(f, args[0]);
+    if (tp == (PyObject *)&PyMap_Type && nargs >= 2)
+        return call_map(f, args, nargs);
     return tracer_break(t, STOP_CALL, "call to %s()", ((PyTypeObject *)tp)->tp_name), NULL;
 }

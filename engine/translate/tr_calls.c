@@ -1163,6 +1163,18 @@ static Value *call_receiver_first(TFrame *f, Value *callable, Value **args, int 
     return call_value(f, plain, full, nargs + 1, kwnames);
 }
 
+/* Whether bound method b is one of an immutable builtin constant -- a
+   str, bytes, tuple, int or float, or a torch.Size -- whose methods are
+   all C and pure. */
+static bool method_of_immutable_constant(Value *b)
+{
+    PyObject *o = b->items[0]->obj;
+    return foldable(b->items[0])
+           && (PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyTuple_CheckExact(o)
+               || PyLong_CheckExact(o) || PyFloat_CheckExact(o)
+               || (PyTuple_Check(o) && tensorlib_is_torch_constant(o)));
+}
+
 static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, PyObject *kwnames)
 {
     Tracer *t = f->t;
@@ -1176,18 +1188,17 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     }
     if (callable->kind == V_FUNC)
         return inline_call(f, callable, args, nargs, kwnames);
+    if (callable->kind == V_VMAP)
+        return tr_call_vmap(f, callable, args, nargs, kwnames);
     if (callable->kind == V_BOUNDFN)
         return tr_call_bound(f, callable, args, nargs, kwnames);
     if (callable->kind == V_GRADMODE && callable->pos == 1)
         return grad_mode_exit(f, callable, args, nargs);
     if (callable->kind == V_STATECM && callable->pos == 1)
         return state_manager_exit(f, callable, args, nargs);
-    if (callable->kind == V_BOUND && foldable(callable->items[0])
-        && (PyUnicode_CheckExact(callable->items[0]->obj) || PyBytes_CheckExact(callable->items[0]->obj)
-            || PyTuple_CheckExact(callable->items[0]->obj) || PyLong_CheckExact(callable->items[0]->obj)
-            || PyFloat_CheckExact(callable->items[0]->obj))) {
-        /* "a,b".split(","), name.startswith("x"): methods of immutable
-           builtin constants are C and pure, folded on constant arguments */
+    if (callable->kind == V_BOUND && method_of_immutable_constant(callable)) {
+        /* "a,b".split(","), name.startswith("x"), shape.numel(): C and pure,
+           folded on constant arguments */
         PyObject *meth = PyObject_GetAttr(callable->items[0]->obj, callable->obj);
         Value *r = meth ? fold_call(f, meth, args, nargs, kwnames) : NULL;
         Py_XDECREF(meth);
@@ -1242,6 +1253,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
         return tr_call_marked(f, callable, hatch, rule, extra, args, nargs, kwnames);
     if (tr_is_partial_class(fn))
         return tr_make_partial(f, args, nargs, kwnames);
+    if (tr_is_vmap(fn))
+        return tr_make_vmap(f, args, nargs, kwnames);
     PyObject *known = tensorops_known_result(fn);
     if (known == Py_Ellipsis)
         return fold_call(f, fn, args, nargs, kwnames);   /* a log call: once, while tracing */

@@ -323,7 +323,7 @@ static Value *iter_of_new_object(TFrame *f, Value *o)
    its next yield), a zip, an iterator of known items -- as FOR_ITER and
    SEND take it: 1 with *item set, 0 when it has ended (*item: what a
    generator returned, NULL for None), -1 when tracing stops. */
-static int iter_step(TFrame *f, Value *it, Value **item)
+int tr_iter_next(TFrame *f, Value *it, Value **item)
 {
     *item = NULL;
     if (it->kind == V_GEN) {
@@ -341,8 +341,8 @@ static int iter_step(TFrame *f, Value *it, Value **item)
         for (int k = 0; k < it->n; k++) {
             Value *src = it->items[k], *v = NULL;
             int r = 1;
-            if (src->kind == V_GEN)
-                r = tr_gen_resume(f, src, &v);
+            if (src->kind == V_GEN || src->kind == V_ZIP)
+                r = tr_iter_next(f, src, &v);
             else if (src->pos < src->n)
                 v = src->items[src->pos++];
             else
@@ -352,8 +352,14 @@ static int iter_step(TFrame *f, Value *it, Value **item)
             if (value_append(f->t, tup, v) < 0)
                 return -1;
         }
-        *item = tup;
-        return 1;
+        if (it->mapfn == NULL) {
+            *item = tup;
+            return 1;
+        }
+        if (tup->n >= MAX_STACK)
+            return tracer_unsupported(f->t, false, "map() of more than %d iterables", MAX_STACK);
+        *item = tr_call_or_undo(f, it->mapfn, tup->items, tup->n, NULL);
+        return *item ? 1 : -1;
     }
     if (it->kind != V_ITER)
         return tracer_unsupported(f->t, false, "next item of an iterator the translator does not model");
@@ -368,7 +374,7 @@ static int iter_step(TFrame *f, Value *it, Value **item)
 static int op_for_iter(TFrame *f, const Instr *in, int *ip)
 {
     Value *v;
-    int r = iter_step(f, peek(f, 1), &v);
+    int r = tr_iter_next(f, peek(f, 1), &v);
     if (r != 0)
         return r > 0 ? push(f, v) : -1;
     (void)pop(f);
@@ -386,7 +392,7 @@ static int op_send(TFrame *f, const Instr *in, int *ip)
     if (sent->kind != V_CONST || sent->obj != Py_None)
         return tracer_unsupported(f->t, false, "send() of a value to a generator that delegates (yield from)");
     Value *v;
-    int r = iter_step(f, peek(f, 1), &v);
+    int r = tr_iter_next(f, peek(f, 1), &v);
     if (r != 0)
         return r > 0 ? push(f, v) : -1;
     if (in->flag)

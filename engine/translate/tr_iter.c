@@ -363,11 +363,12 @@ Value *tr_make_iter(TFrame *f, Value *v)
         return NULL;
     switch (v->kind) {
     case V_GEN:
+    case V_ZIP:
         /* what takes every item at once (tuple(), list(), *args): the
-           generator run to its end now */
+           generator, zip or map run to its end now */
         for (;;) {
             Value *y;
-            int r = tr_gen_resume(f, v, &y);
+            int r = tr_iter_next(f, v, &y);
             if (r < 0)
                 return NULL;
             if (r == 0)

@@ -397,6 +397,8 @@ int tr_truth(TFrame *f, Value *v, const char *what)
     case V_GEN:
     case V_FUNC:
     case V_PARTIAL:
+    case V_VMAP:
+    case V_ZIP:
         return 1;
     case V_OBJECT:
         if (v->src >= 0 && truth_is_by_default(f->t, v))

@@ -423,6 +423,10 @@ int tr_make_rebuild(Tracer *t, Outputs *o, Value *v, Rebuild *rb)
         rc = tracer_unsupported(t, false, "a functools.partial made while tracing that the "
                                 "program gets");
         break;
+    case V_VMAP:
+        rc = tracer_unsupported(t, false, "a torch.vmap function made while tracing that the "
+                                "program gets");
+        break;
     case V_NEWOBJ:
         /* one object wherever it goes */
         rc = make_rebuild_memo(t, o, v, rb);

@@ -56,6 +56,11 @@ typedef enum VKind {
                     args (V_TUPLE), keywords (V_DICT of str keys)]; called as
                     func(*args, *more, **{**keywords, **more_kw}); it cannot
                     leave the translation */
+    V_VMAP,      /* torch.vmap(func, in_dims, out_dims) made while tracing
+                    (tr_vmap.c): items[0] = func; obj = (in_dims, out_dims,
+                    randomness), constants; called, func is inlined on batched
+                    tensors between functorch's level nodes; it cannot leave
+                    the translation */
     V_NEWOBJ,    /* an object of a program class made while tracing: obj = the
                     class; items[0] = its attributes (a V_DICT, a deleted one's
                     item a V_NULL), items[1] = the class's value, items[2] (a
@@ -71,9 +76,11 @@ typedef enum VKind {
     V_GEN,       /* a generator made while tracing, suspended: gen = its frame
                     (tr_generators.c); it cannot leave the translation */
     V_ZIP,       /* zip() over iterators one of which at least is a generator
-                    made while tracing: items = those iterators (V_ITER or
-                    V_GEN), pulled in order each time the loop asks, as zip
-                    does (tr_interp.c); it cannot leave the translation */
+                    made while tracing, or map(): items = those iterators
+                    (V_ITER, V_GEN or V_ZIP), pulled in order each time an
+                    item is taken, as zip and map do (tr_interp.c
+                    tr_iter_next; map's function: mapfn); it cannot leave
+                    the translation */
     V_EXC,       /* an exception instance made while tracing (obj; made by
                     calling a builtin exception class on constants), only
                     raised and caught by the traced code: it cannot leave
@@ -170,6 +177,8 @@ typedef struct Value {
                                 fields read by name (tensorops_call.c) */
     bool attrs_of_newobj;    /* V_DICT: the __dict__ of a V_NEWOBJ, rebuilt
                                 only as part of it (never a dict of its own) */
+    struct Value *mapfn;     /* V_ZIP made by map(): the function each round's
+                                items are passed to; NULL for zip() */
     bool escape_walked;      /* tr_mark_escapes went through it already (it
                                 runs once tracing is over: a value shared by
                                 many containers is walked once) */

@@ -645,6 +645,20 @@ bool tr_is_partial_class(PyObject *fn);
 Value *tr_call_partial(TFrame *f, Value *p, Value **args, int nargs, PyObject *kwnames);
 Value *tr_make_partial(TFrame *f, Value **args, int nargs, PyObject *kwnames);
 Value *tr_partial_attr(TFrame *f, Value *p, PyObject *name);
+/* tr_interp.c: the next item of an iterator made while tracing -- a
+   generator (run to its next yield), a zip or map (pulling from each of
+   its iterators, a map calling its function), an iterator of known items
+   -- as FOR_ITER takes it: 1 with *item, 0 when it has ended (*item: what
+   a generator returned, NULL for None), -1 when tracing stops. */
+int tr_iter_next(TFrame *f, Value *it, Value **item);
+/* tr_vmap.c: torch.vmap.  tr_is_vmap: fn is torch.vmap (torch.func.vmap).
+   tr_make_vmap: torch.vmap(func, in_dims, out_dims, randomness) made while
+   tracing, a V_VMAP.  tr_call_vmap: vm(*args, **kw), func inlined on
+   batched tensors between functorch's level nodes.  NULL when tracing
+   stops. */
+bool tr_is_vmap(PyObject *fn);
+Value *tr_make_vmap(TFrame *f, Value **args, int nargs, PyObject *kwnames);
+Value *tr_call_vmap(TFrame *f, Value *vm, Value **args, int nargs, PyObject *kwnames);
 /* o.<name> of an object reached by an accessor, read now and made a value
    of the accessor o.<name> (guarded as values.c guards what it reads).
    NULL with an exception. */
