@@ -5,7 +5,9 @@ For each model of tests/models named (tiny random-init builds, no weights),
 in a fresh process per model: `model.generate(prompt, max_new_tokens=N)`
 greedy, eager first (the reference tokens and time), then with
 `model.forward` wrapped by `dynscope.optimize("eager")`, then by
-`torch.compile(backend="eager")`.  Each captured system runs the prompt
+`torch.compile(backend="eager")` -- and again, in a process of its own,
+both with `dynamic=True` (every size dynamic from the first compile, where
+the default learns them as they change).  Each captured system runs the prompt
 twice and a prompt of another length (what a user's loop does) before it
 is timed; its compiles, recompiles, cache-limit hits and graph breaks are
 counted over those runs, and its tokens must equal eager's.  Steady state
@@ -31,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADING = "## generate() with a KV cache"
 
 
-def worker(name: str, tokens: int, reps: int) -> dict:
+def worker(name: str, tokens: int, reps: int, dynamic=None) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import torch
@@ -61,7 +63,7 @@ def worker(name: str, tokens: int, reps: int) -> dict:
         import dynscope
         from dynscope import _C
         dynscope.reset()
-        ds_forward = dynscope.optimize("eager")(orig)
+        ds_forward = dynscope.optimize("eager", dynamic=dynamic)(orig)
         ds_equal = warm(ds_forward)
         c = _C.counters()
         rows.append({"system": "dynscope", "compiles": c["compiles"], "recompiles": c["recompiles"],
@@ -72,7 +74,7 @@ def worker(name: str, tokens: int, reps: int) -> dict:
         from torch._dynamo import convert_frame
         torch._dynamo.reset()
         du.counters.clear()
-        dy_forward = torch.compile(orig, backend="eager")
+        dy_forward = torch.compile(orig, backend="eager", dynamic=dynamic)
         dy_equal = warm(dy_forward)
         compiles = dict(du.counters["frames"]).get("ok", 0)
         # compiles of a frame past its first (Dynamo's per-frame compile ids)
@@ -101,6 +103,8 @@ def worker(name: str, tokens: int, reps: int) -> dict:
             r["equal"] = equal[r["system"]]
     for r in rows:
         r["model"] = name
+        if dynamic and r["system"] != "eager":
+            r["system"] += ", dynamic=True"
         r["ratio"] = r["seconds"] / eager_s
         r["per_token_ms"] = r["seconds"] / tokens * 1e3
     return {"rows": rows}
@@ -145,7 +149,14 @@ def section(rows: list, command: str, tokens: int) -> str:
               "1, specialized as a size of 1 is), the second (length 2: dynamic), and those three",
               "again for the new prompt's encoder length. The recompile reasons are in any",
               "recording (`python -m dynscope run --db run.db script.py`, then `SELECT name,",
-              "reason FROM recompiles`)."]
+              "reason FROM recompiles`).",
+              "",
+              "With `dynamic=True` (rows so marked, measured in a process of their own against",
+              "that process's eager) sizes are dynamic from the first compile, so a new prompt",
+              "length compiles nothing new: a decoder compiles its prefill and its steps, T5 its",
+              "prefill, its first step (the self-attention cache of length 1 is specialized, as",
+              "a size of 1 is) and the steps after, and Mistral learns `cumulative_length` on",
+              "its first change, as the default does."]
     return "\n".join(lines) + "\n"
 
 
@@ -168,21 +179,27 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=10, help="timed rounds (a generate() per system)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "models.md"))
     ap.add_argument("--worker", metavar="MODEL", help=argparse.SUPPRESS)
+    ap.add_argument("--dynamic-true", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.tokens, args.reps)))
+        print(json.dumps(worker(args.worker, args.tokens, args.reps,
+                                True if args.dynamic_true else None)))
         return 0
     rows = []
-    for name in [m for m in args.models.split(",") if m]:
+    runs = [(name, dyn) for name in args.models.split(",") if name for dyn in (False, True)]
+    for name, dyn in runs:
         p = subprocess.run([sys.executable, __file__, "--worker", name, "--tokens", str(args.tokens),
-                            "--reps", str(args.reps)], capture_output=True, text=True, cwd=ROOT)
+                            "--reps", str(args.reps)] + (["--dynamic-true"] if dyn else []),
+                           capture_output=True, text=True, cwd=ROOT)
         if p.returncode != 0:
             print(f"{name}: the worker failed (exit {p.returncode}):\n{p.stderr[-3000:]}",
                   file=sys.stderr)
             return 1
         got = json.loads(p.stdout.strip().splitlines()[-1])["rows"]
+        if dyn:
+            got = [r for r in got if r["system"] != "eager"]    # its eager: the row above
         for r in got:
-            print(f"{r['model']:8} {r['system']:9} compiles {r['compiles']:3} limits {r['limits']} "
+            print(f"{r['model']:8} {r['system']:23} compiles {r['compiles']:3} limits {r['limits']} "
                   f"breaks {r['breaks']:3} equal {r['equal']} {r['seconds'] * 1e3:8.1f} ms "
                   f"ratio {r['ratio']:.2f}", flush=True)
         rows += got

@@ -71,3 +71,12 @@ uint64_t engine_ticks_to_ns_fast(uint64_t ticks)
     return ticks;
 #endif
 }
+
+Py_ssize_t engine_bytes_of(const char *text, Py_ssize_t fallback)
+{
+    if (text == NULL || *text == '\0')
+        return fallback;
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    return *end == '\0' && v >= 0 ? (Py_ssize_t)v : fallback;
+}

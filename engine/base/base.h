@@ -95,4 +95,10 @@ typedef struct FrameView {
    engine_ticks_to_ns.  Cannot fail. */
 void engine_clock_init(void);
 
+/* A byte count a switch gives (text: getenv's result, so that the read
+   stays visible where the switch is read): its value when it is a whole
+   non-negative decimal number, else `fallback` (NULL, empty or
+   malformed).  Cannot fail. */
+Py_ssize_t engine_bytes_of(const char *text, Py_ssize_t fallback);
+
 #endif /* DYNSCOPE_BASE_H */

@@ -112,12 +112,11 @@ np_fns_ready(void)
     return np_fns.all_ignore == NULL ? -1 : 0;
 }
 
-/* The example value of a node (borrowed or NULL). */
+/* The example value of slot's node (borrowed or NULL). */
 static PyObject *
 example_of(GraphObject *g, int slot)
 {
-    PyObject *meta = GRAPH_NODE(g, slot)->meta;
-    return PyDict_Check(meta) ? PyDict_GetItemString(meta, "example_value") : NULL;
+    return node_example_value(GRAPH_NODE(g, slot));
 }
 
 static bool
@@ -338,14 +337,10 @@ static Py_ssize_t
 last_level_cache_bytes(void)
 {
     static Py_ssize_t system;
-    const char *env = getenv("DYNSCOPE_CACHE_BYTES");
+    Py_ssize_t set = engine_bytes_of(getenv("DYNSCOPE_CACHE_BYTES"), -1);
 
-    if (env != NULL && *env != '\0') {
-        char *end;
-        long long v = strtoll(env, &end, 10);
-        if (*end == '\0' && v >= 0)
-            return (Py_ssize_t)v;
-    }
+    if (set >= 0)
+        return set;
     if (system == 0) {
         long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
         system = sysfs_cache_bytes();

@@ -243,13 +243,12 @@ is_probed_exact_ufunc(PyObject *fn, int nargs)
     return false;
 }
 
-static PyObject *node_example(const NodeObject *node);
 
 /* Whether the result of `node` has dtype float32 or float64. */
 static bool
 result_is_float32_or_64(const NodeObject *node)
 {
-    PyObject *ex = node_example(node);                      /* borrowed */
+    PyObject *ex = node_example_value(node);                      /* borrowed */
     PyTypeObject *ndarray = tensorlib_ndarray_type();       /* borrowed */
     if (ex == NULL || ndarray == NULL || !Py_IS_TYPE(ex, ndarray))
         return false;
@@ -335,13 +334,6 @@ choose_function(Inplace *ip, const NodeObject *node, const Arg *args, int nargs,
         ip->fn = Py_XNewRef(numpy_ufunc(f->ufunc, nargs));
 }
 
-/* The example value recorded for a node: borrowed or NULL. */
-static PyObject *
-node_example(const NodeObject *node)
-{
-    return PyDict_Check(node->meta)
-               ? PyDict_GetItemString(node->meta, "example_value") : NULL;
-}
 
 /* The number of elements below which a result of `example`'s dtype is not
    worth reusing (INPLACE_MIN_BYTES), or -1 when its dtype is not a real one
@@ -471,7 +463,7 @@ find_donor(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
            int nargs, int k, const int *last_use)
 {
     PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
-    PyObject *result = node_example(node);                   /* borrowed */
+    PyObject *result = node_example_value(node);                   /* borrowed */
 
     if (result == NULL || !Py_IS_TYPE(result, ndarray))
         return -1;
@@ -489,7 +481,7 @@ find_donor(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
         if (args[j].kind != ARG_SLOT || args[j].slot < g->nplaceholders
             || last_use[args[j].slot] != k)
             continue;
-        PyArrayObject *e = (PyArrayObject *)node_example(GRAPH_NODE(g, args[j].slot));
+        PyArrayObject *e = (PyArrayObject *)node_example_value(GRAPH_NODE(g, args[j].slot));
         if (PyArray_DESCR(e) == PyArray_DESCR(res) && PyArray_NDIM(e) == ip->ndim
             && memcmp(PyArray_DIMS(e), PyArray_DIMS(res),
                       (size_t)ip->ndim * sizeof(npy_intp)) == 0)
@@ -508,7 +500,7 @@ plan_pool(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
           int nargs, bool op_function)
 {
     PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
-    PyObject *result = node_example(node);                   /* borrowed */
+    PyObject *result = node_example_value(node);                   /* borrowed */
     PyObject *fn = NULL;                                     /* borrowed */
 
     if (result == NULL || !Py_IS_TYPE(result, ndarray))
@@ -529,7 +521,7 @@ plan_pool(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *args,
     for (int j = 0; j < nargs; j++) {
         if (args[j].kind != ARG_SLOT)
             continue;
-        PyObject *e = node_example(GRAPH_NODE(g, args[j].slot));
+        PyObject *e = node_example_value(GRAPH_NODE(g, args[j].slot));
         if (e != NULL && Py_IS_TYPE(e, ndarray)
             && PyArray_NDIM((PyArrayObject *)e) == PyArray_NDIM(res)
             && memcmp(PyArray_DIMS((PyArrayObject *)e), PyArray_DIMS(res),
@@ -559,7 +551,7 @@ inplace_plan(Inplace *ip, GraphObject *g, const NodeObject *node, const Arg *arg
     /* The operands: NumPy arrays the graph computes, or constant Python
        scalars.  What each must be again at run time is kept. */
     for (int j = 0; j < nargs; j++) {
-        PyObject *ex = args[j].kind == ARG_SLOT ? node_example(GRAPH_NODE(g, args[j].slot))
+        PyObject *ex = args[j].kind == ARG_SLOT ? node_example_value(GRAPH_NODE(g, args[j].slot))
                        : args[j].kind == ARG_CONST ? args[j].obj : NULL;
         if (ex == NULL)
             return 0;

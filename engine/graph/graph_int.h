@@ -39,6 +39,14 @@
 /* Node i of g (borrowed).  Preconditions: g->nodes != NULL, 0 <= i < len. */
 #define GRAPH_NODE(g, i) ((NodeObject *)PyList_GET_ITEM((g)->nodes, (i)))
 
+
+/* A node's example value, meta["example_value"] (graph.h): borrowed, or
+   NULL when none was recorded. */
+static inline PyObject *
+node_example_value(const NodeObject *node)
+{
+    return PyDict_Check(node->meta) ? PyDict_GetItemString(node->meta, "example_value") : NULL;
+}
 /* ------------------------------------------------------------------ */
 /* The IR (graph.c).                                                   */
 

@@ -71,15 +71,7 @@ static uint64_t pool_clock;
 static Py_ssize_t
 pool_budget(void)
 {
-    const char *env = getenv("DYNSCOPE_POOL_BYTES");
-
-    if (env != NULL && *env != '\0') {
-        char *end;
-        long long v = strtoll(env, &end, 10);
-        if (*end == '\0' && v >= 0)
-            return (Py_ssize_t)v;
-    }
-    return POOL_DEFAULT_BYTES;
+    return engine_bytes_of(getenv("DYNSCOPE_POOL_BYTES"), POOL_DEFAULT_BYTES);
 }
 
 /* The item size of a plain dtype number (see the header), or 0.  From the
@@ -146,8 +138,7 @@ alike(PyArrayObject *a, PyObject *descr, int ndim, const npy_intp *dims)
 static PyArrayObject *
 slot_array_example(GraphObject *g, int s)
 {
-    PyObject *meta = GRAPH_NODE(g, s)->meta;
-    PyObject *ex = PyDict_Check(meta) ? PyDict_GetItemString(meta, "example_value") : NULL;
+    PyObject *ex = node_example_value(GRAPH_NODE(g, s));
     PyTypeObject *ndarray = tensorlib_ndarray_type();        /* borrowed */
 
     return ex != NULL && ndarray != NULL && Py_IS_TYPE(ex, ndarray) ? (PyArrayObject *)ex : NULL;
