@@ -181,6 +181,23 @@ typedef struct Batch {
     Py_ssize_t size;          /* the batch size; -1 until a batched tensor is seen */
 } Batch;
 
+/* A node fn(*gargs) reading tensor x (eargs: the same with examples, which
+   fn runs on now for the node's example): its value.  Steals neither
+   tuple; NULL when tracing stops. */
+static Value *functorch_node(Batch *b, PyObject *fn, const char *hint, Value *x,
+                             PyObject *eargs, PyObject *gargs)
+{
+    Tracer *t = b->t;
+    PyObject *ex = eargs && gargs ? PyObject_Call(fn, eargs, NULL) : NULL;
+    NodeObject *n = ex ? graph_call(t->graph, NODE_CALL_FUNCTION, fn, gargs, NULL, hint, ex) : NULL;
+    Value *v = n ? value_new(t, V_TENSOR, ex) : NULL;
+    Py_XDECREF(ex);
+    if (v == NULL)
+        return NULL;
+    v->node = n;
+    return PySet_Add(t->used_nodes, (PyObject *)x->node) == 0 ? v : NULL;
+}
+
 /* x (a V_TENSOR) batched along dim: a node _add_batch_dim(x, dim, level). */
 static Value *add_batch_dim(Batch *b, Value *x, long dim)
 {
@@ -202,19 +219,10 @@ static Value *add_batch_dim(Batch *b, Value *x, long dim)
     PyObject *pd = PyLong_FromLong(d);
     PyObject *eargs = pd ? PyTuple_Pack(3, x->obj, pd, b->level) : NULL;
     PyObject *gargs = pd ? PyTuple_Pack(3, (PyObject *)x->node, pd, (PyObject *)b->level_node) : NULL;
-    PyObject *ex = eargs && gargs ? PyObject_Call(add_dim_fn, eargs, NULL) : NULL;
-    NodeObject *n = ex ? graph_call(t->graph, NODE_CALL_FUNCTION, add_dim_fn, gargs, NULL,
-                                    "add_batch_dim", ex) : NULL;
-    Value *v = n ? value_new(t, V_TENSOR, ex) : NULL;
-    if (v != NULL) {
-        v->node = n;
-        if (PySet_Add(t->used_nodes, (PyObject *)x->node) < 0)
-            v = NULL;
-    }
+    Value *v = functorch_node(b, add_dim_fn, "add_batch_dim", x, eargs, gargs);
     Py_XDECREF(pd);
     Py_XDECREF(eargs);
     Py_XDECREF(gargs);
-    Py_XDECREF(ex);
     return v;
 }
 
@@ -258,19 +266,10 @@ static Value *unbatched_out(Batch *b, Value *out, PyObject *spec, int depth)
         PyObject *eargs = size ? PyTuple_Pack(4, out->obj, b->level, size, spec) : NULL;
         PyObject *gargs = size ? PyTuple_Pack(4, (PyObject *)out->node, (PyObject *)b->level_node,
                                              size, spec) : NULL;
-        PyObject *ex = eargs && gargs ? PyObject_Call(remove_dim_fn, eargs, NULL) : NULL;
-        NodeObject *n = ex ? graph_call(t->graph, NODE_CALL_FUNCTION, remove_dim_fn, gargs, NULL,
-                                        "remove_batch_dim", ex) : NULL;
-        Value *v = n ? value_new(t, V_TENSOR, ex) : NULL;
-        if (v != NULL) {
-            v->node = n;
-            if (PySet_Add(t->used_nodes, (PyObject *)out->node) < 0)
-                v = NULL;
-        }
+        Value *v = functorch_node(b, remove_dim_fn, "remove_batch_dim", out, eargs, gargs);
         Py_XDECREF(size);
         Py_XDECREF(eargs);
         Py_XDECREF(gargs);
-        Py_XDECREF(ex);
         return v;
     }
     bool spec_seq = PyTuple_CheckExact(spec) || PyList_CheckExact(spec);
