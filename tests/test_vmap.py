@@ -10,7 +10,7 @@ import functools
 
 import pytest
 
-from conftest import TORCH_SKIP_REASON, CountingBackend
+from conftest import TORCH_SKIP_REASON, CountingBackend, skip_torch_throw_under_asan
 
 torch = pytest.importorskip("torch", reason=TORCH_SKIP_REASON, exc_type=ImportError)
 
@@ -81,6 +81,7 @@ def test_in_dims_out_dims_nesting_and_pytrees_are_vmaps():
         one_graph_equal_to_eager(fn, X, Y)
 
 
+@skip_torch_throw_under_asan
 def test_what_vmap_refuses_raises_as_eager_and_leaves_no_level_open():
     def sizes_differ(x, y):
         return torch.vmap(lambda a, b: a + b)(x, y[:3])
@@ -104,6 +105,7 @@ def test_what_vmap_refuses_raises_as_eager_and_leaves_no_level_open():
     assert maybe_current_level() is None
 
 
+@skip_torch_throw_under_asan
 def test_a_run_that_fails_inside_the_level_closes_it():
     # gather's indices are data: the trace's are in range, the next call's
     # are not; the op raises inside the level, whose node opened it
