@@ -489,6 +489,13 @@ static Value *tensor_getattr_or_hasattr(TFrame *f, const char *name, Value *x, P
     return new_const(t, Py_NewRef(has ? Py_True : Py_False));
 }
 
+/* Whether v is an iterator itself (what iter() returns as it is, and what
+   map() pulls from lazily): a dict view is none. */
+static bool is_iterator(Value *v)
+{
+    return (v->kind == V_ITER && !v->view) || v->kind == V_GEN || v->kind == V_ZIP;
+}
+
 /* next(it[, default]) of an iterator made while tracing, iter(x).
    *handled false when the arguments are not of those. */
 static Value *builtin_next_or_iter(TFrame *f, const char *name, Value **args, int nargs, bool *handled)
@@ -515,7 +522,7 @@ static Value *builtin_next_or_iter(TFrame *f, const char *name, Value **args, in
         /* iter(x), as GET_ITER takes it: an iterator or generator is
            itself (a dict view is no iterator) */
         Value *x = args[0];
-        if ((x->kind == V_ITER && !x->view) || x->kind == V_GEN || x->kind == V_ZIP)
+        if (is_iterator(x))
             return x;
         Value *it = tr_make_iter(f, x);
         if (it != NULL && it != x && it->kind == V_ITER)
@@ -988,8 +995,7 @@ static Value *call_map(TFrame *f, Value **args, int nargs)
         return NULL;
     for (int k = 1; k < nargs; k++) {
         Value *a = args[k];
-        Value *it = a->kind == V_GEN || a->kind == V_ZIP || (a->kind == V_ITER && !a->view) ? a
-                    : tr_make_iter(f, a);
+        Value *it = is_iterator(a) ? a : tr_make_iter(f, a);
         if (it == NULL || value_append(t, z, it) < 0)
             return NULL;
     }
