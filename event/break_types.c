@@ -352,6 +352,8 @@ static const struct { const char *fragment; int type; } rules[] = {
     {"^call of torch.ops ", T_OPAQUE_CALL},
     {"^next() of an exhausted iterator", T_RAISES},
     {"() inside a torch state manager entered while tracing", T_CONTEXT_MANAGER},
+    {"torch function mode", T_CONTEXT_MANAGER},
+    {" in a classmethod: ", T_ATTRIBUTE},
     {"() raises on these arguments", T_RAISES},
     {", whose result is marked constant, returned", T_NOT_CONSTANT},
     {", whose result is a constant, with arguments", T_NOT_CONSTANT},

@@ -714,7 +714,7 @@ def main() -> int:
                     help="the training pass: each causal-LM head, dropout on, a step with "
                          "loss.backward() (results in --train-results)")
     ap.add_argument("--fresh", action="store_true", help="forget the earlier results (of this pass)")
-    ap.add_argument("--reps", type=int, default=9,
+    ap.add_argument("--reps", type=int, default=15,
                     help="rounds of timing (each calls eager, dynscope and Dynamo once, in turn)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per model")
     ap.add_argument("--batch", type=int, default=BATCH, help="models per process")

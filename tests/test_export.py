@@ -120,14 +120,18 @@ def check_format(trace):
     for ev in trace["traceEvents"]:
         if ev["ph"] == "X":
             by_track.setdefault((ev["pid"], ev["tid"]), []).append(ev)
+    # (compared in whole nanoseconds, as Perfetto reads the microseconds: a
+    # float sum ts + dur may pass the next span's start by one ulp)
+    ns = lambda us: round(us * 1000)                                       # noqa: E731
     for spans in by_track.values():
-        spans.sort(key=lambda e: (e["ts"], -e["dur"]))
+        spans.sort(key=lambda e: (ns(e["ts"]), -ns(e["dur"])))
         stack = []
         for ev in spans:
-            while stack and stack[-1] <= ev["ts"]:
+            while stack and stack[-1] <= ns(ev["ts"]):
                 stack.pop()
-            assert not stack or ev["ts"] + ev["dur"] <= stack[-1], f"overlap at {ev}"
-            stack.append(ev["ts"] + ev["dur"])
+            end = ns(ev["ts"]) + ns(ev["dur"])
+            assert not stack or end <= stack[-1], f"overlap at {ev}"
+            stack.append(end)
 
 
 def of(trace, cat):

@@ -2852,3 +2852,38 @@ def test_key_in_a_dict_keys_view_is_captured():
     for k in ("a", "z"):
         np.testing.assert_array_equal(opt(np.ones(1), k), key_in_keys_view(np.ones(1), k))
     assert _C.counters()["graph_breaks"] == 0
+
+
+class ScaleBase:
+    factor = 2.0
+
+    @classmethod
+    def scale(cls, x):
+        return x * cls.factor
+
+
+class ScaleMore(ScaleBase):
+    factor = 3.0
+
+    @classmethod
+    def scale(cls, x):
+        return super().scale(x) + 1.0        # super() in a classmethod: bound to cls
+
+
+def uses_classmethod_super(x, klass):
+    return klass.scale(x) - 0.5
+
+
+def test_super_in_a_classmethod_binds_the_class_it_was_called_on():
+    be = run_twice(uses_classmethod_super, np.arange(3.0), ScaleMore)
+    assert graph_count(be) == 1 and breaks() == []
+    np.testing.assert_array_equal(uses_classmethod_super(np.arange(3.0), ScaleMore),
+                                  np.arange(3.0) * 3.0 + 0.5)     # cls.factor is ScaleMore's
+    opt, _ = capture(uses_classmethod_super)
+    opt(np.arange(3.0), ScaleMore)
+    original = ScaleBase.__dict__["scale"]
+    ScaleBase.scale = classmethod(lambda cls, x: x * 0.0)      # what super() found, patched
+    try:
+        np.testing.assert_array_equal(opt(np.arange(3.0), ScaleMore), np.full(3, 0.5))
+    finally:
+        ScaleBase.scale = original

@@ -541,6 +541,22 @@ static bool is_torch_call(NodeOp op, PyObject *target, PyObject *eargs)
            || tensorops_is_library_op(target) || tensorops_private_torch_op(target) != NULL;
 }
 
+/* Whether tr_fnmode_route hands the call to a torch function mode: a torch
+   call, or an operator on a torch tensor (a NumPy call never).  A tensor's
+   attribute (x.device, x.T) is not handed over, as x.shape is not
+   (tr_fnmode.c). */
+static bool hands_to_modes(NodeOp op, PyObject *target, PyObject *eargs)
+{
+    if (target == tensorops_rules.builtin_getattr)
+        return false;
+    if (is_torch_call(op, target, eargs))
+        return true;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(eargs); i++)
+        if (tensorops_is_torch_like(PyTuple_GET_ITEM(eargs, i)))
+            return true;
+    return false;
+}
+
 Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_hint,
                       Value **args, int nargs, PyObject *kwnames)
 {
@@ -581,6 +597,10 @@ Value *tensorops_call(Tracer *t, NodeOp op, PyObject *target, const char *name_h
         goto out;
     if (op == NODE_CALL_METHOD && check_method(t, PyTuple_GET_ITEM(eargs, 0), target) < 0)
         goto out;
+    if (t->nfn_modes > 0 && hands_to_modes(op, target, eargs)) {
+        v = tr_fnmode_route(t, op, target, name_hint, args, nargs, kwnames, eargs, ekw);
+        goto out;
+    }
     v = fold_metadata(t, op, target, name_hint, args, nargs, eargs, ekw, &not_metadata);
     if (v != &not_metadata)
         goto out;

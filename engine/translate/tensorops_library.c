@@ -7,13 +7,13 @@
  * overloads (but the out= variants, which only out= reaches, itself a call
  * break) is functional by its schema and tags: nothing it takes is
  * written (`Tensor(a!)`), no random draw (nondeterministic_seeded), no
- * in-place or out= variant, and no result whose size depends on data
- * (dynamic_output_shape, data_dependent_output).  The graph calls the op
- * itself, so what it computes is the op's own code, as eager runs it.
+ * in-place or out= variant, and no result that is data itself
+ * (data_dependent_output).  The graph calls the op itself, so what it
+ * computes is the op's own code, as eager runs it.
  *
- * What the graph takes from tracing is the result's sizes.  An op a package
- * registers is opaque (its code may loop over a tensor's values), so its
- * sizes are checked against its meta kernel -- what torch.compile relies on
+ * What the graph takes from tracing is the result's sizes.  An op's code
+ * may loop over a tensor's values, so every call's sizes are checked
+ * against the op's meta kernel -- what torch.compile relies on
  * too, the "fake" implementation a package registers: run on meta copies
  * of the same inputs, it must give the sizes and dtypes the real run gave.
  * A meta kernel missing, or one that needs data (get_ctx().new_dynamic_size()),
@@ -33,7 +33,10 @@
 static PyObject *verdicts;
 
 static const char *const refused_tags[] = {
-    "nondeterministic_seeded", "dynamic_output_shape", "data_dependent_output", "inplace",
+    /* (not dynamic_output_shape: aten.index is tagged so for its boolean
+       masks; each call's meta check below tells, as its meta kernel raises
+       for a mask and gives the sizes for integer indices) */
+    "nondeterministic_seeded", "data_dependent_output", "inplace",
     "inplace_view", "out", "maybe_aliasing_or_mutating", NULL,
 };
 

@@ -87,6 +87,8 @@ static bool load(void)
 /* (contract: translate_int.h) */
 bool tr_is_autograd_apply(PyObject *fn)
 {
+    if (fn != NULL && Py_IS_TYPE(fn, &PyClassMethodDescr_Type))   /* torch 2.14: super().apply */
+        return load() && apply_c != NULL && ((PyMethodDescrObject *)fn)->d_method->ml_meth == apply_c;
     return fn != NULL && PyFunction_Check(fn) && load() && fn == apply_function;
 }
 

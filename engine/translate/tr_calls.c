@@ -992,6 +992,46 @@ static Value *call_tensor_method(Tracer *t, Value *self, PyObject *name, Value *
     return tensorops_call(t, NODE_CALL_METHOD, name, hint, args, nargs, kwnames);
 }
 
+/* Tensor.<name>(x, *args): a method of torch's tensor type called through
+   the class, as a torch function mode's __torch_function__ calls the func
+   it is handed -- x.<name>(*args) when x's class resolves name to that
+   very method; x[i] for the slot wrapper __getitem__; the operator for a
+   binary dunder of two tensors of one class or a tensor and a constant.
+   *handled false (NULL) for anything else. */
+static Value *call_tensor_descriptor(TFrame *f, PyObject *fn, Value **args, int nargs,
+                                     PyObject *kwnames, bool *handled)
+{
+    static const char *const dunders[][2] = {
+        {"__add__", "add"}, {"__sub__", "sub"}, {"__mul__", "mul"}, {"__truediv__", "truediv"},
+        {"__floordiv__", "floordiv"}, {"__mod__", "mod"}, {"__pow__", "pow"},
+        {"__matmul__", "matmul"}, {"__and__", "and_"}, {"__or__", "or_"}, {"__xor__", "xor"},
+        {"__lt__", "lt"}, {"__le__", "le"}, {"__gt__", "gt"}, {"__ge__", "ge"}, {"__eq__", "eq"},
+        {"__ne__", "ne"}, {NULL, NULL}};
+    *handled = false;
+    if (!(Py_IS_TYPE(fn, &PyMethodDescr_Type) || Py_IS_TYPE(fn, &PyWrapperDescr_Type)) || nargs < 1
+        || args[0]->kind != V_TENSOR || !tensor_is_torch(args[0]->obj)
+        || !PyType_IsSubtype(Py_TYPE(args[0]->obj), PyDescr_TYPE(fn))
+        || _PyType_Lookup(Py_TYPE(args[0]->obj), PyDescr_NAME(fn)) != fn)
+        return NULL;
+    PyObject *name = PyDescr_NAME(fn);
+    bool plain = nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)
+                 && (args[1]->kind != V_TENSOR || Py_TYPE(args[1]->obj) == Py_TYPE(args[0]->obj));
+    if (PyUnicode_CompareWithASCIIString(name, "__getitem__") == 0) {
+        *handled = plain;
+        return plain ? tr_subscript(f, args[0], args[1]) : NULL;
+    }
+    for (int i = 0; dunders[i][0] != NULL; i++)
+        if (PyUnicode_CompareWithASCIIString(name, dunders[i][0]) == 0) {
+            PyObject *op = plain ? tensorops_operator(dunders[i][1]) : NULL;   /* borrowed */
+            *handled = op != NULL;
+            return op ? tensorops_call(f->t, NODE_CALL_FUNCTION, op, dunders[i][1], args, 2, NULL) : NULL;
+        }
+    if (PyUnicode_READ_CHAR(name, 0) == '_')
+        return NULL;
+    *handled = true;
+    return call_tensor_method(f->t, args[0], name, args, nargs, kwnames);
+}
+
 /* numpy.errstate(all="raise"), new, or NULL (an error cleared). */
 static PyObject *numpy_errstate_raise(void)
 {
@@ -1251,10 +1291,10 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
     HatchKind hatch = tr_hatch_of(fn, &rule, &extra);    /* (methods: inline_call's) */
     if (hatch != HATCH_NONE)
         return tr_call_marked(f, callable, hatch, rule, extra, args, nargs, kwnames);
-    if (tr_is_partial_class(fn))
-        return tr_make_partial(f, args, nargs, kwnames);
-    if (tr_is_vmap(fn))
-        return tr_make_vmap(f, args, nargs, kwnames);
+    if (tr_is_partial_class(fn) || tr_is_vmap(fn) || tr_is_fnmode_stack_call(fn))
+        return tr_is_vmap(fn) ? tr_make_vmap(f, args, nargs, kwnames)
+               : tr_is_partial_class(fn) ? tr_make_partial(f, args, nargs, kwnames)
+               : tr_fnmode_stack_call(f, fn, args, nargs, kwnames);
     PyObject *known = tensorops_known_result(fn);
     if (known == Py_Ellipsis)
         return fold_call(f, fn, args, nargs, kwnames);   /* a log call: once, while tracing */
@@ -1315,6 +1355,8 @@ static Value *call_value(TFrame *f, Value *callable, Value **args, int nargs, Py
             return o;
     }
     Value *stored = tr_builtin_store_call(f, fn, args, nargs, kwnames, &handled);
+    if (!handled)      /* Tensor.add(x, y): what a torch function mode calls */
+        stored = call_tensor_descriptor(f, fn, args, nargs, kwnames, &handled);
     if (handled)
         return stored;
     PyObject *r = PyObject_Repr(fn);
@@ -1338,7 +1380,13 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
     Py_ssize_t modes_mark = t->state_modes ? PyList_GET_SIZE(t->state_modes) : 0;
     int writes_mark = t->nwrites;
     Py_ssize_t hatches_mark = t->hatches ? PyList_GET_SIZE(t->hatches) : 0;
+    int fn_modes_mark = t->nfn_modes;
+    Value *fn_modes[MAX_FN_MODES];
+    memcpy(fn_modes, t->fn_modes, sizeof(fn_modes));
     Value *r = call_value(f, callable, args, nargs, kwnames);
+    if (r != NULL && f->parent == NULL && t->nfn_modes > fn_modes_mark)
+        r = (tracer_unsupported(t, false, "a torch function mode entered in the captured function "
+                                "itself (modes are traced inside the functions it calls)"), NULL);
     if (r == NULL && t->raised != NULL && (f->parent != NULL || t->absent_frame == f)
         && !PyErr_Occurred())
         return NULL;     /* an exception unwinding: a frame that catches it keeps what ran
@@ -1349,6 +1397,8 @@ Value *tr_call_or_undo(TFrame *f, Value *callable, Value **args, int nargs, PyOb
         tracer_undo_to(t, undo_mark);
         tr_writes_truncate(t, writes_mark);
         tr_leave_state_modes(t, modes_mark);
+        t->nfn_modes = fn_modes_mark;
+        memcpy(t->fn_modes, fn_modes, sizeof(fn_modes));
         if (t->hatches != NULL && PyList_SetSlice(t->hatches, hatches_mark, PY_SSIZE_T_MAX, NULL) < 0)
             PyErr_Clear();
         tensorops_restore_grad_mode(t, grad_mode >= 0 ? grad_mode : t->grad_mode_start);

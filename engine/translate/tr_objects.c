@@ -338,6 +338,16 @@ Value *tr_make_super(TFrame *f, Value *cls, Value *obj)
         if (!PyType_IsSubtype((PyTypeObject *)obj->obj, (PyTypeObject *)cls->obj))
             return tracer_unsupported(t, false, "super(type, obj): obj is not an instance of type"), NULL;
     }
+    else if (cls->kind == V_CONST && PyType_Check(cls->obj) && (obj->kind == V_OBJECT || obj->kind == V_CONST)
+             && obj->src >= 0 && PyType_Check(obj->obj) && !PyType_IsSubtype((PyTypeObject *)cls->obj, &PyType_Type)
+             && PyType_IsSubtype((PyTypeObject *)obj->obj, (PyTypeObject *)cls->obj)) {
+        /* super() in a classmethod: obj is the class it was called on */
+        Value *s = value_new(t, V_SUPER, NULL);
+        if (s == NULL || value_append(t, s, cls) < 0 || value_append(t, s, obj) < 0)
+            return NULL;
+        s->pos = 1;
+        return s;
+    }
     else if (cls->kind != V_CONST || !PyType_Check(cls->obj) || (obj->kind != V_OBJECT && obj->kind != V_CONST)
         || obj->src < 0
         || (PyType_Check(obj->obj) && !PyType_IsSubtype((PyTypeObject *)cls->obj, &PyType_Type)))
@@ -354,10 +364,67 @@ Value *tr_make_super(TFrame *f, Value *cls, Value *obj)
    whose __dict__ has name -- a Python function (bound to obj), a property
    (its getter inlined), object.__getattribute__ (the generic lookup).
    NULL when tracing stops. */
+/* super().name in a classmethod (sup->pos 1: sup->items[1] is the class it
+   was called on): the first class after cls in that class's __mro__ whose
+   __dict__ has name, a classmethod of a Python function, bound to the
+   class -- read as klass.__mro__[i].name.__func__, klass guarded by
+   identity.  NULL when tracing stops. */
+static Value *super_attr_of_class(TFrame *f, Value *sup, PyObject *name)
+{
+    Tracer *t = f->t;
+    Value *obj = sup->items[1];
+    PyObject *mro = ((PyTypeObject *)obj->obj)->tp_mro;     /* borrowed */
+    Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0, i = 0;
+    while (i < n && PyTuple_GET_ITEM(mro, i) != sup->items[0]->obj)
+        i++;
+    for (i++; i < n; i++) {
+        PyObject *klass = PyTuple_GET_ITEM(mro, i);
+        PyObject *dict = type_dict_ref((PyTypeObject *)klass);
+        PyObject *attr = dict ? PyDict_GetItemWithError(dict, name) : NULL;
+        Py_XDECREF(dict);   /* attr stays alive: the class's dict holds it */
+        if (attr == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        if (tr_is_autograd_apply(attr)) {
+            /* torch.autograd.Function.apply, the C classmethod (torch 2.14),
+               of a class in C: tr_call_bound inlines Fn.forward */
+            Value *g = value_new(t, V_BOUNDFN, NULL);
+            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
+            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
+                return NULL;
+            return g;
+        }
+        PyObject *func = Py_IS_TYPE(attr, &PyClassMethod_Type) ? PyObject_GetAttrString(attr, "__func__") : NULL;
+        PyErr_Clear();
+        if (func == NULL || !PyFunction_Check(func)) {
+            Py_XDECREF(func);
+            return tracer_unsupported(t, false, "super().%U in a classmethod: a %s", name,
+                                      Py_TYPE(attr)->tp_name), NULL;
+        }
+        Py_DECREF(func);           /* the classmethod holds it */
+        PyObject *mro_name = PyUnicode_FromString("__mro__");
+        PyObject *func_name = mro_name ? PyUnicode_FromString("__func__") : NULL;
+        int ma = func_name ? guardset_accessor(t->gs, ACC_ATTR, obj->src, 0, mro_name, NULL) : -1;
+        int ka = ma < 0 ? -1 : guardset_accessor(t->gs, ACC_ITEM, ma, i, NULL, NULL);
+        int ba = ka < 0 || guardset_add(t->gs, GUARD_ID_MATCH, ka, klass, 0) < 0 ? -1
+                 : guardset_accessor(t->gs, ACC_ATTR, ka, 0, name, NULL);
+        int fa = ba < 0 ? -1 : guardset_accessor(t->gs, ACC_ATTR, ba, 0, func_name, NULL);
+        Py_XDECREF(mro_name);
+        Py_XDECREF(func_name);
+        return fa < 0 ? NULL : bind_function(f, fa, func, obj);
+    }
+    return tracer_unsupported(t, false, "super().%U in a classmethod: no class after %s has it", name,
+                              ((PyTypeObject *)sup->items[0]->obj)->tp_name), NULL;
+}
+
 Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
 {
     Tracer *t = f->t;
     Value *obj = sup->items[1];
+    if (sup->pos == 1)
+        return super_attr_of_class(f, sup, name);
     bool made = obj->kind == V_NEWOBJ;     /* made while tracing: obj->obj is its class */
     PyObject *mro = (made ? (PyTypeObject *)obj->obj : Py_TYPE(obj->obj))->tp_mro;   /* borrowed */
     Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0, i = 0;
@@ -498,6 +565,8 @@ Value *tr_call_bound(TFrame *f, Value *bound, Value **args, int nargs, PyObject 
 {
     Tracer *t = f->t;
     Value *fn = bound->items[0], *self = bound->items[1];
+    if (fn->obj != NULL && tr_is_autograd_apply(fn->obj) && self->src >= 0 && PyType_Check(self->obj))
+        return tr_autograd_apply(f, self, args, nargs, kwnames);    /* super().apply(...) in Fn.apply */
     if (self->kind == V_NEWOBJ && fn->kind == V_CONST
         && (Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type) || Py_IS_TYPE(fn->obj, &PyMethodDescr_Type)))
         return tr_newobj_call_builtin(f, self, fn->obj, args, nargs, kwnames);

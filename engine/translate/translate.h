@@ -228,6 +228,9 @@ typedef struct FrameEnd {
 
 #define TRACER_SITE_DEPTH 16  /* inlining depth whose guard sites are cached */
 
+/* Torch function modes a translation can have entered at once (tr_fnmode.c). */
+#define MAX_FN_MODES 8
+
 typedef struct Tracer {
     GuardSet *gs;            /* borrowed: the entry's guard set */
     const FrameView *fv;     /* borrowed: the concrete frame */
@@ -289,6 +292,9 @@ typedef struct Tracer {
                                 accessors reach is one Value (values.c) */
     PyObject *hatches;       /* strong list of str or NULL: Plan.hatches, as
                                 tr_call_marked notes them (undone with the call) */
+    struct Value *fn_modes[MAX_FN_MODES]; /* torch function modes entered while
+                                tracing, innermost last (tr_fnmode.c) */
+    int nfn_modes;
     PyObject *state_modes;   /* strong list of (exit fn, mode): torch state
                                 managers (V_STATECM) entered while tracing
                                 and not left yet, innermost last */

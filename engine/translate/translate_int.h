@@ -461,7 +461,8 @@ Value *tr_call_own_method(TFrame *f, Value *obj, const char *cname, Value **args
 
 /* ---- tr_autograd.c ---- */
 
-/* Whether fn is torch.autograd.Function.apply's function (Fn.apply). */
+/* Whether fn is torch.autograd.Function.apply's function (Fn.apply), or
+   (torch 2.14) the C classmethod descriptor it is. */
 bool tr_is_autograd_apply(PyObject *fn);
 /* Fn.apply(*args) for cls a torch.autograd.Function subclass read from a
    source, grad mode off: Fn.forward inlined with a FunctionCtx made while
@@ -651,6 +652,16 @@ Value *tr_partial_attr(TFrame *f, Value *p, PyObject *name);
    -- as FOR_ITER takes it: 1 with *item, 0 when it has ended (*item: what
    a generator returned, NULL for None), -1 when tracing stops. */
 int tr_iter_next(TFrame *f, Value *it, Value **item);
+/* tr_fnmode.c: torch function modes (`with SomeTorchFunctionMode():`).
+   tr_is_fnmode_stack_call: fn is torch._C's push or pop of the mode stack.
+   tr_fnmode_stack_call: that call, on the tracer's own stack of modes.
+   tr_fnmode_route: a torch call tensorops_call is about to trace while a
+   mode is entered, handed to the innermost mode's __torch_function__
+   (inlined) as torch would hand it.  NULL when tracing stops. */
+bool tr_is_fnmode_stack_call(PyObject *fn);
+Value *tr_fnmode_stack_call(TFrame *f, PyObject *fn, Value **args, int nargs, PyObject *kwnames);
+Value *tr_fnmode_route(Tracer *t, NodeOp op, PyObject *target, const char *name_hint, Value **args,
+                       int nargs, PyObject *kwnames, PyObject *eargs, PyObject *ekw);
 /* tr_vmap.c: torch.vmap.  tr_is_vmap: fn is torch.vmap (torch.func.vmap).
    tr_make_vmap: torch.vmap(func, in_dims, out_dims, randomness) made while
    tracing, a V_VMAP.  tr_call_vmap: vm(*args, **kw), func inlined on
