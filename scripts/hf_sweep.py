@@ -505,9 +505,31 @@ def run_chunk(chunk: list, args) -> list:
     return rows
 
 
+def head_commit() -> str:
+    """The commit this checkout is at (short), "+changes" when its tracked
+    files differ from it; "unknown" outside git."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+changes" if dirty else "")) if head else "unknown"
+
+
+def commits_line(rows: list) -> str:
+    """Which commits the rows were measured at (each row keeps its own: a
+    resumed sweep's rows may come from several)."""
+    seen = collections.Counter(r.get("commit", "not recorded") for r in rows)
+    return "Rows measured at: " + ", ".join(f"{c} ({n})" for c, n in seen.most_common()) + "."
+
+
 def record(rows: list, args) -> None:
+    head = head_commit()
     with open(args.results, "a") as f:
         for row in rows:
+            row.setdefault("commit", head)
             f.write(json.dumps(row) + "\n")
     for row in rows:
         ds, dy = row.get("dynscope") or {}, row.get("dynamo") or {}
@@ -597,7 +619,7 @@ def train_section(rows: list) -> list:
              "and the loss and every parameter's gradient must be bit-equal to eager's, on the "
              "capturing call and on a cache hit. `loss.backward()` is an eager step in both "
              "(Dynamo: \"Unsupported Tensor.backward() call\"); a step is one graph when its "
-             "forward and loss are.", "",
+             "forward and loss are. " + commits_line(rows), "",
              "| | count |", "|---|---:|",
              f"| model types in the causal-LM table | {len(rows)} |",
              f"| built and stepped eagerly | {len(built)} |",
@@ -664,7 +686,7 @@ def write_doc(rows: list, path: str, command: str, train_rows: list = ()) -> Non
              "64, random weights, offline), called with `torch.no_grad()` on inputs made from its "
              "`main_input_name`. Per-call times: eager, dynscope and Dynamo timed in the same "
              "rounds, each called once per round in turn, the median of each (a load that comes and "
-             "goes falls on all three alike); see `scripts/hf_sweep.py` for how.", "",
+             "goes falls on all three alike); see `scripts/hf_sweep.py` for how. " + commits_line(rows), "",
              "## Totals", "",
              "| | count |", "|---|---:|",
              f"| model types in the table | {len(rows)} |",
