@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 
@@ -139,6 +140,22 @@ def no_grad_block(x):
     return y + 1
 
 
+class AddTwice(TorchFunctionMode):
+    """A torch function mode that changes values: x + y is twice the sum."""
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out * 2 if func is torch.Tensor.add else out
+
+
+def _summed_in_mode(x, y):
+    with AddTwice():
+        return x + y
+
+
+def function_mode(x, y):
+    return _summed_in_mode(x, y) - 1
+
+
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -212,6 +229,7 @@ def make_corpus():
         "list/dict inputs": (containers, [([r(3), r(3, seed=1)], {"w": r(3, seed=2)})] * 3),
         "boolean mask x[x > 0]": (bool_mask, [(r(6),)] * 2),
         "with torch.no_grad()": (no_grad_block, [(r(3, requires_grad=True),)] * 2),
+        "TorchFunctionMode in a helper": (function_mode, [(r(3), r(3, seed=1))] * 3),
         "nn.Module MLP": (mlp, [(r(2, 8),)] * 3),
         "nn.ModuleList loop": (stack, [(r(2, 6),)] * 3),
         "nn.Module with tensor branch": (branchy, [(r(3, 4),)] * 3),
@@ -411,6 +429,11 @@ EXPLAINED = {
     "with torch.no_grad()": (
         "same", "Both model grad-mode managers: the with block is in the graph (dynscope: the "
         "mode is graph state, and the entry guards the mode the frame starts in)."),
+    "TorchFunctionMode in a helper": (
+        "same", "Both trace through the mode, so its doubling is in the graph: dynscope hands "
+        "each torch call to the mode's __torch_function__, inlined, with what torch would hand "
+        "it (tr_fnmode.c), and nothing of the mode runs at run time; Dynamo keeps a symbolic "
+        "mode stack and inlines the handler too."),
     "nn.Sequential (eval, Dropout)": (
         "same", "Both inline the Sequential (dynscope: Module calls without hooks inline "
         "forward; nn.Sequential iteration is modelled)."),
