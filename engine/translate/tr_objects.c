@@ -364,6 +364,37 @@ Value *tr_make_super(TFrame *f, Value *cls, Value *obj)
    whose __dict__ has name -- a Python function (bound to obj), a property
    (its getter inlined), object.__getattribute__ (the generic lookup).
    NULL when tracing stops. */
+/* The first class after cls in mro whose __dict__ has name: that value
+   (borrowed: the class's dict holds it), its class's index in *at.  NULL
+   when none has it, or with an exception. */
+static PyObject *mro_find_after(PyObject *mro, PyObject *cls, PyObject *name, Py_ssize_t *at)
+{
+    Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0, i = 0;
+    while (i < n && PyTuple_GET_ITEM(mro, i) != cls)
+        i++;
+    for (i++; i < n; i++) {
+        PyObject *dict = type_dict_ref((PyTypeObject *)PyTuple_GET_ITEM(mro, i));
+        PyObject *attr = dict ? PyDict_GetItemWithError(dict, name) : NULL;
+        Py_XDECREF(dict);
+        if (attr != NULL || PyErr_Occurred()) {
+            *at = i;
+            return attr;
+        }
+    }
+    return NULL;
+}
+
+/* A V_BOUNDFN of builtin code `attr` bound to obj, for tr_call_bound to
+   model.  NULL on an error. */
+static Value *bound_builtin(Tracer *t, PyObject *attr, Value *obj)
+{
+    Value *g = value_new(t, V_BOUNDFN, NULL);
+    Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
+    if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
+        return NULL;
+    return g;
+}
+
 /* super().name in a classmethod (sup->pos 1: sup->items[1] is the class it
    was called on): the first class after cls in that class's __mro__ whose
    __dict__ has name, a classmethod of a Python function, bound to the
@@ -374,28 +405,14 @@ static Value *super_attr_of_class(TFrame *f, Value *sup, PyObject *name)
     Tracer *t = f->t;
     Value *obj = sup->items[1];
     PyObject *mro = ((PyTypeObject *)obj->obj)->tp_mro;     /* borrowed */
-    Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0, i = 0;
-    while (i < n && PyTuple_GET_ITEM(mro, i) != sup->items[0]->obj)
-        i++;
-    for (i++; i < n; i++) {
+    Py_ssize_t i;
+    PyObject *attr = mro_find_after(mro, sup->items[0]->obj, name, &i);
+    if (attr != NULL) {
         PyObject *klass = PyTuple_GET_ITEM(mro, i);
-        PyObject *dict = type_dict_ref((PyTypeObject *)klass);
-        PyObject *attr = dict ? PyDict_GetItemWithError(dict, name) : NULL;
-        Py_XDECREF(dict);   /* attr stays alive: the class's dict holds it */
-        if (attr == NULL) {
-            if (PyErr_Occurred())
-                return NULL;
-            continue;
-        }
-        if (tr_is_autograd_apply(attr)) {
+        if (tr_is_autograd_apply(attr))
             /* torch.autograd.Function.apply, the C classmethod (torch 2.14),
                of a class in C: tr_call_bound inlines Fn.forward */
-            Value *g = value_new(t, V_BOUNDFN, NULL);
-            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
-            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
-                return NULL;
-            return g;
-        }
+            return bound_builtin(t, attr, obj);
         PyObject *func = Py_IS_TYPE(attr, &PyClassMethod_Type) ? PyObject_GetAttrString(attr, "__func__") : NULL;
         PyErr_Clear();
         if (func == NULL || !PyFunction_Check(func)) {
@@ -415,6 +432,8 @@ static Value *super_attr_of_class(TFrame *f, Value *sup, PyObject *name)
         Py_XDECREF(func_name);
         return fa < 0 ? NULL : bind_function(f, fa, func, obj);
     }
+    if (PyErr_Occurred())
+        return NULL;
     return tracer_unsupported(t, false, "super().%U in a classmethod: no class after %s has it", name,
                               ((PyTypeObject *)sup->items[0]->obj)->tp_name), NULL;
 }
@@ -427,29 +446,16 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
         return super_attr_of_class(f, sup, name);
     bool made = obj->kind == V_NEWOBJ;     /* made while tracing: obj->obj is its class */
     PyObject *mro = (made ? (PyTypeObject *)obj->obj : Py_TYPE(obj->obj))->tp_mro;   /* borrowed */
-    Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0, i = 0;
-    while (i < n && PyTuple_GET_ITEM(mro, i) != sup->items[0]->obj)
-        i++;
-    for (i++; i < n; i++) {
+    Py_ssize_t i;
+    PyObject *attr = mro_find_after(mro, sup->items[0]->obj, name, &i);
+    if (attr != NULL) {
         PyObject *klass = PyTuple_GET_ITEM(mro, i);
-        PyObject *dict = type_dict_ref((PyTypeObject *)klass);
-        PyObject *attr = dict ? PyDict_GetItemWithError(dict, name) : NULL;
-        Py_XDECREF(dict);   /* attr stays alive: the class's dict holds it */
-        if (attr == NULL) {
-            if (PyErr_Occurred())
-                return NULL;
-            continue;
-        }
         if (made && !(((PyTypeObject *)klass)->tp_flags & Py_TPFLAGS_HEAPTYPE)
             && (Py_IS_TYPE(attr, &PyWrapperDescr_Type) || Py_IS_TYPE(attr, &PyMethodDescr_Type))) {
             /* object.__setattr__, dict.__setitem__, ... of an object made
                while tracing (tr_newobj_call_builtin); its class is guarded
                by identity, and with it its MRO */
-            Value *g = value_new(t, V_BOUNDFN, NULL);
-            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
-            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
-                return NULL;
-            return g;
+            return bound_builtin(t, attr, obj);
         }
         if (made) {
             /* a Python function of a class in the MRO: C.__mro__[i].name */
@@ -467,11 +473,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
         }
         if (klass == (PyObject *)&PyBaseObject_Type
             && PyUnicode_CompareWithASCIIString(name, "__getattribute__") == 0) {
-            Value *g = value_new(t, V_BOUNDFN, NULL);
-            Value *marker = value_new(t, V_CONST, attr);
-            if (g == NULL || marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
-                return NULL;
-            return g;
+            return bound_builtin(t, attr, obj);
         }
         /* type(obj).__mro__[i].name: what was found, guarded by identity */
         PyObject *mro_name = PyUnicode_FromString("__mro__");
@@ -498,11 +500,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
             /* object.__setattr__, dict's or OrderedDict's __setitem__: what a
                class's own __setattr__ / __setitem__ ends in (tr_call_bound
                records the write) */
-            Value *g = value_new(t, V_BOUNDFN, NULL);
-            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
-            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
-                return NULL;
-            return g;
+            return bound_builtin(t, attr, obj);
         }
         if (klass == (PyObject *)&PyDict_Type && Py_IS_TYPE(attr, &PyMethodDescr_Type)
             && (PyUnicode_CompareWithASCIIString(name, "get") == 0
@@ -510,11 +508,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
                 || PyUnicode_CompareWithASCIIString(name, "__contains__") == 0)) {
             /* dict.get(self, key) of a dict subclass: its storage, read
                through accessors (tr_call_bound) */
-            Value *g = value_new(t, V_BOUNDFN, NULL);
-            Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
-            if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
-                return NULL;
-            return g;
+            return bound_builtin(t, attr, obj);
         }
         bool handled;
         Value *r = property_get(f, obj, name, attr, fa, &handled);
@@ -524,6 +518,8 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
             return fa < 0 ? NULL : value_from_source(t, fa, attr);
         return tracer_unsupported(t, false, "super().%U: a %s", name, Py_TYPE(attr)->tp_name), NULL;
     }
+    if (PyErr_Occurred())
+        return NULL;
     return tracer_unsupported(t, false, "super() has no attribute '%U'", name), NULL;
 }
 
