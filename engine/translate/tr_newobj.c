@@ -263,10 +263,8 @@ static bool is_mapping_method(Value *o, PyObject *descr)
     return owner == &PyDict_Type || owner == mapping_base((PyTypeObject *)o->obj);
 }
 
-/* descr (a builtin method of object or of dict) bound to new object o: a
-   V_BOUNDFN that tr_call_bound hands to tr_newobj_call_builtin.  NULL on
-   an error. */
-static Value *bound_builtin(Tracer *t, PyObject *descr, Value *o)
+/* (contract: translate_int.h) */
+Value *tr_bound_builtin(Tracer *t, PyObject *descr, Value *o)
 {
     Value *g = value_new(t, V_BOUNDFN, NULL);
     Value *marker = g ? value_new(t, V_CONST, descr) : NULL;
@@ -508,7 +506,7 @@ static Value *generic_attr(TFrame *f, Value *o, PyObject *name, PyObject *getatt
         /* o.keys, o.get, ...: dict's own, bound to o's mapping */
         if (guard_class_attr_is(t, cls, name, descr) < 0)
             return NULL;
-        return bound_builtin(t, descr, o);
+        return tr_bound_builtin(t, descr, o);
     }
     if (is_object_slot(tp, name, descr)) {
         /* a slot: the object's storage, as the instance dict is */

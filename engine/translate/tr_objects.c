@@ -384,17 +384,6 @@ static PyObject *mro_find_after(PyObject *mro, PyObject *cls, PyObject *name, Py
     return NULL;
 }
 
-/* A V_BOUNDFN of builtin code `attr` bound to obj, for tr_call_bound to
-   model.  NULL on an error. */
-static Value *bound_builtin(Tracer *t, PyObject *attr, Value *obj)
-{
-    Value *g = value_new(t, V_BOUNDFN, NULL);
-    Value *marker = g ? value_new(t, V_CONST, attr) : NULL;
-    if (marker == NULL || value_append(t, g, marker) < 0 || value_append(t, g, obj) < 0)
-        return NULL;
-    return g;
-}
-
 /* super().name in a classmethod (sup->pos 1: sup->items[1] is the class it
    was called on): the first class after cls in that class's __mro__ whose
    __dict__ has name, a classmethod of a Python function, bound to the
@@ -412,7 +401,7 @@ static Value *super_attr_of_class(TFrame *f, Value *sup, PyObject *name)
         if (tr_is_autograd_apply(attr))
             /* torch.autograd.Function.apply, the C classmethod (torch 2.14),
                of a class in C: tr_call_bound inlines Fn.forward */
-            return bound_builtin(t, attr, obj);
+            return tr_bound_builtin(t, attr, obj);
         PyObject *func = Py_IS_TYPE(attr, &PyClassMethod_Type) ? PyObject_GetAttrString(attr, "__func__") : NULL;
         PyErr_Clear();
         if (func == NULL || !PyFunction_Check(func)) {
@@ -455,7 +444,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
             /* object.__setattr__, dict.__setitem__, ... of an object made
                while tracing (tr_newobj_call_builtin); its class is guarded
                by identity, and with it its MRO */
-            return bound_builtin(t, attr, obj);
+            return tr_bound_builtin(t, attr, obj);
         }
         if (made) {
             /* a Python function of a class in the MRO: C.__mro__[i].name */
@@ -473,7 +462,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
         }
         if (klass == (PyObject *)&PyBaseObject_Type
             && PyUnicode_CompareWithASCIIString(name, "__getattribute__") == 0) {
-            return bound_builtin(t, attr, obj);
+            return tr_bound_builtin(t, attr, obj);
         }
         /* type(obj).__mro__[i].name: what was found, guarded by identity */
         PyObject *mro_name = PyUnicode_FromString("__mro__");
@@ -500,7 +489,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
             /* object.__setattr__, dict's or OrderedDict's __setitem__: what a
                class's own __setattr__ / __setitem__ ends in (tr_call_bound
                records the write) */
-            return bound_builtin(t, attr, obj);
+            return tr_bound_builtin(t, attr, obj);
         }
         if (klass == (PyObject *)&PyDict_Type && Py_IS_TYPE(attr, &PyMethodDescr_Type)
             && (PyUnicode_CompareWithASCIIString(name, "get") == 0
@@ -508,7 +497,7 @@ Value *tr_super_attr(TFrame *f, Value *sup, PyObject *name)
                 || PyUnicode_CompareWithASCIIString(name, "__contains__") == 0)) {
             /* dict.get(self, key) of a dict subclass: its storage, read
                through accessors (tr_call_bound) */
-            return bound_builtin(t, attr, obj);
+            return tr_bound_builtin(t, attr, obj);
         }
         bool handled;
         Value *r = property_get(f, obj, name, attr, fa, &handled);

@@ -398,6 +398,10 @@ int tr_newobj_truth(TFrame *f, Value *o);
    (not deriving from dict); its __new__ is guarded.  NULL when tracing
    stops. */
 Value *tr_newobj_blank(Tracer *t, Value *cls);
+/* descr, builtin code (object's or dict's methods, Function.apply), bound
+   to o: a V_BOUNDFN that tr_call_bound models (tr_newobj_call_builtin for
+   a new object).  NULL on an error. */
+Value *tr_bound_builtin(Tracer *t, PyObject *descr, Value *o);
 /* object.__setattr__(o, name, value) (what super().__setattr__ reaches):
    the class's own __setattr__ not consulted.  0 / -1. */
 int tr_newobj_object_setattr(TFrame *f, Value *o, PyObject *name, Value *value);
